@@ -1,0 +1,3 @@
+// The implementation compiled as C++11; tu_user.c (C) links against it.
+#define PER_IMPLEMENTATION
+#include "per.h"

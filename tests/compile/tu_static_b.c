@@ -1,0 +1,13 @@
+#define PER_STATIC
+#define PER_IMPLEMENTATION
+#include "per.h"
+#include <stdio.h>
+
+int static_a_total(void);
+
+int main(void) {
+  int ok = static_a_total() == 3 &&
+           per_status_str(PER_ERR_NAN) != per_status_str(PER_OK);
+  printf("%s\n", ok ? "static: ok" : "static: wrong result");
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,625 @@
+/* test_tree.c - the sum tree: layout, updates, descent, sampling, errors.
+   Runs with PER_REAL double (default) and float (the Meson build compiles
+   it both ways). */
+#include <math.h>
+#include <stdlib.h>
+
+/* A counting allocator that can be told to fail: every allocation in the
+   library goes through it. */
+static long t_live_allocs;
+static long t_alloc_calls;
+static long t_fail_at = -1; /* fail the allocation with this call number */
+static void *t_malloc(size_t sz, void *ctx) {
+  (void)ctx;
+  if (t_alloc_calls++ == t_fail_at) return NULL;
+  ++t_live_allocs;
+  return malloc(sz);
+}
+static void t_free(void *p, void *ctx) {
+  (void)ctx;
+  if (p) --t_live_allocs;
+  free(p);
+}
+#define PER_MALLOC(sz, ctx) t_malloc(sz, ctx)
+#define PER_FREE(p, ctx) t_free(p, ctx)
+#define PER_IMPLEMENTATION
+#include "per.h"
+#include "stats.h"
+#include "t.h"
+
+#define IS_FLOAT (sizeof(per_real) == sizeof(float))
+
+static size_t tree_nodes(const per_tree *t) { return (size_t)t->leaves * 2; }
+
+/* A byte snapshot of a tree: the struct and the node array. */
+typedef struct snap {
+  per_tree head;
+  per_real *node;
+  size_t n;
+} snap;
+static snap snap_take(const per_tree *t) {
+  snap s;
+  s.head = *t;
+  s.n = tree_nodes(t);
+  s.node = (per_real *)malloc(s.n * sizeof(per_real));
+  memcpy(s.node, t->node, s.n * sizeof(per_real));
+  return s;
+}
+static void snap_check_same(snap *s, const per_tree *t, int line) {
+  if (memcmp(&s->head, t, sizeof *t) != 0 ||
+      memcmp(s->node, t->node, s->n * sizeof(per_real)) != 0) {
+    ++t_fail_count;
+    fprintf(stderr, "%s:%d: FAIL: tree changed by a failing call\n", __FILE__,
+            line);
+  } else {
+    ++t_pass_count;
+  }
+  free(s->node);
+}
+#define CHECK_UNCHANGED(s, t) snap_check_same(&(s), (t), __LINE__)
+
+static uint32_t next_pow2(uint32_t c) {
+  uint32_t L = 1;
+  while (L < c) L <<= 1;
+  return L;
+}
+
+/* ---- the seed write-ups' tests ---------------------------------------- */
+
+static void test_seed_cases(void) {
+  per_tree t;
+  uint32_t i, idx;
+  static const per_real p[4] = {1, 2, 3, 4};
+
+  CHECK_OK(per_tree_init(&t, 4, NULL));
+  for (i = 0; i < 4; ++i) CHECK_OK(per_tree_set(&t, i, p[i]));
+  CHECK_EQ_F(per_tree_total(&t), 10.0);
+  /* cumulative [1, 3, 6, 10] */
+  CHECK_OK(per_tree_find(&t, (per_real)0.5, &idx));
+  CHECK_EQ_U(idx, 0);
+  CHECK_OK(per_tree_find(&t, (per_real)2.5, &idx));
+  CHECK_EQ_U(idx, 1);
+  CHECK_OK(per_tree_find(&t, (per_real)7.0, &idx));
+  CHECK_EQ_U(idx, 3);
+  /* the interval boundaries: [0,1) -> 0, [1,3) -> 1, [3,6) -> 2, [6,10) -> 3 */
+  CHECK_OK(per_tree_find(&t, 1, &idx));
+  CHECK_EQ_U(idx, 1);
+  CHECK_OK(per_tree_find(&t, 3, &idx));
+  CHECK_EQ_U(idx, 2);
+  CHECK_OK(per_tree_find(&t, 6, &idx));
+  CHECK_EQ_U(idx, 3);
+  CHECK_EQ_F(per_tree_prefix(&t, 0), 0);
+  CHECK_EQ_F(per_tree_prefix(&t, 3), 6);
+  CHECK_EQ_F(per_tree_prefix(&t, 4), 10);
+  CHECK_EQ_F(per_tree_prefix(&t, 99), 10);
+
+  /* update propagates */
+  for (i = 0; i < 4; ++i) CHECK_OK(per_tree_set(&t, i, 1));
+  CHECK_EQ_F(per_tree_total(&t), 4.0);
+  CHECK_OK(per_tree_set(&t, 0, 5));
+  CHECK_EQ_F(per_tree_total(&t), 8.0);
+  CHECK_EQ_F(per_tree_get(&t, 0), 5.0);
+  CHECK_OK(per_tree_check(&t));
+  per_tree_free(&t);
+
+  /* circular overwrite: capacity 3, the 4th write goes to slot 0 */
+  CHECK_OK(per_tree_init(&t, 3, NULL));
+  {
+    static const per_real w[4] = {1, 2, 3, 10};
+    uint32_t next = 0, slot = 0;
+    for (i = 0; i < 4; ++i) {
+      slot = next;
+      CHECK_OK(per_tree_set(&t, slot, w[i]));
+      next = (next + 1) % 3;
+    }
+    CHECK_EQ_U(slot, 0);
+    CHECK_EQ_F(per_tree_total(&t), 15.0);
+  }
+  CHECK_OK(per_tree_check(&t));
+  per_tree_free(&t);
+}
+
+/* Root equals the sum of the leaves and every internal node its children's
+   sum after 5,000 random updates with duplicates on capacity 1024; the
+   batch update equals one-by-one updates bit for bit. */
+static void test_random_updates(void) {
+  per_tree a, b;
+  per_rng rng;
+  uint32_t idx[5000];
+  per_real val[5000];
+  uint32_t j;
+  long double sum = 0;
+  CHECK_OK(per_tree_init(&a, 1024, NULL));
+  CHECK_OK(per_tree_init(&b, 1024, NULL));
+  per_rng_init(&rng, 1);
+  for (j = 0; j < 5000; ++j) {
+    idx[j] = per_rng_below(&rng, 1024);
+    val[j] = per_rng_real(&rng);
+  }
+  CHECK_OK(per_tree_set_batch(&a, idx, val, 5000));
+  for (j = 0; j < 5000; ++j) CHECK_OK(per_tree_set(&b, idx[j], val[j]));
+  CHECK_OK(per_tree_check(&a));
+  CHECK_MEM(a.node, b.node, tree_nodes(&a) * sizeof(per_real));
+  for (j = 0; j < 1024; ++j) sum += per_tree_get(&a, j);
+  CHECK_NEAR(per_tree_total(&a), (double)sum, 1e-9 * 1024 + (IS_FLOAT ? 1e-3 : 0));
+  /* last one wins for duplicates */
+  {
+    uint32_t d[3] = {7, 9, 7};
+    per_real v[3] = {1, 2, 3};
+    CHECK_OK(per_tree_set_batch(&a, d, v, 3));
+    CHECK_EQ_F(per_tree_get(&a, 7), 3);
+    CHECK_EQ_F(per_tree_get(&a, 9), 2);
+  }
+  CHECK_OK(per_tree_check(&a));
+  /* a batch of n == 0 changes nothing, even with NULL arrays */
+  {
+    snap s = snap_take(&a);
+    CHECK_OK(per_tree_set_batch(&a, NULL, NULL, 0));
+    CHECK_UNCHANGED(s, &a);
+  }
+  per_tree_free(&a);
+  per_tree_free(&b);
+}
+
+/* Priorities 1..128, 200,000 stratified draws (batches of 64): chi-square
+   against p_i = i / sum, failing at p < 1e-6 (false-failure probability
+   1e-6; stratification only lowers the statistic's variance, so the test
+   stays conservative), and the L1 < 0.10 check of the CUDA coursework. */
+static void test_distribution(void) {
+  per_tree t;
+  per_rng rng;
+  double obs[128] = {0}, expd[128], l1 = 0, stat, p;
+  uint32_t idx[64], i, b;
+  CHECK_OK(per_tree_init(&t, 128, NULL));
+  for (i = 0; i < 128; ++i) CHECK_OK(per_tree_set(&t, i, (per_real)(i + 1)));
+  per_rng_init(&rng, 2024);
+  for (b = 0; b < 200000 / 64; ++b) {
+    CHECK_STATUS(per_tree_sample(&t, &rng, 64, idx, NULL), PER_OK);
+    for (i = 0; i < 64; ++i) obs[idx[i]] += 1;
+  }
+  for (i = 0; i < 128; ++i) {
+    expd[i] = (double)(i + 1) / 8256.0 * (200000 / 64 * 64);
+    l1 += fabs(obs[i] - expd[i]) / (200000 / 64 * 64);
+  }
+  stat = chi2_stat(obs, expd, 128);
+  p = chi2_p(stat, 127);
+  CHECK_MSG(p > 1e-6, "chi-square %.2f df 127 p %.3g", stat, p);
+  CHECK_MSG(l1 < 0.10, "L1 %.4f", l1);
+  CHECK_EQ_U(rng.counter, 200000 / 64 * 64);
+  per_tree_free(&t);
+}
+
+/* ---- edges -------------------------------------------------------------- */
+
+/* Whatever u the descent gets, the leaf has mass and is in range. */
+static void check_every_u(const per_tree *t, int line) {
+  per_real total = per_tree_total(t);
+  per_real us[10];
+  int n = 0, i;
+  us[n++] = 0;
+  us[n++] = total;
+  us[n++] = (per_real)nextafter((double)total, INFINITY);
+  us[n++] = IS_FLOAT ? (per_real)nextafterf((float)total, INFINITY) : total;
+  us[n++] = total * 2;
+  us[n++] = (per_real)1e30;
+  us[n++] = (per_real)INFINITY;
+  us[n++] = (per_real)NAN;
+  us[n++] = -1;
+  us[n++] = (per_real)-0.0;
+  for (i = 0; i < n; ++i) {
+    uint32_t leaf = per_tree_descend(t->node, t->leaves, us[i]);
+    if (leaf >= t->capacity || !(per_tree_get(t, leaf) > 0)) {
+      ++t_fail_count;
+      fprintf(stderr,
+              "%s:%d: FAIL: u=%.17g of total %.17g gave leaf %u (value %g, "
+              "capacity %u)\n",
+              __FILE__, line, (double)us[i], (double)total, leaf,
+              (double)per_tree_get(t, leaf), t->capacity);
+    } else {
+      ++t_pass_count;
+    }
+  }
+}
+
+static void test_edges(void) {
+  static const uint32_t caps[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 33, 1000, 1024, 1025};
+  size_t c;
+  per_rng rng;
+  per_rng_init(&rng, 3);
+  for (c = 0; c < sizeof caps / sizeof caps[0]; ++c) {
+    uint32_t cap = caps[c], i, idx;
+    per_tree t;
+    CHECK_OK(per_tree_init(&t, cap, NULL));
+    CHECK_EQ_U(t.leaves, next_pow2(cap));
+    CHECK_EQ_U(per_tree_bytes(cap), 2 * next_pow2(cap) * sizeof(per_real));
+    /* all-zero tree: a clear error, no crash */
+    CHECK_STATUS(per_tree_find(&t, 0, &idx), PER_ERR_EMPTY);
+    {
+      uint32_t out4[4];
+      CHECK_STATUS(per_tree_sample(&t, &rng, 4, out4, NULL), PER_ERR_EMPTY);
+      CHECK_STATUS(per_tree_sample_iid(&t, &rng, 4, out4, NULL), PER_ERR_EMPTY);
+    }
+    CHECK_OK(per_tree_check(&t));
+
+    /* leaf order: leaf i holds i + 1; the middle of its interval finds it */
+    for (i = 0; i < cap; ++i) CHECK_OK(per_tree_set(&t, i, (per_real)(i + 1)));
+    CHECK_OK(per_tree_check(&t));
+    for (i = 0; i < cap; ++i) {
+      per_real mid = per_tree_prefix(&t, i) + (per_real)(i + 1) / 2;
+      CHECK_OK(per_tree_find(&t, mid, &idx));
+      CHECK_MSG(idx == i, "cap %u: leaf %u found as %u", cap, i, idx);
+    }
+    /* u = 0 -> first leaf, u = total (and past it) -> last leaf */
+    CHECK_OK(per_tree_find(&t, 0, &idx));
+    CHECK_EQ_U(idx, 0);
+    CHECK_OK(per_tree_find(&t, per_tree_total(&t), &idx));
+    CHECK_EQ_U(idx, cap - 1);
+    CHECK_OK(per_tree_find(&t, (per_real)1e30, &idx));
+    CHECK_EQ_U(idx, cap - 1);
+    check_every_u(&t, __LINE__);
+
+    /* zeros at the left and right edges (and the padding beyond) */
+    if (cap >= 3) {
+      CHECK_OK(per_tree_set(&t, 0, 0));
+      CHECK_OK(per_tree_set(&t, cap - 1, 0));
+      CHECK_OK(per_tree_find(&t, 0, &idx));
+      CHECK_EQ_U(idx, 1);
+      CHECK_OK(per_tree_find(&t, per_tree_total(&t), &idx));
+      CHECK_EQ_U(idx, cap - 2);
+      check_every_u(&t, __LINE__);
+    }
+    /* only the last slot has mass: it is found for every u, and sampled */
+    {
+      uint32_t out[16], j;
+      per_tree_clear(&t);
+      CHECK_OK(per_tree_set(&t, cap - 1, (per_real)0.25));
+      check_every_u(&t, __LINE__);
+      CHECK_OK(per_tree_sample(&t, &rng, 16, out, NULL));
+      for (j = 0; j < 16; ++j) CHECK_EQ_U(out[j], cap - 1);
+      /* only the first slot */
+      per_tree_clear(&t);
+      CHECK_OK(per_tree_set(&t, 0, (per_real)3));
+      check_every_u(&t, __LINE__);
+      CHECK_OK(per_tree_sample(&t, &rng, 16, out, NULL));
+      for (j = 0; j < 16; ++j) CHECK_EQ_U(out[j], 0);
+    }
+    /* random sparse trees: every u, and every stratified draw, hits mass */
+    {
+      int rep;
+      for (rep = 0; rep < 20; ++rep) {
+        uint32_t out[64], j;
+        per_real vals[64];
+        per_tree_clear(&t);
+        for (i = 0; i < cap; ++i)
+          if (per_rng_below(&rng, 3) == 0)
+            CHECK_OK(per_tree_set(&t, i, per_rng_real(&rng) * (per_real)(rep + 1)));
+        CHECK_OK(per_tree_set(&t, per_rng_below(&rng, cap), (per_real)1e-30));
+        check_every_u(&t, __LINE__);
+        CHECK_OK(per_tree_sample(&t, &rng, 64, out, vals));
+        for (j = 0; j < 64; ++j) {
+          CHECK(out[j] < cap && vals[j] > 0 && vals[j] == per_tree_get(&t, out[j]));
+        }
+      }
+    }
+    per_tree_free(&t);
+  }
+}
+
+/* Tiny leaves next to huge ones, subnormals, values near PER_LEAF_MAX. */
+static void test_extreme_values(void) {
+  per_tree t;
+  uint32_t idx;
+  per_real tiny = IS_FLOAT ? (per_real)1e-44 : (per_real)4.9e-324;
+  CHECK_OK(per_tree_init(&t, 5, NULL));
+  CHECK_OK(per_tree_set(&t, 1, tiny));
+  CHECK_OK(per_tree_set(&t, 3, PER_LEAF_MAX));
+  CHECK_OK(per_tree_check(&t));
+  check_every_u(&t, __LINE__);
+  CHECK_OK(per_tree_find(&t, 0, &idx));
+  CHECK_EQ_U(idx, 1);
+  /* the total of a full tree of PER_LEAF_MAX leaves stays finite */
+  CHECK((double)PER_LEAF_MAX * 2147483648.0 <
+        (IS_FLOAT ? 3.4028234663852886e38 : 1.7976931348623157e308));
+  /* -0 is stored as +0 (bitwise), so equal leaves give equal bits */
+  {
+    per_real z = 0, got;
+    CHECK_OK(per_tree_set(&t, 2, (per_real)-0.0));
+    got = per_tree_get(&t, 2);
+    CHECK_MEM(&got, &z, sizeof z);
+  }
+  per_tree_free(&t);
+}
+
+/* ---- bad input ---------------------------------------------------------- */
+
+static void test_bad_input(void) {
+  per_tree t;
+  per_rng rng, rng0;
+  uint32_t i, idx[8];
+  snap s;
+  per_real bad[5];
+  per_status want[5] = {PER_ERR_NAN, PER_ERR_INF, PER_ERR_INF, PER_ERR_NEGATIVE, PER_ERR_RANGE};
+  bad[0] = (per_real)NAN;
+  bad[1] = (per_real)INFINITY;
+  bad[2] = (per_real)-INFINITY;
+  bad[3] = (per_real)-1e-30;
+  bad[4] = PER_LEAF_MAX * 2;
+
+  CHECK_OK(per_tree_init(&t, 10, NULL));
+  for (i = 0; i < 10; ++i) CHECK_OK(per_tree_set(&t, i, (per_real)(i % 3)));
+
+  for (i = 0; i < 5; ++i) {
+    uint32_t bi[4] = {0, 1, 2, 9};
+    per_real bv[4] = {5, 6, 7, 8};
+    bv[3] = bad[i]; /* the bad value comes last: nothing may be applied */
+    s = snap_take(&t);
+    CHECK_STATUS(per_tree_set(&t, 4, bad[i]), want[i]);
+    CHECK_UNCHANGED(s, &t);
+    s = snap_take(&t);
+    CHECK_STATUS(per_tree_set_batch(&t, bi, bv, 4), want[i]);
+    CHECK_UNCHANGED(s, &t);
+    s = snap_take(&t);
+    CHECK_STATUS(per_tree_build(&t, bv, 4), want[i]);
+    CHECK_UNCHANGED(s, &t);
+  }
+  {
+    uint32_t bi[3] = {0, 10, 1};
+    per_real bv[3] = {1, 1, 1};
+    per_real many[11] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    s = snap_take(&t);
+    CHECK_STATUS(per_tree_set(&t, 10, 1), PER_ERR_INDEX);
+    CHECK_STATUS(per_tree_set(&t, 0xffffffffu, 1), PER_ERR_INDEX);
+    CHECK_STATUS(per_tree_set_batch(&t, bi, bv, 3), PER_ERR_INDEX);
+    CHECK_STATUS(per_tree_set_batch(&t, NULL, bv, 3), PER_ERR_NULL);
+    CHECK_STATUS(per_tree_set_batch(&t, bi, NULL, 3), PER_ERR_NULL);
+    CHECK_STATUS(per_tree_build(&t, many, 11), PER_ERR_INDEX);
+    CHECK_STATUS(per_tree_build(&t, NULL, 3), PER_ERR_NULL);
+    CHECK_STATUS(per_tree_find(&t, (per_real)NAN, idx), PER_ERR_NAN);
+    CHECK_STATUS(per_tree_find(&t, -1, idx), PER_ERR_NEGATIVE);
+    CHECK_STATUS(per_tree_find(&t, 1, NULL), PER_ERR_NULL);
+    CHECK_UNCHANGED(s, &t);
+  }
+  /* sampling errors leave the rng as it was */
+  per_rng_init(&rng, 9);
+  (void)per_rng_u32(&rng);
+  rng0 = rng;
+  CHECK_STATUS(per_tree_sample(&t, &rng, 0, idx, NULL), PER_ERR_BATCH);
+  CHECK_STATUS(per_tree_sample(&t, &rng, 4, NULL, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_tree_sample(NULL, &rng, 4, idx, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_tree_sample(&t, NULL, 4, idx, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_tree_sample_strata(&t, 1, 0, 8, 5, 4, idx, NULL), PER_ERR_INDEX);
+  CHECK_STATUS(per_tree_sample_strata(&t, 1, 0, 8, 0xffffffffu, 2, idx, NULL), PER_ERR_INDEX);
+  CHECK_STATUS(per_tree_sample_strata(&t, 1, 0, 0, 0, 0, idx, NULL), PER_ERR_BATCH);
+  CHECK_OK(per_tree_sample_strata(&t, 1, 0, 8, 8, 0, NULL, NULL));
+  CHECK_MEM(&rng, &rng0, sizeof rng);
+  per_tree_clear(&t);
+  CHECK_STATUS(per_tree_sample(&t, &rng, 4, idx, NULL), PER_ERR_EMPTY);
+  CHECK_MEM(&rng, &rng0, sizeof rng);
+  /* a non-finite total (memory written from outside) is refused */
+  t.node[1] = (per_real)INFINITY;
+  CHECK_STATUS(per_tree_sample(&t, &rng, 4, idx, NULL), PER_ERR_DEGENERATE);
+  CHECK_STATUS(per_tree_find(&t, 0, idx), PER_ERR_DEGENERATE);
+  t.node[1] = (per_real)NAN;
+  CHECK_STATUS(per_tree_sample(&t, &rng, 4, idx, NULL), PER_ERR_DEGENERATE);
+  CHECK_MEM(&rng, &rng0, sizeof rng);
+  per_tree_free(&t);
+
+  /* construction errors */
+  CHECK_STATUS(per_tree_init(&t, 0, NULL), PER_ERR_CAPACITY);
+  CHECK(t.node == NULL);
+  per_tree_free(&t);
+  CHECK_STATUS(per_tree_init(&t, PER_MAX_CAPACITY + 1u, NULL), PER_ERR_CAPACITY);
+  CHECK_STATUS(per_tree_init(NULL, 4, NULL), PER_ERR_NULL);
+  CHECK_EQ_U(per_tree_bytes(0), 0);
+  CHECK_EQ_U(per_tree_bytes(PER_MAX_CAPACITY + 1u), 0);
+  CHECK(per_tree_bytes(PER_MAX_CAPACITY) == 0 ||
+        per_tree_bytes(PER_MAX_CAPACITY) == (size_t)PER_MAX_CAPACITY * 2 * sizeof(per_real));
+  per_tree_free(NULL);
+  CHECK_EQ_F(per_tree_total(NULL), 0);
+  CHECK_EQ_F(per_tree_get(NULL, 0), 0);
+  CHECK_STATUS(per_tree_check(NULL), PER_ERR_NULL);
+}
+
+static void test_check_detects(void) {
+  per_tree t;
+  uint32_t i;
+  CHECK_OK(per_tree_init(&t, 6, NULL));
+  for (i = 0; i < 6; ++i) CHECK_OK(per_tree_set(&t, i, (per_real)(i + 1)));
+  CHECK_OK(per_tree_check(&t));
+  t.node[3] += 1; /* an internal node off by one */
+  CHECK_STATUS(per_tree_check(&t), PER_ERR_CORRUPT);
+  t.node[3] -= 1;
+  CHECK_OK(per_tree_check(&t));
+  t.node[t.leaves + 7] = 1; /* a padded leaf */
+  CHECK_STATUS(per_tree_check(&t), PER_ERR_CORRUPT);
+  t.node[t.leaves + 7] = 0;
+  t.node[0] = 1;
+  CHECK_STATUS(per_tree_check(&t), PER_ERR_CORRUPT);
+  t.node[0] = 0;
+  t.node[t.leaves + 2] = -1; /* a negative leaf (and the sums agree) */
+  for (i = (t.leaves + 2) >> 1; i >= 1; i >>= 1) per_tree_recompute(t.node, i);
+  CHECK_STATUS(per_tree_check(&t), PER_ERR_CORRUPT);
+  per_tree_free(&t);
+}
+
+/* ---- memory ------------------------------------------------------------- */
+
+static void test_alloc(void) {
+  per_tree t;
+  per_status s;
+  long before = t_live_allocs;
+  t_alloc_calls = 0;
+  t_fail_at = 0;
+  s = per_tree_init(&t, 100, NULL);
+  CHECK_STATUS(s, PER_ERR_NOMEM);
+  CHECK(t.node == NULL && t.capacity == 0);
+  per_tree_free(&t);
+  CHECK_EQ_U(t_live_allocs, before);
+  t_fail_at = -1;
+  CHECK_OK(per_tree_init(&t, 100, NULL));
+  CHECK_EQ_U(t_live_allocs, before + 1);
+  per_tree_free(&t);
+  per_tree_free(&t); /* twice is fine */
+  CHECK_EQ_U(t_live_allocs, before);
+
+  /* caller-owned memory gives the same tree as an allocated one */
+  {
+    union { per_real r[64]; char c[64 * sizeof(per_real)]; } mem;
+    per_tree a, b;
+    uint32_t i;
+    CHECK_OK(per_tree_init_mem(&a, 17, mem.r, sizeof mem)); /* L = 32: 64 values */
+    CHECK_STATUS(per_tree_init_mem(&a, 33, mem.r, sizeof mem), PER_ERR_MEMORY);
+    CHECK_OK(per_tree_init_mem(&a, 16, mem.r, sizeof mem));
+    CHECK_STATUS(per_tree_init_mem(&b, 16, mem.r, 32 * sizeof(per_real) - 1), PER_ERR_MEMORY);
+    CHECK_STATUS(per_tree_init_mem(&b, 8, mem.c + 1, 32 * sizeof(per_real)), PER_ERR_MEMORY);
+    CHECK_STATUS(per_tree_init_mem(&b, 8, NULL, 32 * sizeof(per_real)), PER_ERR_NULL);
+    CHECK_STATUS(per_tree_init_mem(&b, 0, mem.r, sizeof mem), PER_ERR_CAPACITY);
+    CHECK_OK(per_tree_init(&b, 16, NULL));
+    for (i = 0; i < 16; ++i) {
+      CHECK_OK(per_tree_set(&a, i, (per_real)(i * i)));
+      CHECK_OK(per_tree_set(&b, i, (per_real)(i * i)));
+    }
+    CHECK_MEM(a.node, b.node, 32 * sizeof(per_real));
+    before = t_live_allocs;
+    per_tree_free(&a); /* does not free caller memory */
+    CHECK_EQ_U(t_live_allocs, before);
+    per_tree_free(&b);
+  }
+}
+
+/* ---- batches split over strata ---------------------------------------- */
+
+static void test_strata(void) {
+  per_tree t;
+  per_rng rng;
+  uint32_t whole[100], part[100], i;
+  per_real wv[100], pv[100];
+  uint64_t c0;
+  CHECK_OK(per_tree_init(&t, 777, NULL));
+  per_rng_init(&rng, 5);
+  for (i = 0; i < 777; ++i) CHECK_OK(per_tree_set(&t, i, per_rng_real(&rng)));
+  per_rng_init(&rng, 77);
+  rng.counter = 123456789012ull;
+  c0 = rng.counter;
+  CHECK_OK(per_tree_sample(&t, &rng, 100, whole, wv));
+  CHECK_EQ_U(rng.counter, c0 + 100);
+  CHECK_EQ_U(rng.avail, 0);
+  /* three uneven pieces in reverse order give the same batch */
+  CHECK_OK(per_tree_sample_strata(&t, 77, c0, 100, 61, 39, part + 61, pv + 61));
+  CHECK_OK(per_tree_sample_strata(&t, 77, c0, 100, 7, 54, part + 7, pv + 7));
+  CHECK_OK(per_tree_sample_strata(&t, 77, c0, 100, 0, 7, part, pv));
+  CHECK_MEM(whole, part, sizeof whole);
+  CHECK_MEM(wv, pv, sizeof wv);
+  /* each stratum's draw lies in its own slice of the mass */
+  for (i = 0; i < 100; ++i) {
+    per_real seg = per_tree_total(&t) / 100;
+    per_real u = per_tree_stratum_u(77, c0, i, seg);
+    CHECK(u >= seg * (per_real)i * (per_real)0.999999);
+    CHECK(u <= seg * (per_real)(i + 1) * (per_real)1.000001);
+    CHECK_EQ_U(per_tree_descend(t.node, t.leaves, u), whole[i]);
+  }
+  per_tree_free(&t);
+}
+
+/* ---- accuracy against an exact reference ------------------------------ */
+
+/* N = 2^22 leaves in (0,1]; 10^6 stratified draws (1000 batches of 1000)
+   compared with an exact search: long double prefix sums and binary search
+   for the same u. Double trees must agree on >= 99.999% of draws. */
+static void test_accuracy(void) {
+  const uint32_t N = 1u << 22;
+  per_tree t;
+  per_rng rng;
+  long double *pre;
+  per_real *vals;
+  uint32_t i, b, agree = 0, total_draws = 0;
+  double frac;
+  pre = (long double *)malloc(((size_t)N + 1) * sizeof(long double));
+  vals = (per_real *)malloc((size_t)N * sizeof(per_real));
+  CHECK(pre != NULL && vals != NULL);
+  if (!pre || !vals) return;
+  CHECK_OK(per_tree_init(&t, N, NULL));
+  per_rng_init(&rng, 11);
+  for (i = 0; i < N; ++i) vals[i] = 1 - per_rng_real(&rng); /* (0, 1] */
+  CHECK_OK(per_tree_build(&t, vals, N));
+  pre[0] = 0;
+  for (i = 0; i < N; ++i) pre[i + 1] = pre[i] + (long double)vals[i];
+  for (b = 0; b < 1000; ++b) {
+    uint32_t idx[1000], j;
+    uint64_t c0 = rng.counter;
+    per_real seg = per_tree_total(&t) / 1000;
+    CHECK_STATUS(per_tree_sample(&t, &rng, 1000, idx, NULL), PER_OK);
+    for (j = 0; j < 1000; ++j) {
+      long double u = (long double)per_tree_stratum_u(rng.seed, c0, j, seg);
+      uint32_t lo = 0, hi = N - 1; /* smallest i with pre[i+1] > u */
+      while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (pre[mid + 1] > u) hi = mid;
+        else lo = mid + 1;
+      }
+      agree += (lo == idx[j]);
+      ++total_draws;
+    }
+  }
+  frac = (double)agree / total_draws;
+  printf("accuracy: %s tree, N = 2^22: %.5f%% of %u stratified draws equal the "
+         "exact search\n", IS_FLOAT ? "float" : "double", 100 * frac, total_draws);
+  if (!IS_FLOAT) CHECK_MSG(frac >= 0.99999, "agreement %.7f", frac);
+  else CHECK_MSG(frac >= 0.90, "float agreement %.7f", frac); /* measured 97.5%: README */
+  per_tree_free(&t);
+  free(pre);
+  free(vals);
+}
+
+/* ---- no drift ----------------------------------------------------------- */
+
+/* 10^7 random updates (batches with duplicates and single sets), then
+   every node bitwise equals an O(N) build of the same leaves. */
+static void test_drift(void) {
+  const uint32_t N = (1u << 16) + 3;
+  per_tree t, fresh;
+  per_rng rng;
+  uint32_t idx[1000];
+  per_real val[1000];
+  per_real *leaves;
+  uint32_t r, j, done = 0;
+  CHECK_OK(per_tree_init(&t, N, NULL));
+  CHECK_OK(per_tree_init(&fresh, N, NULL));
+  per_rng_init(&rng, 12);
+  for (r = 0; done < 10000000u; ++r) {
+    for (j = 0; j < 1000; ++j) {
+      idx[j] = per_rng_below(&rng, N);
+      /* widely varying magnitudes make rounding matter */
+      val[j] = per_rng_real(&rng) * (per_real)ldexp(1.0, (int)per_rng_below(&rng, 40) - 20);
+    }
+    if (r % 10 == 9) {
+      for (j = 0; j < 1000; ++j) per_tree_set(&t, idx[j], val[j]);
+    } else {
+      per_tree_set_batch(&t, idx, val, 1000);
+    }
+    done += 1000;
+  }
+  leaves = (per_real *)malloc(N * sizeof(per_real));
+  for (j = 0; j < N; ++j) leaves[j] = per_tree_get(&t, j);
+  CHECK_OK(per_tree_build(&fresh, leaves, N));
+  CHECK_OK(per_tree_check(&t));
+  CHECK_MEM(t.node, fresh.node, tree_nodes(&t) * sizeof(per_real));
+  free(leaves);
+  per_tree_free(&t);
+  per_tree_free(&fresh);
+}
+
+int main(void) {
+  test_seed_cases();
+  test_random_updates();
+  test_distribution();
+  test_edges();
+  test_extreme_values();
+  test_bad_input();
+  test_check_detects();
+  test_alloc();
+  test_strata();
+  test_accuracy();
+  test_drift();
+  return t_done(IS_FLOAT ? "tree (float)" : "tree (double)");
+}
