@@ -76,6 +76,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifndef PER_REAL
 #define PER_REAL double
@@ -250,22 +251,51 @@ typedef struct per_tree {
   void *alloc_ctx;    /* passed to PER_MALLOC / PER_FREE */
 } per_tree;
 
-/* Leaf index of the descent by prefix mass `u` (DESIGN §2): at each node go
-   left when u < left; otherwise subtract left and go right, except when the
-   right child has no mass, then go left (and go right whenever the left
-   child has no mass). Whenever node[1] > 0 the leaf found has a value > 0,
-   for every u: 0, the total, past the total, even NaN or negative. */
+/* PER_OK when v may be a leaf (finite, >= 0, <= PER_LEAF_MAX), else why
+   not: PER_ERR_NAN, PER_ERR_INF, PER_ERR_NEGATIVE or PER_ERR_RANGE. Reads
+   the bits, so it keeps working under -ffinite-math-only. */
+PER_INLINE PER_HD per_status per_leaf_status(per_real v) {
+  if (sizeof(per_real) == sizeof(double)) {
+    uint64_t b;
+    double d = (double)v;
+    memcpy(&b, &d, sizeof b);
+    if (((b >> 52) & 0x7ffu) == 0x7ffu)
+      return (b & 0xfffffffffffffull) ? PER_ERR_NAN : PER_ERR_INF;
+  } else {
+    uint32_t b;
+    float f = (float)v;
+    memcpy(&b, &f, sizeof b);
+    if (((b >> 23) & 0xffu) == 0xffu)
+      return (b & 0x7fffffu) ? PER_ERR_NAN : PER_ERR_INF;
+  }
+  if (v < 0) return PER_ERR_NEGATIVE;
+  if (v > PER_LEAF_MAX) return PER_ERR_RANGE;
+  return PER_OK;
+}
+
+/* One step of the descent by prefix mass `u` (DESIGN §2), from internal
+   node k to the child it returns: go left when u < left; otherwise subtract
+   left and go right, except when the right child has no mass, then go left
+   (and go right whenever the left child has no mass). Whenever node[k] > 0
+   the child returned has mass, for every u: 0, the total, past the total,
+   even NaN or negative. Branch-free; `*u - 0` leaves *u's bits as they are,
+   so this is exactly "if (go right) *u -= left". */
+PER_INLINE PER_HD uint32_t per_tree_step(const per_real *node, uint32_t k,
+                                         per_real *u) {
+  per_real left = node[2 * k];
+  per_real right = node[2 * k + 1];
+  uint32_t go_right = ((uint32_t)!(*u < left) & (uint32_t)(right > 0)) |
+                      (uint32_t)!(left > 0);
+  *u -= go_right ? left : (per_real)0;
+  return 2 * k + go_right;
+}
+
+/* Leaf index of the descent by prefix mass u from the root: per_tree_step
+   until a leaf. When node[1] > 0 the leaf has a value > 0. */
 PER_INLINE PER_HD uint32_t per_tree_descend(const per_real *node,
                                             uint32_t leaves, per_real u) {
   uint32_t k = 1;
-  while (k < leaves) {
-    per_real left = node[2 * k];
-    per_real right = node[2 * k + 1];
-    uint32_t go_right =
-        (uint32_t)((!(u < left) && right > 0) || !(left > 0));
-    if (go_right) u -= left;
-    k = 2 * k + go_right;
-  }
+  while (k < leaves) k = per_tree_step(node, k, &u);
   return k - leaves;
 }
 
@@ -481,6 +511,17 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
 #define PER_ASSERT(x) assert(x)
 #endif
 
+#if defined(__GNUC__) || defined(__clang__)
+#define PER__PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PER__PREFETCH(p) ((void)(p))
+#endif
+
+/* Descents run in lockstep groups of this many (sampling functions). */
+#ifndef PER__LANES
+#define PER__LANES 32
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -547,29 +588,8 @@ PERDEF per_real per_rng_real(per_rng *r) {
 
 /* >>tree */
 
-/* Classify a value as a leaf: PER_OK or the reason it is refused. Reads the
-   bits, so it keeps working under -ffinite-math-only. */
-static per_status per__check_value(per_real v) {
-  if (sizeof(per_real) == sizeof(double)) {
-    uint64_t b;
-    double d = (double)v;
-    memcpy(&b, &d, sizeof b);
-    if (((b >> 52) & 0x7ffu) == 0x7ffu)
-      return (b & 0xfffffffffffffull) ? PER_ERR_NAN : PER_ERR_INF;
-  } else {
-    uint32_t b;
-    float f = (float)v;
-    memcpy(&b, &f, sizeof b);
-    if (((b >> 23) & 0xffu) == 0xffu)
-      return (b & 0x7fffffu) ? PER_ERR_NAN : PER_ERR_INF;
-  }
-  if (v < 0) return PER_ERR_NEGATIVE;
-  if (v > PER_LEAF_MAX) return PER_ERR_RANGE;
-  return PER_OK;
-}
-
 static int per__is_finite(per_real v) {
-  per_status s = per__check_value(v);
+  per_status s = per_leaf_status(v);
   return s != PER_ERR_NAN && s != PER_ERR_INF;
 }
 
@@ -670,7 +690,7 @@ PERDEF per_status per_tree_set(per_tree *t, uint32_t i, per_real v) {
   per_status s;
   if (!t || !t->node) return PER_ERR_NULL;
   if (i >= t->capacity) return PER_ERR_INDEX;
-  s = per__check_value(v);
+  s = per_leaf_status(v);
   if (s != PER_OK) return s;
   if (v == 0) v = 0; /* -0 becomes +0 */
   t->node[t->leaves + i] = v;
@@ -687,7 +707,7 @@ PERDEF per_status per_tree_set_batch(per_tree *t, const uint32_t *idx,
   for (j = 0; j < n; ++j) {
     per_status s;
     if (idx[j] >= t->capacity) return PER_ERR_INDEX;
-    s = per__check_value(val[j]);
+    s = per_leaf_status(val[j]);
     if (s != PER_OK) return s;
   }
   for (j = 0; j < n; ++j) {
@@ -705,7 +725,7 @@ PERDEF per_status per_tree_build(per_tree *t, const per_real *val,
   if (n > t->capacity) return PER_ERR_INDEX;
   if (n > 0 && !val) return PER_ERR_NULL;
   for (i = 0; i < n; ++i) {
-    per_status s = per__check_value(val[i]);
+    per_status s = per_leaf_status(val[i]);
     if (s != PER_OK) return s;
   }
   L = t->leaves;
@@ -762,7 +782,7 @@ PERDEF per_status per_tree_sample_strata(const per_tree *t, uint64_t seed,
                                          uint32_t *idx, per_real *val) {
   per_status s;
   per_real seg;
-  uint32_t i, L;
+  uint32_t base, L;
   if (!t || !t->node) return PER_ERR_NULL;
   if (B == 0) return PER_ERR_BATCH;
   if (count > B || first > B - count) return PER_ERR_INDEX;
@@ -772,12 +792,29 @@ PERDEF per_status per_tree_sample_strata(const per_tree *t, uint64_t seed,
   if (s != PER_OK) return s;
   L = t->leaves;
   seg = t->node[1] / (per_real)B;
-  for (i = 0; i < count; ++i) {
-    per_real u = per_tree_stratum_u(seed, counter, first + i, seg);
-    uint32_t leaf = per_tree_descend(t->node, L, u);
-    PER_ASSERT(leaf < t->capacity && t->node[L + leaf] > 0);
-    idx[i] = leaf;
-    if (val) val[i] = t->node[L + leaf];
+  /* Descents are chains of dependent loads. Run PER__LANES of them in
+     lockstep, one level at a time, so that their cache misses overlap; each
+     lane does exactly what per_tree_descend does. */
+  for (base = 0; base < count; base += PER__LANES) {
+    uint32_t k[PER__LANES], g, level;
+    per_real u[PER__LANES];
+    uint32_t m = count - base < PER__LANES ? count - base : PER__LANES;
+    for (g = 0; g < m; ++g) {
+      u[g] = per_tree_stratum_u(seed, counter, first + base + g, seg);
+      k[g] = 1;
+    }
+    for (level = 0; level < t->depth; ++level) {
+      for (g = 0; g < m; ++g) {
+        k[g] = per_tree_step(t->node, k[g], &u[g]);
+        PER__PREFETCH(&t->node[(uint64_t)4 * k[g] < (uint64_t)2 * L ? 4 * k[g] : 0]);
+      }
+    }
+    for (g = 0; g < m; ++g) {
+      uint32_t leaf = k[g] - L;
+      PER_ASSERT(leaf < t->capacity && t->node[k[g]] > 0);
+      idx[base + g] = leaf;
+      if (val) val[base + g] = t->node[k[g]];
+    }
   }
   return PER_OK;
 }
@@ -805,7 +842,7 @@ PERDEF per_status per_tree_check(const per_tree *t) {
     return PER_ERR_CORRUPT;
   if (node[0] != 0) return PER_ERR_CORRUPT;
   for (i = 0; i < t->capacity; ++i)
-    if (per__check_value(node[L + i]) != PER_OK) return PER_ERR_CORRUPT;
+    if (per_leaf_status(node[L + i]) != PER_OK) return PER_ERR_CORRUPT;
   for (i = t->capacity; i < L; ++i)
     if (node[L + i] != 0) return PER_ERR_CORRUPT;
   for (k = L - 1; k >= 1; --k)
