@@ -196,13 +196,16 @@ PER_INLINE PER_HD void per_rng_block(uint64_t seed, uint64_t counter,
   per_philox4x32_10(ctr, key, out);
 }
 
-/* Uniform float in [0,1) from the top 24 bits of one word. */
+/* Uniform float in [0,1) from the top 24 bits of one word:
+   (w >> 8) * 2^-24. */
 PER_INLINE PER_HD float per_u01f(uint32_t w) {
   return (float)(w >> 8) * (1.0f / 16777216.0f);
 }
 
-/* Uniform double in [0,1) from 53 bits of two words. Exact: every step is
-   an integer below 2^53 or a multiplication by a power of two. */
+/* Uniform double in [0,1) from 53 bits of two words: the top 27 bits of
+   hi and the top 26 of lo, ((hi >> 5) * 2^26 + (lo >> 6)) * 2^-53. Exact:
+   every step is an integer below 2^53 or a multiplication by a power of
+   two. */
 PER_INLINE PER_HD double per_u01d(uint32_t hi, uint32_t lo) {
   uint64_t m = ((uint64_t)(hi >> 5) << 26) | (uint64_t)(lo >> 6);
   return (double)m * (1.0 / 9007199254740992.0);
@@ -472,13 +475,15 @@ PERDEF void per_cat_free(per_cat *c);
    to the leaves not picked yet), in pick order, into idx[0..k); val[j]
    (may be NULL) is the leaf's value. Method: i.i.d. draws keeping first
    occurrences, which has exactly the successive-sampling distribution;
-   after c->reject_limit repeats in one call it switches to zeroing the
-   picked leaves and drawing from the rest, then restores them. The tree
+   once a call has seen c->reject_limit repeats (at most 64k + 1024 count;
+   0 skips this phase) it switches to zeroing the picked leaves and drawing
+   from the rest, then restores them. The tree
    is bitwise unchanged afterwards, on success and on every error (it is
    written to during the call: no concurrent readers). Errors:
    PER_ERR_NULL, PER_ERR_BATCH (k == 0 or k > max_k), PER_ERR_EMPTY,
    PER_ERR_DEGENERATE, PER_ERR_TOO_FEW (fewer than k positive leaves).
-   rng advances on success and on PER_ERR_TOO_FEW. */
+   The rng advances on success and may have advanced on PER_ERR_TOO_FEW;
+   on the other errors it is unchanged. */
 PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
                                  uint32_t k, uint32_t *idx, per_real *val);
 
@@ -1013,7 +1018,8 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
                                  uint32_t k, uint32_t *idx, per_real *val) {
   per_status s;
   per_real total;
-  uint32_t L, m = 0, rejects = 0, j;
+  uint32_t L, m = 0, j;
+  uint64_t rejects = 0, limit;
   if (!c || !c->table || !t || !t->node || !rng) return PER_ERR_NULL;
   if (k == 0 || k > c->max_k) return PER_ERR_BATCH;
   if (!idx) return PER_ERR_NULL;
@@ -1023,9 +1029,13 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
   L = t->leaves;
   total = t->node[1];
   memset(c->table, 0, ((size_t)1 << c->hbits) * sizeof(uint32_t));
+  /* A bounded number of repeats: i.i.d. draws can need arbitrarily many
+     when a few leaves hold nearly all the mass. */
+  limit = (uint64_t)64 * k + 1024;
+  if (c->reject_limit < limit) limit = c->reject_limit;
 
   /* Phase 1: i.i.d. draws, first occurrences kept. */
-  while (m < k && rejects <= c->reject_limit) {
+  while (m < k && rejects < limit) {
     uint32_t leaf = per_tree_descend(t->node, L, per_rng_real(rng) * total);
     if (per__cat_insert(c, leaf)) {
       c->saved[m] = t->node[L + leaf];
