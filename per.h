@@ -155,6 +155,8 @@ typedef struct per_rng {
   uint64_t counter; /* next block to generate */
   uint32_t buf[4];  /* the current block */
   uint32_t avail;   /* words of buf not handed out yet (0..4) */
+  uint32_t pad;     /* always 0: the struct has no padding bytes, so its
+                       bytes can be compared and saved as they are */
 } per_rng;
 
 /* Philox4x32 with 10 rounds (Salmon et al., SC'11), matching Random123's
@@ -551,6 +553,7 @@ PERDEF void per_rng_init(per_rng *r, uint64_t seed) {
   r->counter = 0;
   r->buf[0] = r->buf[1] = r->buf[2] = r->buf[3] = 0;
   r->avail = 0;
+  r->pad = 0;
 }
 
 PERDEF uint32_t per_rng_u32(per_rng *r) {

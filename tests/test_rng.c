@@ -182,6 +182,10 @@ static void test_stream_init_and_seeds(void) {
   CHECK_EQ_U(a.counter, 0);
   CHECK_EQ_U(a.avail, 0);
   CHECK_EQ_U(a.seed, 12345);
+  CHECK_EQ_U(a.pad, 0);
+  /* no padding bytes: the fields fill the struct, so a stream's bytes can
+     be compared with memcmp and written to a checkpoint as they are */
+  CHECK_EQ_U(sizeof(per_rng), 2 * sizeof(uint64_t) + 6 * sizeof(uint32_t));
   for (i = 0; i < 10; ++i) CHECK_EQ_U(per_rng_u32(&a), first[i]);
 
   /* a: seed 5; b: seed 5; c: seed 6; d: seed 5 + 2^32 */
