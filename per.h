@@ -16,6 +16,9 @@
       3. Sum tree ............ per_tree_*                          >>tree
       4. Uniform sampler ..... per_swap_* (without replacement)    >>swap
       5. Categorical sampler . per_tree_sample_iid, per_cat_*      >>cat
+      6. Replay buffer ....... per_config, per_buffer_*            >>buffer
+      7. n-step adder ........ per_nstep_*                         >>nstep
+      8. Checkpoints ......... per_buffer_save/load, per_crc32c    >>ckpt
       (grep the implementation for the >>markers)
 
    QUICK START
@@ -29,6 +32,21 @@
       per_status s = per_tree_sample(&t, &rng, 32, idx, val);  // stratified
       if (s != PER_OK) fprintf(stderr, "%s\n", per_status_str(s));
       per_tree_free(&t);
+
+   QUICK START: THE REPLAY BUFFER (a DQN-style loop; link with -lm)
+      per_config cfg = {0};                      // zero = the defaults
+      per_buffer buf;
+      uint64_t ids[64];
+      float w[64], td[64];
+      cfg.capacity = 100000;
+      cfg.item_size = sizeof(transition);        // items are opaque bytes
+      if (per_buffer_init(&buf, &cfg, NULL) != PER_OK) ...;
+      per_buffer_add(&buf, &t);                  // every environment step
+      if (per_buffer_sample(&buf, 64, NULL, batch, ids, w) == PER_OK) {
+        // loss = mean(w[i] * (q - target)^2); td[i] = q - target
+        per_buffer_update(&buf, ids, td, 64, NULL);
+      }
+      per_buffer_free(&buf);
 
    THE TREE LAYOUT (shared with the CUDA companion, per_cuda.h)
       capacity C >= 1, L = the smallest power of two >= C, one array of 2L
@@ -48,6 +66,9 @@
       PER_MALLOC(sz,ctx)  allocator, default malloc; `ctx` is the alloc_ctx
       PER_FREE(p,ctx)     given to the init function. Define both or neither.
       PER_ASSERT(x)       internal invariant checks, default assert(x)
+      PER_NO_STDIO        leave out the checkpoint files (per_buffer_save,
+                          per_buffer_load, per_buffer_load_shard) and
+                          <stdio.h>
 
    BUILD FLAGS
       Compile with -ffp-contract=off (the Meson build does) if you need the
@@ -69,7 +90,8 @@
       get the same result as one thread.
 
    REVISION HISTORY
-      0.1.0  sum tree, Philox RNG, uniform and categorical samplers
+      0.1.0  sum tree, Philox RNG, uniform and categorical samplers;
+             replay buffer, n-step adder, checkpoints
 */
 #ifndef PER_H_INCLUDED
 #define PER_H_INCLUDED
@@ -124,11 +146,18 @@ extern "C" {
   X(PER_ERR_NEGATIVE, "value is negative")                                   \
   X(PER_ERR_RANGE, "value too large (above PER_LEAF_MAX)")                   \
   X(PER_ERR_BATCH, "batch size is zero or larger than allowed")              \
-  X(PER_ERR_EMPTY, "nothing to sample: the total priority is zero")          \
+  X(PER_ERR_EMPTY, "nothing to sample: no items, or zero total priority")     \
   X(PER_ERR_DEGENERATE, "the total priority is not finite")                  \
   X(PER_ERR_TOO_FEW, "fewer items with positive priority than requested")    \
   X(PER_ERR_CORRUPT, "structure is inconsistent (invariant violated)")       \
-  X(PER_ERR_ARG, "invalid argument")
+  X(PER_ERR_ARG, "invalid argument")                                         \
+  X(PER_ERR_IO, "file could not be opened, read, written or renamed")        \
+  X(PER_ERR_FORMAT, "not a per checkpoint (magic, byte order or header)")    \
+  X(PER_ERR_VERSION, "checkpoint version not supported")                     \
+  X(PER_ERR_TRUNCATED, "checkpoint shorter than its header says")            \
+  X(PER_ERR_CHECKSUM, "checkpoint checksum mismatch")                        \
+  X(PER_ERR_MISMATCH, "checkpoint does not fit this buffer")                 \
+  X(PER_ERR_DEVICE, "the CUDA runtime refused a launch or a copy")
 
 typedef enum per_status {
 #define PER__STATUS_ENUM(name, msg) name,
@@ -350,11 +379,28 @@ PERDEF per_status per_tree_set(per_tree *t, uint32_t i, per_real v);
 
 /* Leaves idx[j] = val[j] for j in [0,n). The whole batch is validated
    first (same errors as per_tree_set; nothing is written on error).
-   Duplicate indices: the last one wins. Parents are then recomputed level
-   by level, each touched parent exactly once, after all of its children
-   are final. O(n log L), no allocation. n == 0 is a no-op. The result is
-   bitwise identical to applying per_tree_set to each pair in order. */
+   Duplicate indices: the last one wins. Every ancestor of a changed leaf
+   is then recomputed from its children, its last recompute coming after
+   both children are final: level by level, one pass over the batch per
+   level (a parent shared by several leaves is recomputed more than once,
+   from the same final children, so to the same bits); near the root,
+   where the changed ancestors span at most n nodes, that span in order;
+   in a tree of at most 1 MiB the levels below the span by walking up
+   from each leaf in turn. O(n log L), no allocation. n == 0 is a no-op.
+   The result is bitwise identical to applying per_tree_set to each pair
+   in order. */
 PERDEF per_status per_tree_set_batch(per_tree *t, const uint32_t *idx,
+                                     const per_real *val, size_t n);
+
+/* Leaves first + j = val[j] for j in [0, n): a contiguous run, e.g. the
+   slots a ring buffer fills next (a run that wraps around the end of the
+   ring is two calls). Validated first (same errors as per_tree_set, and
+   PER_ERR_INDEX when first + n > capacity; nothing is written on error).
+   Consecutive leaves share their parents, so each level recomputes only
+   the span of parents above the run: about 2n + log L node writes in
+   all, in memory order. n == 0 is a no-op. The result is bitwise
+   identical to per_tree_set on each leaf in order. */
+PERDEF per_status per_tree_set_range(per_tree *t, uint32_t first,
                                      const per_real *val, size_t n);
 
 /* Replace every leaf: leaf i = val[i] for i < n, 0 for n <= i < capacity,
@@ -489,6 +535,288 @@ PERDEF void per_cat_free(per_cat *c);
 PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
                                  uint32_t k, uint32_t *idx, per_real *val);
 
+/* ======================================================================
+   6. Prioritized replay buffer                                   >>buffer
+   ======================================================================
+   A ring of `capacity` fixed-size items (opaque bytes, copied in on add
+   and gathered out on sample) with one sum tree of leaf values
+   p = (|td| + eps)^alpha. Sampling is stratified over the priority mass
+   and deterministic from the seed. Not safe for concurrent use: sampling
+   writes the rng, the beta step and scratch memory. */
+
+/* Deliberate zero for the double fields of per_config where 0 means
+   "default": alpha = PER_ZERO is uniform replay, beta0 = PER_ZERO starts
+   the schedule at 0. Any other negative value is PER_ERR_ARG. */
+#define PER_ZERO (-1.0)
+
+/* per_config.flags */
+enum {
+  /* Normalize IS weights by the buffer-wide maximum weight (that of the
+     smallest positive leaf) instead of the batch maximum. Keeps a second
+     (min) tree: +2L per_real of memory, O(log L) more per changed leaf. */
+  PER_WEIGHTS_BUFFER_MAX = 1u << 0
+};
+
+/* Zero (or &(per_config){0}) means the default for every field except
+   capacity and item_size, which are required. */
+typedef struct per_config {
+  uint32_t capacity;   /* items, required: 1 .. 2^31 */
+  uint32_t item_size;  /* bytes per item, required: >= 1 */
+  double alpha;        /* default 0.6; PER_ZERO = uniform (every leaf 1) */
+  double beta0;        /* default 0.4; IS exponent at step 0 */
+  double beta1;        /* default 1.0; IS exponent from beta_steps on */
+  uint64_t beta_steps; /* default 200000 sample calls, linear beta0 -> beta1 */
+  double eps;          /* default 1e-6; PER_ZERO allowed */
+  double max_priority; /* default 1.0: the leaf value new items get until an
+                          update raises it; must be > 0 (ignored when
+                          alpha = 0: every leaf is then 1) */
+  uint64_t seed;       /* default 0 (0 is a seed like any other) */
+  uint32_t flags;      /* PER_WEIGHTS_BUFFER_MAX; default 0 */
+  uint32_t max_unique; /* largest batch PER_SAMPLE_UNIQUE accepts; default
+                          min(capacity, 65536); its workspace is about
+                          20 bytes per unit */
+} per_config;
+
+/* The config with every default filled in (PER_ZERO becomes 0; nothing is
+   validated: per_buffer_init does that). cfg may be NULL (all defaults,
+   capacity and item_size 0). */
+PERDEF per_config per_config_resolve(const per_config *cfg);
+
+/* A plain struct: declare one and per_buffer_init it. Fields are readable
+   (tests, tools); change them only through the functions. Item slots
+   [0, size) are filled; the newest is slot (pos + capacity - 1) % capacity
+   and the oldest is slot pos once the ring is full (slot 0 before). */
+typedef struct per_buffer {
+  per_config cfg;        /* resolved and validated */
+  unsigned char *items;  /* capacity * item_size bytes */
+  uint32_t *gen;         /* per slot: times written (0 = never), 1..2^32-1 */
+  per_tree tree;         /* leaf i = priority of slot i; unfilled slots 0 */
+  per_real *min_node;    /* with PER_WEIGHTS_BUFFER_MAX: 2L values, node k
+                            = min positive leaf below k (PER__NO_MIN if
+                            none); else NULL */
+  per_swap swap;         /* alpha == 0 only: uniform without replacement */
+  per_cat cat;           /* workspace of PER_SAMPLE_UNIQUE */
+  uint32_t *scratch_idx; /* max_unique slots (unique sampling) */
+  per_real *scratch_val; /* max_unique leaf values */
+  per_rng rng;           /* every random number of the buffer */
+  per_real max_leaf;     /* largest leaf value seen; new items get it */
+  uint32_t size;         /* items stored */
+  uint32_t pos;          /* slot the next add writes */
+  uint64_t added;        /* items added in total */
+  uint64_t step;         /* sample calls so far (the beta schedule) */
+  uint32_t zero_hint;    /* 1 once some leaf may have been set to 0 */
+  void *alloc_ctx;
+} per_buffer;
+
+/* per_sample_opts.flags */
+enum {
+  PER_SAMPLE_UNIQUE = 1u << 0, /* distinct items within the batch */
+  PER_SAMPLE_BETA = 1u << 1    /* use opts->beta instead of the schedule */
+};
+
+typedef struct per_sample_opts {
+  uint32_t flags;  /* PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA */
+  double beta;     /* with PER_SAMPLE_BETA: finite, >= 0 */
+  uint32_t window; /* 0 = whole buffer; W = only the W most recently added
+                      items (W > size means the whole buffer) */
+} per_sample_opts;
+
+/* Validate cfg, allocate everything (items are zeroed) and start the rng
+   at cfg->seed. alloc_ctx goes to PER_MALLOC/PER_FREE. Errors:
+   PER_ERR_NULL (b or cfg), PER_ERR_CAPACITY (capacity 0 or > 2^31, or
+   capacity * item_size overflows size_t), PER_ERR_ARG (item_size 0, a
+   double field NaN, infinite or negative other than PER_ZERO,
+   max_priority <= 0 or > PER_LEAF_MAX, unknown flags, max_unique >
+   capacity or > 2^30), PER_ERR_NOMEM. On error *b is zeroed (and
+   per_buffer_free accepts it) and nothing is leaked. */
+PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
+                                  void *alloc_ctx);
+/* Release everything and zero *b. Safe on a zeroed buffer and on NULL. */
+PERDEF void per_buffer_free(per_buffer *b);
+/* Items stored (0 for NULL). */
+PERDEF uint32_t per_buffer_size(const per_buffer *b);
+/* The beta the next scheduled sample call uses: beta0 + (beta1 - beta0) *
+   min(1, step / beta_steps); exactly beta1 once step >= beta_steps. */
+PERDEF double per_buffer_beta(const per_buffer *b);
+
+/* Copy item_size bytes into slot pos, which gets leaf max_leaf and its
+   generation bumped; when the ring is full this overwrites the oldest
+   item. O(item_size + log L). Errors: PER_ERR_NULL. */
+PERDEF per_status per_buffer_add(per_buffer *b, const void *item);
+/* n items, contiguous (n * item_size bytes), in order: the same state as
+   n per_buffer_add calls; the slots' leaves are set as contiguous runs
+   (per_tree_set_range: each parent recomputed once per run of <= 256).
+   When n > capacity only the last capacity items stay. n == 0 is a no-op.
+   Errors: PER_ERR_NULL. */
+PERDEF per_status per_buffer_add_batch(per_buffer *b, const void *items,
+                                       uint32_t n);
+
+/* Draw B items. opts may be NULL (whole buffer, with replacement,
+   scheduled beta). Outputs (each may be NULL):
+     items_out  B * item_size bytes, the items copied out in draw order;
+     ids        B ids: slot | (uint64_t)generation << 32; pass them to
+                per_buffer_update (needed for updates);
+     weights    B IS weights w = (N P(i))^-beta divided by the batch max
+                (default; so max w = 1) or by the buffer-wide max (flag
+                PER_WEIGHTS_BUFFER_MAX), in [0, 1].
+   Method: with replacement, B strata of the priority mass
+   (per_tree_sample_strata with the buffer's rng: the same seed gives the
+   same batches). With a window, the window's one or two slot ranges are split
+   into their O(log L) whole subtrees, and stratum u is located among them
+   before descending inside one: exact and O(log L) per draw.
+   PER_SAMPLE_UNIQUE draws B distinct items: successive sampling (each pick
+   proportional to the leaves not yet picked) with per_cat_sample for the
+   whole buffer, by zero-and-restore of the picks within a window; alpha =
+   0 uses the swap sampler (O(1) per draw). Once some leaf may be 0
+   (zero_hint: eps = 0 or underflow), a unique call first counts the
+   positive eligible leaves, O(W). N P(i) = N p_i / total of the eligible
+   items, also for unique draws. When the eligible mass is 0 or
+   not finite, draws are uniform over the eligible items and every weight
+   is 1. On success step advances by one (also with PER_SAMPLE_BETA).
+   Errors (then the buffer, rng and step are unchanged and no output is
+   written): PER_ERR_NULL (b), PER_ERR_ARG (unknown flags, beta NaN,
+   infinite or negative), PER_ERR_BATCH (B == 0, or B > max_unique with
+   PER_SAMPLE_UNIQUE), PER_ERR_EMPTY (nothing stored), PER_ERR_TOO_FEW
+   (PER_SAMPLE_UNIQUE and B > eligible items, or > eligible items with
+   positive priority when the eligible mass is > 0). */
+PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
+                                    const per_sample_opts *opts,
+                                    void *items_out, uint64_t *ids,
+                                    float *weights);
+
+/* Set leaf (|td[j]| + eps)^alpha (computed in double, capped at
+   PER_LEAF_MAX) for ids[j], j < n. The whole batch is validated first.
+   Ids of items overwritten since they were sampled (older generation) are
+   skipped and counted into *stale (may be NULL; set on success).
+   Duplicates: the last one wins. max_leaf becomes the largest leaf
+   written if that is larger (it never decreases). n == 0 is a no-op.
+   Twin critics: td[j] = 0.5f * (fabsf(d1[j]) + fabsf(d2[j])).
+   Errors (nothing applied, *stale untouched): PER_ERR_NULL, PER_ERR_NAN,
+   PER_ERR_INF (a td), PER_ERR_INDEX (an id that sample never handed out:
+   slot >= capacity, generation 0 or newer than the slot's). */
+PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
+                                    const float *td, uint32_t n,
+                                    uint32_t *stale);
+
+/* Check the buffer's invariants (tests, fuzzing, data from outside): the
+   tree (per_tree_check), filled slots [0, size) with generation >= 1 and
+   the others 0 with leaf 0, pos, max_leaf >= every leaf, alpha = 0 leaves
+   1, the swap permutation and the min tree. O(capacity). PER_OK or
+   PER_ERR_CORRUPT (PER_ERR_NULL). */
+PERDEF per_status per_buffer_check(const per_buffer *b);
+
+/* ======================================================================
+   7. n-step adder                                                 >>nstep
+   ======================================================================
+   Turns environment steps into n-step items: (s_t, a_t, sum_{k<m}
+   gamma^k r_{t+k}, gamma^m, done, s_{t+m}), m <= n. A pending ring of n
+   steps is allocated at init; steps never allocate. Several adders (one
+   per environment) may feed one buffer. */
+
+typedef struct per_nstep_config {
+  uint32_t n;           /* steps, >= 1 */
+  float gamma;          /* discount in [0, 1] */
+  uint32_t obs_size;    /* bytes of one observation, >= 1 */
+  uint32_t action_size; /* bytes of one action, >= 1 */
+} per_nstep_config;
+
+/* Byte offsets of an emitted item's fields: obs at 0, action at obs_size,
+   then at the next multiple of 4: float reward, float discount, uint32_t
+   done, then next_obs; size is the item size. The target is
+   reward + (done ? 0 : discount * V(next_obs)). */
+typedef struct per_nstep_layout {
+  uint32_t obs, action, reward, discount, done, next_obs, size;
+} per_nstep_layout;
+
+/* The layout for cfg; all zero when cfg is NULL, a size is 0 or the item
+   would not fit in 2^32 - 1 bytes. */
+PERDEF per_nstep_layout per_nstep_layout_of(const per_nstep_config *cfg);
+
+typedef struct per_nstep {
+  per_nstep_config cfg;
+  per_nstep_layout layout;
+  float *reward;        /* n pending rewards (ring) */
+  unsigned char *obs;   /* n pending observations */
+  unsigned char *act;   /* n pending actions */
+  unsigned char *item;  /* layout.size bytes: the item being emitted */
+  uint32_t head;        /* oldest pending step */
+  uint32_t count;       /* pending steps, < n between calls */
+  void *alloc_ctx;
+} per_nstep;
+
+/* Errors: PER_ERR_NULL, PER_ERR_ARG (n == 0 or > 2^24, gamma NaN or
+   outside [0, 1], a size 0, sizes overflow), PER_ERR_NOMEM. On error *a is
+   zeroed (per_nstep_free accepts it). One allocation. */
+PERDEF per_status per_nstep_init(per_nstep *a, const per_nstep_config *cfg,
+                                 void *alloc_ctx);
+/* Release and zero. Safe on a zeroed adder and on NULL. */
+PERDEF void per_nstep_free(per_nstep *a);
+/* One environment step: obs, action -> reward, next_obs, terminated,
+   truncated. Once n steps are pending the oldest is emitted with m = n,
+   done = 0, next_obs this step's next_obs. When the episode ends
+   (terminated or truncated, nonzero) every pending step is emitted,
+   oldest first, with m = the steps from it to the end: terminated gives
+   done = 1 (no bootstrap; both set counts as terminated), truncated gives
+   done = 0 and next_obs = this step's next_obs with discount gamma^m.
+   Then the adder is empty for the next episode. Rewards are summed in
+   double, r_t + gamma r_{t+1} + ..., and stored as float; discount is
+   gamma^m (repeated multiplication in double). Items go to b with
+   per_buffer_add. No allocation. Errors (nothing changes, nothing is
+   added): PER_ERR_NULL, PER_ERR_ARG (b->cfg.item_size != layout.size),
+   PER_ERR_NAN, PER_ERR_INF (reward). */
+PERDEF per_status per_nstep_step(per_nstep *a, per_buffer *b,
+                                 const void *obs, const void *action,
+                                 float reward, const void *next_obs,
+                                 int terminated, int truncated);
+/* Drop pending steps without emitting (e.g. when an environment is reset
+   from outside). */
+PERDEF void per_nstep_reset(per_nstep *a);
+
+/* ======================================================================
+   8. Checkpoints (not with PER_NO_STDIO)                           >>ckpt
+   ======================================================================
+   A little-endian binary file (format in README.md): header with magic,
+   version, endianness marker, field sizes, config and counters; then the
+   size filled slots' items, generations, leaves (and the swap permutation
+   when alpha = 0); then a CRC-32C of all the bytes before it. */
+
+/* CRC-32C (Castagnoli, reflected 0x82F63B78) of p[0..n), continuing from
+   crc (start with 0): per_crc32c(per_crc32c(0, a, x), b, y) equals the
+   CRC of a followed by b. "123456789" gives 0xE3069283. */
+PERDEF uint32_t per_crc32c(uint32_t crc, const void *p, size_t n);
+
+#define PER_CKPT_VERSION 1u
+
+#ifndef PER_NO_STDIO
+/* Write the whole state to `path`: first to `path`.tmp, fflush, fsync
+   (POSIX), then rename over path; a failed save removes the .tmp and
+   leaves an existing file at path as it was. The buffer is not changed.
+   Errors: PER_ERR_NULL, PER_ERR_NOMEM (the .tmp name), PER_ERR_IO. */
+PERDEF per_status per_buffer_save(const per_buffer *b, const char *path);
+/* Replace the whole state of b (initialised) with the file's: items,
+   leaves, generations, ring position, counters, rng, beta step, max_leaf
+   and the config's alpha, beta0, beta1, beta_steps, eps, max_priority and
+   seed. The file is read and validated completely, into temporary memory,
+   before b is touched; b then samples exactly the batches the saved
+   buffer would have. Errors (b unchanged): PER_ERR_NULL, PER_ERR_IO
+   (open/read), PER_ERR_NOMEM, PER_ERR_FORMAT (magic, endianness marker or
+   header size), PER_ERR_VERSION, PER_ERR_TRUNCATED (shorter than its
+   header says), PER_ERR_CHECKSUM, PER_ERR_MISMATCH (the file's capacity,
+   item_size, PER_REAL size, flags, max_unique or alpha = 0 differ from
+   b's), PER_ERR_CORRUPT (a field out of range with a valid checksum). */
+PERDEF per_status per_buffer_load(per_buffer *b, const char *path);
+/* Rank `rank` of `world` loads the items of slots rank, rank + world, ...
+   of the file, with their leaves, into b (oldest first, at slots 0, 1,
+   ...; generations restart at 1; b keeps its own config, rng and step;
+   max_leaf comes from the file; with alpha = 0 in b every leaf is 1).
+   Ranks 0..world-1 together load every item exactly once. b needs the
+   same item_size and PER_REAL and capacity >= the shard's items. Errors
+   as per_buffer_load (PER_ERR_MISMATCH for those), plus PER_ERR_ARG
+   (world == 0 or rank >= world). */
+PERDEF per_status per_buffer_load_shard(per_buffer *b, const char *path,
+                                        uint32_t rank, uint32_t world);
+#endif
+
 #ifdef __cplusplus
 }
 #endif
@@ -524,9 +852,12 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
 #define PER__PREFETCH(p) ((void)(p))
 #endif
 
-/* Descents run in lockstep groups of this many (sampling functions). */
+/* Descents run in lockstep groups of this many (sampling functions), and
+   Philox blocks are made this many at a time. 64 keeps enough independent
+   loads in flight for a tree that misses the caches; results do not
+   depend on it. */
 #ifndef PER__LANES
-#define PER__LANES 32
+#define PER__LANES 64
 #endif
 
 #ifdef __cplusplus
@@ -592,6 +923,55 @@ PERDEF float per_rng_float(per_rng *r) { return per_u01f(per_rng_u32(r)); }
 PERDEF per_real per_rng_real(per_rng *r) {
   if (sizeof(per_real) == sizeof(float)) return (per_real)per_rng_float(r);
   return (per_real)per_rng_double(r);
+}
+
+/* Blocks counter .. counter + PER__LANES - 1 of stream `seed`, block g in
+   w[4g .. 4g+3]: per_rng_block for many counters at once. The words live
+   in 64-bit lanes (values below 2^32) so that each 32x32->64 product is
+   one vector multiply when the compiler vectorizes the lane loops. */
+static void per__philox_lanes(uint64_t seed, uint64_t counter, uint32_t *w) {
+  uint64_t c0[PER__LANES], c1[PER__LANES], c2[PER__LANES], c3[PER__LANES];
+  uint64_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  uint32_t g;
+  int r;
+  for (g = 0; g < PER__LANES; ++g) {
+    uint64_t c = counter + g;
+    c0[g] = (uint32_t)c;
+    c1[g] = (uint32_t)(c >> 32);
+    c2[g] = 0;
+    c3[g] = 0;
+  }
+  for (r = 0; r < 10; ++r) {
+    for (g = 0; g < PER__LANES; ++g) {
+      uint64_t p0 = (c0[g] & 0xffffffffu) * 0xD2511F53u;
+      uint64_t p1 = (c2[g] & 0xffffffffu) * 0xCD9E8D57u;
+      uint64_t n0 = (p1 >> 32) ^ c1[g] ^ k0;
+      uint64_t n2 = (p0 >> 32) ^ c3[g] ^ k1;
+      c1[g] = p1 & 0xffffffffu;
+      c3[g] = p0 & 0xffffffffu;
+      c0[g] = n0;
+      c2[g] = n2;
+    }
+    k0 = (uint32_t)(k0 + 0x9E3779B9u);
+    k1 = (uint32_t)(k1 + 0xBB67AE85u);
+  }
+  for (g = 0; g < PER__LANES; ++g) {
+    w[4 * g] = (uint32_t)c0[g];
+    w[4 * g + 1] = (uint32_t)c1[g];
+    w[4 * g + 2] = (uint32_t)c2[g];
+    w[4 * g + 3] = (uint32_t)c3[g];
+  }
+}
+
+/* The stream state after its next `used` words (1 <= used <= 4 *
+   PER__LANES) were taken from w, filled by per__philox_lanes at
+   r->counter while r had no buffered words: what `used` calls of
+   per_rng_u32 would have left. */
+static void per__rng_commit(per_rng *r, const uint32_t *w, uint32_t used) {
+  uint32_t blocks = (used + 3) / 4;
+  r->counter += blocks;
+  memcpy(r->buf, w + 4 * (blocks - 1), sizeof r->buf);
+  r->avail = 4 * blocks - used;
 }
 
 /* >>tree */
@@ -671,25 +1051,87 @@ PERDEF void per_tree_clear(per_tree *t) {
   memset(t->node, 0, (size_t)t->leaves * 2 * sizeof(per_real));
 }
 
-/* Recompute the ancestors of one leaf, bottom up. */
+/* Recompute the ancestors of one leaf, bottom up. The running value stays
+   in a register and only the sibling is loaded: cur is node[k], so
+   `sib + cur` or `cur + sib` is node[2p] + node[2p+1] with the operands in
+   the same order, the same bits as per_tree_recompute(node, p), without
+   reloading the value just stored. */
 static void per__tree_walk_up(per_tree *t, uint32_t leaf) {
-  uint32_t k = (t->leaves + leaf) >> 1;
-  for (; k >= 1; k >>= 1) per_tree_recompute(t->node, k);
+  per_real *node = t->node;
+  uint32_t k = t->leaves + leaf;
+  per_real cur = node[k];
+  for (; k > 1; k >>= 1) {
+    per_real sib = node[k ^ 1u];
+    cur = (k & 1u) ? sib + cur : cur + sib;
+    node[k >> 1] = cur;
+  }
 }
 
-/* Recompute every ancestor of the leaves idx[0..n) exactly once, level by
-   level. A parent is first marked with -1 (no valid node is negative), then
-   the first visit recomputes it and clears the mark; later visits from
-   siblings or duplicates see a value >= 0 and skip. */
+/* node[k] = node[2k] + node[2k+1] for every k in [lo, hi]. */
+static void per__tree_recompute_range(per_real *node, uint32_t lo,
+                                      uint32_t hi) {
+  uint32_t k;
+  for (k = lo; k <= hi; ++k) per_tree_recompute(node, k);
+}
+
+/* Make the tree exact again after the leaves idx[0..n) got their final
+   values. Level by level from the bottom: at level s every ancestor of a
+   changed leaf is recomputed from its children, which are final because
+   level s-1 is done. Two ways to cover a level, whichever is less work:
+   - one pass over idx recomputing each leaf's ancestor (a parent shared by
+     several leaves is recomputed more than once, always from the same
+     final children, so to the same bits; no marking, no sorting);
+   - once the span [lo, hi] of the ancestors at that level holds at most n
+     nodes (always near the root), recompute the whole span in order.
+     Nodes of the span that are not ancestors of a changed leaf are
+     recomputed from unchanged children: in a valid tree that writes back
+     the bits they already hold.
+   A tree of at most 1 MiB (in cache) does the levels below the spans by
+   walking up from each leaf in turn instead, the running value in a
+   register (fewer loads; a walk is a chain of dependent adds, which costs
+   more than it saves once the loads miss). Still exact: a node's last
+   recompute comes in the walk of the last changed leaf below it, after
+   the walks of all the others, so both its children are final by then.
+   Either way every internal node ends as node[2k] + node[2k+1] of final
+   children, which is what per_tree_set one leaf at a time gives. */
 static void per__tree_fix_parents(per_tree *t, const uint32_t *idx, size_t n) {
   per_real *node = t->node;
-  uint32_t L = t->leaves, s;
+  uint32_t L = t->leaves, s, lo, hi;
   size_t j;
-  for (s = 1; s <= t->depth; ++s) {
-    for (j = 0; j < n; ++j) node[(L + idx[j]) >> s] = (per_real)-1;
-    for (j = 0; j < n; ++j) {
-      uint32_t p = (L + idx[j]) >> s;
-      if (node[p] < 0) per_tree_recompute(node, p);
+  if (n == 0) return;
+  lo = hi = idx[0];
+  for (j = 1; j < n; ++j) {
+    lo = idx[j] < lo ? idx[j] : lo;
+    hi = idx[j] > hi ? idx[j] : hi;
+  }
+  lo += L;
+  hi += L;
+  s = 1;
+  if ((size_t)L * 2 * sizeof(per_real) <= ((size_t)1 << 20)) {
+    uint32_t walk = 0; /* levels 1 .. walk below the spans */
+    while (walk < t->depth && (size_t)((hi >> 1) - (lo >> 1)) >= n) {
+      lo >>= 1;
+      hi >>= 1;
+      ++walk;
+    }
+    for (j = 0; j < n && walk > 0; ++j) {
+      uint32_t k = L + idx[j], q;
+      per_real cur = node[k];
+      for (q = 0; q < walk; ++q, k >>= 1) {
+        per_real sib = node[k ^ 1u];
+        cur = (k & 1u) ? sib + cur : cur + sib;
+        node[k >> 1] = cur;
+      }
+    }
+    s = walk + 1;
+  }
+  for (; s <= t->depth; ++s) {
+    lo >>= 1;
+    hi >>= 1;
+    if ((size_t)(hi - lo) < n) {
+      per__tree_recompute_range(node, lo, hi);
+    } else {
+      for (j = 0; j < n; ++j) per_tree_recompute(node, (L + idx[j]) >> s);
     }
   }
 }
@@ -723,6 +1165,34 @@ PERDEF per_status per_tree_set_batch(per_tree *t, const uint32_t *idx,
     t->node[t->leaves + idx[j]] = (v == 0) ? (per_real)0 : v;
   }
   per__tree_fix_parents(t, idx, n);
+  return PER_OK;
+}
+
+PERDEF per_status per_tree_set_range(per_tree *t, uint32_t first,
+                                     const per_real *val, size_t n) {
+  per_real *node;
+  uint32_t lo, hi, s;
+  size_t j;
+  if (!t || !t->node) return PER_ERR_NULL;
+  if (n == 0) return PER_OK;
+  if (!val) return PER_ERR_NULL;
+  if (first >= t->capacity || n > (size_t)(t->capacity - first))
+    return PER_ERR_INDEX;
+  for (j = 0; j < n; ++j) {
+    per_status st = per_leaf_status(val[j]);
+    if (st != PER_OK) return st;
+  }
+  node = t->node + t->leaves + first;
+  for (j = 0; j < n; ++j) node[j] = (val[j] == 0) ? (per_real)0 : val[j];
+  /* Level by level, the span of parents above the run, each recomputed
+     once from children that are final (the level below is done). */
+  lo = t->leaves + first;
+  hi = lo + (uint32_t)(n - 1);
+  for (s = 0; s < t->depth; ++s) {
+    lo >>= 1;
+    hi >>= 1;
+    per__tree_recompute_range(t->node, lo, hi);
+  }
   return PER_OK;
 }
 
@@ -784,6 +1254,91 @@ PERDEF per_status per_tree_find(const per_tree *t, per_real u,
   return PER_OK;
 }
 
+/* u[g] = per_tree_stratum_u(seed, counter, i0 + g, seg) for every lane g,
+   bit for bit, from PER__LANES Philox blocks made at once. (For a spare
+   lane past 2^32 strata the counter differs: nobody reads those.) */
+static void per__strata_u(uint64_t seed, uint64_t counter, uint32_t i0,
+                          per_real seg, per_real *u) {
+  uint32_t w[4 * PER__LANES], g;
+  per__philox_lanes(seed, counter + i0, w);
+  for (g = 0; g < PER__LANES; ++g) {
+    per_real r01;
+    if (sizeof(per_real) == sizeof(float))
+      r01 = (per_real)per_u01f(w[4 * g]);
+    else
+      r01 = (per_real)per_u01d(w[4 * g], w[4 * g + 1]);
+    u[g] = ((per_real)(uint32_t)(i0 + g) + r01) * seg;
+  }
+}
+
+/* k[g] = node index of the leaf per_tree_descend finds for u[g], for
+   PER__LANES descents run in lockstep, one level at a time: a descent is a
+   chain of dependent loads, and the lanes' loads are independent, so their
+   cache misses overlap and the lane loop vectorizes (gathers). Each lane
+   does exactly what per_tree_step does. Works on local copies: the
+   compiler then knows that the lanes do not alias the tree. */
+static void per__descend_lanes(const per_real *node, uint32_t depth,
+                               const per_real *u_in, uint32_t *k_out) {
+  per_real u[PER__LANES];
+  uint32_t k[PER__LANES], g, level;
+  for (g = 0; g < PER__LANES; ++g) {
+    u[g] = u_in[g];
+    k[g] = 1;
+  }
+  for (level = 0; level < depth; ++level) {
+    uint32_t differ = 0;
+    for (g = 0; g < PER__LANES; ++g) differ |= k[g] ^ k[0];
+    if (differ == 0) {
+      /* Every lane at the same node (near the root of a stratified
+         batch, whose lanes are neighbouring strata): load the pair once.
+         The same arithmetic as below. */
+      uint32_t c = 2 * k[0];
+      per_real left = node[c], right = node[c + 1];
+      uint32_t lpos = (uint32_t)(left > 0), rpos = (uint32_t)(right > 0);
+      for (g = 0; g < PER__LANES; ++g) {
+        per_real x = u[g];
+        uint32_t go_right = ((uint32_t)!(x < left) & rpos) | (lpos ^ 1u);
+        u[g] = x - (go_right ? left : (per_real)0);
+        k[g] = c + go_right;
+      }
+      continue;
+    }
+    for (g = 0; g < PER__LANES; ++g) {
+      uint32_t c = 2 * k[g];
+      per_real left = node[c], right = node[c + 1], x = u[g];
+      uint32_t go_right = ((uint32_t)!(x < left) & (uint32_t)(right > 0)) |
+                          (uint32_t)!(left > 0);
+      u[g] = x - (go_right ? left : (per_real)0);
+      k[g] = c + go_right;
+    }
+    /* Below the top 10 levels (in L1 by then), fetch the four
+       grandchildren of every lane's node: the pair read two levels down is
+       among them (one cache line), so its miss overlaps the next level. */
+    if (level >= 10 && level + 2 < depth)
+      for (g = 0; g < PER__LANES; ++g) PER__PREFETCH(&node[4 * k[g]]);
+  }
+  for (g = 0; g < PER__LANES; ++g) k_out[g] = k[g];
+}
+
+/* leaf[g] = per_tree_descend(node, L, per_rng_real(rng) * total) for
+   g = 0, 1, ..., m - 1 (m <= PER__LANES), the reals drawn in that order:
+   the same draws and leaves as m calls one after the other. Few draws go
+   one at a time; more go in lockstep. */
+static void per__iid_lanes(const per_tree *t, per_rng *rng, per_real total,
+                           uint32_t m, uint32_t *leaf) {
+  per_real u[PER__LANES];
+  uint32_t k[PER__LANES], g;
+  if (4 * m < PER__LANES) {
+    for (g = 0; g < m; ++g)
+      leaf[g] = per_tree_descend(t->node, t->leaves, per_rng_real(rng) * total);
+    return;
+  }
+  for (g = 0; g < m; ++g) u[g] = per_rng_real(rng) * total;
+  for (; g < PER__LANES; ++g) u[g] = 0; /* spare lanes, never read */
+  per__descend_lanes(t->node, t->depth, u, k);
+  for (g = 0; g < m; ++g) leaf[g] = k[g] - t->leaves;
+}
+
 PERDEF per_status per_tree_sample_strata(const per_tree *t, uint64_t seed,
                                          uint64_t counter, uint32_t B,
                                          uint32_t first, uint32_t count,
@@ -800,22 +1355,21 @@ PERDEF per_status per_tree_sample_strata(const per_tree *t, uint64_t seed,
   if (s != PER_OK) return s;
   L = t->leaves;
   seg = t->node[1] / (per_real)B;
-  /* Descents are chains of dependent loads. Run PER__LANES of them in
-     lockstep, one level at a time, so that their cache misses overlap; each
-     lane does exactly what per_tree_descend does. */
   for (base = 0; base < count; base += PER__LANES) {
-    uint32_t k[PER__LANES], g, level;
+    uint32_t k[PER__LANES], g;
     per_real u[PER__LANES];
     uint32_t m = count - base < PER__LANES ? count - base : PER__LANES;
-    for (g = 0; g < m; ++g) {
-      u[g] = per_tree_stratum_u(seed, counter, first + base + g, seg);
-      k[g] = 1;
-    }
-    for (level = 0; level < t->depth; ++level) {
-      for (g = 0; g < m; ++g) {
-        k[g] = per_tree_step(t->node, k[g], &u[g]);
-        PER__PREFETCH(&t->node[(uint64_t)4 * k[g] < (uint64_t)2 * L ? 4 * k[g] : 0]);
-      }
+    if (4 * m < PER__LANES) { /* a few strata: one descent at a time */
+      for (g = 0; g < m; ++g)
+        k[g] = L + per_tree_descend(t->node, L,
+                                    per_tree_stratum_u(seed, counter,
+                                                       first + base + g, seg));
+    } else {
+      /* Whole groups even when m < PER__LANES: the spare lanes compute a
+         valid descent that nobody reads, and the loops keep a fixed trip
+         count that compilers vectorize. */
+      per__strata_u(seed, counter, first + base, seg, u);
+      per__descend_lanes(t->node, t->depth, u, k);
     }
     for (g = 0; g < m; ++g) {
       uint32_t leaf = k[g] - L;
@@ -921,19 +1475,59 @@ PERDEF per_status per_swap_grow(per_swap *s, uint32_t n) {
   return PER_OK;
 }
 
+/* The next word for a Lemire rejection in per_swap_sample: from w while
+   it lasts; then the stream takes over (*used is set past the end, so the
+   caller commits nothing more and starts a new round). */
+static uint32_t per__swap_word(per_rng *r, const uint32_t *w,
+                               uint32_t *used) {
+  if (*used < 4 * PER__LANES) return w[(*used)++];
+  if (*used == 4 * PER__LANES) {
+    per__rng_commit(r, w, *used);
+    *used = 4 * PER__LANES + 1;
+  }
+  return per_rng_u32(r);
+}
+
 PERDEF per_status per_swap_sample(per_swap *s, per_rng *rng, uint32_t k,
                                   uint32_t *out) {
-  uint32_t i, n;
+  uint32_t i, n, *perm;
   if (!s || !s->perm || !rng || !out) return PER_ERR_NULL;
   n = s->n;
   if (n == 0) return PER_ERR_EMPTY;
   if (k == 0 || k > n) return PER_ERR_BATCH;
-  for (i = 0; i < k; ++i) {
-    uint32_t j = i + per_rng_below(rng, n - i);
-    uint32_t pick = s->perm[j];
-    s->perm[j] = s->perm[i];
-    s->perm[i] = pick;
-    out[i] = pick;
+  perm = s->perm;
+  i = 0;
+  while (i < k) {
+    uint32_t w[4 * PER__LANES], used = 0;
+    if (rng->avail > 0 || k < PER__LANES) {
+      /* Words the stream has buffered, or a batch too small to pay for
+         PER__LANES blocks at once: one draw the plain way. */
+      uint32_t j = i + per_rng_below(rng, n - i), pick = perm[j];
+      perm[j] = perm[i];
+      perm[i] = pick;
+      out[i++] = pick;
+      continue;
+    }
+    /* Blocks made PER__LANES at a time (vectorized Philox): the same words
+       in the same order as per_rng_below takes them, the same Lemire
+       rejections, and the stream left where those calls would leave it
+       (blocks made but not reached are dropped). */
+    per__philox_lanes(rng->seed, rng->counter, w);
+    while (i < k && used < 4 * PER__LANES) {
+      uint32_t bound = n - i, j, pick;
+      uint64_t m = (uint64_t)w[used++] * bound;
+      if ((uint32_t)m < bound) {
+        uint32_t threshold = (uint32_t)(0u - bound) % bound;
+        while ((uint32_t)m < threshold)
+          m = (uint64_t)per__swap_word(rng, w, &used) * bound;
+      }
+      j = i + (uint32_t)(m >> 32);
+      pick = perm[j];
+      perm[j] = perm[i];
+      perm[i] = pick;
+      out[i++] = pick;
+    }
+    if (used <= 4 * PER__LANES) per__rng_commit(rng, w, used);
   }
   return PER_OK;
 }
@@ -952,10 +1546,14 @@ PERDEF per_status per_tree_sample_iid(const per_tree *t, per_rng *rng,
   if (s != PER_OK) return s;
   total = t->node[1];
   L = t->leaves;
-  for (i = 0; i < k; ++i) {
-    uint32_t leaf = per_tree_descend(t->node, L, per_rng_real(rng) * total);
-    idx[i] = leaf;
-    if (val) val[i] = t->node[L + leaf];
+  for (i = 0; i < k; i += PER__LANES) {
+    uint32_t leaf[PER__LANES], g;
+    uint32_t m = k - i < PER__LANES ? k - i : PER__LANES;
+    per__iid_lanes(t, rng, total, m, leaf);
+    for (g = 0; g < m; ++g) {
+      idx[i + g] = leaf[g];
+      if (val) val[i + g] = t->node[L + leaf[g]];
+    }
   }
   return PER_OK;
 }
@@ -1037,14 +1635,22 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
   limit = (uint64_t)64 * k + 1024;
   if (c->reject_limit < limit) limit = c->reject_limit;
 
-  /* Phase 1: i.i.d. draws, first occurrences kept. */
+  /* Phase 1: i.i.d. draws, first occurrences kept. Drawn in groups of at
+     most min(k - m, limit - rejects): every draw counts as a pick or a
+     repeat, so the one-at-a-time loop would make at least that many more
+     draws; the draws, picks and rng position are exactly the same. */
   while (m < k && rejects < limit) {
-    uint32_t leaf = per_tree_descend(t->node, L, per_rng_real(rng) * total);
-    if (per__cat_insert(c, leaf)) {
-      c->saved[m] = t->node[L + leaf];
-      idx[m++] = leaf;
-    } else {
-      ++rejects;
+    uint32_t leaf[PER__LANES], g, want = k - m;
+    if (limit - rejects < want) want = (uint32_t)(limit - rejects);
+    if (want > PER__LANES) want = PER__LANES;
+    per__iid_lanes(t, rng, total, want, leaf);
+    for (g = 0; g < want; ++g) {
+      if (per__cat_insert(c, leaf[g])) {
+        c->saved[m] = t->node[L + leaf[g]];
+        idx[m++] = leaf[g];
+      } else {
+        ++rejects;
+      }
     }
   }
 
@@ -1074,6 +1680,1228 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
     for (j = 0; j < k; ++j) val[j] = c->saved[j];
   return PER_OK;
 }
+
+/* >>buffer */
+#ifdef __cplusplus
+}
+#endif
+#include <math.h>
+#ifndef PER_NO_STDIO
+#include <stdio.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#define PER__HAVE_FSYNC 1
+#endif
+#endif
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef PER__PREFETCH
+#define PER__PREFETCH(p) ((void)(p))
+#endif
+
+/* Batches are processed in pieces of this many slots (stack arrays: no
+   allocation per call). */
+#define PER__CHUNK 256
+/* Value of a min-tree node with no positive leaf below it. */
+#define PER__NO_MIN (PER_LEAF_MAX * 2)
+#define PER__SAMPLE_FLAGS (PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA)
+
+/* Finite (from the bits: robust under -ffinite-math-only). */
+static int per__dfinite(double v) {
+  uint64_t u;
+  memcpy(&u, &v, sizeof u);
+  return ((u >> 52) & 0x7ffu) != 0x7ffu;
+}
+
+static per_status per__float_status(float v) {
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  if (((u >> 23) & 0xffu) == 0xffu) return (u & 0x7fffffu) ? PER_ERR_NAN : PER_ERR_INF;
+  return PER_OK;
+}
+
+static double per__resolve_d(double v, double def) {
+  if (v == 0) return def;
+  if (v == PER_ZERO) return 0;
+  return v;
+}
+
+PERDEF per_config per_config_resolve(const per_config *cfg) {
+  per_config c;
+  if (cfg) c = *cfg;
+  else memset(&c, 0, sizeof c);
+  c.alpha = per__resolve_d(c.alpha, 0.6);
+  c.beta0 = per__resolve_d(c.beta0, 0.4);
+  c.beta1 = per__resolve_d(c.beta1, 1.0);
+  c.eps = per__resolve_d(c.eps, 1e-6);
+  if (c.beta_steps == 0) c.beta_steps = 200000;
+  if (c.max_priority == 0) c.max_priority = 1.0;
+  if (c.max_unique == 0) c.max_unique = c.capacity < 65536u ? c.capacity : 65536u;
+  return c;
+}
+
+/* Validate a resolved config. */
+static per_status per__config_check(const per_config *c) {
+  uint64_t bytes;
+  if (c->capacity == 0 || c->capacity > PER_MAX_CAPACITY) return PER_ERR_CAPACITY;
+  if (c->item_size == 0) return PER_ERR_ARG;
+  bytes = (uint64_t)c->capacity * c->item_size;
+  if ((uint64_t)(size_t)bytes != bytes) return PER_ERR_CAPACITY;
+  if (!per__dfinite(c->alpha) || !(c->alpha >= 0) || !per__dfinite(c->beta0) ||
+      !(c->beta0 >= 0) || !per__dfinite(c->beta1) || !(c->beta1 >= 0) ||
+      !per__dfinite(c->eps) || !(c->eps >= 0))
+    return PER_ERR_ARG;
+  if (!per__dfinite(c->max_priority) || !(c->max_priority > 0) ||
+      c->max_priority > (double)PER_LEAF_MAX)
+    return PER_ERR_ARG;
+  if (c->flags & ~(uint32_t)PER_WEIGHTS_BUFFER_MAX) return PER_ERR_ARG;
+  if (c->max_unique == 0 || c->max_unique > c->capacity || c->max_unique > (1u << 30))
+    return PER_ERR_ARG;
+  return PER_OK;
+}
+
+/* Generations cycle through 1 .. 2^32 - 1: g after k more writes. */
+static uint32_t per__gen_add(uint32_t g, uint64_t k) {
+  return (uint32_t)(((uint64_t)g + k - 1) % 0xffffffffull + 1);
+}
+
+/* ---- min tree (PER_WEIGHTS_BUFFER_MAX) ---- */
+
+static per_real per__min_of(per_real a, per_real b) { return a < b ? a : b; }
+
+static void per__min_set(per_buffer *b, uint32_t slot, per_real v) {
+  per_real *m = b->min_node;
+  uint32_t k = b->tree.leaves + slot;
+  m[k] = v > 0 ? v : PER__NO_MIN;
+  for (k >>= 1; k >= 1; k >>= 1) {
+    per_real nv = per__min_of(m[2 * k], m[2 * k + 1]);
+    if (m[k] == nv) break; /* ancestors depend only on this node */
+    m[k] = nv;
+  }
+}
+
+/* Rebuild the min tree from the sum tree's leaves: O(L). */
+static void per__min_build(per_buffer *b) {
+  uint32_t L = b->tree.leaves, i, k;
+  per_real *m = b->min_node;
+  if (!m) return;
+  for (i = 0; i < L; ++i) {
+    per_real v = b->tree.node[L + i];
+    m[L + i] = (i < b->tree.capacity && v > 0) ? v : PER__NO_MIN;
+  }
+  for (k = L - 1; k >= 1; --k) m[k] = per__min_of(m[2 * k], m[2 * k + 1]);
+  m[0] = PER__NO_MIN;
+}
+
+/* Leaves idx[0..n) = val[0..n) in both trees (values already valid). */
+/* The buffer's own bookkeeping of leaf i having become v. */
+static void per__note_leaf(per_buffer *b, uint32_t i, per_real v) {
+  if (v > b->max_leaf) b->max_leaf = v;
+  if (!(v > 0)) b->zero_hint = 1;
+  if (b->min_node) per__min_set(b, i, v);
+}
+
+static void per__set_leaves(per_buffer *b, const uint32_t *idx, const per_real *val,
+                            uint32_t n) {
+  uint32_t j;
+  per_status s = per_tree_set_batch(&b->tree, idx, val, n);
+  PER_ASSERT(s == PER_OK);
+  (void)s;
+  for (j = 0; j < n; ++j) per__note_leaf(b, idx[j], val[j]);
+}
+
+/* Leaves [first, first + n) = val[0..n) (values already valid, no wrap):
+   per_tree_set_range recomputes each parent of the run once. */
+static void per__set_run(per_buffer *b, uint32_t first, const per_real *val,
+                         uint32_t n) {
+  uint32_t j;
+  per_status s = per_tree_set_range(&b->tree, first, val, n);
+  PER_ASSERT(s == PER_OK);
+  (void)s;
+  for (j = 0; j < n; ++j) per__note_leaf(b, first + j, val[j]);
+}
+
+PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
+                                  void *alloc_ctx) {
+  per_config c;
+  per_status s;
+  size_t bytes;
+  if (!b) return PER_ERR_NULL;
+  memset(b, 0, sizeof *b);
+  if (!cfg) return PER_ERR_NULL;
+  c = per_config_resolve(cfg);
+  s = per__config_check(&c);
+  if (s != PER_OK) return s;
+  b->alloc_ctx = alloc_ctx;
+  b->cfg = c;
+  bytes = (size_t)c.capacity * c.item_size;
+  b->items = (unsigned char *)PER_MALLOC(bytes, alloc_ctx);
+  if (!b->items) goto nomem;
+  memset(b->items, 0, bytes);
+  b->gen = (uint32_t *)PER_MALLOC((size_t)c.capacity * sizeof(uint32_t), alloc_ctx);
+  if (!b->gen) goto nomem;
+  memset(b->gen, 0, (size_t)c.capacity * sizeof(uint32_t));
+  s = per_tree_init(&b->tree, c.capacity, alloc_ctx);
+  if (s != PER_OK) goto fail;
+  if (c.flags & PER_WEIGHTS_BUFFER_MAX) {
+    b->min_node = (per_real *)PER_MALLOC(per_tree_bytes(c.capacity), alloc_ctx);
+    if (!b->min_node) goto nomem;
+    per__min_build(b);
+  }
+  if (c.alpha == 0) {
+    s = per_swap_init(&b->swap, c.capacity, alloc_ctx);
+    if (s != PER_OK) goto fail;
+  }
+  s = per_cat_init(&b->cat, c.max_unique, alloc_ctx);
+  if (s != PER_OK) goto fail;
+  b->scratch_idx = (uint32_t *)PER_MALLOC((size_t)c.max_unique * sizeof(uint32_t), alloc_ctx);
+  if (!b->scratch_idx) goto nomem;
+  b->scratch_val = (per_real *)PER_MALLOC((size_t)c.max_unique * sizeof(per_real), alloc_ctx);
+  if (!b->scratch_val) goto nomem;
+  per_rng_init(&b->rng, c.seed);
+  b->max_leaf = c.alpha == 0 ? (per_real)1 : (per_real)c.max_priority;
+  return PER_OK;
+nomem:
+  s = PER_ERR_NOMEM;
+fail:
+  per_buffer_free(b);
+  return s;
+}
+
+PERDEF void per_buffer_free(per_buffer *b) {
+  if (!b) return;
+  if (b->items) PER_FREE(b->items, b->alloc_ctx);
+  if (b->gen) PER_FREE(b->gen, b->alloc_ctx);
+  per_tree_free(&b->tree);
+  if (b->min_node) PER_FREE(b->min_node, b->alloc_ctx);
+  per_swap_free(&b->swap);
+  per_cat_free(&b->cat);
+  if (b->scratch_idx) PER_FREE(b->scratch_idx, b->alloc_ctx);
+  if (b->scratch_val) PER_FREE(b->scratch_val, b->alloc_ctx);
+  memset(b, 0, sizeof *b);
+}
+
+PERDEF uint32_t per_buffer_size(const per_buffer *b) { return b ? b->size : 0; }
+
+PERDEF double per_buffer_beta(const per_buffer *b) {
+  const per_config *c;
+  if (!b) return 0;
+  c = &b->cfg;
+  if (b->step >= c->beta_steps) return c->beta1;
+  return c->beta0 + (c->beta1 - c->beta0) * ((double)b->step / (double)c->beta_steps);
+}
+
+PERDEF per_status per_buffer_add(per_buffer *b, const void *item) {
+  if (!b || !b->items || !item) return PER_ERR_NULL;
+  return per_buffer_add_batch(b, item, 1);
+}
+
+PERDEF per_status per_buffer_add_batch(per_buffer *b, const void *items,
+                                       uint32_t n) {
+  uint32_t cap, keep, first, t;
+  per_real val[PER__CHUNK];
+  size_t isz;
+  const unsigned char *src;
+  if (!b || !b->items) return PER_ERR_NULL;
+  if (n == 0) return PER_OK;
+  if (!items) return PER_ERR_NULL;
+  cap = b->cfg.capacity;
+  isz = b->cfg.item_size;
+  keep = n < cap ? n : cap; /* earlier items of the call are overwritten by it */
+  /* generations: every write to a slot counts */
+  if (n >= cap) {
+    uint32_t q = n / cap, r = n % cap, s;
+    for (s = 0; s < cap; ++s) {
+      uint32_t age = (uint32_t)(((uint64_t)s + cap - b->pos) % cap);
+      b->gen[s] = per__gen_add(b->gen[s], (uint64_t)q + (age < r));
+    }
+  } else {
+    for (t = 0; t < n; ++t) {
+      uint32_t s = (uint32_t)(((uint64_t)b->pos + t) % cap);
+      b->gen[s] = per__gen_add(b->gen[s], 1);
+    }
+  }
+  first = (uint32_t)(((uint64_t)b->pos + (n - keep)) % cap);
+  src = (const unsigned char *)items + (size_t)(n - keep) * isz;
+  if (first + (uint64_t)keep <= cap) {
+    memcpy(b->items + (size_t)first * isz, src, (size_t)keep * isz);
+  } else {
+    uint32_t a = cap - first;
+    memcpy(b->items + (size_t)first * isz, src, (size_t)a * isz);
+    memcpy(b->items, src + (size_t)a * isz, (size_t)(keep - a) * isz);
+  }
+  /* the kept slots are one or two contiguous runs (the ring may wrap) */
+  for (t = 0; t < PER__CHUNK; ++t) val[t] = b->max_leaf;
+  for (t = 0; t < keep;) {
+    uint32_t s = (uint32_t)(((uint64_t)first + t) % cap);
+    uint32_t m = keep - t;
+    if (m > cap - s) m = cap - s;
+    if (m > PER__CHUNK) m = PER__CHUNK;
+    per__set_run(b, s, val, m);
+    t += m;
+  }
+  b->pos = (uint32_t)(((uint64_t)b->pos + n) % cap);
+  b->size = (uint64_t)b->size + n >= cap ? cap : b->size + n;
+  b->added += n;
+  if (b->swap.perm) {
+    per_status s = per_swap_grow(&b->swap, b->size);
+    PER_ASSERT(s == PER_OK);
+    (void)s;
+  }
+  return PER_OK;
+}
+
+/* ---- sampling ---- */
+
+/* The whole subtrees that exactly cover the eligible slot ranges, in slot
+   order (oldest range first); a stratum's u is located among their masses
+   and then descends inside one of them. */
+typedef struct per__cover {
+  uint32_t n;
+  uint32_t k[128]; /* 2 ranges, at most 2 * 31 nodes each */
+} per__cover;
+
+static void per__cover_range(per__cover *c, uint32_t L, uint32_t a, uint32_t e) {
+  uint64_t l = (uint64_t)a + L, r = (uint64_t)e + L;
+  uint32_t right[64], nr = 0;
+  while (l < r) {
+    if (l & 1u) c->k[c->n++] = (uint32_t)l++;
+    if (r & 1u) right[nr++] = (uint32_t)--r;
+    l >>= 1;
+    r >>= 1;
+  }
+  while (nr) c->k[c->n++] = right[--nr];
+}
+
+static per_real per__cover_total(const per__cover *c, const per_real *node) {
+  per_real s = 0;
+  uint32_t j;
+  for (j = 0; j < c->n; ++j) s += node[c->k[j]];
+  return s;
+}
+
+/* Leaf of prefix mass u within the cover; requires some mass in it. Past
+   the end (rounding) gives the last leaf with mass, like the tree. */
+static uint32_t per__cover_find(const per__cover *c, const per_real *node,
+                                uint32_t L, per_real u) {
+  uint32_t j, last = 0, k;
+  for (j = 0; j < c->n; ++j) {
+    per_real m = node[c->k[j]];
+    if (!(m > 0)) continue;
+    last = j;
+    if (u < m) break;
+    u -= m;
+  }
+  if (j == c->n) {
+    j = last;
+    u = node[c->k[j]];
+  }
+  k = c->k[j];
+  while (k < L) k = per_tree_step(node, k, &u);
+  return k - L;
+}
+
+/* The eligible slots: window positions p in [0, W), oldest first, are
+   slots (start + p) % capacity. */
+static uint32_t per__win_start(const per_buffer *b, uint32_t W) {
+  uint32_t cap = b->cfg.capacity;
+  return (uint32_t)(((uint64_t)b->pos + cap - W) % cap);
+}
+
+static void per__win_cover(const per_buffer *b, uint32_t start, uint32_t W,
+                           per__cover *c) {
+  uint32_t cap = b->cfg.capacity, L = b->tree.leaves;
+  c->n = 0;
+  if ((uint64_t)start + W <= cap) {
+    per__cover_range(c, L, start, start + W);
+  } else {
+    per__cover_range(c, L, start, cap);
+    per__cover_range(c, L, 0, (uint32_t)((uint64_t)start + W - cap));
+  }
+}
+
+static uint32_t per__count_positive(const per_buffer *b, uint32_t start, uint32_t W) {
+  uint32_t p, n = 0, cap = b->cfg.capacity, L = b->tree.leaves;
+  for (p = 0; p < W; ++p)
+    n += b->tree.node[L + (uint32_t)(((uint64_t)start + p) % cap)] > 0;
+  return n;
+}
+
+/* Open-addressing set over the per_cat table (scratch between calls). */
+static int per__set_insert(uint32_t *table, uint32_t hbits, uint32_t key) {
+  uint32_t mask = (1u << hbits) - 1u;
+  uint32_t h = (uint32_t)(key * 2654435761u) >> (32u - hbits);
+  for (;;) {
+    uint32_t cur = table[h];
+    if (cur == 0) {
+      table[h] = key + 1u;
+      return 1;
+    }
+    if (cur == key + 1u) return 0;
+    h = (h + 1u) & mask;
+  }
+}
+
+/* B distinct uniform window positions (Floyd's algorithm) as slots. */
+static void per__uniform_unique(per_buffer *b, uint32_t start, uint32_t W, uint32_t B) {
+  uint32_t j, i = 0, cap = b->cfg.capacity;
+  memset(b->cat.table, 0, ((size_t)1 << b->cat.hbits) * sizeof(uint32_t));
+  for (j = W - B; j < W; ++j, ++i) {
+    uint32_t t = per_rng_below(&b->rng, j + 1);
+    if (!per__set_insert(b->cat.table, b->cat.hbits, t)) {
+      per__set_insert(b->cat.table, b->cat.hbits, j);
+      t = j;
+    }
+    b->scratch_idx[i] = (uint32_t)(((uint64_t)start + t) % cap);
+  }
+}
+
+/* B distinct slots of a window by successive sampling: draw in proportion
+   to the window's mass, zero the pick, repeat; then restore the picks
+   (the tree is bitwise as before: parents are recomputed). */
+static per_status per__window_unique(per_buffer *b, const per__cover *c, uint32_t B) {
+  uint32_t j, L = b->tree.leaves;
+  per_real *node = b->tree.node;
+  per_status s = PER_OK;
+  for (j = 0; j < B; ++j) {
+    per_real tot = per__cover_total(c, node);
+    uint32_t leaf;
+    if (!(tot > 0)) { /* excluded by the caller's count */
+      s = PER_ERR_TOO_FEW;
+      break;
+    }
+    leaf = per__cover_find(c, node, L, per_rng_real(&b->rng) * tot);
+    b->scratch_idx[j] = leaf;
+    b->scratch_val[j] = node[L + leaf];
+    per_tree_set(&b->tree, leaf, 0);
+  }
+  per_tree_set_batch(&b->tree, b->scratch_idx, b->scratch_val, j);
+  return s;
+}
+
+static float per__weight(per_real p, per_real pmin, double beta) {
+  if (beta == 0 || !(p > pmin)) return 1.0f;
+  return (float)pow((double)pmin / (double)p, beta);
+}
+
+static void per__emit(const per_buffer *b, uint32_t i, uint32_t slot,
+                      void *items_out, uint64_t *ids) {
+  size_t isz = b->cfg.item_size;
+  if (items_out)
+    memcpy((unsigned char *)items_out + (size_t)i * isz, b->items + (size_t)slot * isz, isz);
+  if (ids) ids[i] = (uint64_t)slot | ((uint64_t)b->gen[slot] << 32);
+}
+
+/* Strata [first, first + m) of the B-batch over the cover (or the whole
+   tree when c is NULL). */
+static void per__strata(const per_buffer *b, const per__cover *c, per_real seg,
+                        uint32_t B, uint32_t first, uint32_t m, uint32_t *idx,
+                        per_real *val) {
+  uint32_t g, L = b->tree.leaves;
+  if (!c) {
+    per_status s = per_tree_sample_strata(&b->tree, b->rng.seed, b->rng.counter, B,
+                                          first, m, idx, val);
+    PER_ASSERT(s == PER_OK);
+    (void)s;
+    return;
+  }
+  for (g = 0; g < m; ++g) {
+    per_real u = per_tree_stratum_u(b->rng.seed, b->rng.counter, first + g, seg);
+    idx[g] = per__cover_find(c, b->tree.node, L, u);
+    val[g] = b->tree.node[L + idx[g]];
+  }
+}
+
+PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
+                                    const per_sample_opts *opts,
+                                    void *items_out, uint64_t *ids,
+                                    float *weights) {
+  uint32_t flags = opts ? opts->flags : 0, W, start, i, L;
+  int unique, whole, degenerate, bufmax;
+  double beta;
+  per_real total, pmin;
+  per__cover cov;
+  const per__cover *cp = NULL;
+  if (!b || !b->items) return PER_ERR_NULL;
+  if (flags & ~(uint32_t)PER__SAMPLE_FLAGS) return PER_ERR_ARG;
+  if (flags & PER_SAMPLE_BETA) {
+    beta = opts->beta;
+    if (!per__dfinite(beta) || !(beta >= 0)) return PER_ERR_ARG;
+  } else {
+    beta = per_buffer_beta(b);
+  }
+  if (B == 0) return PER_ERR_BATCH;
+  unique = (flags & PER_SAMPLE_UNIQUE) != 0;
+  if (unique && B > b->cfg.max_unique) return PER_ERR_BATCH;
+  if (b->size == 0) return PER_ERR_EMPTY;
+  W = (opts && opts->window && opts->window < b->size) ? opts->window : b->size;
+  if (unique && B > W) return PER_ERR_TOO_FEW;
+  whole = W == b->size;
+  start = per__win_start(b, W);
+  L = b->tree.leaves;
+  if (whole) {
+    total = b->tree.node[1];
+  } else {
+    per__win_cover(b, start, W, &cov);
+    cp = &cov;
+    total = per__cover_total(&cov, b->tree.node);
+  }
+  degenerate = !per__dfinite((double)total) || !(total > 0);
+  if (unique && !degenerate && b->zero_hint && per__count_positive(b, start, W) < B)
+    return PER_ERR_TOO_FEW;
+  /* Validated: from here on the call succeeds. */
+  bufmax = (b->cfg.flags & PER_WEIGHTS_BUFFER_MAX) && b->min_node &&
+           b->min_node[1] <= PER_LEAF_MAX;
+  if (degenerate) {
+    uint32_t cap = b->cfg.capacity;
+    if (unique) per__uniform_unique(b, start, W, B);
+    for (i = 0; i < B; ++i) {
+      uint32_t slot = unique ? b->scratch_idx[i]
+                             : (uint32_t)(((uint64_t)start + per_rng_below(&b->rng, W)) % cap);
+      per__emit(b, i, slot, items_out, ids);
+      if (weights) weights[i] = 1.0f;
+    }
+  } else if (unique) {
+    if (whole && b->swap.perm) {
+      per_status s = per_swap_sample(&b->swap, &b->rng, B, b->scratch_idx);
+      PER_ASSERT(s == PER_OK);
+      (void)s;
+    } else if (whole) {
+      per_rng saved = b->rng;
+      per_status s = per_cat_sample(&b->cat, &b->tree, &b->rng, B, b->scratch_idx, NULL);
+      if (s != PER_OK) { /* excluded above; keep the promise anyway */
+        b->rng = saved;
+        return s;
+      }
+    } else {
+      per_rng saved = b->rng;
+      per_status s = per__window_unique(b, &cov, B);
+      if (s != PER_OK) {
+        b->rng = saved;
+        return s;
+      }
+    }
+    pmin = bufmax ? b->min_node[1] : PER__NO_MIN;
+    for (i = 0; i < B; ++i) {
+      uint32_t slot = b->scratch_idx[i];
+      per__emit(b, i, slot, items_out, ids);
+      if (!bufmax) pmin = per__min_of(pmin, b->tree.node[L + slot]);
+    }
+    if (weights)
+      for (i = 0; i < B; ++i)
+        weights[i] = per__weight(b->tree.node[L + b->scratch_idx[i]], pmin, beta);
+  } else {
+    uint32_t idx[PER__CHUNK], base;
+    per_real val[PER__CHUNK];
+    per_real seg = total / (per_real)B;
+    pmin = bufmax ? b->min_node[1] : PER__NO_MIN;
+    for (base = 0; base < B; base += PER__CHUNK) {
+      uint32_t m = B - base < PER__CHUNK ? B - base : PER__CHUNK, g;
+      per__strata(b, cp, seg, B, base, m, idx, val);
+      if (items_out) /* overlap the gather's cache misses */
+        for (g = 0; g < m; ++g) PER__PREFETCH(b->items + (size_t)idx[g] * b->cfg.item_size);
+      for (g = 0; g < m; ++g) {
+        per__emit(b, base + g, idx[g], items_out, ids);
+        if (bufmax) {
+          if (weights) weights[base + g] = per__weight(val[g], pmin, beta);
+        } else if (val[g] < pmin) {
+          pmin = val[g];
+        }
+      }
+    }
+    if (weights && !bufmax && B <= PER__CHUNK) {
+      for (i = 0; i < B; ++i) weights[i] = per__weight(val[i], pmin, beta);
+    } else if (weights && !bufmax) {
+      /* the batch minimum is known now: second pass over the values (from
+         the ids, or by drawing the same strata again) */
+      for (base = 0; base < B; base += PER__CHUNK) {
+        uint32_t m = B - base < PER__CHUNK ? B - base : PER__CHUNK, g;
+        if (ids) {
+          for (g = 0; g < m; ++g)
+            val[g] = b->tree.node[L + (uint32_t)ids[base + g]];
+        } else {
+          per__strata(b, cp, seg, B, base, m, idx, val);
+        }
+        for (g = 0; g < m; ++g) weights[base + g] = per__weight(val[g], pmin, beta);
+      }
+    }
+    b->rng.counter += B;
+    b->rng.avail = 0;
+  }
+  b->step += 1;
+  return PER_OK;
+}
+
+PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
+                                    const float *td, uint32_t n,
+                                    uint32_t *stale) {
+  uint32_t j, cap, nstale = 0, m = 0, idx[PER__CHUNK];
+  per_real val[PER__CHUNK];
+  double alpha, eps;
+  if (!b || !b->items) return PER_ERR_NULL;
+  if (n > 0 && (!ids || !td)) return PER_ERR_NULL;
+  cap = b->cfg.capacity;
+  for (j = 0; j < n; ++j) {
+    uint32_t slot = (uint32_t)ids[j], g = (uint32_t)(ids[j] >> 32);
+    per_status s = per__float_status(td[j]);
+    if (s != PER_OK) return s;
+    if (slot >= cap || g == 0 || g > b->gen[slot]) return PER_ERR_INDEX;
+  }
+  alpha = b->cfg.alpha;
+  eps = b->cfg.eps;
+  for (j = 0; j < n; ++j) {
+    uint32_t slot = (uint32_t)ids[j], g = (uint32_t)(ids[j] >> 32);
+    double p;
+    if (g != b->gen[slot]) {
+      ++nstale;
+      continue;
+    }
+    p = fabs((double)td[j]) + eps;
+    if (alpha != 1) p = alpha == 0 ? 1.0 : pow(p, alpha);
+    if (!(p <= (double)PER_LEAF_MAX)) p = (double)PER_LEAF_MAX;
+    idx[m] = slot;
+    val[m] = (per_real)p;
+    if (++m == PER__CHUNK) {
+      per__set_leaves(b, idx, val, m);
+      m = 0;
+    }
+  }
+  if (m > 0) per__set_leaves(b, idx, val, m);
+  if (stale) *stale = nstale;
+  return PER_OK;
+}
+
+PERDEF per_status per_buffer_check(const per_buffer *b) {
+  uint32_t i, cap, L;
+  const per_real *node;
+  if (!b || !b->items || !b->gen) return PER_ERR_NULL;
+  cap = b->cfg.capacity;
+  if (per__config_check(&b->cfg) != PER_OK) return PER_ERR_CORRUPT;
+  if (per_tree_check(&b->tree) != PER_OK || b->tree.capacity != cap) return PER_ERR_CORRUPT;
+  if (b->size > cap || b->pos >= cap || (b->size < cap && b->pos != b->size))
+    return PER_ERR_CORRUPT;
+  if (b->added < b->size || b->rng.avail > 4 || b->zero_hint > 1) return PER_ERR_CORRUPT;
+  if (per_leaf_status(b->max_leaf) != PER_OK || !(b->max_leaf > 0) ||
+      (b->cfg.alpha == 0 && b->max_leaf != 1))
+    return PER_ERR_CORRUPT;
+  L = b->tree.leaves;
+  node = b->tree.node;
+  for (i = 0; i < cap; ++i) {
+    per_real v = node[L + i];
+    if (i < b->size) {
+      if (b->gen[i] == 0 || v > b->max_leaf) return PER_ERR_CORRUPT;
+      if (b->cfg.alpha == 0 && v != 1) return PER_ERR_CORRUPT;
+      if (!(v > 0) && !b->zero_hint) return PER_ERR_CORRUPT;
+    } else if (b->gen[i] != 0 || v != 0) {
+      return PER_ERR_CORRUPT;
+    }
+  }
+  if ((b->cfg.alpha == 0) != (b->swap.perm != NULL)) return PER_ERR_CORRUPT;
+  if (b->swap.perm) {
+    /* a permutation of [0, n): in range, with the sums of one (a cheap
+       check without memory), identity above n */
+    uint64_t s1 = 0, s2 = 0, e1 = 0, e2 = 0;
+    if (b->swap.n != b->size || b->swap.capacity != cap) return PER_ERR_CORRUPT;
+    for (i = 0; i < cap; ++i) {
+      uint32_t v = b->swap.perm[i];
+      if (i >= b->swap.n) {
+        if (v != i) return PER_ERR_CORRUPT;
+        continue;
+      }
+      if (v >= b->swap.n) return PER_ERR_CORRUPT;
+      s1 += v;
+      s2 += (uint64_t)v * v;
+      e1 += i;
+      e2 += (uint64_t)i * i;
+    }
+    if (s1 != e1 || s2 != e2) return PER_ERR_CORRUPT;
+  }
+  if ((b->cfg.flags & PER_WEIGHTS_BUFFER_MAX) != 0) {
+    const per_real *m = b->min_node;
+    uint32_t k;
+    if (!m) return PER_ERR_CORRUPT;
+    for (i = 0; i < L; ++i) {
+      per_real want = (i < cap && node[L + i] > 0) ? node[L + i] : PER__NO_MIN;
+      if (m[L + i] != want) return PER_ERR_CORRUPT;
+    }
+    for (k = L - 1; k >= 1; --k)
+      if (m[k] != per__min_of(m[2 * k], m[2 * k + 1])) return PER_ERR_CORRUPT;
+  } else if (b->min_node) {
+    return PER_ERR_CORRUPT;
+  }
+  return PER_OK;
+}
+
+/* >>nstep */
+PERDEF per_nstep_layout per_nstep_layout_of(const per_nstep_config *cfg) {
+  per_nstep_layout l;
+  uint64_t off, size;
+  memset(&l, 0, sizeof l);
+  if (!cfg || cfg->obs_size == 0 || cfg->action_size == 0) return l;
+  off = ((uint64_t)cfg->obs_size + cfg->action_size + 3u) & ~(uint64_t)3u;
+  size = off + 12u + cfg->obs_size;
+  if (size > 0xffffffffull) return l;
+  l.obs = 0;
+  l.action = cfg->obs_size;
+  l.reward = (uint32_t)off;
+  l.discount = (uint32_t)off + 4u;
+  l.done = (uint32_t)off + 8u;
+  l.next_obs = (uint32_t)off + 12u;
+  l.size = (uint32_t)size;
+  return l;
+}
+
+PERDEF per_status per_nstep_init(per_nstep *a, const per_nstep_config *cfg,
+                                 void *alloc_ctx) {
+  per_nstep_layout l;
+  uint64_t bytes;
+  unsigned char *mem;
+  if (!a) return PER_ERR_NULL;
+  memset(a, 0, sizeof *a);
+  if (!cfg) return PER_ERR_NULL;
+  l = per_nstep_layout_of(cfg);
+  if (cfg->n == 0 || cfg->n > (1u << 24) || !(cfg->gamma >= 0.0f && cfg->gamma <= 1.0f) ||
+      l.size == 0)
+    return PER_ERR_ARG;
+  /* one block: rewards (float aligned), observations, actions, the item */
+  bytes = (uint64_t)cfg->n * (sizeof(float) + (uint64_t)cfg->obs_size + cfg->action_size) +
+          l.size;
+  if ((uint64_t)(size_t)bytes != bytes) return PER_ERR_ARG;
+  mem = (unsigned char *)PER_MALLOC((size_t)bytes, alloc_ctx);
+  if (!mem) return PER_ERR_NOMEM;
+  a->cfg = *cfg;
+  a->layout = l;
+  a->reward = (float *)(void *)mem;
+  a->obs = mem + (size_t)cfg->n * sizeof(float);
+  a->act = a->obs + (size_t)cfg->n * cfg->obs_size;
+  a->item = a->act + (size_t)cfg->n * cfg->action_size;
+  a->alloc_ctx = alloc_ctx;
+  return PER_OK;
+}
+
+PERDEF void per_nstep_free(per_nstep *a) {
+  if (!a) return;
+  if (a->reward) PER_FREE(a->reward, a->alloc_ctx);
+  memset(a, 0, sizeof *a);
+}
+
+PERDEF void per_nstep_reset(per_nstep *a) {
+  if (!a) return;
+  a->head = 0;
+  a->count = 0;
+}
+
+/* Emit the oldest pending step with m rewards summed, then drop it. */
+static void per__nstep_emit(per_nstep *a, per_buffer *b, uint32_t m, uint32_t done,
+                            const void *next_obs) {
+  const per_nstep_layout *l = &a->layout;
+  uint32_t k, n = a->cfg.n, h = a->head;
+  double acc = 0, g = 1, gamma = (double)a->cfg.gamma;
+  float r, d;
+  per_status s;
+  for (k = 0; k < m; ++k) {
+    acc += g * (double)a->reward[(h + k) % n];
+    g *= gamma;
+  }
+  r = (float)acc;
+  d = (float)g;
+  memcpy(a->item + l->obs, a->obs + (size_t)h * a->cfg.obs_size, a->cfg.obs_size);
+  memcpy(a->item + l->action, a->act + (size_t)h * a->cfg.action_size, a->cfg.action_size);
+  memset(a->item + a->cfg.obs_size + a->cfg.action_size, 0,
+         l->reward - (a->cfg.obs_size + a->cfg.action_size)); /* padding */
+  memcpy(a->item + l->reward, &r, sizeof r);
+  memcpy(a->item + l->discount, &d, sizeof d);
+  memcpy(a->item + l->done, &done, sizeof done);
+  memcpy(a->item + l->next_obs, next_obs, a->cfg.obs_size);
+  s = per_buffer_add(b, a->item);
+  PER_ASSERT(s == PER_OK);
+  (void)s;
+  a->head = (h + 1) % n;
+  a->count -= 1;
+}
+
+PERDEF per_status per_nstep_step(per_nstep *a, per_buffer *b,
+                                 const void *obs, const void *action,
+                                 float reward, const void *next_obs,
+                                 int terminated, int truncated) {
+  uint32_t n, slot;
+  per_status s;
+  if (!a || !a->reward || !b || !obs || !action || !next_obs) return PER_ERR_NULL;
+  if (!b->items || b->cfg.item_size != a->layout.size) return PER_ERR_ARG;
+  s = per__float_status(reward);
+  if (s != PER_OK) return s;
+  n = a->cfg.n;
+  slot = (a->head + a->count) % n;
+  memcpy(a->obs + (size_t)slot * a->cfg.obs_size, obs, a->cfg.obs_size);
+  memcpy(a->act + (size_t)slot * a->cfg.action_size, action, a->cfg.action_size);
+  a->reward[slot] = reward;
+  a->count += 1;
+  if (terminated || truncated) {
+    while (a->count > 0) per__nstep_emit(a, b, a->count, terminated ? 1u : 0u, next_obs);
+    a->head = 0;
+  } else if (a->count == n) {
+    per__nstep_emit(a, b, n, 0, next_obs);
+  }
+  return PER_OK;
+}
+
+/* >>ckpt */
+static void per__crc_table(uint32_t t[256]) {
+  uint32_t i, k;
+  for (i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+    t[i] = c;
+  }
+}
+
+/* Raw (not inverted) table-driven CRC update. */
+static uint32_t per__crc_run(const uint32_t t[256], uint32_t c, const void *p, size_t n) {
+  const unsigned char *s = (const unsigned char *)p;
+  while (n--) c = t[(c ^ *s++) & 0xffu] ^ (c >> 8);
+  return c;
+}
+
+PERDEF uint32_t per_crc32c(uint32_t crc, const void *p, size_t n) {
+  uint32_t t[256];
+  if (!p || n == 0) return crc;
+  per__crc_table(t);
+  return ~per__crc_run(t, ~crc, p, n);
+}
+
+#ifndef PER_NO_STDIO
+/* Little-endian encoding, whatever the host. */
+static void per__put32(unsigned char *p, uint32_t v) {
+  p[0] = (unsigned char)v;
+  p[1] = (unsigned char)(v >> 8);
+  p[2] = (unsigned char)(v >> 16);
+  p[3] = (unsigned char)(v >> 24);
+}
+static void per__put64(unsigned char *p, uint64_t v) {
+  per__put32(p, (uint32_t)v);
+  per__put32(p + 4, (uint32_t)(v >> 32));
+}
+static void per__putf64(unsigned char *p, double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  per__put64(p, u);
+}
+static void per__put_real(unsigned char *p, per_real v) {
+  if (sizeof(per_real) == sizeof(float)) {
+    uint32_t u;
+    float f = (float)v;
+    memcpy(&u, &f, sizeof u);
+    per__put32(p, u);
+  } else {
+    per__putf64(p, (double)v);
+  }
+}
+static uint32_t per__get32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t per__get64(const unsigned char *p) {
+  return (uint64_t)per__get32(p) | (uint64_t)per__get32(p + 4) << 32;
+}
+static double per__getf64(const unsigned char *p) {
+  uint64_t u = per__get64(p);
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+static per_real per__get_real(const unsigned char *p) {
+  if (sizeof(per_real) == sizeof(float)) {
+    uint32_t u = per__get32(p);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return (per_real)f;
+  }
+  return (per_real)per__getf64(p);
+}
+
+/* Header field offsets (README.md has the table). */
+enum {
+  PER__H_MAGIC = 0, PER__H_VERSION = 8, PER__H_ENDIAN = 12, PER__H_HBYTES = 16,
+  PER__H_REAL = 20, PER__H_CAPACITY = 24, PER__H_ITEM = 28, PER__H_SIZE = 32,
+  PER__H_POS = 36, PER__H_FLAGS = 40, PER__H_MAXU = 44, PER__H_ZHINT = 48,
+  PER__H_PERM = 52, PER__H_ALPHA = 56, PER__H_BETA0 = 64, PER__H_BETA1 = 72,
+  PER__H_EPS = 80, PER__H_MAXP = 88, PER__H_BSTEPS = 96, PER__H_SEED = 104,
+  PER__H_STEP = 112, PER__H_ADDED = 120, PER__H_RSEED = 128, PER__H_RCTR = 136,
+  PER__H_RBUF = 144, PER__H_RAVAIL = 160, PER__H_RESERVED = 164,
+  PER__H_MAXLEAF = 168, PER__H_TOTAL = 176, PER__H_FBYTES = 184,
+  PER__H_BYTES = 192
+};
+static const unsigned char per__magic[8] = {0x89, 'P', 'E', 'R', 'B', 'U', 'F', '\n'};
+
+/* Bytes of the whole file (header, arrays, CRC) for these fields. */
+static uint64_t per__ckpt_bytes(uint32_t size, uint32_t item_size, uint32_t has_perm) {
+  return (uint64_t)PER__H_BYTES +
+         (uint64_t)size * ((uint64_t)item_size + 4u + sizeof(per_real) + 4u * has_perm) + 4u;
+}
+
+/* fsync where POSIX has it. Strict C modes hide the declarations, so they
+   are repeated here (compatible with the system's). */
+#ifdef PER__HAVE_FSYNC
+#if !defined(__cplusplus)
+#ifndef fileno
+extern int fileno(FILE *);
+#endif
+extern int fsync(int);
+#endif
+#define PER__FSYNC(f) fsync(fileno(f))
+#else
+#define PER__FSYNC(f) 0
+#endif
+
+typedef struct per__writer {
+  FILE *f;
+  uint32_t crc; /* raw running CRC */
+  int err;
+  uint32_t table[256];
+} per__writer;
+
+static void per__wbytes(per__writer *w, const void *p, size_t n) {
+  if (w->err || n == 0) return;
+  w->crc = per__crc_run(w->table, w->crc, p, n);
+  if (fwrite(p, 1, n, w->f) != n) w->err = 1;
+}
+
+/* The header of b's state. */
+static void per__ckpt_header(const per_buffer *b, unsigned char *h) {
+  const per_config *c = &b->cfg;
+  uint32_t has_perm = b->swap.perm != NULL, i;
+  memset(h, 0, PER__H_BYTES);
+  memcpy(h + PER__H_MAGIC, per__magic, 8);
+  per__put32(h + PER__H_VERSION, PER_CKPT_VERSION);
+  per__put32(h + PER__H_ENDIAN, 0x01020304u);
+  per__put32(h + PER__H_HBYTES, PER__H_BYTES);
+  per__put32(h + PER__H_REAL, (uint32_t)sizeof(per_real));
+  per__put32(h + PER__H_CAPACITY, c->capacity);
+  per__put32(h + PER__H_ITEM, c->item_size);
+  per__put32(h + PER__H_SIZE, b->size);
+  per__put32(h + PER__H_POS, b->pos);
+  per__put32(h + PER__H_FLAGS, c->flags);
+  per__put32(h + PER__H_MAXU, c->max_unique);
+  per__put32(h + PER__H_ZHINT, b->zero_hint);
+  per__put32(h + PER__H_PERM, has_perm);
+  per__putf64(h + PER__H_ALPHA, c->alpha);
+  per__putf64(h + PER__H_BETA0, c->beta0);
+  per__putf64(h + PER__H_BETA1, c->beta1);
+  per__putf64(h + PER__H_EPS, c->eps);
+  per__putf64(h + PER__H_MAXP, c->max_priority);
+  per__put64(h + PER__H_BSTEPS, c->beta_steps);
+  per__put64(h + PER__H_SEED, c->seed);
+  per__put64(h + PER__H_STEP, b->step);
+  per__put64(h + PER__H_ADDED, b->added);
+  per__put64(h + PER__H_RSEED, b->rng.seed);
+  per__put64(h + PER__H_RCTR, b->rng.counter);
+  for (i = 0; i < 4; ++i) per__put32(h + PER__H_RBUF + 4 * i, b->rng.buf[i]);
+  per__put32(h + PER__H_RAVAIL, b->rng.avail);
+  per__putf64(h + PER__H_MAXLEAF, (double)b->max_leaf);
+  per__putf64(h + PER__H_TOTAL, (double)b->tree.node[1]);
+  per__put64(h + PER__H_FBYTES, per__ckpt_bytes(b->size, c->item_size, has_perm));
+}
+
+PERDEF per_status per_buffer_save(const per_buffer *b, const char *path) {
+  per__writer w;
+  unsigned char h[PER__H_BYTES], buf[4096];
+  size_t len;
+  char *tmp;
+  uint32_t i, L;
+  if (!b || !b->items || !path) return PER_ERR_NULL;
+  len = strlen(path);
+  tmp = (char *)PER_MALLOC(len + 5, b->alloc_ctx);
+  if (!tmp) return PER_ERR_NOMEM;
+  memcpy(tmp, path, len);
+  memcpy(tmp + len, ".tmp", 5);
+  w.f = fopen(tmp, "wb");
+  if (!w.f) {
+    PER_FREE(tmp, b->alloc_ctx);
+    return PER_ERR_IO;
+  }
+  w.crc = 0xffffffffu;
+  w.err = 0;
+  per__crc_table(w.table);
+  per__ckpt_header(b, h);
+  per__wbytes(&w, h, PER__H_BYTES);
+  per__wbytes(&w, b->items, (size_t)b->size * b->cfg.item_size);
+  L = b->tree.leaves;
+  for (i = 0; i < b->size;) { /* generations */
+    size_t m = 0;
+    for (; i < b->size && m + 4 <= sizeof buf; ++i, m += 4) per__put32(buf + m, b->gen[i]);
+    per__wbytes(&w, buf, m);
+  }
+  for (i = 0; i < b->size;) { /* leaves */
+    size_t m = 0;
+    for (; i < b->size && m + sizeof(per_real) <= sizeof buf; ++i, m += sizeof(per_real))
+      per__put_real(buf + m, b->tree.node[L + i]);
+    per__wbytes(&w, buf, m);
+  }
+  if (b->swap.perm) {
+    for (i = 0; i < b->size;) {
+      size_t m = 0;
+      for (; i < b->size && m + 4 <= sizeof buf; ++i, m += 4) per__put32(buf + m, b->swap.perm[i]);
+      per__wbytes(&w, buf, m);
+    }
+  }
+  per__put32(buf, ~w.crc);
+  if (!w.err && fwrite(buf, 1, 4, w.f) != 4) w.err = 1;
+  if (fflush(w.f) != 0) w.err = 1;
+  if (!w.err && PER__FSYNC(w.f) != 0) w.err = 1;
+  if (fclose(w.f) != 0) w.err = 1;
+  if (!w.err && rename(tmp, path) != 0) w.err = 1;
+  if (w.err) remove(tmp);
+  PER_FREE(tmp, b->alloc_ctx);
+  return w.err ? PER_ERR_IO : PER_OK;
+}
+
+/* A checkpoint read into memory and checked: everything but the fit with
+   the buffer it goes into. */
+typedef struct per__ckpt {
+  unsigned char *mem;   /* the whole file */
+  const unsigned char *h, *items, *gens, *leaves, *perm;
+  per_config cfg;
+  uint32_t size, pos, has_perm;
+} per__ckpt;
+
+static per_status per__ckpt_read(FILE *f, void *ctx, per__ckpt *k) {
+  unsigned char h[PER__H_BYTES];
+  size_t got = fread(h, 1, PER__H_BYTES, f);
+  uint64_t bytes;
+  uint32_t crc, t[256];
+  if (got >= 8 && memcmp(h, per__magic, 8) != 0) return PER_ERR_FORMAT;
+  if (got < PER__H_BYTES) return got < 8 ? (got == 0 ? PER_ERR_FORMAT : PER_ERR_TRUNCATED)
+                                         : PER_ERR_TRUNCATED;
+  if (per__get32(h + PER__H_VERSION) != PER_CKPT_VERSION) return PER_ERR_VERSION;
+  if (per__get32(h + PER__H_ENDIAN) != 0x01020304u ||
+      per__get32(h + PER__H_HBYTES) != PER__H_BYTES)
+    return PER_ERR_FORMAT;
+  if (per__get32(h + PER__H_REAL) != sizeof(per_real)) return PER_ERR_MISMATCH;
+  k->size = per__get32(h + PER__H_SIZE);
+  k->has_perm = per__get32(h + PER__H_PERM);
+  if (k->size > per__get32(h + PER__H_CAPACITY) || k->has_perm > 1) return PER_ERR_CORRUPT;
+  bytes = per__ckpt_bytes(k->size, per__get32(h + PER__H_ITEM), k->has_perm);
+  if (per__get64(h + PER__H_FBYTES) != bytes) return PER_ERR_CORRUPT;
+  if ((uint64_t)(size_t)bytes != bytes) return PER_ERR_NOMEM;
+  k->mem = (unsigned char *)PER_MALLOC((size_t)bytes, ctx);
+  if (!k->mem) return PER_ERR_NOMEM;
+  memcpy(k->mem, h, PER__H_BYTES);
+  got = fread(k->mem + PER__H_BYTES, 1, (size_t)bytes - PER__H_BYTES, f);
+  if (got != (size_t)bytes - PER__H_BYTES) return PER_ERR_TRUNCATED;
+  if (fgetc(f) != EOF) return PER_ERR_CORRUPT; /* longer than it says */
+  per__crc_table(t);
+  crc = ~per__crc_run(t, 0xffffffffu, k->mem, (size_t)bytes - 4);
+  if (crc != per__get32(k->mem + bytes - 4)) return PER_ERR_CHECKSUM;
+  return PER_OK;
+}
+
+/* Parse and check every field of a checksummed file. Leaves and
+   generations are checked here; the permutation by the caller. */
+static per_status per__ckpt_parse(per__ckpt *k) {
+  const unsigned char *h = k->mem;
+  per_config *c = &k->cfg;
+  uint32_t i, zero = 0;
+  per_real max_leaf;
+  memset(c, 0, sizeof *c);
+  c->capacity = per__get32(h + PER__H_CAPACITY);
+  c->item_size = per__get32(h + PER__H_ITEM);
+  c->flags = per__get32(h + PER__H_FLAGS);
+  c->max_unique = per__get32(h + PER__H_MAXU);
+  c->alpha = per__getf64(h + PER__H_ALPHA);
+  c->beta0 = per__getf64(h + PER__H_BETA0);
+  c->beta1 = per__getf64(h + PER__H_BETA1);
+  c->eps = per__getf64(h + PER__H_EPS);
+  c->max_priority = per__getf64(h + PER__H_MAXP);
+  c->beta_steps = per__get64(h + PER__H_BSTEPS);
+  c->seed = per__get64(h + PER__H_SEED);
+  if (per__config_check(c) != PER_OK || c->beta_steps == 0) return PER_ERR_CORRUPT;
+  if ((c->alpha == 0) != (k->has_perm == 1)) return PER_ERR_CORRUPT;
+  k->h = h;
+  k->pos = per__get32(h + PER__H_POS);
+  if (k->pos >= c->capacity || (k->size < c->capacity && k->pos != k->size))
+    return PER_ERR_CORRUPT;
+  if (per__get32(h + PER__H_ZHINT) > 1 || per__get32(h + PER__H_RAVAIL) > 4 ||
+      per__get32(h + PER__H_RESERVED) != 0 || per__get64(h + PER__H_ADDED) < k->size)
+    return PER_ERR_CORRUPT;
+  if (!per__dfinite(per__getf64(h + PER__H_MAXLEAF)) ||
+      !per__dfinite(per__getf64(h + PER__H_TOTAL)))
+    return PER_ERR_CORRUPT;
+  max_leaf = (per_real)per__getf64(h + PER__H_MAXLEAF);
+  if ((double)max_leaf != per__getf64(h + PER__H_MAXLEAF) ||
+      per_leaf_status(max_leaf) != PER_OK || !(max_leaf > 0) ||
+      (c->alpha == 0 && max_leaf != 1))
+    return PER_ERR_CORRUPT;
+  k->items = h + PER__H_BYTES;
+  k->gens = k->items + (size_t)k->size * c->item_size;
+  k->leaves = k->gens + (size_t)k->size * 4;
+  k->perm = k->has_perm ? k->leaves + (size_t)k->size * sizeof(per_real) : NULL;
+  for (i = 0; i < k->size; ++i) {
+    per_real v = per__get_real(k->leaves + (size_t)i * sizeof(per_real));
+    if (per__get32(k->gens + (size_t)i * 4) == 0) return PER_ERR_CORRUPT;
+    if (per_leaf_status(v) != PER_OK || v > max_leaf || (c->alpha == 0 && v != 1))
+      return PER_ERR_CORRUPT;
+    if (v == 0) {
+      /* -0 is never stored by the tree */
+      per_real z = 0;
+      if (memcmp(&v, &z, sizeof v) != 0) return PER_ERR_CORRUPT;
+      zero = 1;
+    }
+  }
+  if (zero && !per__get32(h + PER__H_ZHINT)) return PER_ERR_CORRUPT;
+  return PER_OK;
+}
+
+/* Open, read, checksum and parse. On success k->mem must be freed. */
+static per_status per__ckpt_open(const char *path, void *ctx, per__ckpt *k) {
+  FILE *f;
+  per_status s;
+  memset(k, 0, sizeof *k);
+  f = fopen(path, "rb");
+  if (!f) return PER_ERR_IO;
+  s = per__ckpt_read(f, ctx, k);
+  if (ferror(f) && s == PER_ERR_TRUNCATED) s = PER_ERR_IO;
+  fclose(f);
+  if (s == PER_OK) s = per__ckpt_parse(k);
+  if (s != PER_OK && k->mem) {
+    PER_FREE(k->mem, ctx);
+    k->mem = NULL;
+  }
+  return s;
+}
+
+/* Which file slot goes to buffer position t: every slot in order for a
+   full load; for a shard, the slots of this rank in age order (oldest
+   first). Returns 0 when position t of the file's order is not taken. */
+static int per__ckpt_pick(const per__ckpt *k, uint32_t t, uint32_t rank,
+                          uint32_t world, uint32_t *slot) {
+  uint32_t oldest;
+  if (world == 0) {
+    *slot = t;
+    return 1;
+  }
+  oldest = k->size == k->cfg.capacity ? k->pos : 0;
+  *slot = (uint32_t)(((uint64_t)oldest + t) % k->cfg.capacity);
+  return *slot % world == rank;
+}
+
+/* world == 0: full load; else the shard `rank` of `world`. */
+static per_status per__load(per_buffer *b, const char *path, uint32_t rank,
+                            uint32_t world) {
+  per__ckpt k;
+  per_tree t;
+  per_status s;
+  uint32_t cap, n = 0, i, slot, m = 0, idx[PER__CHUNK], zero = 0;
+  per_real val[PER__CHUNK];
+  void *ctx;
+  size_t isz;
+  if (!b || !b->items || !path) return PER_ERR_NULL;
+  ctx = b->alloc_ctx;
+  cap = b->cfg.capacity;
+  isz = b->cfg.item_size;
+  s = per__ckpt_open(path, ctx, &k);
+  if (s != PER_OK) return s;
+  for (i = 0; i < k.size; ++i) n += (uint32_t)per__ckpt_pick(&k, i, rank, world, &slot);
+  if (k.cfg.item_size != b->cfg.item_size || n > cap ||
+      (world == 0 && (k.cfg.capacity != cap || k.cfg.flags != b->cfg.flags ||
+                      k.cfg.max_unique != b->cfg.max_unique ||
+                      (k.cfg.alpha == 0) != (b->cfg.alpha == 0)))) {
+    PER_FREE(k.mem, ctx);
+    return PER_ERR_MISMATCH;
+  }
+  s = per_tree_init(&t, cap, ctx);
+  if (s != PER_OK) {
+    PER_FREE(k.mem, ctx);
+    return s;
+  }
+  if (k.perm) {
+    /* a permutation of [0, size)? Every value < size <= 2^31 leaves bit 31
+       free: it marks the values seen, in the file's copy, then is cleared. */
+    unsigned char *pm = k.mem + (k.perm - k.mem);
+    for (i = 0; i < k.size && s == PER_OK; ++i)
+      if (per__get32(pm + (size_t)i * 4) >= k.size) s = PER_ERR_CORRUPT;
+    for (i = 0; i < k.size && s == PER_OK; ++i) {
+      uint32_t v = per__get32(pm + (size_t)i * 4) & 0x7fffffffu;
+      if (pm[(size_t)v * 4 + 3] & 0x80u) s = PER_ERR_CORRUPT; /* seen twice */
+      pm[(size_t)v * 4 + 3] |= 0x80u;
+    }
+    for (i = 0; i < k.size; ++i) pm[(size_t)i * 4 + 3] &= 0x7fu;
+  }
+  for (i = 0, n = 0; s == PER_OK && i < k.size; ++i) {
+    if (!per__ckpt_pick(&k, i, rank, world, &slot)) continue;
+    idx[m] = n++;
+    val[m] = b->cfg.alpha == 0 ? (per_real)1
+                               : per__get_real(k.leaves + (size_t)slot * sizeof(per_real));
+    zero |= !(val[m] > 0);
+    if (++m == PER__CHUNK) {
+      per_tree_set_batch(&t, idx, val, m);
+      m = 0;
+    }
+  }
+  if (m > 0) per_tree_set_batch(&t, idx, val, m);
+  if (s == PER_OK && world == 0 && (double)t.node[1] != per__getf64(k.h + PER__H_TOTAL))
+    s = PER_ERR_CORRUPT; /* the stored total must be what the leaves give */
+  if (s != PER_OK) {
+    per_tree_free(&t);
+    PER_FREE(k.mem, ctx);
+    return s;
+  }
+  /* Everything is checked: commit (nothing can fail from here on). */
+  for (i = 0, n = 0; i < k.size; ++i) {
+    if (!per__ckpt_pick(&k, i, rank, world, &slot)) continue;
+    memcpy(b->items + (size_t)n * isz, k.items + (size_t)slot * isz, isz);
+    b->gen[n] = world ? 1u : per__get32(k.gens + (size_t)slot * 4);
+    ++n;
+  }
+  memset(b->items + (size_t)n * isz, 0, (size_t)(cap - n) * isz);
+  memset(b->gen + n, 0, (size_t)(cap - n) * sizeof(uint32_t));
+  memcpy(b->tree.node, t.node, per_tree_bytes(cap));
+  per_tree_free(&t);
+  per__min_build(b);
+  if (b->swap.perm) {
+    for (i = 0; i < cap; ++i)
+      b->swap.perm[i] = (world == 0 && i < n) ? per__get32(k.perm + (size_t)i * 4) : i;
+    b->swap.n = n;
+  }
+  b->size = n;
+  if (world == 0) {
+    const unsigned char *h = k.h;
+    b->cfg.alpha = k.cfg.alpha;
+    b->cfg.beta0 = k.cfg.beta0;
+    b->cfg.beta1 = k.cfg.beta1;
+    b->cfg.beta_steps = k.cfg.beta_steps;
+    b->cfg.eps = k.cfg.eps;
+    b->cfg.max_priority = k.cfg.max_priority;
+    b->cfg.seed = k.cfg.seed;
+    b->pos = k.pos;
+    b->added = per__get64(h + PER__H_ADDED);
+    b->step = per__get64(h + PER__H_STEP);
+    b->rng.seed = per__get64(h + PER__H_RSEED);
+    b->rng.counter = per__get64(h + PER__H_RCTR);
+    for (i = 0; i < 4; ++i) b->rng.buf[i] = per__get32(h + PER__H_RBUF + 4 * i);
+    b->rng.avail = per__get32(h + PER__H_RAVAIL);
+    b->zero_hint = per__get32(h + PER__H_ZHINT);
+  } else {
+    b->pos = n % cap;
+    b->added = n;
+    b->zero_hint = zero;
+  }
+  b->max_leaf = b->cfg.alpha == 0 ? (per_real)1 : (per_real)per__getf64(k.h + PER__H_MAXLEAF);
+  PER_FREE(k.mem, ctx);
+  return PER_OK;
+}
+
+PERDEF per_status per_buffer_load(per_buffer *b, const char *path) {
+  return per__load(b, path, 0, 0);
+}
+
+PERDEF per_status per_buffer_load_shard(per_buffer *b, const char *path,
+                                        uint32_t rank, uint32_t world) {
+  if (!b || !b->items || !path) return PER_ERR_NULL;
+  if (world == 0 || rank >= world) return PER_ERR_ARG;
+  return per__load(b, path, rank, world);
+}
+#endif /* PER_NO_STDIO */
 
 #ifdef __cplusplus
 }

@@ -521,6 +521,232 @@ static void test_strata(void) {
   per_tree_free(&t);
 }
 
+/* ---- contiguous runs and batch shapes --------------------------------- */
+
+/* A leaf value for the update tests: about a third exact zeros (some -0),
+   the rest spread over many magnitudes, so sums round. */
+static per_real mixed_value(per_rng *rng) {
+  uint32_t q = per_rng_below(rng, 12);
+  if (q < 3) return 0;
+  if (q == 3) return (per_real)-0.0;
+  return per_rng_real(rng) * (per_real)(1u << per_rng_below(rng, 20)) +
+         (per_real)q;
+}
+
+/* per_tree_set_range equals per_tree_set on each leaf in order, bit for
+   bit, for random runs (lengths 0, 1, 2, many, the whole tree) on
+   capacities that are and are not powers of two; -0 is stored as +0. */
+static void test_set_range(void) {
+  static const uint32_t caps[] = {1, 2, 3, 5, 64, 100, 1000, 4097};
+  per_rng rng;
+  per_real *v = (per_real *)malloc(4097 * sizeof(per_real));
+  uint32_t c, r, i;
+  per_rng_init(&rng, 4242);
+  for (c = 0; c < sizeof caps / sizeof caps[0]; ++c) {
+    uint32_t cap = caps[c];
+    per_tree a, b;
+    CHECK_OK(per_tree_init(&a, cap, NULL));
+    CHECK_OK(per_tree_init(&b, cap, NULL));
+    for (r = 0; r < 40; ++r) {
+      uint32_t first = per_rng_below(&rng, cap);
+      uint32_t n = per_rng_below(&rng, cap - first + 1);
+      if (r % 4 == 1) n = n < 2 ? n : 1 + per_rng_below(&rng, 2);
+      if (r == 39) {
+        first = 0;
+        n = cap;
+      }
+      for (i = 0; i < n; ++i) v[i] = mixed_value(&rng);
+      for (i = 0; i < n; ++i) CHECK_OK(per_tree_set(&a, first + i, v[i]));
+      CHECK_OK(per_tree_set_range(&b, first, v, n));
+      CHECK_MEM(a.node, b.node, tree_nodes(&a) * sizeof(per_real));
+    }
+    CHECK_OK(per_tree_check(&b));
+    /* -0 becomes +0 (the bits, not only the value) */
+    v[0] = (per_real)-0.0;
+    CHECK_OK(per_tree_set_range(&b, cap - 1, v, 1));
+    {
+      per_real zero = 0, got = per_tree_get(&b, cap - 1);
+      CHECK_MEM(&got, &zero, sizeof zero);
+    }
+    per_tree_free(&a);
+    per_tree_free(&b);
+  }
+  free(v);
+}
+
+/* per_tree_set_range's errors leave the tree as it was. */
+static void test_set_range_errors(void) {
+  per_tree t;
+  snap s;
+  uint32_t i;
+  per_real v[4] = {1, 2, 3, 4};
+  per_real bad[5];
+  per_status want[5] = {PER_ERR_NAN, PER_ERR_INF, PER_ERR_INF, PER_ERR_NEGATIVE, PER_ERR_RANGE};
+  bad[0] = (per_real)NAN;
+  bad[1] = (per_real)INFINITY;
+  bad[2] = (per_real)-INFINITY;
+  bad[3] = (per_real)-1e-30;
+  bad[4] = PER_LEAF_MAX * 2;
+  CHECK_OK(per_tree_init(&t, 10, NULL));
+  for (i = 0; i < 10; ++i) CHECK_OK(per_tree_set(&t, i, (per_real)(i % 3)));
+  for (i = 0; i < 5; ++i) {
+    per_real w[4] = {5, 6, 7, 8};
+    w[3] = bad[i]; /* last: nothing may be applied */
+    s = snap_take(&t);
+    CHECK_STATUS(per_tree_set_range(&t, 2, w, 4), want[i]);
+    CHECK_UNCHANGED(s, &t);
+  }
+  s = snap_take(&t);
+  CHECK_STATUS(per_tree_set_range(&t, 7, v, 4), PER_ERR_INDEX);  /* 7 + 4 > 10 */
+  CHECK_STATUS(per_tree_set_range(&t, 10, v, 1), PER_ERR_INDEX);
+  CHECK_STATUS(per_tree_set_range(&t, 0xffffffffu, v, 2), PER_ERR_INDEX);
+  CHECK_STATUS(per_tree_set_range(&t, 1, v, (size_t)-1), PER_ERR_INDEX);
+  CHECK_STATUS(per_tree_set_range(&t, 0, NULL, 3), PER_ERR_NULL);
+  CHECK_STATUS(per_tree_set_range(NULL, 0, v, 3), PER_ERR_NULL);
+  CHECK_OK(per_tree_set_range(&t, 0, NULL, 0)); /* n == 0: no-op */
+  CHECK_OK(per_tree_set_range(&t, 10, v, 0));
+  CHECK_UNCHANGED(s, &t);
+  CHECK_OK(per_tree_set_range(&t, 6, v, 4)); /* up to the last leaf */
+  CHECK_EQ_F(per_tree_get(&t, 9), 4);
+  CHECK_OK(per_tree_check(&t));
+  per_tree_free(&t);
+}
+
+/* per_tree_set_batch equals per_tree_set one by one, bit for bit, for the
+   batch shapes its two ways of covering a level meet: indices clustered
+   in a narrow span (recomputed as a span from low levels on), spread over
+   the whole tree (one pass per level), runs of duplicates, a batch larger
+   than the tree, a single index. */
+static void test_batch_shapes(void) {
+  static const uint32_t caps[] = {1, 3, 777, 4096, 65537};
+  per_rng rng;
+  uint32_t *idx = (uint32_t *)malloc(9000 * sizeof(uint32_t));
+  per_real *val = (per_real *)malloc(9000 * sizeof(per_real));
+  uint32_t c, r, j;
+  per_rng_init(&rng, 99);
+  for (c = 0; c < sizeof caps / sizeof caps[0]; ++c) {
+    uint32_t cap = caps[c];
+    per_tree a, b;
+    CHECK_OK(per_tree_init(&a, cap, NULL));
+    CHECK_OK(per_tree_init(&b, cap, NULL));
+    for (r = 0; r < 12; ++r) {
+      uint32_t n = r % 4 == 0 ? 1 : r % 4 == 1 ? 9000 : 1 + per_rng_below(&rng, 600);
+      uint32_t span = r % 3 == 0 ? cap : 1 + per_rng_below(&rng, cap < 40 ? cap : 40);
+      uint32_t base = per_rng_below(&rng, cap - span + 1);
+      for (j = 0; j < n; ++j) {
+        idx[j] = base + per_rng_below(&rng, span);
+        val[j] = mixed_value(&rng);
+        if (j > 0 && per_rng_below(&rng, 8) == 0) idx[j] = idx[j - 1];
+      }
+      CHECK_OK(per_tree_set_batch(&a, idx, val, n));
+      for (j = 0; j < n; ++j) CHECK_OK(per_tree_set(&b, idx[j], val[j]));
+      CHECK_MEM(a.node, b.node, tree_nodes(&a) * sizeof(per_real));
+    }
+    CHECK_OK(per_tree_check(&a));
+    per_tree_free(&a);
+    per_tree_free(&b);
+  }
+  free(idx);
+  free(val);
+}
+
+/* Sampling runs its descents in lockstep groups; every result must still
+   be the one-at-a-time definition: stratum i of (seed, counter) is
+   per_tree_descend of per_tree_stratum_u, for batch sizes and pieces that
+   do and do not fill whole groups, sparse trees included. */
+static void test_lockstep_strata(void) {
+  static const uint32_t caps[] = {1, 2, 31, 33, 1000, 70000};
+  per_rng rng;
+  uint32_t *idx = (uint32_t *)malloc(3000 * sizeof(uint32_t));
+  per_real *val = (per_real *)malloc(3000 * sizeof(per_real));
+  uint32_t c, r, i;
+  per_rng_init(&rng, 7);
+  for (c = 0; c < sizeof caps / sizeof caps[0]; ++c) {
+    per_tree t;
+    CHECK_OK(per_tree_init(&t, caps[c], NULL));
+    for (i = 0; i < caps[c]; ++i) CHECK_OK(per_tree_set(&t, i, mixed_value(&rng)));
+    CHECK_OK(per_tree_set(&t, caps[c] - 1, 1));
+    for (r = 0; r < 20; ++r) {
+      uint64_t seed = ((uint64_t)per_rng_u32(&rng) << 32) | per_rng_u32(&rng);
+      uint64_t ctr = r == 0 ? ~(uint64_t)0 - 5 : (uint64_t)per_rng_u32(&rng) << (r % 33);
+      uint32_t B = 1 + per_rng_below(&rng, r % 2 ? 70 : 3000);
+      uint32_t first = per_rng_below(&rng, B + 1);
+      uint32_t count = per_rng_below(&rng, B - first + 1);
+      per_real seg = per_tree_total(&t) / (per_real)B;
+      uint32_t bad = 0;
+      CHECK_OK(per_tree_sample_strata(&t, seed, ctr, B, first, count, idx, val));
+      for (i = 0; i < count; ++i) {
+        uint32_t want = per_tree_descend(
+            t.node, t.leaves, per_tree_stratum_u(seed, ctr, first + i, seg));
+        bad += idx[i] != want || val[i] != per_tree_get(&t, want);
+      }
+      CHECK_EQ_U(bad, 0);
+    }
+    per_tree_free(&t);
+  }
+  free(idx);
+  free(val);
+}
+
+/* Same stream position (field by field: the struct has padding). */
+static int rng_same(const per_rng *a, const per_rng *b) {
+  return a->seed == b->seed && a->counter == b->counter &&
+         a->avail == b->avail && memcmp(a->buf, b->buf, sizeof a->buf) == 0;
+}
+
+/* i.i.d. and without-replacement draws in lockstep groups consume the rng
+   exactly as one descent after another would: same leaves, same order,
+   same rng state after. */
+static void test_lockstep_draws(void) {
+  static const uint32_t ks[] = {1, 7, 8, 31, 32, 33, 100, 1000};
+  per_tree t;
+  per_rng rng, a, b;
+  uint32_t idx[1000], i, c;
+  per_real val[1000];
+  unsigned char *seen;
+  per_cat cat;
+  const uint32_t N = 20000;
+  CHECK_OK(per_tree_init(&t, N, NULL));
+  per_rng_init(&rng, 31337);
+  for (i = 0; i < N; ++i) CHECK_OK(per_tree_set(&t, i, mixed_value(&rng)));
+  seen = (unsigned char *)calloc(N, 1);
+  CHECK_OK(per_cat_init(&cat, 1000, NULL));
+  for (c = 0; c < sizeof ks / sizeof ks[0]; ++c) {
+    uint32_t k = ks[c], bad = 0, m = 0;
+    per_rng_init(&a, 1000 + k);
+    (void)per_rng_u32(&a); /* start mid-block */
+    b = a;
+    CHECK_OK(per_tree_sample_iid(&t, &a, k, idx, val));
+    for (i = 0; i < k; ++i) {
+      uint32_t want = per_tree_descend(t.node, t.leaves,
+                                       per_rng_real(&b) * per_tree_total(&t));
+      bad += idx[i] != want || val[i] != per_tree_get(&t, want);
+    }
+    CHECK_EQ_U(bad, 0);
+    CHECK(rng_same(&a, &b));
+    /* without replacement: first occurrences of the same i.i.d. stream
+       (k <= 1000 of ~13,000 positive leaves: far fewer repeats than the
+       fallback's limit, so phase 1 does it all) */
+    b = a;
+    CHECK_OK(per_cat_sample(&cat, &t, &a, k, idx, val));
+    memset(seen, 0, N);
+    while (m < k) {
+      uint32_t leaf = per_tree_descend(t.node, t.leaves,
+                                       per_rng_real(&b) * per_tree_total(&t));
+      if (seen[leaf]) continue;
+      seen[leaf] = 1;
+      bad += idx[m] != leaf || val[m] != per_tree_get(&t, leaf);
+      ++m;
+    }
+    CHECK_EQ_U(bad, 0);
+    CHECK(rng_same(&a, &b));
+  }
+  CHECK_OK(per_tree_check(&t));
+  per_cat_free(&cat);
+  free(seen);
+  per_tree_free(&t);
+}
+
 /* ---- accuracy against an exact reference ------------------------------ */
 
 /* N = 2^22 leaves in (0,1]; 10^6 stratified draws (1000 batches of 1000)
@@ -619,6 +845,11 @@ int main(void) {
   test_check_detects();
   test_alloc();
   test_strata();
+  test_set_range();
+  test_set_range_errors();
+  test_batch_shapes();
+  test_lockstep_strata();
+  test_lockstep_draws();
   test_accuracy();
   test_drift();
   return t_done(IS_FLOAT ? "tree (float)" : "tree (double)");

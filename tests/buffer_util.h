@@ -1,0 +1,137 @@
+/* buffer_util.h - shared by the buffer, n-step and checkpoint tests: a
+   counting allocator that can fail its n-th call (include this before
+   per.h, which it includes with PER_IMPLEMENTATION) and byte snapshots of
+   a whole per_buffer (the struct and every allocation). */
+#ifndef PER_BUFFER_UTIL_H
+#define PER_BUFFER_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct t_heap {
+  long calls;   /* PER_MALLOC calls so far */
+  long live;    /* allocations not freed yet */
+  long fail_at; /* fail the call with this number (1-based); 0: never */
+} t_heap;
+
+static t_heap t_default_heap; /* used when alloc_ctx is NULL */
+
+static void *t_malloc(size_t sz, void *ctx) {
+  t_heap *h = ctx ? (t_heap *)ctx : &t_default_heap;
+  void *p;
+  ++h->calls;
+  if (h->fail_at != 0 && h->calls == h->fail_at) return NULL;
+  p = malloc(sz ? sz : 1);
+  if (p) ++h->live;
+  return p;
+}
+
+static void t_free(void *p, void *ctx) {
+  t_heap *h = ctx ? (t_heap *)ctx : &t_default_heap;
+  if (p) --h->live;
+  free(p);
+}
+
+#define PER_MALLOC(sz, ctx) t_malloc((sz), (ctx))
+#define PER_FREE(p, ctx) t_free((p), (ctx))
+#define PER_IMPLEMENTATION
+#include "per.h"
+#include "t.h"
+
+#define IS_FLOAT (sizeof(per_real) == sizeof(float))
+
+/* ---- snapshots ---------------------------------------------------------- */
+
+typedef struct bsnap {
+  per_buffer head;
+  unsigned char *mem[9];
+  size_t len[9];
+} bsnap;
+
+/* The allocations of b with their sizes, in a fixed order. */
+static inline int bsnap_regions(const per_buffer *b, const void **p, size_t *n) {
+  size_t nodes = b->tree.node ? (size_t)b->tree.leaves * 2 * sizeof(per_real) : 0;
+  size_t cap = b->cfg.capacity, mu = b->cfg.max_unique;
+  int k = 0;
+  p[k] = b->items; n[k++] = b->items ? cap * b->cfg.item_size : 0;
+  p[k] = b->gen; n[k++] = b->gen ? cap * sizeof(uint32_t) : 0;
+  p[k] = b->tree.node; n[k++] = nodes;
+  p[k] = b->min_node; n[k++] = b->min_node ? nodes : 0;
+  p[k] = b->swap.perm; n[k++] = b->swap.perm ? cap * sizeof(uint32_t) : 0;
+  p[k] = b->cat.table; n[k++] = b->cat.table ? ((size_t)1 << b->cat.hbits) * sizeof(uint32_t) : 0;
+  p[k] = b->cat.saved; n[k++] = b->cat.saved ? (size_t)b->cat.max_k * sizeof(per_real) : 0;
+  p[k] = b->scratch_idx; n[k++] = b->scratch_idx ? mu * sizeof(uint32_t) : 0;
+  p[k] = b->scratch_val; n[k++] = b->scratch_val ? mu * sizeof(per_real) : 0;
+  return k;
+}
+
+static inline bsnap bsnap_take(const per_buffer *b) {
+  bsnap s;
+  const void *p[9];
+  int k, n = bsnap_regions(b, p, s.len);
+  memcpy(&s.head, b, sizeof *b);
+  for (k = 0; k < n; ++k) {
+    s.mem[k] = (unsigned char *)malloc(s.len[k] ? s.len[k] : 1);
+    if (s.len[k]) memcpy(s.mem[k], p[k], s.len[k]);
+  }
+  return s;
+}
+
+/* 1 when b is byte for byte as when s was taken. Frees s. */
+static inline int bsnap_same(bsnap *s, const per_buffer *b) {
+  const void *p[9];
+  size_t len[9];
+  int k, n, same = memcmp(&s->head, b, sizeof *b) == 0;
+  n = bsnap_regions(b, p, len);
+  for (k = 0; k < n; ++k) {
+    if (same && (len[k] != s->len[k] || (len[k] && memcmp(p[k], s->mem[k], len[k]) != 0)))
+      same = 0;
+    free(s->mem[k]);
+  }
+  return same;
+}
+
+#define CHECK_UNCHANGED(s, b)                                              \
+  do {                                                                     \
+    if (bsnap_same(&(s), (b))) ++t_pass_count;                             \
+    else T_FAIL_AT("buffer changed by a failing call");                    \
+  } while (0)
+
+/* The state that decides future behaviour (not scratch memory): equal for
+   a buffer and its save/load copy. */
+static inline int state_equal(const per_buffer *a, const per_buffer *b) {
+  size_t cap = a->cfg.capacity;
+  if (memcmp(&a->cfg, &b->cfg, sizeof a->cfg) != 0) return 0;
+  if (a->size != b->size || a->pos != b->pos || a->added != b->added ||
+      a->step != b->step || a->zero_hint != b->zero_hint)
+    return 0;
+  if (memcmp(&a->max_leaf, &b->max_leaf, sizeof a->max_leaf) != 0) return 0;
+  if (memcmp(&a->rng, &b->rng, sizeof a->rng) != 0) return 0;
+  if (memcmp(a->items, b->items, cap * a->cfg.item_size) != 0) return 0;
+  if (memcmp(a->gen, b->gen, cap * sizeof(uint32_t)) != 0) return 0;
+  if (a->tree.leaves != b->tree.leaves ||
+      memcmp(a->tree.node, b->tree.node, (size_t)a->tree.leaves * 2 * sizeof(per_real)) != 0)
+    return 0;
+  if ((a->min_node != NULL) != (b->min_node != NULL)) return 0;
+  if (a->min_node &&
+      memcmp(a->min_node, b->min_node, (size_t)a->tree.leaves * 2 * sizeof(per_real)) != 0)
+    return 0;
+  if ((a->swap.perm != NULL) != (b->swap.perm != NULL)) return 0;
+  if (a->swap.perm && (a->swap.n != b->swap.n ||
+                       memcmp(a->swap.perm, b->swap.perm, cap * sizeof(uint32_t)) != 0))
+    return 0;
+  return 1;
+}
+
+static inline per_config cfg_of(uint32_t capacity, uint32_t item_size) {
+  per_config c;
+  memset(&c, 0, sizeof c);
+  c.capacity = capacity;
+  c.item_size = item_size;
+  return c;
+}
+
+#endif

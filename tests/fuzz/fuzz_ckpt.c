@@ -1,0 +1,78 @@
+/* fuzz_ckpt.c - libFuzzer target for the checkpoint loader.
+   Input: one mode byte, then the file. Mode bit 0 recomputes the CRC so
+   that the field checks behind it are reached; bits 1..5 choose a sharded
+   load and bits 6..7 the capacity of the buffer it goes into. The file is
+   loaded into three buffers (plain, alpha = 0, with
+   PER_WEIGHTS_BUFFER_MAX). A refused file must leave the buffer byte for
+   byte as it was; an accepted one must pass per_buffer_check and then
+   sample and update normally. */
+#include "fuzz_common.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  char path[128];
+  unsigned mode;
+  int variant;
+  FILE *f;
+  if (size < 1) return 0;
+  mode = data[0];
+  ++data;
+  --size;
+  fuzz_path(path, sizeof path, "ckpt");
+  f = fopen(path, "wb");
+  if (!f) return 0;
+  if (size) fwrite(data, 1, size, f);
+  if ((mode & 1u) && size >= 4) {
+    uint32_t c = per_crc32c(0, data, size - 4);
+    unsigned char tail[4];
+    tail[0] = (unsigned char)c;
+    tail[1] = (unsigned char)(c >> 8);
+    tail[2] = (unsigned char)(c >> 16);
+    tail[3] = (unsigned char)(c >> 24);
+    fseek(f, (long)(size - 4), SEEK_SET);
+    fwrite(tail, 1, 4, f);
+  }
+  fclose(f);
+  for (variant = 0; variant < 3; ++variant) {
+    /* shards may go to smaller buffers: capacity 1, 6, 11 or 16 */
+    per_config c = cfg_of((mode & 2u) ? 1 + ((mode >> 6) & 3u) * 5 : 16, 8);
+    per_buffer b;
+    per_status s;
+    bsnap snap;
+    uint32_t v;
+    if (variant == 1) c.alpha = PER_ZERO;
+    if (variant == 2) c.flags = PER_WEIGHTS_BUFFER_MAX;
+    if (per_buffer_init(&b, &c, NULL) != PER_OK) abort();
+    for (v = 0; v < 5; ++v) {
+      unsigned char item[8];
+      memset(item, (int)v, sizeof item);
+      per_buffer_add(&b, item);
+    }
+    snap = bsnap_take(&b);
+    if (mode & 2u) {
+      uint32_t world = 1 + ((mode >> 2) & 3u), rank = (mode >> 4) & 3u;
+      s = per_buffer_load_shard(&b, path, rank, world);
+      if (rank >= world) CHECK_STATUS(s, PER_ERR_ARG);
+    } else {
+      s = per_buffer_load(&b, path);
+    }
+    if (s != PER_OK) {
+      CHECK_UNCHANGED(snap, &b);
+    } else {
+      uint64_t ids[8];
+      float w[8], td[8] = {1, 2, 0, 3, 4, 5, 6, 7};
+      (void)bsnap_same(&snap, &b); /* frees it */
+      CHECK_OK(per_buffer_check(&b));
+      if (b.size > 0) {
+        CHECK_OK(per_buffer_sample(&b, 8, NULL, NULL, ids, w));
+        CHECK_OK(per_buffer_update(&b, ids, td, 8, NULL));
+        CHECK_OK(per_buffer_check(&b));
+      }
+    }
+    per_buffer_free(&b);
+  }
+  remove(path);
+  fuzz_assert_clean("fuzz_ckpt");
+  return 0;
+}

@@ -1,0 +1,113 @@
+/* fuzz_ops.c - libFuzzer target driving a buffer with random add / sample
+   / update / save+load sequences and hostile values (NaN, infinities,
+   huge and subnormal TD errors, unknown and stale ids, batch sizes beyond
+   the buffer, windows, flags). After every call: per_buffer_check passes;
+   a call that fails left the buffer byte for byte as it was; a successful
+   sample returns ids of stored items and weights in [0, 1]; a saved and
+   reloaded buffer has the same state. */
+#include "fuzz_common.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+typedef struct reader {
+  const uint8_t *p;
+  size_t n;
+} reader;
+
+static uint32_t next8(reader *r) {
+  if (r->n == 0) return 0;
+  --r->n;
+  return *r->p++;
+}
+
+static uint32_t next16(reader *r) { return next8(r) | next8(r) << 8; }
+
+static float hostile_td(reader *r) {
+  static const float v[12] = {0.0f, -0.0f, 1.0f, -2.5f, 1e-45f, 1e-30f, 3e38f, -3e38f, 0.5f,
+                              1e6f, 7.0f, 1e-8f};
+  uint32_t k = next8(r);
+  if (k == 250) return (float)NAN;
+  if (k == 251) return (float)INFINITY;
+  if (k == 252) return -(float)INFINITY;
+  return v[k % 12];
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static const double alphas[5] = {0.0 /* default */, PER_ZERO, 1.0, 7.0, 0.3};
+  static const double epss[3] = {0.0, PER_ZERO, 1e3};
+  reader r;
+  per_config c;
+  per_buffer b;
+  uint64_t ids[80];
+  uint32_t nids = 0, ops = 0;
+  uint32_t k;
+  char path[128];
+  r.p = data;
+  r.n = size;
+  c = cfg_of(1 + next8(&r) % 48, 1 + next8(&r) % 12);
+  k = next8(&r);
+  c.alpha = alphas[k % 5];
+  c.eps = epss[(k / 5) % 3];
+  c.flags = (k & 0x80u) ? PER_WEIGHTS_BUFFER_MAX : 0;
+  c.max_unique = (k & 0x40u) ? 1 + next8(&r) % c.capacity : 0;
+  c.seed = next8(&r);
+  c.beta_steps = 1 + next8(&r);
+  if (per_buffer_init(&b, &c, NULL) != PER_OK) return 0;
+  fuzz_path(path, sizeof path, "ops");
+  while (r.n > 0 && ops++ < 400) {
+    uint32_t op = next8(&r) % 6;
+    bsnap snap = bsnap_take(&b);
+    per_status s = PER_OK;
+    unsigned char items[80 * 12];
+    memset(items, (int)ops, sizeof items);
+    if (op == 0) {
+      s = per_buffer_add(&b, next8(&r) == 255 ? NULL : items);
+    } else if (op == 1) {
+      s = per_buffer_add_batch(&b, items, next8(&r) % 80);
+    } else if (op == 2) {
+      per_sample_opts o;
+      float w[80];
+      uint32_t B = next8(&r) % 80, i, out = next8(&r);
+      o.flags = next8(&r) & 0x83u;
+      o.window = next8(&r) % 60;
+      k = next8(&r);
+      o.beta = k == 255 ? NAN : (k == 254 ? -1.0 : (double)k / 50.0);
+      s = per_buffer_sample(&b, B, &o, (out & 1) ? items : NULL, (out & 2) ? ids : NULL,
+                            (out & 4) ? w : NULL);
+      if (s == PER_OK) {
+        for (i = 0; (out & 2) && i < B; ++i) CHECK((uint32_t)ids[i] < b.size);
+        for (i = 0; (out & 4) && i < B; ++i) CHECK(w[i] >= 0 && w[i] <= 1);
+        nids = (out & 2) ? B : 0;
+      }
+    } else if (op == 3 || op == 4) {
+      float td[80];
+      uint64_t u[80];
+      uint32_t n = op == 3 ? nids : next8(&r) % 80, i, stale;
+      for (i = 0; i < n; ++i) {
+        td[i] = hostile_td(&r);
+        u[i] = op == 3 ? ids[i] : ((uint64_t)next8(&r) % 8 << 32 | next16(&r) % 64);
+      }
+      s = per_buffer_update(&b, u, td, n, &stale);
+      if (s == PER_OK) CHECK(stale <= n);
+    } else if (next8(&r) < 32) { /* rarer: a save is an fsync */
+      per_buffer l;
+      if (per_buffer_save(&b, path) == PER_OK) {
+        CHECK_OK(per_buffer_init(&l, &c, NULL));
+        CHECK_OK(per_buffer_load(&l, path));
+        CHECK(state_equal(&b, &l));
+        per_buffer_free(&l);
+      }
+    }
+    if (s != PER_OK) {
+      CHECK_UNCHANGED(snap, &b);
+    } else {
+      (void)bsnap_same(&snap, &b);
+    }
+    CHECK_OK(per_buffer_check(&b));
+    if (t_fail_count) break;
+  }
+  per_buffer_free(&b);
+  remove(path);
+  fuzz_assert_clean("fuzz_ops");
+  return 0;
+}

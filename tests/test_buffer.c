@@ -1,0 +1,1040 @@
+/* test_buffer.c - the replay buffer (per_buffer_*): adds, sampling,
+   IS weights, the beta schedule, updates, stale ids, windows, the uniform
+   modes, bad input and allocation failure. Runs with PER_REAL double and
+   float.
+
+   Statistical checks use fixed seeds and fail when a chi-square p-value is
+   below P_MIN = 1e-6 (false-failure probability 1e-6 per check for a
+   correct sampler; stratification only lowers the variance of the counts,
+   which keeps the test conservative). */
+#include "buffer_util.h"
+#include "stats.h"
+
+#define P_MIN 1e-6
+
+/* The item of the seed tests: one transition, with its add index. */
+typedef struct transition {
+  float obs[4];
+  int32_t act;
+  float rew;
+  float next_obs[4];
+  uint32_t done;
+  uint32_t index; /* the add call that wrote it */
+} transition;
+
+static transition make_transition(per_rng *r, uint32_t i) {
+  transition t;
+  int k;
+  memset(&t, 0, sizeof t);
+  for (k = 0; k < 4; ++k) {
+    t.obs[k] = per_rng_float(r) - 0.5f;
+    t.next_obs[k] = per_rng_float(r) - 0.5f;
+  }
+  t.act = (int32_t)(i % 2);
+  t.rew = 1.0f;
+  t.index = i;
+  return t;
+}
+
+static per_real leaf(const per_buffer *b, uint32_t slot) { return per_tree_get(&b->tree, slot); }
+
+/* The leaf the buffer must compute for td. */
+static per_real leaf_of(const per_buffer *b, float td) {
+  double p = b->cfg.alpha == 0 ? 1.0 : pow(fabs((double)td) + b->cfg.eps, b->cfg.alpha);
+  return (per_real)p;
+}
+
+/* ---- config --------------------------------------------------------------- */
+
+static void test_config(void) {
+  per_config c = per_config_resolve(NULL), d;
+  CHECK_EQ_F(c.alpha, 0.6);
+  CHECK_EQ_F(c.beta0, 0.4);
+  CHECK_EQ_F(c.beta1, 1.0);
+  CHECK_EQ_U(c.beta_steps, 200000);
+  CHECK_EQ_F(c.eps, 1e-6);
+  CHECK_EQ_F(c.max_priority, 1.0);
+  CHECK_EQ_U(c.seed, 0);
+  CHECK_EQ_U(c.flags, 0);
+  d = cfg_of(100000, 4);
+  c = per_config_resolve(&d);
+  CHECK_EQ_U(c.max_unique, 65536);
+  d = cfg_of(10, 4);
+  d.alpha = PER_ZERO;
+  d.beta0 = PER_ZERO;
+  d.eps = PER_ZERO;
+  d.beta1 = 0.5;
+  c = per_config_resolve(&d);
+  CHECK_EQ_F(c.alpha, 0);
+  CHECK_EQ_F(c.beta0, 0);
+  CHECK_EQ_F(c.eps, 0);
+  CHECK_EQ_F(c.beta1, 0.5);
+  CHECK_EQ_U(c.max_unique, 10);
+}
+
+/* ---- the seed write-ups' buffer tests --------------------------------- */
+
+/* push 200, sample 64: every output has its shape and meaning */
+static void test_push_sample_shapes(void) {
+  per_config c = cfg_of(1024, sizeof(transition));
+  per_buffer b;
+  per_rng r;
+  transition out[64], want;
+  uint64_t ids[64];
+  float w[64];
+  uint32_t i;
+  per_rng_init(&r, 1);
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (i = 0; i < 200; ++i) {
+    transition t = make_transition(&r, i);
+    CHECK_OK(per_buffer_add(&b, &t));
+  }
+  CHECK_EQ_U(per_buffer_size(&b), 200);
+  CHECK_OK(per_buffer_sample(&b, 64, NULL, out, ids, w));
+  per_rng_init(&r, 1);
+  for (i = 0; i < 64; ++i) {
+    uint32_t slot = (uint32_t)ids[i], k;
+    CHECK(slot < 200);
+    CHECK_EQ_U(ids[i] >> 32, 1); /* written once */
+    CHECK_EQ_U(out[i].index, slot);
+    CHECK(w[i] > 0 && w[i] <= 1);
+    /* the gathered bytes are the added bytes */
+    per_rng_init(&r, 1);
+    for (k = 0; k <= slot; ++k) want = make_transition(&r, k);
+    CHECK_MEM(&out[i], &want, sizeof want);
+  }
+  /* all leaves equal: every weight is exactly 1 */
+  for (i = 0; i < 64; ++i) CHECK_EQ_F(w[i], 1);
+  /* outputs may be NULL */
+  CHECK_OK(per_buffer_sample(&b, 64, NULL, NULL, NULL, NULL));
+  CHECK_OK(per_buffer_check(&b));
+  per_buffer_free(&b);
+}
+
+static void test_empty(void) {
+  per_config c = cfg_of(16, 4);
+  per_buffer b;
+  uint64_t ids[4];
+  per_sample_opts o;
+  bsnap s;
+  memset(&o, 0, sizeof o);
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  s = bsnap_take(&b);
+  CHECK_STATUS(per_buffer_sample(&b, 4, NULL, NULL, ids, NULL), PER_ERR_EMPTY);
+  o.flags = PER_SAMPLE_UNIQUE;
+  CHECK_STATUS(per_buffer_sample(&b, 4, &o, NULL, ids, NULL), PER_ERR_EMPTY);
+  o.window = 3;
+  CHECK_STATUS(per_buffer_sample(&b, 1, &o, NULL, ids, NULL), PER_ERR_EMPTY);
+  CHECK_UNCHANGED(s, &b);
+  CHECK_EQ_U(per_buffer_size(&b), 0);
+  per_buffer_free(&b);
+}
+
+/* capacity 100, alpha 1, slot 0 priority 100 and the rest 0.01: over 200
+   batches of 8 slot 0 is drawn far more often than the 16 of uniform
+   sampling (it holds ~99% of the mass: ~1580 expected). */
+static void test_priority_bias(void) {
+  per_config c = cfg_of(100, sizeof(transition));
+  per_buffer b;
+  per_rng r;
+  uint64_t ids[100];
+  float td[100];
+  uint32_t i, k, count0 = 0;
+  c.alpha = 1;
+  c.beta0 = 0.4;
+  c.beta1 = 0.4;
+  c.seed = 7;
+  per_rng_init(&r, 7);
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (i = 0; i < 100; ++i) {
+    transition t = make_transition(&r, i);
+    CHECK_OK(per_buffer_add(&b, &t));
+    ids[i] = (uint64_t)i | (uint64_t)1 << 32;
+    td[i] = 0.01f;
+  }
+  td[0] = 100.0f;
+  CHECK_OK(per_buffer_update(&b, ids, td, 100, NULL));
+  for (k = 0; k < 200; ++k) {
+    uint64_t got[8];
+    CHECK_OK(per_buffer_sample(&b, 8, NULL, NULL, got, NULL));
+    for (i = 0; i < 8; ++i) count0 += (uint32_t)got[i] == 0;
+  }
+  CHECK_MSG(count0 > 200, "slot 0 drawn %u times", count0);
+  per_buffer_free(&b);
+}
+
+/* weights in (0, 1], max 1, and w_i > w_j exactly when p_i < p_j */
+static void test_weights(void) {
+  per_config c = cfg_of(50, 4);
+  per_buffer b;
+  uint64_t ids[50], got[64];
+  float td[50], w[64];
+  uint32_t i, j, v;
+  float maxw = 0;
+  c.seed = 3;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (v = 0; v < 50; ++v) {
+    CHECK_OK(per_buffer_add(&b, &v));
+    ids[v] = (uint64_t)v | (uint64_t)1 << 32;
+    td[v] = 0.1f * (float)(v % 10);
+  }
+  CHECK_OK(per_buffer_update(&b, ids, td, 50, NULL));
+  CHECK_OK(per_buffer_sample(&b, 64, NULL, NULL, got, w));
+  for (i = 0; i < 64; ++i) {
+    CHECK(w[i] > 0 && w[i] <= 1);
+    if (w[i] > maxw) maxw = w[i];
+    for (j = 0; j < 64; ++j) {
+      per_real pi = leaf(&b, (uint32_t)got[i]), pj = leaf(&b, (uint32_t)got[j]);
+      if (pi < pj) CHECK_MSG(w[i] > w[j], "p %g < %g but w %g <= %g", (double)pi, (double)pj, w[i], w[j]);
+      if (pi == pj) CHECK_EQ_F(w[i], w[j]);
+    }
+  }
+  CHECK_EQ_F(maxw, 1);
+  /* the value: (N P(i))^-beta / max = (p_min / p_i)^beta, beta at step 1 */
+  {
+    double beta = 0.4 + 0.6 * (1.0 / 200000.0), pmin = 1e300;
+    CHECK_EQ_F(per_buffer_beta(&b), beta);
+    CHECK_OK(per_buffer_sample(&b, 64, NULL, NULL, got, w));
+    for (i = 0; i < 64; ++i)
+      if ((double)leaf(&b, (uint32_t)got[i]) < pmin) pmin = (double)leaf(&b, (uint32_t)got[i]);
+    for (i = 0; i < 64; ++i)
+      CHECK_NEAR(w[i], pow(pmin / (double)leaf(&b, (uint32_t)got[i]), beta), 1e-6);
+  }
+  per_buffer_free(&b);
+}
+
+/* beta: 0.4 at first, linear, exactly 1 after beta_steps sample calls and
+   from then on; PER_SAMPLE_BETA calls count as steps too */
+static void test_beta_schedule(void) {
+  per_config c = cfg_of(8, 4);
+  per_buffer b;
+  uint32_t v = 1, i;
+  double prev;
+  c.beta_steps = 10;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  CHECK_OK(per_buffer_add(&b, &v));
+  CHECK_EQ_F(per_buffer_beta(&b), 0.4);
+  prev = 0.4;
+  for (i = 0; i < 10; ++i) {
+    CHECK_OK(per_buffer_sample(&b, 2, NULL, NULL, NULL, NULL));
+    CHECK(per_buffer_beta(&b) > prev);
+    prev = per_buffer_beta(&b);
+  }
+  CHECK_EQ_F(per_buffer_beta(&b), 1.0);
+  CHECK_OK(per_buffer_sample(&b, 2, NULL, NULL, NULL, NULL));
+  CHECK_EQ_F(per_buffer_beta(&b), 1.0);
+  per_buffer_free(&b);
+
+  /* the default anneal: 200,000 calls */
+  c = cfg_of(8, 4);
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  CHECK_OK(per_buffer_add(&b, &v));
+  for (i = 0; i < 100000; ++i) per_buffer_sample(&b, 1, NULL, NULL, NULL, NULL);
+  CHECK_NEAR(per_buffer_beta(&b), 0.7, 1e-12);
+  for (i = 0; i < 99999; ++i) per_buffer_sample(&b, 1, NULL, NULL, NULL, NULL);
+  CHECK(per_buffer_beta(&b) < 1.0);
+  {
+    per_sample_opts o;
+    memset(&o, 0, sizeof o);
+    o.flags = PER_SAMPLE_BETA;
+    o.beta = 0.25;
+    CHECK_OK(per_buffer_sample(&b, 1, &o, NULL, NULL, NULL));
+  }
+  CHECK_EQ_F(per_buffer_beta(&b), 1.0);
+  per_buffer_free(&b);
+
+  /* beta = 0 through PER_ZERO: no correction, every weight 1 */
+  c = cfg_of(8, 4);
+  c.beta0 = PER_ZERO;
+  c.beta1 = PER_ZERO;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (v = 0; v < 8; ++v) CHECK_OK(per_buffer_add(&b, &v));
+  {
+    uint64_t ids[8];
+    float td[8], w[8];
+    for (i = 0; i < 8; ++i) {
+      ids[i] = (uint64_t)i | (uint64_t)1 << 32;
+      td[i] = (float)i;
+    }
+    CHECK_OK(per_buffer_update(&b, ids, td, 8, NULL));
+    CHECK_EQ_F(per_buffer_beta(&b), 0);
+    CHECK_OK(per_buffer_sample(&b, 8, NULL, NULL, ids, w));
+    for (i = 0; i < 8; ++i) CHECK_EQ_F(w[i], 1);
+  }
+  per_buffer_free(&b);
+}
+
+/* the coursework's replay tests: indices in range, weights <= 1, updates
+   with random TD errors run and keep the invariants */
+static void test_replay_runs(void) {
+  per_config c = cfg_of(256, sizeof(transition));
+  per_buffer b;
+  per_rng r;
+  uint64_t ids[64];
+  float w[64], td[64];
+  uint32_t i, round, stale = 0;
+  per_rng_init(&r, 5);
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (i = 0; i < 100; ++i) {
+    transition t = make_transition(&r, i);
+    CHECK_OK(per_buffer_add(&b, &t));
+  }
+  for (round = 0; round < 50; ++round) {
+    CHECK_OK(per_buffer_sample(&b, 32, NULL, NULL, ids, w));
+    for (i = 0; i < 32; ++i) {
+      CHECK((uint32_t)ids[i] < 100);
+      CHECK(w[i] > 0 && w[i] <= 1);
+      td[i] = (per_rng_float(&r) - 0.5f) * 4;
+    }
+    CHECK_OK(per_buffer_update(&b, ids, td, 32, &stale));
+    CHECK_EQ_U(stale, 0);
+  }
+  CHECK_OK(per_buffer_check(&b));
+  per_buffer_free(&b);
+}
+
+/* ---- updates ---------------------------------------------------------- */
+
+static void test_update_rules(void) {
+  per_config c = cfg_of(8, 4);
+  per_buffer b;
+  uint32_t v, stale = 99;
+  uint64_t ids[3];
+  float td[3];
+  c.alpha = 0.5;
+  c.eps = 0.25;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (v = 0; v < 5; ++v) CHECK_OK(per_buffer_add(&b, &v));
+  CHECK_EQ_F(b.max_leaf, 1);
+  /* duplicates: the last one wins; negative td counts by magnitude */
+  ids[0] = 2 | (uint64_t)1 << 32;
+  ids[1] = 3 | (uint64_t)1 << 32;
+  ids[2] = 2 | (uint64_t)1 << 32;
+  td[0] = 8.0f;
+  td[1] = -3.75f;
+  td[2] = 0.0f;
+  CHECK_OK(per_buffer_update(&b, ids, td, 3, &stale));
+  CHECK_EQ_U(stale, 0);
+  CHECK_EQ_F(leaf(&b, 2), leaf_of(&b, 0.0f));
+  CHECK_EQ_F(leaf(&b, 2), 0.5);          /* (0 + 0.25)^0.5 */
+  CHECK_EQ_F(leaf(&b, 3), 2.0);          /* (3.75 + 0.25)^0.5 */
+  /* max leaf: raised by the largest leaf written (8.25^0.5), kept after */
+  CHECK_EQ_F(b.max_leaf, leaf_of(&b, 8.0f));
+  td[0] = 0;
+  CHECK_OK(per_buffer_update(&b, ids, td, 1, NULL));
+  CHECK_EQ_F(b.max_leaf, leaf_of(&b, 8.0f));
+  /* new items enter at the max leaf */
+  CHECK_OK(per_buffer_add(&b, &v));
+  CHECK_EQ_F(leaf(&b, 5), leaf_of(&b, 8.0f));
+  /* n == 0: nothing, even with NULL arrays */
+  stale = 7;
+  CHECK_OK(per_buffer_update(&b, NULL, NULL, 0, &stale));
+  CHECK_EQ_U(stale, 0);
+  /* a huge td is capped at PER_LEAF_MAX */
+  c.alpha = 10;
+  per_buffer_free(&b);
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  CHECK_OK(per_buffer_add(&b, &v));
+  td[0] = 3e38f;
+  ids[0] = (uint64_t)1 << 32;
+  CHECK_OK(per_buffer_update(&b, ids, td, 1, NULL));
+  CHECK_EQ_F(leaf(&b, 0), PER_LEAF_MAX);
+  CHECK_OK(per_buffer_check(&b));
+  per_buffer_free(&b);
+}
+
+/* sample, overwrite some sampled slots by adds, update: the overwritten
+   ones are skipped and counted and their leaves stay as the add set them */
+static void test_stale(void) {
+  per_config c = cfg_of(6, 4);
+  per_buffer b;
+  uint64_t ids[6];
+  float td[6];
+  uint32_t v, i, stale = 0, want = 0;
+  per_sample_opts o;
+  memset(&o, 0, sizeof o);
+  o.flags = PER_SAMPLE_UNIQUE;
+  c.seed = 11;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (v = 0; v < 6; ++v) CHECK_OK(per_buffer_add(&b, &v));
+  CHECK_OK(per_buffer_sample(&b, 6, &o, NULL, ids, NULL));
+  for (i = 0; i < 6; ++i) {
+    CHECK_EQ_U(ids[i] >> 32, 1);
+    td[i] = 5.0f + (float)i;
+  }
+  /* two adds overwrite slots 0 and 1 (generation 2) */
+  for (v = 6; v < 8; ++v) CHECK_OK(per_buffer_add(&b, &v));
+  CHECK_EQ_U(b.gen[0], 2);
+  CHECK_EQ_U(b.gen[1], 2);
+  CHECK_EQ_U(b.gen[2], 1);
+  CHECK_OK(per_buffer_update(&b, ids, td, 6, &stale));
+  for (i = 0; i < 6; ++i) {
+    uint32_t slot = (uint32_t)ids[i];
+    if (slot < 2) {
+      ++want;
+      CHECK_EQ_F(leaf(&b, slot), 1); /* the add's leaf, untouched */
+    } else {
+      CHECK_EQ_F(leaf(&b, slot), leaf_of(&b, td[i]));
+    }
+  }
+  CHECK_EQ_U(stale, want);
+  CHECK_EQ_U(stale, 2);
+  /* a fresh id for slot 0 works */
+  ids[0] = 0 | (uint64_t)2 << 32;
+  CHECK_OK(per_buffer_update(&b, ids, td, 1, &stale));
+  CHECK_EQ_U(stale, 0);
+  CHECK_OK(per_buffer_check(&b));
+  per_buffer_free(&b);
+}
+
+/* ---- add_batch equals single adds ------------------------------------- */
+
+static void test_add_batch(void) {
+  /* {capacity, n}: wrapping, more than the capacity, and runs longer than
+     the 256 slots set per tree call */
+  static const uint32_t cases[][2] = {{13, 1},   {13, 5},   {13, 7},
+                                      {13, 13},  {13, 29},  {13, 60},
+                                      {600, 555}, {600, 1300}};
+  static unsigned char items[3 * 1300];
+  size_t k;
+  for (k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+    per_config c = cfg_of(cases[k][0], 3);
+    const uint32_t n = cases[k][1];
+    per_buffer a, b;
+    uint32_t i;
+    c.flags = PER_WEIGHTS_BUFFER_MAX;
+    for (i = 0; i < sizeof items; ++i) items[i] = (unsigned char)(i * 7 + k);
+    CHECK_OK(per_buffer_init(&a, &c, NULL));
+    CHECK_OK(per_buffer_init(&b, &c, NULL));
+    /* start mid-ring */
+    CHECK_OK(per_buffer_add_batch(&a, items, 4));
+    CHECK_OK(per_buffer_add_batch(&b, items, 4));
+    CHECK_OK(per_buffer_add_batch(&a, items, n));
+    for (i = 0; i < n; ++i) CHECK_OK(per_buffer_add(&b, items + 3 * i));
+    CHECK_MSG(state_equal(&a, &b), "add_batch(%u) differs from single adds", n);
+    CHECK_OK(per_buffer_check(&a));
+    CHECK_OK(per_buffer_add_batch(&a, NULL, 0));
+    per_buffer_free(&a);
+    per_buffer_free(&b);
+  }
+}
+
+/* ---- distributions ------------------------------------------------------ */
+
+/* counts of draws per slot over `batches` calls */
+static void count_draws(per_buffer *b, uint32_t B, uint32_t batches, const per_sample_opts *o,
+                        double *counts) {
+  uint64_t ids[64];
+  uint32_t k, i;
+  for (k = 0; k < batches; ++k) {
+    CHECK_OK(per_buffer_sample(b, B, o, NULL, ids, NULL));
+    for (i = 0; i < B; ++i) counts[(uint32_t)ids[i]] += 1;
+  }
+}
+
+/* prioritized draws match (|td| + eps)^alpha / sum */
+static void test_distribution(void) {
+  per_config c = cfg_of(64, 4);
+  per_buffer b;
+  per_rng r;
+  uint64_t ids[64];
+  float td[64];
+  double counts[64] = {0}, expd[64], sum = 0, stat, p;
+  uint32_t v, i;
+  c.alpha = 0.7;
+  c.eps = 0.01;
+  c.seed = 21;
+  per_rng_init(&r, 99);
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (v = 0; v < 64; ++v) {
+    CHECK_OK(per_buffer_add(&b, &v));
+    ids[v] = (uint64_t)v | (uint64_t)1 << 32;
+    td[v] = per_rng_float(&r) * 3 - 1;
+  }
+  CHECK_OK(per_buffer_update(&b, ids, td, 64, NULL));
+  for (i = 0; i < 64; ++i) sum += pow(fabs((double)td[i]) + 0.01, 0.7);
+  count_draws(&b, 50, 2000, NULL, counts);
+  for (i = 0; i < 64; ++i) expd[i] = pow(fabs((double)td[i]) + 0.01, 0.7) / sum * 100000;
+  stat = chi2_stat(counts, expd, 64);
+  p = chi2_p(stat, 63);
+  CHECK_MSG(p > P_MIN, "prioritized: chi-square %.2f df 63 p %.3g", stat, p);
+
+  /* unique batches: the first pick of each batch is a plain categorical
+     draw; its counts follow the same law */
+  {
+    per_sample_opts o;
+    double first[64] = {0};
+    uint32_t k;
+    memset(&o, 0, sizeof o);
+    o.flags = PER_SAMPLE_UNIQUE;
+    for (k = 0; k < 20000; ++k) {
+      uint64_t got[16];
+      uint32_t j, l;
+      CHECK_OK(per_buffer_sample(&b, 16, &o, NULL, got, NULL));
+      first[(uint32_t)got[0]] += 1;
+      for (j = 0; j < 16; ++j)
+        for (l = j + 1; l < 16; ++l)
+          if (got[j] == got[l]) CHECK_MSG(0, "unique batch repeats slot %u", (uint32_t)got[j]);
+    }
+    for (i = 0; i < 64; ++i) expd[i] = pow(fabs((double)td[i]) + 0.01, 0.7) / sum * 20000;
+    stat = chi2_stat(first, expd, 64);
+    p = chi2_p(stat, 63);
+    CHECK_MSG(p > P_MIN, "unique first pick: chi-square %.2f df 63 p %.3g", stat, p);
+  }
+  per_buffer_free(&b);
+}
+
+/* windows: only the W newest items, also when the ring wraps; prioritized
+   draws inside follow the window's leaves; unique and uniform variants */
+static void test_window(void) {
+  static const double alphas[2] = {0.8, PER_ZERO};
+  int a;
+  for (a = 0; a < 2; ++a) {
+    per_config c = cfg_of(50, 4);
+    per_buffer b;
+    per_sample_opts o;
+    per_rng r;
+    uint32_t v, i, k, W = 17;
+    double counts[50] = {0}, expd[50], sum = 0, stat, p;
+    uint64_t ids[64];
+    float td[50];
+    uint32_t items[64];
+    per_real nodes_before[128]; /* 2L, L = 64 */
+    c.alpha = alphas[a];
+    c.seed = 5;
+    per_rng_init(&r, 8);
+    CHECK_OK(per_buffer_init(&b, &c, NULL));
+    for (v = 0; v < 120; ++v) CHECK_OK(per_buffer_add(&b, &v)); /* wrapped: pos 20 */
+    CHECK_EQ_U(b.pos, 20);
+    for (i = 0; i < 50; ++i) {
+      ids[i] = (uint64_t)i | (uint64_t)b.gen[i] << 32;
+      td[i] = per_rng_float(&r) * 2;
+    }
+    CHECK_OK(per_buffer_update(&b, ids, td, 50, NULL));
+    memset(&o, 0, sizeof o);
+    o.window = W; /* items 103..119: slots 3..19 */
+    for (k = 0; k < 2000; ++k) {
+      CHECK_OK(per_buffer_sample(&b, 50, &o, items, ids, NULL));
+      for (i = 0; i < 50; ++i) {
+        CHECK(items[i] >= 120 - W && items[i] < 120);
+        counts[(uint32_t)ids[i]] += 1;
+      }
+    }
+    for (i = 0; i < 50; ++i) {
+      int in = i >= 3 && i < 20;
+      expd[i] = in ? (double)leaf(&b, i) : 0;
+      sum += expd[i];
+    }
+    for (i = 0; i < 50; ++i) expd[i] = expd[i] / sum * 100000;
+    stat = chi2_stat(counts, expd, 50);
+    p = chi2_p(stat, W - 1);
+    CHECK_MSG(p > P_MIN, "window (alpha %g): chi-square %.2f df %u p %.3g", c.alpha, stat, W - 1, p);
+
+    /* a window across the wrap: 30 newest are slots 40..49 and 0..19 */
+    o.window = 30;
+    memset(counts, 0, sizeof counts);
+    for (k = 0; k < 200; ++k) {
+      CHECK_OK(per_buffer_sample(&b, 64, &o, items, ids, NULL));
+      for (i = 0; i < 64; ++i) {
+        CHECK(items[i] >= 90 && items[i] < 120);
+        counts[(uint32_t)ids[i]] += 1;
+      }
+    }
+    for (i = 20; i < 40; ++i) CHECK_EQ_F(counts[i], 0);
+    for (i = 0; i < 50; ++i)
+      if (i < 20 || i >= 40) CHECK_MSG(counts[i] > 0, "slot %u never drawn", i);
+    /* unique in the window: distinct, all inside; W items exactly */
+    o.flags = PER_SAMPLE_UNIQUE;
+    memcpy(nodes_before, b.tree.node, sizeof(per_real) * 2 * b.tree.leaves);
+    for (k = 0; k < 50; ++k) {
+      uint32_t seen[50] = {0};
+      CHECK_OK(per_buffer_sample(&b, 30, &o, items, ids, NULL));
+      for (i = 0; i < 30; ++i) {
+        CHECK(items[i] >= 90 && items[i] < 120);
+        CHECK_EQ_U(seen[(uint32_t)ids[i]]++, 0);
+      }
+    }
+    CHECK_STATUS(per_buffer_sample(&b, 31, &o, items, ids, NULL), PER_ERR_TOO_FEW);
+    /* unique window draws leave the tree exactly as it was */
+    CHECK_MEM(nodes_before, b.tree.node, sizeof(per_real) * 2 * b.tree.leaves);
+    CHECK_OK(per_buffer_check(&b));
+    /* the window's first picks follow its leaves */
+    o.window = W;
+    memset(counts, 0, sizeof counts);
+    for (k = 0; k < 20000; ++k) {
+      CHECK_OK(per_buffer_sample(&b, 5, &o, NULL, ids, NULL));
+      counts[(uint32_t)ids[0]] += 1;
+    }
+    for (i = 0; i < 50; ++i) expd[i] = expd[i] / 100000 * 20000;
+    stat = chi2_stat(counts, expd, 50);
+    p = chi2_p(stat, W - 1);
+    CHECK_MSG(p > P_MIN, "unique window first pick (alpha %g): chi-square %.2f p %.3g", c.alpha, stat, p);
+    /* window larger than the buffer: the whole buffer */
+    o.window = 1000;
+    o.flags = 0;
+    CHECK_OK(per_buffer_sample(&b, 8, &o, NULL, ids, NULL));
+    per_buffer_free(&b);
+  }
+}
+
+/* A buffer that is not full: the window counts back from the newest. */
+static void test_window_partial(void) {
+  per_config c = cfg_of(100, 4);
+  per_buffer b;
+  per_sample_opts o;
+  uint32_t v, i, items[64];
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (v = 0; v < 37; ++v) CHECK_OK(per_buffer_add(&b, &v));
+  memset(&o, 0, sizeof o);
+  o.window = 1;
+  CHECK_OK(per_buffer_sample(&b, 64, &o, items, NULL, NULL));
+  for (i = 0; i < 64; ++i) CHECK_EQ_U(items[i], 36);
+  o.window = 5;
+  CHECK_OK(per_buffer_sample(&b, 64, &o, items, NULL, NULL));
+  for (i = 0; i < 64; ++i) CHECK(items[i] >= 32 && items[i] < 37);
+  per_buffer_free(&b);
+}
+
+/* Degenerate totals: all leaves 0 (eps = 0 and td = 0) -> uniform draws
+   over the eligible items with weights 1; unique too. */
+static void test_uniform_fallback(void) {
+  per_config c = cfg_of(40, 4);
+  per_buffer b;
+  per_sample_opts o;
+  uint64_t ids[40];
+  float td[40], w[40];
+  double counts[40] = {0}, expd[40], stat, p;
+  uint32_t v, i, k, items[40];
+  c.eps = PER_ZERO;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (v = 0; v < 30; ++v) {
+    CHECK_OK(per_buffer_add(&b, &v));
+    ids[v] = (uint64_t)v | (uint64_t)1 << 32;
+    td[v] = 0;
+  }
+  CHECK_OK(per_buffer_update(&b, ids, td, 30, NULL));
+  CHECK_EQ_F(per_tree_total(&b.tree), 0);
+  for (k = 0; k < 3000; ++k) {
+    CHECK_OK(per_buffer_sample(&b, 10, NULL, items, ids, w));
+    for (i = 0; i < 10; ++i) {
+      CHECK(items[i] < 30 && (uint32_t)ids[i] == items[i]);
+      CHECK_EQ_F(w[i], 1);
+      counts[items[i]] += 1;
+    }
+  }
+  for (i = 0; i < 40; ++i) expd[i] = i < 30 ? 1000 : 0;
+  stat = chi2_stat(counts, expd, 40);
+  p = chi2_p(stat, 29);
+  CHECK_MSG(p > P_MIN, "uniform fallback: chi-square %.2f df 29 p %.3g", stat, p);
+  /* unique: distinct, weights 1; windows too */
+  memset(&o, 0, sizeof o);
+  o.flags = PER_SAMPLE_UNIQUE;
+  for (k = 0; k < 100; ++k) {
+    uint32_t seen[40] = {0};
+    CHECK_OK(per_buffer_sample(&b, 30, &o, items, ids, w));
+    for (i = 0; i < 30; ++i) {
+      CHECK_EQ_U(seen[items[i]]++, 0);
+      CHECK_EQ_F(w[i], 1);
+    }
+  }
+  o.window = 4;
+  CHECK_OK(per_buffer_sample(&b, 4, &o, items, ids, w));
+  for (i = 0; i < 4; ++i) CHECK(items[i] >= 26 && items[i] < 30);
+  /* some positive leaves again: unique batches beyond them are refused */
+  ids[0] = 3 | (uint64_t)1 << 32;
+  td[0] = 1;
+  CHECK_OK(per_buffer_update(&b, ids, td, 1, NULL));
+  o.window = 0;
+  CHECK_OK(per_buffer_sample(&b, 1, &o, items, ids, w));
+  CHECK_EQ_U(items[0], 3);
+  {
+    bsnap s = bsnap_take(&b);
+    CHECK_STATUS(per_buffer_sample(&b, 2, &o, items, ids, w), PER_ERR_TOO_FEW);
+    CHECK_UNCHANGED(s, &b);
+  }
+  /* a total that is not finite (memory written from outside): uniform
+     draws with weights 1, not garbage */
+  {
+    per_real saved = b.tree.node[1];
+    b.tree.node[1] = (per_real)INFINITY;
+    CHECK_OK(per_buffer_sample(&b, 20, NULL, items, ids, w));
+    for (i = 0; i < 20; ++i) CHECK(items[i] < 30 && w[i] == 1);
+    b.tree.node[1] = (per_real)NAN;
+    CHECK_OK(per_buffer_sample(&b, 20, NULL, items, ids, w));
+    for (i = 0; i < 20; ++i) CHECK(items[i] < 30 && w[i] == 1);
+    b.tree.node[1] = saved;
+  }
+  /* non-unique draws only find the positive one */
+  CHECK_OK(per_buffer_sample(&b, 20, NULL, items, ids, w));
+  for (i = 0; i < 20; ++i) CHECK_EQ_U(items[i], 3);
+  CHECK_OK(per_buffer_check(&b));
+  per_buffer_free(&b);
+}
+
+/* alpha = 0: every leaf 1, unique batches come from the swap sampler */
+static void test_uniform_mode(void) {
+  per_config c = cfg_of(32, 4);
+  per_buffer b;
+  per_sample_opts o;
+  uint64_t ids[32];
+  float td[32], w[32];
+  double counts[32] = {0}, expd[32], stat, p;
+  uint32_t v, i, k, items[32];
+  c.alpha = PER_ZERO;
+  c.max_priority = 7; /* ignored: alpha = 0 */
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  CHECK(b.swap.perm != NULL);
+  for (v = 0; v < 20; ++v) CHECK_OK(per_buffer_add(&b, &v));
+  CHECK_EQ_U(b.swap.n, 20);
+  memset(&o, 0, sizeof o);
+  o.flags = PER_SAMPLE_UNIQUE;
+  for (k = 0; k < 5000; ++k) {
+    uint32_t seen[32] = {0};
+    CHECK_OK(per_buffer_sample(&b, 8, &o, items, ids, w));
+    for (i = 0; i < 8; ++i) {
+      CHECK(items[i] < 20);
+      CHECK_EQ_U(seen[items[i]]++, 0);
+      CHECK_EQ_F(w[i], 1);
+      counts[items[i]] += 1;
+      td[i] = (float)i;
+    }
+    CHECK_OK(per_buffer_update(&b, ids, td, 8, NULL));
+  }
+  for (i = 0; i < 32; ++i) {
+    expd[i] = i < 20 ? 5000.0 * 8 / 20 : 0;
+    CHECK_EQ_F(leaf(&b, i), i < 20 ? 1 : 0);
+  }
+  stat = chi2_stat(counts, expd, 32);
+  p = chi2_p(stat, 19);
+  CHECK_MSG(p > P_MIN, "alpha 0 unique: chi-square %.2f df 19 p %.3g", stat, p);
+  /* growing after sampling keeps the permutation valid */
+  for (v = 20; v < 40; ++v) CHECK_OK(per_buffer_add(&b, &v));
+  CHECK_EQ_U(b.swap.n, 32);
+  CHECK_OK(per_buffer_sample(&b, 32, &o, items, ids, w));
+  CHECK_OK(per_buffer_check(&b));
+  per_buffer_free(&b);
+}
+
+/* PER_WEIGHTS_BUFFER_MAX: weights divided by the buffer-wide max, that of
+   the smallest positive leaf, kept by the min tree through overwrites */
+static void test_buffer_max(void) {
+  per_config c = cfg_of(10, 4);
+  per_buffer b;
+  uint64_t ids[10], got[32];
+  float td[10], w[32];
+  uint32_t v, i;
+  c.flags = PER_WEIGHTS_BUFFER_MAX;
+  c.alpha = 1;
+  c.eps = PER_ZERO;
+  c.beta0 = c.beta1 = 0.5;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (v = 0; v < 10; ++v) {
+    CHECK_OK(per_buffer_add(&b, &v));
+    ids[v] = (uint64_t)v | (uint64_t)1 << 32;
+    td[v] = (float)(v + 1);
+  }
+  td[4] = 0.25f; /* the smallest positive leaf */
+  td[7] = 0;     /* zero: excluded from the minimum */
+  CHECK_OK(per_buffer_update(&b, ids, td, 10, NULL));
+  CHECK_EQ_F(b.min_node[1], 0.25);
+  CHECK_OK(per_buffer_sample(&b, 32, NULL, NULL, got, w));
+  for (i = 0; i < 32; ++i)
+    CHECK_NEAR(w[i], sqrt(0.25 / (double)leaf(&b, (uint32_t)got[i])), 1e-6);
+  /* overwrite slots 0..4 (at max leaf 10): the minimum moves to the
+     smallest positive leaf left, slot 5's 6 */
+  for (v = 10; v < 15; ++v) CHECK_OK(per_buffer_add(&b, &v));
+  CHECK_EQ_F(b.min_node[1], 6);
+  CHECK_OK(per_buffer_check(&b));
+  per_buffer_free(&b);
+}
+
+/* Same seed, same calls: the same batches. */
+static void test_determinism(void) {
+  per_config c = cfg_of(100, 4);
+  per_buffer a, b;
+  uint64_t ia[32], ib[32];
+  float wa[32], wb[32], td[32];
+  uint32_t v, k, i;
+  c.seed = 1234;
+  CHECK_OK(per_buffer_init(&a, &c, NULL));
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (v = 0; v < 150; ++v) {
+    CHECK_OK(per_buffer_add(&a, &v));
+    CHECK_OK(per_buffer_add(&b, &v));
+  }
+  for (k = 0; k < 20; ++k) {
+    CHECK_OK(per_buffer_sample(&a, 32, NULL, NULL, ia, wa));
+    CHECK_OK(per_buffer_sample(&b, 32, NULL, NULL, ib, wb));
+    CHECK_MEM(ia, ib, sizeof ia);
+    CHECK_MEM(wa, wb, sizeof wa);
+    for (i = 0; i < 32; ++i) td[i] = (float)((ia[i] * 31 + k) % 17);
+    CHECK_OK(per_buffer_update(&a, ia, td, 32, NULL));
+    CHECK_OK(per_buffer_update(&b, ib, td, 32, NULL));
+  }
+  /* weights without ids: the same values (drawn twice internally) */
+  CHECK_OK(per_buffer_sample(&a, 300, NULL, NULL, NULL, NULL));
+  CHECK_OK(per_buffer_sample(&b, 300, NULL, NULL, NULL, NULL));
+  {
+    static uint64_t i1[300];
+    static float w1[300], w2[300];
+    CHECK_OK(per_buffer_sample(&a, 300, NULL, NULL, i1, w1));
+    CHECK_OK(per_buffer_sample(&b, 300, NULL, NULL, NULL, w2));
+    CHECK_MEM(w1, w2, sizeof w1);
+  }
+  CHECK(state_equal(&a, &b));
+  per_buffer_free(&a);
+  per_buffer_free(&b);
+}
+
+/* ---- bad input ---------------------------------------------------------- */
+
+static void test_bad_input(void) {
+  per_config c = cfg_of(8, 4);
+  per_buffer b;
+  per_sample_opts o;
+  uint64_t ids[8], bad_ids[3];
+  float td[8], w[8];
+  uint32_t v, items[8], stale = 1234;
+  bsnap s;
+  size_t k;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (v = 0; v < 10; ++v) CHECK_OK(per_buffer_add(&b, &v)); /* wrapped */
+  CHECK_OK(per_buffer_sample(&b, 8, NULL, NULL, ids, NULL));
+  (void)per_rng_u32(&b.rng); /* buffered words in the rng: must survive too */
+  for (v = 0; v < 8; ++v) td[v] = 1;
+
+  /* update: each bad value last, so nothing before it may be applied */
+  {
+    float bad[4];
+    per_status want[4] = {PER_ERR_NAN, PER_ERR_INF, PER_ERR_INF, PER_ERR_NAN};
+    bad[0] = (float)NAN;
+    bad[1] = (float)INFINITY;
+    bad[2] = (float)-INFINITY;
+    bad[3] = -(float)NAN;
+    for (k = 0; k < 4; ++k) {
+      td[7] = bad[k];
+      s = bsnap_take(&b);
+      CHECK_STATUS(per_buffer_update(&b, ids, td, 8, &stale), want[k]);
+      CHECK_UNCHANGED(s, &b);
+      CHECK_EQ_U(stale, 1234);
+    }
+    td[7] = 1;
+  }
+  /* unknown ids: slot >= capacity, generation 0, generation not yet given */
+  bad_ids[0] = ids[0];
+  bad_ids[1] = ids[1];
+  {
+    uint64_t unknown[4];
+    unknown[0] = 8 | (uint64_t)1 << 32;
+    unknown[1] = 0xffffffffull | (uint64_t)1 << 32;
+    unknown[2] = 3;                        /* generation 0 */
+    unknown[3] = 3 | (uint64_t)(b.gen[3] + 1) << 32;
+    for (k = 0; k < 4; ++k) {
+      bad_ids[2] = unknown[k];
+      s = bsnap_take(&b);
+      CHECK_STATUS(per_buffer_update(&b, bad_ids, td, 3, &stale), PER_ERR_INDEX);
+      CHECK_UNCHANGED(s, &b);
+    }
+  }
+  s = bsnap_take(&b);
+  CHECK_STATUS(per_buffer_update(&b, NULL, td, 3, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_buffer_update(&b, ids, NULL, 3, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_buffer_update(NULL, ids, td, 3, NULL), PER_ERR_NULL);
+  CHECK_UNCHANGED(s, &b);
+
+  /* sample */
+  memset(&o, 0, sizeof o);
+  memset(items, 0xab, sizeof items);
+  memset(w, 0xab, sizeof w);
+  {
+    uint64_t ids0[8];
+    memcpy(ids0, ids, sizeof ids);
+    s = bsnap_take(&b);
+    CHECK_STATUS(per_buffer_sample(&b, 0, NULL, items, ids, w), PER_ERR_BATCH);
+    o.flags = PER_SAMPLE_UNIQUE;
+    CHECK_STATUS(per_buffer_sample(&b, 9, &o, items, ids, w), PER_ERR_BATCH); /* > max_unique */
+    o.window = 3;
+    CHECK_STATUS(per_buffer_sample(&b, 4, &o, items, ids, w), PER_ERR_TOO_FEW);
+    o.flags = 1u << 7;
+    o.window = 0;
+    CHECK_STATUS(per_buffer_sample(&b, 4, &o, items, ids, w), PER_ERR_ARG);
+    o.flags = PER_SAMPLE_BETA;
+    o.beta = NAN;
+    CHECK_STATUS(per_buffer_sample(&b, 4, &o, items, ids, w), PER_ERR_ARG);
+    o.beta = -0.5;
+    CHECK_STATUS(per_buffer_sample(&b, 4, &o, items, ids, w), PER_ERR_ARG);
+    o.beta = INFINITY;
+    CHECK_STATUS(per_buffer_sample(&b, 4, &o, items, ids, w), PER_ERR_ARG);
+    CHECK_STATUS(per_buffer_sample(NULL, 4, NULL, items, ids, w), PER_ERR_NULL);
+    CHECK_UNCHANGED(s, &b);
+    /* no output was written */
+    CHECK_MEM(ids, ids0, sizeof ids);
+    for (k = 0; k < 8; ++k) CHECK_EQ_U(items[k], 0xababababu);
+  }
+  /* add */
+  s = bsnap_take(&b);
+  CHECK_STATUS(per_buffer_add(&b, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_buffer_add_batch(&b, NULL, 3), PER_ERR_NULL);
+  CHECK_STATUS(per_buffer_add(NULL, &v), PER_ERR_NULL);
+  CHECK_UNCHANGED(s, &b);
+  per_buffer_free(&b);
+
+  /* bad configs: a specific status and a zeroed, freeable buffer */
+  {
+    struct { per_config c; per_status want; } t[16];
+    per_buffer zero;
+    int n = 0, i;
+    memset(&zero, 0, sizeof zero);
+    t[n].c = cfg_of(0, 4); t[n++].want = PER_ERR_CAPACITY;
+    t[n].c = cfg_of(PER_MAX_CAPACITY + 1u, 4); t[n++].want = PER_ERR_CAPACITY;
+    t[n].c = cfg_of(8, 0); t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4); t[n].c.alpha = -0.5; t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4); t[n].c.alpha = NAN; t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4); t[n].c.alpha = INFINITY; t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4); t[n].c.beta0 = -2; t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4); t[n].c.beta1 = NAN; t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4); t[n].c.eps = -1e-3; t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4); t[n].c.max_priority = PER_ZERO; t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4); t[n].c.max_priority = 1e29; t[n++].want = IS_FLOAT ? PER_ERR_ARG : PER_OK;
+    t[n].c = cfg_of(8, 4); t[n].c.max_priority = 1e308 * 10; t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4); t[n].c.flags = 2; t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4); t[n].c.max_unique = 9; t[n++].want = PER_ERR_ARG;
+    for (i = 0; i < n; ++i) {
+      per_status got = per_buffer_init(&b, &t[i].c, NULL);
+      CHECK_MSG(got == t[i].want, "config %d: got %s, want %s", i, per_status_str(got),
+                per_status_str(t[i].want));
+      if (got != PER_OK) CHECK_MEM(&b, &zero, sizeof b);
+      per_buffer_free(&b);
+    }
+    CHECK_STATUS(per_buffer_init(&b, NULL, NULL), PER_ERR_NULL);
+    CHECK_STATUS(per_buffer_init(NULL, &t[0].c, NULL), PER_ERR_NULL);
+    per_buffer_free(NULL);
+    CHECK_EQ_U(per_buffer_size(NULL), 0);
+  }
+  CHECK_EQ_U(t_default_heap.live, 0);
+}
+
+/* ---- allocation failure --------------------------------------------------- */
+
+static void test_alloc_failure(void) {
+  static const uint32_t flags[3] = {0, PER_WEIGHTS_BUFFER_MAX, 0};
+  int variant;
+  for (variant = 0; variant < 3; ++variant) {
+    per_config c = cfg_of(20, 4);
+    per_buffer b, zero;
+    t_heap heap;
+    long total, k;
+    c.flags = flags[variant];
+    if (variant == 2) c.alpha = PER_ZERO;
+    memset(&zero, 0, sizeof zero);
+    memset(&heap, 0, sizeof heap);
+    CHECK_OK(per_buffer_init(&b, &c, &heap));
+    total = heap.calls;
+    CHECK(total >= 6);
+    per_buffer_free(&b);
+    CHECK_EQ_U(heap.live, 0);
+    for (k = 1; k <= total; ++k) {
+      memset(&heap, 0, sizeof heap);
+      heap.fail_at = k;
+      CHECK_STATUS(per_buffer_init(&b, &c, &heap), PER_ERR_NOMEM);
+      CHECK_MEM(&b, &zero, sizeof b);
+      CHECK_MSG(heap.live == 0, "variant %d, failing allocation %ld: %ld leaked", variant, k,
+                heap.live);
+      per_buffer_free(&b);
+    }
+    /* nothing allocates after init: a whole add/sample/update cycle */
+    memset(&heap, 0, sizeof heap);
+    CHECK_OK(per_buffer_init(&b, &c, &heap));
+    total = heap.calls;
+    {
+      uint32_t v;
+      uint64_t ids[16];
+      float td[16] = {0};
+      per_sample_opts o;
+      memset(&o, 0, sizeof o);
+      for (v = 0; v < 30; ++v) CHECK_OK(per_buffer_add(&b, &v));
+      CHECK_OK(per_buffer_sample(&b, 16, NULL, NULL, ids, td));
+      CHECK_OK(per_buffer_update(&b, ids, td, 16, NULL));
+      o.flags = PER_SAMPLE_UNIQUE;
+      CHECK_OK(per_buffer_sample(&b, 16, &o, NULL, ids, td));
+      o.window = 7;
+      CHECK_OK(per_buffer_sample(&b, 5, &o, NULL, ids, td));
+    }
+    CHECK_EQ_U(heap.calls, total);
+    per_buffer_free(&b);
+    CHECK_EQ_U(heap.live, 0);
+  }
+}
+
+/* ---- a long random run keeps every invariant ---------------------------- */
+
+static void test_random_ops(void) {
+  int variant;
+  for (variant = 0; variant < 4; ++variant) {
+    per_config c = cfg_of(33, 8);
+    per_buffer b;
+    per_rng r;
+    uint32_t step;
+    c.seed = (uint64_t)variant;
+    c.flags = variant & 1 ? PER_WEIGHTS_BUFFER_MAX : 0;
+    if (variant == 2) c.alpha = PER_ZERO;
+    if (variant == 3) c.eps = PER_ZERO;
+    per_rng_init(&r, 77 + (uint64_t)variant);
+    CHECK_OK(per_buffer_init(&b, &c, NULL));
+    for (step = 0; step < 3000; ++step) {
+      uint32_t op = per_rng_below(&r, 4);
+      unsigned char items[8 * 40];
+      uint64_t ids[40];
+      float td[40], w[40];
+      uint32_t n = 1 + per_rng_below(&r, 40), i;
+      per_sample_opts o;
+      per_status s;
+      memset(items, (int)step, sizeof items);
+      memset(&o, 0, sizeof o);
+      if (op == 0) {
+        CHECK_OK(per_buffer_add_batch(&b, items, n));
+      } else {
+        o.flags = per_rng_below(&r, 4);
+        o.beta = per_rng_double(&r);
+        o.window = per_rng_below(&r, 3) == 0 ? per_rng_below(&r, 40) : 0;
+        s = per_buffer_sample(&b, n, &o, items, ids, w);
+        if (s == PER_OK) {
+          for (i = 0; i < n; ++i) {
+            CHECK((uint32_t)ids[i] < b.size && w[i] >= 0 && w[i] <= 1);
+            td[i] = (per_rng_float(&r) - 0.5f) * (variant == 3 ? (float)(i & 1) : 10.0f);
+          }
+          CHECK_OK(per_buffer_update(&b, ids, td, n, NULL));
+        } else {
+          CHECK(s == PER_ERR_EMPTY || s == PER_ERR_TOO_FEW || s == PER_ERR_BATCH);
+        }
+      }
+      if (step % 97 == 0) CHECK_OK(per_buffer_check(&b));
+    }
+    CHECK_OK(per_buffer_check(&b));
+    per_buffer_free(&b);
+  }
+}
+
+int main(void) {
+  test_config();
+  test_push_sample_shapes();
+  test_empty();
+  test_priority_bias();
+  test_weights();
+  test_beta_schedule();
+  test_replay_runs();
+  test_update_rules();
+  test_stale();
+  test_add_batch();
+  test_distribution();
+  test_window();
+  test_window_partial();
+  test_uniform_fallback();
+  test_uniform_mode();
+  test_buffer_max();
+  test_determinism();
+  test_bad_input();
+  test_alloc_failure();
+  test_random_ops();
+  return t_done(IS_FLOAT ? "buffer (float)" : "buffer (double)");
+}

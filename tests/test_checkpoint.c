@@ -1,0 +1,482 @@
+/* test_checkpoint.c - saving and loading a buffer: round trips that sample
+   the same future batches, every single-byte corruption and every
+   truncation refused with the buffer unchanged, foreign files, failed
+   saves, sharded loads and allocation failure. Files go to the current
+   directory (the build directory under meson), named per PER_REAL. */
+#define _POSIX_C_SOURCE 200809L
+#include <sys/stat.h>
+
+#include "buffer_util.h"
+
+#define NAME(s) (IS_FLOAT ? "ckpt_float_" s : "ckpt_double_" s)
+
+static long file_read(const char *path, unsigned char *buf, long cap) {
+  FILE *f = fopen(path, "rb");
+  long n;
+  if (!f) return -1;
+  n = (long)fread(buf, 1, (size_t)cap, f);
+  fclose(f);
+  return n;
+}
+
+static int file_write(const char *path, const unsigned char *buf, long n) {
+  FILE *f = fopen(path, "wb");
+  int ok;
+  if (!f) return 0;
+  ok = fwrite(buf, 1, (size_t)n, f) == (size_t)n;
+  return fclose(f) == 0 && ok;
+}
+
+/* Recompute the CRC of a file image after a deliberate edit. */
+static void fix_crc(unsigned char *buf, long n) {
+  uint32_t c = per_crc32c(0, buf, (size_t)n - 4);
+  buf[n - 4] = (unsigned char)c;
+  buf[n - 3] = (unsigned char)(c >> 8);
+  buf[n - 2] = (unsigned char)(c >> 16);
+  buf[n - 1] = (unsigned char)(c >> 24);
+}
+
+static void put32(unsigned char *p, uint32_t v) {
+  p[0] = (unsigned char)v;
+  p[1] = (unsigned char)(v >> 8);
+  p[2] = (unsigned char)(v >> 16);
+  p[3] = (unsigned char)(v >> 24);
+}
+
+/* A buffer with some history: wrapped ring, updates, samples. */
+static void fill(per_buffer *b, uint32_t adds, uint64_t seed) {
+  per_rng r;
+  uint32_t i, k;
+  unsigned char item[64];
+  per_rng_init(&r, seed);
+  for (i = 0; i < adds; ++i) {
+    for (k = 0; k < b->cfg.item_size && k < sizeof item; ++k) item[k] = (unsigned char)(i * 31 + k);
+    CHECK_OK(per_buffer_add(b, item));
+    if (i % 7 == 6) {
+      uint64_t ids[4];
+      float td[4];
+      CHECK_OK(per_buffer_sample(b, 4, NULL, NULL, ids, NULL));
+      for (k = 0; k < 4; ++k) td[k] = per_rng_float(&r) * 3;
+      CHECK_OK(per_buffer_update(b, ids, td, 4, NULL));
+    }
+  }
+  (void)per_rng_u32(&b->rng); /* leave buffered words in the stream */
+}
+
+static void test_crc(void) {
+  CHECK_EQ_U(per_crc32c(0, "123456789", 9), 0xE3069283u);
+  CHECK_EQ_U(per_crc32c(per_crc32c(0, "1234", 4), "56789", 5), 0xE3069283u);
+  CHECK_EQ_U(per_crc32c(0, "", 0), 0);
+}
+
+/* Save, load into a buffer with another seed: the state is identical and
+   both draw the same batches from then on. */
+static void test_round_trip(void) {
+  int variant;
+  for (variant = 0; variant < 4; ++variant) {
+    per_config c = cfg_of(37, 12);
+    per_buffer a, b;
+    uint32_t k;
+    c.seed = 5;
+    c.alpha = variant == 1 ? PER_ZERO : 0.7;
+    c.flags = variant == 2 ? PER_WEIGHTS_BUFFER_MAX : 0;
+    if (variant == 3) c.eps = PER_ZERO;
+    c.beta_steps = 1000;
+    CHECK_OK(per_buffer_init(&a, &c, NULL));
+    fill(&a, variant == 3 ? 20 : 100, 1);
+    if (variant == 3) { /* zero leaves in the file */
+      uint64_t ids[3];
+      float td[3] = {0, 0, 0};
+      CHECK_OK(per_buffer_sample(&a, 3, NULL, NULL, ids, NULL));
+      CHECK_OK(per_buffer_update(&a, ids, td, 3, NULL));
+    }
+    if (variant == 1) { /* a shuffled swap permutation */
+      per_sample_opts o;
+      uint64_t ids[8];
+      memset(&o, 0, sizeof o);
+      o.flags = PER_SAMPLE_UNIQUE;
+      CHECK_OK(per_buffer_sample(&a, 8, &o, NULL, ids, NULL));
+    }
+    CHECK_OK(per_buffer_save(&a, NAME("rt.bin")));
+    c.seed = 999;
+    c.alpha = variant == 1 ? PER_ZERO : 0.3; /* taken from the file */
+    c.eps = 0.5;
+    CHECK_OK(per_buffer_init(&b, &c, NULL));
+    fill(&b, 5, 2);
+    CHECK_OK(per_buffer_load(&b, NAME("rt.bin")));
+    CHECK_MSG(state_equal(&a, &b), "variant %d: loaded state differs", variant);
+    CHECK_OK(per_buffer_check(&b));
+    for (k = 0; k < 30; ++k) {
+      uint64_t ia[16], ib[16];
+      float wa[16], wb[16], td[16];
+      unsigned char xa[16 * 12], xb[16 * 12];
+      per_sample_opts o;
+      uint32_t i;
+      memset(&o, 0, sizeof o);
+      o.flags = k % 3 == 1 ? PER_SAMPLE_UNIQUE : 0;
+      o.window = (k % 4 == 3 && o.flags == 0) ? 9 : 0;
+      CHECK_OK(per_buffer_sample(&a, 16, &o, xa, ia, wa));
+      CHECK_OK(per_buffer_sample(&b, 16, &o, xb, ib, wb));
+      CHECK_MEM(ia, ib, sizeof ia);
+      CHECK_MEM(wa, wb, sizeof wa);
+      CHECK_MEM(xa, xb, sizeof xa);
+      for (i = 0; i < 16; ++i) td[i] = 0.25f + (float)(ia[i] % 5) * 0.5f;
+      CHECK_OK(per_buffer_update(&a, ia, td, 16, NULL));
+      CHECK_OK(per_buffer_update(&b, ib, td, 16, NULL));
+    }
+    CHECK(state_equal(&a, &b));
+    per_buffer_free(&a);
+    per_buffer_free(&b);
+    remove(NAME("rt.bin"));
+  }
+}
+
+/* Every single-byte change and every truncation of a small checkpoint is
+   refused and leaves the buffer exactly as it was. */
+static void test_corruption(void) {
+  static unsigned char img[4096], bad[4096];
+  per_config c = cfg_of(5, 4);
+  per_buffer a, b;
+  long n, i;
+  int flip;
+  uint32_t fails = 0;
+  c.flags = PER_WEIGHTS_BUFFER_MAX;
+  CHECK_OK(per_buffer_init(&a, &c, NULL));
+  fill(&a, 8, 3);
+  CHECK_OK(per_buffer_save(&a, NAME("small.bin")));
+  n = file_read(NAME("small.bin"), img, sizeof img);
+  CHECK(n == 192 + 5 * (4 + 4 + (long)sizeof(per_real)) + 4);
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  fill(&b, 3, 4);
+  for (flip = 0; flip < 2; ++flip) {
+    for (i = 0; i < n; ++i) {
+      bsnap s;
+      per_status st;
+      memcpy(bad, img, (size_t)n);
+      bad[i] ^= flip ? 0x01 : 0xff;
+      CHECK(file_write(NAME("bad.bin"), bad, n));
+      s = bsnap_take(&b);
+      st = per_buffer_load(&b, NAME("bad.bin"));
+      CHECK_MSG(st != PER_OK, "byte %ld ^ %s accepted", i, flip ? "0x01" : "0xff");
+      fails += st != PER_OK;
+      CHECK_UNCHANGED(s, &b);
+    }
+  }
+  CHECK_EQ_U(fails, 2 * n);
+  for (i = 0; i < n; ++i) {
+    bsnap s;
+    CHECK(file_write(NAME("bad.bin"), img, i));
+    s = bsnap_take(&b);
+    CHECK_MSG(per_buffer_load(&b, NAME("bad.bin")) != PER_OK, "truncation to %ld accepted", i);
+    CHECK_UNCHANGED(s, &b);
+  }
+  /* the specific codes of some of them */
+  CHECK(file_write(NAME("bad.bin"), img, n - 1));
+  CHECK_STATUS(per_buffer_load(&b, NAME("bad.bin")), PER_ERR_TRUNCATED);
+  memcpy(bad, img, (size_t)n);
+  bad[n - 1] ^= 1;
+  CHECK(file_write(NAME("bad.bin"), bad, n));
+  CHECK_STATUS(per_buffer_load(&b, NAME("bad.bin")), PER_ERR_CHECKSUM);
+  bad[0] ^= 1;
+  CHECK(file_write(NAME("bad.bin"), bad, n));
+  CHECK_STATUS(per_buffer_load(&b, NAME("bad.bin")), PER_ERR_FORMAT);
+  memcpy(bad, img, (size_t)n);
+  bad[n] = 0; /* one byte too many */
+  CHECK(file_write(NAME("bad.bin"), bad, n + 1));
+  CHECK(per_buffer_load(&b, NAME("bad.bin")) != PER_OK);
+  /* the original still loads */
+  CHECK_OK(per_buffer_load(&b, NAME("small.bin")));
+  CHECK(state_equal(&a, &b));
+  per_buffer_free(&a);
+  per_buffer_free(&b);
+  remove(NAME("bad.bin"));
+  remove(NAME("small.bin"));
+}
+
+/* Files from elsewhere: other version, item size, capacity, PER_REAL,
+   flags; fields out of range under a valid checksum. */
+static void test_foreign(void) {
+  static unsigned char img[8192], bad[8192];
+  per_config c = cfg_of(9, 8);
+  per_buffer a, b;
+  long n;
+  bsnap s;
+  CHECK_OK(per_buffer_init(&a, &c, NULL));
+  fill(&a, 12, 5);
+  CHECK_OK(per_buffer_save(&a, NAME("f.bin")));
+  n = file_read(NAME("f.bin"), img, sizeof img);
+  CHECK(n > 192);
+
+  /* a buffer with another item size, capacity or flags refuses it */
+  {
+    per_config d[3];
+    int k;
+    d[0] = cfg_of(9, 4);
+    d[1] = cfg_of(10, 8);
+    d[2] = cfg_of(9, 8);
+    d[2].flags = PER_WEIGHTS_BUFFER_MAX;
+    for (k = 0; k < 3; ++k) {
+      CHECK_OK(per_buffer_init(&b, &d[k], NULL));
+      s = bsnap_take(&b);
+      CHECK_STATUS(per_buffer_load(&b, NAME("f.bin")), PER_ERR_MISMATCH);
+      CHECK_UNCHANGED(s, &b);
+      per_buffer_free(&b);
+    }
+  }
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  /* patched fields with a recomputed checksum */
+  {
+    struct { long off; uint32_t v; per_status want; } t[12];
+    int k, m = 0;
+    t[m].off = 8; t[m].v = 2; t[m++].want = PER_ERR_VERSION;          /* version */
+    t[m].off = 12; t[m].v = 0x04030201u; t[m++].want = PER_ERR_FORMAT; /* byte order */
+    t[m].off = 20; t[m].v = IS_FLOAT ? 8 : 4; t[m++].want = PER_ERR_MISMATCH; /* PER_REAL */
+    t[m].off = 28; t[m].v = 4; t[m++].want = PER_ERR_CORRUPT; /* item size: lengths disagree */
+    t[m].off = 36; t[m].v = 9; t[m++].want = PER_ERR_CORRUPT;  /* pos == capacity */
+    t[m].off = 40; t[m].v = 4; t[m++].want = PER_ERR_CORRUPT;  /* unknown flag */
+    t[m].off = 48; t[m].v = 2; t[m++].want = PER_ERR_CORRUPT;  /* zero hint */
+    t[m].off = 160; t[m].v = 5; t[m++].want = PER_ERR_CORRUPT; /* rng avail */
+    t[m].off = 164; t[m].v = 1; t[m++].want = PER_ERR_CORRUPT; /* reserved */
+    t[m].off = 192 + 9 * 8; t[m].v = 0; t[m++].want = PER_ERR_CORRUPT; /* generation 0 */
+    for (k = 0; k < m; ++k) {
+      memcpy(bad, img, (size_t)n);
+      put32(bad + t[k].off, t[k].v);
+      fix_crc(bad, n);
+      CHECK(file_write(NAME("bad.bin"), bad, n));
+      s = bsnap_take(&b);
+      CHECK_MSG(per_buffer_load(&b, NAME("bad.bin")) == t[k].want, "patch %d at %ld", k, t[k].off);
+      CHECK_UNCHANGED(s, &b);
+    }
+  }
+  /* a negative leaf, a leaf above max_leaf, a wrong stored total */
+  {
+    long leaves = 192 + 9 * 8 + 9 * 4;
+    per_real v[3];
+    int k;
+    v[0] = -1;
+    v[1] = a.max_leaf * 2;
+    v[2] = 0; /* zero leaf without the zero hint */
+    for (k = 0; k < 4; ++k) {
+      memcpy(bad, img, (size_t)n);
+      if (k < 3) {
+        memcpy(bad + leaves + 3 * (long)sizeof(per_real), &v[k], sizeof(per_real));
+      } else {
+        double tot = 12345.0;
+        memcpy(bad + 176, &tot, 8);
+      }
+      fix_crc(bad, n);
+      CHECK(file_write(NAME("bad.bin"), bad, n));
+      s = bsnap_take(&b);
+      CHECK_STATUS(per_buffer_load(&b, NAME("bad.bin")), PER_ERR_CORRUPT);
+      CHECK_UNCHANGED(s, &b);
+    }
+  }
+  s = bsnap_take(&b);
+  CHECK_STATUS(per_buffer_load(&b, NAME("does_not_exist.bin")), PER_ERR_IO);
+  CHECK_STATUS(per_buffer_load(&b, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_buffer_load_shard(&b, NAME("f.bin"), 2, 2), PER_ERR_ARG);
+  CHECK_STATUS(per_buffer_load_shard(&b, NAME("f.bin"), 0, 0), PER_ERR_ARG);
+  CHECK(file_write(NAME("bad.bin"), (const unsigned char *)"hello world, not a checkpoint", 29));
+  CHECK_STATUS(per_buffer_load(&b, NAME("bad.bin")), PER_ERR_FORMAT);
+  CHECK_UNCHANGED(s, &b);
+  per_buffer_free(&a);
+  per_buffer_free(&b);
+  remove(NAME("bad.bin"));
+  remove(NAME("f.bin"));
+}
+
+/* The swap permutation of a uniform (alpha = 0) buffer: duplicates and
+   values out of range are refused; a shard into a small buffer works. */
+static void test_permutation(void) {
+  static unsigned char img[4096], bad[4096];
+  per_config c = cfg_of(9, 4);
+  per_buffer a, b;
+  per_sample_opts o;
+  uint64_t ids[9];
+  long n, perm = 192 + 9 * 4 + 9 * 4 + 9 * (long)sizeof(per_real);
+  bsnap s;
+  int k;
+  c.alpha = PER_ZERO;
+  CHECK_OK(per_buffer_init(&a, &c, NULL));
+  fill(&a, 12, 9);
+  memset(&o, 0, sizeof o);
+  o.flags = PER_SAMPLE_UNIQUE;
+  CHECK_OK(per_buffer_sample(&a, 9, &o, NULL, ids, NULL));
+  CHECK_OK(per_buffer_save(&a, NAME("perm.bin")));
+  n = file_read(NAME("perm.bin"), img, sizeof img);
+  CHECK(n == perm + 9 * 4 + 4);
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (k = 0; k < 3; ++k) {
+    memcpy(bad, img, (size_t)n);
+    if (k == 0) memcpy(bad + perm + 4, bad + perm, 4);  /* a duplicate */
+    if (k == 1) put32(bad + perm + 8, 9);                /* out of range */
+    if (k == 2) put32(bad + perm + 8, 0x80000001u);      /* bit 31 set */
+    fix_crc(bad, n);
+    CHECK(file_write(NAME("bad.bin"), bad, n));
+    s = bsnap_take(&b);
+    CHECK_STATUS(per_buffer_load(&b, NAME("bad.bin")), PER_ERR_CORRUPT);
+    CHECK_UNCHANGED(s, &b);
+  }
+  CHECK_OK(per_buffer_load(&b, NAME("perm.bin")));
+  CHECK(state_equal(&a, &b));
+  per_buffer_free(&b);
+  c.capacity = 1;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  CHECK_OK(per_buffer_load_shard(&b, NAME("perm.bin"), 4, 9));
+  CHECK_EQ_U(b.size, 1);
+  CHECK_OK(per_buffer_check(&b));
+  per_buffer_free(&a);
+  per_buffer_free(&b);
+  remove(NAME("perm.bin"));
+  remove(NAME("bad.bin"));
+}
+
+/* A failed save leaves the previous file as it was. */
+static void test_failed_save(void) {
+  static unsigned char before[4096], after[4096];
+  per_config c = cfg_of(4, 4);
+  per_buffer a;
+  long n1, n2;
+  CHECK_OK(per_buffer_init(&a, &c, NULL));
+  fill(&a, 6, 6);
+  CHECK_OK(per_buffer_save(&a, NAME("keep.bin")));
+  n1 = file_read(NAME("keep.bin"), before, sizeof before);
+  fill(&a, 2, 7);
+  /* the .tmp path is a directory: the save cannot write it */
+  remove(IS_FLOAT ? "ckpt_float_keep.bin.tmp" : "ckpt_double_keep.bin.tmp");
+  CHECK(mkdir(IS_FLOAT ? "ckpt_float_keep.bin.tmp" : "ckpt_double_keep.bin.tmp", 0700) == 0);
+  CHECK_STATUS(per_buffer_save(&a, NAME("keep.bin")), PER_ERR_IO);
+  n2 = file_read(NAME("keep.bin"), after, sizeof after);
+  CHECK(n1 > 0 && n1 == n2);
+  CHECK_MEM(before, after, (size_t)n1);
+  remove(IS_FLOAT ? "ckpt_float_keep.bin.tmp" : "ckpt_double_keep.bin.tmp");
+  /* a directory that does not exist */
+  CHECK_STATUS(per_buffer_save(&a, "no_such_dir_per/x.bin"), PER_ERR_IO);
+  CHECK_STATUS(per_buffer_save(&a, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_buffer_save(NULL, NAME("keep.bin")), PER_ERR_NULL);
+  /* and a good save replaces it, leaving no .tmp behind */
+  CHECK_OK(per_buffer_save(&a, NAME("keep.bin")));
+  n2 = file_read(NAME("keep.bin"), after, sizeof after);
+  CHECK(n2 == n1 && memcmp(before, after, (size_t)n1) != 0);
+  CHECK(file_read(IS_FLOAT ? "ckpt_float_keep.bin.tmp" : "ckpt_double_keep.bin.tmp", after, 1) < 0);
+  per_buffer_free(&a);
+  remove(NAME("keep.bin"));
+}
+
+/* Ranks 0..w-1 together hold every item exactly once, with its leaf,
+   oldest first. */
+static void test_shards(void) {
+  per_config c = cfg_of(23, 4);
+  per_buffer a;
+  uint32_t w, v;
+  CHECK_OK(per_buffer_init(&a, &c, NULL));
+  for (v = 0; v < 40; ++v) CHECK_OK(per_buffer_add(&a, &v)); /* wrapped: items 17..39 */
+  {
+    uint64_t ids[10];
+    float td[10];
+    uint32_t i;
+    CHECK_OK(per_buffer_sample(&a, 10, NULL, NULL, ids, NULL));
+    for (i = 0; i < 10; ++i) td[i] = (float)i;
+    CHECK_OK(per_buffer_update(&a, ids, td, 10, NULL));
+  }
+  CHECK_OK(per_buffer_save(&a, NAME("shard.bin")));
+  for (w = 1; w <= 3; ++w) {
+    uint32_t seen[40] = {0}, r, i, total = 0;
+    for (r = 0; r < w; ++r) {
+      per_config d = cfg_of(12, 4);
+      per_buffer b;
+      uint32_t prev = 0;
+      d.alpha = 0.9; /* b keeps its own config; leaves come from the file */
+      CHECK_OK(per_buffer_init(&b, &d, NULL));
+      if (w == 1) {
+        bsnap s = bsnap_take(&b);
+        CHECK_STATUS(per_buffer_load_shard(&b, NAME("shard.bin"), 0, 1), PER_ERR_MISMATCH);
+        CHECK_UNCHANGED(s, &b);
+        per_buffer_free(&b);
+        d.capacity = 23;
+        d.max_unique = 0;
+        CHECK_OK(per_buffer_init(&b, &d, NULL));
+      }
+      CHECK_OK(per_buffer_load_shard(&b, NAME("shard.bin"), r, w));
+      CHECK_OK(per_buffer_check(&b));
+      for (i = 0; i < b.size; ++i) {
+        uint32_t item, slot;
+        memcpy(&item, b.items + 4 * i, 4);
+        CHECK(item >= 17 && item < 40);
+        slot = item % 23;
+        CHECK_EQ_U(slot % w, r);
+        CHECK(i == 0 || item > prev); /* oldest first */
+        prev = item;
+        CHECK_EQ_F(per_tree_get(&b.tree, i), per_tree_get(&a.tree, slot));
+        CHECK_EQ_U(b.gen[i], 1);
+        if (item < 40) seen[item] += 1;
+      }
+      total += b.size;
+      {
+        uint64_t ids[4];
+        CHECK_OK(per_buffer_sample(&b, 4, NULL, NULL, ids, NULL));
+      }
+      per_buffer_free(&b);
+    }
+    CHECK_EQ_U(total, 23);
+    for (i = 17; i < 40; ++i) CHECK_MSG(seen[i] == 1, "w %u: item %u loaded %u times", w, i, seen[i]);
+  }
+  per_buffer_free(&a);
+  remove(NAME("shard.bin"));
+}
+
+/* Allocation failure at each allocation of load (and of save): the error,
+   the buffer unchanged, nothing leaked. */
+static void test_alloc_failure(void) {
+  per_config c = cfg_of(16, 4);
+  per_buffer a, b;
+  t_heap heap;
+  long k, calls;
+  memset(&heap, 0, sizeof heap);
+  CHECK_OK(per_buffer_init(&a, &c, &heap));
+  fill(&a, 20, 8);
+  CHECK_OK(per_buffer_init(&b, &c, &heap));
+  calls = heap.calls;
+  CHECK_OK(per_buffer_save(&a, NAME("al.bin")));
+  CHECK_EQ_U(heap.calls - calls, 1);
+  heap.fail_at = heap.calls + 1;
+  CHECK_STATUS(per_buffer_save(&a, NAME("al.bin")), PER_ERR_NOMEM);
+  heap.fail_at = 0;
+  calls = heap.calls;
+  CHECK_OK(per_buffer_load(&b, NAME("al.bin")));
+  CHECK(state_equal(&a, &b));
+  calls = heap.calls - calls;
+  CHECK_EQ_U(calls, 2);
+  per_buffer_free(&b);
+  CHECK_OK(per_buffer_init(&b, &c, &heap));
+  for (k = 1; k <= calls; ++k) {
+    long live = heap.live;
+    bsnap s = bsnap_take(&b);
+    heap.fail_at = heap.calls + k;
+    CHECK_STATUS(per_buffer_load(&b, NAME("al.bin")), PER_ERR_NOMEM);
+    CHECK_UNCHANGED(s, &b);
+    CHECK_EQ_U(heap.live, live);
+    heap.fail_at = heap.calls + k; /* the shard path too */
+    s = bsnap_take(&b);
+    CHECK_STATUS(per_buffer_load_shard(&b, NAME("al.bin"), 0, 2), PER_ERR_NOMEM);
+    CHECK_UNCHANGED(s, &b);
+    CHECK_EQ_U(heap.live, live);
+  }
+  heap.fail_at = 0;
+  per_buffer_free(&a);
+  per_buffer_free(&b);
+  CHECK_EQ_U(heap.live, 0);
+  remove(NAME("al.bin"));
+}
+
+int main(void) {
+  test_crc();
+  test_round_trip();
+  test_corruption();
+  test_foreign();
+  test_permutation();
+  test_failed_save();
+  test_shards();
+  test_alloc_failure();
+  return t_done(IS_FLOAT ? "checkpoint (float)" : "checkpoint (double)");
+}

@@ -1,0 +1,355 @@
+/* test_nstep.c - the n-step adder (per_nstep_*): layouts, returns checked
+   against a direct computation for n = 1, 3, 5 over terminated and
+   truncated episodes of every length, two adders feeding one buffer,
+   errors, no allocation per step. */
+#include "buffer_util.h"
+
+/* Observations are 3 uint32: (env, episode, t); actions one uint16. */
+typedef struct obs3 {
+  uint32_t env, ep, t;
+} obs3;
+
+static obs3 make_obs(uint32_t env, uint32_t ep, uint32_t t) {
+  obs3 o;
+  o.env = env;
+  o.ep = ep;
+  o.t = t;
+  return o;
+}
+
+static float reward_at(uint32_t env, uint32_t ep, uint32_t t) {
+  return (float)((int)((env * 7 + ep * 3 + t * 5) % 11) - 4) * 0.5f + 0.125f * (float)env;
+}
+
+/* The item step t of an episode of length T (ending by `terminated`) must
+   be, computed directly from the definition. */
+static void expected_item(const per_nstep_config *nc, const per_nstep_layout *l, uint32_t env,
+                          uint32_t ep, uint32_t t, uint32_t T, int terminated,
+                          unsigned char *item) {
+  uint32_t m = T - t < nc->n ? T - t : nc->n, k, done;
+  double acc = 0, g = 1;
+  float r, d;
+  obs3 o = make_obs(env, ep, t), next = make_obs(env, ep, t + m);
+  uint16_t a = (uint16_t)(t * 13 + env);
+  for (k = 0; k < m; ++k) {
+    acc += g * (double)reward_at(env, ep, t + k);
+    g *= (double)nc->gamma;
+  }
+  r = (float)acc;
+  d = (float)g;
+  done = (terminated && t + m == T) ? 1u : 0u;
+  memset(item, 0, l->size);
+  memcpy(item + l->obs, &o, sizeof o);
+  memcpy(item + l->action, &a, sizeof a);
+  memcpy(item + l->reward, &r, sizeof r);
+  memcpy(item + l->discount, &d, sizeof d);
+  memcpy(item + l->done, &done, sizeof done);
+  memcpy(item + l->next_obs, &next, sizeof next);
+}
+
+/* Run one episode of length T through the adder. */
+static void run_episode(per_nstep *a, per_buffer *b, uint32_t env, uint32_t ep, uint32_t T,
+                        int terminated) {
+  uint32_t t;
+  for (t = 0; t < T; ++t) {
+    obs3 o = make_obs(env, ep, t), next = make_obs(env, ep, t + 1);
+    uint16_t act = (uint16_t)(t * 13 + env);
+    int end = t + 1 == T;
+    CHECK_OK(per_nstep_step(a, b, &o, &act, reward_at(env, ep, t), &next,
+                            end && terminated, end && !terminated));
+  }
+}
+
+static void test_layout(void) {
+  per_nstep_config nc;
+  per_nstep_layout l;
+  nc.n = 3;
+  nc.gamma = 0.99f;
+  nc.obs_size = 12;
+  nc.action_size = 4;
+  l = per_nstep_layout_of(&nc);
+  CHECK_EQ_U(l.obs, 0);
+  CHECK_EQ_U(l.action, 12);
+  CHECK_EQ_U(l.reward, 16);
+  CHECK_EQ_U(l.discount, 20);
+  CHECK_EQ_U(l.done, 24);
+  CHECK_EQ_U(l.next_obs, 28);
+  CHECK_EQ_U(l.size, 40);
+  nc.obs_size = 5;
+  nc.action_size = 2; /* 7 -> reward at 8 */
+  l = per_nstep_layout_of(&nc);
+  CHECK_EQ_U(l.reward, 8);
+  CHECK_EQ_U(l.next_obs, 20);
+  CHECK_EQ_U(l.size, 25);
+  nc.obs_size = 0xfffffff0u;
+  l = per_nstep_layout_of(&nc);
+  CHECK_EQ_U(l.size, 0);
+  l = per_nstep_layout_of(NULL);
+  CHECK_EQ_U(l.size, 0);
+}
+
+/* A hand-computed case: n = 3, gamma 0.5, rewards 1..5, terminated after
+   5 steps. Items: t0: 1 + 1 + 0.75 = 2.75 (disc 0.125, next t3, done 0),
+   t1: 2 + 1.5 + 1 = 4.5, then the flush: t2: 3 + 2 + 1.25 = 6.25 (done 1),
+   t3: 4 + 2.5 = 6.5 (disc 0.25), t4: 5 (disc 0.5). */
+static void test_hand(void) {
+  static const float want_r[5] = {2.75f, 4.5f, 6.25f, 6.5f, 5.0f};
+  static const float want_d[5] = {0.125f, 0.125f, 0.125f, 0.25f, 0.5f};
+  static const uint32_t want_done[5] = {0, 0, 1, 1, 1};
+  static const uint32_t want_next[5] = {3, 4, 5, 5, 5};
+  per_nstep_config nc;
+  per_nstep a;
+  per_nstep_layout l;
+  per_buffer b;
+  per_config c;
+  uint32_t t, i;
+  nc.n = 3;
+  nc.gamma = 0.5f;
+  nc.obs_size = 4;
+  nc.action_size = 4;
+  l = per_nstep_layout_of(&nc);
+  c = cfg_of(16, l.size);
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  CHECK_OK(per_nstep_init(&a, &nc, NULL));
+  for (t = 0; t < 5; ++t) {
+    uint32_t o = t, next = t + 1, act = 100 + t;
+    CHECK_OK(per_nstep_step(&a, &b, &o, &act, (float)(t + 1), &next, t == 4, 0));
+    CHECK_EQ_U(per_buffer_size(&b), t < 2 ? 0 : (t < 4 ? t - 1 : 5));
+  }
+  for (i = 0; i < 5; ++i) {
+    const unsigned char *it = b.items + (size_t)i * l.size;
+    uint32_t o, act, done, next;
+    float r, d;
+    memcpy(&o, it + l.obs, 4);
+    memcpy(&act, it + l.action, 4);
+    memcpy(&r, it + l.reward, 4);
+    memcpy(&d, it + l.discount, 4);
+    memcpy(&done, it + l.done, 4);
+    memcpy(&next, it + l.next_obs, 4);
+    CHECK_EQ_U(o, i);
+    CHECK_EQ_U(act, 100 + i);
+    CHECK_EQ_F(r, want_r[i]);
+    CHECK_EQ_F(d, want_d[i]);
+    CHECK_EQ_U(done, want_done[i]);
+    CHECK_EQ_U(next, want_next[i]);
+  }
+  /* the same episode truncated: done 0 everywhere, same discounts */
+  per_buffer_free(&b);
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (t = 0; t < 5; ++t) {
+    uint32_t o = t, next = t + 1, act = 100 + t;
+    CHECK_OK(per_nstep_step(&a, &b, &o, &act, (float)(t + 1), &next, 0, t == 4));
+  }
+  for (i = 0; i < 5; ++i) {
+    const unsigned char *it = b.items + (size_t)i * l.size;
+    uint32_t done, next;
+    float d;
+    memcpy(&d, it + l.discount, 4);
+    memcpy(&done, it + l.done, 4);
+    memcpy(&next, it + l.next_obs, 4);
+    CHECK_EQ_U(done, 0);
+    CHECK_EQ_F(d, want_d[i]);
+    CHECK_EQ_U(next, want_next[i]);
+  }
+  per_nstep_free(&a);
+  per_buffer_free(&b);
+}
+
+/* n = 1, 3, 5; episode lengths 1..8 (shorter and longer than n);
+   terminated and truncated; gammas 0.9 and 1 and 0: every item equals the
+   direct computation, in order, and the adder is empty after each end. */
+static void test_returns(void) {
+  static const uint32_t ns[3] = {1, 3, 5};
+  static const float gammas[3] = {0.9f, 1.0f, 0.0f};
+  int ni, gi;
+  for (ni = 0; ni < 3; ++ni) {
+    for (gi = 0; gi < 3; ++gi) {
+      per_nstep_config nc;
+      per_nstep a;
+      per_nstep_layout l;
+      per_buffer b;
+      per_config c;
+      uint32_t T, ep = 0, slot = 0;
+      int term;
+      unsigned char want[64];
+      nc.n = ns[ni];
+      nc.gamma = gammas[gi];
+      nc.obs_size = sizeof(obs3);
+      nc.action_size = 2;
+      l = per_nstep_layout_of(&nc);
+      c = cfg_of(200, l.size);
+      CHECK_OK(per_buffer_init(&b, &c, NULL));
+      CHECK_OK(per_nstep_init(&a, &nc, NULL));
+      for (term = 0; term < 2; ++term) {
+        for (T = 1; T <= 8; ++T, ++ep) {
+          uint32_t t;
+          run_episode(&a, &b, 0, ep, T, term);
+          CHECK_EQ_U(a.count, 0);
+          for (t = 0; t < T; ++t, ++slot) {
+            expected_item(&nc, &l, 0, ep, t, T, term, want);
+            CHECK_MSG(memcmp(b.items + (size_t)slot * l.size, want, l.size) == 0,
+                      "n %u gamma %g T %u term %d: item t=%u differs", nc.n,
+                      (double)nc.gamma, T, term, t);
+          }
+        }
+      }
+      CHECK_EQ_U(per_buffer_size(&b), slot);
+      per_nstep_free(&a);
+      per_buffer_free(&b);
+    }
+  }
+}
+
+/* Two environments interleaved, one buffer: each item is its own env's. */
+static void test_two_adders(void) {
+  per_nstep_config nc;
+  per_nstep a[2];
+  per_nstep_layout l;
+  per_buffer b;
+  per_config c;
+  uint32_t t[2] = {0, 0}, ep[2] = {0, 0}, T[2] = {4, 7}, i, step, emitted[2] = {0, 0};
+  unsigned char want[64];
+  nc.n = 3;
+  nc.gamma = 0.95f;
+  nc.obs_size = sizeof(obs3);
+  nc.action_size = 2;
+  l = per_nstep_layout_of(&nc);
+  c = cfg_of(500, l.size);
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  CHECK_OK(per_nstep_init(&a[0], &nc, NULL));
+  CHECK_OK(per_nstep_init(&a[1], &nc, NULL));
+  for (step = 0; step < 60; ++step) {
+    uint32_t e = step % 3 == 0 ? 1 : 0; /* uneven interleaving */
+    obs3 o = make_obs(e, ep[e], t[e]), next = make_obs(e, ep[e], t[e] + 1);
+    uint16_t act = (uint16_t)(t[e] * 13 + e);
+    int end = t[e] + 1 == T[e];
+    int term = end && (ep[e] % 2 == 0);
+    CHECK_OK(per_nstep_step(&a[e], &b, &o, &act, reward_at(e, ep[e], t[e]), &next, term,
+                            end && !term));
+    if (end) {
+      ++ep[e];
+      t[e] = 0;
+    } else {
+      ++t[e];
+    }
+  }
+  /* every stored item equals the expected one for its (env, episode, t) */
+  for (i = 0; i < per_buffer_size(&b); ++i) {
+    const unsigned char *it = b.items + (size_t)i * l.size;
+    obs3 o;
+    memcpy(&o, it + l.obs, sizeof o);
+    CHECK(o.env < 2);
+    if (o.env >= 2) continue;
+    expected_item(&nc, &l, o.env, o.ep, o.t, T[o.env], o.ep % 2 == 0, want);
+    CHECK_MSG(memcmp(it, want, l.size) == 0, "env %u ep %u t %u differs", o.env, o.ep, o.t);
+    ++emitted[o.env];
+  }
+  CHECK(emitted[0] > 0 && emitted[1] > 0);
+  per_nstep_free(&a[0]);
+  per_nstep_free(&a[1]);
+  per_buffer_free(&b);
+}
+
+static void test_errors_and_memory(void) {
+  per_nstep_config nc, bad;
+  per_nstep a, zero;
+  per_nstep_layout l;
+  per_buffer b, wrong;
+  per_config c;
+  t_heap heap;
+  uint32_t o = 1, act = 2, next = 3, i;
+  unsigned char before[sizeof(per_nstep)];
+  memset(&zero, 0, sizeof zero);
+  nc.n = 4;
+  nc.gamma = 0.9f;
+  nc.obs_size = 4;
+  nc.action_size = 4;
+  l = per_nstep_layout_of(&nc);
+  c = cfg_of(64, l.size);
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  c = cfg_of(64, l.size + 1);
+  CHECK_OK(per_buffer_init(&wrong, &c, NULL));
+
+  /* init errors */
+  bad = nc; bad.n = 0;
+  CHECK_STATUS(per_nstep_init(&a, &bad, NULL), PER_ERR_ARG);
+  CHECK_MEM(&a, &zero, sizeof a);
+  bad = nc; bad.gamma = 1.5f;
+  CHECK_STATUS(per_nstep_init(&a, &bad, NULL), PER_ERR_ARG);
+  bad = nc; bad.gamma = -0.1f;
+  CHECK_STATUS(per_nstep_init(&a, &bad, NULL), PER_ERR_ARG);
+  bad = nc; bad.gamma = (float)NAN;
+  CHECK_STATUS(per_nstep_init(&a, &bad, NULL), PER_ERR_ARG);
+  bad = nc; bad.obs_size = 0;
+  CHECK_STATUS(per_nstep_init(&a, &bad, NULL), PER_ERR_ARG);
+  bad = nc; bad.action_size = 0;
+  CHECK_STATUS(per_nstep_init(&a, &bad, NULL), PER_ERR_ARG);
+  CHECK_STATUS(per_nstep_init(&a, NULL, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_nstep_init(NULL, &nc, NULL), PER_ERR_NULL);
+  per_nstep_free(&a);
+  per_nstep_free(NULL);
+
+  /* allocation failure: one allocation, nothing leaked */
+  memset(&heap, 0, sizeof heap);
+  heap.fail_at = 1;
+  CHECK_STATUS(per_nstep_init(&a, &nc, &heap), PER_ERR_NOMEM);
+  CHECK_MEM(&a, &zero, sizeof a);
+  CHECK_EQ_U(heap.live, 0);
+  heap.fail_at = 0;
+  heap.calls = 0;
+  CHECK_OK(per_nstep_init(&a, &nc, &heap));
+  CHECK_EQ_U(heap.calls, 1);
+
+  /* step errors change nothing (adder bytes, pending data, buffer) */
+  CHECK_OK(per_nstep_step(&a, &b, &o, &act, 1.0f, &next, 0, 0));
+  {
+    float bad_r[3];
+    per_status want[3] = {PER_ERR_NAN, PER_ERR_INF, PER_ERR_INF};
+    unsigned char pend[4 * (4 + 4 + 4)];
+    bsnap s;
+    bad_r[0] = (float)NAN;
+    bad_r[1] = (float)INFINITY;
+    bad_r[2] = -(float)INFINITY;
+    memcpy(before, &a, sizeof a);
+    memcpy(pend, a.reward, sizeof pend);
+    s = bsnap_take(&b);
+    for (i = 0; i < 3; ++i)
+      CHECK_STATUS(per_nstep_step(&a, &b, &o, &act, bad_r[i], &next, 1, 0), want[i]);
+    CHECK_STATUS(per_nstep_step(&a, &wrong, &o, &act, 1.0f, &next, 1, 0), PER_ERR_ARG);
+    CHECK_STATUS(per_nstep_step(&a, &b, NULL, &act, 1.0f, &next, 1, 0), PER_ERR_NULL);
+    CHECK_STATUS(per_nstep_step(&a, &b, &o, NULL, 1.0f, &next, 1, 0), PER_ERR_NULL);
+    CHECK_STATUS(per_nstep_step(&a, &b, &o, &act, 1.0f, NULL, 1, 0), PER_ERR_NULL);
+    CHECK_STATUS(per_nstep_step(&a, NULL, &o, &act, 1.0f, &next, 1, 0), PER_ERR_NULL);
+    CHECK_STATUS(per_nstep_step(NULL, &b, &o, &act, 1.0f, &next, 1, 0), PER_ERR_NULL);
+    CHECK_MEM(&a, before, sizeof a);
+    CHECK_MEM(a.reward, pend, sizeof pend);
+    CHECK_UNCHANGED(s, &b);
+  }
+  /* reset drops the pending step: the next episode end emits only its own */
+  per_nstep_reset(&a);
+  CHECK_EQ_U(a.count, 0);
+  i = per_buffer_size(&b);
+  CHECK_OK(per_nstep_step(&a, &b, &o, &act, 1.0f, &next, 1, 0));
+  CHECK_EQ_U(per_buffer_size(&b), i + 1);
+
+  /* no allocation per step */
+  {
+    long calls = heap.calls;
+    uint32_t k;
+    for (k = 0; k < 1000; ++k) CHECK_OK(per_nstep_step(&a, &b, &o, &act, 0.5f, &next, k % 17 == 0, 0));
+    CHECK_EQ_U(heap.calls, calls);
+  }
+  per_nstep_free(&a);
+  CHECK_EQ_U(heap.live, 0);
+  per_buffer_free(&b);
+  per_buffer_free(&wrong);
+}
+
+int main(void) {
+  test_layout();
+  test_hand();
+  test_returns();
+  test_two_adders();
+  test_errors_and_memory();
+  return t_done(IS_FLOAT ? "nstep (float)" : "nstep (double)");
+}
