@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""bench/report.py [RESULTS_DIR [README]]: turn the benchmark CSVs into the
+Markdown tables of bench/README.md.
+
+Reads RESULTS_DIR (default bench/results): machine.txt, tree_{double,float}
+.csv, samplers_{double,float}.csv, hyperfine_*.md (each optional), and
+replaces the text between the markers
+    <!-- bench:begin -->  and  <!-- bench:end -->
+in README (default bench/README.md). Prints the section when README is '-'.
+Standard library only.
+"""
+import csv
+import os
+import sys
+
+BEGIN = "<!-- bench:begin -->"
+END = "<!-- bench:end -->"
+
+# The project's targets (single thread, default double tree unless stated):
+# (label, csv file, op, N, B, limit in ns/item or None, minimum ratio
+#  classic/per.h or None); categorical sampling has a per-batch limit.
+TARGETS = [
+    ("stratified sample", "tree_double", "sample", 65536, 1024, 15.0, 4.0),
+    ("stratified sample", "tree_double", "sample", 1000000, 1024, 50.0, 2.0),
+    ("stratified sample", "tree_double", "sample", 16777216, 1024, 100.0, 2.0),
+    ("batch update", "tree_double", "update", 16777216, 1024, None, 1.0),
+    ("add (one at a time: per_tree_set)", "tree_double", "add", 16777216, 0,
+     8.0, None),
+    ("add (runs of 1024: per_tree_set_range)", "tree_double", "addrun",
+     16777216, 1024, 8.0, None),
+    ("categorical w/o replacement", "samplers_double", "cat", 100000000, 1024,
+     None, None),
+    ("uniform swap w/o replacement", "samplers_double", "swap", 64000, 1024,
+     1.7, None),
+]
+CAT_LIMIT_MS = 0.25  # per batch of 1024
+
+
+def load(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def find(rows, op, n, b):
+    for r in rows:
+        if r["op"] == op and int(r["n"]) == n and int(r["b"]) == b:
+            return r
+    return None
+
+
+def fnum(x, digits=1):
+    x = float(x)
+    if x == 0:
+        return "-"
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.{digits}f}"
+    return f"{x:.{max(digits, 2)}f}"
+
+
+def nname(n):
+    n = int(n)
+    if n >= 1024 and n & (n - 1) == 0:
+        return f"2^{n.bit_length() - 1}"
+    for e in range(3, 10):
+        if n == 10 ** e:
+            return f"10^{e}"
+    return f"{n:,}"
+
+
+def ratio(r):
+    x = float(r["ratio"])
+    return f"{x:.2f}x" if x > 0 else "-"
+
+
+def tree_table(d, f, ops=("sample", "update", "add", "addrun")):
+    out = ["| op | N | B | classic ns/item | per.h double ns/item | classic/per.h "
+           "| per.h float ns/item | classic/per.h (float run) |",
+           "|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in d:
+        if r["op"] not in ops:
+            continue
+        g = find(f, r["op"], int(r["n"]), int(r["b"]))
+        b = r["b"] if int(r["b"]) else "-"
+        out.append(
+            f"| {r['op']} | {nname(r['n'])} | {b} | {fnum(r['base_ns'])} "
+            f"| {fnum(r['per_ns'])} | {ratio(r)} "
+            f"| {fnum(g['per_ns']) if g else '-'} | {ratio(g) if g else '-'} |")
+    return out
+
+
+def samplers_table(rows):
+    out = ["| op | N | k | per.h µs/batch | per.h ns/item | baseline "
+           "| baseline µs/batch | baseline ns/item | baseline/per.h |",
+           "|---|---|---|---:|---:|---|---:|---:|---:|"]
+    for r in rows:
+        if r["op"] == "threads":
+            continue
+        out.append(
+            f"| {r['op']} | {nname(r['n'])} | {r['b']} "
+            f"| {fnum(float(r['per_batch_ns']) / 1e3)} | {fnum(r['per_ns'])} "
+            f"| {r['base_name']} | {fnum(float(r['base_batch_ns']) / 1e3)} "
+            f"| {fnum(r['base_ns'])} | {ratio(r)} |")
+    return out
+
+
+def threads_table(d, f):
+    out = ["| N | B | double: 1 thread µs | 2 threads µs | speed-up "
+           "| float: 1 thread µs | 2 threads µs | speed-up |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in d:
+        if r["op"] != "threads":
+            continue
+        g = find(f, "threads", int(r["n"]), int(r["b"]))
+        cells = [nname(r["n"]), r["b"],
+                 fnum(float(r["base_batch_ns"]) / 1e3),
+                 fnum(float(r["per_batch_ns"]) / 1e3), ratio(r)]
+        if g:
+            cells += [fnum(float(g["base_batch_ns"]) / 1e3),
+                      fnum(float(g["per_batch_ns"]) / 1e3), ratio(g)]
+        else:
+            cells += ["-", "-", "-"]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def targets_table(data):
+    out = ["| op | N | B / k | target | per.h (double) | per.h loops min–max "
+           "| classic / baseline | ratio | met? |",
+           "|---|---|---|---|---:|---:|---:|---:|---|"]
+    for label, src, op, n, b, lim, rmin in TARGETS:
+        r = find(data.get(src, []), op, n, b)
+        bcol = str(b) if b else "-"
+        if op == "cat":
+            goal = f"≤ {CAT_LIMIT_MS} ms per batch"
+        elif op == "update":
+            goal = "≤ classic (ratio ≥ 1)"
+        else:
+            goal = f"≤ {lim:g} ns" + (f" (≥ {rmin:g}× classic)" if rmin else "")
+        if not r:
+            out.append(f"| {label} | {nname(n)} | {bcol} | {goal} | not measured "
+                       "| | | | |")
+            continue
+        per, base, rat = float(r["per_ns"]), float(r["base_ns"]), float(r["ratio"])
+        verdicts = []
+        if op == "cat":
+            ms = float(r["per_batch_ns"]) / 1e6
+            shown = f"{ms:.3f} ms/batch"
+            spread = (f"{float(r['per_min']) * b / 1e6:.3f}–"
+                      f"{float(r['per_max']) * b / 1e6:.3f} ms")
+            verdicts.append(ms <= CAT_LIMIT_MS)
+            base_shown = f"{float(r['base_batch_ns']) / 1e6:.3f} ms/batch"
+        else:
+            shown = f"{fnum(per)} ns"
+            spread = f"{fnum(r['per_min'])}–{fnum(r['per_max'])} ns"
+            base_shown = f"{fnum(base)} ns" if base > 0 else "-"
+            if lim is not None:
+                verdicts.append(per <= lim)
+            if rmin is not None:
+                verdicts.append(rat >= rmin)
+        met = all(verdicts)
+        if met:
+            verdict = "**met**"
+        elif len(verdicts) == 2 and any(verdicts):
+            verdict = ("not met (ns met, ratio not)" if verdicts[0]
+                       else "not met (ratio met, ns not)")
+        else:
+            verdict = "not met"
+        out.append(f"| {label} | {nname(n)} | {bcol} | {goal} | {shown} "
+                   f"| {spread} | {base_shown} | {ratio(r)} | {verdict} |")
+    return out
+
+
+def section(res):
+    data = {k: load(os.path.join(res, k + ".csv"))
+            for k in ("tree_double", "tree_float", "samplers_double",
+                      "samplers_float")}
+    lines = [BEGIN,
+             "<!-- generated by bench/report.py from bench/results/; "
+             "edit the script, not this section -->", ""]
+    mpath = os.path.join(res, "machine.txt")
+    if os.path.exists(mpath):
+        lines += ["### Machine and build", ""]
+        with open(mpath) as f:
+            for ln in f:
+                ln = ln.rstrip("\n")
+                if ln:
+                    lines.append(f"- {ln}")
+        lines.append("")
+    lines += ["### Targets", ""] + targets_table(data) + [
+        "",
+        "ratio = baseline time / per.h time (above 1: per.h is faster), "
+        "both measured in the same run, interleaved, same inputs.", ""]
+    if data["tree_double"]:
+        lines += ["### Sum tree: per.h vs the classic float32 tree "
+                  "(median ns per item)", ""]
+        lines += tree_table(data["tree_double"], data["tree_float"])
+        lines += ["", "Each program measures the classic tree again beside "
+                  "its own per.h; the classic column is the double run's.",
+                  "", "![ns per item vs N](results/tree.png)", ""]
+    if any(r["op"] == "cycle" for r in data["tree_double"]):
+        lines += ["### PER buffer training step: sample B + update B "
+                  "(median ns per item)", "",
+                  "per.h: per_buffer_sample (ids, IS weights) + "
+                  "per_buffer_update on a full buffer of N items; classic: "
+                  "the same step on the classic float32 tree (stratified "
+                  "sample, powf weights normalized by the batch max, powf "
+                  "priorities, B delta updates).", ""]
+        lines += tree_table(data["tree_double"], data["tree_float"],
+                            ops=("cycle",))
+        lines += [""]
+    huge = load(os.path.join(res, "huge_tree_double.csv")) + load(
+        os.path.join(res, "huge_samplers_double.csv"))
+    if huge:
+        lines += ["### Huge pages (double; both sides' trees in 2 MiB-aligned "
+                  "memory with madvise(MADV_HUGEPAGE), `--huge`)", "",
+                  "| op | N | B / k | per.h ns/item, malloc | per.h ns/item, "
+                  "huge pages | baseline ns/item, huge pages | baseline/per.h |",
+                  "|---|---|---|---:|---:|---:|---:|"]
+        plain = data["tree_double"] + data["samplers_double"]
+        for r in huge:
+            p0 = find(plain, r["op"], int(r["n"]), int(r["b"]))
+            lines.append(
+                f"| {r['op']} | {nname(r['n'])} | {r['b']} "
+                f"| {fnum(p0['per_ns']) if p0 else '-'} | {fnum(r['per_ns'])} "
+                f"| {fnum(r['base_ns'])} | {ratio(r)} |")
+        lines += ["", "per.h takes caller memory through per_tree_init_mem "
+                  "(the benchmark allocates it with posix_memalign and "
+                  "madvise); the buffer would take it through PER_MALLOC.", ""]
+    for real in ("double", "float"):
+        rows = data["samplers_" + real]
+        if rows:
+            lines += [f"### Samplers, PER_REAL={real}", ""]
+            lines += samplers_table(rows) + [""]
+    if any(r["op"] == "threads" for r in data["samplers_double"]):
+        lines += ["### Stratified sampling split over 2 threads "
+                  "(per_tree_sample_strata, µs per batch)", ""]
+        lines += threads_table(data["samplers_double"], data["samplers_float"])
+        lines += [""]
+    peer = load(os.path.join(res, "peer_cpprb.csv"))
+    if peer:
+        lines += ["### Peer: cpprb's PrioritizedReplayBuffer (bench/peer_cpprb.sh)",
+                  "",
+                  "Training step of B = 1024 (sample with IS weights + "
+                  "update_priorities) on a full buffer, ns per item, thread "
+                  "CPU time, Python calls included (what a cpprb user pays); "
+                  "per.h: the buffer cycle above.", "",
+                  "| N | cpprb ns/item | cpprb min–max | per.h cycle ns/item "
+                  "| cpprb/per.h |", "|---|---:|---:|---:|---:|"]
+        for r in peer:
+            p = float(r["per_cycle_ns"]) if r["per_cycle_ns"] else 0
+            c = float(r["cpprb_ns"])
+            lines.append(f"| {nname(r['n'])} | {fnum(c)} | {fnum(r['cpprb_min'])}–"
+                         f"{fnum(r['cpprb_max'])} | {fnum(p) if p else '-'} "
+                         f"| {f'{c / p:.2f}x' if p else '-'} |")
+        lines += [""]
+    for name, title in (("demo", "examples/per_demo"),
+                        ("dqn", "examples/dqn_cartpole, 10,000 training "
+                                "steps, prioritized vs uniform replay"),
+                        ("sample", "1000 stratified batches of 1024 from 2^24 "
+                                   "leaves, whole program (set-up included)"),
+                        ("update", "2000 batch updates of 1024 on 2^24 leaves, "
+                                   "whole program (set-up included)")):
+        p = os.path.join(res, f"hyperfine_{name}.md")
+        if os.path.exists(p):
+            lines += [f"### hyperfine: {title}", ""]
+            with open(p) as f:
+                lines += [ln.rstrip("\n") for ln in f if ln.strip()]
+            lines += [""]
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    res = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "results")
+    readme = sys.argv[2] if len(sys.argv) > 2 else os.path.join(here, "README.md")
+    sec = section(res)
+    if readme == "-":
+        sys.stdout.write(sec)
+        return 0
+    text = open(readme).read() if os.path.exists(readme) else ""
+    if BEGIN in text and END in text:
+        pre = text[:text.index(BEGIN)]
+        post = text[text.index(END) + len(END):].lstrip("\n")
+        text = pre + sec + ("\n" + post if post else "")
+    else:
+        text = text + ("\n" if text and not text.endswith("\n") else "") + sec
+    with open(readme, "w") as f:
+        f.write(text)
+    print(f"report: updated {readme}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
