@@ -1,0 +1,614 @@
+// per_cuda.cu - kernels and launchers of per_cuda.h (read its top comment).
+//
+// Build: nvcc -fmad=false -ftz=false -prec-div=true (never
+// --use_fast_math), e.g.
+//   nvcc -O2 -fmad=false -ftz=false -prec-div=true
+//        -gencode arch=compute_80,code=sm_80
+//        -gencode arch=compute_90,code=[sm_90,compute_90] -c per_cuda.cu
+//
+// The same source also compiles as plain host C++ under the test-only shim
+// tests/cuda/cuda_host_shim.h, which defines PER_CUDA_HOST_SHIM, the CUDA
+// keywords, the runtime calls used here, integer atomics and
+// PER_CUDA_LAUNCH (every block and thread of the grid run as loops). So the
+// kernels are written for that to be a faithful emulation:
+//   - within one launch every thread's work is independent: no shared
+//     memory, no __syncthreads, no warp intrinsics, no reliance on the
+//     order in which threads run;
+//   - a memory location that two threads of one launch may both touch is
+//     touched only by integer atomics (atomicMax/Min/CAS/Exch);
+//     plain loads and stores go to locations that, within the launch,
+//     only one thread writes and nobody else reads, or that nobody writes;
+//   - ordering between phases comes only from kernel boundaries on one
+//     stream;
+//   - every plain load and store of device memory in a kernel is written
+//     PER_CUDA__LD / PER_CUDA__ST (a plain access on the device), so that
+//     the shim can log each thread's accesses and report any two threads of
+//     one launch that conflict (a plain write and any other access, or a
+//     plain read and an atomic), the races a loop would hide. Only per.h's
+//     descent reads the tree directly, in the sampling kernel, which writes
+//     no node.
+// The shim also replaces pow by a second implementation, so that the ulp
+// bounds of BIT FOR BIT (per_cuda.h) are exercised against a pow that is
+// not the CPU reference's own.
+// No float atomics: tree nodes get their values from per_tree_recompute
+// (a parent) or from the batch (a leaf); integer atomics on their bit
+// patterns only mark, claim and publish.
+
+#define PER_STATIC
+#define PER_IMPLEMENTATION
+#include "per.h"
+#include "per_cuda.h"
+
+#ifndef PER_CUDA_HOST_SHIM
+#include <cuda_runtime.h>
+#endif
+
+#include <math.h>
+#include <string.h>
+
+#ifndef PER_CUDA_LAUNCH
+#define PER_CUDA_LAUNCH(kernel, grid, block, stream, ...) \
+  kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
+#ifndef PER_CUDA__LD
+#define PER_CUDA__LD(p) (*(p))
+#define PER_CUDA__ST(p, v) (*(p) = (v))
+#endif
+#ifndef PER_CUDA__POW
+#define PER_CUDA__POW pow
+#endif
+
+// >>internals
+
+#define PER_CUDA__BLOCK 256u
+
+// The unsigned integer type with the size of per_real: atomics on a node's
+// bit pattern use it.
+template <size_t N> struct per_cuda__uint_of;
+template <> struct per_cuda__uint_of<4> { typedef unsigned int type; };
+template <> struct per_cuda__uint_of<8> { typedef unsigned long long type; };
+typedef per_cuda__uint_of<sizeof(per_real)>::type per_cuda__bits;
+
+// A status word: 0 is PER_OK; otherwise the high half holds
+// 0xFFFFFFFF - pos and the low half the code, so that atomicMax keeps the
+// smallest batch position: the first bad pair, which is what the CPU
+// reports. Positions are < PER_CUDA_MAX_BATCH.
+static __host__ __device__ inline unsigned long long per_cuda__word(
+    uint32_t pos, per_status code) {
+  return ((unsigned long long)(0xFFFFFFFFu - pos) << 32) |
+         (unsigned long long)(uint32_t)code;
+}
+
+static __host__ __device__ inline per_cuda__bits per_cuda__to_bits(per_real v) {
+  per_cuda__bits b;
+  memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+static __host__ __device__ inline per_real per_cuda__from_bits(
+    per_cuda__bits b) {
+  per_real v;
+  memcpy(&v, &b, sizeof v);
+  return v;
+}
+
+// The storage of a node seen as its bit pattern, for integer atomics.
+// (The CUDA guide's own double atomics use this cast.)
+static __host__ __device__ inline per_cuda__bits *per_cuda__as_bits(
+    per_real *p) {
+  return reinterpret_cast<per_cuda__bits *>(p);
+}
+
+// A leaf claimed by batch position j during an update holds TAG | j: a
+// negative NaN, above every valid leaf's pattern as an unsigned integer
+// (valid leaves are >= +0, sign bit clear), and larger for larger j, so
+// atomicMax leaves the last position: the last one wins.
+#define PER_CUDA__TAG ((per_cuda__bits)(~(per_cuda__bits)0) << 22)
+
+// Parent marks: every node of a valid tree is >= 0, so -1 and -2 are free.
+// MARK: "to be recomputed"; CLAIMED: "one thread is recomputing it".
+static __host__ __device__ inline per_cuda__bits per_cuda__mark(void) {
+  return per_cuda__to_bits((per_real)-1);
+}
+static __host__ __device__ inline per_cuda__bits per_cuda__claimed(void) {
+  return per_cuda__to_bits((per_real)-2);
+}
+
+// Not inlined, so that the kernels' own code can be checked to hold no
+// fused multiply-add (tests/cuda/check_ptx.py); pow's implementation uses
+// fma by design, within its documented ulp bound.
+#ifdef __CUDACC__
+#define PER_CUDA__NOINLINE __noinline__
+#else
+#define PER_CUDA__NOINLINE
+#endif
+static __host__ __device__ PER_CUDA__NOINLINE double per_cuda__pow(double x,
+                                                                   double y) {
+  return PER_CUDA__POW(x, y);
+}
+
+// The priority of a TD error as per_buffer_update computes it (per.h):
+// (|td| + eps)^alpha in double, exactly 1 when alpha == 0, capped at
+// PER_LEAF_MAX, then rounded to per_real. td is finite (validated).
+static __host__ __device__ inline per_real per_cuda__priority(float td,
+                                                              double eps,
+                                                              double alpha) {
+  double p = alpha == 0 ? 1.0 : per_cuda__pow(fabs((double)td) + eps, alpha);
+  if (!(p <= (double)PER_LEAF_MAX)) p = (double)PER_LEAF_MAX;
+  return (per_real)p;
+}
+
+// The IS weight of a draw of leaf value p in a batch whose smallest value
+// is pmin, as per_buffer_sample computes it (per.h):
+// (N P)^-beta / max_batch (N P)^-beta = (pmin / p)^beta, in double, as a
+// float; exactly 1 for the batch minimum and when beta == 0.
+static __host__ __device__ inline float per_cuda__weight(per_real p,
+                                                         per_real pmin,
+                                                         double beta) {
+  if (beta == 0 || !(p > pmin)) return 1.0f;
+  return (float)per_cuda__pow((double)pmin / (double)p, beta);
+}
+
+// NaN or infinity in a TD error (a float), as per_buffer_update refuses it.
+static __host__ __device__ inline per_status per_cuda__td_status(float td) {
+  uint32_t b;
+  memcpy(&b, &td, sizeof b);
+  if (((b >> 23) & 0xffu) == 0xffu)
+    return (b & 0x7fffffu) ? PER_ERR_NAN : PER_ERR_INF;
+  return PER_OK;
+}
+
+// Why a tree with this root cannot be sampled (as per_tree_sample says).
+static __host__ __device__ inline per_status per_cuda__samplable(
+    per_real total) {
+  per_status s = per_leaf_status(total);
+  if (s == PER_ERR_NAN || s == PER_ERR_INF) return PER_ERR_DEGENERATE;
+  if (!(total > 0)) return PER_ERR_EMPTY;
+  return PER_OK;
+}
+
+// The value of pair j: d_val[j], or the priority of d_td[j].
+struct per_cuda__values {
+  const per_real *val; // one of val / td is NULL
+  const float *td;
+  double eps, alpha;
+};
+
+static __host__ __device__ inline per_real per_cuda__value(
+    const per_cuda__values &v, uint32_t j) {
+  return v.td ? per_cuda__priority(PER_CUDA__LD(&v.td[j]), v.eps, v.alpha)
+              : PER_CUDA__LD(&v.val[j]);
+}
+
+// Why pair j cannot be applied, or PER_OK, in the CPU's order: for values,
+// per_tree_set_batch's (the index, then the value); for TD errors,
+// per_buffer_update's (the TD error, then the index; the priority of a
+// finite TD error is always a valid leaf).
+static __host__ __device__ inline per_status per_cuda__pair_status(
+    const per_cuda__values &v, const uint32_t *idx, uint32_t j,
+    uint32_t capacity) {
+  per_status s;
+  if (v.td) {
+    s = per_cuda__td_status(PER_CUDA__LD(&v.td[j]));
+    if (s != PER_OK) return s;
+    return PER_CUDA__LD(&idx[j]) >= capacity ? PER_ERR_INDEX : PER_OK;
+  }
+  if (PER_CUDA__LD(&idx[j]) >= capacity) return PER_ERR_INDEX;
+  return per_leaf_status(PER_CUDA__LD(&v.val[j]));
+}
+
+static __device__ inline uint32_t per_cuda__thread_id(void) {
+  return (uint32_t)blockIdx.x * (uint32_t)blockDim.x + (uint32_t)threadIdx.x;
+}
+
+// >>kernels: update
+// Phase 1. Validate every pair; the first bad one (smallest j) ends up in
+// *status. Writes: *status, by atomicMax only.
+static __global__ void per_cuda__k_validate(per_cuda__values v,
+                                            const uint32_t *idx, uint32_t n,
+                                            uint32_t capacity,
+                                            unsigned long long *status) {
+  uint32_t j = per_cuda__thread_id();
+  per_status s;
+  if (j >= n) return;
+  s = per_cuda__pair_status(v, idx, j, capacity);
+  if (s != PER_OK) atomicMax(status, per_cuda__word(j, s));
+}
+
+// Phase 2. Each pair claims its leaf with atomicMax(TAG | j): afterwards the
+// leaf holds TAG | (last position with that index). Only atomics touch the
+// leaves in this launch.
+static __global__ void per_cuda__k_claim(per_real *node, uint32_t L,
+                                         const uint32_t *idx, uint32_t n,
+                                         const unsigned long long *status) {
+  uint32_t j = per_cuda__thread_id();
+  if (j >= n || PER_CUDA__LD(status)) return;
+  atomicMax(per_cuda__as_bits(&node[L + PER_CUDA__LD(&idx[j])]),
+            PER_CUDA__TAG | j);
+}
+
+// Phase 3. Pair j wins when its leaf holds TAG | j. Leaves are only read
+// here; win[j] is written by thread j alone.
+static __global__ void per_cuda__k_decide(const per_real *node, uint32_t L,
+                                          const uint32_t *idx, uint32_t n,
+                                          const unsigned long long *status,
+                                          uint32_t *win) {
+  uint32_t j = per_cuda__thread_id();
+  if (j >= n || PER_CUDA__LD(status)) return;
+  PER_CUDA__ST(&win[j],
+               (uint32_t)(per_cuda__to_bits(PER_CUDA__LD(
+                              &node[L + PER_CUDA__LD(&idx[j])])) ==
+                          (PER_CUDA__TAG | j)));
+}
+
+// Phase 4. The winner of each leaf stores its value (-0 as +0, as
+// per_tree_set_batch) and marks the parent. One writer per leaf and no
+// reader of leaves in this launch; parents are touched by atomics only.
+static __global__ void per_cuda__k_apply(per_real *node, uint32_t L,
+                                         uint32_t depth, per_cuda__values v,
+                                         const uint32_t *idx, uint32_t n,
+                                         const unsigned long long *status,
+                                         const uint32_t *win) {
+  uint32_t j = per_cuda__thread_id(), leaf;
+  per_real x;
+  if (j >= n || PER_CUDA__LD(status) || !PER_CUDA__LD(&win[j])) return;
+  leaf = L + PER_CUDA__LD(&idx[j]);
+  x = per_cuda__value(v, j);
+  PER_CUDA__ST(&node[leaf], (x == 0) ? (per_real)0 : x);
+  if (depth > 0) atomicExch(per_cuda__as_bits(&node[leaf >> 1]),
+                            per_cuda__mark());
+}
+
+// Phase 5, once per level s = 1..depth. The ancestor p of each winning leaf
+// at level s is marked; exactly one thread claims it (atomicCAS MARK ->
+// CLAIMED), recomputes it from its two children with per_tree_recompute and
+// publishes it with atomicExch, then marks p's parent. Children (level s-1)
+// are final since the previous launch and nobody writes them here; level s
+// and s+1 are touched by atomics only.
+static __global__ void per_cuda__k_level(per_real *node, uint32_t L,
+                                         uint32_t s, uint32_t depth,
+                                         const uint32_t *idx, uint32_t n,
+                                         const unsigned long long *status,
+                                         const uint32_t *win) {
+  uint32_t j = per_cuda__thread_id(), p;
+  per_real c[4];
+  if (j >= n || PER_CUDA__LD(status) || !PER_CUDA__LD(&win[j])) return;
+  p = (L + PER_CUDA__LD(&idx[j])) >> s;
+  if (atomicCAS(per_cuda__as_bits(&node[p]), per_cuda__mark(),
+                per_cuda__claimed()) != per_cuda__mark())
+    return;
+  // per_tree_recompute on a copy (c[1] = c[2] + c[3]): the same one
+  // addition, and the result is then published atomically.
+  c[0] = 0;
+  c[1] = 0;
+  c[2] = PER_CUDA__LD(&node[2 * p]);
+  c[3] = PER_CUDA__LD(&node[2 * p + 1]);
+  per_tree_recompute(c, 1);
+  atomicExch(per_cuda__as_bits(&node[p]), per_cuda__to_bits(c[1]));
+  if (s < depth) atomicExch(per_cuda__as_bits(&node[p >> 1]), per_cuda__mark());
+}
+
+// >>kernels: sample
+// Stratum i of a B-batch, exactly per_tree_sample_strata's arithmetic. On an
+// unsamplable root every thread writes the same status and nothing else.
+static __global__ void per_cuda__k_sample(const per_real *node, uint32_t L,
+                                          uint64_t seed, uint64_t counter,
+                                          const unsigned long long *d_counter,
+                                          uint32_t B, uint32_t *idx,
+                                          per_real *val,
+                                          unsigned long long *status) {
+  uint32_t i = per_cuda__thread_id(), leaf;
+  per_real total, seg, u;
+  per_status s;
+  if (i >= B) return;
+  total = PER_CUDA__LD(&node[1]);
+  s = per_cuda__samplable(total);
+  if (s != PER_OK) {
+    atomicMax(status, per_cuda__word(0, s));
+    return;
+  }
+  if (d_counter) counter = PER_CUDA__LD(d_counter);
+  seg = total / (per_real)B;
+  u = per_tree_stratum_u(seed, counter, i, seg);
+  leaf = per_tree_descend(node, L, u);
+  PER_CUDA__ST(&idx[i], leaf);
+  if (val) PER_CUDA__ST(&val[i], PER_CUDA__LD(&node[L + leaf]));
+}
+
+// One thread: on success the device counter moves on by B.
+static __global__ void per_cuda__k_advance(unsigned long long *d_counter,
+                                           uint32_t B,
+                                           const unsigned long long *status) {
+  if (per_cuda__thread_id() != 0 || PER_CUDA__LD(status)) return;
+  PER_CUDA__ST(d_counter, PER_CUDA__LD(d_counter) + B);
+}
+
+// >>kernels: IS weights
+// Validate every value (> 0 and a valid leaf; the first bad one wins, as in
+// an update) and find the batch minimum: positive reals order like their
+// bit patterns, so an integer atomicMin on the patterns finds it exactly,
+// whatever the order of the threads.
+static __global__ void per_cuda__k_w_min(const per_real *val, uint32_t B,
+                                         per_cuda__bits *minbits,
+                                         unsigned long long *status) {
+  uint32_t i = per_cuda__thread_id();
+  per_status s;
+  per_real x;
+  if (i >= B) return;
+  x = PER_CUDA__LD(&val[i]);
+  s = per_leaf_status(x);
+  if (s == PER_OK && !(x > 0)) s = PER_ERR_ARG;
+  if (s != PER_OK) atomicMax(status, per_cuda__word(i, s));
+  else atomicMin(minbits, per_cuda__to_bits(x));
+}
+
+// w[i] = per_cuda__weight(val[i], min, beta); thread i alone writes w[i].
+static __global__ void per_cuda__k_w_apply(const per_real *val, uint32_t B,
+                                           double beta, float *w,
+                                           const per_cuda__bits *minbits,
+                                           const unsigned long long *status) {
+  uint32_t i = per_cuda__thread_id();
+  if (i >= B || PER_CUDA__LD(status)) return;
+  PER_CUDA__ST(&w[i],
+               per_cuda__weight(PER_CUDA__LD(&val[i]),
+                                per_cuda__from_bits(PER_CUDA__LD(minbits)),
+                                beta));
+}
+
+// >>launchers
+// Blocks for n threads; no overflow for n up to UINT32_MAX (a sample's B).
+static uint32_t per_cuda__grid(uint32_t n) {
+  return n / PER_CUDA__BLOCK + (n % PER_CUDA__BLOCK != 0);
+}
+
+static per_status per_cuda__launched(void) {
+  return cudaPeekAtLastError() == cudaSuccess ? PER_OK : PER_ERR_DEVICE;
+}
+
+static uint32_t per_cuda__leaves(uint32_t capacity, uint32_t *depth) {
+  uint32_t L = 1, d = 0;
+  while (L < capacity) {
+    L <<= 1;
+    ++d;
+  }
+  *depth = d;
+  return L;
+}
+
+static per_status per_cuda__check_tree(const per_cuda_tree *t) {
+  uint32_t d, L;
+  if (!t || !t->d_node) return PER_ERR_NULL;
+  if (t->capacity == 0 || t->capacity > PER_MAX_CAPACITY)
+    return PER_ERR_CAPACITY;
+  L = per_cuda__leaves(t->capacity, &d);
+  if (t->leaves != L || t->depth != d) return PER_ERR_CAPACITY;
+  return PER_OK;
+}
+
+static size_t per_cuda__round(size_t bytes) {
+  size_t r = (bytes + 255u) & ~(size_t)255u;
+  return r ? r : 256u;
+}
+
+// The two-phase scratch protocol: PER_OK with *go = 0 for a size query.
+static per_status per_cuda__scratch(void *d_scratch, size_t *scratch_bytes,
+                                    size_t need, int *go) {
+  *go = 0;
+  if (!scratch_bytes) return PER_ERR_NULL;
+  if (!d_scratch) {
+    *scratch_bytes = need;
+    return PER_OK;
+  }
+  if (*scratch_bytes < need) return PER_ERR_MEMORY;
+  *go = 1;
+  return PER_OK;
+}
+
+static per_status per_cuda__update(const per_cuda_tree *t,
+                                   const uint32_t *d_idx, per_cuda__values v,
+                                   uint32_t n, void *d_scratch,
+                                   size_t *scratch_bytes,
+                                   unsigned long long *d_status,
+                                   per_cuda_stream stream) {
+  per_status s;
+  uint32_t *win = (uint32_t *)d_scratch, g, lv;
+  int go;
+  if ((s = per_cuda__check_tree(t)) != PER_OK) return s;
+  if (n > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
+  s = per_cuda__scratch(d_scratch, scratch_bytes,
+                        per_cuda__round((size_t)n * sizeof(uint32_t)), &go);
+  if (s != PER_OK || !go) return s;
+  if (!d_status) return PER_ERR_NULL;
+  if (n > 0 && (!d_idx || (!v.val && !v.td))) return PER_ERR_NULL;
+  if (cudaMemsetAsync(d_status, 0, sizeof *d_status, stream) != cudaSuccess)
+    return PER_ERR_DEVICE;
+  if (n == 0) return PER_OK;
+  g = per_cuda__grid(n);
+  PER_CUDA_LAUNCH(per_cuda__k_validate, g, PER_CUDA__BLOCK, stream, v, d_idx,
+                  n, t->capacity, d_status);
+  PER_CUDA_LAUNCH(per_cuda__k_claim, g, PER_CUDA__BLOCK, stream, t->d_node,
+                  t->leaves, d_idx, n, d_status);
+  PER_CUDA_LAUNCH(per_cuda__k_decide, g, PER_CUDA__BLOCK, stream, t->d_node,
+                  t->leaves, d_idx, n, d_status, win);
+  PER_CUDA_LAUNCH(per_cuda__k_apply, g, PER_CUDA__BLOCK, stream, t->d_node,
+                  t->leaves, t->depth, v, d_idx, n, d_status, win);
+  for (lv = 1; lv <= t->depth; ++lv)
+    PER_CUDA_LAUNCH(per_cuda__k_level, g, PER_CUDA__BLOCK, stream, t->d_node,
+                    t->leaves, lv, t->depth, d_idx, n, d_status, win);
+  return per_cuda__launched();
+}
+
+// >>api
+extern "C" {
+
+PER_CUDA_DEF size_t per_cuda_real_bytes(void) { return sizeof(per_real); }
+
+PER_CUDA_DEF size_t per_cuda_tree_bytes(uint32_t capacity) {
+  return per_tree_bytes(capacity);
+}
+
+PER_CUDA_DEF per_status per_cuda_tree_wrap(per_cuda_tree *t, uint32_t capacity,
+                                           void *d_mem, size_t bytes) {
+  size_t need;
+  if (!t) return PER_ERR_NULL;
+  memset(t, 0, sizeof *t);
+  if (!d_mem) return PER_ERR_NULL;
+  need = per_tree_bytes(capacity);
+  if (need == 0) return PER_ERR_CAPACITY;
+  if (bytes < need || ((uintptr_t)d_mem % sizeof(per_real)) != 0)
+    return PER_ERR_MEMORY;
+  t->d_node = (per_real *)d_mem;
+  t->capacity = capacity;
+  t->leaves = per_cuda__leaves(capacity, &t->depth);
+  return PER_OK;
+}
+
+PER_CUDA_DEF per_status per_cuda_tree_clear(const per_cuda_tree *t,
+                                            per_cuda_stream stream) {
+  per_status s = per_cuda__check_tree(t);
+  if (s != PER_OK) return s;
+  return cudaMemsetAsync(t->d_node, 0, per_tree_bytes(t->capacity), stream) ==
+                 cudaSuccess
+             ? PER_OK
+             : PER_ERR_DEVICE;
+}
+
+static per_status per_cuda__copy(const per_cuda_tree *t, const per_tree *host,
+                                 int upload, per_cuda_stream stream) {
+  per_status s = per_cuda__check_tree(t);
+  cudaError_t e;
+  size_t bytes;
+  if (s != PER_OK) return s;
+  if (!host || !host->node) return PER_ERR_NULL;
+  if (host->capacity != t->capacity || host->leaves != t->leaves)
+    return PER_ERR_CAPACITY;
+  bytes = per_tree_bytes(t->capacity);
+  if (upload)
+    e = cudaMemcpyAsync(t->d_node, host->node, bytes, cudaMemcpyHostToDevice,
+                        stream);
+  else
+    e = cudaMemcpyAsync(host->node, t->d_node, bytes, cudaMemcpyDeviceToHost,
+                        stream);
+  return e == cudaSuccess ? PER_OK : PER_ERR_DEVICE;
+}
+
+PER_CUDA_DEF per_status per_cuda_tree_upload(const per_cuda_tree *t,
+                                             const per_tree *host,
+                                             per_cuda_stream stream) {
+  return per_cuda__copy(t, host, 1, stream);
+}
+
+PER_CUDA_DEF per_status per_cuda_tree_download(const per_cuda_tree *t,
+                                               per_tree *host,
+                                               per_cuda_stream stream) {
+  return per_cuda__copy(t, host, 0, stream);
+}
+
+PER_CUDA_DEF per_status per_cuda_status_decode(unsigned long long word,
+                                               uint32_t *pos) {
+  uint32_t code = (uint32_t)(word & 0xFFFFFFFFu);
+  if (pos) *pos = word ? 0xFFFFFFFFu - (uint32_t)(word >> 32) : 0;
+  if (word == 0) return PER_OK;
+  if (code == 0 || code >= (uint32_t)PER_STATUS_COUNT) return PER_ERR_CORRUPT;
+  return (per_status)code;
+}
+
+PER_CUDA_DEF per_status per_cuda_status_clear(unsigned long long *d_status,
+                                              per_cuda_stream stream) {
+  if (!d_status) return PER_ERR_NULL;
+  return cudaMemsetAsync(d_status, 0, sizeof *d_status, stream) == cudaSuccess
+             ? PER_OK
+             : PER_ERR_DEVICE;
+}
+
+PER_CUDA_DEF per_status per_cuda_update(const per_cuda_tree *t,
+                                        const uint32_t *d_idx,
+                                        const per_real *d_val, uint32_t n,
+                                        void *d_scratch, size_t *scratch_bytes,
+                                        unsigned long long *d_status,
+                                        per_cuda_stream stream) {
+  per_cuda__values v;
+  v.val = d_val;
+  v.td = NULL;
+  v.eps = 0;
+  v.alpha = 0;
+  return per_cuda__update(t, d_idx, v, n, d_scratch, scratch_bytes, d_status,
+                          stream);
+}
+
+// x is finite and >= 0 (read from the bits: immune to -ffast-math).
+static int per_cuda__nonneg_finite(double x) {
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  return ((b >> 52) & 0x7ffu) != 0x7ffu && x >= 0;
+}
+
+PER_CUDA_DEF per_status per_cuda_update_td(const per_cuda_tree *t,
+                                           const uint32_t *d_idx,
+                                           const float *d_td, uint32_t n,
+                                           double eps, double alpha,
+                                           void *d_scratch,
+                                           size_t *scratch_bytes,
+                                           unsigned long long *d_status,
+                                           per_cuda_stream stream) {
+  per_cuda__values v;
+  if (!per_cuda__nonneg_finite(eps) || !per_cuda__nonneg_finite(alpha))
+    return PER_ERR_ARG;
+  v.val = NULL;
+  v.td = d_td;
+  v.eps = eps;
+  v.alpha = alpha;
+  return per_cuda__update(t, d_idx, v, n, d_scratch, scratch_bytes, d_status,
+                          stream);
+}
+
+PER_CUDA_DEF per_status per_cuda_sample(const per_cuda_tree *t, uint64_t seed,
+                                        uint64_t counter,
+                                        unsigned long long *d_counter,
+                                        uint32_t B, uint32_t *d_idx,
+                                        per_real *d_val,
+                                        unsigned long long *d_status,
+                                        per_cuda_stream stream) {
+  per_status s = per_cuda__check_tree(t);
+  if (s != PER_OK) return s;
+  if (!d_idx || !d_status) return PER_ERR_NULL;
+  if (B == 0) return PER_ERR_BATCH;
+  if (cudaMemsetAsync(d_status, 0, sizeof *d_status, stream) != cudaSuccess)
+    return PER_ERR_DEVICE;
+  PER_CUDA_LAUNCH(per_cuda__k_sample, per_cuda__grid(B), PER_CUDA__BLOCK,
+                  stream, t->d_node, t->leaves, seed, counter, d_counter, B,
+                  d_idx, d_val, d_status);
+  if (d_counter)
+    PER_CUDA_LAUNCH(per_cuda__k_advance, 1u, 1u, stream, d_counter, B,
+                    d_status);
+  return per_cuda__launched();
+}
+
+PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val,
+                                            uint32_t B, double beta,
+                                            float *d_w, void *d_scratch,
+                                            size_t *scratch_bytes,
+                                            unsigned long long *d_status,
+                                            per_cuda_stream stream) {
+  per_cuda__bits *minbits = (per_cuda__bits *)d_scratch;
+  per_status s;
+  uint32_t g;
+  int go;
+  if (B == 0 || B > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
+  if (!per_cuda__nonneg_finite(beta)) return PER_ERR_ARG;
+  s = per_cuda__scratch(d_scratch, scratch_bytes, per_cuda__round(0), &go);
+  if (s != PER_OK || !go) return s;
+  if (!d_val || !d_w || !d_status) return PER_ERR_NULL;
+  // minbits starts above every valid pattern (all ones: a negative NaN)
+  if (cudaMemsetAsync(d_status, 0, sizeof *d_status, stream) != cudaSuccess ||
+      cudaMemsetAsync(minbits, 0xFF, sizeof *minbits, stream) != cudaSuccess)
+    return PER_ERR_DEVICE;
+  g = per_cuda__grid(B);
+  PER_CUDA_LAUNCH(per_cuda__k_w_min, g, PER_CUDA__BLOCK, stream, d_val, B,
+                  minbits, d_status);
+  PER_CUDA_LAUNCH(per_cuda__k_w_apply, g, PER_CUDA__BLOCK, stream, d_val, B,
+                  beta, d_w, (const per_cuda__bits *)minbits, d_status);
+  return per_cuda__launched();
+}
+
+} // extern "C"

@@ -1,0 +1,323 @@
+/* per_cuda.h - the CUDA companion of per.h: the same sum tree on the GPU.
+   (no warranty; LICENSE: see the end of per.h)
+
+   WHAT IT IS
+      Deterministic GPU kernels for per.h's sum tree: batch updates, the
+      same update fed with TD errors, stratified sampling and importance-
+      sampling weights. The device tree has exactly per.h's layout, so it
+      moves between host and device by a plain copy, and the same updates
+      give bitwise-identical trees on both sides. The kernels call per.h's
+      own PER_HD functions (descent, Philox, parent recomputation, value
+      classification): one source of truth.
+
+   HOW TO USE IT
+      Compile per_cuda.cu with nvcc (-fmad=false -ftz=false -prec-div=true,
+      never --use_fast_math) and link its object (Meson: per_cuda_dep, or
+      dependency('per_cuda')). Include this header from C or C++; it needs
+      no CUDA header (a stream is `struct CUstream_st *`, which is what
+      cudaStream_t is, so a cudaStream_t is passed as it is; 0 is the
+      default stream). PER_REAL must be the same here, in per_cuda.cu and
+      in every file that shares trees with it: per_cuda_real_bytes() says
+      what per_cuda.cu was built with. per_cuda.cu carries a private
+      (PER_STATIC) copy of per.h's implementation, so your program may
+      also define PER_IMPLEMENTATION in one of its files.
+
+   CONTENTS
+      1. Device tree ........ per_cuda_tree, wrap, clear, upload, download
+      2. Status word ........ per_cuda_status_decode, per_cuda_status_clear
+      3. Update ............. per_cuda_update, per_cuda_update_td
+      4. Sample ............. per_cuda_sample
+      5. IS weights ......... per_cuda_is_weights
+
+   CONVENTIONS (every function)
+      - d_ pointers are device memory; the function enqueues its work on
+        `stream` and returns at once: it never allocates, never
+        synchronises, never waits for the device.
+      - The return value is what the host can check without the device:
+        NULL pointers, sizes, arguments, a failed CUDA launch. When it is
+        not PER_OK nothing was enqueued, except for PER_ERR_DEVICE
+        (the CUDA runtime refused a launch or a copy: cudaPeekAtLastError
+        tells why; like CUB, this also reports an earlier error of yours
+        that cudaGetLastError has not cleared yet), after which the device
+        data is as unspecified as after any CUDA error.
+      - What depends on device data (a NaN in a batch, an empty tree) is
+        written by the device to the caller's status word *d_status (one
+        unsigned long long in device memory). Every call that takes one
+        overwrites it with its own outcome: 0 = PER_OK, otherwise decode it
+        with per_cuda_status_decode. When it is not 0 the call changed
+        nothing: the tree is byte for byte as it was and no output array
+        was written (as on the CPU). Give each call its own word if you
+        want to read them all later.
+      - Scratch memory follows the two-phase convention: call with
+        d_scratch == NULL and *scratch_bytes gets the size needed (never 0);
+        nothing else happens. Then call again with at least that many bytes
+        (the size for a batch of n is enough for every smaller batch).
+        Scratch is not kept between calls.
+      - Calls on one stream run in order. One tree must not be updated by
+        two streams at once, nor read (sampled) by one stream while another
+        updates it: the update writes marks into the tree while it runs.
+
+   CUDA GRAPHS
+      Every call only enqueues kernels and memsets on `stream`, with no host
+      round-trip, so a whole trainer step (sample, your network, update_td)
+      can be captured with cudaStreamBeginCapture/EndCapture and replayed.
+      Kernel arguments are frozen in a graph, so pass the sampling counter
+      through d_counter (advanced on the device); beta of
+      per_cuda_is_weights is a kernel argument: keep it fixed per graph, or
+      re-capture and swap the graph in (cudaGraphExecUpdate), as
+      examples/gpu/gpu_trainer.cu does once per epoch. Each call overwrites
+      its status word: to keep an error from any replay, fold the words
+      into a sticky one on the device (the example's keep_error). An update
+      costs a memset and 4 + depth launches (depth = log2 L), which is what
+      makes graphs pay.
+
+   BIT FOR BIT
+      per_cuda_update and per_cuda_sample give exactly the bits of
+      per_tree_set_batch and per_tree_sample (PER_REAL double or float)
+      when per_cuda.cu is built with -fmad=false and the CPU side with
+      -ffp-contract=off: only IEEE additions, multiplications and divisions
+      and integer operations are used. The exceptions are the two formulas
+      with a pow, which follow per.h's buffer (per_buffer_update,
+      per_buffer_sample) operation for operation, in double:
+        priority  p = (|td| + eps)^alpha (1 when alpha == 0, capped at
+                  PER_LEAF_MAX), rounded to per_real;
+        IS weight w = (pmin / p)^beta (1 when beta == 0 or p == pmin),
+                  rounded to float.
+      CUDA's double pow is within PER_CUDA_POW_ULP = 2 ulp of the correctly
+      rounded result (CUDA C++ Programming Guide, "Mathematical Functions";
+      from extensive, not exhaustive, tests), glibc's within 1 ulp (since
+      2.28), where an ulp distance counts the representable values between
+      two results. So a priority differs from the CPU's by at most
+      PER_CUDA_TD_ULP ulp (3 for double; 1 for float, after rounding) and a
+      weight by at most PER_CUDA_W_ULP = 1 ulp of float; the tests hold the
+      device to exactly these bounds (the host build, whose "device" pow is
+      a second implementation, to the same bounds). Everything after the
+      leaf values is exact again: a CPU tree given the leaf values the GPU
+      computed has the same bits as the GPU's tree.
+
+   VERIFIED WITHOUT A GPU
+      The kernels are also compiled as host C++ by a test-only shim that
+      runs every thread of every launch as a loop (forwards, backwards and
+      shuffled) and compared byte for byte with per.h. The GPU test binary
+      does the same comparisons on a device and skips (exit 77) without one.
+      The kernels use no shared memory, barriers or warp intrinsics, and
+      integer atomics (max, min, CAS, exchange) wherever two threads of a
+      launch touch one location, so running threads one by one is a
+      faithful schedule: the shim logs every access of every thread and
+      fails on any two threads of a launch that conflict, and
+      tests/cuda/check_ptx.py checks the PTX (no fma, ftz or approximate
+      division, no cooperation, only those atomics).
+
+   HOW THE UPDATE WORKS (a memset, 4 + depth launches, a thread per pair)
+      validate: each bad pair atomicMax'es (position, code) into *d_status,
+         so the first bad one in batch order wins, as on the CPU;
+      claim:    each pair atomicMax'es "NaN tag | position" into its leaf's
+         bit pattern, so the leaf ends up tagged with its last position;
+      decide:   a pair wins when its leaf carries its own tag (read only);
+      apply:    winners store their value (-0 as +0) and mark the parent
+         with -1 (no valid node is negative);
+      level s = 1..depth: for each winner's ancestor at level s, the one
+         thread whose atomicCAS turns the mark -1 into -2 recomputes it
+         with per_tree_recompute from its two final children, publishes it
+         with an atomic exchange and marks the next parent.
+      Every kernel returns at once when *d_status is set, so a refused
+      batch leaves the tree untouched. No float atomics anywhere.
+*/
+#ifndef PER_CUDA_H_INCLUDED
+#define PER_CUDA_H_INCLUDED
+
+#include "per.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef PER_CUDA_DEF
+#define PER_CUDA_DEF extern
+#endif
+
+/* A CUDA stream; identical to cudaStream_t. */
+typedef struct CUstream_st *per_cuda_stream;
+
+/* Largest batch of per_cuda_update / per_cuda_update_td /
+   per_cuda_is_weights; larger is PER_ERR_BATCH. (2^22 = 4194304.) */
+#define PER_CUDA_MAX_BATCH 0x400000u
+
+/* Maximum error of CUDA's double pow, in ulp from the correctly rounded
+   result, and what it allows between device and CPU results: a priority
+   (per_real) and an IS weight (float). See BIT FOR BIT above. */
+#define PER_CUDA_POW_ULP 2
+#define PER_CUDA_TD_ULP (sizeof(per_real) == sizeof(float) ? 1 : 3)
+#define PER_CUDA_W_ULP 1
+
+
+/* sizeof(per_real) that per_cuda.cu was compiled with; it must equal
+   sizeof(per_real) in your files. */
+PER_CUDA_DEF size_t per_cuda_real_bytes(void);
+
+/* ======================================================================
+   1. Device tree
+   ====================================================================== */
+
+/* A tree in device memory, in per.h's layout: d_node[1] is the root,
+   leaf i is d_node[leaves + i], 2 * leaves values in all. The descriptor
+   lives on the host; it owns nothing. */
+typedef struct per_cuda_tree {
+  per_real *d_node;  /* device memory, 2 * leaves values */
+  uint32_t capacity; /* C: leaves in use are [0, C) */
+  uint32_t leaves;   /* L: smallest power of two >= C */
+  uint32_t depth;    /* log2(L) */
+} per_cuda_tree;
+
+/* Bytes of device memory for `capacity` leaves: per_tree_bytes(capacity)
+   (0 when capacity is 0 or above PER_MAX_CAPACITY). */
+PER_CUDA_DEF size_t per_cuda_tree_bytes(uint32_t capacity);
+
+/* Describe the tree of `capacity` leaves held by d_mem (`bytes` >=
+   per_cuda_tree_bytes(capacity), aligned for per_real). No device work:
+   d_mem keeps what it holds (use per_cuda_tree_clear or an upload).
+   Errors: PER_ERR_NULL, PER_ERR_CAPACITY, PER_ERR_MEMORY; then *t (when
+   not NULL) is zeroed, as per_tree_init_mem does. */
+PER_CUDA_DEF per_status per_cuda_tree_wrap(per_cuda_tree *t, uint32_t capacity,
+                                           void *d_mem, size_t bytes);
+
+/* Enqueue: every node = 0 (an empty tree). Errors: PER_ERR_NULL,
+   PER_ERR_CAPACITY (bad descriptor), PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_tree_clear(const per_cuda_tree *t,
+                                            per_cuda_stream stream);
+
+/* Enqueue a copy of the CPU tree's 2L values to the device tree
+   (cudaMemcpyAsync). Both must have the same capacity (PER_ERR_CAPACITY).
+   The host array must stay untouched until the copy is done; from
+   pageable memory the copy is synchronous (CUDA's rule), from pinned
+   memory (cudaHostRegister / cudaMallocHost) it is asynchronous.
+   Errors: PER_ERR_NULL, PER_ERR_CAPACITY, PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_tree_upload(const per_cuda_tree *t,
+                                             const per_tree *host,
+                                             per_cuda_stream stream);
+
+/* Enqueue a copy of the device tree into the CPU tree (same capacity).
+   Read `host` only after the stream has reached this point
+   (cudaStreamSynchronize or an event). Errors as per_cuda_tree_upload. */
+PER_CUDA_DEF per_status per_cuda_tree_download(const per_cuda_tree *t,
+                                               per_tree *host,
+                                               per_cuda_stream stream);
+
+/* ======================================================================
+   2. Status word
+   ====================================================================== */
+
+/* The status in a word written by the device (copy it to the host first).
+   0 is PER_OK. For an update, *pos (may be NULL) gets the batch position
+   of the first bad pair, the one the CPU reports; 0 otherwise. */
+PER_CUDA_DEF per_status per_cuda_status_decode(unsigned long long word,
+                                               uint32_t *pos);
+
+/* Enqueue *d_status = 0. (Each call sets its word anyway; this is for
+   words you read before any call ran.) Errors: PER_ERR_NULL,
+   PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_status_clear(unsigned long long *d_status,
+                                              per_cuda_stream stream);
+
+/* ======================================================================
+   3. Update
+   ====================================================================== */
+
+/* Enqueue leaves d_idx[j] = d_val[j] for j in [0, n), then recompute every
+   touched ancestor once, level by level, from its two children: O(n log L)
+   work, no rebuild. Exactly per_tree_set_batch: duplicate indices, the last
+   one wins; -0 is stored as +0; the resulting tree has the same bits.
+   The whole batch is validated on the device first; the first bad pair in
+   batch order sets *d_status (PER_ERR_INDEX when d_idx[j] >= capacity,
+   then per_leaf_status of the value: PER_ERR_NAN, PER_ERR_INF,
+   PER_ERR_NEGATIVE, PER_ERR_RANGE) and then nothing is written.
+   n == 0 sets *d_status = 0 and does nothing else.
+   Scratch: round_up(4n, 256) bytes (at least 256).
+   Errors returned: PER_ERR_NULL, PER_ERR_CAPACITY (bad descriptor),
+   PER_ERR_BATCH (n > PER_CUDA_MAX_BATCH), PER_ERR_MEMORY (scratch too
+   small), PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_update(const per_cuda_tree *t,
+                                        const uint32_t *d_idx,
+                                        const per_real *d_val, uint32_t n,
+                                        void *d_scratch, size_t *scratch_bytes,
+                                        unsigned long long *d_status,
+                                        per_cuda_stream stream);
+
+/* per_cuda_update with the leaf values computed on the device from TD
+   errors, as per_buffer_update does on the CPU: leaf j =
+   pow(fabs((double)d_td[j]) + eps, alpha) in double (exactly 1 when
+   alpha == 0), capped at PER_LEAF_MAX, rounded to per_real; within
+   PER_CUDA_TD_ULP ulp of the CPU's (BIT FOR BIT), and the tree is then
+   the exact per_tree_set_batch of those values. Validated per pair in
+   per_buffer_update's order: a TD error that is NaN (PER_ERR_NAN) or
+   infinite (PER_ERR_INF), then PER_ERR_INDEX; the first bad pair in batch
+   order sets *d_status and nothing is written. eps and alpha must be
+   finite and >= 0 (PER_ERR_ARG). Scratch, duplicates and the other errors
+   as per_cuda_update. */
+PER_CUDA_DEF per_status per_cuda_update_td(const per_cuda_tree *t,
+                                           const uint32_t *d_idx,
+                                           const float *d_td, uint32_t n,
+                                           double eps, double alpha,
+                                           void *d_scratch,
+                                           size_t *scratch_bytes,
+                                           unsigned long long *d_status,
+                                           per_cuda_stream stream);
+
+/* ======================================================================
+   4. Sample
+   ====================================================================== */
+
+/* Enqueue the stratified batch of B draws that per_tree_sample draws from
+   a per_rng at (seed, counter): stratum i uses u_i = (i + r_i) * seg,
+   seg = total / B, r_i from Philox block (seed, counter + i), descends with
+   per_tree_descend; d_idx[i] gets the leaf and d_val[i] (may be NULL) its
+   value, so its probability is d_val[i] / d_node[1] (per_cuda_is_weights
+   takes d_val as it is). The indices and values are exactly the CPU's;
+   every index has a value > 0.
+   d_counter: NULL to use `counter`; otherwise the counter is read from
+   *d_counter on the device (`counter` is ignored) and, on success,
+   advanced by B there, as per_tree_sample advances rng->counter (for CUDA
+   graphs). On the host, with d_counter NULL, add B to your counter after
+   each call (the CPU does so only on success: check the status).
+   *d_status: PER_ERR_EMPTY (total 0) or PER_ERR_DEGENERATE (total not
+   finite); then nothing is written and *d_counter is not advanced.
+   Errors returned: PER_ERR_NULL, PER_ERR_CAPACITY (bad descriptor),
+   PER_ERR_BATCH (B == 0), PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_sample(const per_cuda_tree *t, uint64_t seed,
+                                        uint64_t counter,
+                                        unsigned long long *d_counter,
+                                        uint32_t B, uint32_t *d_idx,
+                                        per_real *d_val,
+                                        unsigned long long *d_status,
+                                        per_cuda_stream stream);
+
+/* ======================================================================
+   5. Importance-sampling weights
+   ====================================================================== */
+
+/* Enqueue the IS weights of a sampled batch (d_val[0..B): per_cuda_sample's
+   values), normalized by the batch maximum as per_buffer_sample does:
+      w_i = (N P_i)^-beta / max_j (N P_j)^-beta = (pmin / d_val[i])^beta
+   with pmin the smallest d_val (N and the total cancel out), computed in
+   double and rounded to float into d_w[i]: exactly 1 for the smallest
+   value and when beta == 0, every weight in [0, 1], never NaN; within
+   PER_CUDA_W_ULP ulp of the CPU's (BIT FOR BIT). The minimum is exact and
+   order-independent (an integer atomicMin on the bit patterns). d_w must
+   not overlap d_val. beta finite and >= 0 (PER_ERR_ARG).
+   *d_status: for the first d_val[i] that is not a valid positive leaf,
+   per_leaf_status's code, or PER_ERR_ARG for 0; then d_w is not written.
+   Scratch: 256 bytes. Errors returned: PER_ERR_NULL, PER_ERR_BATCH
+   (B == 0 or > PER_CUDA_MAX_BATCH), PER_ERR_ARG, PER_ERR_MEMORY (scratch
+   too small), PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val,
+                                            uint32_t B, double beta,
+                                            float *d_w, void *d_scratch,
+                                            size_t *scratch_bytes,
+                                            unsigned long long *d_status,
+                                            per_cuda_stream stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PER_CUDA_H_INCLUDED */

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""check_ptx.py NVCC SRC_DIR [nvcc args...]: compile per_cuda.cu to PTX
+(compute_80 and compute_90, PER_REAL double and float) with the build's
+flags and check what the host build and the bitwise contract rely on, for
+every kernel (.entry):
+  - IEEE arithmetic as on the CPU: no fused multiply-add (fma, float mad),
+    no flush to zero (.ftz), no approximate division or reciprocal
+    (.approx, div.full); only pow, kept out of line on purpose, may use
+    them inside it, which its documented ulp bound covers; no call to
+    anything else;
+  - no shared memory, no barrier, no warp shuffle/vote/match: threads of a
+    launch do not cooperate, so running them one by one (the shim) is a
+    faithful schedule;
+  - atomics only of the integer kinds the shim emulates (max, min, cas,
+    exch).
+Prints one line per kernel and exits 1 on any violation."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+nvcc, src = sys.argv[1], sys.argv[2]
+args = [a for a in sys.argv[3:]
+        if not a.startswith('-gencode') and not a.startswith('arch=')
+        and a not in ('-Werror', 'all-warnings')]
+bad = 0
+for arch, real in [(a, r) for a in ('80', '90') for r in ('double', 'float')]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, 'per_cuda.ptx')
+        cmd = [nvcc, '-ptx', '-arch=compute_' + arch, '-I', src,
+               '-DPER_REAL=' + real,
+               *args, os.path.join(src, 'per_cuda.cu'), '-o', out]
+        subprocess.run(cmd, check=True)
+        ptx = open(out).read()
+    entries = re.findall(r'\.entry\s+(\w+)\((.*?)\n\}', ptx, re.S)
+    if not entries:
+        print('no kernels found in the PTX')
+        sys.exit(1)
+    for name, body in entries:
+        code = re.sub(r'//[^\n]*', '', body)
+        problems = []
+        if re.search(r'\bfma\.', code):
+            problems.append('fma')
+        if re.search(r'\bmad\.(?:\w+\.)*f(?:32|64)\b', code):
+            problems.append('float mad')
+        if re.search(r'\.ftz\b', code):
+            problems.append('flush to zero')
+        if re.search(r'\.approx\b|\bdiv\.full\b', code):
+            problems.append('approximate arithmetic')
+        if '.shared' in body:
+            problems.append('shared memory')
+        if re.search(r'\bbar\.|\bbarrier\.', body):
+            problems.append('barrier')
+        if re.search(r'\b(shfl|vote|match|redux)\.', body):
+            problems.append('warp collective')
+        # atom[.sem][.scope][.space].op.type: keep op (and type for floats)
+        atoms = set()
+        for parts in re.findall(r'\batom((?:\.\w+)+)', code):
+            ops = [w for w in parts.split('.') if w in (
+                'max', 'min', 'add', 'inc', 'dec', 'cas', 'exch', 'and', 'or',
+                'xor')]
+            kind = ops[0] if ops else 'unknown'
+            if re.search(r'\.f(?:16|32|64)\b|\.bf16', parts):
+                kind += '.float'
+            atoms.add(kind)
+        atoms = sorted(atoms)
+        if any(a not in ('max', 'min', 'cas', 'exch') for a in atoms):
+            problems.append('atomics ' + ','.join(atoms))
+        if re.search(r'\bred\.', body):
+            problems.append('reduction atomics')
+        calls = sorted(set(re.findall(
+            r'\bcall(?:\.uni)?\s*(?:\(\s*\w+\s*\)\s*,)?\s*(\w+)', code)))
+        calls = [c for c in calls if 'pow' not in c]
+        if calls:
+            problems.append('calls ' + ','.join(calls))
+        short = re.sub(r'^_Z\d+', '', name)[:32]
+        print('sm_%s %-6s %-32s atomics %-12s %s' % (
+            arch, real, short, ','.join(atoms) or '-',
+            'NOT OK: ' + ', '.join(problems) if problems else 'OK'))
+        bad += bool(problems)
+print('check_ptx: %s' % ('NOT OK' if bad else 'OK'))
+sys.exit(1 if bad else 0)

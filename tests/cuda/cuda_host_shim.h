@@ -1,0 +1,427 @@
+// cuda_host_shim.h - test only: lets per_cuda.cu compile and run as host C++.
+//
+// Include this before per_cuda.cu (and before anything else that uses the
+// CUDA names). It provides exactly what per_cuda.cu and the shared test
+// cases use, mapped to the host:
+//   - __global__/__device__/__host__ become nothing; dim3, blockIdx,
+//     threadIdx, blockDim, gridDim are plain globals set by the launcher;
+//   - PER_CUDA_LAUNCH(kernel, grid, block, stream, args...) runs every
+//     thread of every block, one after the other, each to completion. The
+//     order is forwards, backwards or a fixed pseudo-random shuffle
+//     (per_shim_order), so a test can check that a result does not depend on
+//     the order in which threads run;
+//   - integer atomicMax/atomicMin/atomicCAS/atomicExch on unsigned int and
+//     unsigned long long (memcpy on the target, so any object may be the
+//     target);
+//   - a race detector: per_cuda.cu's kernels access device memory through
+//     PER_CUDA__LD / PER_CUDA__ST, which the shim defines to log every
+//     plain load, plain store and atomic of the running thread. Two
+//     different threads of one launch conflict when one stores and the
+//     other touches the same location in any way, or one loads plainly
+//     what the other changes atomically: on a GPU those run concurrently
+//     and the result would depend on timing, while a loop of whole threads
+//     would silently pick one outcome. Every conflict, and every access
+//     outside "device" memory, is counted in per_shim_races (the first ten
+//     printed); the tests require 0. Pointer arguments of a launch must
+//     point into device memory too;
+//   - pow: the device's pow is not the host's (CUDA documents its error
+//     bound, see per_cuda.h), so the "device" here computes it by another
+//     method than the CPU reference: through long double powl, rounded
+//     once. The ulp bounds are then checked against a second
+//     implementation, not against the CPU's pow itself;
+//   - "device memory" is malloc'd and registered; the runtime calls check
+//     that the device side of a copy or memset lies inside an allocation;
+//   - cudaGetDeviceCount reports one device: the host.
+//
+// Running whole threads one at a time is one legal schedule of a launch.
+// It is a faithful emulation only for kernels whose threads do not wait for
+// each other or communicate inside a launch other than through atomics:
+// per_cuda.cu is written that way (no shared memory, no __syncthreads, no
+// warp intrinsics, plain accesses only to locations no other thread of the
+// launch touches). The shim enforces it as far as a host build can:
+// __shared__, __syncthreads, warp intrinsics and float atomics are not
+// defined here, so a kernel using them does not compile in the host build;
+// the race detector checks the plain-access rule on every launch the tests
+// make; and the tests run every launch in three orders.
+#ifndef PER_CUDA_HOST_SHIM_H
+#define PER_CUDA_HOST_SHIM_H
+
+#define PER_CUDA_HOST_SHIM 1
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <math.h>
+
+#include <unordered_map>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+
+struct dim3 {
+  unsigned x, y, z;
+};
+
+static dim3 blockIdx, threadIdx, blockDim, gridDim;
+
+typedef struct CUstream_st *cudaStream_t;
+
+typedef enum cudaError {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorNoDevice = 100
+} cudaError_t;
+
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3
+};
+
+// >>launch emulation
+
+// 0: threads in index order, 1: reverse order, 2: shuffled (a fixed
+// permutation per launch, from a counter).
+static int per_shim_order = 0;
+static unsigned long long per_shim_launches; // launches so far
+static unsigned long long per_shim_threads;  // thread runs so far
+static cudaError_t per_shim_last_error = cudaSuccess;
+
+static inline uint64_t per_shim_mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// >>race detector
+// Per 4-byte word touched in the current launch (so that accesses of
+// different sizes that overlap are seen too): for plain loads, plain stores
+// and atomics, the first thread that did one and whether another did too.
+enum { PER_SHIM_LD = 0, PER_SHIM_ST = 1, PER_SHIM_AT = 2 };
+struct per_shim_touch {
+  size_t first[3];
+  unsigned char any[3], more[3];
+};
+static std::unordered_map<uintptr_t, per_shim_touch> per_shim_touched;
+static size_t per_shim_thread;            // the running thread of the launch
+static int per_shim_in_kernel;            // 1 while a kernel runs
+static unsigned long long per_shim_races; // conflicts and stray accesses
+
+static void per_shim_race(const char *what, const void *p) {
+  if (per_shim_races++ < 10) // the first ten
+    fprintf(stderr, "cuda shim: launch %llu, thread %zu: %s at %p\n",
+            per_shim_launches, per_shim_thread, what, p);
+}
+
+// 1 when [p, p + n) lies inside one "device" allocation.
+static inline int per_shim_on_device(const void *p, size_t n);
+
+// Some thread other than t did an access of kind k to this location.
+static inline int per_shim_other(const per_shim_touch &r, int k, size_t t) {
+  return r.any[k] && (r.first[k] != t || r.more[k]);
+}
+
+static inline void per_shim_note_word(uintptr_t w, const void *p, int kind) {
+  size_t t = per_shim_thread;
+  per_shim_touch &r = per_shim_touched[w];
+  int clash;
+  if (kind == PER_SHIM_ST) // a store clashes with anything another does
+    clash = per_shim_other(r, PER_SHIM_LD, t) ||
+            per_shim_other(r, PER_SHIM_ST, t) ||
+            per_shim_other(r, PER_SHIM_AT, t);
+  else if (kind == PER_SHIM_LD) // a load with another's store or atomic
+    clash = per_shim_other(r, PER_SHIM_ST, t) ||
+            per_shim_other(r, PER_SHIM_AT, t);
+  else // an atomic with another's plain store or load
+    clash = per_shim_other(r, PER_SHIM_ST, t) ||
+            per_shim_other(r, PER_SHIM_LD, t);
+  if (clash)
+    per_shim_race(kind == PER_SHIM_ST   ? "plain store races with a thread"
+                  : kind == PER_SHIM_LD ? "plain load races with a thread"
+                                        : "atomic races with a plain access",
+                  p);
+  if (!r.any[kind]) {
+    r.any[kind] = 1;
+    r.first[kind] = t;
+  } else if (r.first[kind] != t) {
+    r.more[kind] = 1;
+  }
+}
+
+static inline void per_shim_note(const void *p, size_t n, int kind) {
+  uintptr_t w;
+  if (!per_shim_in_kernel) return;
+  if (!per_shim_on_device(p, n))
+    per_shim_race("access outside device memory", p);
+  for (w = (uintptr_t)p & ~(uintptr_t)3; w < (uintptr_t)p + n; w += 4)
+    per_shim_note_word(w, p, kind);
+}
+
+template <typename T> struct per_shim_same { typedef T type; };
+
+template <typename T>
+static inline T per_shim_ld(const T *p) {
+  per_shim_note(p, sizeof *p, PER_SHIM_LD);
+  return *p;
+}
+template <typename T>
+static inline void per_shim_st(T *p, typename per_shim_same<T>::type v) {
+  per_shim_note(p, sizeof *p, PER_SHIM_ST);
+  *p = v;
+}
+#define PER_CUDA__LD(p) per_shim_ld(p)
+#define PER_CUDA__ST(p, v) per_shim_st((p), (v))
+
+// Pointer arguments of a kernel must be NULL or device memory.
+template <typename T> static inline void per_shim_arg(T *p) {
+  if (p && !per_shim_on_device(p, 1))
+    per_shim_race("kernel argument is not device memory", p);
+}
+template <typename T> static inline void per_shim_arg(const T &) {}
+
+template <typename Kernel, typename... Args>
+static inline void per_shim_launch(Kernel kernel, unsigned grid, unsigned block,
+                            cudaStream_t stream, Args... args) {
+  size_t total = (size_t)grid * block, t;
+  std::vector<size_t> order(total);
+  (void)stream;
+  if (grid == 0 || block == 0 || block > 1024) {
+    per_shim_last_error = cudaErrorInvalidValue;
+    return;
+  }
+  for (t = 0; t < total; ++t)
+    order[t] = per_shim_order == 1 ? total - 1 - t : t;
+  if (per_shim_order == 2) { // Fisher-Yates with a fixed, per-launch seed
+    uint64_t s = per_shim_mix(per_shim_launches + 0x9e3779b97f4a7c15ull);
+    for (t = total; t > 1; --t) {
+      size_t r, tmp;
+      s = per_shim_mix(s);
+      r = (size_t)(s % t);
+      tmp = order[t - 1];
+      order[t - 1] = order[r];
+      order[r] = tmp;
+    }
+  }
+  {
+    int check[] = {0, (per_shim_arg(args), 0)...};
+    (void)check;
+  }
+  per_shim_touched.clear();
+  per_shim_in_kernel = 1;
+  gridDim.x = grid;
+  gridDim.y = gridDim.z = 1;
+  blockDim.x = block;
+  blockDim.y = blockDim.z = 1;
+  for (t = 0; t < total; ++t) {
+    blockIdx.x = (unsigned)(order[t] / block);
+    blockIdx.y = blockIdx.z = 0;
+    threadIdx.x = (unsigned)(order[t] % block);
+    threadIdx.y = threadIdx.z = 0;
+    per_shim_thread = order[t];
+    kernel(args...);
+  }
+  per_shim_in_kernel = 0;
+  ++per_shim_launches;
+  per_shim_threads += total;
+}
+
+#define PER_CUDA_LAUNCH(kernel, grid, block, stream, ...) \
+  per_shim_launch(kernel, (grid), (block), (stream), __VA_ARGS__)
+
+// >>atomics: each is one indivisible step of the thread that runs it.
+template <typename T>
+static inline T per_shim_rmw_load(const T *a) {
+  T v;
+  per_shim_note(a, sizeof v, PER_SHIM_AT);
+  memcpy(&v, a, sizeof v);
+  return v;
+}
+template <typename T>
+static inline void per_shim_rmw_store(T *a, T v) {
+  memcpy(a, &v, sizeof v);
+}
+
+static inline unsigned int atomicMax(unsigned int *a, unsigned int v) {
+  unsigned int old = per_shim_rmw_load(a);
+  if (v > old) per_shim_rmw_store(a, v);
+  return old;
+}
+static inline unsigned long long atomicMax(unsigned long long *a,
+                                    unsigned long long v) {
+  unsigned long long old = per_shim_rmw_load(a);
+  if (v > old) per_shim_rmw_store(a, v);
+  return old;
+}
+static inline unsigned int atomicMin(unsigned int *a, unsigned int v) {
+  unsigned int old = per_shim_rmw_load(a);
+  if (v < old) per_shim_rmw_store(a, v);
+  return old;
+}
+static inline unsigned long long atomicMin(unsigned long long *a,
+                                           unsigned long long v) {
+  unsigned long long old = per_shim_rmw_load(a);
+  if (v < old) per_shim_rmw_store(a, v);
+  return old;
+}
+static inline unsigned int atomicCAS(unsigned int *a, unsigned int cmp,
+                              unsigned int v) {
+  unsigned int old = per_shim_rmw_load(a);
+  if (old == cmp) per_shim_rmw_store(a, v);
+  return old;
+}
+static inline unsigned long long atomicCAS(unsigned long long *a,
+                                    unsigned long long cmp,
+                                    unsigned long long v) {
+  unsigned long long old = per_shim_rmw_load(a);
+  if (old == cmp) per_shim_rmw_store(a, v);
+  return old;
+}
+static inline unsigned int atomicExch(unsigned int *a, unsigned int v) {
+  unsigned int old = per_shim_rmw_load(a);
+  per_shim_rmw_store(a, v);
+  return old;
+}
+static inline unsigned long long atomicExch(unsigned long long *a,
+                                     unsigned long long v) {
+  unsigned long long old = per_shim_rmw_load(a);
+  per_shim_rmw_store(a, v);
+  return old;
+}
+
+// >>device memory
+struct per_shim_alloc {
+  char *p;
+  size_t n;
+};
+static std::vector<per_shim_alloc> per_shim_allocs;
+
+static size_t per_shim_hit; // the allocation found last (a cache)
+
+static inline int per_shim_inside(const per_shim_alloc &a, const char *c,
+                                  size_t n) {
+  return c >= a.p && c <= a.p + a.n && n <= (size_t)(a.p + a.n - c);
+}
+
+static inline int per_shim_on_device(const void *p, size_t n) {
+  size_t i;
+  const char *c = (const char *)p;
+  if (per_shim_hit < per_shim_allocs.size() &&
+      per_shim_inside(per_shim_allocs[per_shim_hit], c, n))
+    return 1;
+  for (i = 0; i < per_shim_allocs.size(); ++i)
+    if (per_shim_inside(per_shim_allocs[i], c, n)) {
+      per_shim_hit = i;
+      return 1;
+    }
+  return 0;
+}
+
+static inline cudaError_t per_shim_fail(cudaError_t e) {
+  per_shim_last_error = e;
+  return e;
+}
+
+static inline cudaError_t cudaMalloc(void **p, size_t n) {
+  per_shim_alloc a;
+  if (!p) return per_shim_fail(cudaErrorInvalidValue);
+  a.p = (char *)malloc(n ? n : 1);
+  a.n = n;
+  if (!a.p) return per_shim_fail(cudaErrorMemoryAllocation);
+  memset(a.p, 0xA5, n); // device memory starts as garbage
+  per_shim_allocs.push_back(a);
+  *p = a.p;
+  return cudaSuccess;
+}
+
+static inline cudaError_t cudaFree(void *p) {
+  size_t i;
+  if (!p) return cudaSuccess;
+  for (i = 0; i < per_shim_allocs.size(); ++i)
+    if (per_shim_allocs[i].p == (char *)p) {
+      free(p);
+      per_shim_allocs.erase(per_shim_allocs.begin() + (ptrdiff_t)i);
+      return cudaSuccess;
+    }
+  return per_shim_fail(cudaErrorInvalidValue);
+}
+
+static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n,
+                                   cudaMemcpyKind kind, cudaStream_t stream) {
+  int dst_dev =
+      kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  int src_dev =
+      kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  (void)stream;
+  if (n == 0) return cudaSuccess;
+  if (!dst || !src || (dst_dev && !per_shim_on_device(dst, n)) ||
+      (src_dev && !per_shim_on_device(src, n)) ||
+      (!dst_dev && per_shim_on_device(dst, n)) ||
+      (!src_dev && per_shim_on_device(src, n)))
+    return per_shim_fail(cudaErrorInvalidValue);
+  memmove(dst, src, n);
+  return cudaSuccess;
+}
+
+static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n,
+                              cudaMemcpyKind kind) {
+  return cudaMemcpyAsync(dst, src, n, kind, (cudaStream_t)0);
+}
+
+static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n,
+                                   cudaStream_t stream) {
+  (void)stream;
+  if (n == 0) return cudaSuccess;
+  if (!p || !per_shim_on_device(p, n))
+    return per_shim_fail(cudaErrorInvalidValue);
+  memset(p, v, n);
+  return cudaSuccess;
+}
+
+static inline cudaError_t cudaMemset(void *p, int v, size_t n) {
+  return cudaMemsetAsync(p, v, n, (cudaStream_t)0);
+}
+
+static inline cudaError_t cudaPeekAtLastError(void) {
+  return per_shim_last_error;
+}
+
+static inline cudaError_t cudaGetLastError(void) {
+  cudaError_t e = per_shim_last_error;
+  per_shim_last_error = cudaSuccess;
+  return e;
+}
+
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  (void)stream;
+  return per_shim_last_error;
+}
+
+static inline cudaError_t cudaDeviceSynchronize(void) {
+  return per_shim_last_error;
+}
+
+static inline cudaError_t cudaGetDeviceCount(int *n) {
+  *n = 1;
+  return cudaSuccess;
+}
+
+// >>pow: the "device" libm (see the top comment)
+static inline double per_shim_pow(double x, double y) {
+  return (double)powl((long double)x, (long double)y);
+}
+#define PER_CUDA__POW per_shim_pow
+
+static inline const char *cudaGetErrorString(cudaError_t e) {
+  return e == cudaSuccess ? "no error (host shim)" : "error (host shim)";
+}
+
+#endif

@@ -1,0 +1,164 @@
+// test_cuda_host.cpp - per_cuda.cu compiled as host C++ (cuda_host_shim.h)
+// and compared with per.h on the CPU: trees byte for byte, sampled indices
+// exactly, every launch run with its threads forwards, backwards and
+// shuffled. Runs in every CI build; needs no GPU and no nvcc.
+#include "cuda_host_shim.h"
+
+#include "per_cuda.cu"
+
+#include "../t.h"
+
+#include "cuda_cases.h"
+
+// The race detector catches what a loop of whole threads would hide.
+static __global__ void host_k_store_same(uint32_t *x) {
+  PER_CUDA__ST(&x[0], (uint32_t)threadIdx.x); // every thread: one location
+}
+static __global__ void host_k_load_vs_atomic(unsigned int *x) {
+  if (threadIdx.x == 0) (void)PER_CUDA__LD(&x[0]);
+  else atomicMax(&x[0], 1u);
+}
+static __global__ void host_k_private(unsigned int *x, unsigned int *m) {
+  unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  PER_CUDA__ST(&x[t], 1u); // each thread its own location,
+  (void)PER_CUDA__LD(&x[t]);
+  atomicMax(m, t); // shared ones only atomically
+  atomicCAS(m, 0u, 0u);
+}
+static __global__ void host_k_read(const unsigned int *x) {
+  (void)PER_CUDA__LD(&x[0]);
+}
+static __global__ void host_k_overlap(const double *v, float *w) {
+  (void)PER_CUDA__LD(&v[threadIdx.x]); // w[1] is half of v[0]
+  PER_CUDA__ST(&w[threadIdx.x], 1.0f);
+}
+
+static void host_case_race_detector(void) {
+  unsigned int *d = (unsigned int *)cc_dmalloc(64 * sizeof(unsigned int));
+  double *dv = (double *)cc_dmalloc(2 * sizeof(double));
+  static unsigned int host_mem[4];
+  unsigned long long r0 = per_shim_races;
+  if (!d || !dv) return;
+  per_shim_order = 0;
+  fprintf(stderr, "(five reports of deliberate races follow)\n");
+  PER_CUDA_LAUNCH(host_k_private, 2, 31, cc_stream, d, d + 63);
+  CHECK_EQ_U(per_shim_races - r0, 0);
+  PER_CUDA_LAUNCH(host_k_store_same, 1, 2, cc_stream, d); // store vs store
+  CHECK_EQ_U(per_shim_races - r0, 1);
+  PER_CUDA_LAUNCH(host_k_load_vs_atomic, 1, 2, cc_stream, d); // load/atomic
+  CHECK_EQ_U(per_shim_races - r0, 2);
+  PER_CUDA_LAUNCH(host_k_store_same, 1, 1, cc_stream, d); // one thread: fine
+  CHECK_EQ_U(per_shim_races - r0, 2);
+  // a host pointer: refused as an argument and again at the access
+  PER_CUDA_LAUNCH(host_k_read, 1, 1, cc_stream, host_mem);
+  CHECK_EQ_U(per_shim_races - r0, 4);
+  // accesses of different sizes that overlap
+  PER_CUDA_LAUNCH(host_k_overlap, 1, 2, cc_stream, (const double *)dv,
+                  (float *)dv);
+  CHECK_EQ_U(per_shim_races - r0, 5);
+  cudaFree(d);
+  cudaFree(dv);
+  per_shim_races = r0;
+}
+
+// An update is 4 + depth launches of ceil(n / 256) blocks: O(n log L) work,
+// never a pass over the whole tree. Sampling is one launch (two with a
+// device counter), the weights two.
+static void host_case_launches(void) {
+  static const uint32_t caps[] = {1, 1000, 65539};
+  size_t c;
+  for (c = 0; c < sizeof caps / sizeof caps[0]; ++c) {
+    cc_dev_tree d;
+    cc_batch b;
+    size_t sb;
+    unsigned long long l0, t0;
+    uint32_t j, n = 300;
+    per_rng r;
+    if (!cc_dev_tree_make(&d, caps[c]) || !cc_batch_make(&b, n)) return;
+    per_rng_init(&r, c);
+    sb = b.scratch_bytes;
+    CHECK_OK(per_cuda_tree_clear(&d.t, cc_stream));
+    cc_batch_fill(&b, &r, n, caps[c], 0);
+    for (j = 0; j < n; ++j) b.val[j] = 1;
+    cc_batch_upload(&b, n);
+    l0 = per_shim_launches;
+    t0 = per_shim_threads;
+    CHECK_OK(per_cuda_update(&d.t, b.d_idx, b.d_val, n, b.d_scratch, &sb,
+                             b.d_status, cc_stream));
+    CHECK_EQ_U(per_shim_launches - l0, 4 + d.t.depth);
+    CHECK_EQ_U(per_shim_threads - t0, (4 + d.t.depth) * 512ull);
+    l0 = per_shim_launches;
+    CHECK_OK(per_cuda_sample(&d.t, 1, 2, NULL, 64, b.d_idx, NULL, b.d_status,
+                             cc_stream));
+    CHECK_EQ_U(per_shim_launches - l0, 1);
+    l0 = per_shim_launches;
+    CHECK_OK(per_cuda_is_weights(b.d_val, 64, 0.5, b.d_td, b.d_scratch, &sb,
+                                 b.d_status, cc_stream));
+    CHECK_EQ_U(per_shim_launches - l0, 2);
+    cc_batch_free(&b);
+    cc_dev_tree_free(&d);
+  }
+}
+
+// A CUDA runtime failure (here: a "device" pointer that is host memory) is
+// reported as PER_ERR_DEVICE, and an update refused that way before
+// its first launch changes nothing.
+static void host_case_runtime_errors(void) {
+  static unsigned long long host_word;
+  cc_dev_tree d;
+  cc_batch b;
+  per_tree cpu;
+  size_t sb;
+  uint32_t j;
+  if (!cc_dev_tree_make(&d, 50) || !cc_batch_make(&b, 8)) return;
+  if (per_tree_init(&cpu, 50, NULL) != PER_OK) return;
+  CHECK_OK(per_cuda_tree_clear(&d.t, cc_stream));
+  for (j = 0; j < 8; ++j) {
+    b.idx[j] = j;
+    b.val[j] = 1;
+  }
+  cc_batch_upload(&b, 8);
+  sb = b.scratch_bytes;
+  CHECK_STATUS(per_cuda_status_clear(&host_word, cc_stream),
+               PER_ERR_DEVICE);
+  CHECK_STATUS(per_cuda_update(&d.t, b.d_idx, b.d_val, 8, b.d_scratch, &sb,
+                               &host_word, cc_stream),
+               PER_ERR_DEVICE);
+  CHECK_STATUS(per_cuda_tree_download(&d.t, &cpu, cc_stream), PER_OK);
+  CHECK_EQ_U(cudaGetLastError(), cudaErrorInvalidValue); // and clear it
+  per_tree_clear(&cpu);
+  cc_same_tree("after a refused memset", &cpu, cc_download(&d));
+  per_tree_free(&cpu);
+  cc_batch_free(&b);
+  cc_dev_tree_free(&d);
+}
+
+int main(void) {
+  static const char *names[] = {"forwards", "backwards", "shuffled"};
+  int order;
+  printf("cuda-host: per_cuda.cu built as host C++, PER_REAL %s\n",
+         sizeof(per_real) == sizeof(float) ? "float" : "double");
+  for (order = 0; order < 3; ++order) {
+    unsigned before = t_fail_count;
+    unsigned long long races = per_shim_races;
+    per_shim_order = order;
+    cc_run_all();
+    CHECK_EQ_U(per_shim_races - races, 0);
+    printf("  threads run %s: %s (%llu races)\n", names[order],
+           t_fail_count == before ? "OK" : "NOT OK", per_shim_races - races);
+  }
+  host_case_launches();
+  host_case_race_detector();
+  host_case_runtime_errors();
+  // grid sizes up to the largest sample (B = UINT32_MAX) do not overflow
+  CHECK_EQ_U(per_cuda__grid(1), 1);
+  CHECK_EQ_U(per_cuda__grid(256), 1);
+  CHECK_EQ_U(per_cuda__grid(257), 2);
+  CHECK_EQ_U(per_cuda__grid(UINT32_MAX), 16777216);
+  CHECK_EQ_U(per_shim_races, 0);
+  CHECK_EQ_U(per_shim_allocs.size(), 0); // every "device" buffer was freed
+  CHECK_EQ_U(cudaGetLastError(), cudaSuccess);
+  printf("  %llu launches, %llu thread runs\n", per_shim_launches,
+         per_shim_threads);
+  return t_done("cuda-host");
+}
