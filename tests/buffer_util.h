@@ -1,7 +1,7 @@
-/* buffer_util.h - shared by the buffer, n-step and checkpoint tests: a
-   counting allocator that can fail its n-th call (include this before
-   per.h, which it includes with PER_IMPLEMENTATION) and byte snapshots of
-   a whole per_buffer (the struct and every allocation). */
+/* buffer_util.h - shared by the buffer, n-step and checkpoint tests: the
+   counting allocator of heap.h (this header includes per.h with
+   PER_IMPLEMENTATION after it) and byte snapshots of a whole per_buffer
+   (the struct and every allocation). */
 #ifndef PER_BUFFER_UTIL_H
 #define PER_BUFFER_UTIL_H
 
@@ -11,32 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct t_heap {
-  long calls;   /* PER_MALLOC calls so far */
-  long live;    /* allocations not freed yet */
-  long fail_at; /* fail the call with this number (1-based); 0: never */
-} t_heap;
-
-static t_heap t_default_heap; /* used when alloc_ctx is NULL */
-
-static void *t_malloc(size_t sz, void *ctx) {
-  t_heap *h = ctx ? (t_heap *)ctx : &t_default_heap;
-  void *p;
-  ++h->calls;
-  if (h->fail_at != 0 && h->calls == h->fail_at) return NULL;
-  p = malloc(sz ? sz : 1);
-  if (p) ++h->live;
-  return p;
-}
-
-static void t_free(void *p, void *ctx) {
-  t_heap *h = ctx ? (t_heap *)ctx : &t_default_heap;
-  if (p) --h->live;
-  free(p);
-}
-
-#define PER_MALLOC(sz, ctx) t_malloc((sz), (ctx))
-#define PER_FREE(p, ctx) t_free((p), (ctx))
+#include "heap.h"
 #define PER_IMPLEMENTATION
 #include "per.h"
 #include "t.h"

@@ -13,37 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- counting allocator ------------------------------------------------ */
-typedef struct t_heap {
-  long calls;   /* PER_MALLOC calls so far */
-  long live;    /* allocations not freed yet */
-  long frees;   /* PER_FREE calls with a non-NULL pointer */
-  long fail_at; /* fail the call with this number (1-based); 0: never */
-} t_heap;
-
-static t_heap t_default_heap; /* used when alloc_ctx is NULL */
-
-static void *t_malloc(size_t sz, void *ctx) {
-  t_heap *h = ctx ? (t_heap *)ctx : &t_default_heap;
-  void *p;
-  ++h->calls;
-  if (h->fail_at != 0 && h->calls == h->fail_at) return NULL;
-  p = malloc(sz);
-  if (p) ++h->live;
-  return p;
-}
-
-static void t_free(void *p, void *ctx) {
-  t_heap *h = ctx ? (t_heap *)ctx : &t_default_heap;
-  if (p) {
-    --h->live;
-    ++h->frees;
-  }
-  free(p);
-}
-
-#define PER_MALLOC(sz, ctx) t_malloc((sz), (ctx))
-#define PER_FREE(p, ctx) t_free((p), (ctx))
+/* ---- counting allocator (heap.h) ---------------------------------------- */
+#include "heap.h"
 #define PER_IMPLEMENTATION
 #include "per.h"
 
