@@ -387,4 +387,53 @@ BC_FN void bc_print_ratio(const bc_result *r) {
     printf("  %7s\n", "-");
 }
 
+/* ---- the trees both programs time --------------------------------------- */
+#include "classic_tree.h"
+
+/* per.h's tree (when have_per) and the classic tree (when have_classic)
+   over the same n leaves in (0, 1], drawn by bc_prio from o->seed and n; in
+   2 MiB-aligned huge-page memory with o->huge (*per_mem then holds
+   per.h's block, for bc_big_free). Returns the generator's state after the
+   leaves, for inputs that follow them. Exits with status 2 when a tree
+   cannot be made. */
+BC_FN uint64_t bc_build_trees(const bc_opts *o, uint32_t n, int have_per,
+                              int have_classic, per_tree *t, void **per_mem,
+                              classic_tree *ct) {
+  uint64_t s = o->seed * 0x100000001B3ull + n;
+  uint32_t i;
+  float *leaf = (float *)bc_xmalloc((size_t)n * sizeof(float));
+  for (i = 0; i < n; ++i) leaf[i] = bc_prio(&s);
+  if (have_per) {
+    per_real *v = (per_real *)bc_xmalloc((size_t)n * sizeof(per_real));
+    per_status st;
+    for (i = 0; i < n; ++i) v[i] = (per_real)leaf[i];
+    if (o->huge) {
+      size_t bytes = per_tree_bytes(n);
+      *per_mem = bc_big_alloc(bytes, 1);
+      st = per_tree_init_mem(t, n, *per_mem, bytes);
+    } else {
+      st = per_tree_init(t, n, NULL);
+    }
+    if (st == PER_OK) st = per_tree_build(t, v, n);
+    if (st != PER_OK) {
+      fprintf(stderr, "per.h tree of %u: %s\n", n, per_status_str(st));
+      exit(2);
+    }
+    free(v);
+  }
+  if (have_classic) {
+    if (!classic_init(ct, n, o->seed + 7)) {
+      fprintf(stderr, "classic tree of %u: out of memory\n", n);
+      exit(2);
+    }
+    if (o->huge) {
+      free(ct->node);
+      ct->node = (float *)bc_big_alloc((size_t)2 * ct->leaves * sizeof(float), 1);
+    }
+    classic_build(ct, leaf, n);
+  }
+  free(leaf);
+  return s;
+}
+
 #endif /* BENCH_COMMON_H */

@@ -251,46 +251,19 @@ static void k_iid_classic(void *p, uint64_t iters) {
 
 /* Both trees over the same N leaves in (0, 1]. */
 static void cat_setup(cat_ctx *c, const bc_opts *o, uint32_t n, uint32_t maxk) {
-  uint64_t s = o->seed * 0x100000001B3ull + n;
-  uint32_t i;
-  float *leaf = (float *)bc_xmalloc((size_t)n * sizeof(float));
   memset(c, 0, sizeof *c);
   c->n = n;
   c->have_per = o->side != 2;
   c->have_classic = o->side != 1;
-  for (i = 0; i < n; ++i) leaf[i] = bc_prio(&s);
+  bc_build_trees(o, n, c->have_per, c->have_classic, &c->t, &c->per_mem, &c->ct);
   if (c->have_per) {
-    per_real *v = (per_real *)bc_xmalloc((size_t)n * sizeof(per_real));
-    per_status st;
-    for (i = 0; i < n; ++i) v[i] = (per_real)leaf[i];
-    if (o->huge) {
-      size_t bytes = per_tree_bytes(n);
-      c->per_mem = bc_big_alloc(bytes, 1);
-      st = per_tree_init_mem(&c->t, n, c->per_mem, bytes);
-    } else {
-      st = per_tree_init(&c->t, n, NULL);
-    }
-    if (st == PER_OK) st = per_tree_build(&c->t, v, n);
-    if (st == PER_OK) st = per_cat_init(&c->cat, maxk, NULL);
+    per_status st = per_cat_init(&c->cat, maxk, NULL);
     if (st != PER_OK) {
-      fprintf(stderr, "per.h tree of %u: %s\n", n, per_status_str(st));
+      fprintf(stderr, "per_cat of %u: %s\n", maxk, per_status_str(st));
       exit(2);
     }
-    free(v);
     per_rng_init(&c->rng, o->seed);
   }
-  if (c->have_classic) {
-    if (!classic_init(&c->ct, n, o->seed + 7)) {
-      fprintf(stderr, "classic tree of %u: out of memory\n", n);
-      exit(2);
-    }
-    if (o->huge) {
-      free(c->ct.node);
-      c->ct.node = (float *)bc_big_alloc((size_t)2 * c->ct.leaves * sizeof(float), 1);
-    }
-    classic_build(&c->ct, leaf, n);
-  }
-  free(leaf);
   c->idx_p = (uint32_t *)bc_xmalloc((size_t)maxk * sizeof(uint32_t));
   c->idx_c = (uint32_t *)bc_xmalloc((size_t)maxk * sizeof(uint32_t));
   c->val_p = (per_real *)bc_xmalloc((size_t)maxk * sizeof(per_real));
