@@ -332,18 +332,28 @@ static void test_extreme_values(void) {
 
 /* ---- bad input ---------------------------------------------------------- */
 
+/* The values a leaf may not take, and the status each must get. */
+static void bad_leaves(per_real bad[5], per_status want[5]) {
+  bad[0] = (per_real)NAN;
+  want[0] = PER_ERR_NAN;
+  bad[1] = (per_real)INFINITY;
+  want[1] = PER_ERR_INF;
+  bad[2] = (per_real)-INFINITY;
+  want[2] = PER_ERR_INF;
+  bad[3] = (per_real)-1e-30;
+  want[3] = PER_ERR_NEGATIVE;
+  bad[4] = PER_LEAF_MAX * 2;
+  want[4] = PER_ERR_RANGE;
+}
+
 static void test_bad_input(void) {
   per_tree t;
   per_rng rng, rng0;
   uint32_t i, idx[8];
   snap s;
   per_real bad[5];
-  per_status want[5] = {PER_ERR_NAN, PER_ERR_INF, PER_ERR_INF, PER_ERR_NEGATIVE, PER_ERR_RANGE};
-  bad[0] = (per_real)NAN;
-  bad[1] = (per_real)INFINITY;
-  bad[2] = (per_real)-INFINITY;
-  bad[3] = (per_real)-1e-30;
-  bad[4] = PER_LEAF_MAX * 2;
+  per_status want[5];
+  bad_leaves(bad, want);
 
   CHECK_OK(per_tree_init(&t, 10, NULL));
   for (i = 0; i < 10; ++i) CHECK_OK(per_tree_set(&t, i, (per_real)(i % 3)));
@@ -581,12 +591,8 @@ static void test_set_range_errors(void) {
   uint32_t i;
   per_real v[4] = {1, 2, 3, 4};
   per_real bad[5];
-  per_status want[5] = {PER_ERR_NAN, PER_ERR_INF, PER_ERR_INF, PER_ERR_NEGATIVE, PER_ERR_RANGE};
-  bad[0] = (per_real)NAN;
-  bad[1] = (per_real)INFINITY;
-  bad[2] = (per_real)-INFINITY;
-  bad[3] = (per_real)-1e-30;
-  bad[4] = PER_LEAF_MAX * 2;
+  per_status want[5];
+  bad_leaves(bad, want);
   CHECK_OK(per_tree_init(&t, 10, NULL));
   for (i = 0; i < 10; ++i) CHECK_OK(per_tree_set(&t, i, (per_real)(i % 3)));
   for (i = 0; i < 5; ++i) {
