@@ -23,20 +23,7 @@
 #include "per.h"
 #include "per_cuda.h"
 
-// Under AddressSanitizer the CUDA driver needs the shadow gap unprotected.
-#if defined(__SANITIZE_ADDRESS__)
-#define PER_CUDA_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PER_CUDA_TEST_ASAN 1
-#endif
-#endif
-#ifdef PER_CUDA_TEST_ASAN
-extern "C" const char *__asan_default_options(void);
-extern "C" const char *__asan_default_options(void) {
-  return "protect_shadow_gap=0";
-}
-#endif
+#include "tests/cuda/cuda_asan.h"
 
 #define BENCH_CHECK(x)                                                      \
   do {                                                                      \
