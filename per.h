@@ -71,10 +71,17 @@
                           <stdio.h>
 
    BUILD FLAGS
-      Compile with -ffp-contract=off (the Meson build does) if you need the
-      CPU to match the GPU bit for bit; the arithmetic is written so that no
-      fused multiply-add can change a result, but the flag removes doubt.
-      -ffast-math is not supported (it removes the NaN/infinity checks).
+      Results do not depend on the optimization level, -march, C or C++,
+      or the compiler's contraction rules (-ffp-contract=fast, GCC's
+      default in its GNU modes, included): every product that is later
+      added to or subtracted from is either exact or rounded through a
+      barrier no compiler can fuse into a multiply-add, so the same seed
+      gives the same batches, weights and checkpoints on every build
+      (tools/determinism.sh builds one program with gcc, clang and g++,
+      -O0 to -O3 -march=native, and compares). The exceptions are
+      libm's pow (priorities and IS weights: the same bits wherever the
+      same libm runs) and -ffast-math, which is not supported (it removes
+      the NaN/infinity checks and reorders sums).
 
    ERRORS
       Every fallible function returns a per_status (PER_OK == 0). On any
@@ -249,6 +256,48 @@ PER_INLINE PER_HD per_real per_u01_real(const uint32_t w[4]) {
   return (per_real)per_u01d(w[0], w[1]);
 }
 
+/* a * b rounded once, in a value the compiler cannot fuse with a later
+   addition or subtraction into a multiply-add (FMA), whatever the build's
+   contraction rules: GCC contracts across statements by default in its GNU
+   modes (-ffp-contract=fast), clang -march=native and nvcc (-fmad=true)
+   within expressions, and a fused a*b+c rounds once where the written code
+   rounds twice. Every product whose result is later added to or subtracted
+   from goes through these, unless it is exact (a multiplication by a power
+   of two, as in per_u01f and per_u01d), so that the same inputs give the
+   same bits on every build. On the device __fmul_rn/__dmul_rn, which CUDA
+   documents as never merged into an FMA; on GCC and clang an empty asm
+   that the value must pass through in a register; elsewhere a volatile. */
+#if defined(__CUDA_ARCH__)
+#define PER__MUL_RN(T, a, b, intrinsic) return intrinsic(a, b)
+#elif (defined(__GNUC__) || defined(__clang__)) && \
+    (defined(__x86_64__) || defined(__SSE2_MATH__))
+#define PER__MUL_RN(T, a, b, intrinsic) \
+  T p_ = (a) * (b);                      \
+  __asm__("" : "+x"(p_));                \
+  return p_
+#elif (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
+#define PER__MUL_RN(T, a, b, intrinsic) \
+  T p_ = (a) * (b);                      \
+  __asm__("" : "+w"(p_));                \
+  return p_
+#else
+#define PER__MUL_RN(T, a, b, intrinsic) \
+  volatile T p_ = (a) * (b);             \
+  return p_
+#endif
+PER_INLINE PER_HD double per__dmul_rn(double a, double b) {
+  PER__MUL_RN(double, a, b, __dmul_rn);
+}
+PER_INLINE PER_HD float per__fmul_rn(float a, float b) {
+  PER__MUL_RN(float, a, b, __fmul_rn);
+}
+#undef PER__MUL_RN
+PER_INLINE PER_HD per_real per__mul_rn(per_real a, per_real b) {
+  if (sizeof(per_real) == sizeof(float))
+    return (per_real)per__fmul_rn((float)a, (float)b);
+  return (per_real)per__dmul_rn((double)a, (double)b);
+}
+
 /* Start a stream at block 0 of `seed`. */
 PERDEF void per_rng_init(per_rng *r, uint64_t seed);
 /* Next 32-bit word of the stream (four per block, in order). */
@@ -344,7 +393,7 @@ PER_INLINE PER_HD per_real per_tree_stratum_u(uint64_t seed, uint64_t counter,
                                               uint32_t i, per_real seg) {
   uint32_t w[4];
   per_rng_block(seed, counter + i, w);
-  return ((per_real)i + per_u01_real(w)) * seg;
+  return per__mul_rn((per_real)i + per_u01_real(w), seg);
 }
 
 /* Bytes of the node array for `capacity` leaves: 2L * sizeof(per_real);
@@ -1256,19 +1305,31 @@ PERDEF per_status per_tree_find(const per_tree *t, per_real u,
 
 /* u[g] = per_tree_stratum_u(seed, counter, i0 + g, seg) for every lane g,
    bit for bit, from PER__LANES Philox blocks made at once. (For a spare
-   lane past 2^32 strata the counter differs: nobody reads those.) */
+   lane past 2^32 strata the counter differs: nobody reads those.) With
+   GCC and clang the products are stored to u and an asm that may read
+   and write all memory follows, so the descent reads rounded products
+   back and no multiply-add can form (as per__mul_rn, which would stop
+   the loop from vectorizing). */
 static void per__strata_u(uint64_t seed, uint64_t counter, uint32_t i0,
                           per_real seg, per_real *u) {
   uint32_t w[4 * PER__LANES], g;
   per__philox_lanes(seed, counter + i0, w);
   for (g = 0; g < PER__LANES; ++g) {
-    per_real r01;
+    per_real r01, x;
     if (sizeof(per_real) == sizeof(float))
       r01 = (per_real)per_u01f(w[4 * g]);
     else
       r01 = (per_real)per_u01d(w[4 * g], w[4 * g + 1]);
-    u[g] = ((per_real)(uint32_t)(i0 + g) + r01) * seg;
+    x = (per_real)(uint32_t)(i0 + g) + r01;
+#if defined(__GNUC__) || defined(__clang__)
+    u[g] = x * seg;
+#else
+    u[g] = per__mul_rn(x, seg);
+#endif
   }
+#if defined(__GNUC__) || defined(__clang__)
+  __asm__ __volatile__("" : : "r"(u) : "memory");
+#endif
 }
 
 /* k[g] = node index of the leaf per_tree_descend finds for u[g], for
@@ -1330,10 +1391,11 @@ static void per__iid_lanes(const per_tree *t, per_rng *rng, per_real total,
   uint32_t k[PER__LANES], g;
   if (4 * m < PER__LANES) {
     for (g = 0; g < m; ++g)
-      leaf[g] = per_tree_descend(t->node, t->leaves, per_rng_real(rng) * total);
+      leaf[g] = per_tree_descend(t->node, t->leaves,
+                                 per__mul_rn(per_rng_real(rng), total));
     return;
   }
-  for (g = 0; g < m; ++g) u[g] = per_rng_real(rng) * total;
+  for (g = 0; g < m; ++g) u[g] = per__mul_rn(per_rng_real(rng), total);
   for (; g < PER__LANES; ++g) u[g] = 0; /* spare lanes, never read */
   per__descend_lanes(t->node, t->depth, u, k);
   for (g = 0; g < m; ++g) leaf[g] = k[g] - t->leaves;
@@ -1668,7 +1730,7 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
         per__cat_restore(c, t, idx, m);
         return PER_ERR_TOO_FEW;
       }
-      leaf = per_tree_descend(t->node, L, per_rng_real(rng) * total);
+      leaf = per_tree_descend(t->node, L, per__mul_rn(per_rng_real(rng), total));
       c->saved[m] = t->node[L + leaf];
       idx[m++] = leaf;
       t->node[L + leaf] = 0;
@@ -1890,7 +1952,8 @@ PERDEF double per_buffer_beta(const per_buffer *b) {
   if (!b) return 0;
   c = &b->cfg;
   if (b->step >= c->beta_steps) return c->beta1;
-  return c->beta0 + (c->beta1 - c->beta0) * ((double)b->step / (double)c->beta_steps);
+  return c->beta0 + per__dmul_rn(c->beta1 - c->beta0,
+                                 (double)b->step / (double)c->beta_steps);
 }
 
 PERDEF per_status per_buffer_add(per_buffer *b, const void *item) {
@@ -2072,7 +2135,7 @@ static per_status per__window_unique(per_buffer *b, const per__cover *c, uint32_
       s = PER_ERR_TOO_FEW;
       break;
     }
-    leaf = per__cover_find(c, node, L, per_rng_real(&b->rng) * tot);
+    leaf = per__cover_find(c, node, L, per__mul_rn(per_rng_real(&b->rng), tot));
     b->scratch_idx[j] = leaf;
     b->scratch_val[j] = node[L + leaf];
     per_tree_set(&b->tree, leaf, 0);
@@ -2402,7 +2465,7 @@ static void per__nstep_emit(per_nstep *a, per_buffer *b, uint32_t m, uint32_t do
   float r, d;
   per_status s;
   for (k = 0; k < m; ++k) {
-    acc += g * (double)a->reward[(h + k) % n];
+    acc += per__dmul_rn(g, (double)a->reward[(h + k) % n]);
     g *= gamma;
   }
   r = (float)acc;
