@@ -837,22 +837,50 @@ PERDEF uint32_t per_crc32c(uint32_t crc, const void *p, size_t n);
 #define PER_CKPT_VERSION 1u
 
 #ifndef PER_NO_STDIO
-/* Write the whole state to `path`: first to `path`.tmp, fflush, fsync
-   (POSIX), then rename over path; a failed save removes the .tmp and
-   leaves an existing file at path as it was. The buffer is not changed.
-   Errors: PER_ERR_NULL, PER_ERR_NOMEM (the .tmp name), PER_ERR_IO. */
+/* Write the whole state to `path`. The buffer is not changed.
+
+   per_buffer_save writes a new temporary file beside path, named
+   path.tmp-XXXXXXXXXXXXXXXX (16 hex digits, different for every save,
+   created exclusively: a name that exists is never reused), then fflush,
+   fsync (POSIX), rename over path, and fsync of the directory (POSIX,
+   where the directory can be opened). What that guarantees:
+   - Crash (the process killed at any point): path holds the previous
+     file or the new one, each complete; a kill before the rename may
+     leave a path.tmp-* file behind (safe to delete).
+   - Power loss (POSIX): once the call returned PER_OK, the new file is
+     on disk (its data synced before the rename, the rename synced by the
+     directory fsync); before that, as for a crash.
+   - Concurrent saves to one path, from threads or processes: each writes
+     its own temporary file, so the file left is one complete save (the
+     last rename wins), never a mix; a concurrent load reads the old or
+     the new file, never a partial one.
+   On error nothing is renamed and the temporary file is removed, so an
+   existing file at path stays as it was; the one exception is a failed
+   directory fsync after the rename (PER_ERR_IO too): the new file is
+   then in place and complete, but not known to survive a power loss.
+   Errors: PER_ERR_NULL, PER_ERR_NOMEM (the temporary name), PER_ERR_IO
+   (create, write, flush, sync or rename failed). Windows: rename does not
+   replace an existing file there, so a save over an existing path fails
+   with PER_ERR_IO. */
 PERDEF per_status per_buffer_save(const per_buffer *b, const char *path);
 /* Replace the whole state of b (initialised) with the file's: items,
    leaves, generations, ring position, counters, rng, beta step, max_leaf
    and the config's alpha, beta0, beta1, beta_steps, eps, max_priority and
    seed. The file is read and validated completely, into temporary memory,
    before b is touched; b then samples exactly the batches the saved
-   buffer would have. Errors (b unchanged): PER_ERR_NULL, PER_ERR_IO
-   (open/read), PER_ERR_NOMEM, PER_ERR_FORMAT (magic, endianness marker or
-   header size), PER_ERR_VERSION, PER_ERR_TRUNCATED (shorter than its
-   header says), PER_ERR_CHECKSUM, PER_ERR_MISMATCH (the file's capacity,
-   item_size, PER_REAL size, flags, max_unique or alpha = 0 differ from
-   b's), PER_ERR_CORRUPT (a field out of range with a valid checksum). */
+   buffer would have. Nothing is allocated before the header's claimed
+   length has been checked against the file's real length (where the
+   stream can tell it: a seekable file) and the item size (and, for a
+   full load, the capacity) against b's, so the memory used is bounded by
+   the real file and by b's own footprint. Errors (b unchanged):
+   PER_ERR_NULL, PER_ERR_IO (open or read failed, e.g. path is a
+   directory), PER_ERR_NOMEM, PER_ERR_FORMAT (not a per checkpoint:
+   magic, endianness marker or header size, and empty files),
+   PER_ERR_VERSION, PER_ERR_TRUNCATED (shorter than its header says),
+   PER_ERR_CHECKSUM, PER_ERR_MISMATCH (the file's capacity, item_size,
+   PER_REAL size, flags, max_unique or alpha = 0 differ from b's),
+   PER_ERR_CORRUPT (longer than its header says, or a field out of range
+   with a valid checksum). */
 PERDEF per_status per_buffer_load(per_buffer *b, const char *path);
 /* Rank `rank` of `world` loads the items of slots rank, rank + world, ...
    of the file, with their leaves, into b (oldest first, at slots 0, 1,
@@ -1749,8 +1777,11 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
 #endif
 #include <math.h>
 #ifndef PER_NO_STDIO
+#include <errno.h>
 #include <stdio.h>
+#include <time.h>
 #if defined(__unix__) || defined(__APPLE__)
+#include <fcntl.h>
 #include <unistd.h>
 #define PER__HAVE_FSYNC 1
 #endif
@@ -2617,6 +2648,68 @@ extern int fsync(int);
 #define PER__FSYNC(f) 0
 #endif
 
+/* Bytes of the temporary name's suffix: ".tmp-", 16 hex digits, NUL. */
+#define PER__TMP_SUFFIX 22
+
+/* Create path.tmp-XXXXXXXXXXXXXXXX for writing, exclusively (fopen mode
+   "x": C11, and glibc, musl, the BSDs, macOS and MSVC in every language
+   mode), its name in tmp (len + PER__TMP_SUFFIX bytes). The 16 digits
+   are Philox of the pid, the time, the clock and a stack address, so
+   concurrent savers (processes or threads) pick different names; a name
+   that exists already is never opened, another is tried instead. NULL
+   when no file could be created. */
+static FILE *per__tmp_create(const char *path, size_t len, char *tmp) {
+  static const char hex[] = "0123456789abcdef";
+  uint64_t key = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+  uint32_t attempt, i, w[4];
+  key ^= (uint64_t)(uintptr_t)&key;
+#ifdef PER__HAVE_FSYNC
+  key ^= (uint64_t)getpid() << 40;
+#endif
+  memcpy(tmp, path, len);
+  memcpy(tmp + len, ".tmp-", 5);
+  tmp[len + PER__TMP_SUFFIX - 1] = '\0';
+  for (attempt = 0; attempt < 64; ++attempt) {
+    FILE *f;
+    per_rng_block(key, attempt, w);
+    for (i = 0; i < 16; ++i) tmp[len + 5 + i] = hex[(w[i / 8] >> (4 * (i % 8))) & 15u];
+    errno = 0;
+    f = fopen(tmp, "wbx");
+    if (f || errno != EEXIST) return f;
+  }
+  return NULL;
+}
+
+/* After the rename: fsync the directory holding path, which makes the
+   rename itself durable (POSIX). dir holds len + 2 bytes. 0 on success,
+   and where the directory cannot be opened for reading or its file
+   system cannot sync directories (EINVAL, EBADF); -1 when the sync
+   failed. */
+static int per__sync_dir(const char *path, size_t len, char *dir) {
+#ifdef PER__HAVE_FSYNC
+  size_t n = len;
+  int fd, r, e;
+  while (n > 0 && path[n - 1] != '/') --n;
+  if (n == 0) {
+    dir[n++] = '.';
+  } else {
+    memcpy(dir, path, n);
+  }
+  dir[n] = '\0';
+  fd = open(dir, O_RDONLY);
+  if (fd < 0) return 0;
+  r = fsync(fd);
+  e = errno;
+  close(fd);
+  return (r == 0 || e == EINVAL || e == EBADF) ? 0 : -1;
+#else
+  (void)path;
+  (void)len;
+  (void)dir;
+  return 0;
+#endif
+}
+
 typedef struct per__writer {
   FILE *f;
   uint32_t crc; /* raw running CRC */
@@ -2674,11 +2767,9 @@ PERDEF per_status per_buffer_save(const per_buffer *b, const char *path) {
   uint32_t i, L;
   if (!b || !b->items || !path) return PER_ERR_NULL;
   len = strlen(path);
-  tmp = (char *)PER_MALLOC(len + 5, b->alloc_ctx);
+  tmp = (char *)PER_MALLOC(len + PER__TMP_SUFFIX, b->alloc_ctx);
   if (!tmp) return PER_ERR_NOMEM;
-  memcpy(tmp, path, len);
-  memcpy(tmp + len, ".tmp", 5);
-  w.f = fopen(tmp, "wb");
+  w.f = per__tmp_create(path, len, tmp);
   if (!w.f) {
     PER_FREE(tmp, b->alloc_ctx);
     return PER_ERR_IO;
@@ -2715,6 +2806,7 @@ PERDEF per_status per_buffer_save(const per_buffer *b, const char *path) {
   if (fclose(w.f) != 0) w.err = 1;
   if (!w.err && rename(tmp, path) != 0) w.err = 1;
   if (w.err) remove(tmp);
+  else if (per__sync_dir(path, len, tmp) != 0) w.err = 1;
   PER_FREE(tmp, b->alloc_ctx);
   return w.err ? PER_ERR_IO : PER_OK;
 }
@@ -2728,11 +2820,40 @@ typedef struct per__ckpt {
   uint32_t size, pos, has_perm;
 } per__ckpt;
 
-static per_status per__ckpt_read(FILE *f, void *ctx, per__ckpt *k) {
+/* Bytes from f's position to its end, in *rest: 1 when the stream can
+   tell (a seekable file; on 32-bit long platforms other than Windows, one
+   below 2 GiB), the position restored; 0 when it cannot; -1 when the
+   position could not be restored. */
+#if defined(_WIN32)
+#define PER__OFF __int64
+#define PER__TELL _ftelli64
+#define PER__SEEK _fseeki64
+#else
+#define PER__OFF long
+#define PER__TELL ftell
+#define PER__SEEK fseek
+#endif
+static int per__file_rest(FILE *f, uint64_t *rest) {
+  PER__OFF here = PER__TELL(f), end;
+  if (here < 0 || PER__SEEK(f, 0, SEEK_END) != 0) return 0;
+  end = PER__TELL(f);
+  if (PER__SEEK(f, here, SEEK_SET) != 0) return -1;
+  if (end < here) return 0;
+  *rest = (uint64_t)(end - here);
+  return 1;
+}
+
+/* Read and check the file: the header, then (before any allocation) its
+   claimed length against the real one and its item size and capacity
+   against b's, then the body and the checksum. */
+static per_status per__ckpt_read(FILE *f, void *ctx, const per_buffer *b,
+                                 uint32_t world, per__ckpt *k) {
   unsigned char h[PER__H_BYTES];
   size_t got = fread(h, 1, PER__H_BYTES, f);
-  uint64_t bytes;
+  uint64_t bytes, rest;
   uint32_t crc, t[256];
+  int known;
+  if (ferror(f)) return PER_ERR_IO;
   if (got >= 8 && memcmp(h, per__magic, 8) != 0) return PER_ERR_FORMAT;
   if (got < PER__H_BYTES) return got < 8 ? (got == 0 ? PER_ERR_FORMAT : PER_ERR_TRUNCATED)
                                          : PER_ERR_TRUNCATED;
@@ -2746,13 +2867,22 @@ static per_status per__ckpt_read(FILE *f, void *ctx, per__ckpt *k) {
   if (k->size > per__get32(h + PER__H_CAPACITY) || k->has_perm > 1) return PER_ERR_CORRUPT;
   bytes = per__ckpt_bytes(k->size, per__get32(h + PER__H_ITEM), k->has_perm);
   if (per__get64(h + PER__H_FBYTES) != bytes) return PER_ERR_CORRUPT;
+  known = per__file_rest(f, &rest);
+  if (known < 0) return PER_ERR_IO;
+  if (known && rest < bytes - PER__H_BYTES) return PER_ERR_TRUNCATED;
+  if (known && rest > bytes - PER__H_BYTES) return PER_ERR_CORRUPT;
+  if (per__get32(h + PER__H_ITEM) != b->cfg.item_size ||
+      (world == 0 && per__get32(h + PER__H_CAPACITY) != b->cfg.capacity))
+    return PER_ERR_MISMATCH;
   if ((uint64_t)(size_t)bytes != bytes) return PER_ERR_NOMEM;
   k->mem = (unsigned char *)PER_MALLOC((size_t)bytes, ctx);
   if (!k->mem) return PER_ERR_NOMEM;
   memcpy(k->mem, h, PER__H_BYTES);
   got = fread(k->mem + PER__H_BYTES, 1, (size_t)bytes - PER__H_BYTES, f);
+  if (ferror(f)) return PER_ERR_IO;
   if (got != (size_t)bytes - PER__H_BYTES) return PER_ERR_TRUNCATED;
   if (fgetc(f) != EOF) return PER_ERR_CORRUPT; /* longer than it says */
+  if (ferror(f)) return PER_ERR_IO;
   per__crc_table(t);
   crc = ~per__crc_run(t, 0xffffffffu, k->mem, (size_t)bytes - 4);
   if (crc != per__get32(k->mem + bytes - 4)) return PER_ERR_CHECKSUM;
@@ -2816,14 +2946,15 @@ static per_status per__ckpt_parse(per__ckpt *k) {
 }
 
 /* Open, read, checksum and parse. On success k->mem must be freed. */
-static per_status per__ckpt_open(const char *path, void *ctx, per__ckpt *k) {
+static per_status per__ckpt_open(const char *path, const per_buffer *b,
+                                 uint32_t world, per__ckpt *k) {
   FILE *f;
   per_status s;
+  void *ctx = b->alloc_ctx;
   memset(k, 0, sizeof *k);
   f = fopen(path, "rb");
   if (!f) return PER_ERR_IO;
-  s = per__ckpt_read(f, ctx, k);
-  if (ferror(f) && s == PER_ERR_TRUNCATED) s = PER_ERR_IO;
+  s = per__ckpt_read(f, ctx, b, world, k);
   fclose(f);
   if (s == PER_OK) s = per__ckpt_parse(k);
   if (s != PER_OK && k->mem) {
@@ -2862,11 +2993,11 @@ static per_status per__load(per_buffer *b, const char *path, uint32_t rank,
   ctx = b->alloc_ctx;
   cap = b->cfg.capacity;
   isz = b->cfg.item_size;
-  s = per__ckpt_open(path, ctx, &k);
+  s = per__ckpt_open(path, b, world, &k);
   if (s != PER_OK) return s;
   for (i = 0; i < k.size; ++i) n += (uint32_t)per__ckpt_pick(&k, i, rank, world, &slot);
-  if (k.cfg.item_size != b->cfg.item_size || n > cap ||
-      (world == 0 && (k.cfg.capacity != cap || k.cfg.flags != b->cfg.flags ||
+  if (n > cap ||
+      (world == 0 && (k.cfg.flags != b->cfg.flags ||
                       k.cfg.max_unique != b->cfg.max_unique ||
                       (k.cfg.alpha == 0) != (b->cfg.alpha == 0)))) {
     PER_FREE(k.mem, ctx);

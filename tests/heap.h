@@ -1,7 +1,8 @@
 /* heap.h - the tests' counting allocator: PER_MALLOC/PER_FREE hooks that
-   count calls and live blocks per context (NULL: a default heap) and can
-   fail the n-th call, to inject allocation failures. Include it before
-   per.h; it defines PER_MALLOC and PER_FREE. */
+   count calls, live blocks and the largest request per context (NULL: a
+   default heap) and can fail the n-th call, to inject allocation
+   failures. Include it before per.h; it defines PER_MALLOC and
+   PER_FREE. */
 #ifndef PER_TEST_HEAP_H
 #define PER_TEST_HEAP_H
 
@@ -12,6 +13,7 @@ typedef struct t_heap {
   long live;    /* allocations not freed yet */
   long frees;   /* PER_FREE calls with a non-NULL pointer */
   long fail_at; /* fail the call with this number (1-based); 0: never */
+  size_t max_bytes; /* largest single request so far */
 } t_heap;
 
 static t_heap t_default_heap; /* used when alloc_ctx is NULL */
@@ -20,6 +22,7 @@ static void *t_malloc(size_t sz, void *ctx) {
   t_heap *h = ctx ? (t_heap *)ctx : &t_default_heap;
   void *p;
   ++h->calls;
+  if (sz > h->max_bytes) h->max_bytes = sz;
   if (h->fail_at != 0 && h->calls == h->fail_at) return NULL;
   p = malloc(sz ? sz : 1);
   if (p) ++h->live;

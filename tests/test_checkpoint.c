@@ -1,14 +1,72 @@
 /* test_checkpoint.c - saving and loading a buffer: round trips that sample
    the same future batches, every single-byte corruption and every
    truncation refused with the buffer unchanged, foreign files, failed
-   saves, sharded loads and allocation failure. Files go to the current
-   directory (the build directory under meson), named per PER_REAL. */
+   saves, concurrent savers, directories, lying headers, sharded loads
+   and allocation failure. Files go to the current directory (the build
+   directory under meson), named per PER_REAL. */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "buffer_util.h"
 
 #define NAME(s) (IS_FLOAT ? "ckpt_float_" s : "ckpt_double_" s)
+
+/* The library's fsync calls land here: this definition takes the place of
+   the C library's in this program. It counts them, notes whether the
+   checkpoint `t_sync.path` was already in place (and no temporary file of
+   it left) when its directory was synced, and fails on request, so that
+   the tests see the order of the syncs and can inject I/O errors. Nothing
+   is really synced: the tests do not need durability. */
+static struct {
+  int files, dirs;         /* fsync calls on files and on directories */
+  int fail_file, fail_dir; /* 1: fail those with EIO */
+  const char *path;        /* checkpoint to look for at a directory sync */
+  int path_in_place;       /* path existed, alone, at the last one */
+} t_sync;
+
+static int count_tmp(const char *path);
+
+int fsync(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    errno = EBADF;
+    return -1;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ++t_sync.dirs;
+    if (t_sync.path)
+      t_sync.path_in_place = stat(t_sync.path, &st) == 0 && count_tmp(t_sync.path) == 0;
+    if (t_sync.fail_dir) {
+      errno = EIO;
+      return -1;
+    }
+    return 0;
+  }
+  ++t_sync.files;
+  if (t_sync.fail_file) {
+    errno = EIO;
+    return -1;
+  }
+  return 0;
+}
+
+/* Temporary files of a save to `path` in the current directory:
+   path.tmp-* (per_buffer_save's names). */
+static int count_tmp(const char *path) {
+  DIR *d = opendir(".");
+  struct dirent *e;
+  size_t len = strlen(path);
+  int n = 0;
+  if (!d) return -1;
+  while ((e = readdir(d)) != NULL)
+    n += strncmp(e->d_name, path, len) == 0 && strncmp(e->d_name + len, ".tmp-", 5) == 0;
+  closedir(d);
+  return n;
+}
 
 static long file_read(const char *path, unsigned char *buf, long cap) {
   FILE *f = fopen(path, "rb");
@@ -331,36 +389,175 @@ static void test_permutation(void) {
   remove(NAME("bad.bin"));
 }
 
-/* A failed save leaves the previous file as it was. */
+/* A failed save leaves the previous file as it was and no temporary file;
+   a good one syncs the file, renames it, then syncs the directory. */
 static void test_failed_save(void) {
   static unsigned char before[4096], after[4096];
   per_config c = cfg_of(4, 4);
-  per_buffer a;
+  per_buffer a, b;
   long n1, n2;
+  int dirs;
   CHECK_OK(per_buffer_init(&a, &c, NULL));
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
   fill(&a, 6, 6);
   CHECK_OK(per_buffer_save(&a, NAME("keep.bin")));
   n1 = file_read(NAME("keep.bin"), before, sizeof before);
   fill(&a, 2, 7);
-  /* the .tmp path is a directory: the save cannot write it */
-  remove(IS_FLOAT ? "ckpt_float_keep.bin.tmp" : "ckpt_double_keep.bin.tmp");
-  CHECK(mkdir(IS_FLOAT ? "ckpt_float_keep.bin.tmp" : "ckpt_double_keep.bin.tmp", 0700) == 0);
+  /* the file's fsync fails: nothing renamed, the temporary file removed */
+  t_sync.fail_file = 1;
   CHECK_STATUS(per_buffer_save(&a, NAME("keep.bin")), PER_ERR_IO);
+  t_sync.fail_file = 0;
   n2 = file_read(NAME("keep.bin"), after, sizeof after);
   CHECK(n1 > 0 && n1 == n2);
   CHECK_MEM(before, after, (size_t)n1);
-  remove(IS_FLOAT ? "ckpt_float_keep.bin.tmp" : "ckpt_double_keep.bin.tmp");
+  CHECK_EQ_U(count_tmp(NAME("keep.bin")), 0);
+  /* path is a directory: the rename fails, the temporary file is removed */
+  CHECK(mkdir(NAME("dir.bin"), 0700) == 0 || errno == EEXIST);
+  CHECK_STATUS(per_buffer_save(&a, NAME("dir.bin")), PER_ERR_IO);
+  CHECK_EQ_U(count_tmp(NAME("dir.bin")), 0);
+  CHECK(rmdir(NAME("dir.bin")) == 0);
   /* a directory that does not exist */
   CHECK_STATUS(per_buffer_save(&a, "no_such_dir_per/x.bin"), PER_ERR_IO);
   CHECK_STATUS(per_buffer_save(&a, NULL), PER_ERR_NULL);
   CHECK_STATUS(per_buffer_save(NULL, NAME("keep.bin")), PER_ERR_NULL);
-  /* and a good save replaces it, leaving no .tmp behind */
+  /* a good save replaces it, leaving no temporary file behind, and syncs
+     the directory once the new file is in place */
+  dirs = t_sync.dirs;
+  t_sync.path = NAME("keep.bin");
+  t_sync.path_in_place = 0;
   CHECK_OK(per_buffer_save(&a, NAME("keep.bin")));
+  CHECK_EQ_U(t_sync.dirs - dirs, 1);
+  CHECK(t_sync.path_in_place);
   n2 = file_read(NAME("keep.bin"), after, sizeof after);
   CHECK(n2 == n1 && memcmp(before, after, (size_t)n1) != 0);
-  CHECK(file_read(IS_FLOAT ? "ckpt_float_keep.bin.tmp" : "ckpt_double_keep.bin.tmp", after, 1) < 0);
+  CHECK_EQ_U(count_tmp(NAME("keep.bin")), 0);
+  /* the directory's fsync fails: PER_ERR_IO, but the new file is in place
+     and complete (the documented exception) */
+  fill(&a, 3, 8);
+  t_sync.fail_dir = 1;
+  CHECK_STATUS(per_buffer_save(&a, NAME("keep.bin")), PER_ERR_IO);
+  t_sync.fail_dir = 0;
+  t_sync.path = NULL;
+  CHECK_OK(per_buffer_load(&b, NAME("keep.bin")));
+  CHECK(state_equal(&a, &b));
+  CHECK_EQ_U(count_tmp(NAME("keep.bin")), 0);
   per_buffer_free(&a);
+  per_buffer_free(&b);
   remove(NAME("keep.bin"));
+}
+
+/* Several processes saving to one path at once, while this one loads it
+   over and over: every save succeeds, every load finds a complete file
+   (one of the savers'), and no temporary file is left. With one shared
+   temporary name the savers truncate and interleave each other's writes
+   and rename each other's half files into place. */
+static void test_concurrent_saves(void) {
+  enum { SAVERS = 3, SAVES = 40, LOADS = 60 };
+  per_config c = cfg_of(4096, 64);
+  per_buffer b;
+  pid_t pid[SAVERS];
+  int k, bad = 0, status;
+  {
+    per_buffer a;
+    CHECK_OK(per_buffer_init(&a, &c, NULL));
+    fill(&a, 100, 1);
+    CHECK_OK(per_buffer_save(&a, NAME("conc.bin")));
+    per_buffer_free(&a);
+  }
+  for (k = 0; k < SAVERS; ++k) {
+    pid[k] = fork();
+    CHECK(pid[k] >= 0);
+    if (pid[k] == 0) {
+      per_buffer a;
+      int j, fails = 0;
+      c.seed = (uint64_t)k + 10;
+      if (per_buffer_init(&a, &c, NULL) != PER_OK) _exit(2);
+      fill(&a, 5000 + 100 * (uint32_t)k, (uint64_t)k + 20);
+      for (j = 0; j < SAVES; ++j) fails += per_buffer_save(&a, NAME("conc.bin")) != PER_OK;
+      per_buffer_free(&a);
+      _exit(fails ? 1 : 0);
+    }
+  }
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (k = 0; k < LOADS; ++k) {
+    per_status st = per_buffer_load(&b, NAME("conc.bin"));
+    CHECK_MSG(st == PER_OK, "load %d during the saves: %s", k, per_status_str(st));
+    bad += st != PER_OK;
+    if (bad > 3) break;
+  }
+  for (k = 0; k < SAVERS; ++k) {
+    CHECK(waitpid(pid[k], &status, 0) == pid[k]);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "saver %d failed", k);
+  }
+  CHECK_OK(per_buffer_load(&b, NAME("conc.bin")));
+  CHECK_OK(per_buffer_check(&b));
+  CHECK(b.size == 4096 && b.added >= 5000);
+  CHECK_EQ_U(count_tmp(NAME("conc.bin")), 0);
+  per_buffer_free(&b);
+  remove(NAME("conc.bin"));
+}
+
+/* Loading a directory is a read error (PER_ERR_IO), not a foreign file. */
+static void test_load_directory(void) {
+  per_config c = cfg_of(9, 8);
+  per_buffer b;
+  bsnap s;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  fill(&b, 5, 2);
+  CHECK(mkdir(NAME("isdir.bin"), 0700) == 0 || errno == EEXIST);
+  s = bsnap_take(&b);
+  CHECK_STATUS(per_buffer_load(&b, NAME("isdir.bin")), PER_ERR_IO);
+  CHECK_STATUS(per_buffer_load_shard(&b, NAME("isdir.bin"), 0, 2), PER_ERR_IO);
+  CHECK_UNCHANGED(s, &b);
+  CHECK(rmdir(NAME("isdir.bin")) == 0);
+  per_buffer_free(&b);
+}
+
+/* A header that claims far more than the file holds is refused before
+   anything is allocated; so is one whose capacity does not fit the
+   buffer. */
+static void test_lying_header(void) {
+  static unsigned char img[4096];
+  per_config c = cfg_of(1000, 8);
+  per_buffer a, b;
+  t_heap heap;
+  long n;
+  int k;
+  memset(&heap, 0, sizeof heap);
+  CHECK_OK(per_buffer_init(&a, &c, NULL));
+  fill(&a, 12, 5);
+  CHECK_OK(per_buffer_save(&a, NAME("lie.bin")));
+  n = file_read(NAME("lie.bin"), img, sizeof img);
+  CHECK(n == 192 + 12 * (8 + 4 + (long)sizeof(per_real)) + 4);
+  CHECK_OK(per_buffer_init(&b, &c, &heap));
+  for (k = 0; k < 3; ++k) {
+    /* k = 0: capacity 2^31 holding 2^30 items (over 17 GB claimed) in a
+       256-byte file; k = 1: the buffer's capacity holding 900 items (18
+       KB claimed) in the real file; k = 2: the real items in a capacity
+       of 2^31 (a file of another buffer) */
+    uint32_t cap = k == 1 ? 1000u : 0x80000000u;
+    uint32_t size = k == 0 ? 0x40000000u : k == 1 ? 900u : 12u;
+    uint64_t bytes = 192u + (uint64_t)size * (8u + 4u + sizeof(per_real)) + 4u;
+    per_status want = k < 2 ? PER_ERR_TRUNCATED : PER_ERR_MISMATCH;
+    bsnap s;
+    put32(img + 24, cap);
+    put32(img + 32, size);
+    put32(img + 184, (uint32_t)bytes);
+    put32(img + 188, (uint32_t)(bytes >> 32));
+    fix_crc(img, n);
+    CHECK(file_write(NAME("lie.bin"), img, k == 0 ? 256 : n));
+    s = bsnap_take(&b);
+    heap.max_bytes = 0;
+    heap.calls = 0;
+    CHECK_STATUS(per_buffer_load(&b, NAME("lie.bin")), want);
+    CHECK_MSG(heap.calls == 0, "case %d: %ld allocations, the largest %lu bytes", k,
+              heap.calls, (unsigned long)heap.max_bytes);
+    CHECK_UNCHANGED(s, &b);
+  }
+  per_buffer_free(&a);
+  per_buffer_free(&b);
+  CHECK_EQ_U(heap.live, 0);
+  remove(NAME("lie.bin"));
 }
 
 /* Ranks 0..w-1 together hold every item exactly once, with its leaf,
@@ -476,6 +673,9 @@ int main(void) {
   test_foreign();
   test_permutation();
   test_failed_save();
+  test_concurrent_saves();
+  test_load_directory();
+  test_lying_header();
   test_shards();
   test_alloc_failure();
   return t_done(IS_FLOAT ? "checkpoint (float)" : "checkpoint (double)");
