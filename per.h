@@ -638,7 +638,8 @@ PERDEF per_config per_config_resolve(const per_config *cfg);
 typedef struct per_buffer {
   per_config cfg;        /* resolved and validated */
   unsigned char *items;  /* capacity * item_size bytes */
-  uint32_t *gen;         /* per slot: times written (0 = never), 1..2^32-1 */
+  uint32_t *gen;         /* per slot: times written (0 = never), counted
+                            1..2^32-1 then 1 again (per_buffer_update) */
   per_tree tree;         /* leaf i = priority of slot i; unfilled slots 0 */
   per_real *min_node;    /* with PER_WEIGHTS_BUFFER_MAX: 2L values, node k
                             = min positive leaf below k (PER__NO_MIN if
@@ -740,9 +741,16 @@ PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
    Duplicates: the last one wins. max_leaf becomes the largest leaf
    written if that is larger (it never decreases). n == 0 is a no-op.
    Twin critics: td[j] = 0.5f * (fabsf(d1[j]) + fabsf(d2[j])).
+   Generations: a slot's generation counts its writes modulo 2^32 - 1
+   (1, 2, ..., 2^32 - 1, then 1 again), so an id held while its slot is
+   overwritten exactly a multiple of 2^32 - 1 times is taken as current
+   (that needs about (2^32 - 1) * capacity adds between its sample and
+   its update: 4.3e14 for a capacity of 10^5); any other number of
+   overwrites makes it stale.
    Errors (nothing applied, *stale untouched): PER_ERR_NULL, PER_ERR_NAN,
    PER_ERR_INF (a td), PER_ERR_INDEX (an id that sample never handed out:
-   slot >= capacity, generation 0 or newer than the slot's). */
+   slot >= capacity, generation 0, or newer than the slot's while no slot
+   can have wrapped, i.e. fewer than 2^32 - 1 adds in all). */
 PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
                                     const float *td, uint32_t n,
                                     uint32_t *stale);
@@ -2334,14 +2342,18 @@ PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
   uint32_t j, cap, nstale = 0, m = 0, idx[PER__CHUNK];
   per_real val[PER__CHUNK];
   double alpha, eps;
+  int wrapped;
   if (!b || !b->items) return PER_ERR_NULL;
   if (n > 0 && (!ids || !td)) return PER_ERR_NULL;
   cap = b->cfg.capacity;
+  /* A generation above the slot's was never handed out, unless some slot
+     may have wrapped around (2^32 - 1 writes need that many adds). */
+  wrapped = b->added >= 0xffffffffull;
   for (j = 0; j < n; ++j) {
     uint32_t slot = (uint32_t)ids[j], g = (uint32_t)(ids[j] >> 32);
     per_status s = per__float_status(td[j]);
     if (s != PER_OK) return s;
-    if (slot >= cap || g == 0 || g > b->gen[slot]) return PER_ERR_INDEX;
+    if (slot >= cap || g == 0 || (g > b->gen[slot] && !wrapped)) return PER_ERR_INDEX;
   }
   alpha = b->cfg.alpha;
   eps = b->cfg.eps;

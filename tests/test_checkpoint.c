@@ -1,9 +1,9 @@
 /* test_checkpoint.c - saving and loading a buffer: round trips that sample
    the same future batches, every single-byte corruption and every
    truncation refused with the buffer unchanged, foreign files, failed
-   saves, concurrent savers, directories, lying headers, sharded loads
-   and allocation failure. Files go to the current directory (the build
-   directory under meson), named per PER_REAL. */
+   saves, concurrent savers, directories, lying headers, generation wrap,
+   sharded loads and allocation failure. Files go to the current directory
+   (the build directory under meson), named per PER_REAL. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
@@ -560,6 +560,48 @@ static void test_lying_header(void) {
   remove(NAME("lie.bin"));
 }
 
+/* Generations wrap after 2^32 - 1 writes of a slot: an id from before the
+   wrap is stale (not an error that rejects the batch), and an id whose
+   generation is above its slot's is an error only while no slot can have
+   wrapped. The wrap is reached through a checkpoint with a slot at
+   generation 2^32 - 1 and 2^32 - 1 adds. */
+static void test_generation_wrap(void) {
+  static unsigned char img[4096];
+  per_config c = cfg_of(1, 4);
+  per_buffer a, b;
+  unsigned char item[4] = {1, 2, 3, 4};
+  uint64_t id, forged;
+  uint32_t stale = 99;
+  float td = 0.5f;
+  long n;
+  CHECK_OK(per_buffer_init(&a, &c, NULL));
+  CHECK_OK(per_buffer_add(&a, item));
+  /* before any wrap, a generation above the slot's is refused */
+  forged = (uint64_t)2 << 32;
+  CHECK_STATUS(per_buffer_update(&a, &forged, &td, 1, &stale), PER_ERR_INDEX);
+  CHECK_OK(per_buffer_save(&a, NAME("gen.bin")));
+  n = file_read(NAME("gen.bin"), img, sizeof img);
+  CHECK(n == 192 + 4 + 4 + (long)sizeof(per_real) + 4);
+  put32(img + 192 + 4, 0xffffffffu); /* slot 0's generation */
+  put32(img + 120, 0xffffffffu);      /* added, low word */
+  fix_crc(img, n);
+  CHECK(file_write(NAME("gen.bin"), img, n));
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  CHECK_OK(per_buffer_load(&b, NAME("gen.bin")));
+  CHECK_OK(per_buffer_check(&b));
+  CHECK_OK(per_buffer_sample(&b, 1, NULL, NULL, &id, NULL));
+  CHECK_EQ_U((uint32_t)(id >> 32), 0xffffffffu);
+  CHECK_OK(per_buffer_add(&b, item)); /* the slot's 2^32-th write */
+  CHECK_EQ_U(b.gen[0], 1);
+  CHECK_OK(per_buffer_update(&b, &id, &td, 1, &stale));
+  CHECK_EQ_U(stale, 1);
+  CHECK_EQ_F(b.tree.node[b.tree.leaves], b.max_leaf); /* not applied */
+  CHECK_OK(per_buffer_check(&b));
+  per_buffer_free(&a);
+  per_buffer_free(&b);
+  remove(NAME("gen.bin"));
+}
+
 /* Ranks 0..w-1 together hold every item exactly once, with its leaf,
    oldest first. */
 static void test_shards(void) {
@@ -676,6 +718,7 @@ int main(void) {
   test_concurrent_saves();
   test_load_directory();
   test_lying_header();
+  test_generation_wrap();
   test_shards();
   test_alloc_failure();
   return t_done(IS_FLOAT ? "checkpoint (float)" : "checkpoint (double)");
