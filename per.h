@@ -77,11 +77,14 @@
       added to or subtracted from is either exact or rounded through a
       barrier no compiler can fuse into a multiply-add, so the same seed
       gives the same batches, weights and checkpoints on every build
-      (tools/determinism.sh builds one program with gcc, clang and g++,
-      -O0 to -O3 -march=native, and compares). The exceptions are
-      libm's pow (priorities and IS weights: the same bits wherever the
-      same libm runs) and -ffast-math, which is not supported (it removes
-      the NaN/infinity checks and reorders sums).
+      (tools/determinism.sh builds one program with gcc, clang, g++ and
+      clang++, -O0 to -O3 -march=native and forced FMA, and compares).
+      The exceptions: libm's pow (priorities and IS weights) gives the
+      same bits wherever the same libm runs, unless the compiler folds a
+      call with constant arguments at build time; 32-bit x86 with x87
+      arithmetic (-m32 without -mfpmath=sse) keeps excess precision and
+      is not covered; -ffast-math is not supported (it removes the
+      NaN/infinity checks and reorders sums).
 
    ERRORS
       Every fallible function returns a per_status (PER_OK == 0). On any
