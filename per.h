@@ -1345,10 +1345,10 @@ PERDEF per_status per_tree_find(const per_tree *t, per_real u,
 /* u[g] = per_tree_stratum_u(seed, counter, i0 + g, seg) for every lane g,
    bit for bit, from PER__LANES Philox blocks made at once. (For a spare
    lane past 2^32 strata the counter differs: nobody reads those.) With
-   GCC and clang the products are stored to u and an asm that may read
-   and write all memory follows, so the descent reads rounded products
-   back and no multiply-add can form (as per__mul_rn, which would stop
-   the loop from vectorizing). */
+   GCC and clang the products are stored to u and then an asm that may
+   read and write all memory, so the descent reads the rounded products
+   back and no multiply-add can form: per__mul_rn's guarantee, without
+   stopping the loop from vectorizing. */
 static void per__strata_u(uint64_t seed, uint64_t counter, uint32_t i0,
                           per_real seg, per_real *u) {
   uint32_t w[4 * PER__LANES], g;
