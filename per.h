@@ -2861,8 +2861,8 @@ static int per__file_rest(FILE *f, uint64_t *rest) {
 /* Read and check the file: the header, then (before any allocation) its
    claimed length against the real one and its item size and capacity
    against b's, then the body and the checksum. */
-static per_status per__ckpt_read(FILE *f, void *ctx, const per_buffer *b,
-                                 uint32_t world, per__ckpt *k) {
+static per_status per__ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
+                                 per__ckpt *k) {
   unsigned char h[PER__H_BYTES];
   size_t got = fread(h, 1, PER__H_BYTES, f);
   uint64_t bytes, rest;
@@ -2890,7 +2890,7 @@ static per_status per__ckpt_read(FILE *f, void *ctx, const per_buffer *b,
       (world == 0 && per__get32(h + PER__H_CAPACITY) != b->cfg.capacity))
     return PER_ERR_MISMATCH;
   if ((uint64_t)(size_t)bytes != bytes) return PER_ERR_NOMEM;
-  k->mem = (unsigned char *)PER_MALLOC((size_t)bytes, ctx);
+  k->mem = (unsigned char *)PER_MALLOC((size_t)bytes, b->alloc_ctx);
   if (!k->mem) return PER_ERR_NOMEM;
   memcpy(k->mem, h, PER__H_BYTES);
   got = fread(k->mem + PER__H_BYTES, 1, (size_t)bytes - PER__H_BYTES, f);
@@ -2965,15 +2965,14 @@ static per_status per__ckpt_open(const char *path, const per_buffer *b,
                                  uint32_t world, per__ckpt *k) {
   FILE *f;
   per_status s;
-  void *ctx = b->alloc_ctx;
   memset(k, 0, sizeof *k);
   f = fopen(path, "rb");
   if (!f) return PER_ERR_IO;
-  s = per__ckpt_read(f, ctx, b, world, k);
+  s = per__ckpt_read(f, b, world, k);
   fclose(f);
   if (s == PER_OK) s = per__ckpt_parse(k);
   if (s != PER_OK && k->mem) {
-    PER_FREE(k->mem, ctx);
+    PER_FREE(k->mem, b->alloc_ctx);
     k->mem = NULL;
   }
   return s;
