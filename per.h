@@ -1,5 +1,5 @@
-/* per.h - prioritized experience replay in one C header.       v0.1.0
-   https://example.invalid/per   (no warranty; LICENSE: see end of file)
+/* per.h - prioritized experience replay in one C header.       v0.2.0
+   MIT license (no warranty): see the end of this file or LICENSE
 
    Do this:
       #define PER_IMPLEMENTATION
@@ -26,7 +26,7 @@
       per_rng rng;
       uint32_t idx[32];
       per_real val[32];
-      if (per_tree_init(&t, 1000, NULL) != PER_OK) ...;
+      if (per_tree_init(&t, 1000, NULL) != PER_OK) return 1;
       per_tree_set(&t, 7, 2.5);                  // leaf 7 gets priority 2.5
       per_rng_init(&rng, 42);                    // seed 42, counter 0
       per_status s = per_tree_sample(&t, &rng, 32, idx, val);  // stratified
@@ -34,13 +34,18 @@
       per_tree_free(&t);
 
    QUICK START: THE REPLAY BUFFER (a DQN-style loop; link with -lm)
-      per_config cfg = {0};                      // zero = the defaults
-      per_buffer buf;
+      typedef struct transition {
+        float obs[4], next_obs[4], reward;
+        int32_t action;
+        uint32_t done;
+      } transition;
+      transition t = {{0}, {0}, 0, 0, 0}, batch[64];
       uint64_t ids[64];
-      float w[64], td[64];
-      cfg.capacity = 100000;
-      cfg.item_size = sizeof(transition);        // items are opaque bytes
-      if (per_buffer_init(&buf, &cfg, NULL) != PER_OK) ...;
+      float w[64], td[64] = {0};
+      per_buffer buf;
+      per_config cfg = per_config_default(100000, sizeof(transition));
+      cfg.seed = 42;                             // fields are read as written
+      if (per_buffer_init(&buf, &cfg, NULL) != PER_OK) return 1;
       per_buffer_add(&buf, &t);                  // every environment step
       if (per_buffer_sample(&buf, 64, NULL, batch, ids, w) == PER_OK) {
         // loss = mean(w[i] * (q - target)^2); td[i] = q - target
@@ -100,6 +105,8 @@
       get the same result as one thread.
 
    REVISION HISTORY
+      0.2.0  per_config_default; config fields read as written (PER_ZERO
+             and per_config_resolve removed); PER_VERSION
       0.1.0  sum tree, Philox RNG, uniform and categorical samplers;
              replay buffer, n-step adder, checkpoints
 */
@@ -109,6 +116,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+/* 0.2.0 as one number, major * 10000 + minor * 100 + patch. */
+#define PER_VERSION_MAJOR 0
+#define PER_VERSION_MINOR 2
+#define PER_VERSION_PATCH 0
+#define PER_VERSION 200
+#define PER_VERSION_STRING "0.2.0"
 
 #ifndef PER_REAL
 #define PER_REAL double
@@ -596,11 +610,6 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
    and deterministic from the seed. Not safe for concurrent use: sampling
    writes the rng, the beta step and scratch memory. */
 
-/* Deliberate zero for the double fields of per_config where 0 means
-   "default": alpha = PER_ZERO is uniform replay, beta0 = PER_ZERO starts
-   the schedule at 0. Any other negative value is PER_ERR_ARG. */
-#define PER_ZERO (-1.0)
-
 /* per_config.flags */
 enum {
   /* Normalize IS weights by the buffer-wide maximum weight (that of the
@@ -609,37 +618,43 @@ enum {
   PER_WEIGHTS_BUFFER_MAX = 1u << 0
 };
 
-/* Zero (or &(per_config){0}) means the default for every field except
-   capacity and item_size, which are required. */
+/* Every field is read as written: start from per_config_default(), which
+   fills in the defaults noted below, and change what you need. 0 is a
+   value like any other (alpha = 0 is uniform replay, beta0 = beta1 = 0 no
+   correction, eps = 0 no floor); a config left zeroed is refused by
+   per_buffer_init (capacity, item_size and max_priority must be > 0). */
 typedef struct per_config {
-  uint32_t capacity;   /* items, required: 1 .. 2^31 */
-  uint32_t item_size;  /* bytes per item, required: >= 1 */
-  double alpha;        /* default 0.6; PER_ZERO = uniform (every leaf 1) */
+  uint32_t capacity;   /* items: 1 .. 2^31 */
+  uint32_t item_size;  /* bytes per item: >= 1 */
+  double alpha;        /* default 0.6; 0 = uniform (every leaf 1) */
   double beta0;        /* default 0.4; IS exponent at step 0 */
   double beta1;        /* default 1.0; IS exponent from beta_steps on */
-  uint64_t beta_steps; /* default 200000 sample calls, linear beta0 -> beta1 */
-  double eps;          /* default 1e-6; PER_ZERO allowed */
+  uint64_t beta_steps; /* default 200000 sample calls, linear beta0 -> beta1
+                          (0: beta1 from the first call) */
+  double eps;          /* default 1e-6; 0 allowed (zero-TD items are then
+                          never drawn) */
   double max_priority; /* default 1.0: the leaf value new items get until an
-                          update raises it; must be > 0 (ignored when
-                          alpha = 0: every leaf is then 1) */
+                          update raises it; > 0 (ignored when alpha = 0:
+                          every leaf is then 1) */
   uint64_t seed;       /* default 0 (0 is a seed like any other) */
   uint32_t flags;      /* PER_WEIGHTS_BUFFER_MAX; default 0 */
-  uint32_t max_unique; /* largest batch PER_SAMPLE_UNIQUE accepts; default
-                          min(capacity, 65536); its workspace is about
-                          20 bytes per unit */
+  uint32_t max_unique; /* largest batch PER_SAMPLE_UNIQUE accepts: 1 ..
+                          min(capacity, 2^30); default min(capacity, 65536);
+                          its workspace is about 20 bytes per unit */
 } per_config;
 
-/* The config with every default filled in (PER_ZERO becomes 0; nothing is
-   validated: per_buffer_init does that). cfg may be NULL (all defaults,
-   capacity and item_size 0). */
-PERDEF per_config per_config_resolve(const per_config *cfg);
+/* The defaults for a buffer of `capacity` items of `item_size` bytes:
+     per_config cfg = per_config_default(100000, sizeof(transition));
+     cfg.seed = 42;
+   Nothing is validated (per_buffer_init does that). Valid C and C++. */
+PERDEF per_config per_config_default(uint32_t capacity, uint32_t item_size);
 
 /* A plain struct: declare one and per_buffer_init it. Fields are readable
    (tests, tools); change them only through the functions. Item slots
    [0, size) are filled; the newest is slot (pos + capacity - 1) % capacity
    and the oldest is slot pos once the ring is full (slot 0 before). */
 typedef struct per_buffer {
-  per_config cfg;        /* resolved and validated */
+  per_config cfg;        /* validated */
   unsigned char *items;  /* capacity * item_size bytes */
   uint32_t *gen;         /* per slot: times written (0 = never), counted
                             1..2^32-1 then 1 again (per_buffer_update) */
@@ -678,9 +693,9 @@ typedef struct per_sample_opts {
    at cfg->seed. alloc_ctx goes to PER_MALLOC/PER_FREE. Errors:
    PER_ERR_NULL (b or cfg), PER_ERR_CAPACITY (capacity 0 or > 2^31, or
    capacity * item_size overflows size_t), PER_ERR_ARG (item_size 0, a
-   double field NaN, infinite or negative other than PER_ZERO,
-   max_priority <= 0 or > PER_LEAF_MAX, unknown flags, max_unique >
-   capacity or > 2^30), PER_ERR_NOMEM. On error *b is zeroed (and
+   double field NaN, infinite or negative, max_priority 0 or >
+   PER_LEAF_MAX, unknown flags, max_unique 0, > capacity or > 2^30),
+   PER_ERR_NOMEM. On error *b is zeroed (and
    per_buffer_free accepts it) and nothing is leaked. */
 PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
                                   void *alloc_ctx);
@@ -1826,27 +1841,22 @@ static per_status per__float_status(float v) {
   return PER_OK;
 }
 
-static double per__resolve_d(double v, double def) {
-  if (v == 0) return def;
-  if (v == PER_ZERO) return 0;
-  return v;
-}
-
-PERDEF per_config per_config_resolve(const per_config *cfg) {
+PERDEF per_config per_config_default(uint32_t capacity, uint32_t item_size) {
   per_config c;
-  if (cfg) c = *cfg;
-  else memset(&c, 0, sizeof c);
-  c.alpha = per__resolve_d(c.alpha, 0.6);
-  c.beta0 = per__resolve_d(c.beta0, 0.4);
-  c.beta1 = per__resolve_d(c.beta1, 1.0);
-  c.eps = per__resolve_d(c.eps, 1e-6);
-  if (c.beta_steps == 0) c.beta_steps = 200000;
-  if (c.max_priority == 0) c.max_priority = 1.0;
-  if (c.max_unique == 0) c.max_unique = c.capacity < 65536u ? c.capacity : 65536u;
+  memset(&c, 0, sizeof c);
+  c.capacity = capacity;
+  c.item_size = item_size;
+  c.alpha = 0.6;
+  c.beta0 = 0.4;
+  c.beta1 = 1.0;
+  c.beta_steps = 200000;
+  c.eps = 1e-6;
+  c.max_priority = 1.0;
+  c.max_unique = capacity < 65536u ? capacity : 65536u;
   return c;
 }
 
-/* Validate a resolved config. */
+/* Validate a config. */
 static per_status per__config_check(const per_config *c) {
   uint64_t bytes;
   if (c->capacity == 0 || c->capacity > PER_MAX_CAPACITY) return PER_ERR_CAPACITY;
@@ -1935,7 +1945,7 @@ PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
   if (!b) return PER_ERR_NULL;
   memset(b, 0, sizeof *b);
   if (!cfg) return PER_ERR_NULL;
-  c = per_config_resolve(cfg);
+  c = *cfg;
   s = per__config_check(&c);
   if (s != PER_OK) return s;
   b->alloc_ctx = alloc_ctx;
@@ -2923,7 +2933,7 @@ static per_status per__ckpt_parse(per__ckpt *k) {
   c->max_priority = per__getf64(h + PER__H_MAXP);
   c->beta_steps = per__get64(h + PER__H_BSTEPS);
   c->seed = per__get64(h + PER__H_SEED);
-  if (per__config_check(c) != PER_OK || c->beta_steps == 0) return PER_ERR_CORRUPT;
+  if (per__config_check(c) != PER_OK) return PER_ERR_CORRUPT;
   if ((c->alpha == 0) != (k->has_perm == 1)) return PER_ERR_CORRUPT;
   k->h = h;
   k->pos = per__get32(h + PER__H_POS);

@@ -229,9 +229,7 @@ static void setup_buffer(ctx *c, const bc_opts *o, uint32_t maxB) {
   per_config cfg;
   uint32_t i, chunk = 4096, *items;
   per_status s;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.capacity = c->n;
-  cfg.item_size = sizeof(uint32_t);
+  cfg = per_config_default(c->n, sizeof(uint32_t));
   cfg.seed = o->seed;
   s = per_buffer_init(&c->buf, &cfg, NULL);
   items = (uint32_t *)bc_xmalloc(chunk * sizeof(uint32_t));

@@ -73,7 +73,7 @@ static void usage(FILE *f) {
     "  --alpha A       priority exponent (default 0.6)\n"
     "  --beta B        initial IS exponent, annealed to 1 (default 0.4)\n"
     "  --batch B       minibatch size (default 64)\n"
-    "  --uniform       uniform replay: alpha = 0 (PER_ZERO), weights 1\n"
+    "  --uniform       uniform replay: alpha = 0, weights 1\n"
     "  --csv FILE      write one line per episode: step,episode,return,\n"
     "                  avg100,epsilon,beta\n"
     "  --quiet         only the final summary\n"
@@ -259,18 +259,16 @@ int main(int argc, char **argv) {
     o.quiet = 1;
   }
 
-  /* The replay: n-step items, alpha 0 through PER_ZERO for --uniform. */
+  /* The replay: n-step items; alpha 0 for --uniform. */
   memset(&nc, 0, sizeof nc);
   nc.n = o.n;
   nc.gamma = o.gamma;
   nc.obs_size = sizeof obs;
   nc.action_size = sizeof(uint32_t);
   lay = per_nstep_layout_of(&nc);
-  memset(&pc, 0, sizeof pc);
-  pc.capacity = o.capacity;
-  pc.item_size = lay.size;
-  pc.alpha = o.uniform || o.alpha == 0.0 ? PER_ZERO : o.alpha;
-  pc.beta0 = o.beta0 == 0.0 ? PER_ZERO : o.beta0;
+  pc = per_config_default(o.capacity, lay.size);
+  pc.alpha = o.uniform ? 0.0 : o.alpha;
+  pc.beta0 = o.beta0;
   pc.beta1 = 1.0;
   pc.beta_steps = (uint64_t)(o.steps > o.learn_start ? o.steps - o.learn_start
                                                       : 1);
@@ -316,7 +314,7 @@ int main(int argc, char **argv) {
 
   if (!o.quiet) {
     printf("DQN on CartPole-v1: seed %llu, ", (unsigned long long)o.seed);
-    if (pc.alpha == PER_ZERO)
+    if (pc.alpha == 0)
       printf("uniform replay (alpha 0)");
     else
       printf("prioritized replay (alpha %g, beta %g -> 1)", o.alpha, o.beta0);

@@ -102,11 +102,7 @@ static inline int state_equal(const per_buffer *a, const per_buffer *b) {
 }
 
 static inline per_config cfg_of(uint32_t capacity, uint32_t item_size) {
-  per_config c;
-  memset(&c, 0, sizeof c);
-  c.capacity = capacity;
-  c.item_size = item_size;
-  return c;
+  return per_config_default(capacity, item_size);
 }
 
 #endif

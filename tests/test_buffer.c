@@ -47,7 +47,13 @@ static per_real leaf_of(const per_buffer *b, float td) {
 /* ---- config --------------------------------------------------------------- */
 
 static void test_config(void) {
-  per_config c = per_config_resolve(NULL), d;
+  per_config c = per_config_default(10, 4), z;
+  per_buffer b;
+  float w[4];
+  uint64_t ids[4];
+  uint32_t i, v = 0;
+  CHECK_EQ_U(c.capacity, 10);
+  CHECK_EQ_U(c.item_size, 4);
   CHECK_EQ_F(c.alpha, 0.6);
   CHECK_EQ_F(c.beta0, 0.4);
   CHECK_EQ_F(c.beta1, 1.0);
@@ -56,20 +62,56 @@ static void test_config(void) {
   CHECK_EQ_F(c.max_priority, 1.0);
   CHECK_EQ_U(c.seed, 0);
   CHECK_EQ_U(c.flags, 0);
-  d = cfg_of(100000, 4);
-  c = per_config_resolve(&d);
-  CHECK_EQ_U(c.max_unique, 65536);
-  d = cfg_of(10, 4);
-  d.alpha = PER_ZERO;
-  d.beta0 = PER_ZERO;
-  d.eps = PER_ZERO;
-  d.beta1 = 0.5;
-  c = per_config_resolve(&d);
-  CHECK_EQ_F(c.alpha, 0);
-  CHECK_EQ_F(c.beta0, 0);
-  CHECK_EQ_F(c.eps, 0);
-  CHECK_EQ_F(c.beta1, 0.5);
   CHECK_EQ_U(c.max_unique, 10);
+  CHECK_EQ_U(per_config_default(100000, 4).max_unique, 65536);
+
+  /* Zeros are read as zeros: alpha 0 is uniform replay (every leaf 1),
+     beta 0 no correction, eps 0 no floor; beta_steps 0 is beta1 at once. */
+  c.alpha = 0;
+  c.beta0 = 0;
+  c.beta1 = 0;
+  c.eps = 0;
+  c.beta_steps = 0;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  CHECK_EQ_F(b.cfg.alpha, 0);
+  CHECK_EQ_F(b.cfg.beta0, 0);
+  CHECK_EQ_F(b.cfg.eps, 0);
+  CHECK_EQ_F(per_buffer_beta(&b), 0);
+  for (i = 0; i < 6; ++i) CHECK_OK(per_buffer_add(&b, &i));
+  {
+    float td[3] = {5, 0.001f, 0};
+    uint64_t up[3];
+    up[0] = 0 | (uint64_t)1 << 32;
+    up[1] = 1 | (uint64_t)1 << 32;
+    up[2] = 2 | (uint64_t)1 << 32;
+    CHECK_OK(per_buffer_update(&b, up, td, 3, NULL));
+  }
+  for (i = 0; i < 6; ++i) CHECK_EQ_F(per_tree_get(&b.tree, i), 1);
+  CHECK_OK(per_buffer_sample(&b, 4, NULL, NULL, ids, w));
+  for (i = 0; i < 4; ++i) CHECK_EQ_F(w[i], 1);
+  per_buffer_free(&b);
+  c = per_config_default(10, 4);
+  c.beta_steps = 0;
+  c.beta1 = 0.7;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  CHECK_EQ_F(per_buffer_beta(&b), 0.7);
+  CHECK_OK(per_buffer_add(&b, &v));
+  CHECK_OK(per_buffer_sample(&b, 1, NULL, NULL, NULL, NULL));
+  CHECK_EQ_F(per_buffer_beta(&b), 0.7);
+  per_buffer_free(&b);
+
+  /* The old idiom, a zeroed config with capacity and item_size filled in,
+     is refused loudly rather than run with silent defaults. */
+  memset(&z, 0, sizeof z);
+  z.capacity = 10;
+  z.item_size = 4;
+  CHECK_STATUS(per_buffer_init(&b, &z, NULL), PER_ERR_ARG);
+  z.max_priority = 1; /* max_unique still 0 */
+  CHECK_STATUS(per_buffer_init(&b, &z, NULL), PER_ERR_ARG);
+  z.max_unique = 10; /* now every field is as written: a valid config */
+  CHECK_OK(per_buffer_init(&b, &z, NULL));
+  CHECK_EQ_F(b.cfg.alpha, 0);
+  per_buffer_free(&b);
 }
 
 /* ---- the seed write-ups' buffer tests --------------------------------- */
@@ -243,10 +285,10 @@ static void test_beta_schedule(void) {
   CHECK_EQ_F(per_buffer_beta(&b), 1.0);
   per_buffer_free(&b);
 
-  /* beta = 0 through PER_ZERO: no correction, every weight 1 */
+  /* beta = 0: no correction, every weight 1 */
   c = cfg_of(8, 4);
-  c.beta0 = PER_ZERO;
-  c.beta1 = PER_ZERO;
+  c.beta0 = 0;
+  c.beta1 = 0;
   CHECK_OK(per_buffer_init(&b, &c, NULL));
   for (v = 0; v < 8; ++v) CHECK_OK(per_buffer_add(&b, &v));
   {
@@ -487,7 +529,7 @@ static void test_distribution(void) {
 /* windows: only the W newest items, also when the ring wraps; prioritized
    draws inside follow the window's leaves; unique and uniform variants */
 static void test_window(void) {
-  static const double alphas[2] = {0.8, PER_ZERO};
+  static const double alphas[2] = {0.8, 0};
   int a;
   for (a = 0; a < 2; ++a) {
     per_config c = cfg_of(50, 4);
@@ -605,7 +647,7 @@ static void test_uniform_fallback(void) {
   float td[40], w[40];
   double counts[40] = {0}, expd[40], stat, p;
   uint32_t v, i, k, items[40];
-  c.eps = PER_ZERO;
+  c.eps = 0;
   CHECK_OK(per_buffer_init(&b, &c, NULL));
   for (v = 0; v < 30; ++v) {
     CHECK_OK(per_buffer_add(&b, &v));
@@ -680,7 +722,7 @@ static void test_uniform_mode(void) {
   float td[32], w[32];
   double counts[32] = {0}, expd[32], stat, p;
   uint32_t v, i, k, items[32];
-  c.alpha = PER_ZERO;
+  c.alpha = 0;
   c.max_priority = 7; /* ignored: alpha = 0 */
   CHECK_OK(per_buffer_init(&b, &c, NULL));
   CHECK(b.swap.perm != NULL);
@@ -725,7 +767,7 @@ static void test_buffer_max(void) {
   uint32_t v, i;
   c.flags = PER_WEIGHTS_BUFFER_MAX;
   c.alpha = 1;
-  c.eps = PER_ZERO;
+  c.eps = 0;
   c.beta0 = c.beta1 = 0.5;
   CHECK_OK(per_buffer_init(&b, &c, NULL));
   for (v = 0; v < 10; ++v) {
@@ -881,7 +923,7 @@ static void test_bad_input(void) {
 
   /* bad configs: a specific status and a zeroed, freeable buffer */
   {
-    struct { per_config c; per_status want; } t[16];
+    struct { per_config c; per_status want; } t[20];
     per_buffer zero;
     int n = 0, i;
     memset(&zero, 0, sizeof zero);
@@ -894,7 +936,9 @@ static void test_bad_input(void) {
     t[n].c = cfg_of(8, 4); t[n].c.beta0 = -2; t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4); t[n].c.beta1 = NAN; t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4); t[n].c.eps = -1e-3; t[n++].want = PER_ERR_ARG;
-    t[n].c = cfg_of(8, 4); t[n].c.max_priority = PER_ZERO; t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4); t[n].c.max_priority = 0; t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4); t[n].c.max_priority = -1; t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4); t[n].c.max_unique = 0; t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4); t[n].c.max_priority = 1e29; t[n++].want = IS_FLOAT ? PER_ERR_ARG : PER_OK;
     t[n].c = cfg_of(8, 4); t[n].c.max_priority = 1e308 * 10; t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4); t[n].c.flags = 2; t[n++].want = PER_ERR_ARG;
@@ -925,7 +969,7 @@ static void test_alloc_failure(void) {
     t_heap heap;
     long total, k;
     c.flags = flags[variant];
-    if (variant == 2) c.alpha = PER_ZERO;
+    if (variant == 2) c.alpha = 0;
     memset(&zero, 0, sizeof zero);
     memset(&heap, 0, sizeof heap);
     CHECK_OK(per_buffer_init(&b, &c, &heap));
@@ -977,8 +1021,8 @@ static void test_random_ops(void) {
     uint32_t step;
     c.seed = (uint64_t)variant;
     c.flags = variant & 1 ? PER_WEIGHTS_BUFFER_MAX : 0;
-    if (variant == 2) c.alpha = PER_ZERO;
-    if (variant == 3) c.eps = PER_ZERO;
+    if (variant == 2) c.alpha = 0;
+    if (variant == 3) c.eps = 0;
     per_rng_init(&r, 77 + (uint64_t)variant);
     CHECK_OK(per_buffer_init(&b, &c, NULL));
     for (step = 0; step < 3000; ++step) {

@@ -136,9 +136,9 @@ static void test_round_trip(void) {
     per_buffer a, b;
     uint32_t k;
     c.seed = 5;
-    c.alpha = variant == 1 ? PER_ZERO : 0.7;
+    c.alpha = variant == 1 ? 0 : 0.7;
     c.flags = variant == 2 ? PER_WEIGHTS_BUFFER_MAX : 0;
-    if (variant == 3) c.eps = PER_ZERO;
+    if (variant == 3) c.eps = 0;
     c.beta_steps = 1000;
     CHECK_OK(per_buffer_init(&a, &c, NULL));
     fill(&a, variant == 3 ? 20 : 100, 1);
@@ -157,7 +157,7 @@ static void test_round_trip(void) {
     }
     CHECK_OK(per_buffer_save(&a, NAME("rt.bin")));
     c.seed = 999;
-    c.alpha = variant == 1 ? PER_ZERO : 0.3; /* taken from the file */
+    c.alpha = variant == 1 ? 0 : 0.3; /* taken from the file */
     c.eps = 0.5;
     CHECK_OK(per_buffer_init(&b, &c, NULL));
     fill(&b, 5, 2);
@@ -354,7 +354,7 @@ static void test_permutation(void) {
   long n, perm = 192 + 9 * 4 + 9 * 4 + 9 * (long)sizeof(per_real);
   bsnap s;
   int k;
-  c.alpha = PER_ZERO;
+  c.alpha = 0;
   CHECK_OK(per_buffer_init(&a, &c, NULL));
   fill(&a, 12, 9);
   memset(&o, 0, sizeof o);
@@ -379,6 +379,7 @@ static void test_permutation(void) {
   CHECK(state_equal(&a, &b));
   per_buffer_free(&b);
   c.capacity = 1;
+  c.max_unique = 1;
   CHECK_OK(per_buffer_init(&b, &c, NULL));
   CHECK_OK(per_buffer_load_shard(&b, NAME("perm.bin"), 4, 9));
   CHECK_EQ_U(b.size, 1);
@@ -633,7 +634,7 @@ static void test_shards(void) {
         CHECK_UNCHANGED(s, &b);
         per_buffer_free(&b);
         d.capacity = 23;
-        d.max_unique = 0;
+        d.max_unique = 23;
         CHECK_OK(per_buffer_init(&b, &d, NULL));
       }
       CHECK_OK(per_buffer_load_shard(&b, NAME("shard.bin"), r, w));

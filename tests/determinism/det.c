@@ -512,8 +512,7 @@ static void det_buf_init(det_buf *d, const char *name, int mode, uint32_t cap, u
   memset(d, 0, sizeof *d);
   d->name = name;
   d->mode = mode;
-  d->cfg.capacity = cap;
-  d->cfg.item_size = isz;
+  d->cfg = per_config_default(cap, isz);
   d->cfg.alpha = alpha;
   d->cfg.beta0 = beta0;
   d->cfg.beta1 = beta1;
@@ -770,7 +769,7 @@ static void det_edge(double beta0) {
     float td[2], w[256];
     unsigned char item[8];
     uint32_t s, j, stale = 99;
-    det_buf_init(&d, "edge", M_PLAIN, 4, 8, 1.0, beta0, 1.0, DET_STEPS, PER_ZERO, 0, 19, flags);
+    det_buf_init(&d, "edge", M_PLAIN, 4, 8, 1.0, beta0, 1.0, DET_STEPS, 0, 1, 19, flags);
     for (j = 0; j < 2; ++j) {
       det_item(item, 8, j);
       CHECK(per_buffer_add(&d.b, item));
@@ -799,15 +798,15 @@ static void det_buffers(void) {
   uint32_t round, i, call;
   /* name mode capacity item_size alpha beta0 beta1 beta_steps eps
      max_priority seed flags */
-  det_buf_init(&d[0], "plain", M_PLAIN, 1000, 8, 0, 0, 0, 777, 0, 0, 11, 0);
-  det_buf_init(&d[1], "small", M_PLAIN, 37, 12, 0.7, 0, 0, 500, 0, 1e6, 12, 0);
-  det_buf_init(&d[2], "bufmax", M_BUFMAX, 1000, 8, 0.7, 0.3, 0.9, 500, 0, 0, 13,
+  det_buf_init(&d[0], "plain", M_PLAIN, 1000, 8, 0.6, 0.4, 1, 777, 1e-6, 1, 11, 0);
+  det_buf_init(&d[1], "small", M_PLAIN, 37, 12, 0.7, 0.4, 1, 500, 1e-6, 1e6, 12, 0);
+  det_buf_init(&d[2], "bufmax", M_BUFMAX, 1000, 8, 0.7, 0.3, 0.9, 500, 1e-6, 1, 13,
                PER_WEIGHTS_BUFFER_MAX);
-  det_buf_init(&d[3], "window", M_WINDOW, 1000, 12, 0, 0.5, 0.9, 777, 0, 0, 14, 0);
-  det_buf_init(&d[4], "unique", M_UNIQUE, 1000, 8, 0.7, 0, 0, 333, 0, 1e6, 15, 0);
-  det_buf_init(&d[5], "unique0", M_UNIQUE_ZERO, 37, 12, 0, 0.1, 0, 500, PER_ZERO, 0, 16, 0);
-  det_buf_init(&d[6], "alpha0", M_ALPHA0, 1000, 8, PER_ZERO, 0, 0, 777, 0, 0, 17, 0);
-  det_buf_init(&d[7], "alpha0s", M_ALPHA0, 37, 12, PER_ZERO, PER_ZERO, 0, 500, 0, 0, 18,
+  det_buf_init(&d[3], "window", M_WINDOW, 1000, 12, 0.6, 0.5, 0.9, 777, 1e-6, 1, 14, 0);
+  det_buf_init(&d[4], "unique", M_UNIQUE, 1000, 8, 0.7, 0.4, 1, 333, 1e-6, 1e6, 15, 0);
+  det_buf_init(&d[5], "unique0", M_UNIQUE_ZERO, 37, 12, 0.6, 0.1, 1, 500, 0, 1, 16, 0);
+  det_buf_init(&d[6], "alpha0", M_ALPHA0, 1000, 8, 0, 0.4, 1, 777, 1e-6, 1, 17, 0);
+  det_buf_init(&d[7], "alpha0s", M_ALPHA0, 37, 12, 0, 0, 1, 500, 1e-6, 1, 18,
                PER_WEIGHTS_BUFFER_MAX);
   for (round = 0; round < ROUNDS; ++round) {
     for (i = 0; i < NB; ++i) {
@@ -866,9 +865,7 @@ static void det_nstep(void) {
     CHECK(per_nstep_init(&a[i], &nc[i], NULL));
   }
   l = per_nstep_layout_of(&nc[0]);
-  memset(&cfg, 0, sizeof cfg);
-  cfg.capacity = 8192;
-  cfg.item_size = l.size;
+  cfg = per_config_default(8192, l.size);
   cfg.beta_steps = 777;
   cfg.seed = 21;
   CHECK(per_buffer_init(&b, &cfg, NULL));

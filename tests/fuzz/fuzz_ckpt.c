@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     per_status s;
     bsnap snap;
     uint32_t v;
-    if (variant == 1) c.alpha = PER_ZERO;
+    if (variant == 1) c.alpha = 0;
     if (variant == 2) c.flags = PER_WEIGHTS_BUFFER_MAX;
     if (per_buffer_init(&b, &c, NULL) != PER_OK) abort();
     for (v = 0; v < 5; ++v) {

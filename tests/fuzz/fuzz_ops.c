@@ -33,8 +33,8 @@ static float hostile_td(reader *r) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static const double alphas[5] = {0.0 /* default */, PER_ZERO, 1.0, 7.0, 0.3};
-  static const double epss[3] = {0.0, PER_ZERO, 1e3};
+  static const double alphas[5] = {0.6, 0.0, 1.0, 7.0, 0.3};
+  static const double epss[3] = {1e-6, 0.0, 1e3};
   reader r;
   per_config c;
   per_buffer b;
@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   c.alpha = alphas[k % 5];
   c.eps = epss[(k / 5) % 3];
   c.flags = (k & 0x80u) ? PER_WEIGHTS_BUFFER_MAX : 0;
-  c.max_unique = (k & 0x40u) ? 1 + next8(&r) % c.capacity : 0;
+  c.max_unique = (k & 0x40u) ? 1 + next8(&r) % c.capacity : c.capacity;
   c.seed = next8(&r);
   c.beta_steps = 1 + next8(&r);
   if (per_buffer_init(&b, &c, NULL) != PER_OK) return 0;
