@@ -66,7 +66,9 @@
       PER_REAL            node type, `double` (default) or `float`. Double
                           keeps sampling exact at 2^24 leaves; float halves
                           memory. Must be the same in every file and on the
-                          GPU side.
+                          GPU side: the node type is part of the linker
+                          names (per_tree_set is per_tree_set_double), so
+                          files that disagree fail to link.
       PER_STATIC          make every function static to the including file
       PER_MALLOC(sz,ctx)  allocator, default malloc; `ctx` is the alloc_ctx
       PER_FREE(p,ctx)     given to the init function. Define both or neither.
@@ -106,12 +108,26 @@
 
    REVISION HISTORY
       0.2.0  per_config_default; config fields read as written (PER_ZERO
-             and per_config_resolve removed); PER_VERSION
+             and per_config_resolve removed); PER_VERSION; the node type
+             in the linker names; clean under C++ -Wold-style-cast,
+             -Wuseless-cast and -Wreserved-identifier (internal names are
+             peri_ and PERI_)
       0.1.0  sum tree, Philox RNG, uniform and categorical samplers;
              replay buffer, n-step adder, checkpoints
 */
 #ifndef PER_H_INCLUDED
 #define PER_H_INCLUDED
+
+/* per.h is C: its casts are C casts, and some are no-ops for one of the
+   two node types. C++ builds with -Wold-style-cast or -Wuseless-cast do
+   not hear about the header's own code (push here, pop at its end). */
+#if defined(__cplusplus) && (defined(__GNUC__) || defined(__clang__))
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wold-style-cast"
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuseless-cast"
+#endif
+#endif
 
 #include <stddef.h>
 #include <stdint.h>
@@ -147,6 +163,51 @@ typedef PER_REAL per_real;
 #define PER_HD
 #endif
 #define PER_INLINE static inline
+
+/* The node type is part of the linker name of every function whose
+   arguments or result depend on it: with PER_REAL double, per_tree_set is
+   per_tree_set_double (the macros below), so a file compiled with another
+   PER_REAL than the implementation fails to link (undefined reference to
+   per_tree_set_float) instead of reading trees of the wrong type. Call the
+   functions by their plain names; debuggers and nm show the long ones.
+   PER_REAL must be a one-word type name (double or float). */
+#define PERI_NAME(name) PERI_NAME2(name, PER_REAL)
+#define PERI_NAME2(name, real) PERI_NAME3(name, real)
+#define PERI_NAME3(name, real) name##_##real
+#define per_rng_real PERI_NAME(per_rng_real)
+#define per_tree_bytes PERI_NAME(per_tree_bytes)
+#define per_tree_init PERI_NAME(per_tree_init)
+#define per_tree_init_mem PERI_NAME(per_tree_init_mem)
+#define per_tree_free PERI_NAME(per_tree_free)
+#define per_tree_clear PERI_NAME(per_tree_clear)
+#define per_tree_set PERI_NAME(per_tree_set)
+#define per_tree_set_batch PERI_NAME(per_tree_set_batch)
+#define per_tree_set_range PERI_NAME(per_tree_set_range)
+#define per_tree_build PERI_NAME(per_tree_build)
+#define per_tree_get PERI_NAME(per_tree_get)
+#define per_tree_total PERI_NAME(per_tree_total)
+#define per_tree_prefix PERI_NAME(per_tree_prefix)
+#define per_tree_find PERI_NAME(per_tree_find)
+#define per_tree_sample PERI_NAME(per_tree_sample)
+#define per_tree_sample_strata PERI_NAME(per_tree_sample_strata)
+#define per_tree_check PERI_NAME(per_tree_check)
+#define per_tree_sample_iid PERI_NAME(per_tree_sample_iid)
+#define per_cat_init PERI_NAME(per_cat_init)
+#define per_cat_free PERI_NAME(per_cat_free)
+#define per_cat_sample PERI_NAME(per_cat_sample)
+#define per_buffer_init PERI_NAME(per_buffer_init)
+#define per_buffer_free PERI_NAME(per_buffer_free)
+#define per_buffer_size PERI_NAME(per_buffer_size)
+#define per_buffer_beta PERI_NAME(per_buffer_beta)
+#define per_buffer_add PERI_NAME(per_buffer_add)
+#define per_buffer_add_batch PERI_NAME(per_buffer_add_batch)
+#define per_buffer_sample PERI_NAME(per_buffer_sample)
+#define per_buffer_update PERI_NAME(per_buffer_update)
+#define per_buffer_check PERI_NAME(per_buffer_check)
+#define per_nstep_step PERI_NAME(per_nstep_step)
+#define per_buffer_save PERI_NAME(per_buffer_save)
+#define per_buffer_load PERI_NAME(per_buffer_load)
+#define per_buffer_load_shard PERI_NAME(per_buffer_load_shard)
 
 #ifdef __cplusplus
 extern "C" {
@@ -184,9 +245,9 @@ extern "C" {
   X(PER_ERR_DEVICE, "the CUDA runtime refused a launch or a copy")
 
 typedef enum per_status {
-#define PER__STATUS_ENUM(name, msg) name,
-  PER_STATUS_LIST(PER__STATUS_ENUM)
-#undef PER__STATUS_ENUM
+#define PERI_STATUS_ENUM(name, msg) name,
+  PER_STATUS_LIST(PERI_STATUS_ENUM)
+#undef PERI_STATUS_ENUM
   PER_STATUS_COUNT
 } per_status;
 
@@ -285,34 +346,34 @@ PER_INLINE PER_HD per_real per_u01_real(const uint32_t w[4]) {
    documents as never merged into an FMA; on GCC and clang an empty asm
    that the value must pass through in a register; elsewhere a volatile. */
 #if defined(__CUDA_ARCH__)
-#define PER__MUL_RN(T, a, b, intrinsic) return intrinsic(a, b)
+#define PERI_MUL_RN(T, a, b, intrinsic) return intrinsic(a, b)
 #elif (defined(__GNUC__) || defined(__clang__)) && \
     (defined(__x86_64__) || defined(__SSE2_MATH__))
-#define PER__MUL_RN(T, a, b, intrinsic) \
+#define PERI_MUL_RN(T, a, b, intrinsic) \
   T p_ = (a) * (b);                      \
   __asm__("" : "+x"(p_));                \
   return p_
 #elif (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
-#define PER__MUL_RN(T, a, b, intrinsic) \
+#define PERI_MUL_RN(T, a, b, intrinsic) \
   T p_ = (a) * (b);                      \
   __asm__("" : "+w"(p_));                \
   return p_
 #else
-#define PER__MUL_RN(T, a, b, intrinsic) \
+#define PERI_MUL_RN(T, a, b, intrinsic) \
   volatile T p_ = (a) * (b);             \
   return p_
 #endif
-PER_INLINE PER_HD double per__dmul_rn(double a, double b) {
-  PER__MUL_RN(double, a, b, __dmul_rn);
+PER_INLINE PER_HD double peri_dmul_rn(double a, double b) {
+  PERI_MUL_RN(double, a, b, __dmul_rn);
 }
-PER_INLINE PER_HD float per__fmul_rn(float a, float b) {
-  PER__MUL_RN(float, a, b, __fmul_rn);
+PER_INLINE PER_HD float peri_fmul_rn(float a, float b) {
+  PERI_MUL_RN(float, a, b, __fmul_rn);
 }
-#undef PER__MUL_RN
-PER_INLINE PER_HD per_real per__mul_rn(per_real a, per_real b) {
+#undef PERI_MUL_RN
+PER_INLINE PER_HD per_real peri_mul_rn(per_real a, per_real b) {
   if (sizeof(per_real) == sizeof(float))
-    return (per_real)per__fmul_rn((float)a, (float)b);
-  return (per_real)per__dmul_rn((double)a, (double)b);
+    return (per_real)peri_fmul_rn((float)a, (float)b);
+  return (per_real)peri_dmul_rn((double)a, (double)b);
 }
 
 /* Start a stream at block 0 of `seed`. */
@@ -339,8 +400,10 @@ PERDEF per_real per_rng_real(per_rng *r);
 /* Largest accepted leaf value. Chosen so that the sum of PER_MAX_CAPACITY
    such leaves is still finite: the total of a valid tree is never infinite.
    (1e290 for double, 1e28 for float.) */
-#define PER_LEAF_MAX \
-  ((per_real)(sizeof(per_real) == sizeof(float) ? 1e28 : 1e290))
+#define PER_LEAF_MAX (peri_leaf_max())
+PER_INLINE PER_HD per_real peri_leaf_max(void) {
+  return (per_real)(sizeof(per_real) == sizeof(float) ? 1e28 : 1e290);
+}
 
 typedef struct per_tree {
   per_real *node;     /* 2*leaves values; node[1] is the root */
@@ -410,7 +473,7 @@ PER_INLINE PER_HD per_real per_tree_stratum_u(uint64_t seed, uint64_t counter,
                                               uint32_t i, per_real seg) {
   uint32_t w[4];
   per_rng_block(seed, counter + i, w);
-  return per__mul_rn((per_real)i + per_u01_real(w), seg);
+  return peri_mul_rn((per_real)i + per_u01_real(w), seg);
 }
 
 /* Bytes of the node array for `capacity` leaves: 2L * sizeof(per_real);
@@ -660,7 +723,7 @@ typedef struct per_buffer {
                             1..2^32-1 then 1 again (per_buffer_update) */
   per_tree tree;         /* leaf i = priority of slot i; unfilled slots 0 */
   per_real *min_node;    /* with PER_WEIGHTS_BUFFER_MAX: 2L values, node k
-                            = min positive leaf below k (PER__NO_MIN if
+                            = min positive leaf below k (PERI_NO_MIN if
                             none); else NULL */
   per_swap swap;         /* alpha == 0 only: uniform without replacement */
   per_cat cat;           /* workspace of PER_SAMPLE_UNIQUE */
@@ -924,6 +987,10 @@ PERDEF per_status per_buffer_load_shard(per_buffer *b, const char *path,
 }
 #endif
 
+#if defined(__cplusplus) && (defined(__GNUC__) || defined(__clang__))
+#pragma GCC diagnostic pop
+#endif
+
 #endif /* PER_H_INCLUDED */
 
 /* ======================================================================
@@ -931,6 +998,14 @@ PERDEF per_status per_buffer_load_shard(per_buffer *b, const char *path,
    ====================================================================== */
 #if defined(PER_IMPLEMENTATION) && !defined(PER_IMPLEMENTATION_INCLUDED)
 #define PER_IMPLEMENTATION_INCLUDED
+
+#if defined(__cplusplus) && (defined(__GNUC__) || defined(__clang__))
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wold-style-cast"
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuseless-cast"
+#endif
+#endif
 
 #include <string.h>
 
@@ -950,17 +1025,17 @@ PERDEF per_status per_buffer_load_shard(per_buffer *b, const char *path,
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
-#define PER__PREFETCH(p) __builtin_prefetch(p)
+#define PERI_PREFETCH(p) __builtin_prefetch(p)
 #else
-#define PER__PREFETCH(p) ((void)(p))
+#define PERI_PREFETCH(p) ((void)(p))
 #endif
 
 /* Descents run in lockstep groups of this many (sampling functions), and
    Philox blocks are made this many at a time. 64 keeps enough independent
    loads in flight for a tree that misses the caches; results do not
    depend on it. */
-#ifndef PER__LANES
-#define PER__LANES 64
+#ifndef PERI_LANES
+#define PERI_LANES 64
 #endif
 
 #ifdef __cplusplus
@@ -970,11 +1045,11 @@ extern "C" {
 /* >>status */
 PERDEF const char *per_status_str(per_status s) {
   switch (s) {
-#define PER__STATUS_MSG(name, msg) \
+#define PERI_STATUS_MSG(name, msg) \
   case name:                       \
     return msg;
-    PER_STATUS_LIST(PER__STATUS_MSG)
-#undef PER__STATUS_MSG
+    PER_STATUS_LIST(PERI_STATUS_MSG)
+#undef PERI_STATUS_MSG
     default:
       break;
   }
@@ -1028,16 +1103,16 @@ PERDEF per_real per_rng_real(per_rng *r) {
   return (per_real)per_rng_double(r);
 }
 
-/* Blocks counter .. counter + PER__LANES - 1 of stream `seed`, block g in
+/* Blocks counter .. counter + PERI_LANES - 1 of stream `seed`, block g in
    w[4g .. 4g+3]: per_rng_block for many counters at once. The words live
    in 64-bit lanes (values below 2^32) so that each 32x32->64 product is
    one vector multiply when the compiler vectorizes the lane loops. */
-static void per__philox_lanes(uint64_t seed, uint64_t counter, uint32_t *w) {
-  uint64_t c0[PER__LANES], c1[PER__LANES], c2[PER__LANES], c3[PER__LANES];
+static void peri_philox_lanes(uint64_t seed, uint64_t counter, uint32_t *w) {
+  uint64_t c0[PERI_LANES], c1[PERI_LANES], c2[PERI_LANES], c3[PERI_LANES];
   uint64_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
   uint32_t g;
   int r;
-  for (g = 0; g < PER__LANES; ++g) {
+  for (g = 0; g < PERI_LANES; ++g) {
     uint64_t c = counter + g;
     c0[g] = (uint32_t)c;
     c1[g] = (uint32_t)(c >> 32);
@@ -1045,7 +1120,7 @@ static void per__philox_lanes(uint64_t seed, uint64_t counter, uint32_t *w) {
     c3[g] = 0;
   }
   for (r = 0; r < 10; ++r) {
-    for (g = 0; g < PER__LANES; ++g) {
+    for (g = 0; g < PERI_LANES; ++g) {
       uint64_t p0 = (c0[g] & 0xffffffffu) * 0xD2511F53u;
       uint64_t p1 = (c2[g] & 0xffffffffu) * 0xCD9E8D57u;
       uint64_t n0 = (p1 >> 32) ^ c1[g] ^ k0;
@@ -1058,7 +1133,7 @@ static void per__philox_lanes(uint64_t seed, uint64_t counter, uint32_t *w) {
     k0 = (uint32_t)(k0 + 0x9E3779B9u);
     k1 = (uint32_t)(k1 + 0xBB67AE85u);
   }
-  for (g = 0; g < PER__LANES; ++g) {
+  for (g = 0; g < PERI_LANES; ++g) {
     w[4 * g] = (uint32_t)c0[g];
     w[4 * g + 1] = (uint32_t)c1[g];
     w[4 * g + 2] = (uint32_t)c2[g];
@@ -1067,10 +1142,10 @@ static void per__philox_lanes(uint64_t seed, uint64_t counter, uint32_t *w) {
 }
 
 /* The stream state after its next `used` words (1 <= used <= 4 *
-   PER__LANES) were taken from w, filled by per__philox_lanes at
+   PERI_LANES) were taken from w, filled by peri_philox_lanes at
    r->counter while r had no buffered words: what `used` calls of
    per_rng_u32 would have left. */
-static void per__rng_commit(per_rng *r, const uint32_t *w, uint32_t used) {
+static void peri_rng_commit(per_rng *r, const uint32_t *w, uint32_t used) {
   uint32_t blocks = (used + 3) / 4;
   r->counter += blocks;
   memcpy(r->buf, w + 4 * (blocks - 1), sizeof r->buf);
@@ -1079,12 +1154,12 @@ static void per__rng_commit(per_rng *r, const uint32_t *w, uint32_t used) {
 
 /* >>tree */
 
-static int per__is_finite(per_real v) {
+static int peri_is_finite(per_real v) {
   per_status s = per_leaf_status(v);
   return s != PER_ERR_NAN && s != PER_ERR_INF;
 }
 
-static uint32_t per__leaves_for(uint32_t capacity, uint32_t *depth) {
+static uint32_t peri_leaves_for(uint32_t capacity, uint32_t *depth) {
   uint32_t L = 1, d = 0;
   while (L < capacity) {
     L <<= 1;
@@ -1098,29 +1173,29 @@ PERDEF size_t per_tree_bytes(uint32_t capacity) {
   uint32_t L;
   uint64_t bytes;
   if (capacity == 0 || capacity > PER_MAX_CAPACITY) return 0;
-  L = per__leaves_for(capacity, NULL);
+  L = peri_leaves_for(capacity, NULL);
   bytes = (uint64_t)L * 2u * sizeof(per_real);
   if ((uint64_t)(size_t)bytes != bytes) return 0; /* 32-bit size_t */
   return (size_t)bytes;
 }
 
-static void per__tree_empty(per_tree *t) { memset(t, 0, sizeof *t); }
+static void peri_tree_empty(per_tree *t) { memset(t, 0, sizeof *t); }
 
-static void per__tree_shape(per_tree *t, uint32_t capacity) {
+static void peri_tree_shape(per_tree *t, uint32_t capacity) {
   t->capacity = capacity;
-  t->leaves = per__leaves_for(capacity, &t->depth);
+  t->leaves = peri_leaves_for(capacity, &t->depth);
 }
 
 PERDEF per_status per_tree_init(per_tree *t, uint32_t capacity,
                                 void *alloc_ctx) {
   size_t bytes;
   if (!t) return PER_ERR_NULL;
-  per__tree_empty(t);
+  peri_tree_empty(t);
   bytes = per_tree_bytes(capacity);
   if (bytes == 0) return PER_ERR_CAPACITY;
   t->node = (per_real *)PER_MALLOC(bytes, alloc_ctx);
   if (!t->node) return PER_ERR_NOMEM;
-  per__tree_shape(t, capacity);
+  peri_tree_shape(t, capacity);
   t->owns = 1;
   t->alloc_ctx = alloc_ctx;
   per_tree_clear(t);
@@ -1131,14 +1206,14 @@ PERDEF per_status per_tree_init_mem(per_tree *t, uint32_t capacity,
                                     void *mem, size_t bytes) {
   size_t need;
   if (!t) return PER_ERR_NULL;
-  per__tree_empty(t);
+  peri_tree_empty(t);
   if (!mem) return PER_ERR_NULL;
   need = per_tree_bytes(capacity);
   if (need == 0) return PER_ERR_CAPACITY;
   if (bytes < need || ((uintptr_t)mem % sizeof(per_real)) != 0)
     return PER_ERR_MEMORY;
   t->node = (per_real *)mem;
-  per__tree_shape(t, capacity);
+  peri_tree_shape(t, capacity);
   per_tree_clear(t);
   return PER_OK;
 }
@@ -1146,7 +1221,7 @@ PERDEF per_status per_tree_init_mem(per_tree *t, uint32_t capacity,
 PERDEF void per_tree_free(per_tree *t) {
   if (!t) return;
   if (t->owns && t->node) PER_FREE(t->node, t->alloc_ctx);
-  per__tree_empty(t);
+  peri_tree_empty(t);
 }
 
 PERDEF void per_tree_clear(per_tree *t) {
@@ -1159,7 +1234,7 @@ PERDEF void per_tree_clear(per_tree *t) {
    `sib + cur` or `cur + sib` is node[2p] + node[2p+1] with the operands in
    the same order, the same bits as per_tree_recompute(node, p), without
    reloading the value just stored. */
-static void per__tree_walk_up(per_tree *t, uint32_t leaf) {
+static void peri_tree_walk_up(per_tree *t, uint32_t leaf) {
   per_real *node = t->node;
   uint32_t k = t->leaves + leaf;
   per_real cur = node[k];
@@ -1171,7 +1246,7 @@ static void per__tree_walk_up(per_tree *t, uint32_t leaf) {
 }
 
 /* node[k] = node[2k] + node[2k+1] for every k in [lo, hi]. */
-static void per__tree_recompute_range(per_real *node, uint32_t lo,
+static void peri_tree_recompute_range(per_real *node, uint32_t lo,
                                       uint32_t hi) {
   uint32_t k;
   for (k = lo; k <= hi; ++k) per_tree_recompute(node, k);
@@ -1197,7 +1272,7 @@ static void per__tree_recompute_range(per_real *node, uint32_t lo,
    the walks of all the others, so both its children are final by then.
    Either way every internal node ends as node[2k] + node[2k+1] of final
    children, which is what per_tree_set one leaf at a time gives. */
-static void per__tree_fix_parents(per_tree *t, const uint32_t *idx, size_t n) {
+static void peri_tree_fix_parents(per_tree *t, const uint32_t *idx, size_t n) {
   per_real *node = t->node;
   uint32_t L = t->leaves, s, lo, hi;
   size_t j;
@@ -1232,7 +1307,7 @@ static void per__tree_fix_parents(per_tree *t, const uint32_t *idx, size_t n) {
     lo >>= 1;
     hi >>= 1;
     if ((size_t)(hi - lo) < n) {
-      per__tree_recompute_range(node, lo, hi);
+      peri_tree_recompute_range(node, lo, hi);
     } else {
       for (j = 0; j < n; ++j) per_tree_recompute(node, (L + idx[j]) >> s);
     }
@@ -1247,7 +1322,7 @@ PERDEF per_status per_tree_set(per_tree *t, uint32_t i, per_real v) {
   if (s != PER_OK) return s;
   if (v == 0) v = 0; /* -0 becomes +0 */
   t->node[t->leaves + i] = v;
-  per__tree_walk_up(t, i);
+  peri_tree_walk_up(t, i);
   return PER_OK;
 }
 
@@ -1267,7 +1342,7 @@ PERDEF per_status per_tree_set_batch(per_tree *t, const uint32_t *idx,
     per_real v = val[j];
     t->node[t->leaves + idx[j]] = (v == 0) ? (per_real)0 : v;
   }
-  per__tree_fix_parents(t, idx, n);
+  peri_tree_fix_parents(t, idx, n);
   return PER_OK;
 }
 
@@ -1294,7 +1369,7 @@ PERDEF per_status per_tree_set_range(per_tree *t, uint32_t first,
   for (s = 0; s < t->depth; ++s) {
     lo >>= 1;
     hi >>= 1;
-    per__tree_recompute_range(t->node, lo, hi);
+    peri_tree_recompute_range(t->node, lo, hi);
   }
   return PER_OK;
 }
@@ -1338,9 +1413,9 @@ PERDEF per_real per_tree_prefix(const per_tree *t, uint32_t i) {
 }
 
 /* PER_OK when the tree has mass to sample from, else why not. */
-static per_status per__tree_samplable(const per_tree *t) {
+static per_status peri_tree_samplable(const per_tree *t) {
   per_real total = t->node[1];
-  if (!per__is_finite(total)) return PER_ERR_DEGENERATE;
+  if (!peri_is_finite(total)) return PER_ERR_DEGENERATE;
   if (!(total > 0)) return PER_ERR_EMPTY;
   return PER_OK;
 }
@@ -1351,24 +1426,24 @@ PERDEF per_status per_tree_find(const per_tree *t, per_real u,
   if (!t || !t->node || !idx) return PER_ERR_NULL;
   if (u != u) return PER_ERR_NAN;
   if (u < 0) return PER_ERR_NEGATIVE;
-  s = per__tree_samplable(t);
+  s = peri_tree_samplable(t);
   if (s != PER_OK) return s;
   *idx = per_tree_descend(t->node, t->leaves, u);
   return PER_OK;
 }
 
 /* u[g] = per_tree_stratum_u(seed, counter, i0 + g, seg) for every lane g,
-   bit for bit, from PER__LANES Philox blocks made at once. (For a spare
+   bit for bit, from PERI_LANES Philox blocks made at once. (For a spare
    lane past 2^32 strata the counter differs: nobody reads those.) With
    GCC and clang the products are stored to u and then an asm that may
    read and write all memory, so the descent reads the rounded products
-   back and no multiply-add can form: per__mul_rn's guarantee, without
+   back and no multiply-add can form: peri_mul_rn's guarantee, without
    stopping the loop from vectorizing. */
-static void per__strata_u(uint64_t seed, uint64_t counter, uint32_t i0,
+static void peri_strata_u(uint64_t seed, uint64_t counter, uint32_t i0,
                           per_real seg, per_real *u) {
-  uint32_t w[4 * PER__LANES], g;
-  per__philox_lanes(seed, counter + i0, w);
-  for (g = 0; g < PER__LANES; ++g) {
+  uint32_t w[4 * PERI_LANES], g;
+  peri_philox_lanes(seed, counter + i0, w);
+  for (g = 0; g < PERI_LANES; ++g) {
     per_real r01, x;
     if (sizeof(per_real) == sizeof(float))
       r01 = (per_real)per_u01f(w[4 * g]);
@@ -1378,7 +1453,7 @@ static void per__strata_u(uint64_t seed, uint64_t counter, uint32_t i0,
 #if defined(__GNUC__) || defined(__clang__)
     u[g] = x * seg;
 #else
-    u[g] = per__mul_rn(x, seg);
+    u[g] = peri_mul_rn(x, seg);
 #endif
   }
 #if defined(__GNUC__) || defined(__clang__)
@@ -1387,22 +1462,22 @@ static void per__strata_u(uint64_t seed, uint64_t counter, uint32_t i0,
 }
 
 /* k[g] = node index of the leaf per_tree_descend finds for u[g], for
-   PER__LANES descents run in lockstep, one level at a time: a descent is a
+   PERI_LANES descents run in lockstep, one level at a time: a descent is a
    chain of dependent loads, and the lanes' loads are independent, so their
    cache misses overlap and the lane loop vectorizes (gathers). Each lane
    does exactly what per_tree_step does. Works on local copies: the
    compiler then knows that the lanes do not alias the tree. */
-static void per__descend_lanes(const per_real *node, uint32_t depth,
+static void peri_descend_lanes(const per_real *node, uint32_t depth,
                                const per_real *u_in, uint32_t *k_out) {
-  per_real u[PER__LANES];
-  uint32_t k[PER__LANES], g, level;
-  for (g = 0; g < PER__LANES; ++g) {
+  per_real u[PERI_LANES];
+  uint32_t k[PERI_LANES], g, level;
+  for (g = 0; g < PERI_LANES; ++g) {
     u[g] = u_in[g];
     k[g] = 1;
   }
   for (level = 0; level < depth; ++level) {
     uint32_t differ = 0;
-    for (g = 0; g < PER__LANES; ++g) differ |= k[g] ^ k[0];
+    for (g = 0; g < PERI_LANES; ++g) differ |= k[g] ^ k[0];
     if (differ == 0) {
       /* Every lane at the same node (near the root of a stratified
          batch, whose lanes are neighbouring strata): load the pair once.
@@ -1410,7 +1485,7 @@ static void per__descend_lanes(const per_real *node, uint32_t depth,
       uint32_t c = 2 * k[0];
       per_real left = node[c], right = node[c + 1];
       uint32_t lpos = (uint32_t)(left > 0), rpos = (uint32_t)(right > 0);
-      for (g = 0; g < PER__LANES; ++g) {
+      for (g = 0; g < PERI_LANES; ++g) {
         per_real x = u[g];
         uint32_t go_right = ((uint32_t)!(x < left) & rpos) | (lpos ^ 1u);
         u[g] = x - (go_right ? left : (per_real)0);
@@ -1418,7 +1493,7 @@ static void per__descend_lanes(const per_real *node, uint32_t depth,
       }
       continue;
     }
-    for (g = 0; g < PER__LANES; ++g) {
+    for (g = 0; g < PERI_LANES; ++g) {
       uint32_t c = 2 * k[g];
       per_real left = node[c], right = node[c + 1], x = u[g];
       uint32_t go_right = ((uint32_t)!(x < left) & (uint32_t)(right > 0)) |
@@ -1430,28 +1505,28 @@ static void per__descend_lanes(const per_real *node, uint32_t depth,
        grandchildren of every lane's node: the pair read two levels down is
        among them (one cache line), so its miss overlaps the next level. */
     if (level >= 10 && level + 2 < depth)
-      for (g = 0; g < PER__LANES; ++g) PER__PREFETCH(&node[4 * k[g]]);
+      for (g = 0; g < PERI_LANES; ++g) PERI_PREFETCH(&node[4 * k[g]]);
   }
-  for (g = 0; g < PER__LANES; ++g) k_out[g] = k[g];
+  for (g = 0; g < PERI_LANES; ++g) k_out[g] = k[g];
 }
 
 /* leaf[g] = per_tree_descend(node, L, per_rng_real(rng) * total) for
-   g = 0, 1, ..., m - 1 (m <= PER__LANES), the reals drawn in that order:
+   g = 0, 1, ..., m - 1 (m <= PERI_LANES), the reals drawn in that order:
    the same draws and leaves as m calls one after the other. Few draws go
    one at a time; more go in lockstep. */
-static void per__iid_lanes(const per_tree *t, per_rng *rng, per_real total,
+static void peri_iid_lanes(const per_tree *t, per_rng *rng, per_real total,
                            uint32_t m, uint32_t *leaf) {
-  per_real u[PER__LANES];
-  uint32_t k[PER__LANES], g;
-  if (4 * m < PER__LANES) {
+  per_real u[PERI_LANES];
+  uint32_t k[PERI_LANES], g;
+  if (4 * m < PERI_LANES) {
     for (g = 0; g < m; ++g)
       leaf[g] = per_tree_descend(t->node, t->leaves,
-                                 per__mul_rn(per_rng_real(rng), total));
+                                 peri_mul_rn(per_rng_real(rng), total));
     return;
   }
-  for (g = 0; g < m; ++g) u[g] = per__mul_rn(per_rng_real(rng), total);
-  for (; g < PER__LANES; ++g) u[g] = 0; /* spare lanes, never read */
-  per__descend_lanes(t->node, t->depth, u, k);
+  for (g = 0; g < m; ++g) u[g] = peri_mul_rn(per_rng_real(rng), total);
+  for (; g < PERI_LANES; ++g) u[g] = 0; /* spare lanes, never read */
+  peri_descend_lanes(t->node, t->depth, u, k);
   for (g = 0; g < m; ++g) leaf[g] = k[g] - t->leaves;
 }
 
@@ -1467,25 +1542,25 @@ PERDEF per_status per_tree_sample_strata(const per_tree *t, uint64_t seed,
   if (count > B || first > B - count) return PER_ERR_INDEX;
   if (count == 0) return PER_OK;
   if (!idx) return PER_ERR_NULL;
-  s = per__tree_samplable(t);
+  s = peri_tree_samplable(t);
   if (s != PER_OK) return s;
   L = t->leaves;
   seg = t->node[1] / (per_real)B;
-  for (base = 0; base < count; base += PER__LANES) {
-    uint32_t k[PER__LANES], g;
-    per_real u[PER__LANES];
-    uint32_t m = count - base < PER__LANES ? count - base : PER__LANES;
-    if (4 * m < PER__LANES) { /* a few strata: one descent at a time */
+  for (base = 0; base < count; base += PERI_LANES) {
+    uint32_t k[PERI_LANES], g;
+    per_real u[PERI_LANES];
+    uint32_t m = count - base < PERI_LANES ? count - base : PERI_LANES;
+    if (4 * m < PERI_LANES) { /* a few strata: one descent at a time */
       for (g = 0; g < m; ++g)
         k[g] = L + per_tree_descend(t->node, L,
                                     per_tree_stratum_u(seed, counter,
                                                        first + base + g, seg));
     } else {
-      /* Whole groups even when m < PER__LANES: the spare lanes compute a
+      /* Whole groups even when m < PERI_LANES: the spare lanes compute a
          valid descent that nobody reads, and the loops keep a fixed trip
          count that compilers vectorize. */
-      per__strata_u(seed, counter, first + base, seg, u);
-      per__descend_lanes(t->node, t->depth, u, k);
+      peri_strata_u(seed, counter, first + base, seg, u);
+      peri_descend_lanes(t->node, t->depth, u, k);
     }
     for (g = 0; g < m; ++g) {
       uint32_t leaf = k[g] - L;
@@ -1537,7 +1612,7 @@ PERDEF size_t per_swap_bytes(uint32_t capacity) {
   return (size_t)bytes;
 }
 
-static void per__swap_setup(per_swap *s, uint32_t capacity, uint32_t *perm) {
+static void peri_swap_setup(per_swap *s, uint32_t capacity, uint32_t *perm) {
   uint32_t i;
   s->perm = perm;
   s->capacity = capacity;
@@ -1555,7 +1630,7 @@ PERDEF per_status per_swap_init(per_swap *s, uint32_t capacity,
   if (bytes == 0) return PER_ERR_CAPACITY;
   perm = (uint32_t *)PER_MALLOC(bytes, alloc_ctx);
   if (!perm) return PER_ERR_NOMEM;
-  per__swap_setup(s, capacity, perm);
+  peri_swap_setup(s, capacity, perm);
   s->owns = 1;
   s->alloc_ctx = alloc_ctx;
   return PER_OK;
@@ -1571,7 +1646,7 @@ PERDEF per_status per_swap_init_mem(per_swap *s, uint32_t capacity,
   if (need == 0) return PER_ERR_CAPACITY;
   if (bytes < need || ((uintptr_t)mem % sizeof(uint32_t)) != 0)
     return PER_ERR_MEMORY;
-  per__swap_setup(s, capacity, (uint32_t *)mem);
+  peri_swap_setup(s, capacity, (uint32_t *)mem);
   return PER_OK;
 }
 
@@ -1594,12 +1669,12 @@ PERDEF per_status per_swap_grow(per_swap *s, uint32_t n) {
 /* The next word for a Lemire rejection in per_swap_sample: from w while
    it lasts; then the stream takes over (*used is set past the end, so the
    caller commits nothing more and starts a new round). */
-static uint32_t per__swap_word(per_rng *r, const uint32_t *w,
+static uint32_t peri_swap_word(per_rng *r, const uint32_t *w,
                                uint32_t *used) {
-  if (*used < 4 * PER__LANES) return w[(*used)++];
-  if (*used == 4 * PER__LANES) {
-    per__rng_commit(r, w, *used);
-    *used = 4 * PER__LANES + 1;
+  if (*used < 4 * PERI_LANES) return w[(*used)++];
+  if (*used == 4 * PERI_LANES) {
+    peri_rng_commit(r, w, *used);
+    *used = 4 * PERI_LANES + 1;
   }
   return per_rng_u32(r);
 }
@@ -1614,28 +1689,28 @@ PERDEF per_status per_swap_sample(per_swap *s, per_rng *rng, uint32_t k,
   perm = s->perm;
   i = 0;
   while (i < k) {
-    uint32_t w[4 * PER__LANES], used = 0;
-    if (rng->avail > 0 || k < PER__LANES) {
+    uint32_t w[4 * PERI_LANES], used = 0;
+    if (rng->avail > 0 || k < PERI_LANES) {
       /* Words the stream has buffered, or a batch too small to pay for
-         PER__LANES blocks at once: one draw the plain way. */
+         PERI_LANES blocks at once: one draw the plain way. */
       uint32_t j = i + per_rng_below(rng, n - i), pick = perm[j];
       perm[j] = perm[i];
       perm[i] = pick;
       out[i++] = pick;
       continue;
     }
-    /* Blocks made PER__LANES at a time (vectorized Philox): the same words
+    /* Blocks made PERI_LANES at a time (vectorized Philox): the same words
        in the same order as per_rng_below takes them, the same Lemire
        rejections, and the stream left where those calls would leave it
        (blocks made but not reached are dropped). */
-    per__philox_lanes(rng->seed, rng->counter, w);
-    while (i < k && used < 4 * PER__LANES) {
+    peri_philox_lanes(rng->seed, rng->counter, w);
+    while (i < k && used < 4 * PERI_LANES) {
       uint32_t bound = n - i, j, pick;
       uint64_t m = (uint64_t)w[used++] * bound;
       if ((uint32_t)m < bound) {
         uint32_t threshold = (uint32_t)(0u - bound) % bound;
         while ((uint32_t)m < threshold)
-          m = (uint64_t)per__swap_word(rng, w, &used) * bound;
+          m = (uint64_t)peri_swap_word(rng, w, &used) * bound;
       }
       j = i + (uint32_t)(m >> 32);
       pick = perm[j];
@@ -1643,7 +1718,7 @@ PERDEF per_status per_swap_sample(per_swap *s, per_rng *rng, uint32_t k,
       perm[i] = pick;
       out[i++] = pick;
     }
-    if (used <= 4 * PER__LANES) per__rng_commit(rng, w, used);
+    if (used <= 4 * PERI_LANES) peri_rng_commit(rng, w, used);
   }
   return PER_OK;
 }
@@ -1658,14 +1733,14 @@ PERDEF per_status per_tree_sample_iid(const per_tree *t, per_rng *rng,
   if (!t || !t->node || !rng) return PER_ERR_NULL;
   if (k == 0) return PER_ERR_BATCH;
   if (!idx) return PER_ERR_NULL;
-  s = per__tree_samplable(t);
+  s = peri_tree_samplable(t);
   if (s != PER_OK) return s;
   total = t->node[1];
   L = t->leaves;
-  for (i = 0; i < k; i += PER__LANES) {
-    uint32_t leaf[PER__LANES], g;
-    uint32_t m = k - i < PER__LANES ? k - i : PER__LANES;
-    per__iid_lanes(t, rng, total, m, leaf);
+  for (i = 0; i < k; i += PERI_LANES) {
+    uint32_t leaf[PERI_LANES], g;
+    uint32_t m = k - i < PERI_LANES ? k - i : PERI_LANES;
+    peri_iid_lanes(t, rng, total, m, leaf);
     for (g = 0; g < m; ++g) {
       idx[i + g] = leaf[g];
       if (val) val[i + g] = t->node[L + leaf[g]];
@@ -1708,7 +1783,7 @@ PERDEF void per_cat_free(per_cat *c) {
 }
 
 /* Insert key into the set; 1 when it was new, 0 when already present. */
-static int per__cat_insert(per_cat *c, uint32_t key) {
+static int peri_cat_insert(per_cat *c, uint32_t key) {
   uint32_t mask = (1u << c->hbits) - 1u;
   uint32_t h = (uint32_t)(key * 2654435761u) >> (32u - c->hbits);
   for (;;) {
@@ -1724,11 +1799,11 @@ static int per__cat_insert(per_cat *c, uint32_t key) {
 
 /* Put back the leaves idx[0..m) from c->saved and recompute their
    ancestors: the tree is again exactly what it was. */
-static void per__cat_restore(per_cat *c, per_tree *t, const uint32_t *idx,
+static void peri_cat_restore(per_cat *c, per_tree *t, const uint32_t *idx,
                              uint32_t m) {
   uint32_t j;
   for (j = 0; j < m; ++j) t->node[t->leaves + idx[j]] = c->saved[j];
-  per__tree_fix_parents(t, idx, m);
+  peri_tree_fix_parents(t, idx, m);
 }
 
 PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
@@ -1740,7 +1815,7 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
   if (!c || !c->table || !t || !t->node || !rng) return PER_ERR_NULL;
   if (k == 0 || k > c->max_k) return PER_ERR_BATCH;
   if (!idx) return PER_ERR_NULL;
-  s = per__tree_samplable(t);
+  s = peri_tree_samplable(t);
   if (s != PER_OK) return s;
   if (k > t->capacity) return PER_ERR_TOO_FEW;
   L = t->leaves;
@@ -1756,12 +1831,12 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
      repeat, so the one-at-a-time loop would make at least that many more
      draws; the draws, picks and rng position are exactly the same. */
   while (m < k && rejects < limit) {
-    uint32_t leaf[PER__LANES], g, want = k - m;
+    uint32_t leaf[PERI_LANES], g, want = k - m;
     if (limit - rejects < want) want = (uint32_t)(limit - rejects);
-    if (want > PER__LANES) want = PER__LANES;
-    per__iid_lanes(t, rng, total, want, leaf);
+    if (want > PERI_LANES) want = PERI_LANES;
+    peri_iid_lanes(t, rng, total, want, leaf);
     for (g = 0; g < want; ++g) {
-      if (per__cat_insert(c, leaf[g])) {
+      if (peri_cat_insert(c, leaf[g])) {
         c->saved[m] = t->node[L + leaf[g]];
         idx[m++] = leaf[g];
       } else {
@@ -1776,21 +1851,21 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
        rest: given the picks so far, the next pick has the same law under
        both methods. */
     for (j = 0; j < m; ++j) t->node[L + idx[j]] = 0;
-    per__tree_fix_parents(t, idx, m);
+    peri_tree_fix_parents(t, idx, m);
     while (m < k) {
       uint32_t leaf;
       total = t->node[1];
       if (!(total > 0)) {
-        per__cat_restore(c, t, idx, m);
+        peri_cat_restore(c, t, idx, m);
         return PER_ERR_TOO_FEW;
       }
-      leaf = per_tree_descend(t->node, L, per__mul_rn(per_rng_real(rng), total));
+      leaf = per_tree_descend(t->node, L, peri_mul_rn(per_rng_real(rng), total));
       c->saved[m] = t->node[L + leaf];
       idx[m++] = leaf;
       t->node[L + leaf] = 0;
-      per__tree_walk_up(t, leaf);
+      peri_tree_walk_up(t, leaf);
     }
-    per__cat_restore(c, t, idx, m);
+    peri_cat_restore(c, t, idx, m);
   }
   if (val)
     for (j = 0; j < k; ++j) val[j] = c->saved[j];
@@ -1809,32 +1884,32 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
 #if defined(__unix__) || defined(__APPLE__)
 #include <fcntl.h>
 #include <unistd.h>
-#define PER__HAVE_FSYNC 1
+#define PERI_HAVE_FSYNC 1
 #endif
 #endif
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#ifndef PER__PREFETCH
-#define PER__PREFETCH(p) ((void)(p))
+#ifndef PERI_PREFETCH
+#define PERI_PREFETCH(p) ((void)(p))
 #endif
 
 /* Batches are processed in pieces of this many slots (stack arrays: no
    allocation per call). */
-#define PER__CHUNK 256
+#define PERI_CHUNK 256
 /* Value of a min-tree node with no positive leaf below it. */
-#define PER__NO_MIN (PER_LEAF_MAX * 2)
-#define PER__SAMPLE_FLAGS (PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA)
+#define PERI_NO_MIN (PER_LEAF_MAX * 2)
+#define PERI_SAMPLE_FLAGS (PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA)
 
 /* Finite (from the bits: robust under -ffinite-math-only). */
-static int per__dfinite(double v) {
+static int peri_dfinite(double v) {
   uint64_t u;
   memcpy(&u, &v, sizeof u);
   return ((u >> 52) & 0x7ffu) != 0x7ffu;
 }
 
-static per_status per__float_status(float v) {
+static per_status peri_float_status(float v) {
   uint32_t u;
   memcpy(&u, &v, sizeof u);
   if (((u >> 23) & 0xffu) == 0xffu) return (u & 0x7fffffu) ? PER_ERR_NAN : PER_ERR_INF;
@@ -1857,17 +1932,17 @@ PERDEF per_config per_config_default(uint32_t capacity, uint32_t item_size) {
 }
 
 /* Validate a config. */
-static per_status per__config_check(const per_config *c) {
+static per_status peri_config_check(const per_config *c) {
   uint64_t bytes;
   if (c->capacity == 0 || c->capacity > PER_MAX_CAPACITY) return PER_ERR_CAPACITY;
   if (c->item_size == 0) return PER_ERR_ARG;
   bytes = (uint64_t)c->capacity * c->item_size;
   if ((uint64_t)(size_t)bytes != bytes) return PER_ERR_CAPACITY;
-  if (!per__dfinite(c->alpha) || !(c->alpha >= 0) || !per__dfinite(c->beta0) ||
-      !(c->beta0 >= 0) || !per__dfinite(c->beta1) || !(c->beta1 >= 0) ||
-      !per__dfinite(c->eps) || !(c->eps >= 0))
+  if (!peri_dfinite(c->alpha) || !(c->alpha >= 0) || !peri_dfinite(c->beta0) ||
+      !(c->beta0 >= 0) || !peri_dfinite(c->beta1) || !(c->beta1 >= 0) ||
+      !peri_dfinite(c->eps) || !(c->eps >= 0))
     return PER_ERR_ARG;
-  if (!per__dfinite(c->max_priority) || !(c->max_priority > 0) ||
+  if (!peri_dfinite(c->max_priority) || !(c->max_priority > 0) ||
       c->max_priority > (double)PER_LEAF_MAX)
     return PER_ERR_ARG;
   if (c->flags & ~(uint32_t)PER_WEIGHTS_BUFFER_MAX) return PER_ERR_ARG;
@@ -1877,64 +1952,64 @@ static per_status per__config_check(const per_config *c) {
 }
 
 /* Generations cycle through 1 .. 2^32 - 1: g after k more writes. */
-static uint32_t per__gen_add(uint32_t g, uint64_t k) {
+static uint32_t peri_gen_add(uint32_t g, uint64_t k) {
   return (uint32_t)(((uint64_t)g + k - 1) % 0xffffffffull + 1);
 }
 
 /* ---- min tree (PER_WEIGHTS_BUFFER_MAX) ---- */
 
-static per_real per__min_of(per_real a, per_real b) { return a < b ? a : b; }
+static per_real peri_min_of(per_real a, per_real b) { return a < b ? a : b; }
 
-static void per__min_set(per_buffer *b, uint32_t slot, per_real v) {
+static void peri_min_set(per_buffer *b, uint32_t slot, per_real v) {
   per_real *m = b->min_node;
   uint32_t k = b->tree.leaves + slot;
-  m[k] = v > 0 ? v : PER__NO_MIN;
+  m[k] = v > 0 ? v : PERI_NO_MIN;
   for (k >>= 1; k >= 1; k >>= 1) {
-    per_real nv = per__min_of(m[2 * k], m[2 * k + 1]);
+    per_real nv = peri_min_of(m[2 * k], m[2 * k + 1]);
     if (m[k] == nv) break; /* ancestors depend only on this node */
     m[k] = nv;
   }
 }
 
 /* Rebuild the min tree from the sum tree's leaves: O(L). */
-static void per__min_build(per_buffer *b) {
+static void peri_min_build(per_buffer *b) {
   uint32_t L = b->tree.leaves, i, k;
   per_real *m = b->min_node;
   if (!m) return;
   for (i = 0; i < L; ++i) {
     per_real v = b->tree.node[L + i];
-    m[L + i] = (i < b->tree.capacity && v > 0) ? v : PER__NO_MIN;
+    m[L + i] = (i < b->tree.capacity && v > 0) ? v : PERI_NO_MIN;
   }
-  for (k = L - 1; k >= 1; --k) m[k] = per__min_of(m[2 * k], m[2 * k + 1]);
-  m[0] = PER__NO_MIN;
+  for (k = L - 1; k >= 1; --k) m[k] = peri_min_of(m[2 * k], m[2 * k + 1]);
+  m[0] = PERI_NO_MIN;
 }
 
 /* Leaves idx[0..n) = val[0..n) in both trees (values already valid). */
 /* The buffer's own bookkeeping of leaf i having become v. */
-static void per__note_leaf(per_buffer *b, uint32_t i, per_real v) {
+static void peri_note_leaf(per_buffer *b, uint32_t i, per_real v) {
   if (v > b->max_leaf) b->max_leaf = v;
   if (!(v > 0)) b->zero_hint = 1;
-  if (b->min_node) per__min_set(b, i, v);
+  if (b->min_node) peri_min_set(b, i, v);
 }
 
-static void per__set_leaves(per_buffer *b, const uint32_t *idx, const per_real *val,
+static void peri_set_leaves(per_buffer *b, const uint32_t *idx, const per_real *val,
                             uint32_t n) {
   uint32_t j;
   per_status s = per_tree_set_batch(&b->tree, idx, val, n);
   PER_ASSERT(s == PER_OK);
   (void)s;
-  for (j = 0; j < n; ++j) per__note_leaf(b, idx[j], val[j]);
+  for (j = 0; j < n; ++j) peri_note_leaf(b, idx[j], val[j]);
 }
 
 /* Leaves [first, first + n) = val[0..n) (values already valid, no wrap):
    per_tree_set_range recomputes each parent of the run once. */
-static void per__set_run(per_buffer *b, uint32_t first, const per_real *val,
+static void peri_set_run(per_buffer *b, uint32_t first, const per_real *val,
                          uint32_t n) {
   uint32_t j;
   per_status s = per_tree_set_range(&b->tree, first, val, n);
   PER_ASSERT(s == PER_OK);
   (void)s;
-  for (j = 0; j < n; ++j) per__note_leaf(b, first + j, val[j]);
+  for (j = 0; j < n; ++j) peri_note_leaf(b, first + j, val[j]);
 }
 
 PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
@@ -1946,7 +2021,7 @@ PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
   memset(b, 0, sizeof *b);
   if (!cfg) return PER_ERR_NULL;
   c = *cfg;
-  s = per__config_check(&c);
+  s = peri_config_check(&c);
   if (s != PER_OK) return s;
   b->alloc_ctx = alloc_ctx;
   b->cfg = c;
@@ -1962,7 +2037,7 @@ PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
   if (c.flags & PER_WEIGHTS_BUFFER_MAX) {
     b->min_node = (per_real *)PER_MALLOC(per_tree_bytes(c.capacity), alloc_ctx);
     if (!b->min_node) goto nomem;
-    per__min_build(b);
+    peri_min_build(b);
   }
   if (c.alpha == 0) {
     s = per_swap_init(&b->swap, c.capacity, alloc_ctx);
@@ -2004,7 +2079,7 @@ PERDEF double per_buffer_beta(const per_buffer *b) {
   if (!b) return 0;
   c = &b->cfg;
   if (b->step >= c->beta_steps) return c->beta1;
-  return c->beta0 + per__dmul_rn(c->beta1 - c->beta0,
+  return c->beta0 + peri_dmul_rn(c->beta1 - c->beta0,
                                  (double)b->step / (double)c->beta_steps);
 }
 
@@ -2016,7 +2091,7 @@ PERDEF per_status per_buffer_add(per_buffer *b, const void *item) {
 PERDEF per_status per_buffer_add_batch(per_buffer *b, const void *items,
                                        uint32_t n) {
   uint32_t cap, keep, first, t;
-  per_real val[PER__CHUNK];
+  per_real val[PERI_CHUNK];
   size_t isz;
   const unsigned char *src;
   if (!b || !b->items) return PER_ERR_NULL;
@@ -2030,12 +2105,12 @@ PERDEF per_status per_buffer_add_batch(per_buffer *b, const void *items,
     uint32_t q = n / cap, r = n % cap, s;
     for (s = 0; s < cap; ++s) {
       uint32_t age = (uint32_t)(((uint64_t)s + cap - b->pos) % cap);
-      b->gen[s] = per__gen_add(b->gen[s], (uint64_t)q + (age < r));
+      b->gen[s] = peri_gen_add(b->gen[s], (uint64_t)q + (age < r));
     }
   } else {
     for (t = 0; t < n; ++t) {
       uint32_t s = (uint32_t)(((uint64_t)b->pos + t) % cap);
-      b->gen[s] = per__gen_add(b->gen[s], 1);
+      b->gen[s] = peri_gen_add(b->gen[s], 1);
     }
   }
   first = (uint32_t)(((uint64_t)b->pos + (n - keep)) % cap);
@@ -2048,13 +2123,13 @@ PERDEF per_status per_buffer_add_batch(per_buffer *b, const void *items,
     memcpy(b->items, src + (size_t)a * isz, (size_t)(keep - a) * isz);
   }
   /* the kept slots are one or two contiguous runs (the ring may wrap) */
-  for (t = 0; t < PER__CHUNK; ++t) val[t] = b->max_leaf;
+  for (t = 0; t < PERI_CHUNK; ++t) val[t] = b->max_leaf;
   for (t = 0; t < keep;) {
     uint32_t s = (uint32_t)(((uint64_t)first + t) % cap);
     uint32_t m = keep - t;
     if (m > cap - s) m = cap - s;
-    if (m > PER__CHUNK) m = PER__CHUNK;
-    per__set_run(b, s, val, m);
+    if (m > PERI_CHUNK) m = PERI_CHUNK;
+    peri_set_run(b, s, val, m);
     t += m;
   }
   b->pos = (uint32_t)(((uint64_t)b->pos + n) % cap);
@@ -2073,12 +2148,12 @@ PERDEF per_status per_buffer_add_batch(per_buffer *b, const void *items,
 /* The whole subtrees that exactly cover the eligible slot ranges, in slot
    order (oldest range first); a stratum's u is located among their masses
    and then descends inside one of them. */
-typedef struct per__cover {
+typedef struct peri_cover {
   uint32_t n;
   uint32_t k[128]; /* 2 ranges, at most 2 * 31 nodes each */
-} per__cover;
+} peri_cover;
 
-static void per__cover_range(per__cover *c, uint32_t L, uint32_t a, uint32_t e) {
+static void peri_cover_range(peri_cover *c, uint32_t L, uint32_t a, uint32_t e) {
   uint64_t l = (uint64_t)a + L, r = (uint64_t)e + L;
   uint32_t right[64], nr = 0;
   while (l < r) {
@@ -2090,7 +2165,7 @@ static void per__cover_range(per__cover *c, uint32_t L, uint32_t a, uint32_t e) 
   while (nr) c->k[c->n++] = right[--nr];
 }
 
-static per_real per__cover_total(const per__cover *c, const per_real *node) {
+static per_real peri_cover_total(const peri_cover *c, const per_real *node) {
   per_real s = 0;
   uint32_t j;
   for (j = 0; j < c->n; ++j) s += node[c->k[j]];
@@ -2099,7 +2174,7 @@ static per_real per__cover_total(const per__cover *c, const per_real *node) {
 
 /* Leaf of prefix mass u within the cover; requires some mass in it. Past
    the end (rounding) gives the last leaf with mass, like the tree. */
-static uint32_t per__cover_find(const per__cover *c, const per_real *node,
+static uint32_t peri_cover_find(const peri_cover *c, const per_real *node,
                                 uint32_t L, per_real u) {
   uint32_t j, last = 0, k;
   for (j = 0; j < c->n; ++j) {
@@ -2120,24 +2195,24 @@ static uint32_t per__cover_find(const per__cover *c, const per_real *node,
 
 /* The eligible slots: window positions p in [0, W), oldest first, are
    slots (start + p) % capacity. */
-static uint32_t per__win_start(const per_buffer *b, uint32_t W) {
+static uint32_t peri_win_start(const per_buffer *b, uint32_t W) {
   uint32_t cap = b->cfg.capacity;
   return (uint32_t)(((uint64_t)b->pos + cap - W) % cap);
 }
 
-static void per__win_cover(const per_buffer *b, uint32_t start, uint32_t W,
-                           per__cover *c) {
+static void peri_win_cover(const per_buffer *b, uint32_t start, uint32_t W,
+                           peri_cover *c) {
   uint32_t cap = b->cfg.capacity, L = b->tree.leaves;
   c->n = 0;
   if ((uint64_t)start + W <= cap) {
-    per__cover_range(c, L, start, start + W);
+    peri_cover_range(c, L, start, start + W);
   } else {
-    per__cover_range(c, L, start, cap);
-    per__cover_range(c, L, 0, (uint32_t)((uint64_t)start + W - cap));
+    peri_cover_range(c, L, start, cap);
+    peri_cover_range(c, L, 0, (uint32_t)((uint64_t)start + W - cap));
   }
 }
 
-static uint32_t per__count_positive(const per_buffer *b, uint32_t start, uint32_t W) {
+static uint32_t peri_count_positive(const per_buffer *b, uint32_t start, uint32_t W) {
   uint32_t p, n = 0, cap = b->cfg.capacity, L = b->tree.leaves;
   for (p = 0; p < W; ++p)
     n += b->tree.node[L + (uint32_t)(((uint64_t)start + p) % cap)] > 0;
@@ -2145,7 +2220,7 @@ static uint32_t per__count_positive(const per_buffer *b, uint32_t start, uint32_
 }
 
 /* Open-addressing set over the per_cat table (scratch between calls). */
-static int per__set_insert(uint32_t *table, uint32_t hbits, uint32_t key) {
+static int peri_set_insert(uint32_t *table, uint32_t hbits, uint32_t key) {
   uint32_t mask = (1u << hbits) - 1u;
   uint32_t h = (uint32_t)(key * 2654435761u) >> (32u - hbits);
   for (;;) {
@@ -2160,13 +2235,13 @@ static int per__set_insert(uint32_t *table, uint32_t hbits, uint32_t key) {
 }
 
 /* B distinct uniform window positions (Floyd's algorithm) as slots. */
-static void per__uniform_unique(per_buffer *b, uint32_t start, uint32_t W, uint32_t B) {
+static void peri_uniform_unique(per_buffer *b, uint32_t start, uint32_t W, uint32_t B) {
   uint32_t j, i = 0, cap = b->cfg.capacity;
   memset(b->cat.table, 0, ((size_t)1 << b->cat.hbits) * sizeof(uint32_t));
   for (j = W - B; j < W; ++j, ++i) {
     uint32_t t = per_rng_below(&b->rng, j + 1);
-    if (!per__set_insert(b->cat.table, b->cat.hbits, t)) {
-      per__set_insert(b->cat.table, b->cat.hbits, j);
+    if (!peri_set_insert(b->cat.table, b->cat.hbits, t)) {
+      peri_set_insert(b->cat.table, b->cat.hbits, j);
       t = j;
     }
     b->scratch_idx[i] = (uint32_t)(((uint64_t)start + t) % cap);
@@ -2176,18 +2251,18 @@ static void per__uniform_unique(per_buffer *b, uint32_t start, uint32_t W, uint3
 /* B distinct slots of a window by successive sampling: draw in proportion
    to the window's mass, zero the pick, repeat; then restore the picks
    (the tree is bitwise as before: parents are recomputed). */
-static per_status per__window_unique(per_buffer *b, const per__cover *c, uint32_t B) {
+static per_status peri_window_unique(per_buffer *b, const peri_cover *c, uint32_t B) {
   uint32_t j, L = b->tree.leaves;
   per_real *node = b->tree.node;
   per_status s = PER_OK;
   for (j = 0; j < B; ++j) {
-    per_real tot = per__cover_total(c, node);
+    per_real tot = peri_cover_total(c, node);
     uint32_t leaf;
     if (!(tot > 0)) { /* excluded by the caller's count */
       s = PER_ERR_TOO_FEW;
       break;
     }
-    leaf = per__cover_find(c, node, L, per__mul_rn(per_rng_real(&b->rng), tot));
+    leaf = peri_cover_find(c, node, L, peri_mul_rn(per_rng_real(&b->rng), tot));
     b->scratch_idx[j] = leaf;
     b->scratch_val[j] = node[L + leaf];
     per_tree_set(&b->tree, leaf, 0);
@@ -2196,12 +2271,12 @@ static per_status per__window_unique(per_buffer *b, const per__cover *c, uint32_
   return s;
 }
 
-static float per__weight(per_real p, per_real pmin, double beta) {
+static float peri_weight(per_real p, per_real pmin, double beta) {
   if (beta == 0 || !(p > pmin)) return 1.0f;
   return (float)pow((double)pmin / (double)p, beta);
 }
 
-static void per__emit(const per_buffer *b, uint32_t i, uint32_t slot,
+static void peri_emit(const per_buffer *b, uint32_t i, uint32_t slot,
                       void *items_out, uint64_t *ids) {
   size_t isz = b->cfg.item_size;
   if (items_out)
@@ -2211,7 +2286,7 @@ static void per__emit(const per_buffer *b, uint32_t i, uint32_t slot,
 
 /* Strata [first, first + m) of the B-batch over the cover (or the whole
    tree when c is NULL). */
-static void per__strata(const per_buffer *b, const per__cover *c, per_real seg,
+static void peri_strata(const per_buffer *b, const peri_cover *c, per_real seg,
                         uint32_t B, uint32_t first, uint32_t m, uint32_t *idx,
                         per_real *val) {
   uint32_t g, L = b->tree.leaves;
@@ -2224,7 +2299,7 @@ static void per__strata(const per_buffer *b, const per__cover *c, per_real seg,
   }
   for (g = 0; g < m; ++g) {
     per_real u = per_tree_stratum_u(b->rng.seed, b->rng.counter, first + g, seg);
-    idx[g] = per__cover_find(c, b->tree.node, L, u);
+    idx[g] = peri_cover_find(c, b->tree.node, L, u);
     val[g] = b->tree.node[L + idx[g]];
   }
 }
@@ -2237,13 +2312,13 @@ PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
   int unique, whole, degenerate, bufmax;
   double beta;
   per_real total, pmin;
-  per__cover cov;
-  const per__cover *cp = NULL;
+  peri_cover cov;
+  const peri_cover *cp = NULL;
   if (!b || !b->items) return PER_ERR_NULL;
-  if (flags & ~(uint32_t)PER__SAMPLE_FLAGS) return PER_ERR_ARG;
+  if (flags & ~(uint32_t)PERI_SAMPLE_FLAGS) return PER_ERR_ARG;
   if (flags & PER_SAMPLE_BETA) {
     beta = opts->beta;
-    if (!per__dfinite(beta) || !(beta >= 0)) return PER_ERR_ARG;
+    if (!peri_dfinite(beta) || !(beta >= 0)) return PER_ERR_ARG;
   } else {
     beta = per_buffer_beta(b);
   }
@@ -2254,28 +2329,28 @@ PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
   W = (opts && opts->window && opts->window < b->size) ? opts->window : b->size;
   if (unique && B > W) return PER_ERR_TOO_FEW;
   whole = W == b->size;
-  start = per__win_start(b, W);
+  start = peri_win_start(b, W);
   L = b->tree.leaves;
   if (whole) {
     total = b->tree.node[1];
   } else {
-    per__win_cover(b, start, W, &cov);
+    peri_win_cover(b, start, W, &cov);
     cp = &cov;
-    total = per__cover_total(&cov, b->tree.node);
+    total = peri_cover_total(&cov, b->tree.node);
   }
-  degenerate = !per__dfinite((double)total) || !(total > 0);
-  if (unique && !degenerate && b->zero_hint && per__count_positive(b, start, W) < B)
+  degenerate = !peri_dfinite((double)total) || !(total > 0);
+  if (unique && !degenerate && b->zero_hint && peri_count_positive(b, start, W) < B)
     return PER_ERR_TOO_FEW;
   /* Validated: from here on the call succeeds. */
   bufmax = (b->cfg.flags & PER_WEIGHTS_BUFFER_MAX) && b->min_node &&
            b->min_node[1] <= PER_LEAF_MAX;
   if (degenerate) {
     uint32_t cap = b->cfg.capacity;
-    if (unique) per__uniform_unique(b, start, W, B);
+    if (unique) peri_uniform_unique(b, start, W, B);
     for (i = 0; i < B; ++i) {
       uint32_t slot = unique ? b->scratch_idx[i]
                              : (uint32_t)(((uint64_t)start + per_rng_below(&b->rng, W)) % cap);
-      per__emit(b, i, slot, items_out, ids);
+      peri_emit(b, i, slot, items_out, ids);
       if (weights) weights[i] = 1.0f;
     }
   } else if (unique) {
@@ -2292,54 +2367,54 @@ PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
       }
     } else {
       per_rng saved = b->rng;
-      per_status s = per__window_unique(b, &cov, B);
+      per_status s = peri_window_unique(b, &cov, B);
       if (s != PER_OK) {
         b->rng = saved;
         return s;
       }
     }
-    pmin = bufmax ? b->min_node[1] : PER__NO_MIN;
+    pmin = bufmax ? b->min_node[1] : PERI_NO_MIN;
     for (i = 0; i < B; ++i) {
       uint32_t slot = b->scratch_idx[i];
-      per__emit(b, i, slot, items_out, ids);
-      if (!bufmax) pmin = per__min_of(pmin, b->tree.node[L + slot]);
+      peri_emit(b, i, slot, items_out, ids);
+      if (!bufmax) pmin = peri_min_of(pmin, b->tree.node[L + slot]);
     }
     if (weights)
       for (i = 0; i < B; ++i)
-        weights[i] = per__weight(b->tree.node[L + b->scratch_idx[i]], pmin, beta);
+        weights[i] = peri_weight(b->tree.node[L + b->scratch_idx[i]], pmin, beta);
   } else {
-    uint32_t idx[PER__CHUNK], base;
-    per_real val[PER__CHUNK];
+    uint32_t idx[PERI_CHUNK], base;
+    per_real val[PERI_CHUNK];
     per_real seg = total / (per_real)B;
-    pmin = bufmax ? b->min_node[1] : PER__NO_MIN;
-    for (base = 0; base < B; base += PER__CHUNK) {
-      uint32_t m = B - base < PER__CHUNK ? B - base : PER__CHUNK, g;
-      per__strata(b, cp, seg, B, base, m, idx, val);
+    pmin = bufmax ? b->min_node[1] : PERI_NO_MIN;
+    for (base = 0; base < B; base += PERI_CHUNK) {
+      uint32_t m = B - base < PERI_CHUNK ? B - base : PERI_CHUNK, g;
+      peri_strata(b, cp, seg, B, base, m, idx, val);
       if (items_out) /* overlap the gather's cache misses */
-        for (g = 0; g < m; ++g) PER__PREFETCH(b->items + (size_t)idx[g] * b->cfg.item_size);
+        for (g = 0; g < m; ++g) PERI_PREFETCH(b->items + (size_t)idx[g] * b->cfg.item_size);
       for (g = 0; g < m; ++g) {
-        per__emit(b, base + g, idx[g], items_out, ids);
+        peri_emit(b, base + g, idx[g], items_out, ids);
         if (bufmax) {
-          if (weights) weights[base + g] = per__weight(val[g], pmin, beta);
+          if (weights) weights[base + g] = peri_weight(val[g], pmin, beta);
         } else if (val[g] < pmin) {
           pmin = val[g];
         }
       }
     }
-    if (weights && !bufmax && B <= PER__CHUNK) {
-      for (i = 0; i < B; ++i) weights[i] = per__weight(val[i], pmin, beta);
+    if (weights && !bufmax && B <= PERI_CHUNK) {
+      for (i = 0; i < B; ++i) weights[i] = peri_weight(val[i], pmin, beta);
     } else if (weights && !bufmax) {
       /* the batch minimum is known now: second pass over the values (from
          the ids, or by drawing the same strata again) */
-      for (base = 0; base < B; base += PER__CHUNK) {
-        uint32_t m = B - base < PER__CHUNK ? B - base : PER__CHUNK, g;
+      for (base = 0; base < B; base += PERI_CHUNK) {
+        uint32_t m = B - base < PERI_CHUNK ? B - base : PERI_CHUNK, g;
         if (ids) {
           for (g = 0; g < m; ++g)
             val[g] = b->tree.node[L + (uint32_t)ids[base + g]];
         } else {
-          per__strata(b, cp, seg, B, base, m, idx, val);
+          peri_strata(b, cp, seg, B, base, m, idx, val);
         }
-        for (g = 0; g < m; ++g) weights[base + g] = per__weight(val[g], pmin, beta);
+        for (g = 0; g < m; ++g) weights[base + g] = peri_weight(val[g], pmin, beta);
       }
     }
     b->rng.counter += B;
@@ -2352,8 +2427,8 @@ PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
 PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
                                     const float *td, uint32_t n,
                                     uint32_t *stale) {
-  uint32_t j, cap, nstale = 0, m = 0, idx[PER__CHUNK];
-  per_real val[PER__CHUNK];
+  uint32_t j, cap, nstale = 0, m = 0, idx[PERI_CHUNK];
+  per_real val[PERI_CHUNK];
   double alpha, eps;
   int wrapped;
   if (!b || !b->items) return PER_ERR_NULL;
@@ -2364,7 +2439,7 @@ PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
   wrapped = b->added >= 0xffffffffull;
   for (j = 0; j < n; ++j) {
     uint32_t slot = (uint32_t)ids[j], g = (uint32_t)(ids[j] >> 32);
-    per_status s = per__float_status(td[j]);
+    per_status s = peri_float_status(td[j]);
     if (s != PER_OK) return s;
     if (slot >= cap || g == 0 || (g > b->gen[slot] && !wrapped)) return PER_ERR_INDEX;
   }
@@ -2382,12 +2457,12 @@ PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
     if (!(p <= (double)PER_LEAF_MAX)) p = (double)PER_LEAF_MAX;
     idx[m] = slot;
     val[m] = (per_real)p;
-    if (++m == PER__CHUNK) {
-      per__set_leaves(b, idx, val, m);
+    if (++m == PERI_CHUNK) {
+      peri_set_leaves(b, idx, val, m);
       m = 0;
     }
   }
-  if (m > 0) per__set_leaves(b, idx, val, m);
+  if (m > 0) peri_set_leaves(b, idx, val, m);
   if (stale) *stale = nstale;
   return PER_OK;
 }
@@ -2397,7 +2472,7 @@ PERDEF per_status per_buffer_check(const per_buffer *b) {
   const per_real *node;
   if (!b || !b->items || !b->gen) return PER_ERR_NULL;
   cap = b->cfg.capacity;
-  if (per__config_check(&b->cfg) != PER_OK) return PER_ERR_CORRUPT;
+  if (peri_config_check(&b->cfg) != PER_OK) return PER_ERR_CORRUPT;
   if (per_tree_check(&b->tree) != PER_OK || b->tree.capacity != cap) return PER_ERR_CORRUPT;
   if (b->size > cap || b->pos >= cap || (b->size < cap && b->pos != b->size))
     return PER_ERR_CORRUPT;
@@ -2442,11 +2517,11 @@ PERDEF per_status per_buffer_check(const per_buffer *b) {
     uint32_t k;
     if (!m) return PER_ERR_CORRUPT;
     for (i = 0; i < L; ++i) {
-      per_real want = (i < cap && node[L + i] > 0) ? node[L + i] : PER__NO_MIN;
+      per_real want = (i < cap && node[L + i] > 0) ? node[L + i] : PERI_NO_MIN;
       if (m[L + i] != want) return PER_ERR_CORRUPT;
     }
     for (k = L - 1; k >= 1; --k)
-      if (m[k] != per__min_of(m[2 * k], m[2 * k + 1])) return PER_ERR_CORRUPT;
+      if (m[k] != peri_min_of(m[2 * k], m[2 * k + 1])) return PER_ERR_CORRUPT;
   } else if (b->min_node) {
     return PER_ERR_CORRUPT;
   }
@@ -2513,7 +2588,7 @@ PERDEF void per_nstep_reset(per_nstep *a) {
 }
 
 /* Emit the oldest pending step with m rewards summed, then drop it. */
-static void per__nstep_emit(per_nstep *a, per_buffer *b, uint32_t m, uint32_t done,
+static void peri_nstep_emit(per_nstep *a, per_buffer *b, uint32_t m, uint32_t done,
                             const void *next_obs) {
   const per_nstep_layout *l = &a->layout;
   uint32_t k, n = a->cfg.n, h = a->head;
@@ -2521,7 +2596,7 @@ static void per__nstep_emit(per_nstep *a, per_buffer *b, uint32_t m, uint32_t do
   float r, d;
   per_status s;
   for (k = 0; k < m; ++k) {
-    acc += per__dmul_rn(g, (double)a->reward[(h + k) % n]);
+    acc += peri_dmul_rn(g, (double)a->reward[(h + k) % n]);
     g *= gamma;
   }
   r = (float)acc;
@@ -2549,7 +2624,7 @@ PERDEF per_status per_nstep_step(per_nstep *a, per_buffer *b,
   per_status s;
   if (!a || !a->reward || !b || !obs || !action || !next_obs) return PER_ERR_NULL;
   if (!b->items || b->cfg.item_size != a->layout.size) return PER_ERR_ARG;
-  s = per__float_status(reward);
+  s = peri_float_status(reward);
   if (s != PER_OK) return s;
   n = a->cfg.n;
   slot = (a->head + a->count) % n;
@@ -2558,16 +2633,16 @@ PERDEF per_status per_nstep_step(per_nstep *a, per_buffer *b,
   a->reward[slot] = reward;
   a->count += 1;
   if (terminated || truncated) {
-    while (a->count > 0) per__nstep_emit(a, b, a->count, terminated ? 1u : 0u, next_obs);
+    while (a->count > 0) peri_nstep_emit(a, b, a->count, terminated ? 1u : 0u, next_obs);
     a->head = 0;
   } else if (a->count == n) {
-    per__nstep_emit(a, b, n, 0, next_obs);
+    peri_nstep_emit(a, b, n, 0, next_obs);
   }
   return PER_OK;
 }
 
 /* >>ckpt */
-static void per__crc_table(uint32_t t[256]) {
+static void peri_crc_table(uint32_t t[256]) {
   uint32_t i, k;
   for (i = 0; i < 256; ++i) {
     uint32_t c = i;
@@ -2577,7 +2652,7 @@ static void per__crc_table(uint32_t t[256]) {
 }
 
 /* Raw (not inverted) table-driven CRC update. */
-static uint32_t per__crc_run(const uint32_t t[256], uint32_t c, const void *p, size_t n) {
+static uint32_t peri_crc_run(const uint32_t t[256], uint32_t c, const void *p, size_t n) {
   const unsigned char *s = (const unsigned char *)p;
   while (n--) c = t[(c ^ *s++) & 0xffu] ^ (c >> 8);
   return c;
@@ -2586,114 +2661,114 @@ static uint32_t per__crc_run(const uint32_t t[256], uint32_t c, const void *p, s
 PERDEF uint32_t per_crc32c(uint32_t crc, const void *p, size_t n) {
   uint32_t t[256];
   if (!p || n == 0) return crc;
-  per__crc_table(t);
-  return ~per__crc_run(t, ~crc, p, n);
+  peri_crc_table(t);
+  return ~peri_crc_run(t, ~crc, p, n);
 }
 
 #ifndef PER_NO_STDIO
 /* Little-endian encoding, whatever the host. */
-static void per__put32(unsigned char *p, uint32_t v) {
+static void peri_put32(unsigned char *p, uint32_t v) {
   p[0] = (unsigned char)v;
   p[1] = (unsigned char)(v >> 8);
   p[2] = (unsigned char)(v >> 16);
   p[3] = (unsigned char)(v >> 24);
 }
-static void per__put64(unsigned char *p, uint64_t v) {
-  per__put32(p, (uint32_t)v);
-  per__put32(p + 4, (uint32_t)(v >> 32));
+static void peri_put64(unsigned char *p, uint64_t v) {
+  peri_put32(p, (uint32_t)v);
+  peri_put32(p + 4, (uint32_t)(v >> 32));
 }
-static void per__putf64(unsigned char *p, double d) {
+static void peri_putf64(unsigned char *p, double d) {
   uint64_t u;
   memcpy(&u, &d, sizeof u);
-  per__put64(p, u);
+  peri_put64(p, u);
 }
-static void per__put_real(unsigned char *p, per_real v) {
+static void peri_put_real(unsigned char *p, per_real v) {
   if (sizeof(per_real) == sizeof(float)) {
     uint32_t u;
     float f = (float)v;
     memcpy(&u, &f, sizeof u);
-    per__put32(p, u);
+    peri_put32(p, u);
   } else {
-    per__putf64(p, (double)v);
+    peri_putf64(p, (double)v);
   }
 }
-static uint32_t per__get32(const unsigned char *p) {
+static uint32_t peri_get32(const unsigned char *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-static uint64_t per__get64(const unsigned char *p) {
-  return (uint64_t)per__get32(p) | (uint64_t)per__get32(p + 4) << 32;
+static uint64_t peri_get64(const unsigned char *p) {
+  return (uint64_t)peri_get32(p) | (uint64_t)peri_get32(p + 4) << 32;
 }
-static double per__getf64(const unsigned char *p) {
-  uint64_t u = per__get64(p);
+static double peri_getf64(const unsigned char *p) {
+  uint64_t u = peri_get64(p);
   double d;
   memcpy(&d, &u, sizeof d);
   return d;
 }
-static per_real per__get_real(const unsigned char *p) {
+static per_real peri_get_real(const unsigned char *p) {
   if (sizeof(per_real) == sizeof(float)) {
-    uint32_t u = per__get32(p);
+    uint32_t u = peri_get32(p);
     float f;
     memcpy(&f, &u, sizeof f);
     return (per_real)f;
   }
-  return (per_real)per__getf64(p);
+  return (per_real)peri_getf64(p);
 }
 
 /* Header field offsets (README.md has the table). */
 enum {
-  PER__H_MAGIC = 0, PER__H_VERSION = 8, PER__H_ENDIAN = 12, PER__H_HBYTES = 16,
-  PER__H_REAL = 20, PER__H_CAPACITY = 24, PER__H_ITEM = 28, PER__H_SIZE = 32,
-  PER__H_POS = 36, PER__H_FLAGS = 40, PER__H_MAXU = 44, PER__H_ZHINT = 48,
-  PER__H_PERM = 52, PER__H_ALPHA = 56, PER__H_BETA0 = 64, PER__H_BETA1 = 72,
-  PER__H_EPS = 80, PER__H_MAXP = 88, PER__H_BSTEPS = 96, PER__H_SEED = 104,
-  PER__H_STEP = 112, PER__H_ADDED = 120, PER__H_RSEED = 128, PER__H_RCTR = 136,
-  PER__H_RBUF = 144, PER__H_RAVAIL = 160, PER__H_RESERVED = 164,
-  PER__H_MAXLEAF = 168, PER__H_TOTAL = 176, PER__H_FBYTES = 184,
-  PER__H_BYTES = 192
+  PERI_H_MAGIC = 0, PERI_H_VERSION = 8, PERI_H_ENDIAN = 12, PERI_H_HBYTES = 16,
+  PERI_H_REAL = 20, PERI_H_CAPACITY = 24, PERI_H_ITEM = 28, PERI_H_SIZE = 32,
+  PERI_H_POS = 36, PERI_H_FLAGS = 40, PERI_H_MAXU = 44, PERI_H_ZHINT = 48,
+  PERI_H_PERM = 52, PERI_H_ALPHA = 56, PERI_H_BETA0 = 64, PERI_H_BETA1 = 72,
+  PERI_H_EPS = 80, PERI_H_MAXP = 88, PERI_H_BSTEPS = 96, PERI_H_SEED = 104,
+  PERI_H_STEP = 112, PERI_H_ADDED = 120, PERI_H_RSEED = 128, PERI_H_RCTR = 136,
+  PERI_H_RBUF = 144, PERI_H_RAVAIL = 160, PERI_H_RESERVED = 164,
+  PERI_H_MAXLEAF = 168, PERI_H_TOTAL = 176, PERI_H_FBYTES = 184,
+  PERI_H_BYTES = 192
 };
-static const unsigned char per__magic[8] = {0x89, 'P', 'E', 'R', 'B', 'U', 'F', '\n'};
+static const unsigned char peri_magic[8] = {0x89, 'P', 'E', 'R', 'B', 'U', 'F', '\n'};
 
 /* Bytes of the whole file (header, arrays, CRC) for these fields. */
-static uint64_t per__ckpt_bytes(uint32_t size, uint32_t item_size, uint32_t has_perm) {
-  return (uint64_t)PER__H_BYTES +
+static uint64_t peri_ckpt_bytes(uint32_t size, uint32_t item_size, uint32_t has_perm) {
+  return (uint64_t)PERI_H_BYTES +
          (uint64_t)size * ((uint64_t)item_size + 4u + sizeof(per_real) + 4u * has_perm) + 4u;
 }
 
 /* fsync where POSIX has it. Strict C modes hide the declarations, so they
    are repeated here (compatible with the system's). */
-#ifdef PER__HAVE_FSYNC
+#ifdef PERI_HAVE_FSYNC
 #if !defined(__cplusplus)
 #ifndef fileno
 extern int fileno(FILE *);
 #endif
 extern int fsync(int);
 #endif
-#define PER__FSYNC(f) fsync(fileno(f))
+#define PERI_FSYNC(f) fsync(fileno(f))
 #else
-#define PER__FSYNC(f) 0
+#define PERI_FSYNC(f) 0
 #endif
 
 /* Bytes of the temporary name's suffix: ".tmp-", 16 hex digits, NUL. */
-#define PER__TMP_SUFFIX 22
+#define PERI_TMP_SUFFIX 22
 
 /* Create path.tmp-XXXXXXXXXXXXXXXX for writing, exclusively (fopen mode
    "x": C11, and glibc, musl, the BSDs, macOS and MSVC in every language
-   mode), its name in tmp (len + PER__TMP_SUFFIX bytes). The 16 digits
+   mode), its name in tmp (len + PERI_TMP_SUFFIX bytes). The 16 digits
    are Philox of the pid, the time, the clock and a stack address, so
    concurrent savers (processes or threads) pick different names; a name
    that exists already is never opened, another is tried instead. NULL
    when no file could be created. */
-static FILE *per__tmp_create(const char *path, size_t len, char *tmp) {
+static FILE *peri_tmp_create(const char *path, size_t len, char *tmp) {
   static const char hex[] = "0123456789abcdef";
   uint64_t key = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
   uint32_t attempt, i, w[4];
   key ^= (uint64_t)(uintptr_t)&key;
-#ifdef PER__HAVE_FSYNC
+#ifdef PERI_HAVE_FSYNC
   key ^= (uint64_t)getpid() << 40;
 #endif
   memcpy(tmp, path, len);
   memcpy(tmp + len, ".tmp-", 5);
-  tmp[len + PER__TMP_SUFFIX - 1] = '\0';
+  tmp[len + PERI_TMP_SUFFIX - 1] = '\0';
   for (attempt = 0; attempt < 64; ++attempt) {
     FILE *f;
     per_rng_block(key, attempt, w);
@@ -2710,8 +2785,8 @@ static FILE *per__tmp_create(const char *path, size_t len, char *tmp) {
    and where the directory cannot be opened for reading or its file
    system cannot sync directories (EINVAL, EBADF); -1 when the sync
    failed. */
-static int per__sync_dir(const char *path, size_t len, char *dir) {
-#ifdef PER__HAVE_FSYNC
+static int peri_sync_dir(const char *path, size_t len, char *dir) {
+#ifdef PERI_HAVE_FSYNC
   size_t n = len;
   int fd, r, e;
   while (n > 0 && path[n - 1] != '/') --n;
@@ -2735,134 +2810,134 @@ static int per__sync_dir(const char *path, size_t len, char *dir) {
 #endif
 }
 
-typedef struct per__writer {
+typedef struct peri_writer {
   FILE *f;
   uint32_t crc; /* raw running CRC */
   int err;
   uint32_t table[256];
-} per__writer;
+} peri_writer;
 
-static void per__wbytes(per__writer *w, const void *p, size_t n) {
+static void peri_wbytes(peri_writer *w, const void *p, size_t n) {
   if (w->err || n == 0) return;
-  w->crc = per__crc_run(w->table, w->crc, p, n);
+  w->crc = peri_crc_run(w->table, w->crc, p, n);
   if (fwrite(p, 1, n, w->f) != n) w->err = 1;
 }
 
 /* The header of b's state. */
-static void per__ckpt_header(const per_buffer *b, unsigned char *h) {
+static void peri_ckpt_header(const per_buffer *b, unsigned char *h) {
   const per_config *c = &b->cfg;
   uint32_t has_perm = b->swap.perm != NULL, i;
-  memset(h, 0, PER__H_BYTES);
-  memcpy(h + PER__H_MAGIC, per__magic, 8);
-  per__put32(h + PER__H_VERSION, PER_CKPT_VERSION);
-  per__put32(h + PER__H_ENDIAN, 0x01020304u);
-  per__put32(h + PER__H_HBYTES, PER__H_BYTES);
-  per__put32(h + PER__H_REAL, (uint32_t)sizeof(per_real));
-  per__put32(h + PER__H_CAPACITY, c->capacity);
-  per__put32(h + PER__H_ITEM, c->item_size);
-  per__put32(h + PER__H_SIZE, b->size);
-  per__put32(h + PER__H_POS, b->pos);
-  per__put32(h + PER__H_FLAGS, c->flags);
-  per__put32(h + PER__H_MAXU, c->max_unique);
-  per__put32(h + PER__H_ZHINT, b->zero_hint);
-  per__put32(h + PER__H_PERM, has_perm);
-  per__putf64(h + PER__H_ALPHA, c->alpha);
-  per__putf64(h + PER__H_BETA0, c->beta0);
-  per__putf64(h + PER__H_BETA1, c->beta1);
-  per__putf64(h + PER__H_EPS, c->eps);
-  per__putf64(h + PER__H_MAXP, c->max_priority);
-  per__put64(h + PER__H_BSTEPS, c->beta_steps);
-  per__put64(h + PER__H_SEED, c->seed);
-  per__put64(h + PER__H_STEP, b->step);
-  per__put64(h + PER__H_ADDED, b->added);
-  per__put64(h + PER__H_RSEED, b->rng.seed);
-  per__put64(h + PER__H_RCTR, b->rng.counter);
-  for (i = 0; i < 4; ++i) per__put32(h + PER__H_RBUF + 4 * i, b->rng.buf[i]);
-  per__put32(h + PER__H_RAVAIL, b->rng.avail);
-  per__putf64(h + PER__H_MAXLEAF, (double)b->max_leaf);
-  per__putf64(h + PER__H_TOTAL, (double)b->tree.node[1]);
-  per__put64(h + PER__H_FBYTES, per__ckpt_bytes(b->size, c->item_size, has_perm));
+  memset(h, 0, PERI_H_BYTES);
+  memcpy(h + PERI_H_MAGIC, peri_magic, 8);
+  peri_put32(h + PERI_H_VERSION, PER_CKPT_VERSION);
+  peri_put32(h + PERI_H_ENDIAN, 0x01020304u);
+  peri_put32(h + PERI_H_HBYTES, PERI_H_BYTES);
+  peri_put32(h + PERI_H_REAL, (uint32_t)sizeof(per_real));
+  peri_put32(h + PERI_H_CAPACITY, c->capacity);
+  peri_put32(h + PERI_H_ITEM, c->item_size);
+  peri_put32(h + PERI_H_SIZE, b->size);
+  peri_put32(h + PERI_H_POS, b->pos);
+  peri_put32(h + PERI_H_FLAGS, c->flags);
+  peri_put32(h + PERI_H_MAXU, c->max_unique);
+  peri_put32(h + PERI_H_ZHINT, b->zero_hint);
+  peri_put32(h + PERI_H_PERM, has_perm);
+  peri_putf64(h + PERI_H_ALPHA, c->alpha);
+  peri_putf64(h + PERI_H_BETA0, c->beta0);
+  peri_putf64(h + PERI_H_BETA1, c->beta1);
+  peri_putf64(h + PERI_H_EPS, c->eps);
+  peri_putf64(h + PERI_H_MAXP, c->max_priority);
+  peri_put64(h + PERI_H_BSTEPS, c->beta_steps);
+  peri_put64(h + PERI_H_SEED, c->seed);
+  peri_put64(h + PERI_H_STEP, b->step);
+  peri_put64(h + PERI_H_ADDED, b->added);
+  peri_put64(h + PERI_H_RSEED, b->rng.seed);
+  peri_put64(h + PERI_H_RCTR, b->rng.counter);
+  for (i = 0; i < 4; ++i) peri_put32(h + PERI_H_RBUF + 4 * i, b->rng.buf[i]);
+  peri_put32(h + PERI_H_RAVAIL, b->rng.avail);
+  peri_putf64(h + PERI_H_MAXLEAF, (double)b->max_leaf);
+  peri_putf64(h + PERI_H_TOTAL, (double)b->tree.node[1]);
+  peri_put64(h + PERI_H_FBYTES, peri_ckpt_bytes(b->size, c->item_size, has_perm));
 }
 
 PERDEF per_status per_buffer_save(const per_buffer *b, const char *path) {
-  per__writer w;
-  unsigned char h[PER__H_BYTES], buf[4096];
+  peri_writer w;
+  unsigned char h[PERI_H_BYTES], buf[4096];
   size_t len;
   char *tmp;
   uint32_t i, L;
   if (!b || !b->items || !path) return PER_ERR_NULL;
   len = strlen(path);
-  tmp = (char *)PER_MALLOC(len + PER__TMP_SUFFIX, b->alloc_ctx);
+  tmp = (char *)PER_MALLOC(len + PERI_TMP_SUFFIX, b->alloc_ctx);
   if (!tmp) return PER_ERR_NOMEM;
-  w.f = per__tmp_create(path, len, tmp);
+  w.f = peri_tmp_create(path, len, tmp);
   if (!w.f) {
     PER_FREE(tmp, b->alloc_ctx);
     return PER_ERR_IO;
   }
   w.crc = 0xffffffffu;
   w.err = 0;
-  per__crc_table(w.table);
-  per__ckpt_header(b, h);
-  per__wbytes(&w, h, PER__H_BYTES);
-  per__wbytes(&w, b->items, (size_t)b->size * b->cfg.item_size);
+  peri_crc_table(w.table);
+  peri_ckpt_header(b, h);
+  peri_wbytes(&w, h, PERI_H_BYTES);
+  peri_wbytes(&w, b->items, (size_t)b->size * b->cfg.item_size);
   L = b->tree.leaves;
   for (i = 0; i < b->size;) { /* generations */
     size_t m = 0;
-    for (; i < b->size && m + 4 <= sizeof buf; ++i, m += 4) per__put32(buf + m, b->gen[i]);
-    per__wbytes(&w, buf, m);
+    for (; i < b->size && m + 4 <= sizeof buf; ++i, m += 4) peri_put32(buf + m, b->gen[i]);
+    peri_wbytes(&w, buf, m);
   }
   for (i = 0; i < b->size;) { /* leaves */
     size_t m = 0;
     for (; i < b->size && m + sizeof(per_real) <= sizeof buf; ++i, m += sizeof(per_real))
-      per__put_real(buf + m, b->tree.node[L + i]);
-    per__wbytes(&w, buf, m);
+      peri_put_real(buf + m, b->tree.node[L + i]);
+    peri_wbytes(&w, buf, m);
   }
   if (b->swap.perm) {
     for (i = 0; i < b->size;) {
       size_t m = 0;
-      for (; i < b->size && m + 4 <= sizeof buf; ++i, m += 4) per__put32(buf + m, b->swap.perm[i]);
-      per__wbytes(&w, buf, m);
+      for (; i < b->size && m + 4 <= sizeof buf; ++i, m += 4) peri_put32(buf + m, b->swap.perm[i]);
+      peri_wbytes(&w, buf, m);
     }
   }
-  per__put32(buf, ~w.crc);
+  peri_put32(buf, ~w.crc);
   if (!w.err && fwrite(buf, 1, 4, w.f) != 4) w.err = 1;
   if (fflush(w.f) != 0) w.err = 1;
-  if (!w.err && PER__FSYNC(w.f) != 0) w.err = 1;
+  if (!w.err && PERI_FSYNC(w.f) != 0) w.err = 1;
   if (fclose(w.f) != 0) w.err = 1;
   if (!w.err && rename(tmp, path) != 0) w.err = 1;
   if (w.err) remove(tmp);
-  else if (per__sync_dir(path, len, tmp) != 0) w.err = 1;
+  else if (peri_sync_dir(path, len, tmp) != 0) w.err = 1;
   PER_FREE(tmp, b->alloc_ctx);
   return w.err ? PER_ERR_IO : PER_OK;
 }
 
 /* A checkpoint read into memory and checked: everything but the fit with
    the buffer it goes into. */
-typedef struct per__ckpt {
+typedef struct peri_ckpt {
   unsigned char *mem;   /* the whole file */
   const unsigned char *h, *items, *gens, *leaves, *perm;
   per_config cfg;
   uint32_t size, pos, has_perm;
-} per__ckpt;
+} peri_ckpt;
 
 /* Bytes from f's position to its end, in *rest: 1 when the stream can
    tell (a seekable file; on 32-bit long platforms other than Windows, one
    below 2 GiB), the position restored; 0 when it cannot; -1 when the
    position could not be restored. */
 #if defined(_WIN32)
-#define PER__OFF __int64
-#define PER__TELL _ftelli64
-#define PER__SEEK _fseeki64
+#define PERI_OFF __int64
+#define PERI_TELL _ftelli64
+#define PERI_SEEK _fseeki64
 #else
-#define PER__OFF long
-#define PER__TELL ftell
-#define PER__SEEK fseek
+#define PERI_OFF long
+#define PERI_TELL ftell
+#define PERI_SEEK fseek
 #endif
-static int per__file_rest(FILE *f, uint64_t *rest) {
-  PER__OFF here = PER__TELL(f), end;
-  if (here < 0 || PER__SEEK(f, 0, SEEK_END) != 0) return 0;
-  end = PER__TELL(f);
-  if (PER__SEEK(f, here, SEEK_SET) != 0) return -1;
+static int peri_file_rest(FILE *f, uint64_t *rest) {
+  PERI_OFF here = PERI_TELL(f), end;
+  if (here < 0 || PERI_SEEK(f, 0, SEEK_END) != 0) return 0;
+  end = PERI_TELL(f);
+  if (PERI_SEEK(f, here, SEEK_SET) != 0) return -1;
   if (end < here) return 0;
   *rest = (uint64_t)(end - here);
   return 1;
@@ -2871,92 +2946,92 @@ static int per__file_rest(FILE *f, uint64_t *rest) {
 /* Read and check the file: the header, then (before any allocation) its
    claimed length against the real one and its item size and capacity
    against b's, then the body and the checksum. */
-static per_status per__ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
-                                 per__ckpt *k) {
-  unsigned char h[PER__H_BYTES];
-  size_t got = fread(h, 1, PER__H_BYTES, f);
+static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
+                                 peri_ckpt *k) {
+  unsigned char h[PERI_H_BYTES];
+  size_t got = fread(h, 1, PERI_H_BYTES, f);
   uint64_t bytes, rest;
   uint32_t crc, t[256];
   int known;
   if (ferror(f)) return PER_ERR_IO;
-  if (got >= 8 && memcmp(h, per__magic, 8) != 0) return PER_ERR_FORMAT;
-  if (got < PER__H_BYTES) return got < 8 ? (got == 0 ? PER_ERR_FORMAT : PER_ERR_TRUNCATED)
+  if (got >= 8 && memcmp(h, peri_magic, 8) != 0) return PER_ERR_FORMAT;
+  if (got < PERI_H_BYTES) return got < 8 ? (got == 0 ? PER_ERR_FORMAT : PER_ERR_TRUNCATED)
                                          : PER_ERR_TRUNCATED;
-  if (per__get32(h + PER__H_VERSION) != PER_CKPT_VERSION) return PER_ERR_VERSION;
-  if (per__get32(h + PER__H_ENDIAN) != 0x01020304u ||
-      per__get32(h + PER__H_HBYTES) != PER__H_BYTES)
+  if (peri_get32(h + PERI_H_VERSION) != PER_CKPT_VERSION) return PER_ERR_VERSION;
+  if (peri_get32(h + PERI_H_ENDIAN) != 0x01020304u ||
+      peri_get32(h + PERI_H_HBYTES) != PERI_H_BYTES)
     return PER_ERR_FORMAT;
-  if (per__get32(h + PER__H_REAL) != sizeof(per_real)) return PER_ERR_MISMATCH;
-  k->size = per__get32(h + PER__H_SIZE);
-  k->has_perm = per__get32(h + PER__H_PERM);
-  if (k->size > per__get32(h + PER__H_CAPACITY) || k->has_perm > 1) return PER_ERR_CORRUPT;
-  bytes = per__ckpt_bytes(k->size, per__get32(h + PER__H_ITEM), k->has_perm);
-  if (per__get64(h + PER__H_FBYTES) != bytes) return PER_ERR_CORRUPT;
-  known = per__file_rest(f, &rest);
+  if (peri_get32(h + PERI_H_REAL) != sizeof(per_real)) return PER_ERR_MISMATCH;
+  k->size = peri_get32(h + PERI_H_SIZE);
+  k->has_perm = peri_get32(h + PERI_H_PERM);
+  if (k->size > peri_get32(h + PERI_H_CAPACITY) || k->has_perm > 1) return PER_ERR_CORRUPT;
+  bytes = peri_ckpt_bytes(k->size, peri_get32(h + PERI_H_ITEM), k->has_perm);
+  if (peri_get64(h + PERI_H_FBYTES) != bytes) return PER_ERR_CORRUPT;
+  known = peri_file_rest(f, &rest);
   if (known < 0) return PER_ERR_IO;
-  if (known && rest < bytes - PER__H_BYTES) return PER_ERR_TRUNCATED;
-  if (known && rest > bytes - PER__H_BYTES) return PER_ERR_CORRUPT;
-  if (per__get32(h + PER__H_ITEM) != b->cfg.item_size ||
-      (world == 0 && per__get32(h + PER__H_CAPACITY) != b->cfg.capacity))
+  if (known && rest < bytes - PERI_H_BYTES) return PER_ERR_TRUNCATED;
+  if (known && rest > bytes - PERI_H_BYTES) return PER_ERR_CORRUPT;
+  if (peri_get32(h + PERI_H_ITEM) != b->cfg.item_size ||
+      (world == 0 && peri_get32(h + PERI_H_CAPACITY) != b->cfg.capacity))
     return PER_ERR_MISMATCH;
   if ((uint64_t)(size_t)bytes != bytes) return PER_ERR_NOMEM;
   k->mem = (unsigned char *)PER_MALLOC((size_t)bytes, b->alloc_ctx);
   if (!k->mem) return PER_ERR_NOMEM;
-  memcpy(k->mem, h, PER__H_BYTES);
-  got = fread(k->mem + PER__H_BYTES, 1, (size_t)bytes - PER__H_BYTES, f);
+  memcpy(k->mem, h, PERI_H_BYTES);
+  got = fread(k->mem + PERI_H_BYTES, 1, (size_t)bytes - PERI_H_BYTES, f);
   if (ferror(f)) return PER_ERR_IO;
-  if (got != (size_t)bytes - PER__H_BYTES) return PER_ERR_TRUNCATED;
+  if (got != (size_t)bytes - PERI_H_BYTES) return PER_ERR_TRUNCATED;
   if (fgetc(f) != EOF) return PER_ERR_CORRUPT; /* longer than it says */
   if (ferror(f)) return PER_ERR_IO;
-  per__crc_table(t);
-  crc = ~per__crc_run(t, 0xffffffffu, k->mem, (size_t)bytes - 4);
-  if (crc != per__get32(k->mem + bytes - 4)) return PER_ERR_CHECKSUM;
+  peri_crc_table(t);
+  crc = ~peri_crc_run(t, 0xffffffffu, k->mem, (size_t)bytes - 4);
+  if (crc != peri_get32(k->mem + bytes - 4)) return PER_ERR_CHECKSUM;
   return PER_OK;
 }
 
 /* Parse and check every field of a checksummed file. Leaves and
    generations are checked here; the permutation by the caller. */
-static per_status per__ckpt_parse(per__ckpt *k) {
+static per_status peri_ckpt_parse(peri_ckpt *k) {
   const unsigned char *h = k->mem;
   per_config *c = &k->cfg;
   uint32_t i, zero = 0;
   per_real max_leaf;
   memset(c, 0, sizeof *c);
-  c->capacity = per__get32(h + PER__H_CAPACITY);
-  c->item_size = per__get32(h + PER__H_ITEM);
-  c->flags = per__get32(h + PER__H_FLAGS);
-  c->max_unique = per__get32(h + PER__H_MAXU);
-  c->alpha = per__getf64(h + PER__H_ALPHA);
-  c->beta0 = per__getf64(h + PER__H_BETA0);
-  c->beta1 = per__getf64(h + PER__H_BETA1);
-  c->eps = per__getf64(h + PER__H_EPS);
-  c->max_priority = per__getf64(h + PER__H_MAXP);
-  c->beta_steps = per__get64(h + PER__H_BSTEPS);
-  c->seed = per__get64(h + PER__H_SEED);
-  if (per__config_check(c) != PER_OK) return PER_ERR_CORRUPT;
+  c->capacity = peri_get32(h + PERI_H_CAPACITY);
+  c->item_size = peri_get32(h + PERI_H_ITEM);
+  c->flags = peri_get32(h + PERI_H_FLAGS);
+  c->max_unique = peri_get32(h + PERI_H_MAXU);
+  c->alpha = peri_getf64(h + PERI_H_ALPHA);
+  c->beta0 = peri_getf64(h + PERI_H_BETA0);
+  c->beta1 = peri_getf64(h + PERI_H_BETA1);
+  c->eps = peri_getf64(h + PERI_H_EPS);
+  c->max_priority = peri_getf64(h + PERI_H_MAXP);
+  c->beta_steps = peri_get64(h + PERI_H_BSTEPS);
+  c->seed = peri_get64(h + PERI_H_SEED);
+  if (peri_config_check(c) != PER_OK) return PER_ERR_CORRUPT;
   if ((c->alpha == 0) != (k->has_perm == 1)) return PER_ERR_CORRUPT;
   k->h = h;
-  k->pos = per__get32(h + PER__H_POS);
+  k->pos = peri_get32(h + PERI_H_POS);
   if (k->pos >= c->capacity || (k->size < c->capacity && k->pos != k->size))
     return PER_ERR_CORRUPT;
-  if (per__get32(h + PER__H_ZHINT) > 1 || per__get32(h + PER__H_RAVAIL) > 4 ||
-      per__get32(h + PER__H_RESERVED) != 0 || per__get64(h + PER__H_ADDED) < k->size)
+  if (peri_get32(h + PERI_H_ZHINT) > 1 || peri_get32(h + PERI_H_RAVAIL) > 4 ||
+      peri_get32(h + PERI_H_RESERVED) != 0 || peri_get64(h + PERI_H_ADDED) < k->size)
     return PER_ERR_CORRUPT;
-  if (!per__dfinite(per__getf64(h + PER__H_MAXLEAF)) ||
-      !per__dfinite(per__getf64(h + PER__H_TOTAL)))
+  if (!peri_dfinite(peri_getf64(h + PERI_H_MAXLEAF)) ||
+      !peri_dfinite(peri_getf64(h + PERI_H_TOTAL)))
     return PER_ERR_CORRUPT;
-  max_leaf = (per_real)per__getf64(h + PER__H_MAXLEAF);
-  if ((double)max_leaf != per__getf64(h + PER__H_MAXLEAF) ||
+  max_leaf = (per_real)peri_getf64(h + PERI_H_MAXLEAF);
+  if ((double)max_leaf != peri_getf64(h + PERI_H_MAXLEAF) ||
       per_leaf_status(max_leaf) != PER_OK || !(max_leaf > 0) ||
       (c->alpha == 0 && max_leaf != 1))
     return PER_ERR_CORRUPT;
-  k->items = h + PER__H_BYTES;
+  k->items = h + PERI_H_BYTES;
   k->gens = k->items + (size_t)k->size * c->item_size;
   k->leaves = k->gens + (size_t)k->size * 4;
   k->perm = k->has_perm ? k->leaves + (size_t)k->size * sizeof(per_real) : NULL;
   for (i = 0; i < k->size; ++i) {
-    per_real v = per__get_real(k->leaves + (size_t)i * sizeof(per_real));
-    if (per__get32(k->gens + (size_t)i * 4) == 0) return PER_ERR_CORRUPT;
+    per_real v = peri_get_real(k->leaves + (size_t)i * sizeof(per_real));
+    if (peri_get32(k->gens + (size_t)i * 4) == 0) return PER_ERR_CORRUPT;
     if (per_leaf_status(v) != PER_OK || v > max_leaf || (c->alpha == 0 && v != 1))
       return PER_ERR_CORRUPT;
     if (v == 0) {
@@ -2966,21 +3041,21 @@ static per_status per__ckpt_parse(per__ckpt *k) {
       zero = 1;
     }
   }
-  if (zero && !per__get32(h + PER__H_ZHINT)) return PER_ERR_CORRUPT;
+  if (zero && !peri_get32(h + PERI_H_ZHINT)) return PER_ERR_CORRUPT;
   return PER_OK;
 }
 
 /* Open, read, checksum and parse. On success k->mem must be freed. */
-static per_status per__ckpt_open(const char *path, const per_buffer *b,
-                                 uint32_t world, per__ckpt *k) {
+static per_status peri_ckpt_open(const char *path, const per_buffer *b,
+                                 uint32_t world, peri_ckpt *k) {
   FILE *f;
   per_status s;
   memset(k, 0, sizeof *k);
   f = fopen(path, "rb");
   if (!f) return PER_ERR_IO;
-  s = per__ckpt_read(f, b, world, k);
+  s = peri_ckpt_read(f, b, world, k);
   fclose(f);
-  if (s == PER_OK) s = per__ckpt_parse(k);
+  if (s == PER_OK) s = peri_ckpt_parse(k);
   if (s != PER_OK && k->mem) {
     PER_FREE(k->mem, b->alloc_ctx);
     k->mem = NULL;
@@ -2991,7 +3066,7 @@ static per_status per__ckpt_open(const char *path, const per_buffer *b,
 /* Which file slot goes to buffer position t: every slot in order for a
    full load; for a shard, the slots of this rank in age order (oldest
    first). Returns 0 when position t of the file's order is not taken. */
-static int per__ckpt_pick(const per__ckpt *k, uint32_t t, uint32_t rank,
+static int peri_ckpt_pick(const peri_ckpt *k, uint32_t t, uint32_t rank,
                           uint32_t world, uint32_t *slot) {
   uint32_t oldest;
   if (world == 0) {
@@ -3004,22 +3079,22 @@ static int per__ckpt_pick(const per__ckpt *k, uint32_t t, uint32_t rank,
 }
 
 /* world == 0: full load; else the shard `rank` of `world`. */
-static per_status per__load(per_buffer *b, const char *path, uint32_t rank,
+static per_status peri_load(per_buffer *b, const char *path, uint32_t rank,
                             uint32_t world) {
-  per__ckpt k;
+  peri_ckpt k;
   per_tree t;
   per_status s;
-  uint32_t cap, n = 0, i, slot, m = 0, idx[PER__CHUNK], zero = 0;
-  per_real val[PER__CHUNK];
+  uint32_t cap, n = 0, i, slot, m = 0, idx[PERI_CHUNK], zero = 0;
+  per_real val[PERI_CHUNK];
   void *ctx;
   size_t isz;
   if (!b || !b->items || !path) return PER_ERR_NULL;
   ctx = b->alloc_ctx;
   cap = b->cfg.capacity;
   isz = b->cfg.item_size;
-  s = per__ckpt_open(path, b, world, &k);
+  s = peri_ckpt_open(path, b, world, &k);
   if (s != PER_OK) return s;
-  for (i = 0; i < k.size; ++i) n += (uint32_t)per__ckpt_pick(&k, i, rank, world, &slot);
+  for (i = 0; i < k.size; ++i) n += (uint32_t)peri_ckpt_pick(&k, i, rank, world, &slot);
   if (n > cap ||
       (world == 0 && (k.cfg.flags != b->cfg.flags ||
                       k.cfg.max_unique != b->cfg.max_unique ||
@@ -3037,27 +3112,27 @@ static per_status per__load(per_buffer *b, const char *path, uint32_t rank,
        free: it marks the values seen, in the file's copy, then is cleared. */
     unsigned char *pm = k.mem + (k.perm - k.mem);
     for (i = 0; i < k.size && s == PER_OK; ++i)
-      if (per__get32(pm + (size_t)i * 4) >= k.size) s = PER_ERR_CORRUPT;
+      if (peri_get32(pm + (size_t)i * 4) >= k.size) s = PER_ERR_CORRUPT;
     for (i = 0; i < k.size && s == PER_OK; ++i) {
-      uint32_t v = per__get32(pm + (size_t)i * 4) & 0x7fffffffu;
+      uint32_t v = peri_get32(pm + (size_t)i * 4) & 0x7fffffffu;
       if (pm[(size_t)v * 4 + 3] & 0x80u) s = PER_ERR_CORRUPT; /* seen twice */
       pm[(size_t)v * 4 + 3] |= 0x80u;
     }
     for (i = 0; i < k.size; ++i) pm[(size_t)i * 4 + 3] &= 0x7fu;
   }
   for (i = 0, n = 0; s == PER_OK && i < k.size; ++i) {
-    if (!per__ckpt_pick(&k, i, rank, world, &slot)) continue;
+    if (!peri_ckpt_pick(&k, i, rank, world, &slot)) continue;
     idx[m] = n++;
     val[m] = b->cfg.alpha == 0 ? (per_real)1
-                               : per__get_real(k.leaves + (size_t)slot * sizeof(per_real));
+                               : peri_get_real(k.leaves + (size_t)slot * sizeof(per_real));
     zero |= !(val[m] > 0);
-    if (++m == PER__CHUNK) {
+    if (++m == PERI_CHUNK) {
       per_tree_set_batch(&t, idx, val, m);
       m = 0;
     }
   }
   if (m > 0) per_tree_set_batch(&t, idx, val, m);
-  if (s == PER_OK && world == 0 && (double)t.node[1] != per__getf64(k.h + PER__H_TOTAL))
+  if (s == PER_OK && world == 0 && (double)t.node[1] != peri_getf64(k.h + PERI_H_TOTAL))
     s = PER_ERR_CORRUPT; /* the stored total must be what the leaves give */
   if (s != PER_OK) {
     per_tree_free(&t);
@@ -3066,19 +3141,19 @@ static per_status per__load(per_buffer *b, const char *path, uint32_t rank,
   }
   /* Everything is checked: commit (nothing can fail from here on). */
   for (i = 0, n = 0; i < k.size; ++i) {
-    if (!per__ckpt_pick(&k, i, rank, world, &slot)) continue;
+    if (!peri_ckpt_pick(&k, i, rank, world, &slot)) continue;
     memcpy(b->items + (size_t)n * isz, k.items + (size_t)slot * isz, isz);
-    b->gen[n] = world ? 1u : per__get32(k.gens + (size_t)slot * 4);
+    b->gen[n] = world ? 1u : peri_get32(k.gens + (size_t)slot * 4);
     ++n;
   }
   memset(b->items + (size_t)n * isz, 0, (size_t)(cap - n) * isz);
   memset(b->gen + n, 0, (size_t)(cap - n) * sizeof(uint32_t));
   memcpy(b->tree.node, t.node, per_tree_bytes(cap));
   per_tree_free(&t);
-  per__min_build(b);
+  peri_min_build(b);
   if (b->swap.perm) {
     for (i = 0; i < cap; ++i)
-      b->swap.perm[i] = (world == 0 && i < n) ? per__get32(k.perm + (size_t)i * 4) : i;
+      b->swap.perm[i] = (world == 0 && i < n) ? peri_get32(k.perm + (size_t)i * 4) : i;
     b->swap.n = n;
   }
   b->size = n;
@@ -3092,37 +3167,41 @@ static per_status per__load(per_buffer *b, const char *path, uint32_t rank,
     b->cfg.max_priority = k.cfg.max_priority;
     b->cfg.seed = k.cfg.seed;
     b->pos = k.pos;
-    b->added = per__get64(h + PER__H_ADDED);
-    b->step = per__get64(h + PER__H_STEP);
-    b->rng.seed = per__get64(h + PER__H_RSEED);
-    b->rng.counter = per__get64(h + PER__H_RCTR);
-    for (i = 0; i < 4; ++i) b->rng.buf[i] = per__get32(h + PER__H_RBUF + 4 * i);
-    b->rng.avail = per__get32(h + PER__H_RAVAIL);
-    b->zero_hint = per__get32(h + PER__H_ZHINT);
+    b->added = peri_get64(h + PERI_H_ADDED);
+    b->step = peri_get64(h + PERI_H_STEP);
+    b->rng.seed = peri_get64(h + PERI_H_RSEED);
+    b->rng.counter = peri_get64(h + PERI_H_RCTR);
+    for (i = 0; i < 4; ++i) b->rng.buf[i] = peri_get32(h + PERI_H_RBUF + 4 * i);
+    b->rng.avail = peri_get32(h + PERI_H_RAVAIL);
+    b->zero_hint = peri_get32(h + PERI_H_ZHINT);
   } else {
     b->pos = n % cap;
     b->added = n;
     b->zero_hint = zero;
   }
-  b->max_leaf = b->cfg.alpha == 0 ? (per_real)1 : (per_real)per__getf64(k.h + PER__H_MAXLEAF);
+  b->max_leaf = b->cfg.alpha == 0 ? (per_real)1 : (per_real)peri_getf64(k.h + PERI_H_MAXLEAF);
   PER_FREE(k.mem, ctx);
   return PER_OK;
 }
 
 PERDEF per_status per_buffer_load(per_buffer *b, const char *path) {
-  return per__load(b, path, 0, 0);
+  return peri_load(b, path, 0, 0);
 }
 
 PERDEF per_status per_buffer_load_shard(per_buffer *b, const char *path,
                                         uint32_t rank, uint32_t world) {
   if (!b || !b->items || !path) return PER_ERR_NULL;
   if (world == 0 || rank >= world) return PER_ERR_ARG;
-  return per__load(b, path, rank, world);
+  return peri_load(b, path, rank, world);
 }
 #endif /* PER_NO_STDIO */
 
 #ifdef __cplusplus
 }
+#endif
+
+#if defined(__cplusplus) && (defined(__GNUC__) || defined(__clang__))
+#pragma GCC diagnostic pop
 #endif
 
 #endif /* PER_IMPLEMENTATION */

@@ -136,6 +136,19 @@ extern "C" {
 #define PER_CUDA_DEF extern
 #endif
 
+/* As in per.h, the node type is part of the linker names of the functions
+   that take per_real data: a program built with another PER_REAL than
+   the per_cuda library fails to link. */
+#define per_cuda_tree_bytes PERI_NAME(per_cuda_tree_bytes)
+#define per_cuda_tree_wrap PERI_NAME(per_cuda_tree_wrap)
+#define per_cuda_tree_clear PERI_NAME(per_cuda_tree_clear)
+#define per_cuda_tree_upload PERI_NAME(per_cuda_tree_upload)
+#define per_cuda_tree_download PERI_NAME(per_cuda_tree_download)
+#define per_cuda_update PERI_NAME(per_cuda_update)
+#define per_cuda_update_td PERI_NAME(per_cuda_update_td)
+#define per_cuda_sample PERI_NAME(per_cuda_sample)
+#define per_cuda_is_weights PERI_NAME(per_cuda_is_weights)
+
 /* A CUDA stream; identical to cudaStream_t. */
 typedef struct CUstream_st *per_cuda_stream;
 
