@@ -111,7 +111,8 @@
              and per_config_resolve removed); PER_VERSION; the node type
              in the linker names; clean under C++ -Wold-style-cast,
              -Wuseless-cast and -Wreserved-identifier (internal names are
-             peri_ and PERI_)
+             peri_ and PERI_); PER_NSTEP_ITEM; per_nstep_save/load;
+             checkpoints replace existing files on Windows
       0.1.0  sum tree, Philox RNG, uniform and categorical samplers;
              replay buffer, n-step adder, checkpoints
 */
@@ -870,6 +871,40 @@ typedef struct per_nstep_layout {
    would not fit in 2^32 - 1 bytes. */
 PERDEF per_nstep_layout per_nstep_layout_of(const per_nstep_config *cfg);
 
+/* Declare `name`, a struct with exactly the layout per_nstep emits for
+   observations of obs_count obs_type values and actions of action_count
+   action_type values, and check that at compile time:
+     PER_NSTEP_ITEM(cart_item, float, 4, int32_t, 1);
+     // cart_item: obs[4], action[1], reward, discount, done, next_obs[4]
+     per_nstep_config nc = {3, 0.99f, 4 * sizeof(float), sizeof(int32_t)};
+     per_config cfg = per_config_default(100000, sizeof(cart_item));
+   At file scope (it declares a typedef and a check array type). The
+   layout packs action right after obs and next_obs right after done, so
+   the element types must not need more: 1-, 2- and 4-byte types always
+   fit (uint8_t frames, float, int32_t); an 8-byte type fits when the
+   offsets happen to be multiples of 8. Otherwise the check array has a
+   negative size and the build stops at name##_layout_differs_from_per_nstep;
+   then read the fields at per_nstep_layout_of's offsets with memcpy. */
+#define PER_NSTEP_ITEM(name, obs_type, obs_count, action_type, action_count) \
+  typedef struct name {                                                      \
+    obs_type obs[obs_count];                                                 \
+    action_type action[action_count];                                        \
+    float reward;                                                            \
+    float discount;                                                          \
+    uint32_t done;                                                           \
+    obs_type next_obs[obs_count];                                            \
+  } name;                                                                    \
+  typedef char name##_layout_differs_from_per_nstep                          \
+      [(offsetof(name, action) == sizeof(obs_type) * (obs_count) &&          \
+        offsetof(name, reward) ==                                            \
+            (sizeof(obs_type) * (obs_count) +                                \
+             sizeof(action_type) * (action_count) + 3) / 4 * 4 &&            \
+        offsetof(name, next_obs) == offsetof(name, reward) + 12 &&           \
+        sizeof(name) ==                                                      \
+            offsetof(name, next_obs) + sizeof(obs_type) * (obs_count))       \
+           ? 1                                                               \
+           : -1]
+
 typedef struct per_nstep {
   per_nstep_config cfg;
   per_nstep_layout layout;
@@ -947,10 +982,12 @@ PERDEF uint32_t per_crc32c(uint32_t crc, const void *p, size_t n);
    existing file at path stays as it was; the one exception is a failed
    directory fsync after the rename (PER_ERR_IO too): the new file is
    then in place and complete, but not known to survive a power loss.
+   Windows: _commit for fsync and MoveFileExA (replace existing, write
+   through) for the rename, so a save replaces an existing file there too;
+   a file open in another process (without FILE_SHARE_DELETE) makes the
+   replace, and so the save, fail with PER_ERR_IO.
    Errors: PER_ERR_NULL, PER_ERR_NOMEM (the temporary name), PER_ERR_IO
-   (create, write, flush, sync or rename failed). Windows: rename does not
-   replace an existing file there, so a save over an existing path fails
-   with PER_ERR_IO. */
+   (create, write, flush, sync or rename failed). */
 PERDEF per_status per_buffer_save(const per_buffer *b, const char *path);
 /* Replace the whole state of b (initialised) with the file's: items,
    leaves, generations, ring position, counters, rng, beta step, max_leaf
@@ -981,6 +1018,28 @@ PERDEF per_status per_buffer_load(per_buffer *b, const char *path);
    (world == 0 or rank >= world). */
 PERDEF per_status per_buffer_load_shard(per_buffer *b, const char *path,
                                         uint32_t rank, uint32_t world);
+
+/* The pending steps of n-step adders a[0..n) (one per environment, up to
+   n_i - 1 steps each) in one file, so that a run resumed from a buffer
+   checkpoint loses no transition: save them with the buffer, load them
+   into adders initialised with the same configs. Little-endian: magic
+   "\x89PERNST\n", u32 version 1, u32 0x01020304, u32 n; per adder u32
+   n, gamma (f32 bits), obs_size, action_size, pending count, then each
+   pending step, oldest first: f32 reward, obs, action; then the CRC-32C
+   of everything before it. Written and replaced as per_buffer_save does
+   (same guarantees). Errors: PER_ERR_NULL (a, path, or an adder not
+   initialised), PER_ERR_ARG (n == 0), PER_ERR_NOMEM, PER_ERR_IO. */
+PERDEF per_status per_nstep_save(const per_nstep *a, uint32_t n,
+                                 const char *path);
+/* Replace the pending steps of a[0..n) with the file's. The file is read
+   and checked completely (into memory bounded by the adders' own rings)
+   before any adder changes. Errors (every adder unchanged): PER_ERR_NULL,
+   PER_ERR_ARG (n == 0), PER_ERR_NOMEM, PER_ERR_IO, PER_ERR_FORMAT (magic,
+   byte order, empty file), PER_ERR_VERSION, PER_ERR_MISMATCH (another
+   number of adders, or an adder's n, gamma, obs_size or action_size
+   differs), PER_ERR_TRUNCATED, PER_ERR_CHECKSUM, PER_ERR_CORRUPT (a
+   pending count >= n, a reward not finite, bytes after the CRC). */
+PERDEF per_status per_nstep_load(per_nstep *a, uint32_t n, const char *path);
 #endif
 
 #ifdef __cplusplus
@@ -1885,10 +1944,19 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
 #include <fcntl.h>
 #include <unistd.h>
 #define PERI_HAVE_FSYNC 1
+#elif defined(_WIN32)
+#include <io.h>
 #endif
 #endif
 #ifdef __cplusplus
 extern "C" {
+#endif
+#if !defined(PER_NO_STDIO) && defined(_WIN32)
+/* kernel32's MoveFileExA as <windows.h> declares it, without including
+   <windows.h> (its min/max macros and the rest) into the user's file. */
+__declspec(dllimport) int __stdcall MoveFileExA(const char *from,
+                                                const char *to,
+                                                unsigned long flags);
 #endif
 
 #ifndef PERI_PREFETCH
@@ -2744,9 +2812,23 @@ extern int fileno(FILE *);
 extern int fsync(int);
 #endif
 #define PERI_FSYNC(f) fsync(fileno(f))
+#elif defined(_WIN32)
+#define PERI_FSYNC(f) _commit(_fileno(f))
 #else
 #define PERI_FSYNC(f) 0
 #endif
+
+/* Put the finished temporary file in place of path, replacing a file that
+   is there. rename does that on POSIX; on Windows rename refuses an
+   existing target, so MoveFileExA with REPLACE_EXISTING (1), and
+   WRITE_THROUGH (8): it returns once the move is on disk. 0 on success. */
+static int peri_replace(const char *tmp, const char *path) {
+#if defined(_WIN32)
+  return MoveFileExA(tmp, path, 1ul | 8ul) ? 0 : -1;
+#else
+  return rename(tmp, path);
+#endif
+}
 
 /* Bytes of the temporary name's suffix: ".tmp-", 16 hex digits, NUL. */
 #define PERI_TMP_SUFFIX 22
@@ -2814,6 +2896,9 @@ typedef struct peri_writer {
   FILE *f;
   uint32_t crc; /* raw running CRC */
   int err;
+  char *tmp;    /* the temporary file's name */
+  size_t len;   /* strlen(path) */
+  void *ctx;    /* allocator context of tmp */
   uint32_t table[256];
 } peri_writer;
 
@@ -2821,6 +2906,41 @@ static void peri_wbytes(peri_writer *w, const void *p, size_t n) {
   if (w->err || n == 0) return;
   w->crc = peri_crc_run(w->table, w->crc, p, n);
   if (fwrite(p, 1, n, w->f) != n) w->err = 1;
+}
+
+/* Start a save to path: a new temporary file beside it. PER_ERR_NOMEM
+   (its name) or PER_ERR_IO; on error nothing is left to clean up. */
+static per_status peri_writer_open(peri_writer *w, const char *path, void *ctx) {
+  w->len = strlen(path);
+  w->ctx = ctx;
+  w->crc = 0xffffffffu;
+  w->err = 0;
+  w->tmp = (char *)PER_MALLOC(w->len + PERI_TMP_SUFFIX, ctx);
+  if (!w->tmp) return PER_ERR_NOMEM;
+  w->f = peri_tmp_create(path, w->len, w->tmp);
+  if (!w->f) {
+    PER_FREE(w->tmp, ctx);
+    return PER_ERR_IO;
+  }
+  peri_crc_table(w->table);
+  return PER_OK;
+}
+
+/* Finish a save: the CRC, flush, sync, close, replace path, sync the
+   directory (the guarantees documented at per_buffer_save). On any error
+   before the replace the temporary file is removed. */
+static per_status peri_writer_finish(peri_writer *w, const char *path) {
+  unsigned char crc[4];
+  peri_put32(crc, ~w->crc);
+  if (!w->err && fwrite(crc, 1, 4, w->f) != 4) w->err = 1;
+  if (fflush(w->f) != 0) w->err = 1;
+  if (!w->err && PERI_FSYNC(w->f) != 0) w->err = 1;
+  if (fclose(w->f) != 0) w->err = 1;
+  if (!w->err && peri_replace(w->tmp, path) != 0) w->err = 1;
+  if (w->err) remove(w->tmp);
+  else if (peri_sync_dir(path, w->len, w->tmp) != 0) w->err = 1;
+  PER_FREE(w->tmp, w->ctx);
+  return w->err ? PER_ERR_IO : PER_OK;
 }
 
 /* The header of b's state. */
@@ -2862,21 +2982,11 @@ static void peri_ckpt_header(const per_buffer *b, unsigned char *h) {
 PERDEF per_status per_buffer_save(const per_buffer *b, const char *path) {
   peri_writer w;
   unsigned char h[PERI_H_BYTES], buf[4096];
-  size_t len;
-  char *tmp;
   uint32_t i, L;
+  per_status s;
   if (!b || !b->items || !path) return PER_ERR_NULL;
-  len = strlen(path);
-  tmp = (char *)PER_MALLOC(len + PERI_TMP_SUFFIX, b->alloc_ctx);
-  if (!tmp) return PER_ERR_NOMEM;
-  w.f = peri_tmp_create(path, len, tmp);
-  if (!w.f) {
-    PER_FREE(tmp, b->alloc_ctx);
-    return PER_ERR_IO;
-  }
-  w.crc = 0xffffffffu;
-  w.err = 0;
-  peri_crc_table(w.table);
+  s = peri_writer_open(&w, path, b->alloc_ctx);
+  if (s != PER_OK) return s;
   peri_ckpt_header(b, h);
   peri_wbytes(&w, h, PERI_H_BYTES);
   peri_wbytes(&w, b->items, (size_t)b->size * b->cfg.item_size);
@@ -2899,16 +3009,7 @@ PERDEF per_status per_buffer_save(const per_buffer *b, const char *path) {
       peri_wbytes(&w, buf, m);
     }
   }
-  peri_put32(buf, ~w.crc);
-  if (!w.err && fwrite(buf, 1, 4, w.f) != 4) w.err = 1;
-  if (fflush(w.f) != 0) w.err = 1;
-  if (!w.err && PERI_FSYNC(w.f) != 0) w.err = 1;
-  if (fclose(w.f) != 0) w.err = 1;
-  if (!w.err && rename(tmp, path) != 0) w.err = 1;
-  if (w.err) remove(tmp);
-  else if (peri_sync_dir(path, len, tmp) != 0) w.err = 1;
-  PER_FREE(tmp, b->alloc_ctx);
-  return w.err ? PER_ERR_IO : PER_OK;
+  return peri_writer_finish(&w, path);
 }
 
 /* A checkpoint read into memory and checked: everything but the fit with
@@ -3193,6 +3294,167 @@ PERDEF per_status per_buffer_load_shard(per_buffer *b, const char *path,
   if (!b || !b->items || !path) return PER_ERR_NULL;
   if (world == 0 || rank >= world) return PER_ERR_ARG;
   return peri_load(b, path, rank, world);
+}
+
+/* ---- n-step adders' pending steps ---- */
+
+static const unsigned char peri_nstep_magic[8] = {0x89, 'P', 'E', 'R', 'N', 'S', 'T', '\n'};
+
+/* Bytes of one pending step in the file and in the adder's rings. */
+static size_t peri_nstep_step_bytes(const per_nstep *a) {
+  return 4u + (size_t)a->cfg.obs_size + a->cfg.action_size;
+}
+
+static per_status peri_nstep_args(const per_nstep *a, uint32_t n, const char *path) {
+  uint32_t i;
+  if (!a || !path) return PER_ERR_NULL;
+  if (n == 0) return PER_ERR_ARG;
+  for (i = 0; i < n; ++i)
+    if (!a[i].reward) return PER_ERR_NULL;
+  return PER_OK;
+}
+
+static void peri_nstep_cfg_bytes(const per_nstep_config *c, uint32_t count,
+                                 unsigned char *p) {
+  uint32_t g;
+  memcpy(&g, &c->gamma, 4);
+  peri_put32(p, c->n);
+  peri_put32(p + 4, g);
+  peri_put32(p + 8, c->obs_size);
+  peri_put32(p + 12, c->action_size);
+  peri_put32(p + 16, count);
+}
+
+PERDEF per_status per_nstep_save(const per_nstep *a, uint32_t n, const char *path) {
+  peri_writer w;
+  unsigned char h[20];
+  uint32_t i, j;
+  per_status s = peri_nstep_args(a, n, path);
+  if (s != PER_OK) return s;
+  s = peri_writer_open(&w, path, a[0].alloc_ctx);
+  if (s != PER_OK) return s;
+  memcpy(h, peri_nstep_magic, 8);
+  peri_put32(h + 8, 1u);
+  peri_put32(h + 12, 0x01020304u);
+  peri_put32(h + 16, n);
+  peri_wbytes(&w, h, 20);
+  for (i = 0; i < n; ++i) {
+    const per_nstep *ad = &a[i];
+    peri_nstep_cfg_bytes(&ad->cfg, ad->count, h);
+    peri_wbytes(&w, h, 20);
+    for (j = 0; j < ad->count; ++j) {
+      uint32_t k = (ad->head + j) % ad->cfg.n, r;
+      memcpy(&r, &ad->reward[k], 4);
+      peri_put32(h, r);
+      peri_wbytes(&w, h, 4);
+      peri_wbytes(&w, ad->obs + (size_t)k * ad->cfg.obs_size, ad->cfg.obs_size);
+      peri_wbytes(&w, ad->act + (size_t)k * ad->cfg.action_size, ad->cfg.action_size);
+    }
+  }
+  return peri_writer_finish(&w, path);
+}
+
+/* Read exactly n bytes into p, adding them to the running CRC. */
+static per_status peri_nstep_read(FILE *f, void *p, size_t n, const uint32_t *t,
+                                  uint32_t *crc) {
+  size_t got = n ? fread(p, 1, n, f) : 0;
+  if (ferror(f)) return PER_ERR_IO;
+  if (got != n) return PER_ERR_TRUNCATED;
+  *crc = peri_crc_run(t, *crc, p, n);
+  return PER_OK;
+}
+
+/* Read and check the whole file into stage (adder i's pending steps at
+   off[i], oldest first; their counts in cnt). */
+static per_status peri_nstep_parse(FILE *f, const per_nstep *a, uint32_t n,
+                                   unsigned char *stage, const size_t *off,
+                                   uint32_t *cnt) {
+  unsigned char h[20], want[20];
+  uint32_t t[256], crc = 0xffffffffu, i, j;
+  per_status s;
+  size_t got = fread(h, 1, 20, f);
+  if (ferror(f)) return PER_ERR_IO;
+  if (got == 0 || (got >= 8 && memcmp(h, peri_nstep_magic, 8) != 0)) return PER_ERR_FORMAT;
+  if (got < 20) return memcmp(h, peri_nstep_magic, got) ? PER_ERR_FORMAT : PER_ERR_TRUNCATED;
+  if (peri_get32(h + 8) != 1u) return PER_ERR_VERSION;
+  if (peri_get32(h + 12) != 0x01020304u) return PER_ERR_FORMAT;
+  if (peri_get32(h + 16) != n) return PER_ERR_MISMATCH;
+  peri_crc_table(t);
+  crc = peri_crc_run(t, crc, h, 20);
+  for (i = 0; i < n; ++i) {
+    size_t step = peri_nstep_step_bytes(&a[i]);
+    s = peri_nstep_read(f, h, 20, t, &crc);
+    if (s != PER_OK) return s;
+    peri_nstep_cfg_bytes(&a[i].cfg, 0, want);
+    if (memcmp(h, want, 16) != 0) return PER_ERR_MISMATCH;
+    cnt[i] = peri_get32(h + 16);
+    if (cnt[i] >= a[i].cfg.n) return PER_ERR_CORRUPT;
+    s = peri_nstep_read(f, stage + off[i], (size_t)cnt[i] * step, t, &crc);
+    if (s != PER_OK) return s;
+    for (j = 0; j < cnt[i]; ++j) {
+      uint32_t r = peri_get32(stage + off[i] + (size_t)j * step);
+      float v;
+      memcpy(&v, &r, 4);
+      if (peri_float_status(v) != PER_OK) return PER_ERR_CORRUPT;
+    }
+  }
+  got = fread(h, 1, 4, f);
+  if (ferror(f)) return PER_ERR_IO;
+  if (got != 4) return PER_ERR_TRUNCATED;
+  if (peri_get32(h) != ~crc) return PER_ERR_CHECKSUM;
+  if (fgetc(f) != EOF) return PER_ERR_CORRUPT;
+  return ferror(f) ? PER_ERR_IO : PER_OK;
+}
+
+PERDEF per_status per_nstep_load(per_nstep *a, uint32_t n, const char *path) {
+  FILE *f;
+  unsigned char *stage = NULL;
+  size_t *off = NULL, total = 0;
+  uint32_t *cnt, i, j;
+  void *ctx;
+  per_status s = peri_nstep_args(a, n, path);
+  if (s != PER_OK) return s;
+  ctx = a[0].alloc_ctx;
+  /* offsets and counts, then room for n_i - 1 steps per adder */
+  for (i = 0; i < n; ++i) {
+    size_t room = (size_t)(a[i].cfg.n - 1) * peri_nstep_step_bytes(&a[i]);
+    if (room > (size_t)-1 - total) return PER_ERR_NOMEM;
+    total += room;
+  }
+  if ((size_t)n > ((size_t)-1 - total) / (sizeof(size_t) + 4)) return PER_ERR_NOMEM;
+  off = (size_t *)PER_MALLOC((size_t)n * (sizeof(size_t) + 4) + total, ctx);
+  if (!off) return PER_ERR_NOMEM;
+  cnt = (uint32_t *)(void *)(off + n);
+  stage = (unsigned char *)(cnt + n);
+  for (i = 0, total = 0; i < n; ++i) {
+    off[i] = total;
+    total += (size_t)(a[i].cfg.n - 1) * peri_nstep_step_bytes(&a[i]);
+  }
+  f = fopen(path, "rb");
+  if (!f) {
+    PER_FREE(off, ctx);
+    return PER_ERR_IO;
+  }
+  s = peri_nstep_parse(f, a, n, stage, off, cnt);
+  fclose(f);
+  if (s == PER_OK) {
+    for (i = 0; i < n; ++i) {
+      per_nstep *ad = &a[i];
+      size_t step = peri_nstep_step_bytes(ad);
+      for (j = 0; j < cnt[i]; ++j) {
+        const unsigned char *p = stage + off[i] + (size_t)j * step;
+        uint32_t r = peri_get32(p);
+        memcpy(&ad->reward[j], &r, 4);
+        memcpy(ad->obs + (size_t)j * ad->cfg.obs_size, p + 4, ad->cfg.obs_size);
+        memcpy(ad->act + (size_t)j * ad->cfg.action_size, p + 4 + ad->cfg.obs_size,
+               ad->cfg.action_size);
+      }
+      ad->head = 0;
+      ad->count = cnt[i];
+    }
+  }
+  PER_FREE(off, ctx);
+  return s;
 }
 #endif /* PER_NO_STDIO */
 

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static unsigned t_pass_count, t_fail_count;
@@ -28,6 +29,14 @@ static unsigned t_pass_count, t_fail_count;
   do {                                       \
     if (cond) ++t_pass_count;                \
     else T_FAIL_AT(__VA_ARGS__);             \
+  } while (0)
+
+/* A setup step the rest of the test cannot do without: fail and exit. */
+#define REQUIRE(cond)                        \
+  do {                                       \
+    if (cond) break;                         \
+    T_FAIL_AT("required: %s", #cond);        \
+    exit(1);                                 \
   } while (0)
 
 /* integers, compared as unsigned long long / long long */
