@@ -5,7 +5,9 @@
    loaded into three buffers (plain, alpha = 0, with
    PER_WEIGHTS_BUFFER_MAX). A refused file must leave the buffer byte for
    byte as it was; an accepted one must pass per_buffer_check and then
-   sample and update normally. */
+   sample and update normally. The same file also goes to per_nstep_load
+   with two adders: refused, they are unchanged; accepted, they have
+   fewer than n pending steps each and keep emitting items. */
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -71,6 +73,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
     }
     per_buffer_free(&b);
+  }
+  {
+    per_nstep_config nc[2] = {{2, 0.5f, 4, 4}, {3, 0.9f, 8, 2}};
+    per_nstep a[2], before[2];
+    unsigned char ring[2][64];
+    per_status s;
+    uint32_t i;
+    for (i = 0; i < 2; ++i) {
+      if (per_nstep_init(&a[i], &nc[i], NULL) != PER_OK) abort();
+      memset(a[i].reward, 0x5a, (size_t)nc[i].n * (4 + nc[i].obs_size + nc[i].action_size));
+      memcpy(ring[i], a[i].reward, (size_t)nc[i].n * (4 + nc[i].obs_size + nc[i].action_size));
+      before[i] = a[i];
+    }
+    s = per_nstep_load(a, 2, path);
+    for (i = 0; i < 2; ++i) {
+      size_t bytes = (size_t)nc[i].n * (4 + nc[i].obs_size + nc[i].action_size);
+      if (s != PER_OK) {
+        CHECK(memcmp(&before[i], &a[i], sizeof a[i]) == 0);
+        CHECK(memcmp(ring[i], a[i].reward, bytes) == 0);
+      } else {
+        per_nstep_layout l = per_nstep_layout_of(&nc[i]);
+        per_config c = cfg_of(16, l.size);
+        per_buffer b;
+        unsigned char o[8] = {0}, act[4] = {0};
+        uint32_t pending = a[i].count;
+        CHECK(pending < nc[i].n && a[i].head == 0);
+        if (per_buffer_init(&b, &c, NULL) != PER_OK) abort();
+        /* a terminal step emits every pending step and itself */
+        CHECK_OK(per_nstep_step(&a[i], &b, o, act, 1.0f, o, 1, 0));
+        CHECK_EQ_U(b.size, pending + 1);
+        CHECK_EQ_U(a[i].count, 0);
+        per_buffer_free(&b);
+      }
+      per_nstep_free(&a[i]);
+    }
   }
   remove(path);
   fuzz_assert_clean("fuzz_ckpt");
