@@ -3411,10 +3411,8 @@ PERDEF per_status per_nstep_load(per_nstep *a, uint32_t n, const char *path) {
   unsigned char *stage = NULL;
   size_t *off = NULL, total = 0;
   uint32_t *cnt, i, j;
-  void *ctx;
   per_status s = peri_nstep_args(a, n, path);
   if (s != PER_OK) return s;
-  ctx = a[0].alloc_ctx;
   /* offsets and counts, then room for n_i - 1 steps per adder */
   for (i = 0; i < n; ++i) {
     size_t room = (size_t)(a[i].cfg.n - 1) * peri_nstep_step_bytes(&a[i]);
@@ -3422,7 +3420,7 @@ PERDEF per_status per_nstep_load(per_nstep *a, uint32_t n, const char *path) {
     total += room;
   }
   if ((size_t)n > ((size_t)-1 - total) / (sizeof(size_t) + 4)) return PER_ERR_NOMEM;
-  off = (size_t *)PER_MALLOC((size_t)n * (sizeof(size_t) + 4) + total, ctx);
+  off = (size_t *)PER_MALLOC((size_t)n * (sizeof(size_t) + 4) + total, a[0].alloc_ctx);
   if (!off) return PER_ERR_NOMEM;
   cnt = (uint32_t *)(void *)(off + n);
   stage = (unsigned char *)(cnt + n);
@@ -3432,7 +3430,7 @@ PERDEF per_status per_nstep_load(per_nstep *a, uint32_t n, const char *path) {
   }
   f = fopen(path, "rb");
   if (!f) {
-    PER_FREE(off, ctx);
+    PER_FREE(off, a[0].alloc_ctx);
     return PER_ERR_IO;
   }
   s = peri_nstep_parse(f, a, n, stage, off, cnt);
@@ -3453,7 +3451,7 @@ PERDEF per_status per_nstep_load(per_nstep *a, uint32_t n, const char *path) {
       ad->count = cnt[i];
     }
   }
-  PER_FREE(off, ctx);
+  PER_FREE(off, a[0].alloc_ctx);
   return s;
 }
 #endif /* PER_NO_STDIO */
