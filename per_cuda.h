@@ -11,9 +11,18 @@
       classification): one source of truth.
 
    HOW TO USE IT
-      Compile per_cuda.cu with nvcc (-fmad=false -ftz=false -prec-div=true,
-      never --use_fast_math) and link its object (Meson: per_cuda_dep, or
-      dependency('per_cuda')). Include this header from C or C++; it needs
+      Compile per_cuda.cu with nvcc (-fmad=false -ftz=false -prec-div=true
+      -prec-sqrt=true, never --use_fast_math) and link its object. Linked
+      by nvcc, nothing else is needed; linked by a C or C++ compiler, add
+      the CUDA runtime and libstdc++ that nvcc would have added:
+        nvcc -O2 -fmad=false -ftz=false -prec-div=true -prec-sqrt=true \
+             -c per_cuda.cu -o per_cuda.o
+        cc -std=c99 main.c per_cuda.o -L/usr/local/cuda/lib64 -lcudart \
+           -lstdc++ -lm
+      Or install per with Meson and use what it installs, which names all
+      of that: pkg-config per_cuda (double) or per_cuda_float, CMake's
+      find_package(per COMPONENTS cuda) with per::per_cuda, or Meson's
+      dependency('per_cuda'). Include this header from C or C++; it needs
       no CUDA header (a stream is `struct CUstream_st *`, which is what
       cudaStream_t is, so a cudaStream_t is passed as it is; 0 is the
       default stream). PER_REAL must be the same here, in per_cuda.cu and
@@ -74,9 +83,11 @@
    BIT FOR BIT
       per_cuda_update and per_cuda_sample give exactly the bits of
       per_tree_set_batch and per_tree_sample (PER_REAL double or float)
-      when per_cuda.cu is built with -fmad=false and the CPU side with
-      -ffp-contract=off: only IEEE additions, multiplications and divisions
-      and integer operations are used. The exceptions are the two formulas
+      when per_cuda.cu is built with -fmad=false; the CPU side may use any
+      flags but -ffast-math (per.h rounds every product it later adds to
+      through a barrier no compiler fuses, so there is no contraction flag
+      to pass on to your code): only IEEE additions, multiplications and
+      divisions and integer operations are used. The exceptions are the two formulas
       with a pow, which follow per.h's buffer (per_buffer_update,
       per_buffer_sample) operation for operation, in double:
         priority  p = (|td| + eps)^alpha (1 when alpha == 0, capped at
