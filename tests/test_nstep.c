@@ -572,6 +572,18 @@ static void test_save_load(void) {
         CHECK(memcmp(snap[i], r[i].reward, adder_bytes(&r[i])) == 0);
       }
     }
+    /* every proper prefix of the file, the header's included */
+    for (ci = 1; ci < n; ++ci) {
+      per_status got;
+      spill(NNAME("bad.bin"), file, ci);
+      got = per_nstep_load(r, NA, NNAME("bad.bin"));
+      CHECK_MSG(got == PER_ERR_TRUNCATED, "first %u of %u bytes: got %s", (unsigned)ci,
+                (unsigned)n, per_status_str(got));
+      for (i = 0; i < NA; ++i) {
+        CHECK(memcmp(&before[i], &r[i], sizeof r[i]) == 0);
+        CHECK(memcmp(snap[i], r[i].reward, adder_bytes(&r[i])) == 0);
+      }
+    }
     for (i = 0; i < NA; ++i) free(snap[i]);
   }
   /* adders with other configs, or fewer of them */
