@@ -3374,9 +3374,9 @@ static per_status peri_nstep_parse(FILE *f, const per_nstep *a, uint32_t n,
   per_status s;
   size_t got = fread(h, 1, 20, f);
   if (ferror(f)) return PER_ERR_IO;
-  if (got == 0 || (got >= 8 && memcmp(h, peri_nstep_magic, 8) != 0)) return PER_ERR_FORMAT;
-  if (got < 20)
-    return memcmp(h, peri_nstep_magic, got < 8 ? got : 8) ? PER_ERR_FORMAT : PER_ERR_TRUNCATED;
+  /* as much of the magic as was read must match; then a short file is cut */
+  if (got == 0 || memcmp(h, peri_nstep_magic, got < 8 ? got : 8) != 0) return PER_ERR_FORMAT;
+  if (got < 20) return PER_ERR_TRUNCATED;
   if (peri_get32(h + 8) != 1u) return PER_ERR_VERSION;
   if (peri_get32(h + 12) != 0x01020304u) return PER_ERR_FORMAT;
   if (peri_get32(h + 16) != n) return PER_ERR_MISMATCH;
