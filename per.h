@@ -53,6 +53,25 @@
       }
       per_buffer_free(&buf);
 
+   QUICK START: SEQUENCES (R2D2; steps of 80, a start every 40)
+      typedef struct step { float obs[4]; int32_t action; float reward; } step;
+      step s = {{0}, 0, 1.0f}, seqs[8 * 80];
+      uint8_t mask[8 * 80];
+      uint64_t ids[8];
+      float w[8], td[8 * 80] = {0};
+      per_buffer buf;
+      per_sample_opts opts = {PER_SAMPLE_SEQUENCES, 0.0, 0, mask};  // flags, beta,
+                                                 // window, mask
+      per_config cfg = per_config_default(4000, sizeof(step));
+      cfg.seq_len = 80;
+      cfg.seq_stride = 40;                       // divides the capacity
+      cfg.flags = PER_SEQ_CROSS_EPISODES;        // masked past an episode end
+      if (per_buffer_init(&buf, &cfg, NULL) != PER_OK) return 1;
+      per_buffer_add_step(&buf, &s, PER_END_NONE);   // or _TERMINATED, _TRUNCATED
+      if (per_buffer_sample(&buf, 8, &opts, seqs, ids, w) == PER_OK)
+        per_buffer_update_seq(&buf, ids, td, 8, NULL);   // 8 * 80 TD errors
+      per_buffer_free(&buf);
+
    THE TREE LAYOUT (shared with the CUDA companion, per_cuda.h)
       capacity C >= 1, L = the smallest power of two >= C, one array of 2L
       per_real values: node[1] is the root (the total), node k has children
@@ -679,7 +698,19 @@ enum {
   /* Normalize IS weights by the buffer-wide maximum weight (that of the
      smallest positive leaf) instead of the batch maximum. Keeps a second
      (min) tree: +2L per_real of memory, O(log L) more per changed leaf. */
-  PER_WEIGHTS_BUFFER_MAX = 1u << 0
+  PER_WEIGHTS_BUFFER_MAX = 1u << 0,
+  /* Sequence replay (seq_len > 0): a sequence may run past the end of an
+     episode; the steps after the end are masked out (see
+     PER_SAMPLE_SEQUENCES). Without it a sequence that crosses an episode
+     end is never drawn. */
+  PER_SEQ_CROSS_EPISODES = 1u << 1
+};
+
+/* How a stored step ends its episode (per_buffer_add_step). */
+enum {
+  PER_END_NONE = 0,       /* the episode goes on */
+  PER_END_TERMINATED = 1, /* a terminal state: no bootstrap after it */
+  PER_END_TRUNCATED = 2   /* cut by a time limit: the state is not terminal */
 };
 
 /* Every field is read as written: start from per_config_default(), which
@@ -705,6 +736,16 @@ typedef struct per_config {
   uint32_t max_unique; /* largest batch PER_SAMPLE_UNIQUE accepts: 1 ..
                           min(capacity, 2^30); default min(capacity, 65536);
                           its workspace is about 20 bytes per unit */
+  uint32_t seq_len;    /* default 0 (no sequence replay); L >= 1: the
+                          buffer also keeps a sum tree over sequences of L
+                          consecutive steps (PER_SAMPLE_SEQUENCES); L <=
+                          capacity */
+  uint32_t seq_stride; /* with seq_len > 0: a sequence starts at every
+                          slot that is a multiple of it (R2D2: L = 80,
+                          stride 40); >= 1 and divides capacity; default
+                          0 (must be set with seq_len) */
+  double seq_eta;      /* default 0.9: a sequence's priority is eta * max +
+                          (1 - eta) * mean of its steps' leaves; [0, 1] */
 } per_config;
 
 /* The defaults for a buffer of `capacity` items of `item_size` bytes:
@@ -728,6 +769,13 @@ typedef struct per_buffer {
                             none); else NULL */
   per_swap swap;         /* alpha == 0 only: uniform without replacement */
   per_cat cat;           /* workspace of PER_SAMPLE_UNIQUE */
+  uint8_t *ends;         /* per slot: PER_END_* of the step stored there */
+  per_tree seq_tree;     /* seq_len > 0: leaf j = priority of the sequence
+                            starting at slot j * seq_stride, 0 while it is
+                            not valid; else empty */
+  per_real *seq_min_node; /* seq_len > 0 with PER_WEIGHTS_BUFFER_MAX: the
+                            min tree of seq_tree; else NULL */
+  uint8_t *seq_ok;       /* seq_len > 0: 1 where sequence j is valid */
   uint32_t *scratch_idx; /* max_unique slots (unique sampling) */
   per_real *scratch_val; /* max_unique leaf values */
   per_rng rng;           /* every random number of the buffer */
@@ -743,14 +791,21 @@ typedef struct per_buffer {
 /* per_sample_opts.flags */
 enum {
   PER_SAMPLE_UNIQUE = 1u << 0, /* distinct items within the batch */
-  PER_SAMPLE_BETA = 1u << 1    /* use opts->beta instead of the schedule */
+  PER_SAMPLE_BETA = 1u << 1,   /* use opts->beta instead of the schedule */
+  PER_SAMPLE_SEQUENCES = 1u << 2 /* draw sequences of seq_len steps */
 };
 
 typedef struct per_sample_opts {
-  uint32_t flags;  /* PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA */
+  uint32_t flags;  /* PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA |
+                      PER_SAMPLE_SEQUENCES */
   double beta;     /* with PER_SAMPLE_BETA: finite, >= 0 */
   uint32_t window; /* 0 = whole buffer; W = only the W most recently added
-                      items (W > size means the whole buffer) */
+                      items (W > size means the whole buffer); sequences:
+                      those whose first step is one of them */
+  uint8_t *mask;   /* output, may be NULL: with PER_SAMPLE_SEQUENCES,
+                      B * seq_len bytes, 1 for a step of the sequence's
+                      episode, 0 for a step after its end (only with
+                      PER_SEQ_CROSS_EPISODES) */
 } per_sample_opts;
 
 /* Validate cfg, allocate everything (items are zeroed) and start the rng
@@ -758,8 +813,10 @@ typedef struct per_sample_opts {
    PER_ERR_NULL (b or cfg), PER_ERR_CAPACITY (capacity 0 or > 2^31, or
    capacity * item_size overflows size_t), PER_ERR_ARG (item_size 0, a
    double field NaN, infinite or negative, max_priority 0 or >
-   PER_LEAF_MAX, unknown flags, max_unique 0, > capacity or > 2^30),
-   PER_ERR_NOMEM. On error *b is zeroed (and
+   PER_LEAF_MAX, unknown flags, max_unique 0, > capacity or > 2^30,
+   seq_eta outside [0, 1], seq_len > capacity, seq_len > 0 with
+   seq_stride 0 or not dividing capacity, seq_len 0 with seq_stride != 0
+   or PER_SEQ_CROSS_EPISODES), PER_ERR_NOMEM. On error *b is zeroed (and
    per_buffer_free accepts it) and nothing is leaked. */
 PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
                                   void *alloc_ctx);
@@ -782,6 +839,18 @@ PERDEF per_status per_buffer_add(per_buffer *b, const void *item);
    Errors: PER_ERR_NULL. */
 PERDEF per_status per_buffer_add_batch(per_buffer *b, const void *items,
                                        uint32_t n);
+/* per_buffer_add with the step's episode end: PER_END_NONE,
+   PER_END_TERMINATED or PER_END_TRUNCATED, kept per slot (b->ends) and in
+   checkpoints. per_buffer_add and per_buffer_add_batch store
+   PER_END_NONE. The step after an end starts the next episode. Errors
+   (nothing stored): PER_ERR_NULL, PER_ERR_ARG (another value of end). */
+PERDEF per_status per_buffer_add_step(per_buffer *b, const void *item,
+                                      uint8_t end);
+/* per_buffer_add_batch with ends[j] for item j (NULL: every step
+   PER_END_NONE). The whole batch is validated first. Errors (nothing
+   stored): PER_ERR_NULL, PER_ERR_ARG (an ends[j] not a PER_END_*). */
+PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
+                                       uint32_t n, const uint8_t *ends);
 
 /* Draw B items. opts may be NULL (whole buffer, with replacement,
    scheduled beta). Outputs (each may be NULL):
@@ -810,7 +879,27 @@ PERDEF per_status per_buffer_add_batch(per_buffer *b, const void *items,
    infinite or negative), PER_ERR_BATCH (B == 0, or B > max_unique with
    PER_SAMPLE_UNIQUE), PER_ERR_EMPTY (nothing stored), PER_ERR_TOO_FEW
    (PER_SAMPLE_UNIQUE and B > eligible items, or > eligible items with
-   positive priority when the eligible mass is > 0). */
+   positive priority when the eligible mass is > 0).
+
+   Sequences (PER_SAMPLE_SEQUENCES, a buffer with seq_len = L > 0): the
+   drawn unit is a sequence of L consecutive steps starting at a slot
+   that is a multiple of seq_stride. A sequence is valid while all its
+   steps are stored, in order, and none is overwritten: it never spans
+   the ring's write head. Without PER_SEQ_CROSS_EPISODES it is also
+   valid only if none of its first L - 1 steps ends an episode; with it,
+   the steps after the first end are masked. Its leaf in seq_tree is eta
+   * max + (1 - eta) * mean of the leaves of its unmasked steps (0 when
+   not valid), recomputed whenever one of them changes, so a draw is
+   O(log) like an item's. Draws, windows, PER_SAMPLE_UNIQUE, beta and IS
+   weights work as for items, with sequences in place of items (N P(j) =
+   N p_j / total over the eligible sequences; PER_WEIGHTS_BUFFER_MAX: the
+   smallest positive sequence leaf). When the eligible sequences' mass
+   is 0, draws are uniform over the valid eligible sequences. Outputs:
+   items_out B * L * item_size bytes, sequence j's steps at [j * L, (j +
+   1) * L) in step order; ids B sequence ids (first slot | generation <<
+   32, for per_buffer_update_seq); weights B; opts->mask B * L bytes.
+   Extra errors: PER_ERR_ARG (no seq_len), PER_ERR_TOO_FEW (no valid
+   eligible sequence, or fewer than B with PER_SAMPLE_UNIQUE). */
 PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
                                     const per_sample_opts *opts,
                                     void *items_out, uint64_t *ids,
@@ -837,11 +926,28 @@ PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
                                     const float *td, uint32_t n,
                                     uint32_t *stale);
 
+/* Update the steps of sequences drawn with PER_SAMPLE_SEQUENCES: for
+   ids[j], j < n, the leaf of its step t (t < seq_len) becomes
+   (|td[j * seq_len + t]| + eps)^alpha, as per_buffer_update; masked
+   steps (after an episode end) are left as they are, but every td must
+   be finite. Then every sequence holding a changed step gets its
+   priority again. Ids whose first slot was overwritten since the draw
+   are skipped and counted into *stale (may be NULL; set on success);
+   where sequences overlap, the last write of a step wins. Errors
+   (nothing applied, *stale untouched): PER_ERR_NULL, PER_ERR_ARG (the
+   buffer has no seq_len), PER_ERR_NAN, PER_ERR_INF, PER_ERR_INDEX (an id
+   sample never handed out: not a sequence start, generation 0 or newer
+   than the slot's, or a current id of a sequence that is not valid). */
+PERDEF per_status per_buffer_update_seq(per_buffer *b, const uint64_t *ids,
+                                        const float *td, uint32_t n,
+                                        uint32_t *stale);
+
 /* Check the buffer's invariants (tests, fuzzing, data from outside): the
    tree (per_tree_check), filled slots [0, size) with generation >= 1 and
    the others 0 with leaf 0, pos, max_leaf >= every leaf, alpha = 0 leaves
-   1, the swap permutation and the min tree. O(capacity). PER_OK or
-   PER_ERR_CORRUPT (PER_ERR_NULL). */
+   1, the swap permutation, the min tree, the episode ends and every
+   sequence leaf against its steps. O(capacity + capacity * seq_len /
+   seq_stride). PER_OK or PER_ERR_CORRUPT (PER_ERR_NULL). */
 PERDEF per_status per_buffer_check(const per_buffer *b);
 
 /* ======================================================================
@@ -951,14 +1057,17 @@ PERDEF void per_nstep_reset(per_nstep *a);
    A little-endian binary file (format in README.md): header with magic,
    version, endianness marker, field sizes, config and counters; then the
    size filled slots' items, generations, leaves (and the swap permutation
-   when alpha = 0); then a CRC-32C of all the bytes before it. */
+   when alpha = 0), episode ends; then a CRC-32C of all the bytes before
+   it. The sequence tree is not stored: it is rebuilt from the steps. */
 
 /* CRC-32C (Castagnoli, reflected 0x82F63B78) of p[0..n), continuing from
    crc (start with 0): per_crc32c(per_crc32c(0, a, x), b, y) equals the
    CRC of a followed by b. "123456789" gives 0xE3069283. */
 PERDEF uint32_t per_crc32c(uint32_t crc, const void *p, size_t n);
 
-#define PER_CKPT_VERSION 1u
+/* Version 2 adds the sequence config and the episode ends; version 1
+   files still load. */
+#define PER_CKPT_VERSION 2u
 
 #ifndef PER_NO_STDIO
 /* Write the whole state to `path`. The buffer is not changed.
@@ -1968,7 +2077,7 @@ __declspec(dllimport) int __stdcall MoveFileExA(const char *from,
 #define PERI_CHUNK 256
 /* Value of a min-tree node with no positive leaf below it. */
 #define PERI_NO_MIN (PER_LEAF_MAX * 2)
-#define PERI_SAMPLE_FLAGS (PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA)
+#define PERI_SAMPLE_FLAGS (PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA | PER_SAMPLE_SEQUENCES)
 
 /* Finite (from the bits: robust under -ffinite-math-only). */
 static int peri_dfinite(double v) {
@@ -1996,6 +2105,7 @@ PERDEF per_config per_config_default(uint32_t capacity, uint32_t item_size) {
   c.eps = 1e-6;
   c.max_priority = 1.0;
   c.max_unique = capacity < 65536u ? capacity : 65536u;
+  c.seq_eta = 0.9;
   return c;
 }
 
@@ -2013,8 +2123,15 @@ static per_status peri_config_check(const per_config *c) {
   if (!peri_dfinite(c->max_priority) || !(c->max_priority > 0) ||
       c->max_priority > (double)PER_LEAF_MAX)
     return PER_ERR_ARG;
-  if (c->flags & ~(uint32_t)PER_WEIGHTS_BUFFER_MAX) return PER_ERR_ARG;
+  if (c->flags & ~(uint32_t)(PER_WEIGHTS_BUFFER_MAX | PER_SEQ_CROSS_EPISODES))
+    return PER_ERR_ARG;
   if (c->max_unique == 0 || c->max_unique > c->capacity || c->max_unique > (1u << 30))
+    return PER_ERR_ARG;
+  if (!peri_dfinite(c->seq_eta) || !(c->seq_eta >= 0) || !(c->seq_eta <= 1))
+    return PER_ERR_ARG;
+  if (c->seq_len == 0)
+    return (c->seq_stride != 0 || (c->flags & PER_SEQ_CROSS_EPISODES)) ? PER_ERR_ARG : PER_OK;
+  if (c->seq_len > c->capacity || c->seq_stride == 0 || c->capacity % c->seq_stride != 0)
     return PER_ERR_ARG;
   return PER_OK;
 }
@@ -2028,9 +2145,9 @@ static uint32_t peri_gen_add(uint32_t g, uint64_t k) {
 
 static per_real peri_min_of(per_real a, per_real b) { return a < b ? a : b; }
 
-static void peri_min_set(per_buffer *b, uint32_t slot, per_real v) {
-  per_real *m = b->min_node;
-  uint32_t k = b->tree.leaves + slot;
+/* Leaf i of the min tree m (over a tree of L leaves) for leaf value v. */
+static void peri_min_set(per_real *m, uint32_t L, uint32_t i, per_real v) {
+  uint32_t k = L + i;
   m[k] = v > 0 ? v : PERI_NO_MIN;
   for (k >>= 1; k >= 1; k >>= 1) {
     per_real nv = peri_min_of(m[2 * k], m[2 * k + 1]);
@@ -2039,14 +2156,13 @@ static void peri_min_set(per_buffer *b, uint32_t slot, per_real v) {
   }
 }
 
-/* Rebuild the min tree from the sum tree's leaves: O(L). */
-static void peri_min_build(per_buffer *b) {
-  uint32_t L = b->tree.leaves, i, k;
-  per_real *m = b->min_node;
+/* Rebuild the min tree m of sum tree t from t's leaves: O(L). */
+static void peri_min_build(per_real *m, const per_tree *t) {
+  uint32_t L = t->leaves, i, k;
   if (!m) return;
   for (i = 0; i < L; ++i) {
-    per_real v = b->tree.node[L + i];
-    m[L + i] = (i < b->tree.capacity && v > 0) ? v : PERI_NO_MIN;
+    per_real v = t->node[L + i];
+    m[L + i] = (i < t->capacity && v > 0) ? v : PERI_NO_MIN;
   }
   for (k = L - 1; k >= 1; --k) m[k] = peri_min_of(m[2 * k], m[2 * k + 1]);
   m[0] = PERI_NO_MIN;
@@ -2057,7 +2173,7 @@ static void peri_min_build(per_buffer *b) {
 static void peri_note_leaf(per_buffer *b, uint32_t i, per_real v) {
   if (v > b->max_leaf) b->max_leaf = v;
   if (!(v > 0)) b->zero_hint = 1;
-  if (b->min_node) peri_min_set(b, i, v);
+  if (b->min_node) peri_min_set(b->min_node, b->tree.leaves, i, v);
 }
 
 static void peri_set_leaves(per_buffer *b, const uint32_t *idx, const per_real *val,
@@ -2080,6 +2196,74 @@ static void peri_set_run(per_buffer *b, uint32_t first, const per_real *val,
   for (j = 0; j < n; ++j) peri_note_leaf(b, first + j, val[j]);
 }
 
+/* ---- sequences (seq_len > 0) ---- */
+
+/* The sequence starting at slot s: the number of its steps up to and
+   including the first episode end (seq_len when none ends it early), and
+   in *value its priority over them; 0 when it is not valid (not all
+   stored, in order, since s was written; or, without
+   PER_SEQ_CROSS_EPISODES, an end before its last step). O(seq_len). */
+static uint32_t peri_seq_steps(const per_buffer *b, uint32_t s, double *value) {
+  uint32_t cap = b->cfg.capacity, n = b->cfg.seq_len, t, Lt = b->tree.leaves;
+  int cross = (b->cfg.flags & PER_SEQ_CROSS_EPISODES) != 0;
+  double mx = 0, sum = 0, mean, v;
+  if (b->gen[s] == 0 || (uint64_t)(((uint64_t)b->pos + cap - 1 - s) % cap) + 1 < n)
+    return 0; /* empty, or fewer than n steps written since s */
+  for (t = 0; t < n; ++t) {
+    uint32_t k = (uint32_t)(((uint64_t)s + t) % cap);
+    double x = (double)b->tree.node[Lt + k];
+    if (x > mx) mx = x;
+    sum += x;
+    if (b->ends[k] && t + 1 < n) {
+      if (!cross) return 0;
+      n = t + 1;
+    }
+  }
+  mean = sum / (double)n;
+  v = mean + peri_dmul_rn(b->cfg.seq_eta, mx - mean); /* no fused multiply-add */
+  *value = v > mx ? mx : v; /* eta * max + (1 - eta) * mean, <= max */
+  return n;
+}
+
+/* Sequence j's leaf (and validity) from its steps. */
+static void peri_seq_refresh(per_buffer *b, uint32_t j) {
+  double v = 0;
+  uint32_t n = peri_seq_steps(b, j * b->cfg.seq_stride, &v);
+  per_real r = n ? (per_real)v : (per_real)0;
+  b->seq_ok[j] = n != 0;
+  if (b->seq_tree.node[b->seq_tree.leaves + j] == r) return;
+  per_tree_set(&b->seq_tree, j, r);
+  if (b->seq_min_node) peri_min_set(b->seq_min_node, b->seq_tree.leaves, j, r);
+}
+
+/* Every sequence starting in slots [first, first + count) (mod capacity). */
+static void peri_seq_refresh_slots(per_buffer *b, uint32_t first, uint64_t count) {
+  uint32_t cap = b->cfg.capacity, st, ns, j;
+  uint64_t off;
+  if (!b->seq_ok) return;
+  st = b->cfg.seq_stride;
+  ns = cap / st;
+  if (count >= cap) {
+    for (j = 0; j < ns; ++j) peri_seq_refresh(b, j);
+    return;
+  }
+  j = (uint32_t)(((uint64_t)first + st - 1) / st);
+  off = (uint64_t)j * st - first;
+  if (j == ns) j = 0;
+  for (; off < count; off += st) {
+    peri_seq_refresh(b, j);
+    if (++j == ns) j = 0;
+  }
+}
+
+/* Every sequence holding one of the steps in slots [first, first + n). */
+static void peri_seq_touch(per_buffer *b, uint32_t first, uint64_t n) {
+  uint32_t cap = b->cfg.capacity, back;
+  if (!b->seq_ok) return;
+  back = b->cfg.seq_len - 1;
+  peri_seq_refresh_slots(b, (uint32_t)(((uint64_t)first + cap - back) % cap), n + back);
+}
+
 PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
                                   void *alloc_ctx) {
   per_config c;
@@ -2100,12 +2284,28 @@ PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
   b->gen = (uint32_t *)PER_MALLOC((size_t)c.capacity * sizeof(uint32_t), alloc_ctx);
   if (!b->gen) goto nomem;
   memset(b->gen, 0, (size_t)c.capacity * sizeof(uint32_t));
+  b->ends = (uint8_t *)PER_MALLOC(c.capacity, alloc_ctx);
+  if (!b->ends) goto nomem;
+  memset(b->ends, 0, c.capacity);
   s = per_tree_init(&b->tree, c.capacity, alloc_ctx);
   if (s != PER_OK) goto fail;
   if (c.flags & PER_WEIGHTS_BUFFER_MAX) {
     b->min_node = (per_real *)PER_MALLOC(per_tree_bytes(c.capacity), alloc_ctx);
     if (!b->min_node) goto nomem;
-    peri_min_build(b);
+    peri_min_build(b->min_node, &b->tree);
+  }
+  if (c.seq_len) {
+    uint32_t ns = c.capacity / c.seq_stride;
+    s = per_tree_init(&b->seq_tree, ns, alloc_ctx);
+    if (s != PER_OK) goto fail;
+    b->seq_ok = (uint8_t *)PER_MALLOC(ns, alloc_ctx);
+    if (!b->seq_ok) goto nomem;
+    memset(b->seq_ok, 0, ns);
+    if (c.flags & PER_WEIGHTS_BUFFER_MAX) {
+      b->seq_min_node = (per_real *)PER_MALLOC(per_tree_bytes(ns), alloc_ctx);
+      if (!b->seq_min_node) goto nomem;
+      peri_min_build(b->seq_min_node, &b->seq_tree);
+    }
   }
   if (c.alpha == 0) {
     s = per_swap_init(&b->swap, c.capacity, alloc_ctx);
@@ -2131,8 +2331,12 @@ PERDEF void per_buffer_free(per_buffer *b) {
   if (!b) return;
   if (b->items) PER_FREE(b->items, b->alloc_ctx);
   if (b->gen) PER_FREE(b->gen, b->alloc_ctx);
+  if (b->ends) PER_FREE(b->ends, b->alloc_ctx);
   per_tree_free(&b->tree);
   if (b->min_node) PER_FREE(b->min_node, b->alloc_ctx);
+  per_tree_free(&b->seq_tree);
+  if (b->seq_min_node) PER_FREE(b->seq_min_node, b->alloc_ctx);
+  if (b->seq_ok) PER_FREE(b->seq_ok, b->alloc_ctx);
   per_swap_free(&b->swap);
   per_cat_free(&b->cat);
   if (b->scratch_idx) PER_FREE(b->scratch_idx, b->alloc_ctx);
@@ -2153,11 +2357,22 @@ PERDEF double per_buffer_beta(const per_buffer *b) {
 
 PERDEF per_status per_buffer_add(per_buffer *b, const void *item) {
   if (!b || !b->items || !item) return PER_ERR_NULL;
-  return per_buffer_add_batch(b, item, 1);
+  return per_buffer_add_steps(b, item, 1, NULL);
 }
 
 PERDEF per_status per_buffer_add_batch(per_buffer *b, const void *items,
                                        uint32_t n) {
+  return per_buffer_add_steps(b, items, n, NULL);
+}
+
+PERDEF per_status per_buffer_add_step(per_buffer *b, const void *item,
+                                      uint8_t end) {
+  if (!b || !b->items || !item) return PER_ERR_NULL;
+  return per_buffer_add_steps(b, item, 1, &end);
+}
+
+PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
+                                       uint32_t n, const uint8_t *ends) {
   uint32_t cap, keep, first, t;
   per_real val[PERI_CHUNK];
   size_t isz;
@@ -2165,6 +2380,9 @@ PERDEF per_status per_buffer_add_batch(per_buffer *b, const void *items,
   if (!b || !b->items) return PER_ERR_NULL;
   if (n == 0) return PER_OK;
   if (!items) return PER_ERR_NULL;
+  if (ends)
+    for (t = 0; t < n; ++t)
+      if (ends[t] > PER_END_TRUNCATED) return PER_ERR_ARG;
   cap = b->cfg.capacity;
   isz = b->cfg.item_size;
   keep = n < cap ? n : cap; /* earlier items of the call are overwritten by it */
@@ -2190,6 +2408,14 @@ PERDEF per_status per_buffer_add_batch(per_buffer *b, const void *items,
     memcpy(b->items + (size_t)first * isz, src, (size_t)a * isz);
     memcpy(b->items, src + (size_t)a * isz, (size_t)(keep - a) * isz);
   }
+  t = cap - first < keep ? cap - first : keep; /* the ends, in the same runs */
+  if (ends) {
+    memcpy(b->ends + first, ends + (n - keep), t);
+    memcpy(b->ends, ends + (n - keep) + t, keep - t);
+  } else {
+    memset(b->ends + first, 0, t);
+    memset(b->ends, 0, keep - t);
+  }
   /* the kept slots are one or two contiguous runs (the ring may wrap) */
   for (t = 0; t < PERI_CHUNK; ++t) val[t] = b->max_leaf;
   for (t = 0; t < keep;) {
@@ -2208,12 +2434,18 @@ PERDEF per_status per_buffer_add_batch(per_buffer *b, const void *items,
     PER_ASSERT(s == PER_OK);
     (void)s;
   }
+  peri_seq_touch(b, first, keep);
   return PER_OK;
 }
 
-/* ---- sampling ---- */
+/* ---- sampling: plan, draw, emit ----
+   A call is planned (validated; the eligible leaves, their mass and the
+   degenerate case found), then one draw function per mode puts the
+   batch's leaves and their values in scratch, and one emit pass writes
+   items, ids, weights and the mask. A new mode is a draw function and a
+   flag. */
 
-/* The whole subtrees that exactly cover the eligible slot ranges, in slot
+/* The whole subtrees that exactly cover the eligible leaf ranges, in leaf
    order (oldest range first); a stratum's u is located among their masses
    and then descends inside one of them. */
 typedef struct peri_cover {
@@ -2261,32 +2493,6 @@ static uint32_t peri_cover_find(const peri_cover *c, const per_real *node,
   return k - L;
 }
 
-/* The eligible slots: window positions p in [0, W), oldest first, are
-   slots (start + p) % capacity. */
-static uint32_t peri_win_start(const per_buffer *b, uint32_t W) {
-  uint32_t cap = b->cfg.capacity;
-  return (uint32_t)(((uint64_t)b->pos + cap - W) % cap);
-}
-
-static void peri_win_cover(const per_buffer *b, uint32_t start, uint32_t W,
-                           peri_cover *c) {
-  uint32_t cap = b->cfg.capacity, L = b->tree.leaves;
-  c->n = 0;
-  if ((uint64_t)start + W <= cap) {
-    peri_cover_range(c, L, start, start + W);
-  } else {
-    peri_cover_range(c, L, start, cap);
-    peri_cover_range(c, L, 0, (uint32_t)((uint64_t)start + W - cap));
-  }
-}
-
-static uint32_t peri_count_positive(const per_buffer *b, uint32_t start, uint32_t W) {
-  uint32_t p, n = 0, cap = b->cfg.capacity, L = b->tree.leaves;
-  for (p = 0; p < W; ++p)
-    n += b->tree.node[L + (uint32_t)(((uint64_t)start + p) % cap)] > 0;
-  return n;
-}
-
 /* Open-addressing set over the per_cat table (scratch between calls). */
 static int peri_set_insert(uint32_t *table, uint32_t hbits, uint32_t key) {
   uint32_t mask = (1u << hbits) - 1u;
@@ -2302,73 +2508,291 @@ static int peri_set_insert(uint32_t *table, uint32_t hbits, uint32_t key) {
   }
 }
 
-/* B distinct uniform window positions (Floyd's algorithm) as slots. */
-static void peri_uniform_unique(per_buffer *b, uint32_t start, uint32_t W, uint32_t B) {
-  uint32_t j, i = 0, cap = b->cfg.capacity;
+/* How a plan's leaves are drawn. */
+enum {
+  PERI_DRAW_STRATA,  /* B strata of the eligible mass (with replacement) */
+  PERI_DRAW_UNIFORM, /* degenerate mass: uniform, with replacement */
+  PERI_DRAW_PICKED   /* distinct units, all drawn up front into scratch */
+};
+
+typedef struct peri_plan {
+  per_tree *tree;            /* b->tree, or b->seq_tree for sequences */
+  const per_real *min_node;  /* its min tree, or NULL */
+  uint32_t B;
+  uint32_t unit;             /* steps per drawn unit: 1, or seq_len */
+  uint32_t stride;           /* leaf j is the unit starting at slot j * stride */
+  uint32_t nr, lo[2], hi[2]; /* eligible leaves: nr ranges [lo, hi) */
+  uint32_t W, start;         /* the window: W items from slot start */
+  uint32_t nvalid;           /* eligible units a uniform draw picks from */
+  int mode, unique, whole, degenerate, bufmax;
+  double beta;
+  per_real total, seg;
+  peri_cover cov;            /* !whole: the subtrees of the ranges */
+} peri_plan;
+
+/* Leaf of uniform position r (0 <= r < nvalid): items by window
+   position, sequences by rank among the valid eligible ones (O(leaves):
+   the degenerate case only). */
+static uint32_t peri_uniform_leaf(const per_buffer *b, const peri_plan *p, uint32_t r) {
+  uint32_t q, j;
+  if (p->tree == &b->tree) return (uint32_t)(((uint64_t)p->start + r) % b->cfg.capacity);
+  for (q = 0; q < p->nr; ++q)
+    for (j = p->lo[q]; j < p->hi[q]; ++j)
+      if (b->seq_ok[j] && r-- == 0) return j;
+  PER_ASSERT(0);
+  return 0;
+}
+
+/* Eligible leaves with positive value. */
+static uint32_t peri_count_positive(const peri_plan *p) {
+  const per_real *node = p->tree->node;
+  uint32_t q, j, n = 0, L = p->tree->leaves;
+  for (q = 0; q < p->nr; ++q)
+    for (j = p->lo[q]; j < p->hi[q]; ++j) n += node[L + j] > 0;
+  return n;
+}
+
+/* Validate the call and find what it draws from. PER_OK: the call
+   succeeds from here on; otherwise nothing was changed. */
+static per_status peri_plan_sample(per_buffer *b, uint32_t B,
+                                   const per_sample_opts *opts, peri_plan *p) {
+  uint32_t flags = opts ? opts->flags : 0, cap, q, j;
+  if (!b || !b->items) return PER_ERR_NULL;
+  if (flags & ~(uint32_t)PERI_SAMPLE_FLAGS) return PER_ERR_ARG;
+  memset(p, 0, sizeof *p);
+  if (flags & PER_SAMPLE_BETA) {
+    p->beta = opts->beta;
+    if (!peri_dfinite(p->beta) || !(p->beta >= 0)) return PER_ERR_ARG;
+  } else {
+    p->beta = per_buffer_beta(b);
+  }
+  if ((flags & PER_SAMPLE_SEQUENCES) && !b->seq_ok) return PER_ERR_ARG;
+  if (B == 0) return PER_ERR_BATCH;
+  p->B = B;
+  p->unique = (flags & PER_SAMPLE_UNIQUE) != 0;
+  if (p->unique && B > b->cfg.max_unique) return PER_ERR_BATCH;
+  if (b->size == 0) return PER_ERR_EMPTY;
+  cap = b->cfg.capacity;
+  p->W = (opts && opts->window && opts->window < b->size) ? opts->window : b->size;
+  p->whole = p->W == b->size;
+  p->start = (uint32_t)(((uint64_t)b->pos + cap - p->W) % cap);
+  /* the window's slots, as one or two ranges */
+  p->nr = 1;
+  p->lo[0] = p->start;
+  p->hi[0] = p->start + p->W;
+  if ((uint64_t)p->start + p->W > cap) {
+    p->nr = 2;
+    p->hi[0] = cap;
+    p->hi[1] = (uint32_t)((uint64_t)p->start + p->W - cap);
+  }
+  if (flags & PER_SAMPLE_SEQUENCES) {
+    uint32_t st = b->cfg.seq_stride;
+    p->tree = &b->seq_tree;
+    p->min_node = b->seq_min_node;
+    p->unit = b->cfg.seq_len;
+    p->stride = st;
+    if (p->whole) { /* every sequence: the invalid ones have leaf 0 */
+      p->nr = 1;
+      p->lo[0] = 0;
+      p->hi[0] = b->seq_tree.capacity;
+    } else { /* the sequences starting in the window's slots */
+      for (q = 0; q < p->nr; ++q) {
+        p->lo[q] = (uint32_t)(((uint64_t)p->lo[q] + st - 1) / st);
+        p->hi[q] = (uint32_t)(((uint64_t)p->hi[q] + st - 1) / st);
+      }
+    }
+    for (q = 0; q < p->nr; ++q)
+      for (j = p->lo[q]; j < p->hi[q]; ++j) p->nvalid += b->seq_ok[j];
+    if (p->nvalid == 0 || (p->unique && B > p->nvalid)) return PER_ERR_TOO_FEW;
+  } else {
+    p->tree = &b->tree;
+    p->min_node = b->min_node;
+    p->unit = 1;
+    p->stride = 1;
+    p->nvalid = p->W;
+    if (p->unique && B > p->W) return PER_ERR_TOO_FEW;
+  }
+  if (p->whole) {
+    p->total = p->tree->node[1];
+  } else {
+    for (q = 0; q < p->nr; ++q) peri_cover_range(&p->cov, p->tree->leaves, p->lo[q], p->hi[q]);
+    p->total = peri_cover_total(&p->cov, p->tree->node);
+  }
+  p->degenerate = !peri_dfinite((double)p->total) || !(p->total > 0);
+  /* with sequences, invalid ones are 0 */
+  if (p->unique && !p->degenerate && (b->zero_hint || p->tree != &b->tree) &&
+      peri_count_positive(p) < B)
+    return PER_ERR_TOO_FEW;
+  p->bufmax = (b->cfg.flags & PER_WEIGHTS_BUFFER_MAX) && p->min_node &&
+              p->min_node[1] <= PER_LEAF_MAX;
+  if (p->unique) {
+    p->mode = PERI_DRAW_PICKED;
+  } else if (p->degenerate) {
+    p->mode = PERI_DRAW_UNIFORM;
+  } else {
+    p->mode = PERI_DRAW_STRATA;
+    p->seg = p->total / (per_real)B;
+  }
+  return PER_OK;
+}
+
+/* ---- draw functions ---- */
+
+/* PERI_DRAW_PICKED, degenerate: B distinct uniform positions (Floyd's
+   algorithm), as leaves. */
+static void peri_pick_uniform(per_buffer *b, const peri_plan *p) {
+  uint32_t j, i = 0, N = p->nvalid, B = p->B;
   memset(b->cat.table, 0, ((size_t)1 << b->cat.hbits) * sizeof(uint32_t));
-  for (j = W - B; j < W; ++j, ++i) {
+  for (j = N - B; j < N; ++j, ++i) {
     uint32_t t = per_rng_below(&b->rng, j + 1);
     if (!peri_set_insert(b->cat.table, b->cat.hbits, t)) {
       peri_set_insert(b->cat.table, b->cat.hbits, j);
       t = j;
     }
-    b->scratch_idx[i] = (uint32_t)(((uint64_t)start + t) % cap);
+    b->scratch_idx[i] = peri_uniform_leaf(b, p, t);
   }
 }
 
-/* B distinct slots of a window by successive sampling: draw in proportion
-   to the window's mass, zero the pick, repeat; then restore the picks
-   (the tree is bitwise as before: parents are recomputed). */
-static per_status peri_window_unique(per_buffer *b, const peri_cover *c, uint32_t B) {
-  uint32_t j, L = b->tree.leaves;
-  per_real *node = b->tree.node;
+/* PERI_DRAW_PICKED in a window: draw in proportion to the cover's mass,
+   zero the pick, repeat; then restore the picks (the tree is bitwise as
+   before: parents are recomputed). */
+static per_status peri_pick_window(per_buffer *b, const peri_plan *p) {
+  per_tree *t = p->tree;
+  uint32_t j, L = t->leaves;
   per_status s = PER_OK;
-  for (j = 0; j < B; ++j) {
-    per_real tot = peri_cover_total(c, node);
+  for (j = 0; j < p->B; ++j) {
+    per_real tot = peri_cover_total(&p->cov, t->node);
     uint32_t leaf;
-    if (!(tot > 0)) { /* excluded by the caller's count */
+    if (!(tot > 0)) { /* excluded by the plan's count */
       s = PER_ERR_TOO_FEW;
       break;
     }
-    leaf = peri_cover_find(c, node, L, peri_mul_rn(per_rng_real(&b->rng), tot));
+    leaf = peri_cover_find(&p->cov, t->node, L, peri_mul_rn(per_rng_real(&b->rng), tot));
     b->scratch_idx[j] = leaf;
-    b->scratch_val[j] = node[L + leaf];
-    per_tree_set(&b->tree, leaf, 0);
+    b->scratch_val[j] = t->node[L + leaf];
+    per_tree_set(t, leaf, 0);
   }
-  per_tree_set_batch(&b->tree, b->scratch_idx, b->scratch_val, j);
+  per_tree_set_batch(t, b->scratch_idx, b->scratch_val, j);
   return s;
 }
+
+/* PERI_DRAW_PICKED: the whole batch into scratch_idx, before any output.
+   On error the rng is as it was. */
+static per_status peri_draw_picked(per_buffer *b, const peri_plan *p) {
+  per_rng saved = b->rng;
+  per_status s = PER_OK;
+  if (p->degenerate) {
+    peri_pick_uniform(b, p);
+  } else if (p->whole && p->tree == &b->tree && b->swap.perm) {
+    s = per_swap_sample(&b->swap, &b->rng, p->B, b->scratch_idx);
+  } else if (p->whole) {
+    s = per_cat_sample(&b->cat, p->tree, &b->rng, p->B, b->scratch_idx, NULL);
+  } else {
+    s = peri_pick_window(b, p);
+  }
+  if (s != PER_OK) b->rng = saved; /* excluded by the plan; kept anyway */
+  return s;
+}
+
+/* Units [base, base + m) of the batch: their leaves in idx, values in val. */
+static void peri_draw_chunk(per_buffer *b, const peri_plan *p, uint32_t base,
+                            uint32_t m, uint32_t *idx, per_real *val) {
+  const per_real *node = p->tree->node;
+  uint32_t g, L = p->tree->leaves;
+  if (p->mode == PERI_DRAW_STRATA && p->whole) {
+    per_status s = per_tree_sample_strata(p->tree, b->rng.seed, b->rng.counter, p->B,
+                                          base, m, idx, val);
+    PER_ASSERT(s == PER_OK);
+    (void)s;
+    return;
+  }
+  for (g = 0; g < m; ++g) {
+    if (p->mode == PERI_DRAW_STRATA) {
+      per_real u = per_tree_stratum_u(b->rng.seed, b->rng.counter, base + g, p->seg);
+      idx[g] = peri_cover_find(&p->cov, node, L, u);
+    } else if (p->mode == PERI_DRAW_UNIFORM) {
+      idx[g] = peri_uniform_leaf(b, p, per_rng_below(&b->rng, p->nvalid));
+    } else {
+      idx[g] = b->scratch_idx[base + g];
+    }
+    val[g] = node[L + idx[g]];
+  }
+}
+
+/* ---- emit ---- */
 
 static float peri_weight(per_real p, per_real pmin, double beta) {
   if (beta == 0 || !(p > pmin)) return 1.0f;
   return (float)pow((double)pmin / (double)p, beta);
 }
 
-static void peri_emit(const per_buffer *b, uint32_t i, uint32_t slot,
-                      void *items_out, uint64_t *ids) {
+/* Unit i of the batch, leaf `leaf`: its steps into items_out, its id, its
+   mask. */
+static void peri_emit_unit(const per_buffer *b, const peri_plan *p, uint32_t i,
+                           uint32_t leaf, void *items_out, uint64_t *ids,
+                           uint8_t *mask) {
   size_t isz = b->cfg.item_size;
-  if (items_out)
-    memcpy((unsigned char *)items_out + (size_t)i * isz, b->items + (size_t)slot * isz, isz);
+  uint32_t cap = b->cfg.capacity, slot = leaf * p->stride, n = p->unit, t;
+  if (items_out) {
+    unsigned char *dst = (unsigned char *)items_out + (size_t)i * n * isz;
+    uint32_t a = cap - slot < n ? cap - slot : n;
+    memcpy(dst, b->items + (size_t)slot * isz, (size_t)a * isz);
+    if (a < n) memcpy(dst + (size_t)a * isz, b->items, (size_t)(n - a) * isz);
+  }
   if (ids) ids[i] = (uint64_t)slot | ((uint64_t)b->gen[slot] << 32);
+  if (mask) {
+    uint8_t live = 1;
+    for (t = 0; t < n; ++t) {
+      uint32_t s = (uint32_t)(((uint64_t)slot + t) % cap);
+      mask[(size_t)i * n + t] = live;
+      if (b->ends[s]) live = 0;
+    }
+  }
 }
 
-/* Strata [first, first + m) of the B-batch over the cover (or the whole
-   tree when c is NULL). */
-static void peri_strata(const per_buffer *b, const peri_cover *c, per_real seg,
-                        uint32_t B, uint32_t first, uint32_t m, uint32_t *idx,
-                        per_real *val) {
-  uint32_t g, L = b->tree.leaves;
-  if (!c) {
-    per_status s = per_tree_sample_strata(&b->tree, b->rng.seed, b->rng.counter, B,
-                                          first, m, idx, val);
-    PER_ASSERT(s == PER_OK);
-    (void)s;
-    return;
+/* The emit pass: every unit's outputs, chunk by chunk, and the weights
+   (with batch-max weights, once the batch minimum is known: a second
+   pass over the values, from the ids or by drawing the same strata). */
+static void peri_emit_batch(per_buffer *b, const peri_plan *p, void *items_out,
+                            uint64_t *ids, float *weights, uint8_t *mask) {
+  uint32_t idx[PERI_CHUNK], base, g, B = p->B, L = p->tree->leaves;
+  per_real val[PERI_CHUNK];
+  per_real pmin = p->bufmax ? p->min_node[1] : PERI_NO_MIN;
+  int now = weights && (p->degenerate || p->bufmax); /* final in pass 1 */
+  for (base = 0; base < B; base += PERI_CHUNK) {
+    uint32_t m = B - base < PERI_CHUNK ? B - base : PERI_CHUNK;
+    peri_draw_chunk(b, p, base, m, idx, val);
+    if (items_out) /* overlap the gather's cache misses */
+      for (g = 0; g < m; ++g)
+        PERI_PREFETCH(b->items + (size_t)idx[g] * p->stride * b->cfg.item_size);
+    for (g = 0; g < m; ++g) {
+      peri_emit_unit(b, p, base + g, idx[g], items_out, ids, mask);
+      if (now) {
+        weights[base + g] = p->degenerate ? 1.0f : peri_weight(val[g], pmin, p->beta);
+      } else if (val[g] < pmin) {
+        pmin = val[g];
+      }
+    }
   }
-  for (g = 0; g < m; ++g) {
-    per_real u = per_tree_stratum_u(b->rng.seed, b->rng.counter, first + g, seg);
-    idx[g] = peri_cover_find(c, b->tree.node, L, u);
-    val[g] = b->tree.node[L + idx[g]];
+  if (weights && !now) {
+    if (B <= PERI_CHUNK) {
+      for (g = 0; g < B; ++g) weights[g] = peri_weight(val[g], pmin, p->beta);
+    } else {
+      for (base = 0; base < B; base += PERI_CHUNK) {
+        uint32_t m = B - base < PERI_CHUNK ? B - base : PERI_CHUNK;
+        if (ids) {
+          for (g = 0; g < m; ++g)
+            val[g] = p->tree->node[L + (uint32_t)ids[base + g] / p->stride];
+        } else {
+          peri_draw_chunk(b, p, base, m, idx, val);
+        }
+        for (g = 0; g < m; ++g) weights[base + g] = peri_weight(val[g], pmin, p->beta);
+      }
+    }
+  }
+  if (p->mode == PERI_DRAW_STRATA) {
+    b->rng.counter += B;
+    b->rng.avail = 0;
   }
 }
 
@@ -2376,162 +2800,145 @@ PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
                                     const per_sample_opts *opts,
                                     void *items_out, uint64_t *ids,
                                     float *weights) {
-  uint32_t flags = opts ? opts->flags : 0, W, start, i, L;
-  int unique, whole, degenerate, bufmax;
-  double beta;
-  per_real total, pmin;
-  peri_cover cov;
-  const peri_cover *cp = NULL;
-  if (!b || !b->items) return PER_ERR_NULL;
-  if (flags & ~(uint32_t)PERI_SAMPLE_FLAGS) return PER_ERR_ARG;
-  if (flags & PER_SAMPLE_BETA) {
-    beta = opts->beta;
-    if (!peri_dfinite(beta) || !(beta >= 0)) return PER_ERR_ARG;
-  } else {
-    beta = per_buffer_beta(b);
-  }
-  if (B == 0) return PER_ERR_BATCH;
-  unique = (flags & PER_SAMPLE_UNIQUE) != 0;
-  if (unique && B > b->cfg.max_unique) return PER_ERR_BATCH;
-  if (b->size == 0) return PER_ERR_EMPTY;
-  W = (opts && opts->window && opts->window < b->size) ? opts->window : b->size;
-  if (unique && B > W) return PER_ERR_TOO_FEW;
-  whole = W == b->size;
-  start = peri_win_start(b, W);
-  L = b->tree.leaves;
-  if (whole) {
-    total = b->tree.node[1];
-  } else {
-    peri_win_cover(b, start, W, &cov);
-    cp = &cov;
-    total = peri_cover_total(&cov, b->tree.node);
-  }
-  degenerate = !peri_dfinite((double)total) || !(total > 0);
-  if (unique && !degenerate && b->zero_hint && peri_count_positive(b, start, W) < B)
-    return PER_ERR_TOO_FEW;
-  /* Validated: from here on the call succeeds. */
-  bufmax = (b->cfg.flags & PER_WEIGHTS_BUFFER_MAX) && b->min_node &&
-           b->min_node[1] <= PER_LEAF_MAX;
-  if (degenerate) {
-    uint32_t cap = b->cfg.capacity;
-    if (unique) peri_uniform_unique(b, start, W, B);
-    for (i = 0; i < B; ++i) {
-      uint32_t slot = unique ? b->scratch_idx[i]
-                             : (uint32_t)(((uint64_t)start + per_rng_below(&b->rng, W)) % cap);
-      peri_emit(b, i, slot, items_out, ids);
-      if (weights) weights[i] = 1.0f;
-    }
-  } else if (unique) {
-    if (whole && b->swap.perm) {
-      per_status s = per_swap_sample(&b->swap, &b->rng, B, b->scratch_idx);
-      PER_ASSERT(s == PER_OK);
-      (void)s;
-    } else if (whole) {
-      per_rng saved = b->rng;
-      per_status s = per_cat_sample(&b->cat, &b->tree, &b->rng, B, b->scratch_idx, NULL);
-      if (s != PER_OK) { /* excluded above; keep the promise anyway */
-        b->rng = saved;
-        return s;
-      }
-    } else {
-      per_rng saved = b->rng;
-      per_status s = peri_window_unique(b, &cov, B);
-      if (s != PER_OK) {
-        b->rng = saved;
-        return s;
-      }
-    }
-    pmin = bufmax ? b->min_node[1] : PERI_NO_MIN;
-    for (i = 0; i < B; ++i) {
-      uint32_t slot = b->scratch_idx[i];
-      peri_emit(b, i, slot, items_out, ids);
-      if (!bufmax) pmin = peri_min_of(pmin, b->tree.node[L + slot]);
-    }
-    if (weights)
-      for (i = 0; i < B; ++i)
-        weights[i] = peri_weight(b->tree.node[L + b->scratch_idx[i]], pmin, beta);
-  } else {
-    uint32_t idx[PERI_CHUNK], base;
-    per_real val[PERI_CHUNK];
-    per_real seg = total / (per_real)B;
-    pmin = bufmax ? b->min_node[1] : PERI_NO_MIN;
-    for (base = 0; base < B; base += PERI_CHUNK) {
-      uint32_t m = B - base < PERI_CHUNK ? B - base : PERI_CHUNK, g;
-      peri_strata(b, cp, seg, B, base, m, idx, val);
-      if (items_out) /* overlap the gather's cache misses */
-        for (g = 0; g < m; ++g) PERI_PREFETCH(b->items + (size_t)idx[g] * b->cfg.item_size);
-      for (g = 0; g < m; ++g) {
-        peri_emit(b, base + g, idx[g], items_out, ids);
-        if (bufmax) {
-          if (weights) weights[base + g] = peri_weight(val[g], pmin, beta);
-        } else if (val[g] < pmin) {
-          pmin = val[g];
-        }
-      }
-    }
-    if (weights && !bufmax && B <= PERI_CHUNK) {
-      for (i = 0; i < B; ++i) weights[i] = peri_weight(val[i], pmin, beta);
-    } else if (weights && !bufmax) {
-      /* the batch minimum is known now: second pass over the values (from
-         the ids, or by drawing the same strata again) */
-      for (base = 0; base < B; base += PERI_CHUNK) {
-        uint32_t m = B - base < PERI_CHUNK ? B - base : PERI_CHUNK, g;
-        if (ids) {
-          for (g = 0; g < m; ++g)
-            val[g] = b->tree.node[L + (uint32_t)ids[base + g]];
-        } else {
-          peri_strata(b, cp, seg, B, base, m, idx, val);
-        }
-        for (g = 0; g < m; ++g) weights[base + g] = peri_weight(val[g], pmin, beta);
-      }
-    }
-    b->rng.counter += B;
-    b->rng.avail = 0;
-  }
+  peri_plan p;
+  per_status s = peri_plan_sample(b, B, opts, &p);
+  if (s == PER_OK && p.mode == PERI_DRAW_PICKED) s = peri_draw_picked(b, &p);
+  if (s != PER_OK) return s;
+  peri_emit_batch(b, &p, items_out, ids, weights,
+                  p.tree == &b->tree ? NULL : opts->mask);
   b->step += 1;
+  return PER_OK;
+}
+
+/* The leaf of a TD error: (|td| + eps)^alpha, capped at PER_LEAF_MAX. */
+static per_real peri_priority(const per_buffer *b, float td) {
+  double alpha = b->cfg.alpha, p = fabs((double)td) + b->cfg.eps;
+  if (alpha != 1) p = alpha == 0 ? 1.0 : pow(p, alpha);
+  if (!(p <= (double)PER_LEAF_MAX)) p = (double)PER_LEAF_MAX;
+  return (per_real)p;
+}
+
+/* An id's check: PER_ERR_INDEX for one sample never handed out (slot
+   outside the ring or not a multiple of stride, generation 0, or newer
+   than the slot's while no slot can have wrapped). */
+static per_status peri_id_check(const per_buffer *b, uint64_t id, uint32_t stride) {
+  uint32_t slot = (uint32_t)id, g = (uint32_t)(id >> 32);
+  /* a generation above the slot's was never handed out, unless some slot
+     may have wrapped around (2^32 - 1 writes need that many adds) */
+  int wrapped = b->added >= 0xffffffffull;
+  if (slot >= b->cfg.capacity || slot % stride != 0 || g == 0 ||
+      (g > b->gen[slot] && !wrapped))
+    return PER_ERR_INDEX;
   return PER_OK;
 }
 
 PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
                                     const float *td, uint32_t n,
                                     uint32_t *stale) {
-  uint32_t j, cap, nstale = 0, m = 0, idx[PERI_CHUNK];
+  uint32_t j, nstale = 0, m = 0, idx[PERI_CHUNK];
   per_real val[PERI_CHUNK];
-  double alpha, eps;
-  int wrapped;
   if (!b || !b->items) return PER_ERR_NULL;
   if (n > 0 && (!ids || !td)) return PER_ERR_NULL;
-  cap = b->cfg.capacity;
-  /* A generation above the slot's was never handed out, unless some slot
-     may have wrapped around (2^32 - 1 writes need that many adds). */
-  wrapped = b->added >= 0xffffffffull;
   for (j = 0; j < n; ++j) {
-    uint32_t slot = (uint32_t)ids[j], g = (uint32_t)(ids[j] >> 32);
     per_status s = peri_float_status(td[j]);
+    if (s == PER_OK) s = peri_id_check(b, ids[j], 1);
     if (s != PER_OK) return s;
-    if (slot >= cap || g == 0 || (g > b->gen[slot] && !wrapped)) return PER_ERR_INDEX;
   }
-  alpha = b->cfg.alpha;
-  eps = b->cfg.eps;
   for (j = 0; j < n; ++j) {
     uint32_t slot = (uint32_t)ids[j], g = (uint32_t)(ids[j] >> 32);
-    double p;
     if (g != b->gen[slot]) {
       ++nstale;
       continue;
     }
-    p = fabs((double)td[j]) + eps;
-    if (alpha != 1) p = alpha == 0 ? 1.0 : pow(p, alpha);
-    if (!(p <= (double)PER_LEAF_MAX)) p = (double)PER_LEAF_MAX;
     idx[m] = slot;
-    val[m] = (per_real)p;
+    val[m] = peri_priority(b, td[j]);
     if (++m == PERI_CHUNK) {
       peri_set_leaves(b, idx, val, m);
       m = 0;
     }
   }
   if (m > 0) peri_set_leaves(b, idx, val, m);
+  if (b->seq_ok) /* the sequences holding a changed step */
+    for (j = 0; j < n; ++j)
+      if ((uint32_t)(ids[j] >> 32) == b->gen[(uint32_t)ids[j]]) peri_seq_touch(b, (uint32_t)ids[j], 1);
   if (stale) *stale = nstale;
+  return PER_OK;
+}
+
+PERDEF per_status per_buffer_update_seq(per_buffer *b, const uint64_t *ids,
+                                        const float *td, uint32_t n,
+                                        uint32_t *stale) {
+  uint32_t j, t, nstale = 0, m = 0, cap, len, idx[PERI_CHUNK];
+  per_real val[PERI_CHUNK];
+  double v;
+  if (!b || !b->items) return PER_ERR_NULL;
+  if (!b->seq_ok) return PER_ERR_ARG;
+  if (n > 0 && (!ids || !td)) return PER_ERR_NULL;
+  cap = b->cfg.capacity;
+  len = b->cfg.seq_len;
+  for (j = 0; j < n; ++j) { /* the whole batch first */
+    uint32_t slot = (uint32_t)ids[j];
+    per_status s = peri_id_check(b, ids[j], b->cfg.seq_stride);
+    for (t = 0; t < len && s == PER_OK; ++t) s = peri_float_status(td[(size_t)j * len + t]);
+    if (s != PER_OK) return s;
+    if ((uint32_t)(ids[j] >> 32) == b->gen[slot] && !b->seq_ok[slot / b->cfg.seq_stride])
+      return PER_ERR_INDEX; /* current, but never a valid sequence */
+  }
+  for (j = 0; j < n; ++j) {
+    uint32_t slot = (uint32_t)ids[j], steps;
+    if ((uint32_t)(ids[j] >> 32) != b->gen[slot]) {
+      ++nstale;
+      continue;
+    }
+    steps = peri_seq_steps(b, slot, &v);
+    for (t = 0; t < steps; ++t) {
+      idx[m] = (uint32_t)(((uint64_t)slot + t) % cap);
+      val[m] = peri_priority(b, td[(size_t)j * len + t]);
+      if (++m == PERI_CHUNK) {
+        peri_set_leaves(b, idx, val, m);
+        m = 0;
+      }
+    }
+  }
+  if (m > 0) peri_set_leaves(b, idx, val, m);
+  for (j = 0; j < n; ++j)
+    if ((uint32_t)(ids[j] >> 32) == b->gen[(uint32_t)ids[j]])
+      peri_seq_touch(b, (uint32_t)ids[j], len);
+  if (stale) *stale = nstale;
+  return PER_OK;
+}
+
+/* A min tree m over t: each leaf the positive leaf of t (PERI_NO_MIN for
+   none), each node the min of its children. */
+static int peri_min_ok(const per_real *m, const per_tree *t) {
+  uint32_t i, k, L = t->leaves;
+  for (i = 0; i < L; ++i) {
+    per_real v = t->node[L + i];
+    if (m[L + i] != ((i < t->capacity && v > 0) ? v : PERI_NO_MIN)) return 0;
+  }
+  for (k = L - 1; k >= 1; --k)
+    if (m[k] != peri_min_of(m[2 * k], m[2 * k + 1])) return 0;
+  return 1;
+}
+
+/* The sequence tree against the steps: every leaf recomputed. */
+static per_status peri_seq_check(const per_buffer *b) {
+  uint32_t j, ns;
+  int bufmax = (b->cfg.flags & PER_WEIGHTS_BUFFER_MAX) != 0;
+  if (b->cfg.seq_len == 0)
+    return (b->seq_ok || b->seq_min_node || b->seq_tree.node) ? PER_ERR_CORRUPT : PER_OK;
+  ns = b->cfg.capacity / b->cfg.seq_stride;
+  if (!b->seq_ok || per_tree_check(&b->seq_tree) != PER_OK || b->seq_tree.capacity != ns ||
+      (bufmax != (b->seq_min_node != NULL)))
+    return PER_ERR_CORRUPT;
+  for (j = 0; j < ns; ++j) {
+    double v = 0;
+    uint32_t n = peri_seq_steps(b, j * b->cfg.seq_stride, &v);
+    per_real want = n ? (per_real)v : (per_real)0;
+    if (b->seq_ok[j] != (n != 0) || b->seq_tree.node[b->seq_tree.leaves + j] != want)
+      return PER_ERR_CORRUPT;
+  }
+  if (b->seq_min_node && !peri_min_ok(b->seq_min_node, &b->seq_tree)) return PER_ERR_CORRUPT;
   return PER_OK;
 }
 
@@ -2552,6 +2959,7 @@ PERDEF per_status per_buffer_check(const per_buffer *b) {
   node = b->tree.node;
   for (i = 0; i < cap; ++i) {
     per_real v = node[L + i];
+    if (!b->ends || b->ends[i] > (i < b->size ? PER_END_TRUNCATED : 0)) return PER_ERR_CORRUPT;
     if (i < b->size) {
       if (b->gen[i] == 0 || v > b->max_leaf) return PER_ERR_CORRUPT;
       if (b->cfg.alpha == 0 && v != 1) return PER_ERR_CORRUPT;
@@ -2580,20 +2988,10 @@ PERDEF per_status per_buffer_check(const per_buffer *b) {
     }
     if (s1 != e1 || s2 != e2) return PER_ERR_CORRUPT;
   }
-  if ((b->cfg.flags & PER_WEIGHTS_BUFFER_MAX) != 0) {
-    const per_real *m = b->min_node;
-    uint32_t k;
-    if (!m) return PER_ERR_CORRUPT;
-    for (i = 0; i < L; ++i) {
-      per_real want = (i < cap && node[L + i] > 0) ? node[L + i] : PERI_NO_MIN;
-      if (m[L + i] != want) return PER_ERR_CORRUPT;
-    }
-    for (k = L - 1; k >= 1; --k)
-      if (m[k] != peri_min_of(m[2 * k], m[2 * k + 1])) return PER_ERR_CORRUPT;
-  } else if (b->min_node) {
+  if (((b->cfg.flags & PER_WEIGHTS_BUFFER_MAX) != 0) != (b->min_node != NULL) ||
+      (b->min_node && !peri_min_ok(b->min_node, &b->tree)))
     return PER_ERR_CORRUPT;
-  }
-  return PER_OK;
+  return peri_seq_check(b);
 }
 
 /* >>nstep */
@@ -2792,14 +3190,18 @@ enum {
   PERI_H_STEP = 112, PERI_H_ADDED = 120, PERI_H_RSEED = 128, PERI_H_RCTR = 136,
   PERI_H_RBUF = 144, PERI_H_RAVAIL = 160, PERI_H_RESERVED = 164,
   PERI_H_MAXLEAF = 168, PERI_H_TOTAL = 176, PERI_H_FBYTES = 184,
-  PERI_H_BYTES = 192
+  PERI_H_BYTES_V1 = 192, /* version 1 ends here */
+  PERI_H_SEQLEN = 192, PERI_H_SEQSTRIDE = 196, PERI_H_SEQETA = 200,
+  PERI_H_BYTES = 208
 };
 static const unsigned char peri_magic[8] = {0x89, 'P', 'E', 'R', 'B', 'U', 'F', '\n'};
 
-/* Bytes of the whole file (header, arrays, CRC) for these fields. */
-static uint64_t peri_ckpt_bytes(uint32_t size, uint32_t item_size, uint32_t has_perm) {
-  return (uint64_t)PERI_H_BYTES +
-         (uint64_t)size * ((uint64_t)item_size + 4u + sizeof(per_real) + 4u * has_perm) + 4u;
+/* Bytes of the whole file (header, arrays, CRC) of a version. */
+static uint64_t peri_ckpt_bytes(uint32_t version, uint32_t size, uint32_t item_size,
+                                uint32_t has_perm) {
+  uint64_t v2 = version >= 2;
+  return (v2 ? PERI_H_BYTES : PERI_H_BYTES_V1) + 4u +
+         (uint64_t)size * ((uint64_t)item_size + 4u + sizeof(per_real) + 4u * has_perm + v2);
 }
 
 /* fsync where POSIX has it. Strict C modes hide the declarations, so they
@@ -2976,7 +3378,11 @@ static void peri_ckpt_header(const per_buffer *b, unsigned char *h) {
   peri_put32(h + PERI_H_RAVAIL, b->rng.avail);
   peri_putf64(h + PERI_H_MAXLEAF, (double)b->max_leaf);
   peri_putf64(h + PERI_H_TOTAL, (double)b->tree.node[1]);
-  peri_put64(h + PERI_H_FBYTES, peri_ckpt_bytes(b->size, c->item_size, has_perm));
+  peri_put64(h + PERI_H_FBYTES,
+             peri_ckpt_bytes(PER_CKPT_VERSION, b->size, c->item_size, has_perm));
+  peri_put32(h + PERI_H_SEQLEN, c->seq_len);
+  peri_put32(h + PERI_H_SEQSTRIDE, c->seq_stride);
+  peri_putf64(h + PERI_H_SEQETA, c->seq_eta);
 }
 
 PERDEF per_status per_buffer_save(const per_buffer *b, const char *path) {
@@ -3009,6 +3415,7 @@ PERDEF per_status per_buffer_save(const per_buffer *b, const char *path) {
       peri_wbytes(&w, buf, m);
     }
   }
+  peri_wbytes(&w, b->ends, b->size);
   return peri_writer_finish(&w, path);
 }
 
@@ -3017,8 +3424,9 @@ PERDEF per_status per_buffer_save(const per_buffer *b, const char *path) {
 typedef struct peri_ckpt {
   unsigned char *mem;   /* the whole file */
   const unsigned char *h, *items, *gens, *leaves, *perm;
+  const unsigned char *ends; /* NULL in version 1 */
   per_config cfg;
-  uint32_t size, pos, has_perm;
+  uint32_t version, hbytes, size, pos, has_perm;
 } peri_ckpt;
 
 /* Bytes from f's position to its end, in *rest: 1 when the stream can
@@ -3050,38 +3458,46 @@ static int peri_file_rest(FILE *f, uint64_t *rest) {
 static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
                                  peri_ckpt *k) {
   unsigned char h[PERI_H_BYTES];
-  size_t got = fread(h, 1, PERI_H_BYTES, f);
+  size_t got = fread(h, 1, PERI_H_BYTES_V1, f), hb;
   uint64_t bytes, rest;
   uint32_t crc, t[256];
   int known;
   if (ferror(f)) return PER_ERR_IO;
   if (got >= 8 && memcmp(h, peri_magic, 8) != 0) return PER_ERR_FORMAT;
-  if (got < PERI_H_BYTES) return got < 8 ? (got == 0 ? PER_ERR_FORMAT : PER_ERR_TRUNCATED)
-                                         : PER_ERR_TRUNCATED;
-  if (peri_get32(h + PERI_H_VERSION) != PER_CKPT_VERSION) return PER_ERR_VERSION;
+  if (got < PERI_H_BYTES_V1)
+    return got < 8 ? (got == 0 ? PER_ERR_FORMAT : PER_ERR_TRUNCATED) : PER_ERR_TRUNCATED;
+  k->version = peri_get32(h + PERI_H_VERSION);
+  if (k->version < 1 || k->version > PER_CKPT_VERSION) return PER_ERR_VERSION;
+  k->hbytes = k->version == 1 ? PERI_H_BYTES_V1 : PERI_H_BYTES;
   if (peri_get32(h + PERI_H_ENDIAN) != 0x01020304u ||
-      peri_get32(h + PERI_H_HBYTES) != PERI_H_BYTES)
+      peri_get32(h + PERI_H_HBYTES) != k->hbytes)
     return PER_ERR_FORMAT;
+  hb = k->hbytes;
+  if (hb > got) { /* the rest of a newer header */
+    got += fread(h + got, 1, hb - got, f);
+    if (ferror(f)) return PER_ERR_IO;
+    if (got < hb) return PER_ERR_TRUNCATED;
+  }
   if (peri_get32(h + PERI_H_REAL) != sizeof(per_real)) return PER_ERR_MISMATCH;
   k->size = peri_get32(h + PERI_H_SIZE);
   k->has_perm = peri_get32(h + PERI_H_PERM);
   if (k->size > peri_get32(h + PERI_H_CAPACITY) || k->has_perm > 1) return PER_ERR_CORRUPT;
-  bytes = peri_ckpt_bytes(k->size, peri_get32(h + PERI_H_ITEM), k->has_perm);
+  bytes = peri_ckpt_bytes(k->version, k->size, peri_get32(h + PERI_H_ITEM), k->has_perm);
   if (peri_get64(h + PERI_H_FBYTES) != bytes) return PER_ERR_CORRUPT;
   known = peri_file_rest(f, &rest);
   if (known < 0) return PER_ERR_IO;
-  if (known && rest < bytes - PERI_H_BYTES) return PER_ERR_TRUNCATED;
-  if (known && rest > bytes - PERI_H_BYTES) return PER_ERR_CORRUPT;
+  if (known && rest < bytes - hb) return PER_ERR_TRUNCATED;
+  if (known && rest > bytes - hb) return PER_ERR_CORRUPT;
   if (peri_get32(h + PERI_H_ITEM) != b->cfg.item_size ||
       (world == 0 && peri_get32(h + PERI_H_CAPACITY) != b->cfg.capacity))
     return PER_ERR_MISMATCH;
   if ((uint64_t)(size_t)bytes != bytes) return PER_ERR_NOMEM;
   k->mem = (unsigned char *)PER_MALLOC((size_t)bytes, b->alloc_ctx);
   if (!k->mem) return PER_ERR_NOMEM;
-  memcpy(k->mem, h, PERI_H_BYTES);
-  got = fread(k->mem + PERI_H_BYTES, 1, (size_t)bytes - PERI_H_BYTES, f);
+  memcpy(k->mem, h, hb);
+  got = fread(k->mem + hb, 1, (size_t)bytes - hb, f);
   if (ferror(f)) return PER_ERR_IO;
-  if (got != (size_t)bytes - PERI_H_BYTES) return PER_ERR_TRUNCATED;
+  if (got != (size_t)bytes - hb) return PER_ERR_TRUNCATED;
   if (fgetc(f) != EOF) return PER_ERR_CORRUPT; /* longer than it says */
   if (ferror(f)) return PER_ERR_IO;
   peri_crc_table(t);
@@ -3109,6 +3525,12 @@ static per_status peri_ckpt_parse(peri_ckpt *k) {
   c->max_priority = peri_getf64(h + PERI_H_MAXP);
   c->beta_steps = peri_get64(h + PERI_H_BSTEPS);
   c->seed = peri_get64(h + PERI_H_SEED);
+  c->seq_eta = 0.9; /* version 1: no sequences */
+  if (k->version >= 2) {
+    c->seq_len = peri_get32(h + PERI_H_SEQLEN);
+    c->seq_stride = peri_get32(h + PERI_H_SEQSTRIDE);
+    c->seq_eta = peri_getf64(h + PERI_H_SEQETA);
+  }
   if (peri_config_check(c) != PER_OK) return PER_ERR_CORRUPT;
   if ((c->alpha == 0) != (k->has_perm == 1)) return PER_ERR_CORRUPT;
   k->h = h;
@@ -3126,10 +3548,15 @@ static per_status peri_ckpt_parse(peri_ckpt *k) {
       per_leaf_status(max_leaf) != PER_OK || !(max_leaf > 0) ||
       (c->alpha == 0 && max_leaf != 1))
     return PER_ERR_CORRUPT;
-  k->items = h + PERI_H_BYTES;
+  k->items = h + k->hbytes;
   k->gens = k->items + (size_t)k->size * c->item_size;
   k->leaves = k->gens + (size_t)k->size * 4;
   k->perm = k->has_perm ? k->leaves + (size_t)k->size * sizeof(per_real) : NULL;
+  if (k->version >= 2) {
+    k->ends = k->leaves + (size_t)k->size * (sizeof(per_real) + 4u * k->has_perm);
+    for (i = 0; i < k->size; ++i)
+      if (k->ends[i] > PER_END_TRUNCATED) return PER_ERR_CORRUPT;
+  }
   for (i = 0; i < k->size; ++i) {
     per_real v = peri_get_real(k->leaves + (size_t)i * sizeof(per_real));
     if (peri_get32(k->gens + (size_t)i * 4) == 0) return PER_ERR_CORRUPT;
@@ -3164,110 +3591,112 @@ static per_status peri_ckpt_open(const char *path, const per_buffer *b,
   return s;
 }
 
+/* A load's selection: world == 0, every file slot in place (a full
+   load); else the shard `rank` of `world`. */
+typedef struct peri_sel {
+  uint32_t rank, world;
+} peri_sel;
+
 /* Which file slot goes to buffer position t: every slot in order for a
    full load; for a shard, the slots of this rank in age order (oldest
    first). Returns 0 when position t of the file's order is not taken. */
-static int peri_ckpt_pick(const peri_ckpt *k, uint32_t t, uint32_t rank,
-                          uint32_t world, uint32_t *slot) {
+static int peri_ckpt_pick(const peri_ckpt *k, uint32_t t, peri_sel sel, uint32_t *slot) {
   uint32_t oldest;
-  if (world == 0) {
+  if (sel.world == 0) {
     *slot = t;
     return 1;
   }
   oldest = k->size == k->cfg.capacity ? k->pos : 0;
   *slot = (uint32_t)(((uint64_t)oldest + t) % k->cfg.capacity);
-  return *slot % world == rank;
+  return *slot % sel.world == sel.rank;
 }
 
-/* world == 0: full load; else the shard `rank` of `world`. */
-static per_status peri_load(per_buffer *b, const char *path, uint32_t rank,
-                            uint32_t world) {
-  peri_ckpt k;
-  per_tree t;
-  per_status s;
-  uint32_t cap, n = 0, i, slot, m = 0, idx[PERI_CHUNK], zero = 0;
+/* Stage a load: every check that can fail, and the loaded tree built in
+   t, before b changes. *n: the items taken; *zero: one of their leaves is
+   0. On error t is freed. */
+static per_status peri_load_stage(const per_buffer *b, peri_ckpt *k, peri_sel sel,
+                                  per_tree *t, uint32_t *n, uint32_t *zero) {
+  uint32_t cap = b->cfg.capacity, i, slot, m = 0, idx[PERI_CHUNK];
   per_real val[PERI_CHUNK];
-  void *ctx;
-  size_t isz;
-  if (!b || !b->items || !path) return PER_ERR_NULL;
-  ctx = b->alloc_ctx;
-  cap = b->cfg.capacity;
-  isz = b->cfg.item_size;
-  s = peri_ckpt_open(path, b, world, &k);
-  if (s != PER_OK) return s;
-  for (i = 0; i < k.size; ++i) n += (uint32_t)peri_ckpt_pick(&k, i, rank, world, &slot);
-  if (n > cap ||
-      (world == 0 && (k.cfg.flags != b->cfg.flags ||
-                      k.cfg.max_unique != b->cfg.max_unique ||
-                      (k.cfg.alpha == 0) != (b->cfg.alpha == 0)))) {
-    PER_FREE(k.mem, ctx);
+  per_status s;
+  *n = 0;
+  *zero = 0;
+  for (i = 0; i < k->size; ++i) *n += (uint32_t)peri_ckpt_pick(k, i, sel, &slot);
+  if (*n > cap ||
+      (sel.world == 0 && (k->cfg.flags != b->cfg.flags ||
+                          k->cfg.max_unique != b->cfg.max_unique ||
+                          (k->cfg.alpha == 0) != (b->cfg.alpha == 0) ||
+                          k->cfg.seq_len != b->cfg.seq_len ||
+                          k->cfg.seq_stride != b->cfg.seq_stride)))
     return PER_ERR_MISMATCH;
-  }
-  s = per_tree_init(&t, cap, ctx);
-  if (s != PER_OK) {
-    PER_FREE(k.mem, ctx);
-    return s;
-  }
-  if (k.perm) {
+  s = per_tree_init(t, cap, b->alloc_ctx);
+  if (s != PER_OK) return s;
+  if (k->perm) {
     /* a permutation of [0, size)? Every value < size <= 2^31 leaves bit 31
        free: it marks the values seen, in the file's copy, then is cleared. */
-    unsigned char *pm = k.mem + (k.perm - k.mem);
-    for (i = 0; i < k.size && s == PER_OK; ++i)
-      if (peri_get32(pm + (size_t)i * 4) >= k.size) s = PER_ERR_CORRUPT;
-    for (i = 0; i < k.size && s == PER_OK; ++i) {
+    unsigned char *pm = k->mem + (k->perm - k->mem);
+    for (i = 0; i < k->size && s == PER_OK; ++i)
+      if (peri_get32(pm + (size_t)i * 4) >= k->size) s = PER_ERR_CORRUPT;
+    for (i = 0; i < k->size && s == PER_OK; ++i) {
       uint32_t v = peri_get32(pm + (size_t)i * 4) & 0x7fffffffu;
       if (pm[(size_t)v * 4 + 3] & 0x80u) s = PER_ERR_CORRUPT; /* seen twice */
       pm[(size_t)v * 4 + 3] |= 0x80u;
     }
-    for (i = 0; i < k.size; ++i) pm[(size_t)i * 4 + 3] &= 0x7fu;
+    for (i = 0; i < k->size; ++i) pm[(size_t)i * 4 + 3] &= 0x7fu;
   }
-  for (i = 0, n = 0; s == PER_OK && i < k.size; ++i) {
-    if (!peri_ckpt_pick(&k, i, rank, world, &slot)) continue;
-    idx[m] = n++;
+  for (i = 0, *n = 0; s == PER_OK && i < k->size; ++i) {
+    if (!peri_ckpt_pick(k, i, sel, &slot)) continue;
+    idx[m] = (*n)++;
     val[m] = b->cfg.alpha == 0 ? (per_real)1
-                               : peri_get_real(k.leaves + (size_t)slot * sizeof(per_real));
-    zero |= !(val[m] > 0);
+                               : peri_get_real(k->leaves + (size_t)slot * sizeof(per_real));
+    *zero |= !(val[m] > 0);
     if (++m == PERI_CHUNK) {
-      per_tree_set_batch(&t, idx, val, m);
+      per_tree_set_batch(t, idx, val, m);
       m = 0;
     }
   }
-  if (m > 0) per_tree_set_batch(&t, idx, val, m);
-  if (s == PER_OK && world == 0 && (double)t.node[1] != peri_getf64(k.h + PERI_H_TOTAL))
+  if (m > 0) per_tree_set_batch(t, idx, val, m);
+  if (s == PER_OK && sel.world == 0 && (double)t->node[1] != peri_getf64(k->h + PERI_H_TOTAL))
     s = PER_ERR_CORRUPT; /* the stored total must be what the leaves give */
-  if (s != PER_OK) {
-    per_tree_free(&t);
-    PER_FREE(k.mem, ctx);
-    return s;
-  }
-  /* Everything is checked: commit (nothing can fail from here on). */
-  for (i = 0, n = 0; i < k.size; ++i) {
-    if (!peri_ckpt_pick(&k, i, rank, world, &slot)) continue;
-    memcpy(b->items + (size_t)n * isz, k.items + (size_t)slot * isz, isz);
-    b->gen[n] = world ? 1u : peri_get32(k.gens + (size_t)slot * 4);
-    ++n;
+  if (s != PER_OK) per_tree_free(t);
+  return s;
+}
+
+/* Apply a staged load to b: nothing can fail here. */
+static void peri_load_apply(per_buffer *b, const peri_ckpt *k, peri_sel sel,
+                            per_tree *t, uint32_t n, uint32_t zero) {
+  uint32_t cap = b->cfg.capacity, i, j, slot;
+  size_t isz = b->cfg.item_size;
+  const unsigned char *h = k->h;
+  for (i = 0, j = 0; i < k->size; ++i) {
+    if (!peri_ckpt_pick(k, i, sel, &slot)) continue;
+    memcpy(b->items + (size_t)j * isz, k->items + (size_t)slot * isz, isz);
+    b->gen[j] = sel.world ? 1u : peri_get32(k->gens + (size_t)slot * 4);
+    b->ends[j] = k->ends ? k->ends[slot] : (uint8_t)PER_END_NONE;
+    ++j;
   }
   memset(b->items + (size_t)n * isz, 0, (size_t)(cap - n) * isz);
   memset(b->gen + n, 0, (size_t)(cap - n) * sizeof(uint32_t));
-  memcpy(b->tree.node, t.node, per_tree_bytes(cap));
-  per_tree_free(&t);
-  peri_min_build(b);
+  memset(b->ends + n, 0, cap - n);
+  memcpy(b->tree.node, t->node, per_tree_bytes(cap));
+  per_tree_free(t);
+  peri_min_build(b->min_node, &b->tree);
   if (b->swap.perm) {
     for (i = 0; i < cap; ++i)
-      b->swap.perm[i] = (world == 0 && i < n) ? peri_get32(k.perm + (size_t)i * 4) : i;
+      b->swap.perm[i] = (sel.world == 0 && i < n) ? peri_get32(k->perm + (size_t)i * 4) : i;
     b->swap.n = n;
   }
   b->size = n;
-  if (world == 0) {
-    const unsigned char *h = k.h;
-    b->cfg.alpha = k.cfg.alpha;
-    b->cfg.beta0 = k.cfg.beta0;
-    b->cfg.beta1 = k.cfg.beta1;
-    b->cfg.beta_steps = k.cfg.beta_steps;
-    b->cfg.eps = k.cfg.eps;
-    b->cfg.max_priority = k.cfg.max_priority;
-    b->cfg.seed = k.cfg.seed;
-    b->pos = k.pos;
+  if (sel.world == 0) {
+    b->cfg.alpha = k->cfg.alpha;
+    b->cfg.beta0 = k->cfg.beta0;
+    b->cfg.beta1 = k->cfg.beta1;
+    b->cfg.beta_steps = k->cfg.beta_steps;
+    b->cfg.eps = k->cfg.eps;
+    b->cfg.max_priority = k->cfg.max_priority;
+    b->cfg.seed = k->cfg.seed;
+    if (k->cfg.seq_len) b->cfg.seq_eta = k->cfg.seq_eta;
+    b->pos = k->pos;
     b->added = peri_get64(h + PERI_H_ADDED);
     b->step = peri_get64(h + PERI_H_STEP);
     b->rng.seed = peri_get64(h + PERI_H_RSEED);
@@ -3280,9 +3709,32 @@ static per_status peri_load(per_buffer *b, const char *path, uint32_t rank,
     b->added = n;
     b->zero_hint = zero;
   }
-  b->max_leaf = b->cfg.alpha == 0 ? (per_real)1 : (per_real)peri_getf64(k.h + PERI_H_MAXLEAF);
-  PER_FREE(k.mem, ctx);
-  return PER_OK;
+  b->max_leaf = b->cfg.alpha == 0 ? (per_real)1 : (per_real)peri_getf64(h + PERI_H_MAXLEAF);
+  if (b->seq_ok) { /* the sequences, from the loaded steps */
+    memset(b->seq_tree.node, 0, per_tree_bytes(b->seq_tree.capacity));
+    memset(b->seq_ok, 0, b->seq_tree.capacity);
+    peri_min_build(b->seq_min_node, &b->seq_tree);
+    peri_seq_refresh_slots(b, 0, cap);
+  }
+}
+
+/* Read, check, stage, apply: b changes only once everything is checked. */
+static per_status peri_load(per_buffer *b, const char *path, uint32_t rank,
+                            uint32_t world) {
+  peri_ckpt k;
+  per_tree t;
+  peri_sel sel;
+  uint32_t n, zero;
+  per_status s;
+  if (!b || !b->items || !path) return PER_ERR_NULL;
+  sel.rank = rank;
+  sel.world = world;
+  s = peri_ckpt_open(path, b, world, &k);
+  if (s != PER_OK) return s;
+  s = peri_load_stage(b, &k, sel, &t, &n, &zero);
+  if (s == PER_OK) peri_load_apply(b, &k, sel, &t, n, zero);
+  PER_FREE(k.mem, b->alloc_ctx);
+  return s;
 }
 
 PERDEF per_status per_buffer_load(per_buffer *b, const char *path) {

@@ -22,14 +22,15 @@
 
 typedef struct bsnap {
   per_buffer head;
-  unsigned char *mem[9];
-  size_t len[9];
+  unsigned char *mem[13];
+  size_t len[13];
 } bsnap;
 
 /* The allocations of b with their sizes, in a fixed order. */
 static inline int bsnap_regions(const per_buffer *b, const void **p, size_t *n) {
   size_t nodes = b->tree.node ? (size_t)b->tree.leaves * 2 * sizeof(per_real) : 0;
   size_t cap = b->cfg.capacity, mu = b->cfg.max_unique;
+  size_t seq_nodes = b->seq_tree.node ? (size_t)b->seq_tree.leaves * 2 * sizeof(per_real) : 0;
   int k = 0;
   p[k] = b->items; n[k++] = b->items ? cap * b->cfg.item_size : 0;
   p[k] = b->gen; n[k++] = b->gen ? cap * sizeof(uint32_t) : 0;
@@ -40,12 +41,16 @@ static inline int bsnap_regions(const per_buffer *b, const void **p, size_t *n) 
   p[k] = b->cat.saved; n[k++] = b->cat.saved ? (size_t)b->cat.max_k * sizeof(per_real) : 0;
   p[k] = b->scratch_idx; n[k++] = b->scratch_idx ? mu * sizeof(uint32_t) : 0;
   p[k] = b->scratch_val; n[k++] = b->scratch_val ? mu * sizeof(per_real) : 0;
+  p[k] = b->ends; n[k++] = b->ends ? cap : 0;
+  p[k] = b->seq_tree.node; n[k++] = seq_nodes;
+  p[k] = b->seq_min_node; n[k++] = b->seq_min_node ? seq_nodes : 0;
+  p[k] = b->seq_ok; n[k++] = b->seq_ok ? b->seq_tree.capacity : 0;
   return k;
 }
 
 static inline bsnap bsnap_take(const per_buffer *b) {
   bsnap s;
-  const void *p[9];
+  const void *p[13];
   int k, n = bsnap_regions(b, p, s.len);
   memcpy(&s.head, b, sizeof *b);
   for (k = 0; k < n; ++k) {
@@ -57,8 +62,8 @@ static inline bsnap bsnap_take(const per_buffer *b) {
 
 /* 1 when b is byte for byte as when s was taken. Frees s. */
 static inline int bsnap_same(bsnap *s, const per_buffer *b) {
-  const void *p[9];
-  size_t len[9];
+  const void *p[13];
+  size_t len[13];
   int k, n, same = memcmp(&s->head, b, sizeof *b) == 0;
   n = bsnap_regions(b, p, len);
   for (k = 0; k < n; ++k) {
@@ -98,6 +103,16 @@ static inline int state_equal(const per_buffer *a, const per_buffer *b) {
   if (a->swap.perm && (a->swap.n != b->swap.n ||
                        memcmp(a->swap.perm, b->swap.perm, cap * sizeof(uint32_t)) != 0))
     return 0;
+  if (memcmp(a->ends, b->ends, cap) != 0) return 0;
+  if ((a->seq_ok != NULL) != (b->seq_ok != NULL)) return 0;
+  if (a->seq_ok) {
+    size_t ns = a->seq_tree.capacity, nodes = (size_t)a->seq_tree.leaves * 2 * sizeof(per_real);
+    if (ns != b->seq_tree.capacity || memcmp(a->seq_ok, b->seq_ok, ns) != 0 ||
+        memcmp(a->seq_tree.node, b->seq_tree.node, nodes) != 0)
+      return 0;
+    if ((a->seq_min_node != NULL) != (b->seq_min_node != NULL)) return 0;
+    if (a->seq_min_node && memcmp(a->seq_min_node, b->seq_min_node, nodes) != 0) return 0;
+  }
   return 1;
 }
 

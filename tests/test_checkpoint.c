@@ -12,8 +12,12 @@
 #include <unistd.h>
 
 #include "buffer_util.h"
+#include "ckpt_v1.h"
 
 #define NAME(s) (IS_FLOAT ? "ckpt_float_" s : "ckpt_double_" s)
+/* Header bytes of a version 2 file; a filled slot adds item_size + 4
+   (generation) + sizeof(per_real) (leaf) + 1 (episode end) bytes. */
+#define HDR 208
 
 /* The library's fsync calls land here: this definition takes the place of
    the C library's in this program. It counts directory syncs, notes
@@ -203,7 +207,7 @@ static void test_corruption(void) {
   fill(&a, 8, 3);
   CHECK_OK(per_buffer_save(&a, NAME("small.bin")));
   n = file_read(NAME("small.bin"), img, sizeof img);
-  CHECK(n == 192 + 5 * (4 + 4 + (long)sizeof(per_real)) + 4);
+  CHECK(n == HDR + 5 * (4 + 4 + (long)sizeof(per_real) + 1) + 4);
   CHECK_OK(per_buffer_init(&b, &c, NULL));
   fill(&b, 3, 4);
   for (flip = 0; flip < 2; ++flip) {
@@ -263,7 +267,7 @@ static void test_foreign(void) {
   fill(&a, 12, 5);
   CHECK_OK(per_buffer_save(&a, NAME("f.bin")));
   n = file_read(NAME("f.bin"), img, sizeof img);
-  CHECK(n > 192);
+  CHECK(n > HDR);
 
   /* a buffer with another item size, capacity or flags refuses it */
   {
@@ -286,7 +290,7 @@ static void test_foreign(void) {
   {
     struct { long off; uint32_t v; per_status want; } t[12];
     int k, m = 0;
-    t[m].off = 8; t[m].v = 2; t[m++].want = PER_ERR_VERSION;          /* version */
+    t[m].off = 8; t[m].v = 3; t[m++].want = PER_ERR_VERSION;          /* version */
     t[m].off = 12; t[m].v = 0x04030201u; t[m++].want = PER_ERR_FORMAT; /* byte order */
     t[m].off = 20; t[m].v = IS_FLOAT ? 8 : 4; t[m++].want = PER_ERR_MISMATCH; /* PER_REAL */
     t[m].off = 28; t[m].v = 4; t[m++].want = PER_ERR_CORRUPT; /* item size: lengths disagree */
@@ -295,7 +299,7 @@ static void test_foreign(void) {
     t[m].off = 48; t[m].v = 2; t[m++].want = PER_ERR_CORRUPT;  /* zero hint */
     t[m].off = 160; t[m].v = 5; t[m++].want = PER_ERR_CORRUPT; /* rng avail */
     t[m].off = 164; t[m].v = 1; t[m++].want = PER_ERR_CORRUPT; /* reserved */
-    t[m].off = 192 + 9 * 8; t[m].v = 0; t[m++].want = PER_ERR_CORRUPT; /* generation 0 */
+    t[m].off = HDR + 9 * 8; t[m].v = 0; t[m++].want = PER_ERR_CORRUPT; /* generation 0 */
     for (k = 0; k < m; ++k) {
       memcpy(bad, img, (size_t)n);
       put32(bad + t[k].off, t[k].v);
@@ -308,7 +312,7 @@ static void test_foreign(void) {
   }
   /* a negative leaf, a leaf above max_leaf, a wrong stored total */
   {
-    long leaves = 192 + 9 * 8 + 9 * 4;
+    long leaves = HDR + 9 * 8 + 9 * 4;
     per_real v[3];
     int k;
     v[0] = -1;
@@ -351,7 +355,7 @@ static void test_permutation(void) {
   per_buffer a, b;
   per_sample_opts o;
   uint64_t ids[9];
-  long n, perm = 192 + 9 * 4 + 9 * 4 + 9 * (long)sizeof(per_real);
+  long n, perm = HDR + 9 * 4 + 9 * 4 + 9 * (long)sizeof(per_real);
   bsnap s;
   int k;
   c.alpha = 0;
@@ -362,7 +366,7 @@ static void test_permutation(void) {
   CHECK_OK(per_buffer_sample(&a, 9, &o, NULL, ids, NULL));
   CHECK_OK(per_buffer_save(&a, NAME("perm.bin")));
   n = file_read(NAME("perm.bin"), img, sizeof img);
-  CHECK(n == perm + 9 * 4 + 4);
+  CHECK(n == perm + 9 * 4 + 9 + 4);
   CHECK_OK(per_buffer_init(&b, &c, NULL));
   for (k = 0; k < 3; ++k) {
     memcpy(bad, img, (size_t)n);
@@ -529,7 +533,7 @@ static void test_lying_header(void) {
   fill(&a, 12, 5);
   CHECK_OK(per_buffer_save(&a, NAME("lie.bin")));
   n = file_read(NAME("lie.bin"), img, sizeof img);
-  CHECK(n == 192 + 12 * (8 + 4 + (long)sizeof(per_real)) + 4);
+  CHECK(n == HDR + 12 * (8 + 4 + (long)sizeof(per_real) + 1) + 4);
   CHECK_OK(per_buffer_init(&b, &c, &heap));
   for (k = 0; k < 3; ++k) {
     /* k = 0: capacity 2^31 holding 2^30 items (over 17 GB claimed) in a
@@ -538,7 +542,7 @@ static void test_lying_header(void) {
        of 2^31 (a file of another buffer) */
     uint32_t cap = k == 1 ? 1000u : 0x80000000u;
     uint32_t size = k == 0 ? 0x40000000u : k == 1 ? 900u : 12u;
-    uint64_t bytes = 192u + (uint64_t)size * (8u + 4u + sizeof(per_real)) + 4u;
+    uint64_t bytes = HDR + (uint64_t)size * (8u + 4u + sizeof(per_real) + 1u) + 4u;
     per_status want = k < 2 ? PER_ERR_TRUNCATED : PER_ERR_MISMATCH;
     bsnap s;
     put32(img + 24, cap);
@@ -582,8 +586,8 @@ static void test_generation_wrap(void) {
   CHECK_STATUS(per_buffer_update(&a, &forged, &td, 1, &stale), PER_ERR_INDEX);
   CHECK_OK(per_buffer_save(&a, NAME("gen.bin")));
   n = file_read(NAME("gen.bin"), img, sizeof img);
-  CHECK(n == 192 + 4 + 4 + (long)sizeof(per_real) + 4);
-  put32(img + 192 + 4, 0xffffffffu); /* slot 0's generation */
+  CHECK(n == HDR + 4 + 4 + (long)sizeof(per_real) + 1 + 4);
+  put32(img + HDR + 4, 0xffffffffu); /* slot 0's generation */
   put32(img + 120, 0xffffffffu);      /* added, low word */
   fix_crc(img, n);
   CHECK(file_write(NAME("gen.bin"), img, n));
@@ -709,6 +713,58 @@ static void test_alloc_failure(void) {
   remove(NAME("al.bin"));
 }
 
+/* A version 1 file (per 0.2.0) loads: the state its operations give now,
+   every episode end PER_END_NONE, the same next batches; also as a
+   shard. A version 1 file cut or patched is refused as before. */
+static void test_version1(void) {
+  const unsigned char *img = IS_FLOAT ? ckpt_v1_float : ckpt_v1_double;
+  long n = IS_FLOAT ? (long)sizeof ckpt_v1_float : (long)sizeof ckpt_v1_double;
+  static unsigned char bad[1024];
+  per_buffer a, b;
+  per_status worst = PER_OK;
+  uint64_t ia[6], ib[6];
+  float wa[6], wb[6];
+  uint32_t i;
+  int k;
+  bsnap s;
+  CHECK(file_write(NAME("v1.bin"), img, n));
+  v1_ops(&a, &worst);
+  CHECK_OK(worst);
+  CHECK_OK(per_buffer_init(&b, &a.cfg, NULL));
+  CHECK_OK(per_buffer_load(&b, NAME("v1.bin")));
+  CHECK_OK(per_buffer_check(&b));
+  CHECK(state_equal(&a, &b));
+  for (i = 0; i < b.cfg.capacity; ++i) CHECK_EQ_U(b.ends[i], PER_END_NONE);
+  for (k = 0; k < 3; ++k) {
+    CHECK_OK(per_buffer_sample(&a, 6, NULL, NULL, ia, wa));
+    CHECK_OK(per_buffer_sample(&b, 6, NULL, NULL, ib, wb));
+    CHECK(memcmp(ia, ib, sizeof ia) == 0 && memcmp(wa, wb, sizeof wa) == 0);
+  }
+  /* saved again, it is a version 2 file that loads into a */
+  CHECK_OK(per_buffer_save(&b, NAME("v2.bin")));
+  CHECK_OK(per_buffer_load(&a, NAME("v2.bin")));
+  CHECK(state_equal(&a, &b));
+  CHECK_OK(per_buffer_load_shard(&b, NAME("v1.bin"), 1, 2));
+  CHECK_OK(per_buffer_check(&b));
+  CHECK_EQ_U(b.size, 8);
+  /* cut short (in the header and in the body), one byte flipped */
+  for (k = 0; k < 3; ++k) {
+    long len = k == 0 ? 100 : k == 1 ? n - 1 : n;
+    memcpy(bad, img, (size_t)n);
+    if (k == 2) bad[300] ^= 0x10;
+    CHECK(file_write(NAME("bad.bin"), bad, len));
+    s = bsnap_take(&b);
+    CHECK_STATUS(per_buffer_load(&b, NAME("bad.bin")),
+                 k == 2 ? PER_ERR_CHECKSUM : PER_ERR_TRUNCATED);
+    CHECK_UNCHANGED(s, &b);
+  }
+  per_buffer_free(&a);
+  per_buffer_free(&b);
+  remove(NAME("v1.bin"));
+  remove(NAME("v2.bin"));
+  remove(NAME("bad.bin"));
+}
+
 int main(void) {
   test_crc();
   test_round_trip();
@@ -722,5 +778,6 @@ int main(void) {
   test_generation_wrap();
   test_shards();
   test_alloc_failure();
+  test_version1();
   return t_done(IS_FLOAT ? "checkpoint (float)" : "checkpoint (double)");
 }

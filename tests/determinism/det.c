@@ -56,6 +56,7 @@ enum {
   H_STALE,
   H_CKPT,
   H_NSTEP,
+  H_SEQ,
   H_COUNT
 };
 
@@ -65,7 +66,7 @@ static const char *const det_names[H_COUNT] = {
     "buffer_items", "buffer_weights", "buffer_weights_bufmax",
     "buffer_window", "buffer_unique", "buffer_alpha0",
     "beta",         "buffer_state",  "stale",
-    "checkpoint",   "nstep"};
+    "checkpoint",   "nstep",         "sequences"};
 
 #define FNV_OFFSET 0xcbf29ce484222325ull
 #define FNV_PRIME 0x100000001b3ull
@@ -825,6 +826,84 @@ static void det_buffers(void) {
   det_edge(det_edge_beta0());
 }
 
+/* ---- sequences ------------------------------------------------------------- */
+
+/* Sequence replay: steps with episode ends, sequence draws (whole,
+   window, unique) with masks, IS weights (batch and buffer max), updates
+   from B x L TD errors, the sequence tree, and a checkpoint round trip. */
+static void det_seq(void) {
+  enum { B = 24 };
+  static const uint32_t shape[2][5] = {/* capacity, L, stride, flags, item */
+                                       {600, 8, 4, PER_SEQ_CROSS_EPISODES | PER_WEIGHTS_BUFFER_MAX, 8},
+                                       {90, 5, 5, 0, 12}};
+  uint32_t k, round, j;
+  for (k = 0; k < 2; ++k) {
+    per_config c = per_config_default(shape[k][0], shape[k][4]);
+    per_buffer b, l;
+    uint64_t next = 0, ids[B];
+    unsigned char *items, *out;
+    uint8_t ends[40], mask[B * 8];
+    float w[B], *td;
+    char path[64];
+    c.seq_len = shape[k][1];
+    c.seq_stride = shape[k][2];
+    c.flags = shape[k][3];
+    c.alpha = k ? 0.7 : 0.6;
+    c.eps = k ? 0 : 1e-6;
+    c.seq_eta = k ? 0.75 : 0.9;
+    c.seed = 21 + k;
+    CHECK(per_buffer_init(&b, &c, NULL));
+    items = (unsigned char *)det_alloc((size_t)40 * c.item_size);
+    out = (unsigned char *)det_alloc((size_t)B * c.seq_len * c.item_size);
+    td = (float *)det_alloc(sizeof(float) * B * c.seq_len);
+    for (round = 0; round < 200; ++round) {
+      uint32_t n = 1 + (uint32_t)(det_mix(round * 3 + k) % 40), nb;
+      per_sample_opts o;
+      per_status s;
+      for (j = 0; j < n; ++j) {
+        uint64_t h = det_mix(next ^ 0xe9d);
+        det_item(items + (size_t)j * c.item_size, c.item_size, next++);
+        ends[j] = (uint8_t)(h % 23 == 0 ? PER_END_TERMINATED : h % 31 == 0 ? PER_END_TRUNCATED : 0);
+      }
+      CHECK(per_buffer_add_steps(&b, items, n, ends));
+      memset(&o, 0, sizeof o);
+      o.flags = PER_SAMPLE_SEQUENCES | (round % 5 == 4 ? PER_SAMPLE_UNIQUE : 0u);
+      o.window = round % 3 == 1 ? 1 + (uint32_t)(det_mix(round) % c.capacity) : 0;
+      o.mask = mask;
+      nb = round % 5 == 4 ? 3 : B;
+      s = per_buffer_sample(&b, nb, &o, out, ids, w);
+      h_u32(H_SEQ, (uint32_t)s);
+      if (s != PER_OK) {
+        if (s != PER_ERR_TOO_FEW) CHECK(s);
+        continue;
+      }
+      h_u64s(H_SEQ, ids, nb);
+      h_f32s(H_SEQ, w, nb);
+      h_bytes(H_SEQ, mask, (size_t)nb * c.seq_len);
+      h_bytes(H_SEQ, out, (size_t)nb * c.seq_len * c.item_size);
+      for (j = 0; j < nb * c.seq_len; ++j) td[j] = det_td(ids[j / c.seq_len] + j, round);
+      CHECK(per_buffer_update_seq(&b, ids, td, nb, NULL));
+    }
+    CHECK(per_buffer_check(&b));
+    h_tree_nodes(H_SEQ, &b.seq_tree);
+    h_bytes(H_SEQ, b.seq_ok, b.seq_tree.capacity);
+    h_buf_state(H_SEQ, &b);
+    sprintf(path, "det_%s_seq%u.ckpt", DET_STR(PER_REAL), (unsigned)k);
+    CHECK(per_buffer_save(&b, path));
+    CHECK(per_buffer_init(&l, &c, NULL));
+    CHECK(per_buffer_load(&l, path));
+    if (memcmp(l.seq_tree.node, b.seq_tree.node,
+               (size_t)b.seq_tree.leaves * 2 * sizeof(per_real)) != 0)
+      det_die("sequence tree differs after a load", __LINE__);
+    remove(path);
+    per_buffer_free(&l);
+    per_buffer_free(&b);
+    free(items);
+    free(out);
+    free(td);
+  }
+}
+
 /* ---- nstep ----------------------------------------------------------------- */
 
 enum { OBS = 6, ACT = 3 };
@@ -918,6 +997,7 @@ int main(void) {
   det_swap();
   det_buffers();
   det_nstep();
+  det_seq();
   for (c = 0; c < H_COUNT; ++c) {
     unsigned char b[8];
     int j;
