@@ -2,8 +2,9 @@
    Input: one mode byte, then the file. Mode bit 0 recomputes the CRC so
    that the field checks behind it are reached; bits 1..5 choose a sharded
    load and bits 6..7 the capacity of the buffer it goes into. The file is
-   loaded into three buffers (plain, alpha = 0, with
-   PER_WEIGHTS_BUFFER_MAX). A refused file must leave the buffer byte for
+   loaded into four buffers (plain, alpha = 0, with
+   PER_WEIGHTS_BUFFER_MAX, with sequences of 4 steps every 2 slots across
+   episode ends). A refused file must leave the buffer byte for
    byte as it was; an accepted one must pass per_buffer_check and then
    sample and update normally. The same file also goes to per_nstep_load
    with two adders: refused, they are unchanged; accepted, they have
@@ -36,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fwrite(tail, 1, 4, f);
   }
   fclose(f);
-  for (variant = 0; variant < 3; ++variant) {
+  for (variant = 0; variant < 4; ++variant) {
     /* shards may go to smaller buffers: capacity 1, 6, 11 or 16 */
     per_config c = cfg_of((mode & 2u) ? 1 + ((mode >> 6) & 3u) * 5 : 16, 8);
     per_buffer b;
@@ -45,6 +46,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint32_t v;
     if (variant == 1) c.alpha = 0;
     if (variant == 2) c.flags = PER_WEIGHTS_BUFFER_MAX;
+    if (variant == 3 && c.capacity % 2 == 0) {
+      c.seq_len = 4;
+      c.seq_stride = 2;
+      c.flags = PER_SEQ_CROSS_EPISODES;
+    }
     if (per_buffer_init(&b, &c, NULL) != PER_OK) abort();
     for (v = 0; v < 5; ++v) {
       unsigned char item[8];
@@ -69,6 +75,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (b.size > 0) {
         CHECK_OK(per_buffer_sample(&b, 8, NULL, NULL, ids, w));
         CHECK_OK(per_buffer_update(&b, ids, td, 8, NULL));
+        CHECK_OK(per_buffer_check(&b));
+      }
+      if (b.seq_ok) {
+        per_sample_opts o;
+        uint8_t mask[8 * 4];
+        float std[8 * 4];
+        memset(&o, 0, sizeof o);
+        memset(std, 0, sizeof std);
+        o.flags = PER_SAMPLE_SEQUENCES;
+        o.mask = mask;
+        s = per_buffer_sample(&b, 8, &o, NULL, ids, w);
+        if (s == PER_OK) CHECK_OK(per_buffer_update_seq(&b, ids, std, 8, NULL));
+        else CHECK(s == PER_ERR_TOO_FEW || s == PER_ERR_EMPTY);
         CHECK_OK(per_buffer_check(&b));
       }
     }

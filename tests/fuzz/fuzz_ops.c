@@ -1,7 +1,7 @@
 /* fuzz_ops.c - libFuzzer target driving a buffer with random add / sample
    / update / save+load sequences and hostile values (NaN, infinities,
    huge and subnormal TD errors, unknown and stale ids, batch sizes beyond
-   the buffer, windows, flags). After every call: per_buffer_check passes;
+   the buffer, windows, flags, episode ends, sequence draws and updates). After every call: per_buffer_check passes;
    a call that fails left the buffer byte for byte as it was; a successful
    sample returns ids of stored items and weights in [0, 1]; a saved and
    reloaded buffer has the same state. */
@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   per_config c;
   per_buffer b;
   uint64_t ids[80];
-  uint32_t nids = 0, ops = 0;
+  uint32_t nids = 0, ops = 0, seq_ids = 0;
   uint32_t k;
   char path[128];
   r.p = data;
@@ -52,13 +52,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   c.max_unique = (k & 0x40u) ? 1 + next8(&r) % c.capacity : c.capacity;
   c.seed = next8(&r);
   c.beta_steps = 1 + next8(&r);
+  k = next8(&r); /* sequences: L, stride (may not divide: refused), cross */
+  if (k & 1u) {
+    c.seq_len = 1 + (k >> 1) % 12;
+    c.seq_stride = 1 + (k >> 4) % 6;
+    if (k & 0x80u) c.flags |= PER_SEQ_CROSS_EPISODES;
+  }
   if (per_buffer_init(&b, &c, NULL) != PER_OK) return 0;
   fuzz_path(path, sizeof path, "ops");
   while (r.n > 0 && ops++ < 400) {
-    uint32_t op = next8(&r) % 6;
+    uint32_t op = next8(&r) % 8;
     bsnap snap = bsnap_take(&b);
     per_status s = PER_OK;
-    unsigned char items[80 * 12];
+    static unsigned char items[80 * 12 * 12];
+    uint8_t mask[80 * 12];
     memset(items, (int)ops, sizeof items);
     if (op == 0) {
       s = per_buffer_add(&b, next8(&r) == 255 ? NULL : items);
@@ -68,16 +75,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       per_sample_opts o;
       float w[80];
       uint32_t B = next8(&r) % 80, i, out = next8(&r);
-      o.flags = next8(&r) & 0x83u;
+      o.flags = next8(&r) & 0x87u;
       o.window = next8(&r) % 60;
+      o.mask = (out & 8) ? mask : NULL;
       k = next8(&r);
       o.beta = k == 255 ? NAN : (k == 254 ? -1.0 : (double)k / 50.0);
       s = per_buffer_sample(&b, B, &o, (out & 1) ? items : NULL, (out & 2) ? ids : NULL,
                             (out & 4) ? w : NULL);
       if (s == PER_OK) {
-        for (i = 0; (out & 2) && i < B; ++i) CHECK((uint32_t)ids[i] < b.size);
+        int seq = (o.flags & PER_SAMPLE_SEQUENCES) != 0;
+        for (i = 0; (out & 2) && i < B; ++i)
+          CHECK((uint32_t)ids[i] < b.size && (!seq || b.seq_ok[(uint32_t)ids[i] / c.seq_stride]));
         for (i = 0; (out & 4) && i < B; ++i) CHECK(w[i] >= 0 && w[i] <= 1);
+        for (i = 0; seq && (out & 8) && i < B * c.seq_len; ++i) CHECK(mask[i] <= 1);
         nids = (out & 2) ? B : 0;
+        seq_ids = seq;
       }
     } else if (op == 3 || op == 4) {
       float td[80];
@@ -88,6 +100,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         u[i] = op == 3 ? ids[i] : ((uint64_t)next8(&r) % 8 << 32 | next16(&r) % 64);
       }
       s = per_buffer_update(&b, u, td, n, &stale);
+      if (s == PER_OK) CHECK(stale <= n);
+    } else if (op == 5) { /* steps with ends, some not PER_END_* */
+      uint8_t e[80];
+      uint32_t n = next8(&r) % 80, i;
+      for (i = 0; i < n; ++i) e[i] = (uint8_t)(next8(&r) % 7 == 0 ? 3 : next8(&r) % 3);
+      s = per_buffer_add_steps(&b, items, n, e);
+    } else if (op == 6) { /* sequence updates: the drawn ids or forged */
+      static float td[80 * 12];
+      uint64_t u[80];
+      uint32_t L = c.seq_len ? c.seq_len : 1, forged = !seq_ids || next8(&r) < 64;
+      uint32_t n = forged ? next8(&r) % 8 : nids, i, stale;
+      for (i = 0; i < n; ++i)
+        u[i] = forged ? ((uint64_t)next8(&r) % 8 << 32 | next16(&r) % 64) : ids[i];
+      for (i = 0; i < n * L; ++i) td[i] = next8(&r) < 8 ? hostile_td(&r) : (float)(i % 5);
+      s = per_buffer_update_seq(&b, u, td, n, &stale);
       if (s == PER_OK) CHECK(stale <= n);
     } else if (next8(&r) < 32) { /* rarer: a save is an fsync */
       per_buffer l;
