@@ -2523,7 +2523,9 @@ typedef struct peri_plan {
   uint32_t stride;           /* leaf j is the unit starting at slot j * stride */
   uint32_t nr, lo[2], hi[2]; /* eligible leaves: nr ranges [lo, hi) */
   uint32_t W, start;         /* the window: W items from slot start */
-  uint32_t nvalid;           /* eligible units a uniform draw picks from */
+  uint32_t nvalid;           /* degenerate: eligible units a uniform draw
+                                picks from (items: W; sequences: the valid
+                                ones, counted only then) */
   int mode, unique, whole, degenerate, bufmax;
   double beta;
   per_real total, seg;
@@ -2601,9 +2603,6 @@ static per_status peri_plan_sample(per_buffer *b, uint32_t B,
         p->hi[q] = (uint32_t)(((uint64_t)p->hi[q] + st - 1) / st);
       }
     }
-    for (q = 0; q < p->nr; ++q)
-      for (j = p->lo[q]; j < p->hi[q]; ++j) p->nvalid += b->seq_ok[j];
-    if (p->nvalid == 0 || (p->unique && B > p->nvalid)) return PER_ERR_TOO_FEW;
   } else {
     p->tree = &b->tree;
     p->min_node = b->min_node;
@@ -2619,7 +2618,12 @@ static per_status peri_plan_sample(per_buffer *b, uint32_t B,
     p->total = peri_cover_total(&p->cov, p->tree->node);
   }
   p->degenerate = !peri_dfinite((double)p->total) || !(p->total > 0);
-  /* with sequences, invalid ones are 0 */
+  if (p->degenerate && p->tree != &b->tree) { /* uniform over the valid ones */
+    for (q = 0; q < p->nr; ++q)
+      for (j = p->lo[q]; j < p->hi[q]; ++j) p->nvalid += b->seq_ok[j];
+    if (p->nvalid == 0 || (p->unique && B > p->nvalid)) return PER_ERR_TOO_FEW;
+  }
+  /* with sequences, invalid ones are 0: a positive leaf is a valid one */
   if (p->unique && !p->degenerate && (b->zero_hint || p->tree != &b->tree) &&
       peri_count_positive(p) < B)
     return PER_ERR_TOO_FEW;
@@ -3711,7 +3715,7 @@ static void peri_load_apply(per_buffer *b, const peri_ckpt *k, peri_sel sel,
   }
   b->max_leaf = b->cfg.alpha == 0 ? (per_real)1 : (per_real)peri_getf64(h + PERI_H_MAXLEAF);
   if (b->seq_ok) { /* the sequences, from the loaded steps */
-    memset(b->seq_tree.node, 0, per_tree_bytes(b->seq_tree.capacity));
+    per_tree_clear(&b->seq_tree);
     memset(b->seq_ok, 0, b->seq_tree.capacity);
     peri_min_build(b->seq_min_node, &b->seq_tree);
     peri_seq_refresh_slots(b, 0, cap);
