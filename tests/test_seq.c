@@ -75,6 +75,15 @@ static uint32_t model_steps(const per_buffer *b, const model *m, uint32_t slot) 
   return L;
 }
 
+/* Item updates of every stored slot: slot j gets td[j] (size <= 64). */
+static void update_all(per_buffer *b, const float *td) {
+  uint64_t ids[64];
+  uint32_t j;
+  REQUIRE(b->size <= 64);
+  for (j = 0; j < b->size; ++j) ids[j] = (uint64_t)j | ((uint64_t)b->gen[j] << 32);
+  CHECK_OK(per_buffer_update(b, ids, td, b->size, NULL));
+}
+
 /* Every sequence leaf against the model: validity exactly, the value as
    eta * max + (1 - eta) * mean of the unmasked steps' leaves. */
 static void check_model(const per_buffer *b, const model *m) {
@@ -296,7 +305,7 @@ static void test_law(void) {
   per_buffer b;
   static model m;
   per_sample_opts o;
-  uint64_t ids[64], iid[64];
+  uint64_t ids[64];
   float td[64];
   double counts[32], expd[32], total = 0, stat, p;
   uint32_t j, k, cells = 0;
@@ -305,11 +314,8 @@ static void test_law(void) {
   CHECK_OK(per_buffer_init(&b, &c, NULL));
   add_steps(&b, &m, 64, 0, 0);
   add_steps(&b, &m, 10, 0, 0); /* wrapped: slots 10..15 hold the newest */
-  for (j = 0; j < 64; ++j) {
-    iid[j] = (uint64_t)j | ((uint64_t)b.gen[j] << 32);
-    td[j] = (float)((j * 37) % 11) * 0.5f;
-  }
-  CHECK_OK(per_buffer_update(&b, iid, td, 64, NULL));
+  for (j = 0; j < 64; ++j) td[j] = (float)((j * 37) % 11) * 0.5f;
+  update_all(&b, td);
   check_model(&b, &m);
   memset(&o, 0, sizeof o);
   o.flags = PER_SAMPLE_SEQUENCES;
@@ -404,13 +410,8 @@ static void test_edges(void) {
   CHECK_OK(per_buffer_init(&b, &c, NULL));
   add_steps(&b, &m, 12, 5, 2);
   {
-    uint64_t iid[12];
-    float td[12];
-    for (j = 0; j < 12; ++j) {
-      iid[j] = (uint64_t)j | ((uint64_t)b.gen[j] << 32);
-      td[j] = 0;
-    }
-    CHECK_OK(per_buffer_update(&b, iid, td, 12, NULL));
+    float td[12] = {0};
+    update_all(&b, td);
   }
   check_model(&b, &m);
   CHECK(b.seq_tree.node[1] == 0);
@@ -508,13 +509,9 @@ static void test_buffer_max(void) {
   CHECK_OK(per_buffer_init(&b, &c, NULL));
   add_steps(&b, &m, 40, 6, 1);
   {
-    uint64_t iid[32];
     float td[32];
-    for (j = 0; j < 32; ++j) {
-      iid[j] = (uint64_t)j | ((uint64_t)b.gen[j] << 32);
-      td[j] = (float)(j % 7) + 0.5f;
-    }
-    CHECK_OK(per_buffer_update(&b, iid, td, 32, NULL));
+    for (j = 0; j < 32; ++j) td[j] = (float)(j % 7) + 0.5f;
+    update_all(&b, td);
   }
   check_model(&b, &m);
   for (j = 0; j < b.seq_tree.capacity; ++j) {
