@@ -18,7 +18,7 @@
       5. Categorical sampler . per_tree_sample_iid, per_cat_*      >>cat
       6. Replay buffer ....... per_config, per_buffer_*            >>buffer
       7. n-step adder ........ per_nstep_*                         >>nstep
-      8. Checkpoints ......... per_buffer_save/load, per_crc32c    >>ckpt
+      8. Checkpoints ......... per_buffer_save/load/snapshot       >>ckpt
       (grep the implementation for the >>markers)
 
    QUICK START
@@ -93,8 +93,8 @@
       PER_FREE(p,ctx)     given to the init function. Define both or neither.
       PER_ASSERT(x)       internal invariant checks, default assert(x)
       PER_NO_STDIO        leave out the checkpoint files (per_buffer_save,
-                          per_buffer_load, per_buffer_load_shard) and
-                          <stdio.h>
+                          per_buffer_load, per_buffer_load_shard,
+                          per_snapshot_write) and <stdio.h>
 
    BUILD FLAGS
       Results do not depend on the optimization level, -march, C or C++,
@@ -665,6 +665,15 @@ typedef struct per_cat {
    PER_ERR_NULL, PER_ERR_BATCH (max_k == 0 or > 2^30), PER_ERR_NOMEM (then
    *c is empty and freeable). reject_limit starts at max_k. */
 PERDEF per_status per_cat_init(per_cat *c, uint32_t max_k, void *alloc_ctx);
+/* Bytes of the workspace for batches up to max_k: a hash table of 2^h
+   uint32_t (the least 2^h >= 2 max_k) then max_k per_real. 0 when max_k
+   is 0 or > 2^30. */
+PERDEF size_t per_cat_bytes(uint32_t max_k);
+/* per_cat_init in caller memory `mem` of `bytes` >= per_cat_bytes(max_k),
+   aligned for per_real; the workspace never frees it. Errors:
+   PER_ERR_NULL, PER_ERR_BATCH, PER_ERR_MEMORY (too small or misaligned). */
+PERDEF per_status per_cat_init_mem(per_cat *c, uint32_t max_k, void *mem,
+                                   size_t bytes);
 /* Release and zero. Safe on a zeroed workspace and on NULL. */
 PERDEF void per_cat_free(per_cat *c);
 
@@ -760,7 +769,8 @@ PERDEF per_config per_config_default(uint32_t capacity, uint32_t item_size);
    and the oldest is slot pos once the ring is full (slot 0 before). */
 typedef struct per_buffer {
   per_config cfg;        /* validated */
-  unsigned char *items;  /* capacity * item_size bytes */
+  unsigned char *items;  /* capacity * item_size bytes (the caller's with
+                            per_buffer_init_mem) */
   uint32_t *gen;         /* per slot: times written (0 = never), counted
                             1..2^32-1 then 1 again (per_buffer_update) */
   per_tree tree;         /* leaf i = priority of slot i; unfilled slots 0 */
@@ -785,6 +795,7 @@ typedef struct per_buffer {
   uint64_t added;        /* items added in total */
   uint64_t step;         /* sample calls so far (the beta schedule) */
   uint32_t zero_hint;    /* 1 once some leaf may have been set to 0 */
+  uint32_t own_items;    /* 1 when items was allocated (per_buffer_init) */
   void *alloc_ctx;
 } per_buffer;
 
@@ -820,6 +831,19 @@ typedef struct per_sample_opts {
    per_buffer_free accepts it) and nothing is leaked. */
 PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
                                   void *alloc_ctx);
+/* per_buffer_init with the item ring in caller memory: `items`, `bytes`
+   >= capacity * item_size, any alignment, e.g. a file mapped with mmap
+   (MAP_SHARED) for a ring larger than RAM. Everything else (generations,
+   episode ends, trees, workspaces) is allocated as by per_buffer_init.
+   The ring is used as it is: not zeroed, and no slot is read before an
+   add or a load writes it (a load also zeroes the slots it leaves
+   empty). Slot i is at items + i * item_size; per_buffer_free never
+   frees it. Errors: those
+   of per_buffer_init, plus PER_ERR_NULL (items) and PER_ERR_MEMORY
+   (bytes < capacity * item_size). */
+PERDEF per_status per_buffer_init_mem(per_buffer *b, const per_config *cfg,
+                                      void *items, size_t bytes,
+                                      void *alloc_ctx);
 /* Release everything and zero *b. Safe on a zeroed buffer and on NULL. */
 PERDEF void per_buffer_free(per_buffer *b);
 /* Items stored (0 for NULL). */
@@ -1052,7 +1076,7 @@ PERDEF per_status per_nstep_step(per_nstep *a, per_buffer *b,
 PERDEF void per_nstep_reset(per_nstep *a);
 
 /* ======================================================================
-   8. Checkpoints (not with PER_NO_STDIO)                           >>ckpt
+   8. Checkpoints (files not with PER_NO_STDIO)                     >>ckpt
    ======================================================================
    A little-endian binary file (format in README.md): header with magic,
    version, endianness marker, field sizes, config and counters; then the
@@ -1068,6 +1092,30 @@ PERDEF uint32_t per_crc32c(uint32_t crc, const void *p, size_t n);
 /* Version 2 adds the sequence config and the episode ends; version 1
    files still load. */
 #define PER_CKPT_VERSION 2u
+
+/* Checkpoints that do not stall training: per_buffer_snapshot copies the
+   checkpoint's bytes into caller memory (the training thread waits only
+   for that copy: memcpy speed on a little-endian host), and
+   per_snapshot_write writes them to a file from any thread, with the
+   checksum and the guarantees of per_buffer_save. The library starts no
+   thread itself; README.md shows the pthread pattern. The file written
+   is byte for byte the one per_buffer_save would have written at the
+   moment of the snapshot.
+
+   per_buffer_snapshot_bytes: the bytes a snapshot of b takes when b is
+   full (capacity items), the most any snapshot of b needs: allocate that
+   once. 0 for NULL or an uninitialised buffer, or when it does not fit
+   in size_t. */
+PERDEF size_t per_buffer_snapshot_bytes(const per_buffer *b);
+/* The checkpoint of b as it is now, into mem[0..*len): the file's bytes
+   (README.md has the format), its last 4 bytes (the CRC-32C) left 0 for
+   per_snapshot_write to fill in its file. b is not changed and mem needs
+   no alignment. O(size): a memcpy of the items, generations, leaves (and
+   permutation) and ends. Available with PER_NO_STDIO. Errors (nothing
+   written): PER_ERR_NULL, PER_ERR_MEMORY (bytes is below the snapshot's
+   length; per_buffer_snapshot_bytes(b) is always enough). */
+PERDEF per_status per_buffer_snapshot(const per_buffer *b, void *mem,
+                                      size_t bytes, size_t *len);
 
 #ifndef PER_NO_STDIO
 /* Write the whole state to `path`. The buffer is not changed.
@@ -1098,6 +1146,19 @@ PERDEF uint32_t per_crc32c(uint32_t crc, const void *p, size_t n);
    Errors: PER_ERR_NULL, PER_ERR_NOMEM (the temporary name), PER_ERR_IO
    (create, write, flush, sync or rename failed). */
 PERDEF per_status per_buffer_save(const per_buffer *b, const char *path);
+/* Write a snapshot (per_buffer_snapshot's mem and len) to `path` as
+   per_buffer_save does (the same temporary file, fsyncs and atomic
+   replace, with the same guarantees), computing its CRC-32C. Touches
+   nothing but the snapshot (read only) and the file system, so it may
+   run on any thread, also while the buffer it came from keeps adding
+   and sampling; the snapshot memory must not change until it returns.
+   Several writes may run at once. alloc_ctx goes to PER_MALLOC/PER_FREE
+   (the temporary file's name). Errors: PER_ERR_NULL, PER_ERR_FORMAT (not
+   a snapshot of this version: magic, version, byte-order marker, header
+   size, or a length other than the header's), PER_ERR_NOMEM, PER_ERR_IO
+   (as per_buffer_save; the existing file at path stays as it was). */
+PERDEF per_status per_snapshot_write(const void *snap, size_t len,
+                                     const char *path, void *alloc_ctx);
 /* Replace the whole state of b (initialised) with the file's: items,
    leaves, generations, ring position, counters, rng, beta step, max_leaf
    and the config's alpha, beta0, beta1, beta_steps, eps, max_priority and
@@ -1118,9 +1179,11 @@ PERDEF per_status per_buffer_save(const per_buffer *b, const char *path);
    with a valid checksum). */
 PERDEF per_status per_buffer_load(per_buffer *b, const char *path);
 /* Rank `rank` of `world` loads the items of slots rank, rank + world, ...
-   of the file, with their leaves, into b (oldest first, at slots 0, 1,
-   ...; generations restart at 1; b keeps its own config, rng and step;
-   max_leaf comes from the file; with alpha = 0 in b every leaf is 1).
+   of the file, with their leaves and episode ends, into b (oldest first,
+   at slots 0, 1, ...; generations restart at 1; b keeps its own config,
+   rng and step; max_leaf comes from the file; with alpha = 0 in b every
+   leaf is 1). The global count stays: b->added becomes the file's added
+   (every item added to the saved buffer), the same on every rank.
    Ranks 0..world-1 together load every item exactly once. b needs the
    same item_size and PER_REAL and capacity >= the shard's items. Errors
    as per_buffer_load (PER_ERR_MISMATCH for those), plus PER_ERR_ARG
@@ -1917,13 +1980,47 @@ PERDEF per_status per_tree_sample_iid(const per_tree *t, per_rng *rng,
   return PER_OK;
 }
 
-PERDEF per_status per_cat_init(per_cat *c, uint32_t max_k, void *alloc_ctx) {
+/* Bits of the hash table for batches up to max_k (1 .. 2^30): load
+   factor <= 1/2. */
+static uint32_t peri_cat_hbits(uint32_t max_k) {
   uint32_t hbits = 1;
+  while ((1u << hbits) < 2u * max_k) ++hbits;
+  return hbits;
+}
+
+PERDEF size_t per_cat_bytes(uint32_t max_k) {
+  size_t slots;
+  if (max_k == 0 || max_k > (1u << 30)) return 0;
+  slots = (size_t)1 << peri_cat_hbits(max_k);
+  if (slots > ((size_t)-1 - (size_t)max_k * sizeof(per_real)) / sizeof(uint32_t)) return 0;
+  return slots * sizeof(uint32_t) + (size_t)max_k * sizeof(per_real);
+}
+
+PERDEF per_status per_cat_init_mem(per_cat *c, uint32_t max_k, void *mem, size_t bytes) {
+  size_t need;
+  if (!c) return PER_ERR_NULL;
+  memset(c, 0, sizeof *c);
+  if (max_k == 0 || max_k > (1u << 30)) return PER_ERR_BATCH;
+  if (!mem) return PER_ERR_NULL;
+  need = per_cat_bytes(max_k);
+  if (need == 0 || bytes < need || (uintptr_t)mem % sizeof(per_real) != 0)
+    return PER_ERR_MEMORY;
+  c->hbits = peri_cat_hbits(max_k);
+  c->table = (uint32_t *)mem;
+  /* 2^hbits >= 2 words of 4 bytes: the values after them stay aligned */
+  c->saved = (per_real *)(void *)((unsigned char *)mem + ((size_t)4 << c->hbits));
+  c->max_k = max_k;
+  c->reject_limit = max_k;
+  return PER_OK;
+}
+
+PERDEF per_status per_cat_init(per_cat *c, uint32_t max_k, void *alloc_ctx) {
+  uint32_t hbits;
   size_t slots;
   if (!c) return PER_ERR_NULL;
   memset(c, 0, sizeof *c);
   if (max_k == 0 || max_k > (1u << 30)) return PER_ERR_BATCH;
-  while ((1u << hbits) < 2u * max_k) ++hbits; /* load factor <= 1/2 */
+  hbits = peri_cat_hbits(max_k);
   slots = (size_t)1 << hbits;
   c->table = (uint32_t *)PER_MALLOC(slots * sizeof(uint32_t), alloc_ctx);
   if (!c->table) return PER_ERR_NOMEM;
@@ -2264,8 +2361,10 @@ static void peri_seq_touch(per_buffer *b, uint32_t first, uint64_t n) {
   peri_seq_refresh_slots(b, (uint32_t)(((uint64_t)first + cap - back) % cap), n + back);
 }
 
-PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
-                                  void *alloc_ctx) {
+/* per_buffer_init (items == NULL: allocated and zeroed) and
+   per_buffer_init_mem (the caller's items, as they are). */
+static per_status peri_buffer_init(per_buffer *b, const per_config *cfg, void *items,
+                                   size_t items_bytes, void *alloc_ctx) {
   per_config c;
   per_status s;
   size_t bytes;
@@ -2278,9 +2377,18 @@ PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
   b->alloc_ctx = alloc_ctx;
   b->cfg = c;
   bytes = (size_t)c.capacity * c.item_size;
-  b->items = (unsigned char *)PER_MALLOC(bytes, alloc_ctx);
-  if (!b->items) goto nomem;
-  memset(b->items, 0, bytes);
+  if (items) {
+    if (items_bytes < bytes) {
+      memset(b, 0, sizeof *b);
+      return PER_ERR_MEMORY;
+    }
+    b->items = (unsigned char *)items;
+  } else {
+    b->items = (unsigned char *)PER_MALLOC(bytes, alloc_ctx);
+    if (!b->items) goto nomem;
+    memset(b->items, 0, bytes);
+    b->own_items = 1;
+  }
   b->gen = (uint32_t *)PER_MALLOC((size_t)c.capacity * sizeof(uint32_t), alloc_ctx);
   if (!b->gen) goto nomem;
   memset(b->gen, 0, (size_t)c.capacity * sizeof(uint32_t));
@@ -2327,9 +2435,23 @@ fail:
   return s;
 }
 
+PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
+                                  void *alloc_ctx) {
+  return peri_buffer_init(b, cfg, NULL, 0, alloc_ctx);
+}
+
+PERDEF per_status per_buffer_init_mem(per_buffer *b, const per_config *cfg,
+                                      void *items, size_t bytes, void *alloc_ctx) {
+  if (b && !items) {
+    memset(b, 0, sizeof *b);
+    return PER_ERR_NULL;
+  }
+  return peri_buffer_init(b, cfg, items, bytes, alloc_ctx);
+}
+
 PERDEF void per_buffer_free(per_buffer *b) {
   if (!b) return;
-  if (b->items) PER_FREE(b->items, b->alloc_ctx);
+  if (b->items && b->own_items) PER_FREE(b->items, b->alloc_ctx);
   if (b->gen) PER_FREE(b->gen, b->alloc_ctx);
   if (b->ends) PER_FREE(b->ends, b->alloc_ctx);
   per_tree_free(&b->tree);
@@ -3135,7 +3257,6 @@ PERDEF uint32_t per_crc32c(uint32_t crc, const void *p, size_t n) {
   return ~peri_crc_run(t, ~crc, p, n);
 }
 
-#ifndef PER_NO_STDIO
 /* Little-endian encoding, whatever the host. */
 static void peri_put32(unsigned char *p, uint32_t v) {
   p[0] = (unsigned char)v;
@@ -3162,6 +3283,7 @@ static void peri_put_real(unsigned char *p, per_real v) {
     peri_putf64(p, (double)v);
   }
 }
+#ifndef PER_NO_STDIO
 static uint32_t peri_get32(const unsigned char *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
@@ -3183,6 +3305,8 @@ static per_real peri_get_real(const unsigned char *p) {
   }
   return (per_real)peri_getf64(p);
 }
+
+#endif
 
 /* Header field offsets (README.md has the table). */
 enum {
@@ -3208,6 +3332,109 @@ static uint64_t peri_ckpt_bytes(uint32_t version, uint32_t size, uint32_t item_s
          (uint64_t)size * ((uint64_t)item_size + 4u + sizeof(per_real) + 4u * has_perm + v2);
 }
 
+/* The header of b's state. */
+static void peri_ckpt_header(const per_buffer *b, unsigned char *h) {
+  const per_config *c = &b->cfg;
+  uint32_t has_perm = b->swap.perm != NULL, i;
+  memset(h, 0, PERI_H_BYTES);
+  memcpy(h + PERI_H_MAGIC, peri_magic, 8);
+  peri_put32(h + PERI_H_VERSION, PER_CKPT_VERSION);
+  peri_put32(h + PERI_H_ENDIAN, 0x01020304u);
+  peri_put32(h + PERI_H_HBYTES, PERI_H_BYTES);
+  peri_put32(h + PERI_H_REAL, (uint32_t)sizeof(per_real));
+  peri_put32(h + PERI_H_CAPACITY, c->capacity);
+  peri_put32(h + PERI_H_ITEM, c->item_size);
+  peri_put32(h + PERI_H_SIZE, b->size);
+  peri_put32(h + PERI_H_POS, b->pos);
+  peri_put32(h + PERI_H_FLAGS, c->flags);
+  peri_put32(h + PERI_H_MAXU, c->max_unique);
+  peri_put32(h + PERI_H_ZHINT, b->zero_hint);
+  peri_put32(h + PERI_H_PERM, has_perm);
+  peri_putf64(h + PERI_H_ALPHA, c->alpha);
+  peri_putf64(h + PERI_H_BETA0, c->beta0);
+  peri_putf64(h + PERI_H_BETA1, c->beta1);
+  peri_putf64(h + PERI_H_EPS, c->eps);
+  peri_putf64(h + PERI_H_MAXP, c->max_priority);
+  peri_put64(h + PERI_H_BSTEPS, c->beta_steps);
+  peri_put64(h + PERI_H_SEED, c->seed);
+  peri_put64(h + PERI_H_STEP, b->step);
+  peri_put64(h + PERI_H_ADDED, b->added);
+  peri_put64(h + PERI_H_RSEED, b->rng.seed);
+  peri_put64(h + PERI_H_RCTR, b->rng.counter);
+  for (i = 0; i < 4; ++i) peri_put32(h + PERI_H_RBUF + 4 * i, b->rng.buf[i]);
+  peri_put32(h + PERI_H_RAVAIL, b->rng.avail);
+  peri_putf64(h + PERI_H_MAXLEAF, (double)b->max_leaf);
+  peri_putf64(h + PERI_H_TOTAL, (double)b->tree.node[1]);
+  peri_put64(h + PERI_H_FBYTES,
+             peri_ckpt_bytes(PER_CKPT_VERSION, b->size, c->item_size, has_perm));
+  peri_put32(h + PERI_H_SEQLEN, c->seq_len);
+  peri_put32(h + PERI_H_SEQSTRIDE, c->seq_stride);
+  peri_putf64(h + PERI_H_SEQETA, c->seq_eta);
+}
+
+/* ---- snapshots: the file's bytes in caller memory ---- */
+
+/* 1 on a little-endian host (a constant the compiler folds). */
+static int peri_host_le(void) {
+  const uint32_t one = 1;
+  unsigned char c;
+  memcpy(&c, &one, 1);
+  return c == 1;
+}
+
+/* v[0..n) as little-endian 32-bit words at p: one memcpy on a
+   little-endian host. Returns the end. */
+static unsigned char *peri_put32s(unsigned char *p, const uint32_t *v, uint32_t n) {
+  uint32_t i;
+  if (peri_host_le()) {
+    memcpy(p, v, (size_t)n * 4);
+  } else {
+    for (i = 0; i < n; ++i) peri_put32(p + (size_t)i * 4, v[i]);
+  }
+  return p + (size_t)n * 4;
+}
+
+/* v[0..n) as the file stores per_real values (peri_put_real). */
+static unsigned char *peri_put_reals(unsigned char *p, const per_real *v, uint32_t n) {
+  uint32_t i;
+  if (peri_host_le()) {
+    memcpy(p, v, (size_t)n * sizeof(per_real));
+  } else {
+    for (i = 0; i < n; ++i) peri_put_real(p + (size_t)i * sizeof(per_real), v[i]);
+  }
+  return p + (size_t)n * sizeof(per_real);
+}
+
+PERDEF size_t per_buffer_snapshot_bytes(const per_buffer *b) {
+  uint64_t n;
+  if (!b || !b->items) return 0;
+  n = peri_ckpt_bytes(PER_CKPT_VERSION, b->cfg.capacity, b->cfg.item_size,
+                      b->swap.perm != NULL);
+  return (uint64_t)(size_t)n == n ? (size_t)n : 0;
+}
+
+PERDEF per_status per_buffer_snapshot(const per_buffer *b, void *mem, size_t bytes,
+                                      size_t *len) {
+  unsigned char *p = (unsigned char *)mem;
+  uint64_t need;
+  size_t n;
+  if (!b || !b->items || !mem || !len) return PER_ERR_NULL;
+  need = peri_ckpt_bytes(PER_CKPT_VERSION, b->size, b->cfg.item_size, b->swap.perm != NULL);
+  if (need > (uint64_t)bytes) return PER_ERR_MEMORY;
+  peri_ckpt_header(b, p);
+  p += PERI_H_BYTES;
+  n = (size_t)b->size * b->cfg.item_size;
+  memcpy(p, b->items, n);
+  p = peri_put32s(p + n, b->gen, b->size);
+  p = peri_put_reals(p, b->tree.node + b->tree.leaves, b->size);
+  if (b->swap.perm) p = peri_put32s(p, b->swap.perm, b->size);
+  memcpy(p, b->ends, b->size);
+  memset(p + b->size, 0, 4); /* the CRC: per_snapshot_write computes it */
+  *len = (size_t)need;
+  return PER_OK;
+}
+
+#ifndef PER_NO_STDIO
 /* fsync where POSIX has it. Strict C modes hide the declarations, so they
    are repeated here (compatible with the system's). */
 #ifdef PERI_HAVE_FSYNC
@@ -3349,46 +3576,6 @@ static per_status peri_writer_finish(peri_writer *w, const char *path) {
   return w->err ? PER_ERR_IO : PER_OK;
 }
 
-/* The header of b's state. */
-static void peri_ckpt_header(const per_buffer *b, unsigned char *h) {
-  const per_config *c = &b->cfg;
-  uint32_t has_perm = b->swap.perm != NULL, i;
-  memset(h, 0, PERI_H_BYTES);
-  memcpy(h + PERI_H_MAGIC, peri_magic, 8);
-  peri_put32(h + PERI_H_VERSION, PER_CKPT_VERSION);
-  peri_put32(h + PERI_H_ENDIAN, 0x01020304u);
-  peri_put32(h + PERI_H_HBYTES, PERI_H_BYTES);
-  peri_put32(h + PERI_H_REAL, (uint32_t)sizeof(per_real));
-  peri_put32(h + PERI_H_CAPACITY, c->capacity);
-  peri_put32(h + PERI_H_ITEM, c->item_size);
-  peri_put32(h + PERI_H_SIZE, b->size);
-  peri_put32(h + PERI_H_POS, b->pos);
-  peri_put32(h + PERI_H_FLAGS, c->flags);
-  peri_put32(h + PERI_H_MAXU, c->max_unique);
-  peri_put32(h + PERI_H_ZHINT, b->zero_hint);
-  peri_put32(h + PERI_H_PERM, has_perm);
-  peri_putf64(h + PERI_H_ALPHA, c->alpha);
-  peri_putf64(h + PERI_H_BETA0, c->beta0);
-  peri_putf64(h + PERI_H_BETA1, c->beta1);
-  peri_putf64(h + PERI_H_EPS, c->eps);
-  peri_putf64(h + PERI_H_MAXP, c->max_priority);
-  peri_put64(h + PERI_H_BSTEPS, c->beta_steps);
-  peri_put64(h + PERI_H_SEED, c->seed);
-  peri_put64(h + PERI_H_STEP, b->step);
-  peri_put64(h + PERI_H_ADDED, b->added);
-  peri_put64(h + PERI_H_RSEED, b->rng.seed);
-  peri_put64(h + PERI_H_RCTR, b->rng.counter);
-  for (i = 0; i < 4; ++i) peri_put32(h + PERI_H_RBUF + 4 * i, b->rng.buf[i]);
-  peri_put32(h + PERI_H_RAVAIL, b->rng.avail);
-  peri_putf64(h + PERI_H_MAXLEAF, (double)b->max_leaf);
-  peri_putf64(h + PERI_H_TOTAL, (double)b->tree.node[1]);
-  peri_put64(h + PERI_H_FBYTES,
-             peri_ckpt_bytes(PER_CKPT_VERSION, b->size, c->item_size, has_perm));
-  peri_put32(h + PERI_H_SEQLEN, c->seq_len);
-  peri_put32(h + PERI_H_SEQSTRIDE, c->seq_stride);
-  peri_putf64(h + PERI_H_SEQETA, c->seq_eta);
-}
-
 PERDEF per_status per_buffer_save(const per_buffer *b, const char *path) {
   peri_writer w;
   unsigned char h[PERI_H_BYTES], buf[4096];
@@ -3420,6 +3607,24 @@ PERDEF per_status per_buffer_save(const per_buffer *b, const char *path) {
     }
   }
   peri_wbytes(&w, b->ends, b->size);
+  return peri_writer_finish(&w, path);
+}
+
+PERDEF per_status per_snapshot_write(const void *snap, size_t len, const char *path,
+                                     void *alloc_ctx) {
+  const unsigned char *p = (const unsigned char *)snap;
+  peri_writer w;
+  per_status s;
+  if (!snap || !path) return PER_ERR_NULL;
+  if (len < PERI_H_BYTES + 4 || memcmp(p, peri_magic, 8) != 0 ||
+      peri_get32(p + PERI_H_VERSION) != PER_CKPT_VERSION ||
+      peri_get32(p + PERI_H_ENDIAN) != 0x01020304u ||
+      peri_get32(p + PERI_H_HBYTES) != PERI_H_BYTES ||
+      peri_get64(p + PERI_H_FBYTES) != (uint64_t)len)
+    return PER_ERR_FORMAT;
+  s = peri_writer_open(&w, path, alloc_ctx);
+  if (s != PER_OK) return s;
+  peri_wbytes(&w, p, len - 4);
   return peri_writer_finish(&w, path);
 }
 
@@ -3710,7 +3915,7 @@ static void peri_load_apply(per_buffer *b, const peri_ckpt *k, peri_sel sel,
     b->zero_hint = peri_get32(h + PERI_H_ZHINT);
   } else {
     b->pos = n % cap;
-    b->added = n;
+    b->added = peri_get64(h + PERI_H_ADDED); /* the global count */
     b->zero_hint = zero;
   }
   b->max_leaf = b->cfg.alpha == 0 ? (per_real)1 : (per_real)peri_getf64(h + PERI_H_MAXLEAF);

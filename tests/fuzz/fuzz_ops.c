@@ -1,10 +1,12 @@
 /* fuzz_ops.c - libFuzzer target driving a buffer with random add / sample
    / update / save+load sequences and hostile values (NaN, infinities,
    huge and subnormal TD errors, unknown and stale ids, batch sizes beyond
-   the buffer, windows, flags, episode ends, sequence draws and updates). After every call: per_buffer_check passes;
-   a call that fails left the buffer byte for byte as it was; a successful
-   sample returns ids of stored items and weights in [0, 1]; a saved and
-   reloaded buffer has the same state. */
+   the buffer, windows, flags, episode ends, sequence draws and updates).
+   After every call: per_buffer_check passes; a call that fails left the
+   buffer byte for byte as it was; a successful sample returns ids of
+   stored items and weights in [0, 1]; a saved and reloaded buffer has the
+   same state; a snapshot is the saved file but for its CRC, and
+   per_snapshot_write writes a file that loads the same. */
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -119,6 +121,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else if (next8(&r) < 32) { /* rarer: a save is an fsync */
       per_buffer l;
       if (per_buffer_save(&b, path) == PER_OK) {
+        /* the snapshot is the file but for its CRC, and loads the same
+           once per_snapshot_write has written it */
+        size_t cap = per_buffer_snapshot_bytes(&b), len = 0;
+        unsigned char *mem = (unsigned char *)malloc(cap), *file = (unsigned char *)malloc(cap);
+        FILE *f = fopen(path, "rb");
+        CHECK(mem && file && f);
+        if (mem && file && f) {
+          size_t got = fread(file, 1, cap, f);
+          CHECK_OK(per_buffer_snapshot(&b, mem, cap, &len));
+          CHECK(got == len && memcmp(mem, file, len - 4) == 0);
+          if (next8(&r) < 128) CHECK_OK(per_snapshot_write(mem, len, path, NULL));
+        }
+        if (f) fclose(f);
+        free(mem);
+        free(file);
         CHECK_OK(per_buffer_init(&l, &c, NULL));
         CHECK_OK(per_buffer_load(&l, path));
         CHECK(state_equal(&b, &l));
