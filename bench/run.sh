@@ -22,7 +22,8 @@
 # Steps: machine.txt, bench_tree (grid: N in {2^16, 10^6, 2^24}, B in {256,
 # 1024, 4096}; sample, update, add) for double and float, a sweep of more N
 # for the plot (sample and update at B = 1024), bench_samplers for double
-# and float, the largest sizes again with huge pages (double), hyperfine.sh,
+# and float, bench_replay (double), the largest sizes again with huge pages
+# (double), hyperfine.sh,
 # plot.gp, report.py. Run it on a quiet machine:
 # the figures are medians, but another busy process on a 2-core machine
 # still moves them (the load average is recorded in machine.txt).
@@ -89,6 +90,10 @@ for real in double float; do
   echo "== bench_samplers ($real)"
   "$b/bench_samplers_$real" $args --csv "$out/samplers_$real.csv" | tee "$out/samplers_$real.txt"
 done
+echo "== bench_replay (double): snapshots, saves, sequence steps"
+mkdir -p "$build/bench-save"
+"$b/bench_replay_double" $args --dir "$build/bench-save" \
+  --csv "$out/replay_double.csv" | tee "$out/replay_double.txt"
 echo "== huge pages (--huge: 2 MiB aligned, madvise(MADV_HUGEPAGE)), double"
 if [ -n "$quick" ]; then hn=""; else hn="--n 2^24"; fi
 "$b/bench_tree_double" $args --huge --op sample,update,addrun --b 1024 $hn \
