@@ -780,6 +780,8 @@ typedef struct per_buffer {
   per_swap swap;         /* alpha == 0 only: uniform without replacement */
   per_cat cat;           /* workspace of PER_SAMPLE_UNIQUE */
   uint8_t *ends;         /* per slot: PER_END_* of the step stored there */
+  uint32_t *traj;        /* per slot: the low 32 bits of the id of the
+                            trajectory (add call) that stored it */
   per_tree seq_tree;     /* seq_len > 0: leaf j = priority of the sequence
                             starting at slot j * seq_stride, 0 while it is
                             not valid; else empty */
@@ -793,6 +795,8 @@ typedef struct per_buffer {
   uint32_t size;         /* items stored */
   uint32_t pos;          /* slot the next add writes */
   uint64_t added;        /* items added in total */
+  uint64_t trajs;        /* trajectories added in total (add calls that
+                            stored items): the next one's id */
   uint64_t step;         /* sample calls so far (the beta schedule) */
   uint32_t zero_hint;    /* 1 once some leaf may have been set to 0 */
   uint32_t own_items;    /* 1 when items was allocated (per_buffer_init) */
@@ -803,16 +807,19 @@ typedef struct per_buffer {
 enum {
   PER_SAMPLE_UNIQUE = 1u << 0, /* distinct items within the batch */
   PER_SAMPLE_BETA = 1u << 1,   /* use opts->beta instead of the schedule */
-  PER_SAMPLE_SEQUENCES = 1u << 2 /* draw sequences of seq_len steps */
+  PER_SAMPLE_SEQUENCES = 1u << 2, /* draw sequences of seq_len steps */
+  PER_SAMPLE_TRAJECTORIES = 1u << 3 /* window counts trajectories */
 };
 
 typedef struct per_sample_opts {
   uint32_t flags;  /* PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA |
-                      PER_SAMPLE_SEQUENCES */
+                      PER_SAMPLE_SEQUENCES | PER_SAMPLE_TRAJECTORIES */
   double beta;     /* with PER_SAMPLE_BETA: finite, >= 0 */
   uint32_t window; /* 0 = whole buffer; W = only the W most recently added
-                      items (W > size means the whole buffer); sequences:
-                      those whose first step is one of them */
+                      items (W > size means the whole buffer); with
+                      PER_SAMPLE_TRAJECTORIES, the items of the W most
+                      recent trajectories (add calls) among those stored;
+                      sequences: those whose first step is one of them */
   uint8_t *mask;   /* output, may be NULL: with PER_SAMPLE_SEQUENCES,
                       B * seq_len bytes, 1 for a step of the sequence's
                       episode, 0 for a step after its end (only with
@@ -852,12 +859,18 @@ PERDEF uint32_t per_buffer_size(const per_buffer *b);
    min(1, step / beta_steps); exactly beta1 once step >= beta_steps. */
 PERDEF double per_buffer_beta(const per_buffer *b);
 
+/* Trajectories: every add call that stores items (the four below, n >=
+   1) stores one trajectory: its items share the id b->trajs (the low 32
+   bits are kept per slot in b->traj), which then grows by one. A window
+   can count them (PER_SAMPLE_TRAJECTORIES); checkpoints keep them. */
+
 /* Copy item_size bytes into slot pos, which gets leaf max_leaf and its
    generation bumped; when the ring is full this overwrites the oldest
    item. O(item_size + log L). Errors: PER_ERR_NULL. */
 PERDEF per_status per_buffer_add(per_buffer *b, const void *item);
-/* n items, contiguous (n * item_size bytes), in order: the same state as
-   n per_buffer_add calls; the slots' leaves are set as contiguous runs
+/* n items, contiguous (n * item_size bytes), in order, as one trajectory:
+   the same state as n per_buffer_add calls but for the trajectory ids
+   (one for the call, not n); the slots' leaves are set as contiguous runs
    (per_tree_set_range: each parent recomputed once per run of <= 256).
    When n > capacity only the last capacity items stay. n == 0 is a no-op.
    Errors: PER_ERR_NULL. */
@@ -969,8 +982,10 @@ PERDEF per_status per_buffer_update_seq(per_buffer *b, const uint64_t *ids,
 /* Check the buffer's invariants (tests, fuzzing, data from outside): the
    tree (per_tree_check), filled slots [0, size) with generation >= 1 and
    the others 0 with leaf 0, pos, max_leaf >= every leaf, alpha = 0 leaves
-   1, the swap permutation, the min tree, the episode ends and every
-   sequence leaf against its steps. O(capacity + capacity * seq_len /
+   1, the swap permutation, the min tree, the episode ends, the
+   trajectory ids (never newer going back in age, none before 0, trajs
+   <= added) and every sequence leaf against its steps. O(capacity +
+   capacity * seq_len /
    seq_stride). PER_OK or PER_ERR_CORRUPT (PER_ERR_NULL). */
 PERDEF per_status per_buffer_check(const per_buffer *b);
 
@@ -1081,16 +1096,18 @@ PERDEF void per_nstep_reset(per_nstep *a);
    A little-endian binary file (format in README.md): header with magic,
    version, endianness marker, field sizes, config and counters; then the
    size filled slots' items, generations, leaves (and the swap permutation
-   when alpha = 0), episode ends; then a CRC-32C of all the bytes before
-   it. The sequence tree is not stored: it is rebuilt from the steps. */
+   when alpha = 0), episode ends, trajectory ids; then a CRC-32C of all
+   the bytes before it. The sequence tree is not stored: it is rebuilt
+   from the steps. */
 
 /* CRC-32C (Castagnoli, reflected 0x82F63B78) of p[0..n), continuing from
    crc (start with 0): per_crc32c(per_crc32c(0, a, x), b, y) equals the
    CRC of a followed by b. "123456789" gives 0xE3069283. */
 PERDEF uint32_t per_crc32c(uint32_t crc, const void *p, size_t n);
 
-/* Version 2 adds the sequence config and the episode ends; version 1
-   files still load. */
+/* Version 2 adds the sequence config, the episode ends and the
+   trajectories; version 1 files still load (every item then its own
+   trajectory, numbered by its add). */
 #define PER_CKPT_VERSION 2u
 
 /* Checkpoints that do not stall training: per_buffer_snapshot copies the
@@ -1160,7 +1177,8 @@ PERDEF per_status per_buffer_save(const per_buffer *b, const char *path);
 PERDEF per_status per_snapshot_write(const void *snap, size_t len,
                                      const char *path, void *alloc_ctx);
 /* Replace the whole state of b (initialised) with the file's: items,
-   leaves, generations, ring position, counters, rng, beta step, max_leaf
+   leaves, generations, episode ends, trajectory ids, ring position,
+   counters, rng, beta step, max_leaf
    and the config's alpha, beta0, beta1, beta_steps, eps, max_priority and
    seed. The file is read and validated completely, into temporary memory,
    before b is touched; b then samples exactly the batches the saved
@@ -1182,8 +1200,9 @@ PERDEF per_status per_buffer_load(per_buffer *b, const char *path);
    of the file, with their leaves and episode ends, into b (oldest first,
    at slots 0, 1, ...; generations restart at 1; b keeps its own config,
    rng and step; max_leaf comes from the file; with alpha = 0 in b every
-   leaf is 1). The global count stays: b->added becomes the file's added
-   (every item added to the saved buffer), the same on every rank.
+   leaf is 1). The global counters stay, the same on every rank: b->added
+   and b->trajs become the file's (every item and trajectory added to the
+   saved buffer), and each item keeps its trajectory id.
    Ranks 0..world-1 together load every item exactly once. b needs the
    same item_size and PER_REAL and capacity >= the shard's items. Errors
    as per_buffer_load (PER_ERR_MISMATCH for those), plus PER_ERR_ARG
@@ -2174,7 +2193,8 @@ __declspec(dllimport) int __stdcall MoveFileExA(const char *from,
 #define PERI_CHUNK 256
 /* Value of a min-tree node with no positive leaf below it. */
 #define PERI_NO_MIN (PER_LEAF_MAX * 2)
-#define PERI_SAMPLE_FLAGS (PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA | PER_SAMPLE_SEQUENCES)
+#define PERI_SAMPLE_FLAGS \
+  (PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA | PER_SAMPLE_SEQUENCES | PER_SAMPLE_TRAJECTORIES)
 
 /* Finite (from the bits: robust under -ffinite-math-only). */
 static int peri_dfinite(double v) {
@@ -2361,6 +2381,51 @@ static void peri_seq_touch(per_buffer *b, uint32_t first, uint64_t n) {
   peri_seq_refresh_slots(b, (uint32_t)(((uint64_t)first + cap - back) % cap), n + back);
 }
 
+/* ---- trajectory ids ---- */
+
+/* Checks the trajectory ids of items fed newest first (the low 32 bits
+   kept per slot) against trajs, the trajectories added in all: the
+   newest item's trajectory is one of 0 .. trajs - 1, and going back in
+   age the ids never grow and never go below 0. Ids are compared as
+   distances from the newest one, d = (uint32_t)(ref - id), which are
+   exact: the stored items span fewer than 2^31 trajectories. */
+typedef struct peri_tcheck {
+  uint64_t trajs, oldest_ok; /* the largest d allowed */
+  uint32_t ref, prev, n;
+  int bad;
+} peri_tcheck;
+
+static void peri_tcheck_feed(peri_tcheck *c, uint32_t id) {
+  uint32_t d;
+  if (c->n++ == 0) {
+    uint32_t off = (uint32_t)(c->trajs - 1) - id; /* the newest's distance from trajs - 1 */
+    if (c->trajs == 0 || off > c->trajs - 1 || off >= 0x80000000u) c->bad = 1;
+    c->ref = id;
+    c->oldest_ok = c->trajs - 1 - off;
+    if (c->oldest_ok > 0x7fffffffu) c->oldest_ok = 0x7fffffffu;
+    return;
+  }
+  d = c->ref - id;
+  if (d < c->prev || d > c->oldest_ok) c->bad = 1;
+  c->prev = d;
+}
+
+/* Items stored by the w most recent trajectories (w >= 1, size >= 1),
+   counted from the newest item's: the newest k items, found by binary
+   search over age, since the distance d of an item's trajectory from
+   the newest one never decreases with age. O(log size). */
+static uint32_t peri_traj_window(const per_buffer *b, uint32_t w) {
+  uint32_t cap = b->cfg.capacity, lo = 1, hi = b->size;
+  uint32_t ref = b->traj[((uint64_t)b->pos + cap - 1) % cap];
+  while (lo < hi) { /* ages < lo are in, ages >= hi out */
+    uint32_t mid = lo + (hi - lo) / 2;
+    uint32_t slot = (uint32_t)(((uint64_t)b->pos + cap - 1 - mid) % cap);
+    if (ref - b->traj[slot] < w) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /* per_buffer_init (items == NULL: allocated and zeroed) and
    per_buffer_init_mem (the caller's items, as they are). */
 static per_status peri_buffer_init(per_buffer *b, const per_config *cfg, void *items,
@@ -2395,6 +2460,9 @@ static per_status peri_buffer_init(per_buffer *b, const per_config *cfg, void *i
   b->ends = (uint8_t *)PER_MALLOC(c.capacity, alloc_ctx);
   if (!b->ends) goto nomem;
   memset(b->ends, 0, c.capacity);
+  b->traj = (uint32_t *)PER_MALLOC((size_t)c.capacity * sizeof(uint32_t), alloc_ctx);
+  if (!b->traj) goto nomem;
+  memset(b->traj, 0, (size_t)c.capacity * sizeof(uint32_t));
   s = per_tree_init(&b->tree, c.capacity, alloc_ctx);
   if (s != PER_OK) goto fail;
   if (c.flags & PER_WEIGHTS_BUFFER_MAX) {
@@ -2454,6 +2522,7 @@ PERDEF void per_buffer_free(per_buffer *b) {
   if (b->items && b->own_items) PER_FREE(b->items, b->alloc_ctx);
   if (b->gen) PER_FREE(b->gen, b->alloc_ctx);
   if (b->ends) PER_FREE(b->ends, b->alloc_ctx);
+  if (b->traj) PER_FREE(b->traj, b->alloc_ctx);
   per_tree_free(&b->tree);
   if (b->min_node) PER_FREE(b->min_node, b->alloc_ctx);
   per_tree_free(&b->seq_tree);
@@ -2530,6 +2599,9 @@ PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
     memcpy(b->items + (size_t)first * isz, src, (size_t)a * isz);
     memcpy(b->items, src + (size_t)a * isz, (size_t)(keep - a) * isz);
   }
+  for (t = 0; t < keep; ++t) /* one trajectory: the call's items */
+    b->traj[((uint64_t)first + t) % cap] = (uint32_t)b->trajs;
+  b->trajs += 1;
   t = cap - first < keep ? cap - first : keep; /* the ends, in the same runs */
   if (ends) {
     memcpy(b->ends + first, ends + (n - keep), t);
@@ -2697,7 +2769,9 @@ static per_status peri_plan_sample(per_buffer *b, uint32_t B,
   if (p->unique && B > b->cfg.max_unique) return PER_ERR_BATCH;
   if (b->size == 0) return PER_ERR_EMPTY;
   cap = b->cfg.capacity;
-  p->W = (opts && opts->window && opts->window < b->size) ? opts->window : b->size;
+  p->W = opts ? opts->window : 0;
+  if (p->W && (flags & PER_SAMPLE_TRAJECTORIES)) p->W = peri_traj_window(b, p->W);
+  if (p->W == 0 || p->W > b->size) p->W = b->size;
   p->whole = p->W == b->size;
   p->start = (uint32_t)(((uint64_t)b->pos + cap - p->W) % cap);
   /* the window's slots, as one or two ranges */
@@ -3117,6 +3191,17 @@ PERDEF per_status per_buffer_check(const per_buffer *b) {
   if (((b->cfg.flags & PER_WEIGHTS_BUFFER_MAX) != 0) != (b->min_node != NULL) ||
       (b->min_node && !peri_min_ok(b->min_node, &b->tree)))
     return PER_ERR_CORRUPT;
+  if (!b->traj || b->trajs > b->added) return PER_ERR_CORRUPT;
+  {
+    peri_tcheck tc;
+    memset(&tc, 0, sizeof tc);
+    tc.trajs = b->trajs;
+    for (i = 0; i < b->size; ++i)
+      peri_tcheck_feed(&tc, b->traj[((uint64_t)b->pos + cap - 1 - i) % cap]);
+    for (i = b->size; i < cap; ++i)
+      if (b->traj[i] != 0) return PER_ERR_CORRUPT;
+    if (tc.bad) return PER_ERR_CORRUPT;
+  }
   return peri_seq_check(b);
 }
 
@@ -3320,7 +3405,7 @@ enum {
   PERI_H_MAXLEAF = 168, PERI_H_TOTAL = 176, PERI_H_FBYTES = 184,
   PERI_H_BYTES_V1 = 192, /* version 1 ends here */
   PERI_H_SEQLEN = 192, PERI_H_SEQSTRIDE = 196, PERI_H_SEQETA = 200,
-  PERI_H_BYTES = 208
+  PERI_H_TRAJS = 208, PERI_H_BYTES = 216
 };
 static const unsigned char peri_magic[8] = {0x89, 'P', 'E', 'R', 'B', 'U', 'F', '\n'};
 
@@ -3329,7 +3414,7 @@ static uint64_t peri_ckpt_bytes(uint32_t version, uint32_t size, uint32_t item_s
                                 uint32_t has_perm) {
   uint64_t v2 = version >= 2;
   return (v2 ? PERI_H_BYTES : PERI_H_BYTES_V1) + 4u +
-         (uint64_t)size * ((uint64_t)item_size + 4u + sizeof(per_real) + 4u * has_perm + v2);
+         (uint64_t)size * ((uint64_t)item_size + 4u + sizeof(per_real) + 4u * has_perm + 5u * v2);
 }
 
 /* The header of b's state. */
@@ -3370,6 +3455,7 @@ static void peri_ckpt_header(const per_buffer *b, unsigned char *h) {
   peri_put32(h + PERI_H_SEQLEN, c->seq_len);
   peri_put32(h + PERI_H_SEQSTRIDE, c->seq_stride);
   peri_putf64(h + PERI_H_SEQETA, c->seq_eta);
+  peri_put64(h + PERI_H_TRAJS, b->trajs);
 }
 
 /* ---- snapshots: the file's bytes in caller memory ---- */
@@ -3429,7 +3515,8 @@ PERDEF per_status per_buffer_snapshot(const per_buffer *b, void *mem, size_t byt
   p = peri_put_reals(p, b->tree.node + b->tree.leaves, b->size);
   if (b->swap.perm) p = peri_put32s(p, b->swap.perm, b->size);
   memcpy(p, b->ends, b->size);
-  memset(p + b->size, 0, 4); /* the CRC: per_snapshot_write computes it */
+  p = peri_put32s(p + b->size, b->traj, b->size);
+  memset(p, 0, 4); /* the CRC: per_snapshot_write computes it */
   *len = (size_t)need;
   return PER_OK;
 }
@@ -3607,6 +3694,11 @@ PERDEF per_status per_buffer_save(const per_buffer *b, const char *path) {
     }
   }
   peri_wbytes(&w, b->ends, b->size);
+  for (i = 0; i < b->size;) { /* trajectory ids */
+    size_t m = 0;
+    for (; i < b->size && m + 4 <= sizeof buf; ++i, m += 4) peri_put32(buf + m, b->traj[i]);
+    peri_wbytes(&w, buf, m);
+  }
   return peri_writer_finish(&w, path);
 }
 
@@ -3633,7 +3725,8 @@ PERDEF per_status per_snapshot_write(const void *snap, size_t len, const char *p
 typedef struct peri_ckpt {
   unsigned char *mem;   /* the whole file */
   const unsigned char *h, *items, *gens, *leaves, *perm;
-  const unsigned char *ends; /* NULL in version 1 */
+  const unsigned char *ends, *traj; /* NULL in version 1 */
+  uint64_t trajs;       /* version 1: added (every item its own trajectory) */
   per_config cfg;
   uint32_t version, hbytes, size, pos, has_perm;
 } peri_ckpt;
@@ -3765,6 +3858,11 @@ static per_status peri_ckpt_parse(peri_ckpt *k) {
     k->ends = k->leaves + (size_t)k->size * (sizeof(per_real) + 4u * k->has_perm);
     for (i = 0; i < k->size; ++i)
       if (k->ends[i] > PER_END_TRUNCATED) return PER_ERR_CORRUPT;
+    k->traj = k->ends + k->size;
+    k->trajs = peri_get64(h + PERI_H_TRAJS);
+    if (k->trajs > peri_get64(h + PERI_H_ADDED)) return PER_ERR_CORRUPT;
+  } else {
+    k->trajs = peri_get64(h + PERI_H_ADDED);
   }
   for (i = 0; i < k->size; ++i) {
     per_real v = peri_get_real(k->leaves + (size_t)i * sizeof(per_real));
@@ -3798,6 +3896,16 @@ static per_status peri_ckpt_open(const char *path, const per_buffer *b,
     k->mem = NULL;
   }
   return s;
+}
+
+/* The trajectory id (low 32 bits) of the item in file slot `slot`:
+   stored in version 2; in version 1 every item was its own trajectory,
+   numbered by its add (added - 1 for the newest). */
+static uint32_t peri_ckpt_traj(const peri_ckpt *k, uint32_t slot) {
+  uint32_t cap = k->cfg.capacity, age;
+  if (k->traj) return peri_get32(k->traj + (size_t)slot * 4);
+  age = (uint32_t)(((uint64_t)k->pos + cap - 1 - slot) % cap);
+  return (uint32_t)(k->trajs - 1 - age);
 }
 
 /* A load's selection: world == 0, every file slot in place (a full
@@ -3867,6 +3975,17 @@ static per_status peri_load_stage(const per_buffer *b, peri_ckpt *k, peri_sel se
   if (m > 0) per_tree_set_batch(t, idx, val, m);
   if (s == PER_OK && sel.world == 0 && (double)t->node[1] != peri_getf64(k->h + PERI_H_TOTAL))
     s = PER_ERR_CORRUPT; /* the stored total must be what the leaves give */
+  if (s == PER_OK && k->traj) { /* the taken items' trajectory ids, newest first */
+    peri_tcheck tc;
+    memset(&tc, 0, sizeof tc);
+    tc.trajs = k->trajs;
+    for (i = k->size; i-- > 0;) {
+      uint32_t oldest = k->size == k->cfg.capacity ? k->pos : 0;
+      slot = (uint32_t)(((uint64_t)oldest + i) % k->cfg.capacity);
+      if (sel.world == 0 || slot % sel.world == sel.rank) peri_tcheck_feed(&tc, peri_ckpt_traj(k, slot));
+    }
+    if (tc.bad) s = PER_ERR_CORRUPT;
+  }
   if (s != PER_OK) per_tree_free(t);
   return s;
 }
@@ -3882,11 +4001,14 @@ static void peri_load_apply(per_buffer *b, const peri_ckpt *k, peri_sel sel,
     memcpy(b->items + (size_t)j * isz, k->items + (size_t)slot * isz, isz);
     b->gen[j] = sel.world ? 1u : peri_get32(k->gens + (size_t)slot * 4);
     b->ends[j] = k->ends ? k->ends[slot] : (uint8_t)PER_END_NONE;
+    b->traj[j] = peri_ckpt_traj(k, slot);
     ++j;
   }
   memset(b->items + (size_t)n * isz, 0, (size_t)(cap - n) * isz);
   memset(b->gen + n, 0, (size_t)(cap - n) * sizeof(uint32_t));
   memset(b->ends + n, 0, cap - n);
+  memset(b->traj + n, 0, (size_t)(cap - n) * sizeof(uint32_t));
+  b->trajs = k->trajs;
   memcpy(b->tree.node, t->node, per_tree_bytes(cap));
   per_tree_free(t);
   peri_min_build(b->min_node, &b->tree);

@@ -22,8 +22,8 @@
 
 typedef struct bsnap {
   per_buffer head;
-  unsigned char *mem[13];
-  size_t len[13];
+  unsigned char *mem[14];
+  size_t len[14];
 } bsnap;
 
 /* The allocations of b with their sizes, in a fixed order. */
@@ -45,12 +45,13 @@ static inline int bsnap_regions(const per_buffer *b, const void **p, size_t *n) 
   p[k] = b->seq_tree.node; n[k++] = seq_nodes;
   p[k] = b->seq_min_node; n[k++] = b->seq_min_node ? seq_nodes : 0;
   p[k] = b->seq_ok; n[k++] = b->seq_ok ? b->seq_tree.capacity : 0;
+  p[k] = b->traj; n[k++] = b->traj ? cap * sizeof(uint32_t) : 0;
   return k;
 }
 
 static inline bsnap bsnap_take(const per_buffer *b) {
   bsnap s;
-  const void *p[13];
+  const void *p[14];
   int k, n = bsnap_regions(b, p, s.len);
   memcpy(&s.head, b, sizeof *b);
   for (k = 0; k < n; ++k) {
@@ -62,8 +63,8 @@ static inline bsnap bsnap_take(const per_buffer *b) {
 
 /* 1 when b is byte for byte as when s was taken. Frees s. */
 static inline int bsnap_same(bsnap *s, const per_buffer *b) {
-  const void *p[13];
-  size_t len[13];
+  const void *p[14];
+  size_t len[14];
   int k, n, same = memcmp(&s->head, b, sizeof *b) == 0;
   n = bsnap_regions(b, p, len);
   for (k = 0; k < n; ++k) {
@@ -86,7 +87,7 @@ static inline int state_equal(const per_buffer *a, const per_buffer *b) {
   size_t cap = a->cfg.capacity;
   if (memcmp(&a->cfg, &b->cfg, sizeof a->cfg) != 0) return 0;
   if (a->size != b->size || a->pos != b->pos || a->added != b->added ||
-      a->step != b->step || a->zero_hint != b->zero_hint)
+      a->step != b->step || a->zero_hint != b->zero_hint || a->trajs != b->trajs)
     return 0;
   if (memcmp(&a->max_leaf, &b->max_leaf, sizeof a->max_leaf) != 0) return 0;
   if (memcmp(&a->rng, &b->rng, sizeof a->rng) != 0) return 0;
@@ -104,6 +105,7 @@ static inline int state_equal(const per_buffer *a, const per_buffer *b) {
                        memcmp(a->swap.perm, b->swap.perm, cap * sizeof(uint32_t)) != 0))
     return 0;
   if (memcmp(a->ends, b->ends, cap) != 0) return 0;
+  if (memcmp(a->traj, b->traj, cap * sizeof(uint32_t)) != 0) return 0;
   if ((a->seq_ok != NULL) != (b->seq_ok != NULL)) return 0;
   if (a->seq_ok) {
     size_t ns = a->seq_tree.capacity, nodes = (size_t)a->seq_tree.leaves * 2 * sizeof(per_real);

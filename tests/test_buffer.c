@@ -453,12 +453,120 @@ static void test_add_batch(void) {
     CHECK_OK(per_buffer_add_batch(&b, items, 4));
     CHECK_OK(per_buffer_add_batch(&a, items, n));
     for (i = 0; i < n; ++i) CHECK_OK(per_buffer_add(&b, items + 3 * i));
+    /* the same but for the trajectories: the batch is one, its items are
+       n of them when added one by one */
+    CHECK_EQ_U(a.trajs, 2);
+    CHECK_EQ_U(b.trajs, 1 + n);
+    for (i = 0; i < a.size; ++i) {
+      uint32_t slot = (a.pos + a.cfg.capacity - 1 - i) % a.cfg.capacity; /* age i */
+      CHECK_EQ_U(a.traj[slot], i < n ? 1 : 0);
+      CHECK_EQ_U(b.traj[slot], i < n ? n - i : 0);
+    }
+    b.trajs = a.trajs;
+    memcpy(b.traj, a.traj, (size_t)c.capacity * sizeof(uint32_t));
     CHECK_MSG(state_equal(&a, &b), "add_batch(%u) differs from single adds", n);
     CHECK_OK(per_buffer_check(&a));
     CHECK_OK(per_buffer_add_batch(&a, NULL, 0));
     per_buffer_free(&a);
     per_buffer_free(&b);
   }
+}
+
+/* ---- trajectories ------------------------------------------------------- */
+
+/* Every add call that stores items is one trajectory: a model of the ids
+   against the buffer's after each call of a random run (every add
+   function, empty calls, calls longer than the ring); a window of W
+   trajectories draws exactly what an item window over their items draws
+   (a twin buffer given the model's item count), for items and sequences,
+   with and without replacement. */
+static void test_trajectories(void) {
+  enum { CAP = 48, MAXN = 70 };
+  per_config c = cfg_of(CAP, 4);
+  per_buffer a, b;
+  per_rng r;
+  uint64_t model[CAP]; /* trajectory id per slot */
+  uint64_t trajs = 0;
+  uint32_t pos = 0, size = 0, step, t;
+  static unsigned char items[4 * MAXN];
+  uint8_t ends[MAXN];
+  c.seq_len = 3;
+  c.seq_stride = 2;
+  c.flags = PER_SEQ_CROSS_EPISODES;
+  c.max_unique = 16;
+  CHECK_OK(per_buffer_init(&a, &c, NULL));
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  per_rng_init(&r, 77);
+  for (t = 0; t < sizeof items; ++t) items[t] = (unsigned char)(t * 13);
+  for (step = 0; step < 400; ++step) {
+    uint32_t kind = per_rng_below(&r, 5), n, i, w;
+    n = kind == 0 ? 1 : kind == 4 && step % 50 == 49 ? MAXN : per_rng_below(&r, 8);
+    for (i = 0; i < n; ++i) ends[i] = (uint8_t)(per_rng_below(&r, 6) == 0);
+    if (kind == 0) {
+      CHECK_OK(per_buffer_add(&a, items));
+      CHECK_OK(per_buffer_add(&b, items));
+    } else if (kind == 1) {
+      CHECK_OK(per_buffer_add_batch(&a, items, n));
+      CHECK_OK(per_buffer_add_batch(&b, items, n));
+    } else if (kind == 2 && n > 0) {
+      CHECK_OK(per_buffer_add_step(&a, items, ends[0]));
+      CHECK_OK(per_buffer_add_step(&b, items, ends[0]));
+      n = 1;
+    } else {
+      CHECK_OK(per_buffer_add_steps(&a, items, n, ends));
+      CHECK_OK(per_buffer_add_steps(&b, items, n, ends));
+    }
+    for (i = 0; i < n; ++i) {
+      model[pos] = trajs;
+      pos = (pos + 1) % CAP;
+    }
+    if (n > 0) ++trajs;
+    size = size + n > CAP ? CAP : size + n;
+    CHECK_EQ_U(a.trajs, trajs);
+    for (i = 0; i < size; ++i) CHECK_EQ_U(a.traj[i], (uint32_t)model[i]);
+    CHECK_OK(per_buffer_check(&a));
+    if (size == 0) continue;
+    /* windows of w trajectories: their items are the newest k */
+    for (w = 1; w <= 6; w += 1 + step % 3) {
+      uint64_t newest = model[(pos + CAP - 1) % CAP];
+      uint32_t k = 0, mode;
+      uint64_t ia[16], ib[16];
+      float wa[16], wb[16];
+      while (k < size && model[(pos + CAP - 1 - k) % CAP] + w > newest) ++k;
+      for (mode = 0; mode < 3; ++mode) {
+        per_sample_opts oa, ob;
+        per_status sa, sb;
+        memset(&oa, 0, sizeof oa);
+        oa.flags = PER_SAMPLE_TRAJECTORIES | (mode == 1 ? PER_SAMPLE_UNIQUE : 0) |
+                   (mode == 2 ? PER_SAMPLE_SEQUENCES : 0);
+        oa.window = w;
+        ob = oa;
+        ob.flags &= ~(uint32_t)PER_SAMPLE_TRAJECTORIES;
+        ob.window = k;
+        sa = per_buffer_sample(&a, mode == 1 ? (k < 16 ? k : 16) : 16, &oa, NULL, ia, wa);
+        sb = per_buffer_sample(&b, mode == 1 ? (k < 16 ? k : 16) : 16, &ob, NULL, ib, wb);
+        CHECK_STATUS(sa, sb);
+        if (sa == PER_OK && sb == PER_OK) {
+          uint32_t nb = mode == 1 ? (k < 16 ? k : 16) : 16;
+          CHECK_MEM(ia, ib, nb * sizeof(uint64_t));
+          CHECK_MEM(wa, wb, nb * sizeof(float));
+          for (i = 0; i < nb && mode != 2; ++i)
+            CHECK(model[(uint32_t)ia[i]] + w > newest); /* in the window */
+        }
+      }
+    }
+  }
+  /* a window past the oldest trajectory is the whole buffer */
+  {
+    per_sample_opts o;
+    uint64_t ids[4];
+    memset(&o, 0, sizeof o);
+    o.flags = PER_SAMPLE_TRAJECTORIES;
+    o.window = 0xffffffffu;
+    CHECK_OK(per_buffer_sample(&a, 4, &o, NULL, ids, NULL));
+  }
+  per_buffer_free(&a);
+  per_buffer_free(&b);
 }
 
 /* ---- distributions ------------------------------------------------------ */
@@ -1070,6 +1178,7 @@ int main(void) {
   test_update_rules();
   test_stale();
   test_add_batch();
+  test_trajectories();
   test_distribution();
   test_window();
   test_window_partial();

@@ -16,8 +16,9 @@
 
 #define NAME(s) (IS_FLOAT ? "ckpt_float_" s : "ckpt_double_" s)
 /* Header bytes of a version 2 file; a filled slot adds item_size + 4
-   (generation) + sizeof(per_real) (leaf) + 1 (episode end) bytes. */
-#define HDR 208
+   (generation) + sizeof(per_real) (leaf) + 1 (episode end) + 4
+   (trajectory id) bytes. */
+#define HDR 216
 
 /* The library's fsync calls land here: this definition takes the place of
    the C library's in this program. It counts directory syncs, notes
@@ -207,7 +208,7 @@ static void test_corruption(void) {
   fill(&a, 8, 3);
   CHECK_OK(per_buffer_save(&a, NAME("small.bin")));
   n = file_read(NAME("small.bin"), img, sizeof img);
-  CHECK(n == HDR + 5 * (4 + 4 + (long)sizeof(per_real) + 1) + 4);
+  CHECK(n == HDR + 5 * (4 + 4 + (long)sizeof(per_real) + 1 + 4) + 4);
   CHECK_OK(per_buffer_init(&b, &c, NULL));
   fill(&b, 3, 4);
   for (flip = 0; flip < 2; ++flip) {
@@ -300,6 +301,10 @@ static void test_foreign(void) {
     t[m].off = 160; t[m].v = 5; t[m++].want = PER_ERR_CORRUPT; /* rng avail */
     t[m].off = 164; t[m].v = 1; t[m++].want = PER_ERR_CORRUPT; /* reserved */
     t[m].off = HDR + 9 * 8; t[m].v = 0; t[m++].want = PER_ERR_CORRUPT; /* generation 0 */
+    t[m].off = 208; t[m].v = 13; t[m++].want = PER_ERR_CORRUPT; /* trajectories > added */
+    /* the oldest item (slot 3) in the newest trajectory */
+    t[m].off = HDR + 9 * (8 + 4 + (long)sizeof(per_real) + 1) + 3 * 4; t[m].v = 11;
+    t[m++].want = PER_ERR_CORRUPT;
     for (k = 0; k < m; ++k) {
       memcpy(bad, img, (size_t)n);
       put32(bad + t[k].off, t[k].v);
@@ -366,7 +371,7 @@ static void test_permutation(void) {
   CHECK_OK(per_buffer_sample(&a, 9, &o, NULL, ids, NULL));
   CHECK_OK(per_buffer_save(&a, NAME("perm.bin")));
   n = file_read(NAME("perm.bin"), img, sizeof img);
-  CHECK(n == perm + 9 * 4 + 9 + 4);
+  CHECK(n == perm + 9 * 4 + 9 + 9 * 4 + 4);
   CHECK_OK(per_buffer_init(&b, &c, NULL));
   for (k = 0; k < 3; ++k) {
     memcpy(bad, img, (size_t)n);
@@ -533,7 +538,7 @@ static void test_lying_header(void) {
   fill(&a, 12, 5);
   CHECK_OK(per_buffer_save(&a, NAME("lie.bin")));
   n = file_read(NAME("lie.bin"), img, sizeof img);
-  CHECK(n == HDR + 12 * (8 + 4 + (long)sizeof(per_real) + 1) + 4);
+  CHECK(n == HDR + 12 * (8 + 4 + (long)sizeof(per_real) + 1 + 4) + 4);
   CHECK_OK(per_buffer_init(&b, &c, &heap));
   for (k = 0; k < 3; ++k) {
     /* k = 0: capacity 2^31 holding 2^30 items (over 17 GB claimed) in a
@@ -542,7 +547,7 @@ static void test_lying_header(void) {
        of 2^31 (a file of another buffer) */
     uint32_t cap = k == 1 ? 1000u : 0x80000000u;
     uint32_t size = k == 0 ? 0x40000000u : k == 1 ? 900u : 12u;
-    uint64_t bytes = HDR + (uint64_t)size * (8u + 4u + sizeof(per_real) + 1u) + 4u;
+    uint64_t bytes = HDR + (uint64_t)size * (8u + 4u + sizeof(per_real) + 1u + 4u) + 4u;
     per_status want = k < 2 ? PER_ERR_TRUNCATED : PER_ERR_MISMATCH;
     bsnap s;
     put32(img + 24, cap);
@@ -586,7 +591,7 @@ static void test_generation_wrap(void) {
   CHECK_STATUS(per_buffer_update(&a, &forged, &td, 1, &stale), PER_ERR_INDEX);
   CHECK_OK(per_buffer_save(&a, NAME("gen.bin")));
   n = file_read(NAME("gen.bin"), img, sizeof img);
-  CHECK(n == HDR + 4 + 4 + (long)sizeof(per_real) + 1 + 4);
+  CHECK(n == HDR + 4 + 4 + (long)sizeof(per_real) + 1 + 4 + 4);
   put32(img + HDR + 4, 0xffffffffu); /* slot 0's generation */
   put32(img + 120, 0xffffffffu);      /* added, low word */
   fix_crc(img, n);

@@ -136,14 +136,15 @@ static void test_snapshot_errors(void) {
   memset(&z, 0, sizeof z);
   CHECK_EQ_U(per_buffer_snapshot_bytes(NULL), 0);
   CHECK_EQ_U(per_buffer_snapshot_bytes(&z), 0);
-  /* header 208 + capacity * (item + generation + leaf + end) + CRC */
-  CHECK_EQ_U(per_buffer_snapshot_bytes(&b), 208 + 37 * (12 + 4 + sizeof(per_real) + 1) + 4);
+  /* header 216 + capacity * (item + generation + leaf + end + trajectory)
+     + CRC */
+  CHECK_EQ_U(per_buffer_snapshot_bytes(&b), 216 + 37 * (12 + 4 + sizeof(per_real) + 1 + 4) + 4);
   CHECK_STATUS(per_buffer_snapshot(NULL, mem, sizeof mem, &len), PER_ERR_NULL);
   CHECK_STATUS(per_buffer_snapshot(&z, mem, sizeof mem, &len), PER_ERR_NULL);
   CHECK_STATUS(per_buffer_snapshot(&b, NULL, sizeof mem, &len), PER_ERR_NULL);
   CHECK_STATUS(per_buffer_snapshot(&b, mem, sizeof mem, NULL), PER_ERR_NULL);
   CHECK_EQ_U(len, 12345);
-  need = 208 + 20 * (12 + 4 + sizeof(per_real) + 1) + 4;
+  need = 216 + 20 * (12 + 4 + sizeof(per_real) + 1 + 4) + 4;
   memset(mem, 0x5A, sizeof mem);
   s = bsnap_take(&b);
   CHECK_STATUS(per_buffer_snapshot(&b, mem, need - 1, &len), PER_ERR_MEMORY);
@@ -298,19 +299,42 @@ static void test_parallel_writers(void) {
   per_buffer_free(&x);
 }
 
-/* Sharded loads keep the global count of adds. */
+/* Sharded loads keep the global counters: the count of adds, the count
+   of trajectories and every item's trajectory id; a window of
+   trajectories then works on the shard. */
 static void test_shard_counts(void) {
   per_config c = variant_cfg(0), d = cfg_of(30, 12);
   per_buffer a, b;
-  uint32_t r;
+  uint32_t r, i;
+  unsigned char items[12 * 5];
+  memset(items, 3, sizeof items);
   CHECK_OK(per_buffer_init(&a, &c, NULL));
-  churn(&a, 100, 6);
+  churn(&a, 80, 6);
+  for (i = 0; i < 6; ++i) CHECK_OK(per_buffer_add_batch(&a, items, 1 + i % 5));
+  CHECK_EQ_U(a.added, 80 + 1 + 2 + 3 + 4 + 5 + 1);
+  CHECK_EQ_U(a.trajs, 80 + 6);
   CHECK_OK(per_buffer_save(&a, NAME("shard.bin")));
   for (r = 0; r < 3; ++r) {
+    uint32_t j = 0;
+    per_sample_opts o;
+    uint64_t ids[4];
     CHECK_OK(per_buffer_init(&b, &d, NULL));
     CHECK_OK(per_buffer_load_shard(&b, NAME("shard.bin"), r, 3));
-    CHECK_EQ_U(b.added, 100);
+    CHECK_EQ_U(b.added, a.added);
+    CHECK_EQ_U(b.trajs, a.trajs);
+    for (i = 0; i < a.size; ++i) { /* the file's slots, oldest first */
+      uint32_t slot = ((a.size == a.cfg.capacity ? a.pos : 0) + i) % a.cfg.capacity;
+      if (slot % 3 != r) continue;
+      CHECK_EQ_U(b.traj[j], a.traj[slot]);
+      ++j;
+    }
+    CHECK_EQ_U(j, b.size);
     CHECK_OK(per_buffer_check(&b));
+    memset(&o, 0, sizeof o);
+    o.flags = PER_SAMPLE_TRAJECTORIES;
+    o.window = 2;
+    CHECK_OK(per_buffer_sample(&b, 4, &o, NULL, ids, NULL));
+    for (i = 0; i < 4; ++i) CHECK(b.traj[b.pos == 0 ? b.size - 1 : b.pos - 1] - b.traj[(uint32_t)ids[i]] < 2);
     per_buffer_free(&b);
   }
   per_buffer_free(&a);

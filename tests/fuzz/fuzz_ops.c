@@ -1,7 +1,8 @@
 /* fuzz_ops.c - libFuzzer target driving a buffer with random add / sample
    / update / save+load sequences and hostile values (NaN, infinities,
    huge and subnormal TD errors, unknown and stale ids, batch sizes beyond
-   the buffer, windows, flags, episode ends, sequence draws and updates).
+   the buffer, windows of items and of trajectories, flags, episode ends,
+   sequence draws and updates).
    After every call: per_buffer_check passes; a call that fails left the
    buffer byte for byte as it was; a successful sample returns ids of
    stored items and weights in [0, 1]; a saved and reloaded buffer has the
@@ -77,7 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       per_sample_opts o;
       float w[80];
       uint32_t B = next8(&r) % 80, i, out = next8(&r);
-      o.flags = next8(&r) & 0x87u;
+      o.flags = next8(&r) & 0x8fu; /* the four flags and an unknown one */
       o.window = next8(&r) % 60;
       o.mask = (out & 8) ? mask : NULL;
       k = next8(&r);
