@@ -19,6 +19,7 @@
       6. Replay buffer ....... per_config, per_buffer_*            >>buffer
       7. n-step adder ........ per_nstep_*                         >>nstep
       8. Checkpoints ......... per_buffer_save/load/snapshot       >>ckpt
+      9. Trajectories ........ per_traj_*                          >>traj
       (grep the implementation for the >>markers)
 
    QUICK START
@@ -70,6 +71,39 @@
       per_buffer_add_step(&buf, &s, PER_END_NONE);   // or _TERMINATED, _TRUNCATED
       if (per_buffer_sample(&buf, 8, &opts, seqs, ids, w) == PER_OK)
         per_buffer_update_seq(&buf, ids, td, 8, NULL);   // 8 * 80 TD errors
+      per_buffer_free(&buf);
+
+   QUICK START: TRAJECTORIES (a rollout of 64 steps, one add call)
+      typedef struct step { float obs[4]; int32_t action; float reward; } step;
+      enum { OBS, ACTION, REWARD, RETURN };      // field numbers
+      per_traj_field fields[] = {                // name, kind, offset, bytes
+        {"obs", PER_TRAJ_STEP, offsetof(step, obs), sizeof(float[4])},
+        {"action", PER_TRAJ_STEP, offsetof(step, action), sizeof(int32_t)},
+        {"reward", PER_TRAJ_STEP, offsetof(step, reward), sizeof(float)},
+        {"return", PER_TRAJ_ONCE, 0, sizeof(float)}};   // one per trajectory
+      per_traj_config tc = {64, sizeof(step), sizeof(float), 4, fields};
+      per_traj acc;
+      per_traj_out out;
+      per_buffer buf;
+      per_config cfg = per_config_default(100000, sizeof(step));
+      float obs[4] = {0}, reward = 1.0f, ret = 0;
+      int32_t action = 0;
+      uint32_t t;
+      if (per_buffer_init(&buf, &cfg, NULL) != PER_OK) return 1;
+      if (per_traj_init(&acc, &tc, NULL) != PER_OK) return 1;  // acc.error: why
+      for (t = 0; t < 64; ++t) {                 // fields in any order
+        per_traj_add(&acc, OBS, obs);
+        per_traj_add(&acc, ACTION, &action);
+        per_traj_add(&acc, REWARD, &reward);     // or per_traj_add_step
+        ret += reward;
+      }
+      per_traj_end(&acc, PER_END_TRUNCATED);    // the last step's episode end
+      per_traj_add(&acc, RETURN, &ret);          // a later add replaces it
+      if (per_traj_build(&acc, &out) == PER_OK)  // out points into acc
+        per_buffer_add_steps(&buf, out.steps, out.n, out.ends);
+      else
+        fprintf(stderr, "%s\n", per_traj_error(&acc));
+      per_traj_free(&acc);
       per_buffer_free(&buf);
 
    THE TREE LAYOUT (shared with the CUDA companion, per_cuda.h)
@@ -1232,6 +1266,173 @@ PERDEF per_status per_nstep_save(const per_nstep *a, uint32_t n,
    pending count >= n, a reward not finite, bytes after the CRC). */
 PERDEF per_status per_nstep_load(per_nstep *a, uint32_t n, const char *path);
 #endif
+
+/* ======================================================================
+   9. Trajectory accumulator                                        >>traj
+   ======================================================================
+   Turns a rollout into one contiguous batch of step records for
+   per_buffer_add_steps (one call, one trajectory): a pre-allocated block
+   of `capacity` step records plus one "once" record, filled field by
+   field. Fields are named byte ranges of a record. A PER_TRAJ_STEP field
+   has one value per step (obs, action, reward), a PER_TRAJ_ONCE field one
+   value per trajectory (an episode return, a bootstrap observation: the
+   once record, which the buffer does not store; the caller keeps it). The
+   fields of a step may arrive in any order (each field has its own
+   counter); a step is complete once every STEP field has a value for it.
+   Everything is allocated at init; adds, builds and resets never
+   allocate. One accumulator per environment (worker).
+
+   Errors: every function that can fail returns a per_status and, on
+   error, leaves the accumulator byte for byte as it was, except
+   a->error, which then says what was refused and why (the field's name,
+   the counts, the capacity); a successful call sets it to "". The
+   messages are made without <stdio.h> (also with PER_NO_STDIO). */
+
+/* per_traj_field.kind */
+enum {
+  PER_TRAJ_STEP = 0, /* one value per step, in the step record */
+  PER_TRAJ_ONCE = 1  /* one value per trajectory, in the once record */
+};
+
+/* Longest field name, in chars (the NUL not counted). */
+#define PER_TRAJ_NAME_MAX 31
+
+/* per_traj_field: one named byte range of a record. Fields of the same
+   record must not overlap; bytes of a record no field covers stay 0
+   (struct padding). */
+typedef struct per_traj_field {
+  const char *name; /* 1 .. PER_TRAJ_NAME_MAX chars, unique; copied at
+                       init (the string need not outlive the call) */
+  uint32_t kind;    /* PER_TRAJ_STEP or PER_TRAJ_ONCE */
+  uint32_t offset;  /* bytes into its record (the step record for STEP,
+                       the once record for ONCE) */
+  uint32_t bytes;   /* >= 1; offset + bytes <= the record's size */
+} per_traj_field;
+
+/* per_traj_config: no defaults, every field is read as written.
+   step_bytes is the buffer's item_size; a struct laid out like the step
+   record is the natural way to get it and the offsets (sizeof, offsetof). */
+typedef struct per_traj_config {
+  uint32_t capacity;            /* T: most steps per trajectory, 1 .. 2^31 */
+  uint32_t step_bytes;          /* bytes of one step record, >= 1 */
+  uint32_t once_bytes;          /* bytes of the once record; 0: no ONCE
+                                   fields */
+  uint32_t nfields;             /* >= 1, at least one of them STEP */
+  const per_traj_field *fields; /* nfields fields; copied at init */
+} per_traj_config;
+
+/* per_traj: a plain struct; declare one and per_traj_init it. Fields are
+   readable; change them only through the functions. Between a build and
+   the next add or reset, ends and once still hold the built trajectory's
+   values (the per_traj_out points at them); the next add or reset clears
+   them. */
+typedef struct per_traj {
+  per_traj_config cfg;     /* validated; cfg.fields == fields */
+  per_traj_field *fields;  /* the copied fields; names in owned memory */
+  unsigned char *steps;    /* capacity * step_bytes: step record i at
+                              steps + i * step_bytes, zeroed at init;
+                              a multiple of 16 bytes into the one
+                              PER_MALLOC block, so a step struct may be
+                              read in place where malloc's memory allows */
+  unsigned char *once;     /* once_bytes (NULL when 0), zeroed at init
+                              and by the first add or reset after a
+                              build; aligned as steps */
+  uint8_t *ends;           /* capacity: PER_END_* of each step */
+  uint32_t *count;         /* per field, since the last build or reset:
+                              STEP, the values added; ONCE, 1 once it has
+                              a value, else 0 */
+  uint64_t built;          /* trajectories built so far: the next one's id */
+  uint32_t stale;          /* 1 after a build until the next add or reset:
+                              ends and once still hold the built ones */
+  uint32_t pad;            /* always 0 */
+  void *alloc_ctx;
+  char error[192];         /* what the last refused call refused; "" after
+                              a successful call; always NUL-terminated */
+} per_traj;
+
+/* per_traj_out: a built trajectory. It points into the accumulator and
+   stays valid until the next add, reset or free: copy it, or hand it to
+   per_buffer_add_steps(b, out.steps, out.n, out.ends) right away. */
+typedef struct per_traj_out {
+  const void *steps;   /* n * step_bytes bytes: the step records, in order */
+  const uint8_t *ends; /* n episode ends, PER_END_* */
+  const void *once;    /* once_bytes bytes (NULL when once_bytes == 0); a
+                          ONCE field not added since the last build is 0 */
+  uint32_t n;          /* steps */
+  uint64_t id;         /* the trajectory's number in this accumulator:
+                          0, 1, 2, ... (not the buffer's trajectory id) */
+} per_traj_out;
+
+/* Validate cfg, copy it and its fields (names included), and allocate
+   the records, ends and counters in one block (zeroed). alloc_ctx goes
+   to PER_MALLOC/PER_FREE. Init is O(nfields^2) (the name and overlap
+   checks). Errors: PER_ERR_NULL (a, cfg or cfg->fields), PER_ERR_CAPACITY
+   (capacity 0 or > 2^31, or the block's size overflows size_t),
+   PER_ERR_ARG (step_bytes 0; nfields 0; a field whose name is NULL,
+   empty, longer than PER_TRAJ_NAME_MAX or another field's; a kind that
+   is not PER_TRAJ_STEP or PER_TRAJ_ONCE; bytes 0; offset + bytes beyond
+   its record, including a ONCE field with once_bytes 0; two fields of
+   the same record overlapping; no STEP field), PER_ERR_NOMEM. On error
+   *a is zeroed but for a->error, which says which field and why (for a
+   NULL a, nothing is written), and nothing is leaked; per_traj_free
+   accepts it. */
+PERDEF per_status per_traj_init(per_traj *a, const per_traj_config *cfg,
+                                void *alloc_ctx);
+/* Release and zero. Safe on a zeroed accumulator and on NULL. */
+PERDEF void per_traj_free(per_traj *a);
+/* Field `field`'s next value, `bytes` bytes from value. A STEP field's
+   value goes to its offset in step record count[field], and count[field]
+   grows by one; a ONCE field's replaces its value in the once record
+   (count[field] becomes 1). value may point into the last per_traj_out
+   (the first add after a build may take the bootstrap observation from
+   out.once): it is read before that trajectory's ends and once record
+   are cleared. O(bytes). Errors (nothing changes but
+   a->error): PER_ERR_NULL (a not initialised, value), PER_ERR_INDEX
+   (field >= nfields), PER_ERR_BATCH (a STEP field already has capacity
+   values; a->error: per_traj_add: field "obs" is full: capacity 64,
+   index 64). */
+PERDEF per_status per_traj_add(per_traj *a, uint32_t field,
+                               const void *value);
+/* A whole step: every STEP field's value read from `record` at the
+   field's offset (record is step_bytes bytes laid out like the step
+   record, e.g. the struct the offsets came from; its padding is not
+   copied), and the step's episode end (PER_END_NONE, PER_END_TERMINATED
+   or PER_END_TRUNCATED). ONCE fields are not touched. Errors (nothing
+   changes but a->error): PER_ERR_NULL (a not initialised, record),
+   PER_ERR_ARG (end not a PER_END_*, or the STEP fields' counts differ:
+   a->error names a field whose count differs from the first STEP
+   field's, and both counts), PER_ERR_BATCH (capacity steps already:
+   a->error as per_traj_add's, naming the first STEP field). */
+PERDEF per_status per_traj_add_step(per_traj *a, const void *record,
+                                    uint8_t end);
+/* Set the episode end of the last complete step (step per_traj_steps(a)
+   - 1) to `end`, PER_END_NONE, PER_END_TERMINATED or PER_END_TRUNCATED;
+   a later call replaces it. Steps start as PER_END_NONE. Errors (nothing
+   changes but a->error): PER_ERR_NULL (a not initialised), PER_ERR_ARG
+   (another value of end), PER_ERR_EMPTY (no complete step). */
+PERDEF per_status per_traj_end(per_traj *a, uint8_t end);
+/* Complete steps so far: the smallest count over the STEP fields (0 for
+   NULL or an accumulator not initialised). O(nfields). */
+PERDEF uint32_t per_traj_steps(const per_traj *a);
+/* The trajectory so far into *out (pointers into the accumulator, valid
+   until the next add, reset or free), with out->id = a->built; then
+   built grows by one and every count becomes 0. The ends and the once
+   record are cleared by the next add or reset, so out->ends and
+   out->once stay as built until then; a ONCE field not added since the
+   last build reads 0. Needs every STEP field at the same count, so that
+   no step is half written. Errors (nothing changes but a->error; *out is
+   not written): PER_ERR_NULL (a not initialised, out), PER_ERR_ARG (the
+   STEP fields' counts differ: a->error names a field whose count
+   differs from the first STEP field's, and both counts), PER_ERR_EMPTY
+   (no step). */
+PERDEF per_status per_traj_build(per_traj *a, per_traj_out *out);
+/* Drop the partial rollout: every count 0, every end PER_END_NONE, the
+   once record zeroed; built stays. Any per_traj_out is invalid after
+   it. Safe on NULL and on a zeroed accumulator. */
+PERDEF void per_traj_reset(per_traj *a);
+/* a->error: "" after a successful call, else what the last call refused.
+   Never NULL: "" for NULL a. */
+PERDEF const char *per_traj_error(const per_traj *a);
 
 #ifdef __cplusplus
 }
@@ -4239,6 +4440,400 @@ PERDEF per_status per_nstep_load(per_nstep *a, uint32_t n, const char *path) {
   return s;
 }
 #endif /* PER_NO_STDIO */
+
+/* >>traj */
+/* Messages for a->error, built by hand so that PER_NO_STDIO builds have
+   them too: strings and unsigned decimals, cut at the buffer's end. */
+typedef struct peri_msg {
+  char *buf;
+  size_t len, cap; /* cap includes the NUL */
+} peri_msg;
+
+static void peri_msg_s(peri_msg *m, const char *s) {
+  while (*s && m->len + 1 < m->cap) m->buf[m->len++] = *s++;
+  m->buf[m->len] = 0;
+}
+
+static void peri_msg_u(peri_msg *m, uint64_t v) {
+  char d[21];
+  int k = 20;
+  d[k] = 0;
+  do {
+    d[--k] = (char)('0' + (int)(v % 10u));
+    v /= 10u;
+  } while (v);
+  peri_msg_s(m, d + k);
+}
+
+/* `field "name"` */
+static void peri_msg_field(peri_msg *m, const char *name) {
+  peri_msg_s(m, "field \"");
+  peri_msg_s(m, name);
+  peri_msg_s(m, "\"");
+}
+
+/* Start a->error with "fn: " (and the rest of the message after it). */
+static peri_msg peri_traj_msg(per_traj *a, const char *fn) {
+  peri_msg m;
+  m.buf = a->error;
+  m.len = 0;
+  m.cap = sizeof a->error;
+  peri_msg_s(&m, fn);
+  peri_msg_s(&m, ": ");
+  return m;
+}
+
+/* a->error = "fn: what"; returns s. */
+static per_status peri_traj_fail(per_traj *a, per_status s, const char *fn, const char *what) {
+  peri_msg m = peri_traj_msg(a, fn);
+  peri_msg_s(&m, what);
+  return s;
+}
+
+/* The first STEP field (init guarantees one). */
+static uint32_t peri_traj_first_step(const per_traj *a) {
+  uint32_t f = 0;
+  while (a->fields[f].kind != PER_TRAJ_STEP) ++f;
+  return f;
+}
+
+/* PER_OK when every STEP field has the same count (*n), else PER_ERR_ARG
+   and a->error names a field whose count differs from the first's. */
+static per_status peri_traj_even(per_traj *a, const char *fn, uint32_t *n) {
+  uint32_t f0 = peri_traj_first_step(a), f;
+  for (f = f0 + 1; f < a->cfg.nfields; ++f) {
+    if (a->fields[f].kind == PER_TRAJ_STEP && a->count[f] != a->count[f0]) {
+      peri_msg m = peri_traj_msg(a, fn);
+      peri_msg_s(&m, "step ");
+      peri_msg_field(&m, a->fields[f].name);
+      peri_msg_s(&m, " has ");
+      peri_msg_u(&m, a->count[f]);
+      peri_msg_s(&m, " values but \"");
+      peri_msg_s(&m, a->fields[f0].name);
+      peri_msg_s(&m, "\" has ");
+      peri_msg_u(&m, a->count[f0]);
+      return PER_ERR_ARG;
+    }
+  }
+  *n = a->count[f0];
+  return PER_OK;
+}
+
+/* PER_ERR_BATCH with "fn: field "name" is full: capacity C, index C". */
+static per_status peri_traj_full(per_traj *a, const char *fn, uint32_t f) {
+  peri_msg m = peri_traj_msg(a, fn);
+  peri_msg_field(&m, a->fields[f].name);
+  peri_msg_s(&m, " is full: capacity ");
+  peri_msg_u(&m, a->cfg.capacity);
+  peri_msg_s(&m, ", index ");
+  peri_msg_u(&m, a->count[f]);
+  return PER_ERR_BATCH;
+}
+
+/* After a build, the first add clears what the built trajectory left:
+   its ends, and the once record but for [keep, keep + keep_bytes) (the
+   value just written there, which may have come from the old record). */
+static void peri_traj_clear(per_traj *a, uint32_t keep, uint32_t keep_bytes) {
+  if (!a->stale) return;
+  memset(a->ends, 0, a->cfg.capacity);
+  if (a->once) {
+    memset(a->once, 0, keep);
+    memset(a->once + keep + keep_bytes, 0, a->cfg.once_bytes - keep - keep_bytes);
+  }
+  a->stale = 0;
+}
+
+/* Start init's message about field i: "per_traj_init: field i: " or,
+   once its name is known to be valid, "per_traj_init: field i ("name"): ". */
+static peri_msg peri_traj_field_msg(per_traj *a, uint32_t i, const char *name) {
+  peri_msg m = peri_traj_msg(a, "per_traj_init");
+  peri_msg_s(&m, "field ");
+  peri_msg_u(&m, i);
+  if (name) {
+    peri_msg_s(&m, " (\"");
+    peri_msg_s(&m, name);
+    peri_msg_s(&m, "\")");
+  }
+  peri_msg_s(&m, ": ");
+  return m;
+}
+
+/* PER_ERR_ARG with init's message "... field i ...: what". */
+static per_status peri_traj_bad_field(per_traj *a, uint32_t i, const char *name,
+                                      const char *what) {
+  peri_msg m = peri_traj_field_msg(a, i, name);
+  peri_msg_s(&m, what);
+  return PER_ERR_ARG;
+}
+
+/* Field i of cfg alone: its name, kind, size and place in its record. */
+static per_status peri_traj_check_field(per_traj *a, const per_traj_config *cfg, uint32_t i) {
+  const per_traj_field *f = &cfg->fields[i];
+  uint32_t len = 0, rec;
+  peri_msg m;
+  if (!f->name) return peri_traj_bad_field(a, i, NULL, "name is NULL");
+  while (len <= PER_TRAJ_NAME_MAX && f->name[len]) ++len;
+  if (len == 0) return peri_traj_bad_field(a, i, NULL, "name is empty");
+  if (len > PER_TRAJ_NAME_MAX)
+    return peri_traj_bad_field(a, i, NULL, "name is longer than PER_TRAJ_NAME_MAX (31) chars");
+  if (f->kind != PER_TRAJ_STEP && f->kind != PER_TRAJ_ONCE) {
+    m = peri_traj_field_msg(a, i, f->name);
+    peri_msg_s(&m, "kind ");
+    peri_msg_u(&m, f->kind);
+    peri_msg_s(&m, " is not PER_TRAJ_STEP or PER_TRAJ_ONCE");
+    return PER_ERR_ARG;
+  }
+  if (f->bytes == 0) return peri_traj_bad_field(a, i, f->name, "bytes is 0");
+  if (f->kind == PER_TRAJ_ONCE && cfg->once_bytes == 0)
+    return peri_traj_bad_field(a, i, f->name, "a PER_TRAJ_ONCE field, but once_bytes is 0");
+  rec = f->kind == PER_TRAJ_STEP ? cfg->step_bytes : cfg->once_bytes;
+  if ((uint64_t)f->offset + f->bytes > rec) {
+    m = peri_traj_field_msg(a, i, f->name);
+    peri_msg_s(&m, "offset ");
+    peri_msg_u(&m, f->offset);
+    peri_msg_s(&m, " + bytes ");
+    peri_msg_u(&m, f->bytes);
+    peri_msg_s(&m, f->kind == PER_TRAJ_STEP ? " is beyond step_bytes " : " is beyond once_bytes ");
+    peri_msg_u(&m, rec);
+    return PER_ERR_ARG;
+  }
+  return PER_OK;
+}
+
+/* Fields i < j (each valid alone): distinct names, no overlap. */
+static per_status peri_traj_check_pair(per_traj *a, const per_traj_field *x,
+                                       const per_traj_field *y) {
+  peri_msg m;
+  if (strcmp(x->name, y->name) == 0) {
+    m = peri_traj_msg(a, "per_traj_init");
+    peri_msg_s(&m, "two fields are named \"");
+    peri_msg_s(&m, x->name);
+    peri_msg_s(&m, "\"");
+    return PER_ERR_ARG;
+  }
+  if (x->kind == y->kind && (uint64_t)x->offset + x->bytes > y->offset &&
+      (uint64_t)y->offset + y->bytes > x->offset) {
+    m = peri_traj_msg(a, "per_traj_init");
+    peri_msg_field(&m, y->name);
+    peri_msg_s(&m, " [");
+    peri_msg_u(&m, y->offset);
+    peri_msg_s(&m, ", ");
+    peri_msg_u(&m, (uint64_t)y->offset + y->bytes);
+    peri_msg_s(&m, ") overlaps ");
+    peri_msg_field(&m, x->name);
+    peri_msg_s(&m, " [");
+    peri_msg_u(&m, x->offset);
+    peri_msg_s(&m, ", ");
+    peri_msg_u(&m, (uint64_t)x->offset + x->bytes);
+    peri_msg_s(&m, x->kind == PER_TRAJ_STEP ? ") in the step record" : ") in the once record");
+    return PER_ERR_ARG;
+  }
+  return PER_OK;
+}
+
+/* One block: fields, counts, names, then (at multiples of 16) the step
+   records and the once record, then the ends. */
+#define PERI_TRAJ_ALIGN(x) (((x) + 15u) & ~(uint64_t)15u)
+
+PERDEF per_status per_traj_init(per_traj *a, const per_traj_config *cfg, void *alloc_ctx) {
+  uint64_t nf, off_count, off_names, off_steps, off_once, off_ends, total;
+  uint32_t i, j, steps = 0;
+  unsigned char *mem;
+  per_status s;
+  if (!a) return PER_ERR_NULL;
+  memset(a, 0, sizeof *a);
+  if (!cfg) return peri_traj_fail(a, PER_ERR_NULL, "per_traj_init", "cfg is NULL");
+  if (cfg->capacity == 0 || cfg->capacity > (1u << 31))
+    return peri_traj_fail(a, PER_ERR_CAPACITY, "per_traj_init",
+                          "capacity must be 1 .. 2^31");
+  if (cfg->step_bytes == 0)
+    return peri_traj_fail(a, PER_ERR_ARG, "per_traj_init", "step_bytes is 0");
+  if (cfg->nfields == 0)
+    return peri_traj_fail(a, PER_ERR_ARG, "per_traj_init", "nfields is 0");
+  if (!cfg->fields)
+    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_init", "cfg->fields is NULL");
+  for (i = 0; i < cfg->nfields; ++i) {
+    s = peri_traj_check_field(a, cfg, i);
+    if (s != PER_OK) return s;
+    if (cfg->fields[i].kind == PER_TRAJ_STEP) ++steps;
+  }
+  for (i = 0; i < cfg->nfields; ++i)
+    for (j = i + 1; j < cfg->nfields; ++j) {
+      s = peri_traj_check_pair(a, &cfg->fields[i], &cfg->fields[j]);
+      if (s != PER_OK) return s;
+    }
+  if (steps == 0)
+    return peri_traj_fail(a, PER_ERR_ARG, "per_traj_init",
+                          "no PER_TRAJ_STEP field: a step would be empty");
+  nf = cfg->nfields;
+  off_count = nf * sizeof(per_traj_field);
+  off_names = off_count + nf * sizeof(uint32_t);
+  off_steps = PERI_TRAJ_ALIGN(off_names + nf * (PER_TRAJ_NAME_MAX + 1u));
+  off_once = PERI_TRAJ_ALIGN(off_steps + (uint64_t)cfg->capacity * cfg->step_bytes);
+  off_ends = off_once + cfg->once_bytes;
+  total = off_ends + cfg->capacity;
+  if ((uint64_t)(size_t)total != total)
+    return peri_traj_fail(a, PER_ERR_CAPACITY, "per_traj_init",
+                          "capacity * step_bytes does not fit in memory (size_t)");
+  mem = (unsigned char *)PER_MALLOC((size_t)total, alloc_ctx);
+  if (!mem) {
+    peri_msg m = peri_traj_msg(a, "per_traj_init");
+    peri_msg_s(&m, "could not allocate ");
+    peri_msg_u(&m, total);
+    peri_msg_s(&m, " bytes");
+    return PER_ERR_NOMEM;
+  }
+  memset(mem, 0, (size_t)total);
+  a->cfg = *cfg;
+  a->fields = (per_traj_field *)(void *)mem;
+  a->count = (uint32_t *)(void *)(mem + off_count);
+  a->steps = mem + off_steps;
+  a->once = cfg->once_bytes ? mem + off_once : NULL;
+  a->ends = mem + off_ends;
+  a->alloc_ctx = alloc_ctx;
+  for (i = 0; i < cfg->nfields; ++i) {
+    char *name = (char *)(mem + off_names) + (size_t)i * (PER_TRAJ_NAME_MAX + 1u);
+    a->fields[i] = cfg->fields[i];
+    memcpy(name, cfg->fields[i].name, strlen(cfg->fields[i].name) + 1);
+    a->fields[i].name = name;
+  }
+  a->cfg.fields = a->fields;
+  a->error[0] = 0;
+  return PER_OK;
+}
+#undef PERI_TRAJ_ALIGN
+
+PERDEF void per_traj_free(per_traj *a) {
+  if (!a) return;
+  if (a->fields) PER_FREE(a->fields, a->alloc_ctx);
+  memset(a, 0, sizeof *a);
+}
+
+PERDEF per_status per_traj_add(per_traj *a, uint32_t field, const void *value) {
+  const per_traj_field *f;
+  if (!a) return PER_ERR_NULL;
+  if (!a->steps)
+    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_add", "the accumulator is not initialised");
+  if (field >= a->cfg.nfields) {
+    peri_msg m = peri_traj_msg(a, "per_traj_add");
+    peri_msg_s(&m, "field ");
+    peri_msg_u(&m, field);
+    peri_msg_s(&m, " out of range: ");
+    peri_msg_u(&m, a->cfg.nfields);
+    peri_msg_s(&m, " fields");
+    return PER_ERR_INDEX;
+  }
+  if (!value) return peri_traj_fail(a, PER_ERR_NULL, "per_traj_add", "value is NULL");
+  f = &a->fields[field];
+  if (f->kind == PER_TRAJ_STEP) {
+    if (a->count[field] == a->cfg.capacity) return peri_traj_full(a, "per_traj_add", field);
+    memmove(a->steps + (size_t)a->count[field] * a->cfg.step_bytes + f->offset, value, f->bytes);
+    a->count[field] += 1;
+    peri_traj_clear(a, 0, 0);
+  } else {
+    memmove(a->once + f->offset, value, f->bytes);
+    a->count[field] = 1;
+    peri_traj_clear(a, f->offset, f->bytes);
+  }
+  a->error[0] = 0;
+  return PER_OK;
+}
+
+PERDEF per_status per_traj_add_step(per_traj *a, const void *record, uint8_t end) {
+  const unsigned char *src = (const unsigned char *)record;
+  unsigned char *dst;
+  uint32_t n, f;
+  per_status s;
+  if (!a) return PER_ERR_NULL;
+  if (!a->steps)
+    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_add_step",
+                          "the accumulator is not initialised");
+  if (!record) return peri_traj_fail(a, PER_ERR_NULL, "per_traj_add_step", "record is NULL");
+  if (end > PER_END_TRUNCATED) {
+    peri_msg m = peri_traj_msg(a, "per_traj_add_step");
+    peri_msg_s(&m, "end ");
+    peri_msg_u(&m, end);
+    peri_msg_s(&m, " is not PER_END_NONE, PER_END_TERMINATED or PER_END_TRUNCATED");
+    return PER_ERR_ARG;
+  }
+  s = peri_traj_even(a, "per_traj_add_step", &n);
+  if (s != PER_OK) return s;
+  if (n == a->cfg.capacity) return peri_traj_full(a, "per_traj_add_step", peri_traj_first_step(a));
+  dst = a->steps + (size_t)n * a->cfg.step_bytes;
+  for (f = 0; f < a->cfg.nfields; ++f) {
+    const per_traj_field *fd = &a->fields[f];
+    if (fd->kind != PER_TRAJ_STEP) continue;
+    memmove(dst + fd->offset, src + fd->offset, fd->bytes);
+    a->count[f] += 1;
+  }
+  peri_traj_clear(a, 0, 0);
+  a->ends[n] = end;
+  a->error[0] = 0;
+  return PER_OK;
+}
+
+PERDEF uint32_t per_traj_steps(const per_traj *a) {
+  uint32_t f, n = 0xffffffffu;
+  if (!a || !a->steps) return 0;
+  for (f = 0; f < a->cfg.nfields; ++f)
+    if (a->fields[f].kind == PER_TRAJ_STEP && a->count[f] < n) n = a->count[f];
+  return n;
+}
+
+PERDEF per_status per_traj_end(per_traj *a, uint8_t end) {
+  uint32_t n;
+  if (!a) return PER_ERR_NULL;
+  if (!a->steps)
+    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_end", "the accumulator is not initialised");
+  if (end > PER_END_TRUNCATED) {
+    peri_msg m = peri_traj_msg(a, "per_traj_end");
+    peri_msg_s(&m, "end ");
+    peri_msg_u(&m, end);
+    peri_msg_s(&m, " is not PER_END_NONE, PER_END_TERMINATED or PER_END_TRUNCATED");
+    return PER_ERR_ARG;
+  }
+  n = per_traj_steps(a);
+  if (n == 0)
+    return peri_traj_fail(a, PER_ERR_EMPTY, "per_traj_end",
+                          "no complete step (every step field needs a value) to end");
+  a->ends[n - 1] = end;
+  a->error[0] = 0;
+  return PER_OK;
+}
+
+PERDEF per_status per_traj_build(per_traj *a, per_traj_out *out) {
+  uint32_t n;
+  per_status s;
+  if (!a) return PER_ERR_NULL;
+  if (!a->steps)
+    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_build", "the accumulator is not initialised");
+  if (!out) return peri_traj_fail(a, PER_ERR_NULL, "per_traj_build", "out is NULL");
+  s = peri_traj_even(a, "per_traj_build", &n);
+  if (s != PER_OK) return s;
+  if (n == 0) return peri_traj_fail(a, PER_ERR_EMPTY, "per_traj_build", "no step to build");
+  out->steps = a->steps;
+  out->ends = a->ends;
+  out->once = a->once;
+  out->n = n;
+  out->id = a->built;
+  a->built += 1;
+  memset(a->count, 0, (size_t)a->cfg.nfields * sizeof(uint32_t));
+  a->stale = 1;
+  a->error[0] = 0;
+  return PER_OK;
+}
+
+PERDEF void per_traj_reset(per_traj *a) {
+  if (!a) return;
+  a->error[0] = 0;
+  if (!a->steps) return;
+  memset(a->count, 0, (size_t)a->cfg.nfields * sizeof(uint32_t));
+  memset(a->ends, 0, a->cfg.capacity);
+  if (a->once) memset(a->once, 0, a->cfg.once_bytes);
+  a->stale = 0;
+}
+
+PERDEF const char *per_traj_error(const per_traj *a) { return a ? a->error : ""; }
 
 #ifdef __cplusplus
 }
