@@ -149,17 +149,24 @@
    ERRORS
       Every fallible function returns a per_status (PER_OK == 0). On any
       error the structure is left exactly as it was (byte for byte): batches
-      are validated completely before any of them is applied. No function
-      aborts or exits.
+      are validated completely before any of them is applied; the one
+      exception is per_traj's error message, which says what was refused.
+      No function aborts or exits.
 
    THREADS
       No global state; every function is reentrant. One structure is not
       safe for concurrent writers, nor for a writer concurrent with readers.
       Const functions (sampling from a const per_tree) may run concurrently
       on one tree; per_tree_sample_strata lets threads split one batch and
-      get the same result as one thread.
+      get the same result as one thread. per_snapshot_write reads only its
+      snapshot: it may run on any thread while the buffer keeps training.
 
    REVISION HISTORY
+      next   episode ends; sequence replay (R2D2); trajectory ids and
+             windows of trajectories; the trajectory accumulator
+             (per_traj_*); snapshots written from any thread; the item
+             ring and the cat workspace in caller memory; checkpoint
+             version 2 (version 1 still loads)
       0.2.0  per_config_default; config fields read as written (PER_ZERO
              and per_config_resolve removed); PER_VERSION; the node type
              in the linker names; clean under C++ -Wold-style-cast,
