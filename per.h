@@ -3699,6 +3699,63 @@ static unsigned char *peri_put_reals(unsigned char *p, const per_real *v, uint32
   return p + (size_t)n * sizeof(per_real);
 }
 
+/* Where the checkpoint's bytes go: straight into memory (mem != NULL:
+   a snapshot), or through `put` in pieces (a file), the words converted
+   in `stage` first. */
+typedef struct peri_sink {
+  unsigned char *mem;
+  void (*put)(void *ctx, const void *p, size_t n);
+  void *ctx;
+  unsigned char stage[4096];
+} peri_sink;
+
+static void peri_sink_bytes(peri_sink *o, const void *p, size_t n) {
+  if (o->mem) {
+    memcpy(o->mem, p, n);
+    o->mem += n;
+  } else {
+    o->put(o->ctx, p, n);
+  }
+}
+
+static void peri_sink_u32s(peri_sink *o, const uint32_t *v, uint32_t n) {
+  uint32_t i, m;
+  if (o->mem) {
+    o->mem = peri_put32s(o->mem, v, n);
+    return;
+  }
+  for (i = 0; i < n; i += m) {
+    m = n - i < sizeof o->stage / 4 ? n - i : (uint32_t)(sizeof o->stage / 4);
+    o->put(o->ctx, o->stage, (size_t)(peri_put32s(o->stage, v + i, m) - o->stage));
+  }
+}
+
+static void peri_sink_reals(peri_sink *o, const per_real *v, uint32_t n) {
+  uint32_t i, m, per = (uint32_t)(sizeof o->stage / sizeof(per_real));
+  if (o->mem) {
+    o->mem = peri_put_reals(o->mem, v, n);
+    return;
+  }
+  for (i = 0; i < n; i += m) {
+    m = n - i < per ? n - i : per;
+    o->put(o->ctx, o->stage, (size_t)(peri_put_reals(o->stage, v + i, m) - o->stage));
+  }
+}
+
+/* b's checkpoint but for the CRC, in file order: the one place that
+   knows the layout (per_buffer_snapshot and per_buffer_save). */
+static void peri_ckpt_emit(const per_buffer *b, peri_sink *o) {
+  unsigned char h[PERI_H_BYTES];
+  peri_ckpt_header(b, h);
+  peri_sink_bytes(o, h, PERI_H_BYTES);
+  peri_sink_bytes(o, b->items, (size_t)b->size * b->cfg.item_size);
+  peri_sink_u32s(o, b->gen, b->size);
+  peri_sink_reals(o, b->tree.node + b->tree.leaves, b->size);
+  if (b->swap.perm) peri_sink_u32s(o, b->swap.perm, b->size);
+  peri_sink_bytes(o, b->ends, b->size);
+  peri_sink_u32s(o, b->traj, b->size);
+}
+
 PERDEF size_t per_buffer_snapshot_bytes(const per_buffer *b) {
   uint64_t n;
   if (!b || !b->items) return 0;
@@ -3709,22 +3766,16 @@ PERDEF size_t per_buffer_snapshot_bytes(const per_buffer *b) {
 
 PERDEF per_status per_buffer_snapshot(const per_buffer *b, void *mem, size_t bytes,
                                       size_t *len) {
-  unsigned char *p = (unsigned char *)mem;
+  peri_sink o;
   uint64_t need;
-  size_t n;
   if (!b || !b->items || !mem || !len) return PER_ERR_NULL;
   need = peri_ckpt_bytes(PER_CKPT_VERSION, b->size, b->cfg.item_size, b->swap.perm != NULL);
   if (need > (uint64_t)bytes) return PER_ERR_MEMORY;
-  peri_ckpt_header(b, p);
-  p += PERI_H_BYTES;
-  n = (size_t)b->size * b->cfg.item_size;
-  memcpy(p, b->items, n);
-  p = peri_put32s(p + n, b->gen, b->size);
-  p = peri_put_reals(p, b->tree.node + b->tree.leaves, b->size);
-  if (b->swap.perm) p = peri_put32s(p, b->swap.perm, b->size);
-  memcpy(p, b->ends, b->size);
-  p = peri_put32s(p + b->size, b->traj, b->size);
-  memset(p, 0, 4); /* the CRC: per_snapshot_write computes it */
+  o.mem = (unsigned char *)mem;
+  o.put = NULL;
+  o.ctx = NULL;
+  peri_ckpt_emit(b, &o);
+  memset(o.mem, 0, 4); /* the CRC: per_snapshot_write computes it */
   *len = (size_t)need;
   return PER_OK;
 }
@@ -3871,42 +3922,22 @@ static per_status peri_writer_finish(peri_writer *w, const char *path) {
   return w->err ? PER_ERR_IO : PER_OK;
 }
 
+/* A peri_sink's put for a file. */
+static void peri_sink_file(void *w, const void *p, size_t n) {
+  peri_wbytes((peri_writer *)w, p, n);
+}
+
 PERDEF per_status per_buffer_save(const per_buffer *b, const char *path) {
   peri_writer w;
-  unsigned char h[PERI_H_BYTES], buf[4096];
-  uint32_t i, L;
+  peri_sink o;
   per_status s;
   if (!b || !b->items || !path) return PER_ERR_NULL;
   s = peri_writer_open(&w, path, b->alloc_ctx);
   if (s != PER_OK) return s;
-  peri_ckpt_header(b, h);
-  peri_wbytes(&w, h, PERI_H_BYTES);
-  peri_wbytes(&w, b->items, (size_t)b->size * b->cfg.item_size);
-  L = b->tree.leaves;
-  for (i = 0; i < b->size;) { /* generations */
-    size_t m = 0;
-    for (; i < b->size && m + 4 <= sizeof buf; ++i, m += 4) peri_put32(buf + m, b->gen[i]);
-    peri_wbytes(&w, buf, m);
-  }
-  for (i = 0; i < b->size;) { /* leaves */
-    size_t m = 0;
-    for (; i < b->size && m + sizeof(per_real) <= sizeof buf; ++i, m += sizeof(per_real))
-      peri_put_real(buf + m, b->tree.node[L + i]);
-    peri_wbytes(&w, buf, m);
-  }
-  if (b->swap.perm) {
-    for (i = 0; i < b->size;) {
-      size_t m = 0;
-      for (; i < b->size && m + 4 <= sizeof buf; ++i, m += 4) peri_put32(buf + m, b->swap.perm[i]);
-      peri_wbytes(&w, buf, m);
-    }
-  }
-  peri_wbytes(&w, b->ends, b->size);
-  for (i = 0; i < b->size;) { /* trajectory ids */
-    size_t m = 0;
-    for (; i < b->size && m + 4 <= sizeof buf; ++i, m += 4) peri_put32(buf + m, b->traj[i]);
-    peri_wbytes(&w, buf, m);
-  }
+  o.mem = NULL;
+  o.put = peri_sink_file;
+  o.ctx = &w;
+  peri_ckpt_emit(b, &o);
   return peri_writer_finish(&w, path);
 }
 
@@ -4185,13 +4216,12 @@ static per_status peri_load_stage(const per_buffer *b, peri_ckpt *k, peri_sel se
     s = PER_ERR_CORRUPT; /* the stored total must be what the leaves give */
   if (s == PER_OK && k->traj) { /* the taken items' trajectory ids, newest first */
     peri_tcheck tc;
+    peri_sel age = sel; /* a full load is the one shard of a world of 1 */
+    if (age.world == 0) age.world = 1;
     memset(&tc, 0, sizeof tc);
     tc.trajs = k->trajs;
-    for (i = k->size; i-- > 0;) {
-      uint32_t oldest = k->size == k->cfg.capacity ? k->pos : 0;
-      slot = (uint32_t)(((uint64_t)oldest + i) % k->cfg.capacity);
-      if (sel.world == 0 || slot % sel.world == sel.rank) peri_tcheck_feed(&tc, peri_ckpt_traj(k, slot));
-    }
+    for (i = k->size; i-- > 0;)
+      if (peri_ckpt_pick(k, i, age, &slot)) peri_tcheck_feed(&tc, peri_ckpt_traj(k, slot));
     if (tc.bad) s = PER_ERR_CORRUPT;
   }
   if (s != PER_OK) per_tree_free(t);
@@ -4526,6 +4556,15 @@ static per_status peri_traj_even(per_traj *a, const char *fn, uint32_t *n) {
   return PER_OK;
 }
 
+/* PER_ERR_ARG with "fn: end E is not PER_END_NONE, ...". */
+static per_status peri_traj_bad_end(per_traj *a, const char *fn, uint8_t end) {
+  peri_msg m = peri_traj_msg(a, fn);
+  peri_msg_s(&m, "end ");
+  peri_msg_u(&m, end);
+  peri_msg_s(&m, " is not PER_END_NONE, PER_END_TERMINATED or PER_END_TRUNCATED");
+  return PER_ERR_ARG;
+}
+
 /* PER_ERR_BATCH with "fn: field "name" is full: capacity C, index C". */
 static per_status peri_traj_full(per_traj *a, const char *fn, uint32_t f) {
   peri_msg m = peri_traj_msg(a, fn);
@@ -4756,13 +4795,7 @@ PERDEF per_status per_traj_add_step(per_traj *a, const void *record, uint8_t end
     return peri_traj_fail(a, PER_ERR_NULL, "per_traj_add_step",
                           "the accumulator is not initialised");
   if (!record) return peri_traj_fail(a, PER_ERR_NULL, "per_traj_add_step", "record is NULL");
-  if (end > PER_END_TRUNCATED) {
-    peri_msg m = peri_traj_msg(a, "per_traj_add_step");
-    peri_msg_s(&m, "end ");
-    peri_msg_u(&m, end);
-    peri_msg_s(&m, " is not PER_END_NONE, PER_END_TERMINATED or PER_END_TRUNCATED");
-    return PER_ERR_ARG;
-  }
+  if (end > PER_END_TRUNCATED) return peri_traj_bad_end(a, "per_traj_add_step", end);
   s = peri_traj_even(a, "per_traj_add_step", &n);
   if (s != PER_OK) return s;
   if (n == a->cfg.capacity) return peri_traj_full(a, "per_traj_add_step", peri_traj_first_step(a));
@@ -4792,13 +4825,7 @@ PERDEF per_status per_traj_end(per_traj *a, uint8_t end) {
   if (!a) return PER_ERR_NULL;
   if (!a->steps)
     return peri_traj_fail(a, PER_ERR_NULL, "per_traj_end", "the accumulator is not initialised");
-  if (end > PER_END_TRUNCATED) {
-    peri_msg m = peri_traj_msg(a, "per_traj_end");
-    peri_msg_s(&m, "end ");
-    peri_msg_u(&m, end);
-    peri_msg_s(&m, " is not PER_END_NONE, PER_END_TERMINATED or PER_END_TRUNCATED");
-    return PER_ERR_ARG;
-  }
+  if (end > PER_END_TRUNCATED) return peri_traj_bad_end(a, "per_traj_end", end);
   n = per_traj_steps(a);
   if (n == 0)
     return peri_traj_fail(a, PER_ERR_EMPTY, "per_traj_end",
