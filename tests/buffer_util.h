@@ -1,7 +1,7 @@
 /* buffer_util.h - shared by the buffer, n-step and checkpoint tests: the
    counting allocator of heap.h (this header includes per.h with
-   PER_IMPLEMENTATION after it) and byte snapshots of a whole per_buffer
-   (the struct and every allocation). */
+   PER_IMPLEMENTATION after it), byte snapshots of a whole per_buffer
+   (the struct and every allocation) and whole-file reads and writes. */
 #ifndef PER_BUFFER_UTIL_H
 #define PER_BUFFER_UTIL_H
 
@@ -116,6 +116,27 @@ static inline int state_equal(const per_buffer *a, const per_buffer *b) {
     if (a->seq_min_node && memcmp(a->seq_min_node, b->seq_min_node, nodes) != 0) return 0;
   }
   return 1;
+}
+
+/* ---- files ------------------------------------------------------------- */
+
+/* Up to cap bytes of the file at path; -1 when it cannot be opened. */
+static inline long file_read(const char *path, unsigned char *buf, long cap) {
+  FILE *f = fopen(path, "rb");
+  long n;
+  if (!f) return -1;
+  n = (long)fread(buf, 1, (size_t)cap, f);
+  fclose(f);
+  return n;
+}
+
+/* buf[0..n) as the file at path; 1 on success. */
+static inline int file_write(const char *path, const unsigned char *buf, long n) {
+  FILE *f = fopen(path, "wb");
+  int ok;
+  if (!f) return 0;
+  ok = fwrite(buf, 1, (size_t)n, f) == (size_t)n;
+  return fclose(f) == 0 && ok;
 }
 
 static inline per_config cfg_of(uint32_t capacity, uint32_t item_size) {

@@ -73,23 +73,6 @@ static int count_tmp(const char *path) {
   return n;
 }
 
-static long file_read(const char *path, unsigned char *buf, long cap) {
-  FILE *f = fopen(path, "rb");
-  long n;
-  if (!f) return -1;
-  n = (long)fread(buf, 1, (size_t)cap, f);
-  fclose(f);
-  return n;
-}
-
-static int file_write(const char *path, const unsigned char *buf, long n) {
-  FILE *f = fopen(path, "wb");
-  int ok;
-  if (!f) return 0;
-  ok = fwrite(buf, 1, (size_t)n, f) == (size_t)n;
-  return fclose(f) == 0 && ok;
-}
-
 /* Recompute the CRC of a file image after a deliberate edit. */
 static void fix_crc(unsigned char *buf, long n) {
   uint32_t c = per_crc32c(0, buf, (size_t)n - 4);

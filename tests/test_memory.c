@@ -17,15 +17,6 @@
 
 #define NAME(s) (IS_FLOAT ? "mem_float_" s : "mem_double_" s)
 
-static long file_read(const char *path, unsigned char *buf, long cap) {
-  FILE *f = fopen(path, "rb");
-  long n;
-  if (!f) return -1;
-  n = (long)fread(buf, 1, (size_t)cap, f);
-  fclose(f);
-  return n;
-}
-
 /* Some history in b: adds (with episode ends every 5th step), draws of
    items or sequences, updates. Deterministic from seed. */
 static void churn(per_buffer *b, uint32_t adds, uint64_t seed) {

@@ -126,15 +126,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
            once per_snapshot_write has written it */
         size_t cap = per_buffer_snapshot_bytes(&b), len = 0;
         unsigned char *mem = (unsigned char *)malloc(cap), *file = (unsigned char *)malloc(cap);
-        FILE *f = fopen(path, "rb");
-        CHECK(mem && file && f);
-        if (mem && file && f) {
-          size_t got = fread(file, 1, cap, f);
+        CHECK(mem && file);
+        if (mem && file) {
+          long got = file_read(path, file, (long)cap);
           CHECK_OK(per_buffer_snapshot(&b, mem, cap, &len));
-          CHECK(got == len && memcmp(mem, file, len - 4) == 0);
+          CHECK(got == (long)len && memcmp(mem, file, len - 4) == 0);
           if (next8(&r) < 128) CHECK_OK(per_snapshot_write(mem, len, path, NULL));
         }
-        if (f) fclose(f);
         free(mem);
         free(file);
         CHECK_OK(per_buffer_init(&l, &c, NULL));
