@@ -31,6 +31,7 @@
 #define PER_IMPLEMENTATION
 #include "per.h"
 #include "cartpole.h"
+#include "args.h"
 #include "mlp.h"
 
 #define HIDDEN 64
@@ -88,35 +89,12 @@ static void usage(FILE *f) {
     SMOKE_STEPS, SMOKE_EVAL, SMOKE_MIN);
 }
 
-static int parse_long(const char *s, long lo, long hi, long *out) {
-  char *end;
-  long v;
-  errno = 0;
-  v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
-}
-
-static int parse_double(const char *s, double lo, double hi, double *out) {
-  char *end;
-  double v;
-  errno = 0;
-  v = strtod(s, &end);
-  if (errno || end == s || *end || !(v >= lo && v <= hi)) return -1;
-  *out = v;
-  return 0;
-}
-
 static int takes_value(const char *a) {
   static const char *const names[] = {
       "--seed", "--steps", "--n",   "--batch", "--capacity", "--every",
       "--eval", "--alpha", "--beta", "--gamma", "--lr",       "--tau",
       "--csv"};
-  size_t i;
-  for (i = 0; i < sizeof names / sizeof names[0]; ++i)
-    if (!strcmp(a, names[i])) return 1;
-  return 0;
+  return arg_listed(a, names, sizeof names / sizeof names[0]);
 }
 
 /* Returns 0, or -1 after printing what is wrong. */

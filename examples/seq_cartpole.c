@@ -57,7 +57,6 @@
                        [--smoke] [--eval K] [--help]
    (--help lists the rest: --capacity, --alpha, --beta, --gamma, --lr,
    --tau, --train-every, --every). */
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -68,6 +67,7 @@
 #define PER_IMPLEMENTATION
 #include "per.h"
 #include "cartpole.h"
+#include "args.h"
 #include "mlp.h"
 
 #define SEEN 2           /* observed values: cart position, pole angle */
@@ -145,36 +145,13 @@ static void usage(FILE *f) {
     SMOKE_STEPS, SMOKE_EVAL, SMOKE_MIN);
 }
 
-static int parse_long(const char *s, long lo, long hi, long *out) {
-  char *end;
-  long v;
-  errno = 0;
-  v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
-}
-
-static int parse_double(const char *s, double lo, double hi, double *out) {
-  char *end;
-  double v;
-  errno = 0;
-  v = strtod(s, &end);
-  if (errno || end == s || *end || !(v >= lo && v <= hi)) return -1;
-  *out = v;
-  return 0;
-}
-
 static int takes_value(const char *a) {
   static const char *const names[] = {
       "--seed",  "--steps", "--batch", "--seq-len", "--stride",
       "--history", "--n",   "--capacity", "--alpha", "--beta",
       "--gamma", "--lr",    "--tau",   "--train-every", "--every",
       "--eval"};
-  size_t i;
-  for (i = 0; i < sizeof names / sizeof names[0]; ++i)
-    if (!strcmp(a, names[i])) return 1;
-  return 0;
+  return arg_listed(a, names, sizeof names / sizeof names[0]);
 }
 
 /* Returns 0, or -1 after printing what is wrong. */
