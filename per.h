@@ -128,7 +128,14 @@
       PER_ASSERT(x)       internal invariant checks, default assert(x)
       PER_NO_STDIO        leave out the checkpoint files (per_buffer_save,
                           per_buffer_load, per_buffer_load_shard,
-                          per_snapshot_write) and <stdio.h>
+                          per_snapshot_write, per_nstep_save,
+                          per_nstep_load) and <stdio.h>
+      PER_REFERENCE       run only the plain paths: one descent at a time,
+                          one Philox block at a time, parents recomputed
+                          level by level, checkpoint words converted one by
+                          one. Every result is the same bits as without it
+                          (CI runs the CPU tests both ways); it is there to
+                          check the fast paths and to read the code by.
 
    BUILD FLAGS
       Results do not depend on the optimization level, -march, C or C++,
@@ -497,19 +504,27 @@ PER_INLINE PER_HD per_status per_leaf_status(per_real v) {
   return PER_OK;
 }
 
-/* One step of the descent by prefix mass `u` (DESIGN §2), from internal
-   node k to the child it returns: go left when u < left; otherwise subtract
-   left and go right, except when the right child has no mass, then go left
-   (and go right whenever the left child has no mass). Whenever node[k] > 0
-   the child returned has mass, for every u: 0, the total, past the total,
-   even NaN or negative. Branch-free; `*u - 0` leaves *u's bits as they are,
-   so this is exactly "if (go right) *u -= left". */
+/* The descent rule (docs/DESIGN.md §2), written once: 1 to go to the right
+   child, 0 to go left, at a node whose children hold `left` and `right`,
+   with `u` the prefix mass still to cover. Go left when u < left;
+   otherwise go right, except when the right child has no mass, then go
+   left (and go right whenever the left child has no mass). Whenever
+   left + right > 0 the child chosen has mass, for every u: 0, the total,
+   past the total, even NaN or negative. Branch-free. */
+PER_INLINE PER_HD uint32_t peri_tree_go_right(per_real left, per_real right,
+                                              per_real u) {
+  return ((uint32_t)!(u < left) & (uint32_t)(right > 0)) |
+         (uint32_t)!(left > 0);
+}
+
+/* One step of the descent by prefix mass `u` from internal node k to the
+   child it returns (peri_tree_go_right), taking the left mass off *u when
+   it goes right. `*u - 0` leaves *u's bits as they are, so this is
+   exactly "if (go right) *u -= left". */
 PER_INLINE PER_HD uint32_t per_tree_step(const per_real *node, uint32_t k,
                                          per_real *u) {
   per_real left = node[2 * k];
-  per_real right = node[2 * k + 1];
-  uint32_t go_right = ((uint32_t)!(*u < left) & (uint32_t)(right > 0)) |
-                      (uint32_t)!(left > 0);
+  uint32_t go_right = peri_tree_go_right(left, node[2 * k + 1], *u);
   *u -= go_right ? left : (per_real)0;
   return 2 * k + go_right;
 }
@@ -1156,7 +1171,7 @@ PERDEF uint32_t per_crc32c(uint32_t crc, const void *p, size_t n);
    for that copy: memcpy speed on a little-endian host), and
    per_snapshot_write writes them to a file from any thread, with the
    checksum and the guarantees of per_buffer_save. The library starts no
-   thread itself; README.md shows the pthread pattern. The file written
+   thread itself; docs/GUIDE.md shows the pthread pattern. The file written
    is byte for byte the one per_buffer_save would have written at the
    moment of the snapshot.
 
@@ -1166,7 +1181,7 @@ PERDEF uint32_t per_crc32c(uint32_t crc, const void *p, size_t n);
    in size_t. */
 PERDEF size_t per_buffer_snapshot_bytes(const per_buffer *b);
 /* The checkpoint of b as it is now, into mem[0..*len): the file's bytes
-   (README.md has the format), its last 4 bytes (the CRC-32C) left 0 for
+   (docs/FORMAT.md has the format), its last 4 bytes (the CRC-32C) left 0 for
    per_snapshot_write to fill in its file. b is not changed and mem needs
    no alignment. O(size): a memcpy of the items, generations, leaves (and
    permutation) and ends. Available with PER_NO_STDIO. Errors (nothing
@@ -1465,7 +1480,21 @@ PERDEF const char *per_traj_error(const per_traj *a);
 #endif
 #endif
 
-#include <string.h>
+/* Every header the implementation uses, here and only here (string.h
+   and the fixed-width types come with the declarations). */
+#include <math.h>
+#ifndef PER_NO_STDIO
+#include <errno.h>
+#include <stdio.h>
+#include <time.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <fcntl.h>
+#include <unistd.h>
+#define PERI_HAVE_FSYNC 1
+#elif defined(_WIN32)
+#include <io.h>
+#endif
+#endif
 
 #if defined(PER_MALLOC) && defined(PER_FREE)
 /* user allocator */
@@ -1482,7 +1511,17 @@ PERDEF const char *per_traj_error(const per_traj *a);
 #define PER_ASSERT(x) assert(x)
 #endif
 
-#if defined(__GNUC__) || defined(__clang__)
+/* The fast paths (docs/DESIGN.md §10). Each sits beside a plain path
+   that gives the same bits, chosen by the named conditions below; the
+   tests compare the two, and PER_REFERENCE (PERI_FAST 0) runs the plain
+   paths only. The fast code is still compiled, so it cannot rot. */
+#ifdef PER_REFERENCE
+#define PERI_FAST 0
+#else
+#define PERI_FAST 1
+#endif
+
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(PER_REFERENCE)
 #define PERI_PREFETCH(p) __builtin_prefetch(p)
 #else
 #define PERI_PREFETCH(p) ((void)(p))
@@ -1496,8 +1535,36 @@ PERDEF const char *per_traj_error(const per_traj *a);
 #define PERI_LANES 64
 #endif
 
+/* Lockstep descents (peri_descend_lanes) for groups of at least this
+   many draws; fewer go one at a time. A group costs PERI_LANES lanes
+   however few are used, so below a quarter of them it loses. */
+#define PERI_LOCKSTEP_MIN ((PERI_LANES + 3) / 4)
+
+/* per_swap_sample makes PERI_LANES Philox blocks at once (vectorized) for
+   batches of at least this many draws; smaller ones draw one at a time. */
+#define PERI_SWAP_LANES_MIN PERI_LANES
+
+/* Batch updates of a tree of at most this many bytes fix the levels
+   near the leaves by walking up from each leaf, the running sum in a
+   register (fewer loads: a win while the tree is in cache, a loss once
+   the walks' dependent adds wait on misses); larger trees and the levels
+   above go level by level. */
+#define PERI_WALK_MAX_BYTES ((size_t)1 << 20)
+
+/* Lockstep descents prefetch the grandchildren of each lane's node from
+   this level down (the levels above are in L1 after the first groups). */
+#define PERI_PREFETCH_LEVEL 10
+
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+#if !defined(PER_NO_STDIO) && defined(_WIN32)
+/* kernel32's MoveFileExA as <windows.h> declares it, without including
+   <windows.h> (its min/max macros and the rest) into the user's file. */
+__declspec(dllimport) int __stdcall MoveFileExA(const char *from,
+                                                const char *to,
+                                                unsigned long flags);
 #endif
 
 /* >>status */
@@ -1644,22 +1711,6 @@ static void peri_tree_shape(per_tree *t, uint32_t capacity) {
   t->leaves = peri_leaves_for(capacity, &t->depth);
 }
 
-PERDEF per_status per_tree_init(per_tree *t, uint32_t capacity,
-                                void *alloc_ctx) {
-  size_t bytes;
-  if (!t) return PER_ERR_NULL;
-  peri_tree_empty(t);
-  bytes = per_tree_bytes(capacity);
-  if (bytes == 0) return PER_ERR_CAPACITY;
-  t->node = (per_real *)PER_MALLOC(bytes, alloc_ctx);
-  if (!t->node) return PER_ERR_NOMEM;
-  peri_tree_shape(t, capacity);
-  t->owns = 1;
-  t->alloc_ctx = alloc_ctx;
-  per_tree_clear(t);
-  return PER_OK;
-}
-
 PERDEF per_status per_tree_init_mem(per_tree *t, uint32_t capacity,
                                     void *mem, size_t bytes) {
   size_t need;
@@ -1676,6 +1727,28 @@ PERDEF per_status per_tree_init_mem(per_tree *t, uint32_t capacity,
   return PER_OK;
 }
 
+/* per_tree_init_mem on memory of its own from PER_MALLOC. */
+PERDEF per_status per_tree_init(per_tree *t, uint32_t capacity,
+                                void *alloc_ctx) {
+  size_t bytes;
+  void *mem;
+  per_status st;
+  if (!t) return PER_ERR_NULL;
+  peri_tree_empty(t);
+  bytes = per_tree_bytes(capacity);
+  if (bytes == 0) return PER_ERR_CAPACITY;
+  mem = PER_MALLOC(bytes, alloc_ctx);
+  if (!mem) return PER_ERR_NOMEM;
+  st = per_tree_init_mem(t, capacity, mem, bytes);
+  if (st != PER_OK) { /* a PER_MALLOC hook that does not align */
+    PER_FREE(mem, alloc_ctx);
+    return st;
+  }
+  t->owns = 1;
+  t->alloc_ctx = alloc_ctx;
+  return PER_OK;
+}
+
 PERDEF void per_tree_free(per_tree *t) {
   if (!t) return;
   if (t->owns && t->node) PER_FREE(t->node, t->alloc_ctx);
@@ -1687,20 +1760,30 @@ PERDEF void per_tree_clear(per_tree *t) {
   memset(t->node, 0, (size_t)t->leaves * 2 * sizeof(per_real));
 }
 
-/* Recompute the ancestors of one leaf, bottom up. The running value stays
+/* Recompute the `levels` nearest ancestors of node k, bottom up. The running value stays
    in a register and only the sibling is loaded: cur is node[k], so
    `sib + cur` or `cur + sib` is node[2p] + node[2p+1] with the operands in
    the same order, the same bits as per_tree_recompute(node, p), without
    reloading the value just stored. */
-static void peri_tree_walk_up(per_tree *t, uint32_t leaf) {
-  per_real *node = t->node;
-  uint32_t k = t->leaves + leaf;
+static void peri_walk_up(per_real *node, uint32_t k, uint32_t levels) {
   per_real cur = node[k];
-  for (; k > 1; k >>= 1) {
+  for (; levels > 0; --levels, k >>= 1) {
     per_real sib = node[k ^ 1u];
     cur = (k & 1u) ? sib + cur : cur + sib;
     node[k >> 1] = cur;
   }
+}
+
+/* Make the ancestors of leaf i exact again after it changed: the walk,
+   or (PER_REFERENCE) per_tree_recompute on each from the bottom. */
+static void peri_tree_fix_leaf(per_tree *t, uint32_t i) {
+  uint32_t k;
+  if (PERI_FAST) {
+    peri_walk_up(t->node, t->leaves + i, t->depth);
+    return;
+  }
+  for (k = (t->leaves + i) >> 1; k >= 1; k >>= 1)
+    per_tree_recompute(t->node, k);
 }
 
 /* node[k] = node[2k] + node[2k+1] for every k in [lo, hi]. */
@@ -1722,7 +1805,7 @@ static void peri_tree_recompute_range(per_real *node, uint32_t lo,
      Nodes of the span that are not ancestors of a changed leaf are
      recomputed from unchanged children: in a valid tree that writes back
      the bits they already hold.
-   A tree of at most 1 MiB (in cache) does the levels below the spans by
+   A tree of at most PERI_WALK_MAX_BYTES does the levels below the spans by
    walking up from each leaf in turn instead, the running value in a
    register (fewer loads; a walk is a chain of dependent adds, which costs
    more than it saves once the loads miss). Still exact: a node's last
@@ -1743,22 +1826,14 @@ static void peri_tree_fix_parents(per_tree *t, const uint32_t *idx, size_t n) {
   lo += L;
   hi += L;
   s = 1;
-  if ((size_t)L * 2 * sizeof(per_real) <= ((size_t)1 << 20)) {
+  if (PERI_FAST && (size_t)L * 2 * sizeof(per_real) <= PERI_WALK_MAX_BYTES) {
     uint32_t walk = 0; /* levels 1 .. walk below the spans */
     while (walk < t->depth && (size_t)((hi >> 1) - (lo >> 1)) >= n) {
       lo >>= 1;
       hi >>= 1;
       ++walk;
     }
-    for (j = 0; j < n && walk > 0; ++j) {
-      uint32_t k = L + idx[j], q;
-      per_real cur = node[k];
-      for (q = 0; q < walk; ++q, k >>= 1) {
-        per_real sib = node[k ^ 1u];
-        cur = (k & 1u) ? sib + cur : cur + sib;
-        node[k >> 1] = cur;
-      }
-    }
+    for (j = 0; j < n && walk > 0; ++j) peri_walk_up(node, L + idx[j], walk);
     s = walk + 1;
   }
   for (; s <= t->depth; ++s) {
@@ -1780,7 +1855,7 @@ PERDEF per_status per_tree_set(per_tree *t, uint32_t i, per_real v) {
   if (s != PER_OK) return s;
   if (v == 0) v = 0; /* -0 becomes +0 */
   t->node[t->leaves + i] = v;
-  peri_tree_walk_up(t, i);
+  peri_tree_fix_leaf(t, i);
   return PER_OK;
 }
 
@@ -1923,7 +1998,7 @@ static void peri_strata_u(uint64_t seed, uint64_t counter, uint32_t i0,
    PERI_LANES descents run in lockstep, one level at a time: a descent is a
    chain of dependent loads, and the lanes' loads are independent, so their
    cache misses overlap and the lane loop vectorizes (gathers). Each lane
-   does exactly what per_tree_step does. Works on local copies: the
+   takes per_tree_step's step, by the same rule. Works on local copies: the
    compiler then knows that the lanes do not alias the tree. */
 static void peri_descend_lanes(const per_real *node, uint32_t depth,
                                const per_real *u_in, uint32_t *k_out) {
@@ -1942,27 +2017,24 @@ static void peri_descend_lanes(const per_real *node, uint32_t depth,
          The same arithmetic as below. */
       uint32_t c = 2 * k[0];
       per_real left = node[c], right = node[c + 1];
-      uint32_t lpos = (uint32_t)(left > 0), rpos = (uint32_t)(right > 0);
       for (g = 0; g < PERI_LANES; ++g) {
-        per_real x = u[g];
-        uint32_t go_right = ((uint32_t)!(x < left) & rpos) | (lpos ^ 1u);
-        u[g] = x - (go_right ? left : (per_real)0);
+        uint32_t go_right = peri_tree_go_right(left, right, u[g]);
+        u[g] -= go_right ? left : (per_real)0;
         k[g] = c + go_right;
       }
       continue;
     }
     for (g = 0; g < PERI_LANES; ++g) {
       uint32_t c = 2 * k[g];
-      per_real left = node[c], right = node[c + 1], x = u[g];
-      uint32_t go_right = ((uint32_t)!(x < left) & (uint32_t)(right > 0)) |
-                          (uint32_t)!(left > 0);
-      u[g] = x - (go_right ? left : (per_real)0);
+      per_real left = node[c];
+      uint32_t go_right = peri_tree_go_right(left, node[c + 1], u[g]);
+      u[g] -= go_right ? left : (per_real)0;
       k[g] = c + go_right;
     }
-    /* Below the top 10 levels (in L1 by then), fetch the four
-       grandchildren of every lane's node: the pair read two levels down is
-       among them (one cache line), so its miss overlaps the next level. */
-    if (level >= 10 && level + 2 < depth)
+    /* Below the top levels (in L1 by then), fetch the four grandchildren
+       of every lane's node: the pair read two levels down is among them
+       (one cache line), so its miss overlaps the next level. */
+    if (level >= PERI_PREFETCH_LEVEL && level + 2 < depth)
       for (g = 0; g < PERI_LANES; ++g) PERI_PREFETCH(&node[4 * k[g]]);
   }
   for (g = 0; g < PERI_LANES; ++g) k_out[g] = k[g];
@@ -1976,7 +2048,7 @@ static void peri_iid_lanes(const per_tree *t, per_rng *rng, per_real total,
                            uint32_t m, uint32_t *leaf) {
   per_real u[PERI_LANES];
   uint32_t k[PERI_LANES], g;
-  if (4 * m < PERI_LANES) {
+  if (!PERI_FAST || m < PERI_LOCKSTEP_MIN) {
     for (g = 0; g < m; ++g)
       leaf[g] = per_tree_descend(t->node, t->leaves,
                                  peri_mul_rn(per_rng_real(rng), total));
@@ -2008,7 +2080,7 @@ PERDEF per_status per_tree_sample_strata(const per_tree *t, uint64_t seed,
     uint32_t k[PERI_LANES], g;
     per_real u[PERI_LANES];
     uint32_t m = count - base < PERI_LANES ? count - base : PERI_LANES;
-    if (4 * m < PERI_LANES) { /* a few strata: one descent at a time */
+    if (!PERI_FAST || m < PERI_LOCKSTEP_MIN) { /* one descent at a time */
       for (g = 0; g < m; ++g)
         k[g] = L + per_tree_descend(t->node, L,
                                     per_tree_stratum_u(seed, counter,
@@ -2078,22 +2150,6 @@ static void peri_swap_setup(per_swap *s, uint32_t capacity, uint32_t *perm) {
   for (i = 0; i < capacity; ++i) perm[i] = i;
 }
 
-PERDEF per_status per_swap_init(per_swap *s, uint32_t capacity,
-                                void *alloc_ctx) {
-  size_t bytes;
-  uint32_t *perm;
-  if (!s) return PER_ERR_NULL;
-  memset(s, 0, sizeof *s);
-  bytes = per_swap_bytes(capacity);
-  if (bytes == 0) return PER_ERR_CAPACITY;
-  perm = (uint32_t *)PER_MALLOC(bytes, alloc_ctx);
-  if (!perm) return PER_ERR_NOMEM;
-  peri_swap_setup(s, capacity, perm);
-  s->owns = 1;
-  s->alloc_ctx = alloc_ctx;
-  return PER_OK;
-}
-
 PERDEF per_status per_swap_init_mem(per_swap *s, uint32_t capacity,
                                     void *mem, size_t bytes) {
   size_t need;
@@ -2105,6 +2161,28 @@ PERDEF per_status per_swap_init_mem(per_swap *s, uint32_t capacity,
   if (bytes < need || ((uintptr_t)mem % sizeof(uint32_t)) != 0)
     return PER_ERR_MEMORY;
   peri_swap_setup(s, capacity, (uint32_t *)mem);
+  return PER_OK;
+}
+
+/* per_swap_init_mem on memory of its own, as per_tree_init. */
+PERDEF per_status per_swap_init(per_swap *s, uint32_t capacity,
+                                void *alloc_ctx) {
+  size_t bytes;
+  void *mem;
+  per_status st;
+  if (!s) return PER_ERR_NULL;
+  memset(s, 0, sizeof *s);
+  bytes = per_swap_bytes(capacity);
+  if (bytes == 0) return PER_ERR_CAPACITY;
+  mem = PER_MALLOC(bytes, alloc_ctx);
+  if (!mem) return PER_ERR_NOMEM;
+  st = per_swap_init_mem(s, capacity, mem, bytes);
+  if (st != PER_OK) { /* a PER_MALLOC hook that does not align */
+    PER_FREE(mem, alloc_ctx);
+    return st;
+  }
+  s->owns = 1;
+  s->alloc_ctx = alloc_ctx;
   return PER_OK;
 }
 
@@ -2148,7 +2226,7 @@ PERDEF per_status per_swap_sample(per_swap *s, per_rng *rng, uint32_t k,
   i = 0;
   while (i < k) {
     uint32_t w[4 * PERI_LANES], used = 0;
-    if (rng->avail > 0 || k < PERI_LANES) {
+    if (!PERI_FAST || rng->avail > 0 || k < PERI_SWAP_LANES_MIN) {
       /* Words the stream has buffered, or a batch too small to pay for
          PERI_LANES blocks at once: one draw the plain way. */
       uint32_t j = i + per_rng_below(rng, n - i), pick = perm[j];
@@ -2241,25 +2319,23 @@ PERDEF per_status per_cat_init_mem(per_cat *c, uint32_t max_k, void *mem, size_t
   return PER_OK;
 }
 
+/* per_cat_init_mem on one block of its own, as per_tree_init. */
 PERDEF per_status per_cat_init(per_cat *c, uint32_t max_k, void *alloc_ctx) {
-  uint32_t hbits;
-  size_t slots;
+  size_t bytes;
+  void *mem;
+  per_status st;
   if (!c) return PER_ERR_NULL;
   memset(c, 0, sizeof *c);
   if (max_k == 0 || max_k > (1u << 30)) return PER_ERR_BATCH;
-  hbits = peri_cat_hbits(max_k);
-  slots = (size_t)1 << hbits;
-  c->table = (uint32_t *)PER_MALLOC(slots * sizeof(uint32_t), alloc_ctx);
-  if (!c->table) return PER_ERR_NOMEM;
-  c->saved = (per_real *)PER_MALLOC((size_t)max_k * sizeof(per_real), alloc_ctx);
-  if (!c->saved) {
-    PER_FREE(c->table, alloc_ctx);
-    c->table = NULL;
-    return PER_ERR_NOMEM;
+  bytes = per_cat_bytes(max_k);
+  if (bytes == 0) return PER_ERR_NOMEM;
+  mem = PER_MALLOC(bytes, alloc_ctx);
+  if (!mem) return PER_ERR_NOMEM;
+  st = per_cat_init_mem(c, max_k, mem, bytes);
+  if (st != PER_OK) { /* a PER_MALLOC hook that does not align */
+    PER_FREE(mem, alloc_ctx);
+    return st;
   }
-  c->max_k = max_k;
-  c->hbits = hbits;
-  c->reject_limit = max_k;
   c->owns = 1;
   c->alloc_ctx = alloc_ctx;
   return PER_OK;
@@ -2267,21 +2343,20 @@ PERDEF per_status per_cat_init(per_cat *c, uint32_t max_k, void *alloc_ctx) {
 
 PERDEF void per_cat_free(per_cat *c) {
   if (!c) return;
-  if (c->owns) {
-    if (c->table) PER_FREE(c->table, c->alloc_ctx);
-    if (c->saved) PER_FREE(c->saved, c->alloc_ctx);
-  }
+  if (c->owns && c->table) PER_FREE(c->table, c->alloc_ctx);
   memset(c, 0, sizeof *c);
 }
 
-/* Insert key into the set; 1 when it was new, 0 when already present. */
-static int peri_cat_insert(per_cat *c, uint32_t key) {
-  uint32_t mask = (1u << c->hbits) - 1u;
-  uint32_t h = (uint32_t)(key * 2654435761u) >> (32u - c->hbits);
+/* Insert key into the open-addressing set of 2^hbits words in table (0:
+   an empty slot, key + 1 a member); 1 when it was new, 0 when already
+   present. The per_cat table and the buffer's unique draws use it. */
+static int peri_set_insert(uint32_t *table, uint32_t hbits, uint32_t key) {
+  uint32_t mask = (1u << hbits) - 1u;
+  uint32_t h = (uint32_t)(key * 2654435761u) >> (32u - hbits);
   for (;;) {
-    uint32_t cur = c->table[h];
+    uint32_t cur = table[h];
     if (cur == 0) {
-      c->table[h] = key + 1u;
+      table[h] = key + 1u;
       return 1;
     }
     if (cur == key + 1u) return 0;
@@ -2328,7 +2403,7 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
     if (want > PERI_LANES) want = PERI_LANES;
     peri_iid_lanes(t, rng, total, want, leaf);
     for (g = 0; g < want; ++g) {
-      if (peri_cat_insert(c, leaf[g])) {
+      if (peri_set_insert(c->table, c->hbits, leaf[g])) {
         c->saved[m] = t->node[L + leaf[g]];
         idx[m++] = leaf[g];
       } else {
@@ -2355,7 +2430,7 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
       c->saved[m] = t->node[L + leaf];
       idx[m++] = leaf;
       t->node[L + leaf] = 0;
-      peri_tree_walk_up(t, leaf);
+      peri_tree_fix_leaf(t, leaf);
     }
     peri_cat_restore(c, t, idx, m);
   }
@@ -2365,36 +2440,6 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
 }
 
 /* >>buffer */
-#ifdef __cplusplus
-}
-#endif
-#include <math.h>
-#ifndef PER_NO_STDIO
-#include <errno.h>
-#include <stdio.h>
-#include <time.h>
-#if defined(__unix__) || defined(__APPLE__)
-#include <fcntl.h>
-#include <unistd.h>
-#define PERI_HAVE_FSYNC 1
-#elif defined(_WIN32)
-#include <io.h>
-#endif
-#endif
-#ifdef __cplusplus
-extern "C" {
-#endif
-#if !defined(PER_NO_STDIO) && defined(_WIN32)
-/* kernel32's MoveFileExA as <windows.h> declares it, without including
-   <windows.h> (its min/max macros and the rest) into the user's file. */
-__declspec(dllimport) int __stdcall MoveFileExA(const char *from,
-                                                const char *to,
-                                                unsigned long flags);
-#endif
-
-#ifndef PERI_PREFETCH
-#define PERI_PREFETCH(p) ((void)(p))
-#endif
 
 /* Batches are processed in pieces of this many slots (stack arrays: no
    allocation per call). */
@@ -2893,21 +2938,6 @@ static uint32_t peri_cover_find(const peri_cover *c, const per_real *node,
   k = c->k[j];
   while (k < L) k = per_tree_step(node, k, &u);
   return k - L;
-}
-
-/* Open-addressing set over the per_cat table (scratch between calls). */
-static int peri_set_insert(uint32_t *table, uint32_t hbits, uint32_t key) {
-  uint32_t mask = (1u << hbits) - 1u;
-  uint32_t h = (uint32_t)(key * 2654435761u) >> (32u - hbits);
-  for (;;) {
-    uint32_t cur = table[h];
-    if (cur == 0) {
-      table[h] = key + 1u;
-      return 1;
-    }
-    if (cur == key + 1u) return 0;
-    h = (h + 1u) & mask;
-  }
 }
 
 /* How a plan's leaves are drawn. */
@@ -3680,7 +3710,7 @@ static int peri_host_le(void) {
    little-endian host. Returns the end. */
 static unsigned char *peri_put32s(unsigned char *p, const uint32_t *v, uint32_t n) {
   uint32_t i;
-  if (peri_host_le()) {
+  if (PERI_FAST && peri_host_le()) {
     memcpy(p, v, (size_t)n * 4);
   } else {
     for (i = 0; i < n; ++i) peri_put32(p + (size_t)i * 4, v[i]);
@@ -3691,7 +3721,7 @@ static unsigned char *peri_put32s(unsigned char *p, const uint32_t *v, uint32_t 
 /* v[0..n) as the file stores per_real values (peri_put_real). */
 static unsigned char *peri_put_reals(unsigned char *p, const per_real *v, uint32_t n) {
   uint32_t i;
-  if (peri_host_le()) {
+  if (PERI_FAST && peri_host_le()) {
     memcpy(p, v, (size_t)n * sizeof(per_real));
   } else {
     for (i = 0; i < n; ++i) peri_put_real(p + (size_t)i * sizeof(per_real), v[i]);

@@ -10,8 +10,9 @@
 # output line by line with the reference build's (gcc -O0 -std=c99, or cc
 # when gcc is missing). The other builds optimize, target the host
 # (-march=native), force fused multiply-adds (x86-64: -mfma
-# -ffp-contract=fast; aarch64 always has FMA) and compile as C++11; none
-# turns contraction off, since per.h promises the same results without it.
+# -ffp-contract=fast; aarch64 always has FMA), compile as C++11, or run
+# the plain paths only (-DPER_REFERENCE); none turns contraction off,
+# since per.h promises the same results without it.
 #
 # A build whose compiler is missing is reported as skipped and not counted;
 # the reference and at least one optimizing gcc build must run. A compile
@@ -78,6 +79,9 @@ $1|$2|$3"; }
 
 nat=$(native_flag "$gcc")
 add "$gcc -O3 $nat" "$gcc" "-O3 $nat"
+# The plain paths only (PER_REFERENCE): the fast paths' hashes must be
+# theirs.
+add "$gcc -O2 -DPER_REFERENCE" "$gcc" "-O2 -DPER_REFERENCE"
 if [ -n "$x86_64" ]; then
   add "$gcc -O2 -mfma -ffp-contract=fast" "$gcc" "-O2 -mfma -ffp-contract=fast"
 fi
