@@ -1149,7 +1149,7 @@ PERDEF void per_nstep_reset(per_nstep *a);
 /* ======================================================================
    8. Checkpoints (files not with PER_NO_STDIO)                     >>ckpt
    ======================================================================
-   A little-endian binary file (format in README.md): header with magic,
+   A little-endian binary file (format in docs/FORMAT.md): header with magic,
    version, endianness marker, field sizes, config and counters; then the
    size filled slots' items, generations, leaves (and the swap permutation
    when alpha = 0), episode ends, trajectory ids; then a CRC-32C of all
@@ -3631,21 +3631,105 @@ static per_real peri_get_real(const unsigned char *p) {
 
 #endif
 
-/* Header field offsets (README.md has the table). */
-enum {
-  PERI_H_MAGIC = 0, PERI_H_VERSION = 8, PERI_H_ENDIAN = 12, PERI_H_HBYTES = 16,
-  PERI_H_REAL = 20, PERI_H_CAPACITY = 24, PERI_H_ITEM = 28, PERI_H_SIZE = 32,
-  PERI_H_POS = 36, PERI_H_FLAGS = 40, PERI_H_MAXU = 44, PERI_H_ZHINT = 48,
-  PERI_H_PERM = 52, PERI_H_ALPHA = 56, PERI_H_BETA0 = 64, PERI_H_BETA1 = 72,
-  PERI_H_EPS = 80, PERI_H_MAXP = 88, PERI_H_BSTEPS = 96, PERI_H_SEED = 104,
-  PERI_H_STEP = 112, PERI_H_ADDED = 120, PERI_H_RSEED = 128, PERI_H_RCTR = 136,
-  PERI_H_RBUF = 144, PERI_H_RAVAIL = 160, PERI_H_RESERVED = 164,
-  PERI_H_MAXLEAF = 168, PERI_H_TOTAL = 176, PERI_H_FBYTES = 184,
-  PERI_H_BYTES_V1 = 192, /* version 1 ends here */
-  PERI_H_SEQLEN = 192, PERI_H_SEQSTRIDE = 196, PERI_H_SEQETA = 200,
-  PERI_H_TRAJS = 208, PERI_H_BYTES = 216
-};
-static const unsigned char peri_magic[8] = {0x89, 'P', 'E', 'R', 'B', 'U', 'F', '\n'};
+/* The checkpoint header, in file order, one row a field:
+   X(NAME, name, type, since, value). A field is a little-endian `type`
+   (u32, u64, or f64: a double's bits as a u64) at the offset the rows
+   above it give (PERI_H_NAME), in files of version `since` and later.
+   `value` is what a save writes, from `const per_buffer *b` (c = &b->cfg,
+   has_perm); a load reads the field into peri_hdr's member `name`. This
+   list is the layout: the offsets, the writer (peri_ckpt_header) and the
+   reader (peri_hdr_read) are made from it, nowhere else. docs/FORMAT.md
+   has it as a table, with what the loader checks. Rows are only ever
+   added at the end, with a new version (docs/DESIGN.md §9). */
+#define PERI_CKPT_FIELDS(X)                                              \
+  X(MAGIC, magic, u64, 1, PERI_MAGIC)                                    \
+  X(VERSION, version, u32, 1, PER_CKPT_VERSION)                          \
+  X(ENDIAN, endian, u32, 1, PERI_ENDIAN_MARK)                            \
+  X(HBYTES, hbytes, u32, 1, PERI_H_BYTES)                                \
+  X(REAL, real, u32, 1, (uint32_t)sizeof(per_real))                      \
+  X(CAPACITY, capacity, u32, 1, c->capacity)                             \
+  X(ITEM, item_size, u32, 1, c->item_size)                               \
+  X(SIZE, size, u32, 1, b->size)                                         \
+  X(POS, pos, u32, 1, b->pos)                                            \
+  X(FLAGS, flags, u32, 1, c->flags)                                      \
+  X(MAXU, max_unique, u32, 1, c->max_unique)                             \
+  X(ZHINT, zero_hint, u32, 1, b->zero_hint)                              \
+  X(PERM, has_perm, u32, 1, has_perm)                                    \
+  X(ALPHA, alpha, f64, 1, c->alpha)                                      \
+  X(BETA0, beta0, f64, 1, c->beta0)                                      \
+  X(BETA1, beta1, f64, 1, c->beta1)                                      \
+  X(EPS, eps, f64, 1, c->eps)                                            \
+  X(MAXP, max_priority, f64, 1, c->max_priority)                         \
+  X(BSTEPS, beta_steps, u64, 1, c->beta_steps)                           \
+  X(SEED, seed, u64, 1, c->seed)                                         \
+  X(STEP, step, u64, 1, b->step)                                         \
+  X(ADDED, added, u64, 1, b->added)                                      \
+  X(RSEED, rng_seed, u64, 1, b->rng.seed)                                \
+  X(RCTR, rng_counter, u64, 1, b->rng.counter)                           \
+  X(RBUF0, rng_buf0, u32, 1, b->rng.buf[0])                              \
+  X(RBUF1, rng_buf1, u32, 1, b->rng.buf[1])                              \
+  X(RBUF2, rng_buf2, u32, 1, b->rng.buf[2])                              \
+  X(RBUF3, rng_buf3, u32, 1, b->rng.buf[3])                              \
+  X(RAVAIL, rng_avail, u32, 1, b->rng.avail)                             \
+  X(RESERVED, reserved, u32, 1, 0u)                                      \
+  X(MAXLEAF, max_leaf, f64, 1, (double)b->max_leaf)                      \
+  X(TOTAL, total, f64, 1, (double)b->tree.node[1])                       \
+  X(FBYTES, file_bytes, u64, 1,                                          \
+    peri_ckpt_bytes(PER_CKPT_VERSION, b->size, c->item_size, has_perm))  \
+  X(SEQLEN, seq_len, u32, 2, c->seq_len)                                 \
+  X(SEQSTRIDE, seq_stride, u32, 2, c->seq_stride)                        \
+  X(SEQETA, seq_eta, f64, 2, c->seq_eta)                                 \
+  X(TRAJS, trajs, u64, 2, b->trajs)
+
+/* The magic bytes 0x89 "PERBUF\n" as a little-endian u64, and the word
+   that tells the writer's byte order. */
+#define PERI_MAGIC 0x0a46554252455089ull
+#define PERI_ENDIAN_MARK 0x01020304u
+
+/* Bytes, C type, writer and reader of each field type. */
+#define PERI_W_u32 4
+#define PERI_W_u64 8
+#define PERI_W_f64 8
+#define PERI_T_u32 uint32_t
+#define PERI_T_u64 uint64_t
+#define PERI_T_f64 double
+#define PERI_PUT_u32 peri_put32
+#define PERI_PUT_u64 peri_put64
+#define PERI_PUT_f64 peri_putf64
+#define PERI_GET_u32 peri_get32
+#define PERI_GET_u64 peri_get64
+#define PERI_GET_f64 peri_getf64
+
+/* PERI_H_NAME: the field's offset; PERI_H_BYTES: the header's size. */
+#define PERI_H_OFFSET(NAME, name, type, since, value) \
+  PERI_H_##NAME, PERI_H_END_##NAME = PERI_H_##NAME + PERI_W_##type - 1,
+enum { PERI_CKPT_FIELDS(PERI_H_OFFSET) PERI_H_BYTES };
+#undef PERI_H_OFFSET
+/* Version 1's header ends where the first version 2 field starts. */
+#define PERI_H_BYTES_V1 PERI_H_SEQLEN
+/* The sizes every reader of the format relies on: a row inserted or
+   widened above the end of either header is a compile error. */
+typedef char peri_h_bytes_check[(PERI_H_BYTES_V1 == 192 && PERI_H_BYTES == 216)
+                                    ? 1 : -1];
+
+#ifndef PER_NO_STDIO
+/* A header as read: a member per row of PERI_CKPT_FIELDS. */
+typedef struct peri_hdr {
+#define PERI_H_MEMBER(NAME, name, type, since, value) PERI_T_##type name;
+  PERI_CKPT_FIELDS(PERI_H_MEMBER)
+#undef PERI_H_MEMBER
+} peri_hdr;
+
+/* Read the fields of a version `version` header at h (the fields of later
+   versions are 0). */
+static void peri_hdr_read(const unsigned char *h, uint32_t version,
+                          peri_hdr *d) {
+#define PERI_H_GET(NAME, name, type, since, value) \
+  d->name = version >= (since) ? PERI_GET_##type(h + PERI_H_##NAME) : 0;
+  PERI_CKPT_FIELDS(PERI_H_GET)
+#undef PERI_H_GET
+}
+#endif
 
 /* Bytes of the whole file (header, arrays, CRC) of a version. */
 static uint64_t peri_ckpt_bytes(uint32_t version, uint32_t size, uint32_t item_size,
@@ -3655,45 +3739,14 @@ static uint64_t peri_ckpt_bytes(uint32_t version, uint32_t size, uint32_t item_s
          (uint64_t)size * ((uint64_t)item_size + 4u + sizeof(per_real) + 4u * has_perm + 5u * v2);
 }
 
-/* The header of b's state. */
+/* The header of b's state: every row of PERI_CKPT_FIELDS. */
 static void peri_ckpt_header(const per_buffer *b, unsigned char *h) {
   const per_config *c = &b->cfg;
-  uint32_t has_perm = b->swap.perm != NULL, i;
-  memset(h, 0, PERI_H_BYTES);
-  memcpy(h + PERI_H_MAGIC, peri_magic, 8);
-  peri_put32(h + PERI_H_VERSION, PER_CKPT_VERSION);
-  peri_put32(h + PERI_H_ENDIAN, 0x01020304u);
-  peri_put32(h + PERI_H_HBYTES, PERI_H_BYTES);
-  peri_put32(h + PERI_H_REAL, (uint32_t)sizeof(per_real));
-  peri_put32(h + PERI_H_CAPACITY, c->capacity);
-  peri_put32(h + PERI_H_ITEM, c->item_size);
-  peri_put32(h + PERI_H_SIZE, b->size);
-  peri_put32(h + PERI_H_POS, b->pos);
-  peri_put32(h + PERI_H_FLAGS, c->flags);
-  peri_put32(h + PERI_H_MAXU, c->max_unique);
-  peri_put32(h + PERI_H_ZHINT, b->zero_hint);
-  peri_put32(h + PERI_H_PERM, has_perm);
-  peri_putf64(h + PERI_H_ALPHA, c->alpha);
-  peri_putf64(h + PERI_H_BETA0, c->beta0);
-  peri_putf64(h + PERI_H_BETA1, c->beta1);
-  peri_putf64(h + PERI_H_EPS, c->eps);
-  peri_putf64(h + PERI_H_MAXP, c->max_priority);
-  peri_put64(h + PERI_H_BSTEPS, c->beta_steps);
-  peri_put64(h + PERI_H_SEED, c->seed);
-  peri_put64(h + PERI_H_STEP, b->step);
-  peri_put64(h + PERI_H_ADDED, b->added);
-  peri_put64(h + PERI_H_RSEED, b->rng.seed);
-  peri_put64(h + PERI_H_RCTR, b->rng.counter);
-  for (i = 0; i < 4; ++i) peri_put32(h + PERI_H_RBUF + 4 * i, b->rng.buf[i]);
-  peri_put32(h + PERI_H_RAVAIL, b->rng.avail);
-  peri_putf64(h + PERI_H_MAXLEAF, (double)b->max_leaf);
-  peri_putf64(h + PERI_H_TOTAL, (double)b->tree.node[1]);
-  peri_put64(h + PERI_H_FBYTES,
-             peri_ckpt_bytes(PER_CKPT_VERSION, b->size, c->item_size, has_perm));
-  peri_put32(h + PERI_H_SEQLEN, c->seq_len);
-  peri_put32(h + PERI_H_SEQSTRIDE, c->seq_stride);
-  peri_putf64(h + PERI_H_SEQETA, c->seq_eta);
-  peri_put64(h + PERI_H_TRAJS, b->trajs);
+  uint32_t has_perm = b->swap.perm != NULL;
+#define PERI_H_PUT(NAME, name, type, since, value) \
+  PERI_PUT_##type(h + PERI_H_##NAME, value);
+  PERI_CKPT_FIELDS(PERI_H_PUT)
+#undef PERI_H_PUT
 }
 
 /* ---- snapshots: the file's bytes in caller memory ---- */
@@ -3975,13 +4028,14 @@ PERDEF per_status per_snapshot_write(const void *snap, size_t len, const char *p
                                      void *alloc_ctx) {
   const unsigned char *p = (const unsigned char *)snap;
   peri_writer w;
+  peri_hdr d;
   per_status s;
   if (!snap || !path) return PER_ERR_NULL;
-  if (len < PERI_H_BYTES + 4 || memcmp(p, peri_magic, 8) != 0 ||
-      peri_get32(p + PERI_H_VERSION) != PER_CKPT_VERSION ||
-      peri_get32(p + PERI_H_ENDIAN) != 0x01020304u ||
-      peri_get32(p + PERI_H_HBYTES) != PERI_H_BYTES ||
-      peri_get64(p + PERI_H_FBYTES) != (uint64_t)len)
+  if (len < PERI_H_BYTES + 4) return PER_ERR_FORMAT;
+  peri_hdr_read(p, PER_CKPT_VERSION, &d);
+  if (d.magic != PERI_MAGIC || d.version != PER_CKPT_VERSION ||
+      d.endian != PERI_ENDIAN_MARK || d.hbytes != PERI_H_BYTES ||
+      d.file_bytes != (uint64_t)len)
     return PER_ERR_FORMAT;
   s = peri_writer_open(&w, path, alloc_ctx);
   if (s != PER_OK) return s;
@@ -3993,7 +4047,8 @@ PERDEF per_status per_snapshot_write(const void *snap, size_t len, const char *p
    the buffer it goes into. */
 typedef struct peri_ckpt {
   unsigned char *mem;   /* the whole file */
-  const unsigned char *h, *items, *gens, *leaves, *perm;
+  peri_hdr h;           /* its header */
+  const unsigned char *items, *gens, *leaves, *perm;
   const unsigned char *ends, *traj; /* NULL in version 1 */
   uint64_t trajs;       /* version 1: added (every item its own trajectory) */
   per_config cfg;
@@ -4034,14 +4089,14 @@ static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
   uint32_t crc, t[256];
   int known;
   if (ferror(f)) return PER_ERR_IO;
-  if (got >= 8 && memcmp(h, peri_magic, 8) != 0) return PER_ERR_FORMAT;
+  if (got >= 8 && peri_get64(h) != PERI_MAGIC) return PER_ERR_FORMAT;
   if (got < PERI_H_BYTES_V1)
     return got < 8 ? (got == 0 ? PER_ERR_FORMAT : PER_ERR_TRUNCATED) : PER_ERR_TRUNCATED;
-  k->version = peri_get32(h + PERI_H_VERSION);
+  peri_hdr_read(h, 1, &k->h);
+  k->version = k->h.version;
   if (k->version < 1 || k->version > PER_CKPT_VERSION) return PER_ERR_VERSION;
   k->hbytes = k->version == 1 ? PERI_H_BYTES_V1 : PERI_H_BYTES;
-  if (peri_get32(h + PERI_H_ENDIAN) != 0x01020304u ||
-      peri_get32(h + PERI_H_HBYTES) != k->hbytes)
+  if (k->h.endian != PERI_ENDIAN_MARK || k->h.hbytes != k->hbytes)
     return PER_ERR_FORMAT;
   hb = k->hbytes;
   if (hb > got) { /* the rest of a newer header */
@@ -4049,18 +4104,19 @@ static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
     if (ferror(f)) return PER_ERR_IO;
     if (got < hb) return PER_ERR_TRUNCATED;
   }
-  if (peri_get32(h + PERI_H_REAL) != sizeof(per_real)) return PER_ERR_MISMATCH;
-  k->size = peri_get32(h + PERI_H_SIZE);
-  k->has_perm = peri_get32(h + PERI_H_PERM);
-  if (k->size > peri_get32(h + PERI_H_CAPACITY) || k->has_perm > 1) return PER_ERR_CORRUPT;
-  bytes = peri_ckpt_bytes(k->version, k->size, peri_get32(h + PERI_H_ITEM), k->has_perm);
-  if (peri_get64(h + PERI_H_FBYTES) != bytes) return PER_ERR_CORRUPT;
+  peri_hdr_read(h, k->version, &k->h);
+  if (k->h.real != sizeof(per_real)) return PER_ERR_MISMATCH;
+  k->size = k->h.size;
+  k->has_perm = k->h.has_perm;
+  if (k->size > k->h.capacity || k->has_perm > 1) return PER_ERR_CORRUPT;
+  bytes = peri_ckpt_bytes(k->version, k->size, k->h.item_size, k->has_perm);
+  if (k->h.file_bytes != bytes) return PER_ERR_CORRUPT;
   known = peri_file_rest(f, &rest);
   if (known < 0) return PER_ERR_IO;
   if (known && rest < bytes - hb) return PER_ERR_TRUNCATED;
   if (known && rest > bytes - hb) return PER_ERR_CORRUPT;
-  if (peri_get32(h + PERI_H_ITEM) != b->cfg.item_size ||
-      (world == 0 && peri_get32(h + PERI_H_CAPACITY) != b->cfg.capacity))
+  if (k->h.item_size != b->cfg.item_size ||
+      (world == 0 && k->h.capacity != b->cfg.capacity))
     return PER_ERR_MISMATCH;
   if ((uint64_t)(size_t)bytes != bytes) return PER_ERR_NOMEM;
   k->mem = (unsigned char *)PER_MALLOC((size_t)bytes, b->alloc_ctx);
@@ -4080,46 +4136,44 @@ static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
 /* Parse and check every field of a checksummed file. Leaves and
    generations are checked here; the permutation by the caller. */
 static per_status peri_ckpt_parse(peri_ckpt *k) {
-  const unsigned char *h = k->mem;
+  const peri_hdr *h = &k->h;
   per_config *c = &k->cfg;
   uint32_t i, zero = 0;
   per_real max_leaf;
   memset(c, 0, sizeof *c);
-  c->capacity = peri_get32(h + PERI_H_CAPACITY);
-  c->item_size = peri_get32(h + PERI_H_ITEM);
-  c->flags = peri_get32(h + PERI_H_FLAGS);
-  c->max_unique = peri_get32(h + PERI_H_MAXU);
-  c->alpha = peri_getf64(h + PERI_H_ALPHA);
-  c->beta0 = peri_getf64(h + PERI_H_BETA0);
-  c->beta1 = peri_getf64(h + PERI_H_BETA1);
-  c->eps = peri_getf64(h + PERI_H_EPS);
-  c->max_priority = peri_getf64(h + PERI_H_MAXP);
-  c->beta_steps = peri_get64(h + PERI_H_BSTEPS);
-  c->seed = peri_get64(h + PERI_H_SEED);
+  c->capacity = h->capacity;
+  c->item_size = h->item_size;
+  c->flags = h->flags;
+  c->max_unique = h->max_unique;
+  c->alpha = h->alpha;
+  c->beta0 = h->beta0;
+  c->beta1 = h->beta1;
+  c->eps = h->eps;
+  c->max_priority = h->max_priority;
+  c->beta_steps = h->beta_steps;
+  c->seed = h->seed;
   c->seq_eta = 0.9; /* version 1: no sequences */
   if (k->version >= 2) {
-    c->seq_len = peri_get32(h + PERI_H_SEQLEN);
-    c->seq_stride = peri_get32(h + PERI_H_SEQSTRIDE);
-    c->seq_eta = peri_getf64(h + PERI_H_SEQETA);
+    c->seq_len = h->seq_len;
+    c->seq_stride = h->seq_stride;
+    c->seq_eta = h->seq_eta;
   }
   if (peri_config_check(c) != PER_OK) return PER_ERR_CORRUPT;
   if ((c->alpha == 0) != (k->has_perm == 1)) return PER_ERR_CORRUPT;
-  k->h = h;
-  k->pos = peri_get32(h + PERI_H_POS);
+  k->pos = h->pos;
   if (k->pos >= c->capacity || (k->size < c->capacity && k->pos != k->size))
     return PER_ERR_CORRUPT;
-  if (peri_get32(h + PERI_H_ZHINT) > 1 || peri_get32(h + PERI_H_RAVAIL) > 4 ||
-      peri_get32(h + PERI_H_RESERVED) != 0 || peri_get64(h + PERI_H_ADDED) < k->size)
+  if (h->zero_hint > 1 || h->rng_avail > 4 || h->reserved != 0 ||
+      h->added < k->size)
     return PER_ERR_CORRUPT;
-  if (!peri_dfinite(peri_getf64(h + PERI_H_MAXLEAF)) ||
-      !peri_dfinite(peri_getf64(h + PERI_H_TOTAL)))
+  if (!peri_dfinite(h->max_leaf) || !peri_dfinite(h->total))
     return PER_ERR_CORRUPT;
-  max_leaf = (per_real)peri_getf64(h + PERI_H_MAXLEAF);
-  if ((double)max_leaf != peri_getf64(h + PERI_H_MAXLEAF) ||
+  max_leaf = (per_real)h->max_leaf;
+  if ((double)max_leaf != h->max_leaf ||
       per_leaf_status(max_leaf) != PER_OK || !(max_leaf > 0) ||
       (c->alpha == 0 && max_leaf != 1))
     return PER_ERR_CORRUPT;
-  k->items = h + k->hbytes;
+  k->items = k->mem + k->hbytes;
   k->gens = k->items + (size_t)k->size * c->item_size;
   k->leaves = k->gens + (size_t)k->size * 4;
   k->perm = k->has_perm ? k->leaves + (size_t)k->size * sizeof(per_real) : NULL;
@@ -4128,10 +4182,10 @@ static per_status peri_ckpt_parse(peri_ckpt *k) {
     for (i = 0; i < k->size; ++i)
       if (k->ends[i] > PER_END_TRUNCATED) return PER_ERR_CORRUPT;
     k->traj = k->ends + k->size;
-    k->trajs = peri_get64(h + PERI_H_TRAJS);
-    if (k->trajs > peri_get64(h + PERI_H_ADDED)) return PER_ERR_CORRUPT;
+    k->trajs = h->trajs;
+    if (k->trajs > h->added) return PER_ERR_CORRUPT;
   } else {
-    k->trajs = peri_get64(h + PERI_H_ADDED);
+    k->trajs = h->added;
   }
   for (i = 0; i < k->size; ++i) {
     per_real v = peri_get_real(k->leaves + (size_t)i * sizeof(per_real));
@@ -4145,7 +4199,7 @@ static per_status peri_ckpt_parse(peri_ckpt *k) {
       zero = 1;
     }
   }
-  if (zero && !peri_get32(h + PERI_H_ZHINT)) return PER_ERR_CORRUPT;
+  if (zero && !h->zero_hint) return PER_ERR_CORRUPT;
   return PER_OK;
 }
 
@@ -4242,7 +4296,7 @@ static per_status peri_load_stage(const per_buffer *b, peri_ckpt *k, peri_sel se
     }
   }
   if (m > 0) per_tree_set_batch(t, idx, val, m);
-  if (s == PER_OK && sel.world == 0 && (double)t->node[1] != peri_getf64(k->h + PERI_H_TOTAL))
+  if (s == PER_OK && sel.world == 0 && (double)t->node[1] != k->h.total)
     s = PER_ERR_CORRUPT; /* the stored total must be what the leaves give */
   if (s == PER_OK && k->traj) { /* the taken items' trajectory ids, newest first */
     peri_tcheck tc;
@@ -4263,7 +4317,7 @@ static void peri_load_apply(per_buffer *b, const peri_ckpt *k, peri_sel sel,
                             per_tree *t, uint32_t n, uint32_t zero) {
   uint32_t cap = b->cfg.capacity, i, j, slot;
   size_t isz = b->cfg.item_size;
-  const unsigned char *h = k->h;
+  const peri_hdr *h = &k->h;
   for (i = 0, j = 0; i < k->size; ++i) {
     if (!peri_ckpt_pick(k, i, sel, &slot)) continue;
     memcpy(b->items + (size_t)j * isz, k->items + (size_t)slot * isz, isz);
@@ -4296,19 +4350,22 @@ static void peri_load_apply(per_buffer *b, const peri_ckpt *k, peri_sel sel,
     b->cfg.seed = k->cfg.seed;
     if (k->cfg.seq_len) b->cfg.seq_eta = k->cfg.seq_eta;
     b->pos = k->pos;
-    b->added = peri_get64(h + PERI_H_ADDED);
-    b->step = peri_get64(h + PERI_H_STEP);
-    b->rng.seed = peri_get64(h + PERI_H_RSEED);
-    b->rng.counter = peri_get64(h + PERI_H_RCTR);
-    for (i = 0; i < 4; ++i) b->rng.buf[i] = peri_get32(h + PERI_H_RBUF + 4 * i);
-    b->rng.avail = peri_get32(h + PERI_H_RAVAIL);
-    b->zero_hint = peri_get32(h + PERI_H_ZHINT);
+    b->added = h->added;
+    b->step = h->step;
+    b->rng.seed = h->rng_seed;
+    b->rng.counter = h->rng_counter;
+    b->rng.buf[0] = h->rng_buf0;
+    b->rng.buf[1] = h->rng_buf1;
+    b->rng.buf[2] = h->rng_buf2;
+    b->rng.buf[3] = h->rng_buf3;
+    b->rng.avail = h->rng_avail;
+    b->zero_hint = h->zero_hint;
   } else {
     b->pos = n % cap;
-    b->added = peri_get64(h + PERI_H_ADDED); /* the global count */
+    b->added = h->added; /* the global count */
     b->zero_hint = zero;
   }
-  b->max_leaf = b->cfg.alpha == 0 ? (per_real)1 : (per_real)peri_getf64(h + PERI_H_MAXLEAF);
+  b->max_leaf = b->cfg.alpha == 0 ? (per_real)1 : (per_real)h->max_leaf;
   if (b->seq_ok) { /* the sequences, from the loaded steps */
     per_tree_clear(&b->seq_tree);
     memset(b->seq_ok, 0, b->seq_tree.capacity);
