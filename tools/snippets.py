@@ -3,10 +3,12 @@
 
 tools/snippets.py SRCDIR OUTDIR --cc "CC..." --cxx "CXX..." [--nvcc NVCC]
 
-Blocks: every ```c and ```cuda block of README.md, and the QUICK START
+Blocks: every ```c and ```cuda block of the Markdown documentation
+(README.md, every docs/*.md, examples/README.md), and the QUICK START
 blocks of per.h's manual (the indented lines under a heading that
-contains "QUICK START"). Each C block is compiled as C99 and as C++11
-with -Wall -Wextra -Wpedantic -Werror:
+contains "QUICK START"). Each block is named by its file and the line
+its code starts on (docs/GUIDE.md:120). Each C block is compiled as C99
+and as C++11 with -Wall -Wextra -Wpedantic -Werror:
 
 - a block with `int main(` is a whole program: compiled as it is, then
   linked with -lm and run (it must exit 0);
@@ -18,7 +20,8 @@ with -Wall -Wextra -Wpedantic -Werror:
   int main(void) { ... return 0; } after the same prelude.
 
 A ```cuda block is compiled with nvcc -c (whole file, as it is) when nvcc
-is given. Prints one line per block and exits 1 if any failed.
+is given. Prints one line per block, then the count per file, and exits 1
+if any failed.
 """
 import argparse
 import os
@@ -30,7 +33,19 @@ import sys
 PRELUDE = '#include <math.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include "per.h"\n'
 
 
-def readme_blocks(path):
+def doc_files(src):
+    """The Markdown files whose blocks are compiled, relative to src."""
+    names = ['README.md']
+    docs = os.path.join(src, 'docs')
+    if os.path.isdir(docs):
+        names += ['docs/' + n for n in sorted(os.listdir(docs)) if n.endswith('.md')]
+    names.append('examples/README.md')
+    return [n for n in names if os.path.isfile(os.path.join(src, n))]
+
+
+def markdown_blocks(src, name):
+    """The ```c and ```cuda blocks of src/name, each named name:line."""
+    path = os.path.join(src, name)
     blocks, lang, start, buf = [], None, 0, []
     with open(path, encoding='utf-8') as f:
         for n, line in enumerate(f, 1):
@@ -40,7 +55,7 @@ def readme_blocks(path):
                     lang, start, buf = m.group(1), n + 1, []
             elif line.startswith('```'):
                 if lang in ('c', 'cuda'):
-                    blocks.append((lang, '%s:%d' % (os.path.basename(path), start), ''.join(buf)))
+                    blocks.append((lang, '%s:%d' % (name, start), ''.join(buf)))
                 lang = None
             else:
                 buf.append(line)
@@ -96,21 +111,24 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     cc, cxx = shlex.split(a.cc), shlex.split(a.cxx)
     warn = ['-Wall', '-Wextra', '-Wpedantic', '-Werror', '-I' + a.src]
-    blocks = readme_blocks(os.path.join(a.src, 'README.md')) + \
-        manual_blocks(os.path.join(a.src, 'per.h'))
+    blocks = []
+    for name in doc_files(a.src):
+        blocks += markdown_blocks(a.src, name)
+    blocks += manual_blocks(os.path.join(a.src, 'per.h'))
+    width = max([len(where) for _, where, _ in blocks] + [16])
     failed = 0
     for i, (lang, where, code) in enumerate(blocks):
         base = os.path.join(a.out, 'snippet%02d' % i)
         if lang == 'cuda':
             if not a.nvcc:
-                print('%-16s cuda: no nvcc, not compiled' % where)
+                print('%-*s cuda: no nvcc, not compiled' % (width, where))
                 continue
             with open(base + '.cu', 'w') as f:
                 f.write(code)
             rc, log = run([a.nvcc, '-c', '-Werror', 'all-warnings', '-I' + a.src,
                            base + '.cu', '-o', base + '_cu.o'], a.out)
             ok = rc == 0
-            print('%-16s cuda: %s' % (where, 'ok' if ok else 'FAILED'))
+            print('%-*s cuda: %s' % (width, where, 'ok' if ok else 'FAILED'))
             if not ok:
                 failed += 1
                 sys.stdout.write(log)
@@ -132,13 +150,18 @@ def main():
                     log = '%s exited %d\n%s' % (exe, rc, log)
             results.append((name, rc, log))
         ok = all(rc == 0 for _, rc, _ in results)
-        print('%-16s %-10s %s' % (where, kind, ', '.join(
+        print('%-*s %-10s %s' % (width, where, kind, ', '.join(
             '%s %s' % (name, 'ok' if rc == 0 else 'FAILED') for name, rc, _ in results)))
         if not ok:
             failed += 1
             for name, rc, log in results:
                 if rc != 0:
                     sys.stdout.write('--- %s (%s):\n%s' % (name, base + '.c', log))
+    per_file = {}
+    for _, where, _ in blocks:
+        name = where.rsplit(':', 1)[0]
+        per_file[name] = per_file.get(name, 0) + 1
+    print('blocks per file: ' + ', '.join('%s %d' % kv for kv in per_file.items()))
     print('snippets: %d blocks, %d failed' % (len(blocks), failed))
     return 1 if failed else 0
 
