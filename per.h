@@ -513,8 +513,8 @@ PER_INLINE PER_HD per_status per_leaf_status(per_real v) {
    past the total, even NaN or negative. Branch-free. */
 PER_INLINE PER_HD uint32_t peri_tree_go_right(per_real left, per_real right,
                                               per_real u) {
-  return ((uint32_t)!(u < left) & (uint32_t)(right > 0)) |
-         (uint32_t)!(left > 0);
+  return ((uint32_t)(!(u < left)) & (uint32_t)(right > 0)) |
+         (uint32_t)(!(left > 0));
 }
 
 /* One step of the descent by prefix mass `u` from internal node k to the
@@ -1711,6 +1711,21 @@ static void peri_tree_shape(per_tree *t, uint32_t capacity) {
   t->leaves = peri_leaves_for(capacity, &t->depth);
 }
 
+/* The end of an allocating init built on its init_mem: st is what the
+   init_mem gave for memory `mem` from PER_MALLOC. On success the
+   structure owns it (*owns, *ctx); else it goes back (a PER_MALLOC hook
+   that does not align) and st is returned. */
+static per_status peri_owned(per_status st, void *mem, void *alloc_ctx,
+                             uint32_t *owns, void **ctx) {
+  if (st != PER_OK) {
+    PER_FREE(mem, alloc_ctx);
+    return st;
+  }
+  *owns = 1;
+  *ctx = alloc_ctx;
+  return PER_OK;
+}
+
 PERDEF per_status per_tree_init_mem(per_tree *t, uint32_t capacity,
                                     void *mem, size_t bytes) {
   size_t need;
@@ -1732,21 +1747,14 @@ PERDEF per_status per_tree_init(per_tree *t, uint32_t capacity,
                                 void *alloc_ctx) {
   size_t bytes;
   void *mem;
-  per_status st;
   if (!t) return PER_ERR_NULL;
   peri_tree_empty(t);
   bytes = per_tree_bytes(capacity);
   if (bytes == 0) return PER_ERR_CAPACITY;
   mem = PER_MALLOC(bytes, alloc_ctx);
   if (!mem) return PER_ERR_NOMEM;
-  st = per_tree_init_mem(t, capacity, mem, bytes);
-  if (st != PER_OK) { /* a PER_MALLOC hook that does not align */
-    PER_FREE(mem, alloc_ctx);
-    return st;
-  }
-  t->owns = 1;
-  t->alloc_ctx = alloc_ctx;
-  return PER_OK;
+  return peri_owned(per_tree_init_mem(t, capacity, mem, bytes), mem, alloc_ctx, &t->owns,
+                    &t->alloc_ctx);
 }
 
 PERDEF void per_tree_free(per_tree *t) {
@@ -2169,21 +2177,14 @@ PERDEF per_status per_swap_init(per_swap *s, uint32_t capacity,
                                 void *alloc_ctx) {
   size_t bytes;
   void *mem;
-  per_status st;
   if (!s) return PER_ERR_NULL;
   memset(s, 0, sizeof *s);
   bytes = per_swap_bytes(capacity);
   if (bytes == 0) return PER_ERR_CAPACITY;
   mem = PER_MALLOC(bytes, alloc_ctx);
   if (!mem) return PER_ERR_NOMEM;
-  st = per_swap_init_mem(s, capacity, mem, bytes);
-  if (st != PER_OK) { /* a PER_MALLOC hook that does not align */
-    PER_FREE(mem, alloc_ctx);
-    return st;
-  }
-  s->owns = 1;
-  s->alloc_ctx = alloc_ctx;
-  return PER_OK;
+  return peri_owned(per_swap_init_mem(s, capacity, mem, bytes), mem, alloc_ctx, &s->owns,
+                    &s->alloc_ctx);
 }
 
 PERDEF void per_swap_free(per_swap *s) {
@@ -2323,7 +2324,6 @@ PERDEF per_status per_cat_init_mem(per_cat *c, uint32_t max_k, void *mem, size_t
 PERDEF per_status per_cat_init(per_cat *c, uint32_t max_k, void *alloc_ctx) {
   size_t bytes;
   void *mem;
-  per_status st;
   if (!c) return PER_ERR_NULL;
   memset(c, 0, sizeof *c);
   if (max_k == 0 || max_k > (1u << 30)) return PER_ERR_BATCH;
@@ -2331,14 +2331,8 @@ PERDEF per_status per_cat_init(per_cat *c, uint32_t max_k, void *alloc_ctx) {
   if (bytes == 0) return PER_ERR_NOMEM;
   mem = PER_MALLOC(bytes, alloc_ctx);
   if (!mem) return PER_ERR_NOMEM;
-  st = per_cat_init_mem(c, max_k, mem, bytes);
-  if (st != PER_OK) { /* a PER_MALLOC hook that does not align */
-    PER_FREE(mem, alloc_ctx);
-    return st;
-  }
-  c->owns = 1;
-  c->alloc_ctx = alloc_ctx;
-  return PER_OK;
+  return peri_owned(per_cat_init_mem(c, max_k, mem, bytes), mem, alloc_ctx, &c->owns,
+                    &c->alloc_ctx);
 }
 
 PERDEF void per_cat_free(per_cat *c) {
