@@ -1786,12 +1786,11 @@ static void peri_walk_up(per_real *node, uint32_t k, uint32_t levels) {
    or (PER_REFERENCE) per_tree_recompute on each from the bottom. */
 static void peri_tree_fix_leaf(per_tree *t, uint32_t i) {
   uint32_t k;
-  if (PERI_FAST) {
+  if (PERI_FAST)
     peri_walk_up(t->node, t->leaves + i, t->depth);
-    return;
-  }
-  for (k = (t->leaves + i) >> 1; k >= 1; k >>= 1)
-    per_tree_recompute(t->node, k);
+  else
+    for (k = (t->leaves + i) >> 1; k >= 1; k >>= 1)
+      per_tree_recompute(t->node, k);
 }
 
 /* node[k] = node[2k] + node[2k+1] for every k in [lo, hi]. */
