@@ -1,7 +1,8 @@
 /* buffer_util.h - shared by the buffer, n-step and checkpoint tests: the
    counting allocator of heap.h (this header includes per.h with
-   PER_IMPLEMENTATION after it), byte snapshots of a whole per_buffer
-   (the struct and every allocation) and whole-file reads and writes. */
+   PER_IMPLEMENTATION after it), byte snapshots of a struct's
+   allocations and of a whole per_buffer (the struct and every
+   allocation) and whole-file reads and writes. */
 #ifndef PER_BUFFER_UTIL_H
 #define PER_BUFFER_UTIL_H
 
@@ -20,10 +21,38 @@
 
 /* ---- snapshots ---------------------------------------------------------- */
 
-typedef struct bsnap {
-  per_buffer head;
+/* Copies of a struct's allocations: up to 14 regions, in a fixed order. */
+typedef struct regions {
   unsigned char *mem[14];
   size_t len[14];
+} regions;
+
+static inline void regions_take(regions *r, const void *const *p,
+                                const size_t *len, int n) {
+  int k;
+  for (k = 0; k < n; ++k) {
+    r->len[k] = len[k];
+    r->mem[k] = (unsigned char *)malloc(len[k] ? len[k] : 1);
+    if (len[k]) memcpy(r->mem[k], p[k], len[k]);
+  }
+}
+
+/* 1 when the regions p[0..n) hold what r copied. Frees r. */
+static inline int regions_same(regions *r, const void *const *p,
+                               const size_t *len, int n) {
+  int k, same = 1;
+  for (k = 0; k < n; ++k) {
+    if (same && (len[k] != r->len[k] ||
+                 (len[k] && memcmp(p[k], r->mem[k], len[k]) != 0)))
+      same = 0;
+    free(r->mem[k]);
+  }
+  return same;
+}
+
+typedef struct bsnap {
+  per_buffer head;
+  regions r;
 } bsnap;
 
 /* The allocations of b with their sizes, in a fixed order. */
@@ -52,12 +81,10 @@ static inline int bsnap_regions(const per_buffer *b, const void **p, size_t *n) 
 static inline bsnap bsnap_take(const per_buffer *b) {
   bsnap s;
   const void *p[14];
-  int k, n = bsnap_regions(b, p, s.len);
+  size_t len[14];
+  int n = bsnap_regions(b, p, len);
   memcpy(&s.head, b, sizeof *b);
-  for (k = 0; k < n; ++k) {
-    s.mem[k] = (unsigned char *)malloc(s.len[k] ? s.len[k] : 1);
-    if (s.len[k]) memcpy(s.mem[k], p[k], s.len[k]);
-  }
+  regions_take(&s.r, p, len, n);
   return s;
 }
 
@@ -65,21 +92,13 @@ static inline bsnap bsnap_take(const per_buffer *b) {
 static inline int bsnap_same(bsnap *s, const per_buffer *b) {
   const void *p[14];
   size_t len[14];
-  int k, n, same = memcmp(&s->head, b, sizeof *b) == 0;
-  n = bsnap_regions(b, p, len);
-  for (k = 0; k < n; ++k) {
-    if (same && (len[k] != s->len[k] || (len[k] && memcmp(p[k], s->mem[k], len[k]) != 0)))
-      same = 0;
-    free(s->mem[k]);
-  }
-  return same;
+  int n = bsnap_regions(b, p, len);
+  return regions_same(&s->r, p, len, n) &
+         (memcmp(&s->head, b, sizeof *b) == 0);
 }
 
 #define CHECK_UNCHANGED(s, b)                                              \
-  do {                                                                     \
-    if (bsnap_same(&(s), (b))) ++t_pass_count;                             \
-    else T_FAIL_AT("buffer changed by a failing call");                    \
-  } while (0)
+  CHECK_MSG(bsnap_same(&(s), (b)), "buffer changed by a failing call")
 
 /* The state that decides future behaviour (not scratch memory): equal for
    a buffer and its save/load copy. */
