@@ -23,7 +23,7 @@
 #include "per.h"
 #include "per_cuda.h"
 
-#include "tests/cuda/cuda_asan.h"
+#include "tools/cuda_asan.h"
 
 #define BENCH_CHECK(x)                                                      \
   do {                                                                      \
