@@ -25,25 +25,27 @@
 
 #include "tools/cuda_asan.h"
 
-#define BENCH_CHECK(x)                                                      \
-  do {                                                                      \
-    cudaError_t bench_e = (x);                                              \
-    if (bench_e != cudaSuccess) {                                           \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,            \
-              cudaGetErrorString(bench_e));                                 \
-      return 1;                                                             \
-    }                                                                       \
-  } while (0)
+// What went wrong in a call: NULL when it succeeded.
+static const char *bench_cuda_why(cudaError_t e) {
+  return e == cudaSuccess ? NULL : cudaGetErrorString(e);
+}
+static const char *bench_per_why(per_status s) {
+  return s == PER_OK ? NULL : per_status_str(s);
+}
 
-#define BENCH_OK(x)                                                         \
+// A call that must succeed (text: as written): otherwise where and why on
+// stderr, and the function returns 1 (main: the exit status).
+#define BENCH_TRY(why_of, x, text)                                          \
   do {                                                                      \
-    per_status bench_s = (x);                                               \
-    if (bench_s != PER_OK) {                                                \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,            \
-              per_status_str(bench_s));                                     \
+    const char *bench_why = why_of(x);                                      \
+    if (bench_why) {                                                        \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, text,          \
+              bench_why);                                                   \
       return 1;                                                             \
     }                                                                       \
   } while (0)
+#define BENCH_CHECK(x) BENCH_TRY(bench_cuda_why, x, #x)
+#define BENCH_OK(x) BENCH_TRY(bench_per_why, x, #x)
 
 // baseline: p[idx[j]] = val[j]
 static __global__ void bench_scatter(per_real *p, const uint32_t *idx,
