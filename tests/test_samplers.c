@@ -31,7 +31,7 @@ static uint64_t words_used(const per_rng *r) { return r->counter * 4 - r->avail;
 #define WORDS_PER_REAL ((uint64_t)(sizeof(per_real) == sizeof(float) ? 1 : 2))
 
 static void fresh(per_rng *r, uint64_t seed) {
-  memset(r, 0, sizeof *r); /* deterministic padding for memcmp */
+  memset(r, 0, sizeof *r); /* every byte set for memcmp, whatever init sets */
   per_rng_init(r, seed);
 }
 
