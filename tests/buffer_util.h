@@ -137,6 +137,35 @@ static inline int state_equal(const per_buffer *a, const per_buffer *b) {
   return 1;
 }
 
+/* Two buffers doing the same operations draw the same batches: `rounds`
+   batches of 16 items (of at most 32 bytes) from each, every third one
+   unique, every fourth one within the newest `window` slots (but for a
+   unique batch larger than the window), each followed by the same
+   update. */
+static inline void same_draws(per_buffer *a, per_buffer *b, uint32_t rounds,
+                              uint32_t window) {
+  uint32_t k, isz = a->cfg.item_size;
+  REQUIRE(isz <= 32);
+  for (k = 0; k < rounds; ++k) {
+    uint64_t ia[16], ib[16];
+    float wa[16], wb[16], td[16];
+    unsigned char xa[16 * 32], xb[16 * 32];
+    per_sample_opts o;
+    uint32_t i;
+    memset(&o, 0, sizeof o);
+    o.flags = k % 3 == 1 ? PER_SAMPLE_UNIQUE : 0;
+    if (k % 4 == 3 && (o.flags == 0 || window >= 16)) o.window = window;
+    CHECK_OK(per_buffer_sample(a, 16, &o, xa, ia, wa));
+    CHECK_OK(per_buffer_sample(b, 16, &o, xb, ib, wb));
+    CHECK_MEM(ia, ib, sizeof ia);
+    CHECK_MEM(wa, wb, sizeof wa);
+    CHECK_MEM(xa, xb, (size_t)16 * isz);
+    for (i = 0; i < 16; ++i) td[i] = 0.5f + (float)(ia[i] % 7);
+    CHECK_OK(per_buffer_update(a, ia, td, 16, NULL));
+    CHECK_OK(per_buffer_update(b, ib, td, 16, NULL));
+  }
+}
+
 /* ---- files ------------------------------------------------------------- */
 
 /* Up to cap bytes of the file at path; -1 when it cannot be opened. */
@@ -160,6 +189,17 @@ static inline int file_write(const char *path, const unsigned char *buf, long n)
 
 static inline per_config cfg_of(uint32_t capacity, uint32_t item_size) {
   return per_config_default(capacity, item_size);
+}
+
+/* A batch of k <= 16 unique draws, its results dropped: it moves the rng
+   and, with alpha 0, shuffles the swap permutation. */
+static inline per_status sample_unique(per_buffer *b, uint32_t k) {
+  per_sample_opts o;
+  uint64_t ids[16];
+  if (k > 16) return PER_ERR_BATCH;
+  memset(&o, 0, sizeof o);
+  o.flags = PER_SAMPLE_UNIQUE;
+  return per_buffer_sample(b, k, &o, NULL, ids, NULL);
 }
 
 #endif
