@@ -28,6 +28,12 @@
 #include <time.h>
 #include <sys/mman.h>
 
+/* The compiler flags a program was built with, for its header line (the
+   Meson build defines it). */
+#ifndef BENCH_CFLAGS
+#define BENCH_CFLAGS "(unknown)"
+#endif
+
 /* Static helpers, some unused by one program or another. */
 #if defined(__GNUC__) || defined(__clang__)
 #define BC_FN static __attribute__((unused))
@@ -91,6 +97,18 @@ BC_FN double bc_median(const double *v, int n) {
   return (n & 1) ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
 
+/* Median, minimum and maximum of v[0..n), n >= 1. */
+BC_FN void bc_spread(const double *v, int n, double *med, double *min,
+                     double *max) {
+  int i;
+  *med = bc_median(v, n);
+  *min = *max = v[0];
+  for (i = 1; i < n; ++i) {
+    if (v[i] < *min) *min = v[i];
+    if (v[i] > *max) *max = v[i];
+  }
+}
+
 BC_FN double bc_time(bc_kernel k, void *ctx, uint64_t iters) {
   double t0 = bc_now();
   k(ctx, iters);
@@ -143,22 +161,8 @@ BC_FN bc_result bc_measure(const bc_opts *o, bc_kernel ka, void *ca,
     if (kb) tb[i] = tb[i] * 1e9 / ((double)r.b_iters * items);
   }
   r.reps = n;
-  if (ka) {
-    r.a_ns = bc_median(ta, n);
-    r.a_min = r.a_max = ta[0];
-    for (i = 1; i < n; ++i) {
-      if (ta[i] < r.a_min) r.a_min = ta[i];
-      if (ta[i] > r.a_max) r.a_max = ta[i];
-    }
-  }
-  if (kb) {
-    r.b_ns = bc_median(tb, n);
-    r.b_min = r.b_max = tb[0];
-    for (i = 1; i < n; ++i) {
-      if (tb[i] < r.b_min) r.b_min = tb[i];
-      if (tb[i] > r.b_max) r.b_max = tb[i];
-    }
-  }
+  if (ka) bc_spread(ta, n, &r.a_ns, &r.a_min, &r.a_max);
+  if (kb) bc_spread(tb, n, &r.b_ns, &r.b_min, &r.b_max);
   return r;
 }
 
@@ -240,6 +244,14 @@ BC_FN int bc_parse_list(const char *s, uint64_t *out, int *n) {
     s = e;
   }
   return *n > 0;
+}
+
+/* A list option left unset (*n == 0) takes its default d[0..nd). */
+BC_FN void bc_default_list(uint64_t *v, int *n, const uint64_t *d, int nd) {
+  int j;
+  if (*n != 0) return;
+  for (j = 0; j < nd; ++j) v[j] = d[j];
+  *n = nd;
 }
 
 /* Is op selected by --op (a comma list; NULL or "all" means every op)? */
@@ -378,6 +390,36 @@ BC_FN void bc_csv_row(FILE *f, const char *op, uint64_t n, uint64_t b,
           r->reps, (unsigned long long)r->a_iters,
           (unsigned long long)r->b_iters, a_name, b_name);
   fflush(f);
+}
+
+/* The end of a program: the CSV closed, then the failed checks counted
+   on stderr, or `passed` (what every check established) on stdout.
+   Returns the exit status. */
+BC_FN int bc_finish(FILE *csv, const char *prog, int failures,
+                    const char *passed) {
+  if (csv) fclose(csv);
+  if (failures) {
+    fprintf(stderr, "%s: %d check(s) failed\n", prog, failures);
+    return 1;
+  }
+  printf("checks: %s\n", passed);
+  return 0;
+}
+
+/* The lines under a program's title: build flags, memory, clock (and
+   `clock_note`), then how each figure is measured, in loops of `unit`. */
+BC_FN void bc_print_setup(const bc_opts *o, const char *unit,
+                          const char *clock_note) {
+  printf("flags: %s; %s; %s%s\n", BENCH_CFLAGS,
+         o->huge ? "huge pages (madvise)" : "malloc",
+         bc_clock == CLOCK_MONOTONIC ? "wall clock" : "thread CPU clock",
+         clock_note);
+  if (o->iters)
+    printf("median of %d loops of %llu %s per side, interleaved\n", o->reps,
+           (unsigned long long)o->iters, unit);
+  else
+    printf("median of %d loops of >= %.3f s per side, interleaved\n",
+           o->reps, o->min_time);
 }
 
 BC_FN void bc_print_ratio(const bc_result *r) {

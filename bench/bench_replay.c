@@ -285,18 +285,14 @@ static void run_seq(const bc_opts *o, FILE *csv, uint32_t n, uint32_t B) {
 }
 
 int main(int argc, char **argv) {
+  static const uint64_t def_n[] = {1000000}, quick_n[] = {20000};
+  static const uint64_t def_b[] = {64}, quick_b[] = {8};
   bc_opts o;
   FILE *csv;
   int j, i;
   if (!bc_parse(&o, argc, argv, usage, extra_opt)) return 2;
-  if (o.nn == 0) {
-    o.nn = 1;
-    o.n[0] = o.quick ? 20000 : 1000000;
-  }
-  if (o.nb == 0) {
-    o.nb = 1;
-    o.b[0] = o.quick ? 8 : 64;
-  }
+  bc_default_list(o.n, &o.nn, o.quick ? quick_n : def_n, 1);
+  bc_default_list(o.b, &o.nb, o.quick ? quick_b : def_b, 1);
   for (j = 0; j < o.nn; ++j)
     if (o.n[j] == 0 || o.n[j] > PER_MAX_CAPACITY) return 2;
   for (j = 0; j < o.nb; ++j)
@@ -320,12 +316,7 @@ int main(int argc, char **argv) {
     if (bc_want_op(&o, "seq"))
       for (i = 0; i < o.nb; ++i) run_seq(&o, csv, n, (uint32_t)o.b[i]);
   }
-  if (csv) fclose(csv);
-  if (failures) {
-    fprintf(stderr, "bench_replay: %d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("checks: snapshot written = per_buffer_save's file; every call OK; "
-         "buffers valid after the loops\n");
-  return 0;
+  return bc_finish(csv, "bench_replay", failures,
+                   "snapshot written = per_buffer_save's file; every call "
+                   "OK; buffers valid after the loops");
 }

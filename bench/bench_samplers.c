@@ -27,20 +27,11 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #define PER_IMPLEMENTATION
 #include "per.h"
 
 #include "bench_common.h"
-#include "classic_tree.h"
-
-#ifndef BENCH_CFLAGS
-#define BENCH_CFLAGS "(unknown)"
-#endif
 
 static const char *usage =
     "usage: bench_samplers [options]\n"
@@ -524,30 +515,23 @@ static void run_threads(const bc_opts *o, FILE *csv, uint32_t n,
 }
 
 int main(int argc, char **argv) {
+  static const uint64_t def_n[] = {100000000}, quick_n[] = {20000};
+  static const uint64_t def_b[] = {1024}, quick_b[] = {256};
+  static const uint64_t def_n_thr[] = {65536, 1000000, 16777216};
+  static const uint64_t quick_n_thr[] = {4096};
+  static const uint64_t def_b_thr[] = {1024, 4096};
   bc_opts o;
   FILE *csv;
   int j;
 
   if (!bc_parse(&o, argc, argv, usage, extra_opt)) return 2;
-  if (o.nn == 0) {
-    o.nn = 1;
-    o.n[0] = o.quick ? 20000 : 100000000;
-  }
-  if (o.nb == 0) {
-    o.nb = 1;
-    o.b[0] = o.quick ? 256 : 1024;
-  }
+  bc_default_list(o.n, &o.nn, o.quick ? quick_n : def_n, 1);
+  bc_default_list(o.b, &o.nb, o.quick ? quick_b : def_b, 1);
   if (o.quick && swap_n == 64000) swap_n = 5000;
-  if (thr_nn == 0) {
-    static const uint64_t d[] = {65536, 1000000, 16777216};
-    thr_nn = o.quick ? 1 : 3;
-    for (j = 0; j < thr_nn; ++j) thr_n[j] = o.quick ? 4096 : d[j];
-  }
-  if (thr_nb == 0) {
-    thr_nb = o.quick ? 1 : 2;
-    thr_b[0] = o.quick ? 256 : 1024;
-    thr_b[1] = 4096;
-  }
+  bc_default_list(thr_n, &thr_nn, o.quick ? quick_n_thr : def_n_thr,
+                  o.quick ? 1 : 3);
+  bc_default_list(thr_b, &thr_nb, o.quick ? quick_b : def_b_thr,
+                  o.quick ? 1 : 2);
   for (j = 0; j < o.nn; ++j)
     if (o.n[j] > PER_MAX_CAPACITY) return 2;
   for (j = 0; j < thr_nn; ++j)
@@ -560,15 +544,7 @@ int main(int argc, char **argv) {
 
   printf("bench_samplers: per.h (PER_REAL=%s) vs textbook baselines\n",
          bc_real_name());
-  printf("flags: %s; %s; %s (threads: wall clock)\n", BENCH_CFLAGS,
-         o.huge ? "huge pages (madvise)" : "malloc",
-         bc_clock == CLOCK_MONOTONIC ? "wall clock" : "thread CPU clock");
-  if (o.iters)
-    printf("median of %d loops of %llu batches per side, interleaved\n", o.reps,
-           (unsigned long long)o.iters);
-  else
-    printf("median of %d loops of >= %.3f s per side, interleaved\n", o.reps,
-           o.min_time);
+  bc_print_setup(&o, "batches", " (threads: wall clock)");
   printf("baselines: swap = hash-set rejection sampler; cat = zero-and-restore "
          "on the classic float32 tree;\n"
          "           iid = classic descents; threads = the same call on 1 "
@@ -583,12 +559,7 @@ int main(int argc, char **argv) {
   if (bc_want_op(&o, "threads") && o.side != 2)
     for (j = 0; j < thr_nn; ++j) run_threads(&o, csv, (uint32_t)thr_n[j], thr_b, thr_nb);
 
-  if (csv) fclose(csv);
-  if (failures) {
-    fprintf(stderr, "bench_samplers: %d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("checks: all picks valid and distinct where promised, 2-thread "
-         "batches identical to 1-thread\n");
-  return 0;
+  return bc_finish(csv, "bench_samplers", failures,
+                   "all picks valid and distinct where promised, 2-thread "
+                   "batches identical to 1-thread");
 }

@@ -30,20 +30,10 @@
    the Meson build makes one executable per setting. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #define PER_IMPLEMENTATION
 #include "per.h"
 
 #include "bench_common.h"
-#include "classic_tree.h"
-
-#ifndef BENCH_CFLAGS
-#define BENCH_CFLAGS "(unknown)"
-#endif
 
 static const char *usage =
     "usage: bench_tree [options]\n"
@@ -85,6 +75,13 @@ static void fail(const char *what, uint32_t n, uint32_t B) {
 
 /* ---- kernels: `iters` iterations each ---------------------------------- */
 
+/* A pool offset after n more values: back to 0 where the next n would run
+   past the pool's end. */
+static void pool_next(const ctx *c, size_t *off, uint32_t n) {
+  *off += n;
+  if (*off + n > c->pool) *off = 0;
+}
+
 static void k_sample_per(void *p, uint64_t iters) {
   ctx *c = (ctx *)p;
   uint64_t i;
@@ -107,8 +104,7 @@ static void k_update_per(void *p, uint64_t iters) {
     per_status s = per_tree_set_batch(&c->t, c->pool_idx + c->off_p,
                                       c->pool_val + c->off_p, c->B);
     if (s != PER_OK) c->err = s;
-    c->off_p += c->B;
-    if (c->off_p + c->B > c->pool) c->off_p = 0;
+    pool_next(c, &c->off_p, c->B);
   }
 }
 
@@ -118,8 +114,7 @@ static void k_update_classic(void *p, uint64_t iters) {
   for (i = 0; i < iters; ++i) {
     classic_update_batch(&c->ct, c->pool_idx + c->off_c,
                          c->pool_valf + c->off_c, c->B);
-    c->off_c += c->B;
-    if (c->off_c + c->B > c->pool) c->off_c = 0;
+    pool_next(c, &c->off_c, c->B);
   }
 }
 
@@ -131,7 +126,7 @@ static void k_add_per(void *p, uint64_t iters) {
     per_status s = per_tree_set(&c->t, c->pos_p, c->pool_val[c->off_p]);
     if (s != PER_OK) c->err = s;
     if (++c->pos_p == c->n) c->pos_p = 0;
-    if (++c->off_p == c->pool) c->off_p = 0;
+    pool_next(c, &c->off_p, 1);
   }
 }
 
@@ -140,7 +135,7 @@ static void k_add_classic(void *p, uint64_t iters) {
   uint64_t i;
   for (i = 0; i < iters; ++i) {
     classic_add(&c->ct, c->pool_valf[c->off_c]);
-    if (++c->off_c == c->pool) c->off_c = 0;
+    pool_next(c, &c->off_c, 1);
   }
 }
 
@@ -179,7 +174,7 @@ static void k_addrun_classic(void *p, uint64_t iters) {
   for (i = 0; i < iters; ++i)
     for (j = 0; j < c->B; ++j) {
       classic_add(&c->ct, c->pool_valf[c->off_c]);
-      if (++c->off_c == c->pool) c->off_c = 0;
+      pool_next(c, &c->off_c, 1);
     }
 }
 
@@ -193,8 +188,7 @@ static void k_cycle_per(void *p, uint64_t iters) {
     if (s == PER_OK)
       s = per_buffer_update(&c->buf, c->ids, c->pool_valf + c->off_p, c->B, NULL);
     if (s != PER_OK) c->err = s;
-    c->off_p += c->B;
-    if (c->off_p + c->B > c->pool) c->off_p = 0;
+    pool_next(c, &c->off_p, c->B);
   }
 }
 
@@ -215,8 +209,7 @@ static void k_cycle_classic(void *p, uint64_t iters) {
     for (j = 0; j < c->B; ++j) c->w_c[j] /= wmax;
     for (j = 0; j < c->B; ++j) c->prio_c[j] = powf(fabsf(td[j]) + eps, alpha);
     classic_update_batch(&c->ct, c->idx_c, c->prio_c, c->B);
-    c->off_c += c->B;
-    if (c->off_c + c->B > c->pool) c->off_c = 0;
+    pool_next(c, &c->off_c, c->B);
   }
 }
 
@@ -261,8 +254,6 @@ static void setup_buffer(ctx *c, const bc_opts *o, uint32_t maxB) {
 static void check_cycle(ctx *c) {
   uint32_t j, ones = 0;
   per_status s = per_buffer_check(&c->buf);
-  if (c->err != PER_OK) fail(per_status_str(c->err), c->n, c->B);
-  c->err = PER_OK;
   if (s != PER_OK) fail(per_status_str(s), c->n, c->B);
   for (j = 0; j < c->B; ++j) {
     if (!(c->w_p[j] > 0 && c->w_p[j] <= 1) || (uint32_t)c->ids[j] >= c->n) {
@@ -322,7 +313,7 @@ static void sync_addruns(ctx *c) {
   if (c->have_classic)
     for (i = 0; i < c->n; ++i) {
       classic_add(&c->ct, c->pool_valf[c->off_c]);
-      if (++c->off_c == c->pool) c->off_c = 0;
+      pool_next(c, &c->off_c, 1);
     }
   c->off_p = c->off_c = 0;
 }
@@ -343,8 +334,6 @@ static void sync_adds(ctx *c) {
 
 static void check_samples(ctx *c) {
   uint32_t i;
-  if (c->err != PER_OK) fail(per_status_str(c->err), c->n, c->B);
-  c->err = PER_OK;
   for (i = 0; i < c->B; ++i) {
     if (c->have_per &&
         (c->idx_p[i] >= c->n || !(c->val_p[i] > 0) ||
@@ -438,6 +427,22 @@ static void report(FILE *csv, const char *op, uint32_t n, uint32_t B,
   bc_csv_row(csv, op, n, B, r, B ? (double)B : 1.0, "per.h", "classic");
 }
 
+/* One figure: op on batches of B (0: one item at a time), both sides
+   timed from the start of the pool and ring, reported, its errors
+   failed. */
+static void run_op(const bc_opts *o, FILE *csv, ctx *c, const char *op,
+                   uint32_t B, bc_kernel kp, bc_kernel kc) {
+  bc_result r;
+  c->B = B;
+  c->off_p = c->off_c = 0;
+  c->pos_p = 0;
+  r = bc_measure(o, c->have_per ? kp : NULL, c, c->have_classic ? kc : NULL,
+                 c, B ? B : 1);
+  report(csv, op, c->n, B, &r);
+  if (c->err != PER_OK) fail(per_status_str(c->err), c->n, B);
+  c->err = PER_OK;
+}
+
 int main(int argc, char **argv) {
   static const uint64_t def_n[] = {65536, 1000000, 16777216};
   static const uint64_t def_b[] = {256, 1024, 4096};
@@ -449,16 +454,8 @@ int main(int argc, char **argv) {
   uint32_t maxB = 0;
 
   if (!bc_parse(&o, argc, argv, usage, NULL)) return 2;
-  if (o.nn == 0) {
-    const uint64_t *d = o.quick ? quick_n : def_n;
-    o.nn = o.quick ? 2 : 3;
-    for (j = 0; j < o.nn; ++j) o.n[j] = d[j];
-  }
-  if (o.nb == 0) {
-    const uint64_t *d = o.quick ? quick_b : def_b;
-    o.nb = o.quick ? 2 : 3;
-    for (j = 0; j < o.nb; ++j) o.b[j] = d[j];
-  }
+  bc_default_list(o.n, &o.nn, o.quick ? quick_n : def_n, o.quick ? 2 : 3);
+  bc_default_list(o.b, &o.nb, o.quick ? quick_b : def_b, o.quick ? 2 : 3);
   for (j = 0; j < o.nn; ++j)
     if (o.n[j] > PER_MAX_CAPACITY) {
       fprintf(stderr, "N too large\n");
@@ -475,22 +472,13 @@ int main(int argc, char **argv) {
 
   printf("bench_tree: per.h (PER_REAL=%s) vs classic float32 tree\n",
          bc_real_name());
-  printf("flags: %s; %s; %s\n", BENCH_CFLAGS,
-         o.huge ? "huge pages (madvise)" : "malloc",
-         bc_clock == CLOCK_MONOTONIC ? "wall clock" : "thread CPU clock");
-  if (o.iters)
-    printf("median of %d loops of %llu iterations per side, interleaved\n",
-           o.reps, (unsigned long long)o.iters);
-  else
-    printf("median of %d loops of >= %.3f s per side, interleaved\n", o.reps,
-           o.min_time);
+  bc_print_setup(&o, "iterations", "");
   printf("%-7s %10s %5s  %13s  %15s  %7s\n", "op", "N", "B", "per.h ns/item",
          "classic ns/item", "classic/per.h");
 
   for (in = 0; in < o.nn; ++in) {
     ctx c;
     uint32_t n = (uint32_t)o.n[in];
-    bc_kernel kp, kc;
     setup(&c, &o, n, maxB);
     if (c.have_per && c.have_classic) {
       double agree = agreement(&c, 4096);
@@ -498,79 +486,43 @@ int main(int argc, char **argv) {
       if (o.quick) printf("  (N=%u: both trees find the same leaf for %.2f%% of u)\n",
                           n, 100 * agree);
     }
-    if (bc_want_op(&o, "sample")) {
+    if (bc_want_op(&o, "sample"))
       for (ib = 0; ib < o.nb; ++ib) {
-        bc_result r;
-        c.B = (uint32_t)o.b[ib];
-        kp = c.have_per ? k_sample_per : NULL;
-        kc = c.have_classic ? k_sample_classic : NULL;
-        r = bc_measure(&o, kp, &c, kc, &c, c.B);
-        report(csv, "sample", n, c.B, &r);
+        run_op(&o, csv, &c, "sample", (uint32_t)o.b[ib], k_sample_per,
+               k_sample_classic);
         check_samples(&c);
       }
-    }
-    if (bc_want_op(&o, "update")) {
+    if (bc_want_op(&o, "update"))
       for (ib = 0; ib < o.nb; ++ib) {
-        bc_result r;
-        c.B = (uint32_t)o.b[ib];
-        c.off_p = c.off_c = 0;
-        kp = c.have_per ? k_update_per : NULL;
-        kc = c.have_classic ? k_update_classic : NULL;
-        r = bc_measure(&o, kp, &c, kc, &c, c.B);
-        report(csv, "update", n, c.B, &r);
-        if (c.err != PER_OK) fail(per_status_str(c.err), n, c.B);
+        run_op(&o, csv, &c, "update", (uint32_t)o.b[ib], k_update_per,
+               k_update_classic);
         sync_updates(&c);
         check_trees(&c);
       }
-    }
     if (bc_want_op(&o, "add")) {
-      bc_result r;
-      c.B = 0;
-      c.off_p = c.off_c = 0;
-      kp = c.have_per ? k_add_per : NULL;
-      kc = c.have_classic ? k_add_classic : NULL;
-      r = bc_measure(&o, kp, &c, kc, &c, 1);
-      report(csv, "add", n, 0, &r);
-      if (c.err != PER_OK) fail(per_status_str(c.err), n, 0);
+      run_op(&o, csv, &c, "add", 0, k_add_per, k_add_classic);
       sync_adds(&c);
       check_trees(&c);
     }
-    if (bc_want_op(&o, "addrun")) {
+    if (bc_want_op(&o, "addrun"))
       for (ib = 0; ib < o.nb; ++ib) {
-        bc_result r;
-        c.B = (uint32_t)o.b[ib];
-        c.off_p = c.off_c = 0;
-        c.pos_p = 0;
-        kp = c.have_per ? k_addrun_per : NULL;
-        kc = c.have_classic ? k_addrun_classic : NULL;
-        r = bc_measure(&o, kp, &c, kc, &c, c.B);
-        report(csv, "addrun", n, c.B, &r);
-        if (c.err != PER_OK) fail(per_status_str(c.err), n, c.B);
+        run_op(&o, csv, &c, "addrun", (uint32_t)o.b[ib], k_addrun_per,
+               k_addrun_classic);
         sync_addruns(&c);
         check_trees(&c);
       }
-    }
     /* Last: it rebuilds the classic tree with the buffer's leaves. */
     if (bc_want_op(&o, "cycle") && c.have_per) {
       setup_buffer(&c, &o, maxB);
       for (ib = 0; ib < o.nb; ++ib) {
-        bc_result r;
-        c.B = (uint32_t)o.b[ib];
-        c.off_p = c.off_c = 0;
-        r = bc_measure(&o, k_cycle_per, &c,
-                       c.have_classic ? k_cycle_classic : NULL, &c, c.B);
-        report(csv, "cycle", n, c.B, &r);
+        run_op(&o, csv, &c, "cycle", (uint32_t)o.b[ib], k_cycle_per,
+               k_cycle_classic);
         check_cycle(&c);
       }
     }
     teardown(&c);
   }
-  if (csv) fclose(csv);
-  if (failures) {
-    fprintf(stderr, "bench_tree: %d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("checks: all sampled indices valid, trees identical after the same "
-         "inputs\n");
-  return 0;
+  return bc_finish(csv, "bench_tree", failures,
+                   "all sampled indices valid, trees identical after the "
+                   "same inputs");
 }

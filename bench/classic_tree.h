@@ -128,15 +128,20 @@ CLASSIC_FN void classic_sample(classic_tree *ct, uint32_t B, uint32_t *idx,
   }
 }
 
+/* One draw proportional to the leaves: *idx its leaf (also returned),
+   *val that leaf's value. */
+CLASSIC_FN uint32_t classic_draw(classic_tree *ct, uint32_t *idx, float *val) {
+  uint32_t leaf = classic_find(ct, classic_rand01(ct) * classic_total(ct));
+  *idx = leaf;
+  *val = ct->node[ct->leaves + leaf];
+  return leaf;
+}
+
 /* k independent draws proportional to the leaves (with replacement). */
 CLASSIC_FN void classic_sample_iid(classic_tree *ct, uint32_t k, uint32_t *idx,
                                float *val) {
   uint32_t i;
-  for (i = 0; i < k; ++i) {
-    uint32_t leaf = classic_find(ct, classic_rand01(ct) * classic_total(ct));
-    idx[i] = leaf;
-    val[i] = ct->node[ct->leaves + leaf];
-  }
+  for (i = 0; i < k; ++i) classic_draw(ct, idx + i, val + i);
 }
 
 /* k draws without replacement by zero-and-restore: each pick is set to 0
@@ -145,12 +150,8 @@ CLASSIC_FN void classic_sample_iid(classic_tree *ct, uint32_t k, uint32_t *idx,
 CLASSIC_FN void classic_sample_wor(classic_tree *ct, uint32_t k, uint32_t *idx,
                                float *val) {
   uint32_t i;
-  for (i = 0; i < k; ++i) {
-    uint32_t leaf = classic_find(ct, classic_rand01(ct) * classic_total(ct));
-    idx[i] = leaf;
-    val[i] = ct->node[ct->leaves + leaf];
-    classic_update(ct, leaf, 0.0f);
-  }
+  for (i = 0; i < k; ++i)
+    classic_update(ct, classic_draw(ct, idx + i, val + i), 0.0f);
   for (i = k; i-- > 0;) classic_update(ct, idx[i], val[i]);
 }
 

@@ -1,7 +1,8 @@
 /* buffer_util.h - shared by the buffer, n-step and checkpoint tests: the
    counting allocator of heap.h (this header includes per.h with
-   PER_IMPLEMENTATION after it), byte snapshots of a whole per_buffer
-   (the struct and every allocation) and whole-file reads and writes. */
+   PER_IMPLEMENTATION after it), byte snapshots of a struct's
+   allocations and of a whole per_buffer (the struct and every
+   allocation) and whole-file reads and writes. */
 #ifndef PER_BUFFER_UTIL_H
 #define PER_BUFFER_UTIL_H
 
@@ -20,10 +21,38 @@
 
 /* ---- snapshots ---------------------------------------------------------- */
 
-typedef struct bsnap {
-  per_buffer head;
+/* Copies of a struct's allocations: up to 14 regions, in a fixed order. */
+typedef struct regions {
   unsigned char *mem[14];
   size_t len[14];
+} regions;
+
+static inline void regions_take(regions *r, const void *const *p,
+                                const size_t *len, int n) {
+  int k;
+  for (k = 0; k < n; ++k) {
+    r->len[k] = len[k];
+    r->mem[k] = (unsigned char *)malloc(len[k] ? len[k] : 1);
+    if (len[k]) memcpy(r->mem[k], p[k], len[k]);
+  }
+}
+
+/* 1 when the regions p[0..n) hold what r copied. Frees r. */
+static inline int regions_same(regions *r, const void *const *p,
+                               const size_t *len, int n) {
+  int k, same = 1;
+  for (k = 0; k < n; ++k) {
+    if (same && (len[k] != r->len[k] ||
+                 (len[k] && memcmp(p[k], r->mem[k], len[k]) != 0)))
+      same = 0;
+    free(r->mem[k]);
+  }
+  return same;
+}
+
+typedef struct bsnap {
+  per_buffer head;
+  regions r;
 } bsnap;
 
 /* The allocations of b with their sizes, in a fixed order. */
@@ -52,12 +81,10 @@ static inline int bsnap_regions(const per_buffer *b, const void **p, size_t *n) 
 static inline bsnap bsnap_take(const per_buffer *b) {
   bsnap s;
   const void *p[14];
-  int k, n = bsnap_regions(b, p, s.len);
+  size_t len[14];
+  int n = bsnap_regions(b, p, len);
   memcpy(&s.head, b, sizeof *b);
-  for (k = 0; k < n; ++k) {
-    s.mem[k] = (unsigned char *)malloc(s.len[k] ? s.len[k] : 1);
-    if (s.len[k]) memcpy(s.mem[k], p[k], s.len[k]);
-  }
+  regions_take(&s.r, p, len, n);
   return s;
 }
 
@@ -65,21 +92,13 @@ static inline bsnap bsnap_take(const per_buffer *b) {
 static inline int bsnap_same(bsnap *s, const per_buffer *b) {
   const void *p[14];
   size_t len[14];
-  int k, n, same = memcmp(&s->head, b, sizeof *b) == 0;
-  n = bsnap_regions(b, p, len);
-  for (k = 0; k < n; ++k) {
-    if (same && (len[k] != s->len[k] || (len[k] && memcmp(p[k], s->mem[k], len[k]) != 0)))
-      same = 0;
-    free(s->mem[k]);
-  }
-  return same;
+  int n = bsnap_regions(b, p, len);
+  return regions_same(&s->r, p, len, n) &
+         (memcmp(&s->head, b, sizeof *b) == 0);
 }
 
 #define CHECK_UNCHANGED(s, b)                                              \
-  do {                                                                     \
-    if (bsnap_same(&(s), (b))) ++t_pass_count;                             \
-    else T_FAIL_AT("buffer changed by a failing call");                    \
-  } while (0)
+  CHECK_MSG(bsnap_same(&(s), (b)), "buffer changed by a failing call")
 
 /* The state that decides future behaviour (not scratch memory): equal for
    a buffer and its save/load copy. */
@@ -118,6 +137,35 @@ static inline int state_equal(const per_buffer *a, const per_buffer *b) {
   return 1;
 }
 
+/* Two buffers doing the same operations draw the same batches: `rounds`
+   batches of 16 items (of at most 32 bytes) from each, every third one
+   unique, every fourth one within the newest `window` slots (but for a
+   unique batch larger than the window), each followed by the same
+   update. */
+static inline void same_draws(per_buffer *a, per_buffer *b, uint32_t rounds,
+                              uint32_t window) {
+  uint32_t k, isz = a->cfg.item_size;
+  REQUIRE(isz <= 32);
+  for (k = 0; k < rounds; ++k) {
+    uint64_t ia[16], ib[16];
+    float wa[16], wb[16], td[16];
+    unsigned char xa[16 * 32], xb[16 * 32];
+    per_sample_opts o;
+    uint32_t i;
+    memset(&o, 0, sizeof o);
+    o.flags = k % 3 == 1 ? PER_SAMPLE_UNIQUE : 0;
+    if (k % 4 == 3 && (o.flags == 0 || window >= 16)) o.window = window;
+    CHECK_OK(per_buffer_sample(a, 16, &o, xa, ia, wa));
+    CHECK_OK(per_buffer_sample(b, 16, &o, xb, ib, wb));
+    CHECK_MEM(ia, ib, sizeof ia);
+    CHECK_MEM(wa, wb, sizeof wa);
+    CHECK_MEM(xa, xb, (size_t)16 * isz);
+    for (i = 0; i < 16; ++i) td[i] = 0.5f + (float)(ia[i] % 7);
+    CHECK_OK(per_buffer_update(a, ia, td, 16, NULL));
+    CHECK_OK(per_buffer_update(b, ib, td, 16, NULL));
+  }
+}
+
 /* ---- files ------------------------------------------------------------- */
 
 /* Up to cap bytes of the file at path; -1 when it cannot be opened. */
@@ -141,6 +189,17 @@ static inline int file_write(const char *path, const unsigned char *buf, long n)
 
 static inline per_config cfg_of(uint32_t capacity, uint32_t item_size) {
   return per_config_default(capacity, item_size);
+}
+
+/* A batch of k <= 16 unique draws, its results dropped: it moves the rng
+   and, with alpha 0, shuffles the swap permutation. */
+static inline per_status sample_unique(per_buffer *b, uint32_t k) {
+  per_sample_opts o;
+  uint64_t ids[16];
+  if (k > 16) return PER_ERR_BATCH;
+  memset(&o, 0, sizeof o);
+  o.flags = PER_SAMPLE_UNIQUE;
+  return per_buffer_sample(b, k, &o, NULL, ids, NULL);
 }
 
 #endif

@@ -122,7 +122,6 @@ static void test_round_trip(void) {
   for (variant = 0; variant < 4; ++variant) {
     per_config c = cfg_of(37, 12);
     per_buffer a, b;
-    uint32_t k;
     c.seed = 5;
     c.alpha = variant == 1 ? 0 : 0.7;
     c.flags = variant == 2 ? PER_WEIGHTS_BUFFER_MAX : 0;
@@ -136,13 +135,8 @@ static void test_round_trip(void) {
       CHECK_OK(per_buffer_sample(&a, 3, NULL, NULL, ids, NULL));
       CHECK_OK(per_buffer_update(&a, ids, td, 3, NULL));
     }
-    if (variant == 1) { /* a shuffled swap permutation */
-      per_sample_opts o;
-      uint64_t ids[8];
-      memset(&o, 0, sizeof o);
-      o.flags = PER_SAMPLE_UNIQUE;
-      CHECK_OK(per_buffer_sample(&a, 8, &o, NULL, ids, NULL));
-    }
+    if (variant == 1) /* a shuffled swap permutation */
+      CHECK_OK(sample_unique(&a, 8));
     CHECK_OK(per_buffer_save(&a, NAME("rt.bin")));
     c.seed = 999;
     c.alpha = variant == 1 ? 0 : 0.3; /* taken from the file */
@@ -152,24 +146,7 @@ static void test_round_trip(void) {
     CHECK_OK(per_buffer_load(&b, NAME("rt.bin")));
     CHECK_MSG(state_equal(&a, &b), "variant %d: loaded state differs", variant);
     CHECK_OK(per_buffer_check(&b));
-    for (k = 0; k < 30; ++k) {
-      uint64_t ia[16], ib[16];
-      float wa[16], wb[16], td[16];
-      unsigned char xa[16 * 12], xb[16 * 12];
-      per_sample_opts o;
-      uint32_t i;
-      memset(&o, 0, sizeof o);
-      o.flags = k % 3 == 1 ? PER_SAMPLE_UNIQUE : 0;
-      o.window = (k % 4 == 3 && o.flags == 0) ? 9 : 0;
-      CHECK_OK(per_buffer_sample(&a, 16, &o, xa, ia, wa));
-      CHECK_OK(per_buffer_sample(&b, 16, &o, xb, ib, wb));
-      CHECK_MEM(ia, ib, sizeof ia);
-      CHECK_MEM(wa, wb, sizeof wa);
-      CHECK_MEM(xa, xb, sizeof xa);
-      for (i = 0; i < 16; ++i) td[i] = 0.25f + (float)(ia[i] % 5) * 0.5f;
-      CHECK_OK(per_buffer_update(&a, ia, td, 16, NULL));
-      CHECK_OK(per_buffer_update(&b, ib, td, 16, NULL));
-    }
+    same_draws(&a, &b, 30, 9);
     CHECK(state_equal(&a, &b));
     per_buffer_free(&a);
     per_buffer_free(&b);

@@ -85,13 +85,8 @@ static void test_snapshot_is_the_file(void) {
       bsnap s;
       if (k == 1) churn(&b, c.capacity / 2, 3);
       if (k == 2) churn(&b, 3 * c.capacity, 4);
-      if (v == 1 && k > 0) { /* shuffle the swap permutation */
-        per_sample_opts o;
-        uint64_t ids[5];
-        memset(&o, 0, sizeof o);
-        o.flags = PER_SAMPLE_UNIQUE;
-        CHECK_OK(per_buffer_sample(&b, 5, &o, NULL, ids, NULL));
-      }
+      if (v == 1 && k > 0) /* shuffle the swap permutation */
+        CHECK_OK(sample_unique(&b, 5));
       CHECK_OK(per_buffer_save(&b, NAME("ref.bin")));
       n = file_read(NAME("ref.bin"), file, (long)sizeof file);
       s = bsnap_take(&b);
@@ -332,29 +327,6 @@ static void test_shard_counts(void) {
   remove(NAME("shard.bin"));
 }
 
-/* Two buffers doing the same operations draw the same batches. */
-static void same_draws(per_buffer *a, per_buffer *b, uint32_t rounds) {
-  uint32_t k, isz = a->cfg.item_size;
-  for (k = 0; k < rounds; ++k) {
-    uint64_t ia[16], ib[16];
-    float wa[16], wb[16], td[16];
-    unsigned char xa[16 * 32], xb[16 * 32];
-    per_sample_opts o;
-    uint32_t i;
-    memset(&o, 0, sizeof o);
-    o.flags = k % 3 == 1 ? PER_SAMPLE_UNIQUE : 0;
-    o.window = k % 4 == 3 ? 50 : 0;
-    CHECK_OK(per_buffer_sample(a, 16, &o, xa, ia, wa));
-    CHECK_OK(per_buffer_sample(b, 16, &o, xb, ib, wb));
-    CHECK_MEM(ia, ib, sizeof ia);
-    CHECK_MEM(wa, wb, sizeof wa);
-    CHECK_MEM(xa, xb, (size_t)16 * isz);
-    for (i = 0; i < 16; ++i) td[i] = 0.5f + (float)(ia[i] % 7);
-    CHECK_OK(per_buffer_update(a, ia, td, 16, NULL));
-    CHECK_OK(per_buffer_update(b, ib, td, 16, NULL));
-  }
-}
-
 /* per_buffer_init_mem: the ring lives in the caller's memory, which is
    used as it is (not zeroed, never freed); the buffer behaves as one
    from per_buffer_init. Errors leave *b zeroed. */
@@ -396,7 +368,7 @@ static void test_init_mem(void) {
     CHECK_OK(per_buffer_add(&b, item));
   }
   CHECK_MEM(ring, a.items, bytes); /* slot i at items + i * item_size */
-  same_draws(&a, &b, 40);
+  same_draws(&a, &b, 40, 50);
   CHECK_OK(per_buffer_check(&b));
   per_buffer_free(&b); /* leaves the ring to its owner */
   CHECK_MEM(ring, a.items, bytes);
@@ -446,7 +418,7 @@ static void test_mmap(void) {
     CHECK_OK(per_buffer_add(&a, item));
     CHECK_OK(per_buffer_add(&b, item));
   }
-  same_draws(&a, &b, 30);
+  same_draws(&a, &b, 30, 50);
   CHECK_OK(per_buffer_save(&b, NAME("ring.bin")));
   CHECK_OK(per_buffer_init(&x, &c, NULL));
   CHECK_OK(per_buffer_load(&x, NAME("ring.bin")));

@@ -70,13 +70,29 @@ static void run_episode(per_nstep *a, per_buffer *b, uint32_t env, uint32_t ep, 
   }
 }
 
+static per_nstep_config nstep_cfg(uint32_t n, float gamma, uint32_t obs_size,
+                                  uint32_t action_size) {
+  per_nstep_config nc;
+  nc.n = n;
+  nc.gamma = gamma;
+  nc.obs_size = obs_size;
+  nc.action_size = action_size;
+  return nc;
+}
+
+/* A buffer of `capacity` items of nc's layout; returns the layout. */
+static per_nstep_layout nstep_buffer(per_buffer *b, const per_nstep_config *nc,
+                                     uint32_t capacity) {
+  per_nstep_layout l = per_nstep_layout_of(nc);
+  per_config c = cfg_of(capacity, l.size);
+  CHECK_OK(per_buffer_init(b, &c, NULL));
+  return l;
+}
+
 static void test_layout(void) {
   per_nstep_config nc;
   per_nstep_layout l;
-  nc.n = 3;
-  nc.gamma = 0.99f;
-  nc.obs_size = 12;
-  nc.action_size = 4;
+  nc = nstep_cfg(3, 0.99f, 12, 4);
   l = per_nstep_layout_of(&nc);
   CHECK_EQ_U(l.obs, 0);
   CHECK_EQ_U(l.action, 12);
@@ -111,15 +127,9 @@ static void test_hand(void) {
   per_nstep a;
   per_nstep_layout l;
   per_buffer b;
-  per_config c;
   uint32_t t, i;
-  nc.n = 3;
-  nc.gamma = 0.5f;
-  nc.obs_size = 4;
-  nc.action_size = 4;
-  l = per_nstep_layout_of(&nc);
-  c = cfg_of(16, l.size);
-  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  nc = nstep_cfg(3, 0.5f, 4, 4);
+  l = nstep_buffer(&b, &nc, 16);
   CHECK_OK(per_nstep_init(&a, &nc, NULL));
   for (t = 0; t < 5; ++t) {
     uint32_t o = t, next = t + 1, act = 100 + t;
@@ -145,7 +155,7 @@ static void test_hand(void) {
   }
   /* the same episode truncated: done 0 everywhere, same discounts */
   per_buffer_free(&b);
-  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  l = nstep_buffer(&b, &nc, 16);
   for (t = 0; t < 5; ++t) {
     uint32_t o = t, next = t + 1, act = 100 + t;
     CHECK_OK(per_nstep_step(&a, &b, &o, &act, (float)(t + 1), &next, 0, t == 4));
@@ -178,17 +188,11 @@ static void test_returns(void) {
       per_nstep a;
       per_nstep_layout l;
       per_buffer b;
-      per_config c;
       uint32_t T, ep = 0, slot = 0;
       int term;
       unsigned char want[64];
-      nc.n = ns[ni];
-      nc.gamma = gammas[gi];
-      nc.obs_size = sizeof(obs3);
-      nc.action_size = 2;
-      l = per_nstep_layout_of(&nc);
-      c = cfg_of(200, l.size);
-      CHECK_OK(per_buffer_init(&b, &c, NULL));
+      nc = nstep_cfg(ns[ni], gammas[gi], (uint32_t)sizeof(obs3), 2);
+      l = nstep_buffer(&b, &nc, 200);
       CHECK_OK(per_nstep_init(&a, &nc, NULL));
       for (term = 0; term < 2; ++term) {
         for (T = 1; T <= 8; ++T, ++ep) {
@@ -216,16 +220,10 @@ static void test_two_adders(void) {
   per_nstep a[2];
   per_nstep_layout l;
   per_buffer b;
-  per_config c;
   uint32_t t[2] = {0, 0}, ep[2] = {0, 0}, T[2] = {4, 7}, i, step, emitted[2] = {0, 0};
   unsigned char want[64];
-  nc.n = 3;
-  nc.gamma = 0.95f;
-  nc.obs_size = sizeof(obs3);
-  nc.action_size = 2;
-  l = per_nstep_layout_of(&nc);
-  c = cfg_of(500, l.size);
-  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  nc = nstep_cfg(3, 0.95f, (uint32_t)sizeof(obs3), 2);
+  l = nstep_buffer(&b, &nc, 500);
   CHECK_OK(per_nstep_init(&a[0], &nc, NULL));
   CHECK_OK(per_nstep_init(&a[1], &nc, NULL));
   for (step = 0; step < 60; ++step) {
@@ -270,13 +268,8 @@ static void test_errors_and_memory(void) {
   uint32_t o = 1, act = 2, next = 3, i;
   unsigned char before[sizeof(per_nstep)];
   memset(&zero, 0, sizeof zero);
-  nc.n = 4;
-  nc.gamma = 0.9f;
-  nc.obs_size = 4;
-  nc.action_size = 4;
-  l = per_nstep_layout_of(&nc);
-  c = cfg_of(64, l.size);
-  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  nc = nstep_cfg(4, 0.9f, 4, 4);
+  l = nstep_buffer(&b, &nc, 64);
   c = cfg_of(64, l.size + 1);
   CHECK_OK(per_buffer_init(&wrong, &c, NULL));
 

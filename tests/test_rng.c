@@ -32,7 +32,7 @@ static double p_uniform(const double *counts, int cells) {
 }
 
 static void fresh(per_rng *r, uint64_t seed) {
-  memset(r, 0, sizeof *r); /* deterministic padding for memcmp */
+  memset(r, 0, sizeof *r); /* every byte set for memcmp, whatever init sets */
   per_rng_init(r, seed);
 }
 

@@ -31,7 +31,7 @@ static uint64_t words_used(const per_rng *r) { return r->counter * 4 - r->avail;
 #define WORDS_PER_REAL ((uint64_t)(sizeof(per_real) == sizeof(float) ? 1 : 2))
 
 static void fresh(per_rng *r, uint64_t seed) {
-  memset(r, 0, sizeof *r); /* deterministic padding for memcmp */
+  memset(r, 0, sizeof *r); /* every byte set for memcmp, whatever init sets */
   per_rng_init(r, seed);
 }
 
@@ -58,20 +58,6 @@ static double p_uniform(const double *counts, int cells) {
   return p_fit(counts, prob, cells, cells - 1);
 }
 
-/* 1 when a[0..n) is a permutation of [0, n). */
-static int is_perm(const uint32_t *a, uint32_t n) {
-  unsigned char *seen = (unsigned char *)calloc(n ? n : 1, 1);
-  uint32_t i;
-  int ok = 1;
-  if (!seen) return 0;
-  for (i = 0; i < n && ok; ++i) {
-    if (a[i] >= n || seen[a[i]]) ok = 0;
-    else seen[a[i]] = 1;
-  }
-  free(seen);
-  return ok;
-}
-
 /* 1 when a[0..k) are distinct and all < n. */
 static int distinct_below(const uint32_t *a, uint32_t k, uint32_t n) {
   unsigned char *seen = (unsigned char *)calloc(n ? n : 1, 1);
@@ -84,6 +70,11 @@ static int distinct_below(const uint32_t *a, uint32_t k, uint32_t n) {
   }
   free(seen);
   return ok;
+}
+
+/* 1 when a[0..n) is a permutation of [0, n): n distinct values below n. */
+static int is_perm(const uint32_t *a, uint32_t n) {
+  return distinct_below(a, n, n);
 }
 
 /* ======================================================================
@@ -301,6 +292,32 @@ static void test_swap_distinct(void) {
   per_swap_free(&s);
 }
 
+/* `batches` batches of k <= 16 from s: cnt[j * n + i] counts item i at
+   output position j (an item >= n in cell 0). Returns the failed calls. */
+static int swap_positions(per_swap *s, per_rng *r, long batches, uint32_t k,
+                          uint32_t n, double *cnt) {
+  uint32_t out[16], j;
+  long b;
+  int bad = 0;
+  if (k > 16) return 1;
+  for (b = 0; b < batches; ++b) {
+    if (per_swap_sample(s, r, k, out) != PER_OK) ++bad;
+    for (j = 0; j < k; ++j) cnt[j * n + (out[j] < n ? out[j] : 0)] += 1;
+  }
+  return bad;
+}
+
+/* Each output position of those counts uniform over the n items (df n - 1,
+   fail when p < 1e-6). */
+static void check_positions(const double *cnt, uint32_t k, uint32_t n,
+                            const char *what) {
+  uint32_t j;
+  for (j = 0; j < k; ++j) {
+    double p = p_uniform(cnt + (size_t)j * n, (int)n);
+    CHECK_MSG(p >= P_MIN, "%s position %u: chi-square p = %.3g", what, j, p);
+  }
+}
+
 /* Which item lands in each output position: n = 10, k = 4, 200000 batches
    on one sampler (no reset). Per position, 10 cells, df 9, expected 20000
    per cell; fail when p < 1e-6. */
@@ -309,21 +326,12 @@ static void test_swap_positions(void) {
   static double cnt[K][N];
   per_swap s;
   per_rng r;
-  uint32_t out[K];
-  int b, j, bad = 0;
   memset(cnt, 0, sizeof cnt);
   CHECK_OK(per_swap_init(&s, N, NULL));
   CHECK_OK(per_swap_grow(&s, N));
   fresh(&r, 10004);
-  for (b = 0; b < BATCHES; ++b) {
-    if (per_swap_sample(&s, &r, K, out) != PER_OK) ++bad;
-    for (j = 0; j < K; ++j) cnt[j][out[j]] += 1;
-  }
-  CHECK_EQ_U(bad, 0);
-  for (j = 0; j < K; ++j) {
-    double p = p_uniform(cnt[j], N);
-    CHECK_MSG(p >= P_MIN, "swap position %d: chi-square p = %.3g", j, p);
-  }
+  CHECK_EQ_U(swap_positions(&s, &r, BATCHES, K, N, &cnt[0][0]), 0);
+  check_positions(&cnt[0][0], K, N, "swap");
   CHECK(is_perm(s.perm, N));
   per_swap_free(&s);
 }
@@ -458,18 +466,12 @@ static void test_swap_grow(void) {
   CHECK(is_perm(s.perm, 7));
   CHECK_OK(per_swap_grow(&s, CAP));
   CHECK(is_perm(s.perm, CAP));
-  for (b = 0; b < BATCHES; ++b) {
-    if (per_swap_sample(&s, &r, K, out) != PER_OK) ++bad;
-    for (j = 0; j < K; ++j) cnt[j][out[j] < CAP ? out[j] : 0] += 1;
-  }
+  bad += swap_positions(&s, &r, BATCHES, K, CAP, &cnt[0][0]);
   CHECK_EQ_U(bad, 0);
-  for (j = 0; j < K; ++j) {
-    double p = p_uniform(cnt[j], CAP);
-    CHECK_MSG(p >= P_MIN, "swap after grow, position %d: chi-square p = %.3g",
-              j, p);
-    /* the items added last are drawn (implied by the chi-square too) */
+  check_positions(&cnt[0][0], K, CAP, "swap after grow,");
+  /* the items added last are drawn (implied by the chi-square too) */
+  for (j = 0; j < K; ++j)
     CHECK(cnt[j][7] > 0 && cnt[j][8] > 0 && cnt[j][9] > 0);
-  }
   CHECK(is_perm(s.perm, CAP));
   per_swap_free(&s);
 }
@@ -505,38 +507,6 @@ static void test_swap_o1(void) {
   }
 }
 
-/* Every allocation fails in turn: PER_ERR_NOMEM, nothing leaks, the result
-   is empty and freeable; the context pointer reaches the allocator. */
-static void test_swap_nomem(void) {
-  t_heap h;
-  per_swap s;
-  long fail_at;
-  int failures = 0;
-  for (fail_at = 1; fail_at < 10; ++fail_at) {
-    per_status st;
-    memset(&h, 0, sizeof h);
-    h.fail_at = fail_at;
-    memset(&s, 0xAB, sizeof s);
-    st = per_swap_init(&s, 100, &h);
-    if (h.calls < fail_at) { /* no allocation was refused: success */
-      CHECK_OK(st);
-      CHECK_EQ_U(h.live, 1);
-      CHECK(s.alloc_ctx == (void *)&h);
-      per_swap_free(&s);
-      CHECK_EQ_U(h.live, 0);
-      break;
-    }
-    ++failures;
-    CHECK_STATUS(st, PER_ERR_NOMEM);
-    CHECK_EQ_U(h.live, 0);
-    CHECK(swap_is_empty(&s));
-    per_swap_free(&s);
-    CHECK_EQ_U(h.live, 0);
-    CHECK_EQ_U(h.frees, 0);
-  }
-  CHECK_EQ_U(failures, 1); /* one allocation: the perm array */
-}
-
 /* ======================================================================
    Categorical samplers
    ====================================================================== */
@@ -554,6 +524,47 @@ static per_real *tree_copy(const per_tree *t) {
 
 static int tree_same(const per_tree *t, const per_real *copy) {
   return copy && memcmp(t->node, copy, tree_bytes_of(t)) == 0;
+}
+
+/* t made over the leaves w[0..n); returns a copy of its node array. */
+static per_real *tree_built(per_tree *t, const per_real *w, uint32_t n) {
+  CHECK_OK(per_tree_init(t, n, NULL));
+  CHECK_OK(per_tree_build(t, w, n));
+  return tree_copy(t);
+}
+
+/* The wrong picks of a batch without replacement from the leaves
+   w[0..cap): an index out of range or repeated, a zero leaf, or (val not
+   NULL) a value that is not the leaf's. 0 for a good batch. */
+static int bad_picks(const uint32_t *idx, const per_real *val, uint32_t k,
+                     const per_real *w, uint32_t cap) {
+  unsigned char *seen = (unsigned char *)calloc(cap ? cap : 1, 1);
+  uint32_t j;
+  int bad = 0;
+  if (!seen) return 1;
+  for (j = 0; j < k; ++j) {
+    if (idx[j] >= cap || seen[idx[j]] || !(w[idx[j]] > 0) ||
+        (val && val[j] != w[idx[j]]))
+      ++bad;
+    else
+      seen[idx[j]] = 1;
+  }
+  free(seen);
+  return bad;
+}
+
+/* One batch of k from t without replacement, checked: a failed call or
+   bad picks (bad_picks) add to *bad, a tree that is not bitwise `copy`
+   to *bad_tree. */
+static void cat_batch(per_cat *c, per_tree *t, per_rng *r, uint32_t k,
+                      uint32_t *idx, per_real *val, const per_real *w,
+                      const per_real *copy, int *bad, int *bad_tree) {
+  if (per_cat_sample(c, t, r, k, idx, val) != PER_OK) {
+    ++*bad;
+    return;
+  }
+  *bad += bad_picks(idx, val, k, w, t->capacity);
+  if (!tree_same(t, copy)) ++*bad_tree;
 }
 
 /* ---- per_tree_sample_iid ---------------------------------------------- */
@@ -719,38 +730,72 @@ static void test_cat_init_free(void) {
   CHECK_EQ_U(t_default_heap.live, live0);
 }
 
-static void test_cat_nomem(void) {
-  t_heap h;
+/* ---- allocation failure of both samplers ------------------------------ */
+
+/* per_swap_init of 100 or per_cat_init of 64, through one interface. */
+typedef union sampler {
+  per_swap s;
   per_cat c;
+} sampler;
+
+static per_status sampler_init(int cat, sampler *x, t_heap *h) {
+  return cat ? per_cat_init(&x->c, 64, h) : per_swap_init(&x->s, 100, h);
+}
+
+static void sampler_free(int cat, sampler *x) {
+  if (cat) per_cat_free(&x->c);
+  else per_swap_free(&x->s);
+}
+
+static int sampler_is_empty(int cat, const sampler *x) {
+  return cat ? cat_is_empty(&x->c) : swap_is_empty(&x->s);
+}
+
+static void *sampler_ctx(int cat, const sampler *x) {
+  return cat ? x->c.alloc_ctx : x->s.alloc_ctx;
+}
+
+/* Every allocation of an init fails in turn: PER_ERR_NOMEM, nothing
+   leaks, the result is empty and freeable; then an init that succeeds
+   holds `allocs` blocks, and the context pointer reaches the allocator. */
+static void check_init_nomem(int cat, long allocs) {
+  const char *name = cat ? "per_cat_init" : "per_swap_init";
+  t_heap h;
+  sampler x;
   long fail_at;
   int failures = 0;
   for (fail_at = 1; fail_at < 20; ++fail_at) {
     per_status st;
     memset(&h, 0, sizeof h);
     h.fail_at = fail_at;
-    memset(&c, 0xAB, sizeof c);
-    st = per_cat_init(&c, 64, &h);
+    memset(&x, 0xAB, sizeof x);
+    st = sampler_init(cat, &x, &h);
     if (h.calls < fail_at) { /* nothing was refused: success */
       CHECK_OK(st);
-      CHECK(c.alloc_ctx == (void *)&h);
-      CHECK(h.live >= 1);
-      per_cat_free(&c);
+      CHECK_EQ_U(h.live, allocs);
+      CHECK(sampler_ctx(cat, &x) == (void *)&h);
+      sampler_free(cat, &x);
       CHECK_EQ_U(h.live, 0);
       break;
     }
     ++failures;
     CHECK_STATUS(st, PER_ERR_NOMEM);
-    CHECK_MSG(h.live == 0, "per_cat_init failing allocation %ld leaks %ld",
+    CHECK_MSG(h.live == 0, "%s failing allocation %ld leaks %ld", name,
               fail_at, h.live);
-    CHECK(cat_is_empty(&c));
-    per_cat_free(&c);
+    CHECK(sampler_is_empty(cat, &x));
+    sampler_free(cat, &x);
     CHECK_EQ_U(h.live, 0);
+    CHECK_EQ_U(h.frees, h.calls - 1); /* all but the refused one */
   }
-  CHECK(failures >= 1);
-  /* one allocation: the table and the saved values in one block, the
-     layout of per_cat_init_mem */
-  CHECK_EQ_U(failures, 1);
+  CHECK_EQ_U(failures, allocs);
 }
+
+/* One allocation: the perm array. */
+static void test_swap_nomem(void) { check_init_nomem(0, 1); }
+
+/* One allocation: the table and the saved values in one block, the
+   layout of per_cat_init_mem. */
+static void test_cat_nomem(void) { check_init_nomem(1, 1); }
 
 /* Random trees with zero leaves mixed in: k distinct indices with positive
    values in [0, capacity), val[j] their values, the tree bitwise unchanged
@@ -761,29 +806,19 @@ static void test_cat_basic(void) {
   per_tree t;
   per_cat c;
   per_rng r;
-  uint32_t idx[K], i, j;
+  uint32_t idx[K], i;
   per_real val[K];
   per_real *copy;
   int b, bad = 0, bad_tree = 0;
-  CHECK_OK(per_tree_init(&t, CAP, NULL));
-  CHECK_OK(per_cat_init(&c, K, NULL));
   fresh(&r, 777);
   for (i = 0; i < CAP; ++i)
     w[i] = (i % 3 == 0) ? (per_real)0 : (per_real)(1 + per_rng_below(&r, 1000)) / 64;
-  CHECK_OK(per_tree_build(&t, w, CAP));
-  copy = tree_copy(&t);
+  copy = tree_built(&t, w, CAP);
+  CHECK_OK(per_cat_init(&c, K, NULL));
   for (b = 0; b < 2000; ++b) {
     uint32_t k = 1 + (uint32_t)b % K;
-    if (per_cat_sample(&c, &t, &r, k, idx, (b & 1) ? NULL : val) != PER_OK) {
-      ++bad;
-      continue;
-    }
-    if (!distinct_below(idx, k, CAP)) ++bad;
-    for (j = 0; j < k; ++j) {
-      if (idx[j] >= CAP || !(w[idx[j]] > 0)) ++bad;
-      else if (!(b & 1) && val[j] != w[idx[j]]) ++bad;
-    }
-    if (!tree_same(&t, copy)) ++bad_tree;
+    cat_batch(&c, &t, &r, k, idx, (b & 1) ? NULL : val, w, copy, &bad,
+              &bad_tree);
   }
   CHECK_EQ_U(bad, 0);
   CHECK_EQ_U(bad_tree, 0);
@@ -842,9 +877,7 @@ static void check_cat_law(uint32_t reject_limit, int use_default,
     c1[i] = c2[i] = c3[i] = 0;
   }
   successive_laws(w, N, p1, p2, p3);
-  CHECK_OK(per_tree_init(&t, N, NULL));
-  CHECK_OK(per_tree_build(&t, wr, N));
-  copy = tree_copy(&t);
+  copy = tree_built(&t, wr, N);
   CHECK_OK(per_cat_init(&c, K, NULL));
   if (!use_default) c.reject_limit = reject_limit;
   fresh(&r, seed);
@@ -912,9 +945,7 @@ static void test_cat_fallback_law(void) {
     c2[i] = c3[i] = 0;
   }
   successive_laws(w, 7, q1, q2, q3); /* given pick 1 = leaf 0 */
-  CHECK_OK(per_tree_init(&t, N, NULL));
-  CHECK_OK(per_tree_build(&t, wr, N));
-  copy = tree_copy(&t);
+  copy = tree_built(&t, wr, N);
   CHECK_OK(per_cat_init(&c, K, NULL));
   fresh(&r, 4242);
   for (b = 0; b < BATCHES; ++b) {
@@ -952,34 +983,18 @@ static void test_cat_all_and_too_few(void) {
   per_tree t;
   per_cat c, c2;
   per_rng r;
-  uint32_t idx[32], i, j;
+  uint32_t idx[32], i;
   per_real val[32];
   per_real *copy;
   int b, bad = 0;
   for (i = 0; i < CAP; ++i) w[i] = 0;
   for (i = 0; i < 8; ++i) w[pos[i]] = (per_real)(0.5 + i);
-  CHECK_OK(per_tree_init(&t, CAP, NULL));
-  CHECK_OK(per_tree_build(&t, w, CAP));
-  copy = tree_copy(&t);
+  copy = tree_built(&t, w, CAP);
   CHECK_OK(per_cat_init(&c, 8, NULL));
   CHECK_OK(per_cat_init(&c2, 32, NULL));
   fresh(&r, 2020);
   for (b = 0; b < 500; ++b) {
-    per_cat *cc = (b & 1) ? &c2 : &c;
-    unsigned char seen[CAP];
-    memset(seen, 0, sizeof seen);
-    if (per_cat_sample(cc, &t, &r, 8, idx, val) != PER_OK) {
-      ++bad;
-      continue;
-    }
-    for (j = 0; j < 8; ++j) {
-      if (idx[j] >= CAP || seen[idx[j]] || !(w[idx[j]] > 0) ||
-          val[j] != w[idx[j]])
-        ++bad;
-      else
-        seen[idx[j]] = 1;
-    }
-    if (!tree_same(&t, copy)) ++bad;
+    cat_batch((b & 1) ? &c2 : &c, &t, &r, 8, idx, val, w, copy, &bad, &bad);
   }
   CHECK_EQ_U(bad, 0);
   /* too few: 9 of 8, all 20 leaves, and more than the capacity */
@@ -1020,29 +1035,15 @@ static void test_cat_skewed(void) {
   for (j = 0; j < CAP; ++j) w[j] = 0;
   w[5] = (per_real)1e9;
   w[0] = w[2] = w[7] = w[8] = w[11] = w[13] = w[15] = (per_real)1e-9;
-  CHECK_OK(per_tree_init(&t, CAP, NULL));
-  CHECK_OK(per_tree_build(&t, w, CAP));
-  copy = tree_copy(&t);
+  copy = tree_built(&t, w, CAP);
   CHECK_OK(per_cat_init(&c, 8, NULL));
   CHECK_OK(per_cat_init(&c2, 8, NULL));
   c2.reject_limit = 1000;
   fresh(&r, 9);
   for (b = 0; b < 200; ++b) {
-    unsigned char seen[CAP];
-    memset(seen, 0, sizeof seen);
-    if (per_cat_sample((b & 1) ? &c2 : &c, &t, &r, 8, idx, val) != PER_OK) {
-      ++bad;
-      continue;
-    }
-    if (idx[0] != 5) ++bad;
-    for (j = 0; j < 8; ++j) {
-      if (idx[j] >= CAP || seen[idx[j]] || !(w[idx[j]] > 0) ||
-          val[j] != w[idx[j]])
-        ++bad;
-      else
-        seen[idx[j]] = 1;
-    }
-    if (!tree_same(&t, copy)) ++bad;
+    int before = bad;
+    cat_batch((b & 1) ? &c2 : &c, &t, &r, 8, idx, val, w, copy, &bad, &bad);
+    if (bad == before && idx[0] != 5) ++bad;
   }
   CHECK_EQ_U(bad, 0);
   free(copy);
@@ -1068,9 +1069,7 @@ static void test_cat_reject_limit(void) {
   size_t i;
   w[0] = 1;
   w[1] = (per_real)1e-30;
-  CHECK_OK(per_tree_init(&t, 2, NULL));
-  CHECK_OK(per_tree_build(&t, w, 2));
-  copy = tree_copy(&t);
+  copy = tree_built(&t, w, 2);
   CHECK_OK(per_cat_init(&c, 2, NULL));
   for (i = 0; i < sizeof limits / sizeof limits[0]; ++i) {
     c.reject_limit = limits[i];
@@ -1170,24 +1169,15 @@ static void test_cat_large(void) {
   per_cat c;
   per_rng r;
   per_real *copy;
-  uint32_t i, j;
+  uint32_t i;
   int b, bad = 0, bad_tree = 0;
   fresh(&r, 100000);
   for (i = 0; i < CAP; ++i)
     w[i] = (i % 7 == 3) ? (per_real)0 : (per_real)per_rng_real(&r) + (per_real)0.01;
-  CHECK_OK(per_tree_init(&t, CAP, NULL));
-  CHECK_OK(per_tree_build(&t, w, CAP));
-  copy = tree_copy(&t);
+  copy = tree_built(&t, w, CAP);
   CHECK_OK(per_cat_init(&c, K, NULL));
   for (b = 0; b < 30; ++b) {
-    if (per_cat_sample(&c, &t, &r, K, idx, val) != PER_OK) {
-      ++bad;
-      continue;
-    }
-    if (!distinct_below(idx, K, CAP)) ++bad;
-    for (j = 0; j < K; ++j)
-      if (!(w[idx[j]] > 0) || val[j] != w[idx[j]]) ++bad;
-    if (!tree_same(&t, copy)) ++bad_tree;
+    cat_batch(&c, &t, &r, K, idx, val, w, copy, &bad, &bad_tree);
   }
   CHECK_EQ_U(bad, 0);
   CHECK_EQ_U(bad_tree, 0);

@@ -4,24 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* A counting allocator that can be told to fail: every allocation in the
-   library goes through it. */
-static long t_live_allocs;
-static long t_alloc_calls;
-static long t_fail_at = -1; /* fail the allocation with this call number */
-static void *t_malloc(size_t sz, void *ctx) {
-  (void)ctx;
-  if (t_alloc_calls++ == t_fail_at) return NULL;
-  ++t_live_allocs;
-  return malloc(sz);
-}
-static void t_free(void *p, void *ctx) {
-  (void)ctx;
-  if (p) --t_live_allocs;
-  free(p);
-}
-#define PER_MALLOC(sz, ctx) t_malloc(sz, ctx)
-#define PER_FREE(p, ctx) t_free(p, ctx)
+#include "heap.h" /* every allocation of the library counted */
 #define PER_IMPLEMENTATION
 #include "per.h"
 #include "stats.h"
@@ -45,18 +28,15 @@ static snap snap_take(const per_tree *t) {
   memcpy(s.node, t->node, s.n * sizeof(per_real));
   return s;
 }
-static void snap_check_same(snap *s, const per_tree *t, int line) {
-  if (memcmp(&s->head, t, sizeof *t) != 0 ||
-      memcmp(s->node, t->node, s->n * sizeof(per_real)) != 0) {
-    ++t_fail_count;
-    fprintf(stderr, "%s:%d: FAIL: tree changed by a failing call\n", __FILE__,
-            line);
-  } else {
-    ++t_pass_count;
-  }
+/* 1 when t is byte for byte as when s was taken. Frees s. */
+static int snap_same(snap *s, const per_tree *t) {
+  int same = memcmp(&s->head, t, sizeof *t) == 0 &&
+             memcmp(s->node, t->node, s->n * sizeof(per_real)) == 0;
   free(s->node);
+  return same;
 }
-#define CHECK_UNCHANGED(s, t) snap_check_same(&(s), (t), __LINE__)
+#define CHECK_UNCHANGED(s, t) \
+  CHECK_MSG(snap_same(&(s), (t)), "tree changed by a failing call")
 
 static uint32_t next_pow2(uint32_t c) {
   uint32_t L = 1;
@@ -332,8 +312,12 @@ static void test_extreme_values(void) {
 
 /* ---- bad input ---------------------------------------------------------- */
 
-/* The values a leaf may not take, and the status each must get. */
-static void bad_leaves(per_real bad[5], per_status want[5]) {
+/* The values a leaf may not take, and the status each must get; and the
+   tree the error tests start from: 10 leaves i % 3. */
+static void bad_setup(per_tree *t, per_real bad[5], per_status want[5]) {
+  uint32_t i;
+  CHECK_OK(per_tree_init(t, 10, NULL));
+  for (i = 0; i < 10; ++i) CHECK_OK(per_tree_set(t, i, (per_real)(i % 3)));
   bad[0] = (per_real)NAN;
   want[0] = PER_ERR_NAN;
   bad[1] = (per_real)INFINITY;
@@ -353,10 +337,7 @@ static void test_bad_input(void) {
   snap s;
   per_real bad[5];
   per_status want[5];
-  bad_leaves(bad, want);
-
-  CHECK_OK(per_tree_init(&t, 10, NULL));
-  for (i = 0; i < 10; ++i) CHECK_OK(per_tree_set(&t, i, (per_real)(i % 3)));
+  bad_setup(&t, bad, want);
 
   for (i = 0; i < 5; ++i) {
     uint32_t bi[4] = {0, 1, 2, 9};
@@ -457,20 +438,19 @@ static void test_check_detects(void) {
 static void test_alloc(void) {
   per_tree t;
   per_status s;
-  long before = t_live_allocs;
-  t_alloc_calls = 0;
-  t_fail_at = 0;
+  long before = t_default_heap.live;
+  t_default_heap.fail_at = t_default_heap.calls + 1; /* the next call */
   s = per_tree_init(&t, 100, NULL);
   CHECK_STATUS(s, PER_ERR_NOMEM);
   CHECK(t.node == NULL && t.capacity == 0);
   per_tree_free(&t);
-  CHECK_EQ_U(t_live_allocs, before);
-  t_fail_at = -1;
+  CHECK_EQ_U(t_default_heap.live, before);
+  t_default_heap.fail_at = 0;
   CHECK_OK(per_tree_init(&t, 100, NULL));
-  CHECK_EQ_U(t_live_allocs, before + 1);
+  CHECK_EQ_U(t_default_heap.live, before + 1);
   per_tree_free(&t);
   per_tree_free(&t); /* twice is fine */
-  CHECK_EQ_U(t_live_allocs, before);
+  CHECK_EQ_U(t_default_heap.live, before);
 
   /* caller-owned memory gives the same tree as an allocated one */
   {
@@ -490,9 +470,9 @@ static void test_alloc(void) {
       CHECK_OK(per_tree_set(&b, i, (per_real)(i * i)));
     }
     CHECK_MEM(a.node, b.node, 32 * sizeof(per_real));
-    before = t_live_allocs;
+    before = t_default_heap.live;
     per_tree_free(&a); /* does not free caller memory */
-    CHECK_EQ_U(t_live_allocs, before);
+    CHECK_EQ_U(t_default_heap.live, before);
     per_tree_free(&b);
   }
 }
@@ -592,9 +572,7 @@ static void test_set_range_errors(void) {
   per_real v[4] = {1, 2, 3, 4};
   per_real bad[5];
   per_status want[5];
-  bad_leaves(bad, want);
-  CHECK_OK(per_tree_init(&t, 10, NULL));
-  for (i = 0; i < 10; ++i) CHECK_OK(per_tree_set(&t, i, (per_real)(i % 3)));
+  bad_setup(&t, bad, want);
   for (i = 0; i < 5; ++i) {
     per_real w[4] = {5, 6, 7, 8};
     w[3] = bad[i]; /* last: nothing may be applied */
@@ -694,10 +672,10 @@ static void test_lockstep_strata(void) {
   free(val);
 }
 
-/* Same stream position (field by field: the struct has padding). */
+/* Same stream position: per_rng has no padding bytes (test_rng checks
+   its size), so its bytes compare as its fields. */
 static int rng_same(const per_rng *a, const per_rng *b) {
-  return a->seed == b->seed && a->counter == b->counter &&
-         a->avail == b->avail && memcmp(a->buf, b->buf, sizeof a->buf) == 0;
+  return memcmp(a, b, sizeof *a) == 0;
 }
 
 /* i.i.d. and without-replacement draws in lockstep groups consume the rng

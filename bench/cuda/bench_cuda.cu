@@ -23,27 +23,29 @@
 #include "per.h"
 #include "per_cuda.h"
 
-#include "tests/cuda/cuda_asan.h"
+#include "tools/cuda_asan.h"
 
-#define BENCH_CHECK(x)                                                      \
+// What went wrong in a call: NULL when it succeeded.
+static const char *bench_cuda_why(cudaError_t e) {
+  return e == cudaSuccess ? NULL : cudaGetErrorString(e);
+}
+static const char *bench_per_why(per_status s) {
+  return s == PER_OK ? NULL : per_status_str(s);
+}
+
+// A call that must succeed (text: as written): otherwise where and why on
+// stderr, and the function returns 1 (main: the exit status).
+#define BENCH_TRY(why_of, x, text)                                          \
   do {                                                                      \
-    cudaError_t bench_e = (x);                                              \
-    if (bench_e != cudaSuccess) {                                           \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,            \
-              cudaGetErrorString(bench_e));                                 \
+    const char *bench_why = why_of(x);                                      \
+    if (bench_why) {                                                        \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, text,          \
+              bench_why);                                                   \
       return 1;                                                             \
     }                                                                       \
   } while (0)
-
-#define BENCH_OK(x)                                                         \
-  do {                                                                      \
-    per_status bench_s = (x);                                               \
-    if (bench_s != PER_OK) {                                                \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,            \
-              per_status_str(bench_s));                                     \
-      return 1;                                                             \
-    }                                                                       \
-  } while (0)
+#define BENCH_CHECK(x) BENCH_TRY(bench_cuda_why, x, #x)
+#define BENCH_OK(x) BENCH_TRY(bench_per_why, x, #x)
 
 // baseline: p[idx[j]] = val[j]
 static __global__ void bench_scatter(per_real *p, const uint32_t *idx,

@@ -11,7 +11,7 @@
 
 #include "cuda_cases.h"
 
-#include "cuda_asan.h"
+#include "tools/cuda_asan.h"
 
 int main(void) {
   int n = 0;

@@ -118,25 +118,16 @@ static void h_real(int c, per_real v) {
     h_f64(c, (double)v);
 }
 
-static void h_u32s(int c, const uint32_t *p, size_t n) {
-  size_t i;
-  for (i = 0; i < n; ++i) h_u32(c, p[i]);
-}
-
-static void h_u64s(int c, const uint64_t *p, size_t n) {
-  size_t i;
-  for (i = 0; i < n; ++i) h_u64(c, p[i]);
-}
-
-static void h_reals(int c, const per_real *p, size_t n) {
-  size_t i;
-  for (i = 0; i < n; ++i) h_real(c, p[i]);
-}
-
-static void h_f32s(int c, const float *p, size_t n) {
-  size_t i;
-  for (i = 0; i < n; ++i) h_f32(c, p[i]);
-}
+/* name(c, p, n): the n values at p, each hashed by `one`. */
+#define H_ARRAY(name, type, one)                                           \
+  static void name(int c, const type *p, size_t n) {                       \
+    size_t i;                                                              \
+    for (i = 0; i < n; ++i) one(c, p[i]);                                  \
+  }
+H_ARRAY(h_u32s, uint32_t, h_u32)
+H_ARRAY(h_u64s, uint64_t, h_u64)
+H_ARRAY(h_reals, per_real, h_real)
+H_ARRAY(h_f32s, float, h_f32)
 
 static void h_rng(int c, const per_rng *r) {
   h_u64(c, r->seed);
