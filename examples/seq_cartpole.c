@@ -145,87 +145,30 @@ static void usage(FILE *f) {
     SMOKE_STEPS, SMOKE_EVAL, SMOKE_MIN);
 }
 
-static int takes_value(const char *a) {
-  static const char *const names[] = {
-      "--seed",  "--steps", "--batch", "--seq-len", "--stride",
-      "--history", "--n",   "--capacity", "--alpha", "--beta",
-      "--gamma", "--lr",    "--tau",   "--train-every", "--every",
-      "--eval"};
-  return arg_listed(a, names, sizeof names / sizeof names[0]);
-}
-
 /* Returns 0, or -1 after printing what is wrong. */
 static int parse_args(int argc, char **argv, options *o) {
-  int i;
-  for (i = 1; i < argc; ++i) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    long l;
-    double d;
-    int bad = 0, takes = 1;
-    if (!strcmp(a, "--quiet")) o->quiet = 1, takes = 0;
-    else if (!strcmp(a, "--smoke")) o->smoke = 1, takes = 0;
-    else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      exit(0);
-    } else if (!takes_value(a)) {
-      fprintf(stderr, "seq_cartpole: unknown option %s\n", a);
-      return -1;
-    } else if (!v) {
-      fprintf(stderr, "seq_cartpole: %s needs a value\n", a);
-      return -1;
-    } else if (!strcmp(a, "--seed")) {
-      bad = parse_long(v, 0, LONG_MAX, &l);
-      o->seed = (uint64_t)l;
-    } else if (!strcmp(a, "--steps")) {
-      bad = parse_long(v, 1, 100000000L, &o->steps);
-    } else if (!strcmp(a, "--batch")) {
-      bad = parse_long(v, 1, MAX_BATCH, &l);
-      o->batch = (uint32_t)l;
-    } else if (!strcmp(a, "--seq-len")) {
-      bad = parse_long(v, 1, MAX_SEQ_LEN, &l);
-      o->seq_len = (uint32_t)l;
-    } else if (!strcmp(a, "--stride")) {
-      bad = parse_long(v, 1, MAX_SEQ_LEN, &l);
-      o->stride = (uint32_t)l;
-    } else if (!strcmp(a, "--history")) {
-      bad = parse_long(v, 1, MAX_HISTORY, &l);
-      o->history = (uint32_t)l;
-    } else if (!strcmp(a, "--n")) {
-      bad = parse_long(v, 1, MAX_SEQ_LEN, &l);
-      o->n = (uint32_t)l;
-    } else if (!strcmp(a, "--capacity")) {
-      bad = parse_long(v, 1, 1L << 24, &l);
-      o->capacity = (uint32_t)l;
-    } else if (!strcmp(a, "--train-every")) {
-      bad = parse_long(v, 1, 1000000L, &o->train_every);
-    } else if (!strcmp(a, "--eval")) {
-      bad = parse_long(v, 0, 100000, &o->eval_episodes);
-    } else if (!strcmp(a, "--every")) {
-      bad = parse_long(v, 1, LONG_MAX, &o->report_every);
-    } else if (!strcmp(a, "--alpha")) {
-      bad = parse_double(v, 0.0, 10.0, &o->alpha);
-    } else if (!strcmp(a, "--beta")) {
-      bad = parse_double(v, 0.0, 1.0, &o->beta0);
-    } else if (!strcmp(a, "--gamma")) {
-      bad = parse_double(v, 0.0, 1.0, &d);
-      o->gamma = (float)d;
-    } else if (!strcmp(a, "--lr")) {
-      bad = parse_double(v, 1e-7, 1.0, &d);
-      o->lr = (float)d;
-    } else if (!strcmp(a, "--tau")) {
-      bad = parse_double(v, 1e-6, 1.0, &d);
-      o->tau = (float)d;
-    } else {
-      fprintf(stderr, "seq_cartpole: unknown option %s\n", a);
-      return -1;
-    }
-    if (bad) {
-      fprintf(stderr, "seq_cartpole: bad value for %s: %s\n", a, v);
-      return -1;
-    }
-    i += takes;
-  }
+  const arg_flag flags[] = {
+      arg_u64("--seed", &o->seed, 0, LONG_MAX),
+      arg_long("--steps", &o->steps, 1, 100000000L),
+      arg_u32("--batch", &o->batch, 1, MAX_BATCH),
+      arg_u32("--seq-len", &o->seq_len, 1, MAX_SEQ_LEN),
+      arg_u32("--stride", &o->stride, 1, MAX_SEQ_LEN),
+      arg_u32("--history", &o->history, 1, MAX_HISTORY),
+      arg_u32("--n", &o->n, 1, MAX_SEQ_LEN),
+      arg_u32("--capacity", &o->capacity, 1, 1L << 24),
+      arg_long("--train-every", &o->train_every, 1, 1000000L),
+      arg_long("--eval", &o->eval_episodes, 0, 100000),
+      arg_long("--every", &o->report_every, 1, LONG_MAX),
+      arg_double("--alpha", &o->alpha, 0.0, 10.0),
+      arg_double("--beta", &o->beta0, 0.0, 1.0),
+      arg_float("--gamma", &o->gamma, 0.0, 1.0),
+      arg_float("--lr", &o->lr, 1e-7, 1.0),
+      arg_float("--tau", &o->tau, 1e-6, 1.0),
+      arg_switch("--quiet", &o->quiet),
+      arg_switch("--smoke", &o->smoke)};
+  if (arg_parse(argc, argv, flags, sizeof flags / sizeof flags[0],
+                "seq_cartpole", usage))
+    return -1;
   /* what the flags must satisfy together */
   if (o->history > o->seq_len) {
     fprintf(stderr, "seq_cartpole: --history %u exceeds --seq-len %u\n",
