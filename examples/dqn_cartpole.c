@@ -9,7 +9,10 @@
    exploration decaying linearly, and per's buffer: each sampled item's
    loss is multiplied by its importance-sampling weight, and its priority
    is set from |TD error| after the step. --uniform sets alpha to 0 (every
-   item equally likely, weights 1) for comparison.
+   item equally likely, weights 1) for comparison. The agent and the run
+   around it (flags, episode returns, evaluation) are dqn.h's, shared
+   with seq_cartpole.c; this file turns sampled n-step items into the
+   agent's rows.
 
    Solved (as Gymnasium's CartPole-v1 defines it): the mean return of the
    last 100 episodes reaches 475. Training stops there, or at --steps.
@@ -21,48 +24,25 @@
                        [--quiet] [--smoke] [--eval K] [--help]
    (--help lists the rest: --capacity, --gamma, --lr, --tau, --every). */
 #include <errno.h>
-#include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define PER_IMPLEMENTATION
 #include "per.h"
 #include "cartpole.h"
 #include "args.h"
 #include "mlp.h"
+#include "dqn.h"
 
-#define HIDDEN 64
 #define MAX_BATCH 1024
-#define WINDOW 100       /* episodes in the moving average */
-#define SOLVED_AT 475.0  /* CartPole-v1's reward threshold */
-/* --smoke: a short run, then greedy episodes whose mean must reach
-   SMOKE_MIN (see examples/meson.build for the measurements behind it) */
-#define SMOKE_STEPS 5000
-#define SMOKE_EVAL 10
-#define SMOKE_MIN 100.0
+#define MAX_N 16
+#define SMOKE_STEPS 5000 /* --smoke's run (dqn.h: the check after it) */
 
 typedef struct options {
-  uint64_t seed;
-  long steps;          /* environment steps budget */
-  uint32_t n;          /* n-step return */
-  double alpha;        /* priority exponent */
-  double beta0;        /* IS exponent at the start, annealed to 1 */
-  uint32_t batch;
-  uint32_t capacity;   /* replay capacity (items) */
-  float gamma;
-  float lr;
-  float tau;           /* Polyak factor per training step */
-  float clip;          /* gradient norm clip */
-  long learn_start;    /* steps before the first update */
-  long explore_steps;  /* epsilon 1 -> eps_final over these steps */
-  float eps_final;
-  int uniform, quiet, smoke;
-  long eval_episodes;  /* greedy episodes after training */
-  long report_every;
-  const char *csv;
+  dqn_options run;     /* what seq_cartpole takes too */
+  int uniform;         /* alpha 0 */
+  const char *csv;     /* per-episode lines, or NULL */
 } options;
 
 static void usage(FILE *f) {
@@ -89,355 +69,214 @@ static void usage(FILE *f) {
     SMOKE_STEPS, SMOKE_EVAL, SMOKE_MIN);
 }
 
-static int takes_value(const char *a) {
-  static const char *const names[] = {
-      "--seed", "--steps", "--n",   "--batch", "--capacity", "--every",
-      "--eval", "--alpha", "--beta", "--gamma", "--lr",       "--tau",
-      "--csv"};
-  return arg_listed(a, names, sizeof names / sizeof names[0]);
-}
-
 /* Returns 0, or -1 after printing what is wrong. */
 static int parse_args(int argc, char **argv, options *o) {
-  int i;
-  for (i = 1; i < argc; ++i) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    long l;
-    double d;
-    int bad = 0, takes = 1;
-    if (!strcmp(a, "--uniform")) o->uniform = 1, takes = 0;
-    else if (!strcmp(a, "--quiet")) o->quiet = 1, takes = 0;
-    else if (!strcmp(a, "--smoke")) o->smoke = 1, takes = 0;
-    else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      exit(0);
-    } else if (!takes_value(a)) {
-      fprintf(stderr, "dqn_cartpole: unknown option %s\n", a);
-      return -1;
-    } else if (!v) {
-      fprintf(stderr, "dqn_cartpole: %s needs a value\n", a);
-      return -1;
-    } else if (!strcmp(a, "--seed")) {
-      bad = parse_long(v, 0, LONG_MAX, &l);
-      o->seed = (uint64_t)l;
-    } else if (!strcmp(a, "--steps")) {
-      bad = parse_long(v, 1, 100000000L, &o->steps);
-    } else if (!strcmp(a, "--n")) {
-      bad = parse_long(v, 1, 16, &l);
-      o->n = (uint32_t)l;
-    } else if (!strcmp(a, "--batch")) {
-      bad = parse_long(v, 1, MAX_BATCH, &l);
-      o->batch = (uint32_t)l;
-    } else if (!strcmp(a, "--capacity")) {
-      bad = parse_long(v, 1, 1L << 24, &l);
-      o->capacity = (uint32_t)l;
-    } else if (!strcmp(a, "--eval")) {
-      bad = parse_long(v, 0, 100000, &o->eval_episodes);
-    } else if (!strcmp(a, "--every")) {
-      bad = parse_long(v, 1, LONG_MAX, &o->report_every);
-    } else if (!strcmp(a, "--alpha")) {
-      bad = parse_double(v, 0.0, 10.0, &o->alpha);
-    } else if (!strcmp(a, "--beta")) {
-      bad = parse_double(v, 0.0, 1.0, &o->beta0);
-    } else if (!strcmp(a, "--gamma")) {
-      bad = parse_double(v, 0.0, 1.0, &d);
-      o->gamma = (float)d;
-    } else if (!strcmp(a, "--lr")) {
-      bad = parse_double(v, 1e-7, 1.0, &d);
-      o->lr = (float)d;
-    } else if (!strcmp(a, "--tau")) {
-      bad = parse_double(v, 1e-6, 1.0, &d);
-      o->tau = (float)d;
-    } else if (!strcmp(a, "--csv")) {
-      o->csv = v;
-    } else {
-      fprintf(stderr, "dqn_cartpole: unknown option %s\n", a);
-      return -1;
-    }
-    if (bad) {
-      fprintf(stderr, "dqn_cartpole: bad value for %s: %s\n", a, v);
-      return -1;
-    }
-    i += takes;
+  arg_flag flags[DQN_FLAGS + 2];
+  size_t n;
+  memset(o, 0, sizeof *o);
+  dqn_options_default(&o->run);
+  o->run.batch = 64;
+  o->run.capacity = 100000;
+  o->run.tau = 0.005f;
+  n = dqn_flags(flags, &o->run, MAX_N, MAX_BATCH);
+  flags[n++] = arg_switch("--uniform", &o->uniform);
+  flags[n++] = arg_text("--csv", &o->csv);
+  if (arg_parse(argc, argv, flags, n, "dqn_cartpole", usage)) return -1;
+  if (o->run.smoke) dqn_smoke(&o->run, SMOKE_STEPS);
+  return 0;
+}
+
+/* The replay: n-step items from per's adder; alpha 0 for --uniform. */
+typedef struct replay {
+  per_buffer buf;
+  per_nstep adder;
+  per_nstep_layout lay; /* where an item's fields lie */
+} replay;
+
+/* Returns 0, or -1 after printing what failed (then nothing to free). */
+static int replay_init(replay *rp, const options *o) {
+  per_nstep_config nc;
+  per_config pc;
+  memset(&nc, 0, sizeof nc);
+  nc.n = o->run.n;
+  nc.gamma = o->run.gamma;
+  nc.obs_size = CARTPOLE_OBS * sizeof(float);
+  nc.action_size = sizeof(uint32_t);
+  rp->lay = per_nstep_layout_of(&nc);
+  pc = dqn_replay_config(&o->run, rp->lay.size, 1);
+  if (o->uniform) pc.alpha = 0.0;
+  if (failed(per_buffer_init(&rp->buf, &pc, NULL), "per_buffer_init"))
+    return -1;
+  if (failed(per_nstep_init(&rp->adder, &nc, NULL), "per_nstep_init")) {
+    per_buffer_free(&rp->buf);
+    return -1;
   }
   return 0;
 }
 
-static int argmax2(const float *q) { return q[1] > q[0] ? 1 : 0; }
-
-/* Mean return of k greedy episodes (epsilon 0) on an environment seeded
-   apart from the training one. */
-static double evaluate(mlp *net, uint64_t seed, long k) {
-  cartpole env;
-  float obs[CARTPOLE_OBS];
-  double total = 0.0;
-  long e;
-  cartpole_init(&env, seed);
-  for (e = 0; e < k; ++e) {
-    int term = 0, trunc = 0;
-    cartpole_reset(&env, obs);
-    while (!term && !trunc)
-      total += cartpole_step(&env, argmax2(mlp_forward(net, obs, 1)), obs,
-                             &term, &trunc);
-  }
-  return k > 0 ? total / (double)k : 0.0;
+static void replay_free(replay *rp) {
+  per_nstep_free(&rp->adder);
+  per_buffer_free(&rp->buf);
 }
 
-static double seconds(void) { return (double)clock() / CLOCKS_PER_SEC; }
+/* Hands one environment step to the n-step adder, which adds an item to
+   the buffer for every step that has its n steps (or its episode's end)
+   behind it. Returns 0, or 1 after printing per's error. */
+static int store_step(replay *rp, const float *obs, uint32_t a, float r,
+                      const float *next, int term, int trunc) {
+  return failed(per_nstep_step(&rp->adder, &rp->buf, obs, &a, r, next, term,
+                               trunc),
+                "per_nstep_step");
+}
+
+/* Scratch of one training step, sized for B items. */
+typedef struct trainer {
+  unsigned char *items; /* B sampled items */
+  uint64_t *ids;        /* their ids */
+  dqn_rows rows;        /* one row per item */
+} trainer;
+
+static void trainer_free(trainer *tr) {
+  free(tr->items);
+  free(tr->ids);
+  rows_free(&tr->rows);
+  memset(tr, 0, sizeof *tr);
+}
+
+static int trainer_init(trainer *tr, uint32_t B, uint32_t item_size) {
+  memset(tr, 0, sizeof *tr);
+  tr->items = (unsigned char *)malloc((size_t)B * item_size);
+  tr->ids = (uint64_t *)malloc(B * sizeof(uint64_t));
+  if (tr->items && tr->ids && !rows_init(&tr->rows, B, CARTPOLE_OBS))
+    return 0;
+  trainer_free(tr);
+  return -1;
+}
+
+/* One minibatch of B items, one gradient step, one priority update.
+   Returns 0, or 1 after printing the failing call. */
+static int train(const options *o, replay *rp, trainer *tr, dqn_agent *ag) {
+  const per_nstep_layout *lay = &rp->lay;
+  const uint32_t B = o->run.batch;
+  dqn_rows *b = &tr->rows;
+  uint32_t i, stale;
+  if (failed(per_buffer_sample(&rp->buf, B, NULL, tr->items, tr->ids,
+                               b->weight),
+             "per_buffer_sample"))
+    return 1;
+  for (i = 0; i < B; ++i) {
+    const unsigned char *it = tr->items + (size_t)i * lay->size;
+    uint32_t done;
+    memcpy(b->x + i * CARTPOLE_OBS, it + lay->obs,
+           CARTPOLE_OBS * sizeof(float));
+    memcpy(b->x2 + i * CARTPOLE_OBS, it + lay->next_obs,
+           CARTPOLE_OBS * sizeof(float));
+    memcpy(&b->action[i], it + lay->action, sizeof(uint32_t));
+    memcpy(&b->ret[i], it + lay->reward, sizeof(float));
+    memcpy(&b->disc[i], it + lay->discount, sizeof(float));
+    memcpy(&done, it + lay->done, sizeof done);
+    if (done) b->disc[i] = 0.0f; /* the episode terminated: no bootstrap */
+  }
+  dqn_learn(ag, b, B, &o->run);
+  /* stale counts the items overwritten since the sample, whose update is
+     ignored: none here, since nothing is added in between */
+  return failed(per_buffer_update(&rp->buf, tr->ids, b->td, B, &stale),
+                "per_buffer_update");
+}
+
+/* The --csv file with its header line; NULL after printing why not. */
+static FILE *csv_open(const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "dqn_cartpole: cannot write %s: %s\n", path,
+            strerror(errno));
+    return NULL;
+  }
+  fprintf(f, "step,episode,return,avg100,epsilon,beta\n");
+  return f;
+}
+
+static void print_header(const options *o) {
+  const dqn_options *r = &o->run;
+  if (r->quiet) return;
+  printf("DQN on CartPole-v1: seed %llu, ", (unsigned long long)r->seed);
+  if (o->uniform || r->alpha == 0)
+    printf("uniform replay (alpha 0)");
+  else
+    printf("prioritized replay (alpha %g, beta %g -> 1)", r->alpha, r->beta0);
+  printf(", n %u, batch %u, budget %ld steps\n", r->n, r->batch, r->steps);
+}
+
+/* The greedy policy for evaluate: the network (self) on the observation. */
+static int greedy_policy(void *self, const float *obs, int first) {
+  (void)first;
+  return greedy((mlp *)self, obs);
+}
 
 int main(int argc, char **argv) {
   options o;
-  per_config pc;
-  per_nstep_config nc;
-  per_nstep_layout lay;
-  per_buffer buf;
-  per_nstep adder;
-  mlp net, target;
-  per_rng rng;
+  replay rp;
+  dqn_agent ag;
+  trainer tr;
+  dqn_record rec;
   cartpole env;
-  static const int sizes[4] = {CARTPOLE_OBS, HIDDEN, HIDDEN, CARTPOLE_ACTIONS};
-  unsigned char *items = NULL;
-  uint64_t ids[MAX_BATCH];
-  float weights[MAX_BATCH], td[MAX_BATCH], y[MAX_BATCH];
-  uint32_t act_taken[MAX_BATCH], next_best[MAX_BATCH];
-  float *x = NULL, *x2 = NULL, *dout = NULL;
   float obs[CARTPOLE_OBS], next[CARTPOLE_OBS];
-  double returns[WINDOW], ret_sum = 0.0, ep_return = 0.0, avg = 0.0;
-  long step, episodes = 0, solved_step = -1;
-  double t0, t_last, eps = 1.0;
-  long step_last = 0;
   FILE *csv = NULL;
+  long step;
   int rc = 1;
-  per_status s;
 
-  memset(&o, 0, sizeof o);
-  o.seed = 1;
-  o.steps = 150000;
-  o.n = 3;
-  o.alpha = 0.6;
-  o.beta0 = 0.4;
-  o.batch = 64;
-  o.capacity = 100000;
-  o.gamma = 0.99f;
-  o.lr = 1e-3f;
-  o.tau = 0.005f;
-  o.clip = 10.0f;
-  o.learn_start = 1000;
-  o.explore_steps = 10000;
-  o.eps_final = 0.01f;
-  o.report_every = 10000;
   if (parse_args(argc, argv, &o)) {
     usage(stderr);
     return 2;
   }
-  if (o.smoke) {
-    o.steps = SMOKE_STEPS;
-    o.eval_episodes = SMOKE_EVAL;
-    o.quiet = 1;
-  }
-
-  /* The replay: n-step items; alpha 0 for --uniform. */
-  memset(&nc, 0, sizeof nc);
-  nc.n = o.n;
-  nc.gamma = o.gamma;
-  nc.obs_size = sizeof obs;
-  nc.action_size = sizeof(uint32_t);
-  lay = per_nstep_layout_of(&nc);
-  pc = per_config_default(o.capacity, lay.size);
-  pc.alpha = o.uniform ? 0.0 : o.alpha;
-  pc.beta0 = o.beta0;
-  pc.beta1 = 1.0;
-  pc.beta_steps = (uint64_t)(o.steps > o.learn_start ? o.steps - o.learn_start
-                                                      : 1);
-  pc.seed = o.seed;
-  s = per_buffer_init(&buf, &pc, NULL);
-  if (s != PER_OK) {
-    fprintf(stderr, "per_buffer_init: %s\n", per_status_str(s));
-    return 1;
-  }
-  s = per_nstep_init(&adder, &nc, NULL);
-  if (s != PER_OK) {
-    fprintf(stderr, "per_nstep_init: %s\n", per_status_str(s));
-    per_buffer_free(&buf);
-    return 1;
-  }
-
-  memset(&net, 0, sizeof net);
-  memset(&target, 0, sizeof target);
-  per_rng_init(&rng, o.seed ^ 0x9e3779b97f4a7c15ull);
-  if (mlp_init(&net, sizes, 3, MAX_BATCH, &rng) ||
-      mlp_init(&target, sizes, 3, MAX_BATCH, &rng)) {
+  if (replay_init(&rp, &o)) return 1;
+  memset(&tr, 0, sizeof tr); /* for done: when agent_init fails */
+  if (agent_init(&ag, CARTPOLE_OBS, MAX_BATCH, o.run.seed) ||
+      trainer_init(&tr, o.run.batch, rp.lay.size)) {
     fprintf(stderr, "dqn_cartpole: out of memory\n");
     goto done;
   }
-  mlp_blend(&target, &net, 1.0f);
-  items = (unsigned char *)malloc((size_t)o.batch * lay.size);
-  x = (float *)malloc((size_t)o.batch * CARTPOLE_OBS * sizeof(float));
-  x2 = (float *)malloc((size_t)o.batch * CARTPOLE_OBS * sizeof(float));
-  dout = (float *)malloc((size_t)o.batch * CARTPOLE_ACTIONS * sizeof(float));
-  if (!items || !x || !x2 || !dout) {
-    fprintf(stderr, "dqn_cartpole: out of memory\n");
-    goto done;
-  }
-  if (o.csv) {
-    csv = fopen(o.csv, "w");
-    if (!csv) {
-      fprintf(stderr, "dqn_cartpole: cannot write %s: %s\n", o.csv,
-              strerror(errno));
-      goto done;
-    }
-    fprintf(csv, "step,episode,return,avg100,epsilon,beta\n");
-  }
+  if (o.csv && !(csv = csv_open(o.csv))) goto done;
+  print_header(&o);
 
-  if (!o.quiet) {
-    printf("DQN on CartPole-v1: seed %llu, ", (unsigned long long)o.seed);
-    if (pc.alpha == 0)
-      printf("uniform replay (alpha 0)");
-    else
-      printf("prioritized replay (alpha %g, beta %g -> 1)", o.alpha, o.beta0);
-    printf(", n %u, batch %u, budget %ld steps\n", o.n, o.batch, o.steps);
-  }
-  cartpole_init(&env, o.seed);
+  cartpole_init(&env, o.run.seed);
   cartpole_reset(&env, obs);
-  t0 = t_last = seconds();
-  for (step = 1; step <= o.steps; ++step) {
-    uint32_t a;
+  record_start(&rec);
+  for (step = 1; step <= o.run.steps; ++step) {
+    double eps = epsilon_at(&o.run, step);
+    uint32_t a = epsilon_greedy(&ag, eps, obs);
     int term, trunc;
-    float r;
-
-    /* epsilon-greedy, epsilon linear from 1 to eps_final */
-    eps = step >= o.explore_steps
-              ? o.eps_final
-              : 1.0 - (1.0 - o.eps_final) * (double)step / o.explore_steps;
-    if (per_rng_double(&rng) < eps)
-      a = per_rng_below(&rng, CARTPOLE_ACTIONS);
-    else
-      a = (uint32_t)argmax2(mlp_forward(&net, obs, 1));
-
-    r = cartpole_step(&env, (int)a, next, &term, &trunc);
-    ep_return += r;
-    s = per_nstep_step(&adder, &buf, obs, &a, r, next, term, trunc);
-    if (s != PER_OK) {
-      fprintf(stderr, "per_nstep_step: %s\n", per_status_str(s));
-      goto done;
-    }
+    float r = cartpole_step(&env, (int)a, next, &term, &trunc);
+    rec.ep_return += r;
+    if (store_step(&rp, obs, a, r, next, term, trunc)) goto done;
     memcpy(obs, next, sizeof obs);
 
     if (term || trunc) {
-      if (episodes >= WINDOW) ret_sum -= returns[episodes % WINDOW];
-      returns[episodes % WINDOW] = ep_return;
-      ret_sum += ep_return;
-      episodes += 1;
-      avg = ret_sum / (double)(episodes < WINDOW ? episodes : WINDOW);
+      double ret = record_episode(&rec);
       if (csv)
-        fprintf(csv, "%ld,%ld,%g,%.2f,%.4f,%.4f\n", step, episodes,
-                ep_return, avg, eps, per_buffer_beta(&buf));
-      ep_return = 0.0;
+        fprintf(csv, "%ld,%ld,%g,%.2f,%.4f,%.4f\n", step, rec.episodes, ret,
+                rec.avg, eps, per_buffer_beta(&rp.buf));
       cartpole_reset(&env, obs);
-      if (episodes >= WINDOW && avg >= SOLVED_AT) {
-        solved_step = step;
-        break;
-      }
+      if (record_solved(&rec, step)) break;
     }
 
     /* one gradient step per environment step */
-    if (step >= o.learn_start && per_buffer_size(&buf) > 0) {
-      uint32_t i, B = o.batch, stale;
-      const float *q;
-      float loss_scale = 1.0f / (float)B;
-      s = per_buffer_sample(&buf, B, NULL, items, ids, weights);
-      if (s != PER_OK) {
-        fprintf(stderr, "per_buffer_sample: %s\n", per_status_str(s));
-        goto done;
-      }
-      for (i = 0; i < B; ++i) {
-        const unsigned char *it = items + (size_t)i * lay.size;
-        memcpy(x + i * CARTPOLE_OBS, it + lay.obs, sizeof obs);
-        memcpy(x2 + i * CARTPOLE_OBS, it + lay.next_obs, sizeof obs);
-        memcpy(&act_taken[i], it + lay.action, sizeof(uint32_t));
-      }
-      /* double DQN: the online network picks a', the target rates it */
-      q = mlp_forward(&net, x2, (int)B);
-      for (i = 0; i < B; ++i) next_best[i] = (uint32_t)argmax2(q + 2 * i);
-      q = mlp_forward(&target, x2, (int)B);
-      for (i = 0; i < B; ++i) {
-        const unsigned char *it = items + (size_t)i * lay.size;
-        float rew, disc;
-        uint32_t dn;
-        memcpy(&rew, it + lay.reward, sizeof rew);
-        memcpy(&disc, it + lay.discount, sizeof disc);
-        memcpy(&dn, it + lay.done, sizeof dn);
-        y[i] = rew + (dn ? 0.0f : disc * q[2 * i + next_best[i]]);
-      }
-      q = mlp_forward(&net, x, (int)B);
-      for (i = 0; i < B; ++i) {
-        uint32_t ai = act_taken[i];
-        float d = q[2 * i + ai] - y[i];
-        td[i] = d;
-        /* Huber (delta 1) derivative, scaled by the IS weight */
-        if (d > 1.0f) d = 1.0f;
-        if (d < -1.0f) d = -1.0f;
-        dout[2 * i + ai] = weights[i] * d * loss_scale;
-        dout[2 * i + (ai ^ 1u)] = 0.0f;
-      }
-      mlp_backward(&net, dout, (int)B);
-      mlp_adam(&net, o.lr, o.clip);
-      mlp_blend(&target, &net, o.tau);
-      /* stale counts the items overwritten since the sample, whose
-         update is ignored: none here, since nothing is added in between */
-      s = per_buffer_update(&buf, ids, td, B, &stale);
-      if (s != PER_OK) {
-        fprintf(stderr, "per_buffer_update: %s\n", per_status_str(s));
-        goto done;
-      }
-    }
-
-    if (!o.quiet && step % o.report_every == 0) {
-      double now = seconds(), dt = now - t_last;
-      printf("step %7ld  episodes %5ld  avg100 %6.1f  epsilon %.3f  "
-             "beta %.3f  %6.0f steps/s\n",
-             step, episodes, avg, eps, per_buffer_beta(&buf),
-             dt > 0 ? (double)(step - step_last) / dt : 0.0);
-      fflush(stdout);
-      t_last = now;
-      step_last = step;
-    }
+    if (step >= o.run.learn_start && per_buffer_size(&rp.buf) > 0 &&
+        train(&o, &rp, &tr, &ag))
+      goto done;
+    record_progress(&rec, &o.run, step, eps, per_buffer_beta(&rp.buf));
   }
 
-  if (step > o.steps) step = o.steps;
-  if (solved_step >= 0)
-    printf("solved at step %ld (episode %ld): avg100 %.1f, %.1f s\n",
-           solved_step, episodes, avg, seconds() - t0);
-  else
-    printf("not solved in %ld steps (%ld episodes): final avg100 %.1f, "
-           "%.1f s\n",
-           step, episodes, avg, seconds() - t0);
-  rc = 0;
-  if (o.eval_episodes > 0) {
-    double mean = evaluate(&net, o.seed + 1000003u, o.eval_episodes);
-    printf("greedy evaluation: mean return %.1f over %ld episodes\n", mean,
-           o.eval_episodes);
-    if (o.smoke) {
-      /* a uniformly random policy averages 22.3 */
-      printf("smoke check (mean >= %.0f): %s\n", SMOKE_MIN,
-             mean >= SMOKE_MIN ? "ok" : "FAILED");
-      if (mean < SMOKE_MIN) rc = 3;
-    }
-  }
+  record_summary(&rec, &o.run, step);
+  rc = dqn_evaluate(&o.run, greedy_policy, &ag.net);
 
 done:
   if (csv && fclose(csv) != 0) {
     fprintf(stderr, "dqn_cartpole: error writing %s\n", o.csv);
     rc = 1;
   }
-  free(items);
-  free(x);
-  free(x2);
-  free(dout);
-  mlp_free(&net);
-  mlp_free(&target);
-  per_nstep_free(&adder);
-  per_buffer_free(&buf);
+  trainer_free(&tr);
+  agent_free(&ag);
+  replay_free(&rp);
   return rc;
 }

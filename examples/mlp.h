@@ -1,11 +1,12 @@
 /* mlp.h - a small fully connected ReLU network with Adam, in plain C.
 
-   Example code for dqn_cartpole.c, not part of per's API: just enough
-   network to learn CartPole's Q-function. Layers are dense; every layer
-   but the last is followed by a ReLU; the last is linear. Training is
-   "forward, backward from d(loss)/d(output), Adam step"; the loss is the
-   caller's business, so importance-sampling weights go into the output
-   gradient the caller hands to mlp_backward.
+   Example code for dqn_cartpole.c and seq_cartpole.c (through dqn.h),
+   not part of per's API: just enough network to learn CartPole's
+   Q-function. Layers are dense; every layer but the last is followed by
+   a ReLU; the last is linear. Training is "forward, backward from
+   d(loss)/d(output), Adam step"; the loss is the caller's business, so
+   importance-sampling weights go into the output gradient the caller
+   hands to mlp_backward.
 
    Weights are stored input-major (w[i * out + o]) so that the inner loops
    run over outputs, contiguous in memory: they vectorize without

@@ -20,8 +20,9 @@
 
    The input for step t of a sequence: the observations of steps t-K+1 ..
    t, oldest first, each as (position / 2.4, angle / 12 degrees, 1), or
-   (0, 0, 0) for a step before the episode's start. The next state of step t is the same
-   window moved on by one, ending with the step's next observation.
+   (0, 0, 0) for a step before the episode's start. The next state of
+   step t is the same window moved on by one, ending with the step's next
+   observation.
    Burn-in: a step whose window reaches back past the sequence's first
    step (t < K - 1 while the episode began earlier) has no full history
    in the draw; it is left out of the loss. Masked steps are left out too.
@@ -45,7 +46,10 @@
    The network: 3K-64-64-2 ReLU (mlp.h), Adam, a target network following
    by Polyak averaging, epsilon-greedy exploration decaying linearly, one
    gradient step per environment step. Defaults: L = 16, S = 8, K = 4,
-   n = 3, B = 8 sequences per draw (up to 128 steps in the loss).
+   n = 3, B = 8 sequences per draw (up to 128 steps in the loss). The
+   agent and the run around it (flags, episode returns, evaluation) are
+   dqn.h's, shared with dqn_cartpole.c; this file turns drawn sequences
+   into the agent's rows.
 
    Solved (as Gymnasium's CartPole-v1 defines it): the mean return of the
    last 100 episodes reaches 475. Training stops there, or at --steps.
@@ -57,33 +61,25 @@
                        [--smoke] [--eval K] [--help]
    (--help lists the rest: --capacity, --alpha, --beta, --gamma, --lr,
    --tau, --train-every, --every). */
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define PER_IMPLEMENTATION
 #include "per.h"
 #include "cartpole.h"
 #include "args.h"
 #include "mlp.h"
+#include "dqn.h"
 
 #define SEEN 2           /* observed values: cart position, pole angle */
 #define IN_PER_OBS 3     /* network inputs per observation: + validity */
-#define HIDDEN 64
 #define MAX_HISTORY 16
 #define MAX_BATCH 256    /* sequences per draw */
 #define MAX_SEQ_LEN 256
 #define MAX_ROWS 65536   /* batch * seq_len */
-#define WINDOW 100       /* episodes in the moving average */
-#define SOLVED_AT 475.0  /* CartPole-v1's reward threshold */
-/* --smoke: a short run, then greedy episodes whose mean must reach
-   SMOKE_MIN (see examples/meson.build for the measurements behind it) */
-#define SMOKE_STEPS 10000
-#define SMOKE_EVAL 10
-#define SMOKE_MIN 100.0
+#define SMOKE_STEPS 10000 /* --smoke's run (dqn.h: the check after it) */
 
 /* One environment step as stored in the buffer. */
 typedef struct step {
@@ -96,27 +92,11 @@ typedef struct step {
 } step;
 
 typedef struct options {
-  uint64_t seed;
-  long steps;          /* environment steps budget */
-  uint32_t batch;      /* sequences per draw */
+  dqn_options run;     /* what dqn_cartpole takes too */
   uint32_t seq_len;    /* L */
   uint32_t stride;     /* a sequence starts every S slots */
   uint32_t history;    /* K observations per network input */
-  uint32_t n;          /* n-step return, inside a sequence */
-  uint32_t capacity;   /* replay capacity (steps) */
-  double alpha;        /* priority exponent */
-  double beta0;        /* IS exponent at the start, annealed to 1 */
-  float gamma;
-  float lr;
-  float tau;           /* Polyak factor per training step */
-  float clip;          /* gradient norm clip */
   long train_every;    /* environment steps per gradient step */
-  long learn_start;    /* steps before the first update */
-  long explore_steps;  /* epsilon 1 -> eps_final over these steps */
-  float eps_final;
-  int quiet, smoke;
-  long eval_episodes;  /* greedy episodes after training */
-  long report_every;
 } options;
 
 static void usage(FILE *f) {
@@ -145,104 +125,43 @@ static void usage(FILE *f) {
     SMOKE_STEPS, SMOKE_EVAL, SMOKE_MIN);
 }
 
-static int takes_value(const char *a) {
-  static const char *const names[] = {
-      "--seed",  "--steps", "--batch", "--seq-len", "--stride",
-      "--history", "--n",   "--capacity", "--alpha", "--beta",
-      "--gamma", "--lr",    "--tau",   "--train-every", "--every",
-      "--eval"};
-  return arg_listed(a, names, sizeof names / sizeof names[0]);
-}
-
 /* Returns 0, or -1 after printing what is wrong. */
 static int parse_args(int argc, char **argv, options *o) {
-  int i;
-  for (i = 1; i < argc; ++i) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    long l;
-    double d;
-    int bad = 0, takes = 1;
-    if (!strcmp(a, "--quiet")) o->quiet = 1, takes = 0;
-    else if (!strcmp(a, "--smoke")) o->smoke = 1, takes = 0;
-    else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      exit(0);
-    } else if (!takes_value(a)) {
-      fprintf(stderr, "seq_cartpole: unknown option %s\n", a);
-      return -1;
-    } else if (!v) {
-      fprintf(stderr, "seq_cartpole: %s needs a value\n", a);
-      return -1;
-    } else if (!strcmp(a, "--seed")) {
-      bad = parse_long(v, 0, LONG_MAX, &l);
-      o->seed = (uint64_t)l;
-    } else if (!strcmp(a, "--steps")) {
-      bad = parse_long(v, 1, 100000000L, &o->steps);
-    } else if (!strcmp(a, "--batch")) {
-      bad = parse_long(v, 1, MAX_BATCH, &l);
-      o->batch = (uint32_t)l;
-    } else if (!strcmp(a, "--seq-len")) {
-      bad = parse_long(v, 1, MAX_SEQ_LEN, &l);
-      o->seq_len = (uint32_t)l;
-    } else if (!strcmp(a, "--stride")) {
-      bad = parse_long(v, 1, MAX_SEQ_LEN, &l);
-      o->stride = (uint32_t)l;
-    } else if (!strcmp(a, "--history")) {
-      bad = parse_long(v, 1, MAX_HISTORY, &l);
-      o->history = (uint32_t)l;
-    } else if (!strcmp(a, "--n")) {
-      bad = parse_long(v, 1, MAX_SEQ_LEN, &l);
-      o->n = (uint32_t)l;
-    } else if (!strcmp(a, "--capacity")) {
-      bad = parse_long(v, 1, 1L << 24, &l);
-      o->capacity = (uint32_t)l;
-    } else if (!strcmp(a, "--train-every")) {
-      bad = parse_long(v, 1, 1000000L, &o->train_every);
-    } else if (!strcmp(a, "--eval")) {
-      bad = parse_long(v, 0, 100000, &o->eval_episodes);
-    } else if (!strcmp(a, "--every")) {
-      bad = parse_long(v, 1, LONG_MAX, &o->report_every);
-    } else if (!strcmp(a, "--alpha")) {
-      bad = parse_double(v, 0.0, 10.0, &o->alpha);
-    } else if (!strcmp(a, "--beta")) {
-      bad = parse_double(v, 0.0, 1.0, &o->beta0);
-    } else if (!strcmp(a, "--gamma")) {
-      bad = parse_double(v, 0.0, 1.0, &d);
-      o->gamma = (float)d;
-    } else if (!strcmp(a, "--lr")) {
-      bad = parse_double(v, 1e-7, 1.0, &d);
-      o->lr = (float)d;
-    } else if (!strcmp(a, "--tau")) {
-      bad = parse_double(v, 1e-6, 1.0, &d);
-      o->tau = (float)d;
-    } else {
-      fprintf(stderr, "seq_cartpole: unknown option %s\n", a);
-      return -1;
-    }
-    if (bad) {
-      fprintf(stderr, "seq_cartpole: bad value for %s: %s\n", a, v);
-      return -1;
-    }
-    i += takes;
-  }
+  arg_flag flags[DQN_FLAGS + 4];
+  size_t n;
+  memset(o, 0, sizeof *o);
+  dqn_options_default(&o->run);
+  o->run.batch = 8;
+  o->run.capacity = 65536;
+  o->run.tau = 0.002f;
+  o->seq_len = 16;
+  o->stride = 8;
+  o->history = 4;
+  o->train_every = 1;
+  n = dqn_flags(flags, &o->run, MAX_SEQ_LEN, MAX_BATCH);
+  flags[n++] = arg_u32("--seq-len", &o->seq_len, 1, MAX_SEQ_LEN);
+  flags[n++] = arg_u32("--stride", &o->stride, 1, MAX_SEQ_LEN);
+  flags[n++] = arg_u32("--history", &o->history, 1, MAX_HISTORY);
+  flags[n++] = arg_long("--train-every", &o->train_every, 1, 1000000L);
+  if (arg_parse(argc, argv, flags, n, "seq_cartpole", usage)) return -1;
   /* what the flags must satisfy together */
   if (o->history > o->seq_len) {
     fprintf(stderr, "seq_cartpole: --history %u exceeds --seq-len %u\n",
             o->history, o->seq_len);
     return -1;
   }
-  if (o->seq_len > o->capacity || o->capacity % o->stride != 0) {
+  if (o->seq_len > o->run.capacity || o->run.capacity % o->stride != 0) {
     fprintf(stderr, "seq_cartpole: --stride %u must divide --capacity %u, "
             "which must hold a sequence of %u\n",
-            o->stride, o->capacity, o->seq_len);
+            o->stride, o->run.capacity, o->seq_len);
     return -1;
   }
-  if ((unsigned long)o->batch * o->seq_len > MAX_ROWS) {
+  if ((unsigned long)o->run.batch * o->seq_len > MAX_ROWS) {
     fprintf(stderr, "seq_cartpole: --batch times --seq-len exceeds %d\n",
             MAX_ROWS);
     return -1;
   }
+  if (o->run.smoke) dqn_smoke(&o->run, SMOKE_STEPS);
   return 0;
 }
 
@@ -326,36 +245,54 @@ static void history_input(const history *h, float *x) {
   stack_obs(x, recent, h->K);
 }
 
-static int argmax2(const float *q) { return q[1] > q[0] ? 1 : 0; }
-
-static int greedy(mlp *net, const history *h) {
-  float x[IN_PER_OBS * MAX_HISTORY];
-  history_input(h, x);
-  return argmax2(mlp_forward(net, x, 1));
-}
-
-/* Mean return of k greedy episodes (epsilon 0) on an environment seeded
-   apart from the training one. */
-static double evaluate(mlp *net, uint32_t K, uint64_t seed, long k) {
-  cartpole env;
+/* The greedy policy for evaluate: the network on the history of the
+   episode so far, which the policy keeps. */
+typedef struct history_policy {
+  mlp *net;
+  uint32_t K;
   history h;
-  float obs[CARTPOLE_OBS];
-  double total = 0.0;
-  long e;
-  cartpole_init(&env, seed);
-  for (e = 0; e < k; ++e) {
-    int term = 0, trunc = 0;
-    cartpole_reset(&env, obs);
-    history_reset(&h, K, obs);
-    while (!term && !trunc) {
-      total += cartpole_step(&env, greedy(net, &h), obs, &term, &trunc);
-      history_push(&h, obs);
-    }
-  }
-  return k > 0 ? total / (double)k : 0.0;
+} history_policy;
+
+static int greedy_policy(void *self, const float *obs, int first) {
+  history_policy *p = (history_policy *)self;
+  float x[IN_PER_OBS * MAX_HISTORY];
+  if (first)
+    history_reset(&p->h, p->K, obs);
+  else
+    history_push(&p->h, obs);
+  history_input(&p->h, x);
+  return greedy(p->net, x);
 }
 
-static double seconds(void) { return (double)clock() / CLOCKS_PER_SEC; }
+/* The replay: one step per environment step, sequences of seq_len
+   starting every stride slots, allowed to run past an episode end.
+   Returns 0, or -1 after printing what failed. */
+static int replay_init(per_buffer *buf, const options *o) {
+  per_config pc = dqn_replay_config(&o->run, sizeof(step), o->train_every);
+  pc.seq_len = o->seq_len;
+  pc.seq_stride = o->stride;
+  pc.flags = PER_SEQ_CROSS_EPISODES;
+  return failed(per_buffer_init(buf, &pc, NULL), "per_buffer_init") ? -1 : 0;
+}
+
+/* Stores one environment step, its observations as the agent sees them;
+   t: the steps of the episode before it. Returns 0, or 1 after printing
+   per's error. */
+static int store_step(per_buffer *buf, const float *obs, uint32_t a,
+                      float r, const float *next, uint32_t t, int term,
+                      int trunc) {
+  step st;
+  memset(&st, 0, sizeof st);
+  seen_part(st.obs, obs);
+  seen_part(st.next_obs, next);
+  st.action = (int32_t)a;
+  st.reward = r;
+  st.t = t;
+  st.end = term ? PER_END_TERMINATED : trunc ? PER_END_TRUNCATED
+                                             : PER_END_NONE;
+  return failed(per_buffer_add_step(buf, &st, (uint8_t)st.end),
+                "per_buffer_add_step");
+}
 
 /* Scratch of one training step, sized for B sequences of L steps. */
 typedef struct trainer {
@@ -364,12 +301,9 @@ typedef struct trainer {
   uint64_t *ids;        /* B sequence ids */
   float *weights;       /* B IS weights */
   float *td;            /* B * L TD errors for per_buffer_update_seq */
-  float *x, *x2;        /* rows of states and of bootstrap states */
-  float *ret, *disc;    /* per row: discounted reward sum, gamma^m or 0 */
-  float *dout;          /* rows x 2 output gradient */
   uint32_t *row_at;     /* per row: its step's index in items */
   uint8_t *trained;     /* B * L: 1 for a step in the loss */
-  uint32_t *best;       /* per row: argmax_a Q(s', a) */
+  dqn_rows rows;        /* up to B * L rows, one per step in the loss */
 } trainer;
 
 static void trainer_free(trainer *tr) {
@@ -378,63 +312,38 @@ static void trainer_free(trainer *tr) {
   free(tr->ids);
   free(tr->weights);
   free(tr->td);
-  free(tr->x);
-  free(tr->x2);
-  free(tr->ret);
-  free(tr->disc);
-  free(tr->dout);
   free(tr->row_at);
   free(tr->trained);
-  free(tr->best);
+  rows_free(&tr->rows);
   memset(tr, 0, sizeof *tr);
 }
 
 static int trainer_init(trainer *tr, uint32_t B, uint32_t L, uint32_t K) {
-  size_t rows = (size_t)B * L, in = (size_t)IN_PER_OBS * K;
+  size_t rows = (size_t)B * L;
   memset(tr, 0, sizeof *tr);
   tr->items = (step *)malloc(rows * sizeof(step));
   tr->mask = (uint8_t *)malloc(rows);
   tr->ids = (uint64_t *)malloc(B * sizeof(uint64_t));
   tr->weights = (float *)malloc(B * sizeof(float));
   tr->td = (float *)malloc(rows * sizeof(float));
-  tr->x = (float *)malloc(rows * in * sizeof(float));
-  tr->x2 = (float *)malloc(rows * in * sizeof(float));
-  tr->ret = (float *)malloc(rows * sizeof(float));
-  tr->disc = (float *)malloc(rows * sizeof(float));
-  tr->dout = (float *)malloc(rows * CARTPOLE_ACTIONS * sizeof(float));
   tr->row_at = (uint32_t *)malloc(rows * sizeof(uint32_t));
   tr->trained = (uint8_t *)malloc(rows);
-  tr->best = (uint32_t *)malloc(rows * sizeof(uint32_t));
-  if (tr->items && tr->mask && tr->ids && tr->weights && tr->td && tr->x &&
-      tr->x2 && tr->ret && tr->disc && tr->dout && tr->row_at && tr->trained &&
-      tr->best)
+  if (tr->items && tr->mask && tr->ids && tr->weights && tr->td &&
+      tr->row_at && tr->trained &&
+      !rows_init(&tr->rows, rows, (size_t)IN_PER_OBS * K))
     return 0;
   trainer_free(tr);
   return -1;
 }
 
-/* One draw of B sequences, one gradient step, one priority update.
-   Returns PER_OK or the failing call's status (printed). */
-static per_status train(const options *o, per_buffer *buf, trainer *tr,
-                        mlp *net, mlp *target) {
-  const uint32_t B = o->batch, L = o->seq_len, K = o->history;
+/* The rows of the drawn sequences: one per step in the loss, unmasked
+   and with its window inside the sequence (min(K - 1, steps of the
+   episode before it) <= t). Returns how many. */
+static uint32_t sequence_rows(const options *o, trainer *tr) {
+  const uint32_t B = o->run.batch, L = o->seq_len, K = o->history;
   const size_t in = (size_t)IN_PER_OBS * K;
-  /* flags, beta (unused: the schedule), window (0: whole buffer), mask */
-  per_sample_opts opts = {PER_SAMPLE_SEQUENCES, 0.0, 0, tr->mask};
-  uint32_t j, t, r, rows = 0, stale;
-  const float *q;
-  float scale;
-  double abs_sum = 0.0;
-  per_status s;
-
-  s = per_buffer_sample(buf, B, &opts, tr->items, tr->ids, tr->weights);
-  if (s != PER_OK) {
-    fprintf(stderr, "per_buffer_sample: %s\n", per_status_str(s));
-    return s;
-  }
-
-  /* One row per step in the loss: unmasked, and its window inside the
-     sequence (min(K - 1, steps of the episode before it) <= t). */
+  dqn_rows *b = &tr->rows;
+  uint32_t j, t, rows = 0;
   for (j = 0; j < B; ++j) {
     const step *sq = tr->items + (size_t)j * L;
     const uint8_t *mk = tr->mask + (size_t)j * L;
@@ -447,52 +356,37 @@ static per_status train(const options *o, per_buffer *buf, trainer *tr,
          sequence's last step */
       for (;;) {
         sum += g * sq[u].reward;
-        g *= o->gamma;
-        if (sq[u].end != PER_END_NONE || u + 1 == L || u + 1 - t == o->n)
+        g *= o->run.gamma;
+        if (sq[u].end != PER_END_NONE || u + 1 == L || u + 1 - t == o->run.n)
           break;
         ++u;
       }
-      state_input(tr->x + rows * in, sq, t, K);
-      next_input(tr->x2 + rows * in, sq, u, K);
-      tr->ret[rows] = sum;
-      tr->disc[rows] = sq[u].end == PER_END_TERMINATED ? 0.0f : g;
+      state_input(b->x + rows * in, sq, t, K);
+      next_input(b->x2 + rows * in, sq, u, K);
+      b->action[rows] = (uint32_t)sq[t].action;
+      b->ret[rows] = sum;
+      b->disc[rows] = sq[u].end == PER_END_TERMINATED ? 0.0f : g;
+      b->weight[rows] = tr->weights[j];
       tr->row_at[rows] = j * L + t;
       tr->trained[j * L + t] = 1;
       ++rows;
     }
   }
+  return rows;
+}
 
-  if (rows > 0) {
-    /* double DQN: the online network picks a', the target rates it */
-    q = mlp_forward(net, tr->x2, (int)rows);
-    for (r = 0; r < rows; ++r) tr->best[r] = (uint32_t)argmax2(q + 2 * r);
-    q = mlp_forward(target, tr->x2, (int)rows);
-    for (r = 0; r < rows; ++r) {
-      float bootstrap = tr->disc[r] * q[2 * r + tr->best[r]];
-      tr->ret[r] += bootstrap; /* now the target y */
-    }
-    q = mlp_forward(net, tr->x, (int)rows);
-    scale = 1.0f / (float)rows;
-    for (r = 0; r < rows; ++r) {
-      uint32_t at = tr->row_at[r];
-      uint32_t a = (uint32_t)tr->items[at].action;
-      float d = q[2 * r + a] - tr->ret[r];
-      tr->td[at] = d;
-      abs_sum += fabs((double)d);
-      /* Huber (delta 1) derivative, times the sequence's IS weight */
-      if (d > 1.0f) d = 1.0f;
-      if (d < -1.0f) d = -1.0f;
-      tr->dout[2 * r + a] = tr->weights[at / L] * d * scale;
-      tr->dout[2 * r + (a ^ 1u)] = 0.0f;
-    }
-    mlp_backward(net, tr->dout, (int)rows);
-    mlp_adam(net, o->lr, o->clip);
-    mlp_blend(target, net, o->tau);
+/* The TD errors for the update: the trained steps' own, masked steps 0
+   (ignored by per), burn-in steps the mean |TD| of their sequence's
+   trained steps (of the whole batch when the sequence has none). */
+static void sequence_td(const options *o, trainer *tr, uint32_t rows) {
+  const uint32_t B = o->run.batch, L = o->seq_len;
+  double abs_sum = 0.0;
+  uint32_t j, t, r;
+  for (r = 0; r < rows; ++r) {
+    float d = tr->rows.td[r];
+    tr->td[tr->row_at[r]] = d;
+    abs_sum += fabs((double)d);
   }
-
-  /* The TD errors for the update: masked steps 0 (ignored by per), burn-in
-     steps the mean |TD| of their sequence's trained steps (of the whole
-     batch when the sequence has none). */
   for (j = 0; j < B; ++j) {
     float *td = tr->td + (size_t)j * L;
     const uint8_t *mk = tr->mask + (size_t)j * L;
@@ -507,198 +401,106 @@ static per_status train(const options *o, per_buffer *buf, trainer *tr,
     for (t = 0; t < L; ++t)
       if (!used[t]) td[t] = mk[t] ? fill : 0.0f;
   }
+}
+
+/* One draw of B sequences, one gradient step, one priority update.
+   Returns 0, or 1 after printing the failing call. */
+static int train(const options *o, per_buffer *buf, trainer *tr,
+                 dqn_agent *ag) {
+  const uint32_t B = o->run.batch;
+  /* flags, beta (unused: the schedule), window (0: whole buffer), mask */
+  per_sample_opts opts = {PER_SAMPLE_SEQUENCES, 0.0, 0, tr->mask};
+  uint32_t rows, stale;
+  if (failed(per_buffer_sample(buf, B, &opts, tr->items, tr->ids,
+                               tr->weights),
+             "per_buffer_sample"))
+    return 1;
+  rows = sequence_rows(o, tr);
+  if (rows > 0) dqn_learn(ag, &tr->rows, rows, &o->run);
+  sequence_td(o, tr, rows);
   /* stale counts the sequences overwritten since the draw: none here,
      since nothing is added in between */
-  s = per_buffer_update_seq(buf, tr->ids, tr->td, B, &stale);
-  if (s != PER_OK)
-    fprintf(stderr, "per_buffer_update_seq: %s\n", per_status_str(s));
-  return s;
+  return failed(per_buffer_update_seq(buf, tr->ids, tr->td, B, &stale),
+                "per_buffer_update_seq");
+}
+
+static void print_header(const options *o) {
+  if (o->run.quiet) return;
+  printf("sequence DQN on CartPole-v1 without velocities: seed %llu, "
+         "%u sequences of %u (stride %u), history %u, n %u, "
+         "budget %ld steps\n",
+         (unsigned long long)o->run.seed, o->run.batch, o->seq_len,
+         o->stride, o->history, o->run.n, o->run.steps);
 }
 
 int main(int argc, char **argv) {
   options o;
-  per_config pc;
   per_buffer buf;
+  dqn_agent ag;
   trainer tr;
-  mlp net, target;
-  per_rng rng;
+  dqn_record rec;
   cartpole env;
   history h;
-  int sizes[4];
+  history_policy eval;
   float obs[CARTPOLE_OBS], next[CARTPOLE_OBS];
-  double returns[WINDOW], ret_sum = 0.0, ep_return = 0.0, avg = 0.0;
-  long step_no, episodes = 0, solved_step = -1, updates;
-  double t0, t_last, eps = 1.0;
-  long step_last = 0;
-  uint32_t ep_t = 0;
+  float x[IN_PER_OBS * MAX_HISTORY];
+  uint32_t ep_t = 0; /* steps of the running episode */
+  long step_no;
   int rc = 1;
-  per_status s;
 
-  memset(&o, 0, sizeof o);
-  o.seed = 1;
-  o.steps = 150000;
-  o.batch = 8;
-  o.seq_len = 16;
-  o.stride = 8;
-  o.history = 4;
-  o.n = 3;
-  o.capacity = 65536;
-  o.alpha = 0.6;
-  o.beta0 = 0.4;
-  o.gamma = 0.99f;
-  o.lr = 1e-3f;
-  o.tau = 0.002f;
-  o.clip = 10.0f;
-  o.train_every = 1;
-  o.learn_start = 1000;
-  o.explore_steps = 10000;
-  o.eps_final = 0.01f;
-  o.report_every = 10000;
   if (parse_args(argc, argv, &o)) {
     usage(stderr);
     return 2;
   }
-  if (o.smoke) {
-    o.steps = SMOKE_STEPS;
-    o.eval_episodes = SMOKE_EVAL;
-    o.quiet = 1;
-  }
-
-  /* The replay: one step per environment step, sequences of seq_len
-     starting every stride slots, allowed to run past an episode end. */
-  updates = o.steps > o.learn_start ? (o.steps - o.learn_start) / o.train_every
-                                    : 0;
-  pc = per_config_default(o.capacity, sizeof(step));
-  pc.alpha = o.alpha;
-  pc.beta0 = o.beta0;
-  pc.beta1 = 1.0;
-  pc.beta_steps = (uint64_t)(updates > 0 ? updates : 1);
-  pc.seed = o.seed;
-  pc.seq_len = o.seq_len;
-  pc.seq_stride = o.stride;
-  pc.flags = PER_SEQ_CROSS_EPISODES;
-  s = per_buffer_init(&buf, &pc, NULL);
-  if (s != PER_OK) {
-    fprintf(stderr, "per_buffer_init: %s\n", per_status_str(s));
-    return 1;
-  }
-
-  memset(&net, 0, sizeof net);
-  memset(&target, 0, sizeof target);
-  memset(&tr, 0, sizeof tr);
-  sizes[0] = (int)(IN_PER_OBS * o.history);
-  sizes[1] = sizes[2] = HIDDEN;
-  sizes[3] = CARTPOLE_ACTIONS;
-  per_rng_init(&rng, o.seed ^ 0x9e3779b97f4a7c15ull);
-  if (mlp_init(&net, sizes, 3, (int)(o.batch * o.seq_len), &rng) ||
-      mlp_init(&target, sizes, 3, (int)(o.batch * o.seq_len), &rng) ||
-      trainer_init(&tr, o.batch, o.seq_len, o.history)) {
+  if (replay_init(&buf, &o)) return 1;
+  memset(&tr, 0, sizeof tr); /* for done: when agent_init fails */
+  if (agent_init(&ag, (int)(IN_PER_OBS * o.history),
+                 (int)(o.run.batch * o.seq_len), o.run.seed) ||
+      trainer_init(&tr, o.run.batch, o.seq_len, o.history)) {
     fprintf(stderr, "seq_cartpole: out of memory\n");
     goto done;
   }
-  mlp_blend(&target, &net, 1.0f);
+  print_header(&o);
 
-  if (!o.quiet)
-    printf("sequence DQN on CartPole-v1 without velocities: seed %llu, "
-           "%u sequences of %u (stride %u), history %u, n %u, "
-           "budget %ld steps\n",
-           (unsigned long long)o.seed, o.batch, o.seq_len, o.stride,
-           o.history, o.n, o.steps);
-  cartpole_init(&env, o.seed);
+  cartpole_init(&env, o.run.seed);
   cartpole_reset(&env, obs);
   history_reset(&h, o.history, obs);
-  t0 = t_last = seconds();
-  for (step_no = 1; step_no <= o.steps; ++step_no) {
-    step st;
+  record_start(&rec);
+  for (step_no = 1; step_no <= o.run.steps; ++step_no) {
+    double eps = epsilon_at(&o.run, step_no);
     uint32_t a;
     int term, trunc;
     float r;
-
-    /* epsilon-greedy, epsilon linear from 1 to eps_final */
-    eps = step_no >= o.explore_steps
-              ? o.eps_final
-              : 1.0 - (1.0 - o.eps_final) * (double)step_no / o.explore_steps;
-    if (per_rng_double(&rng) < eps)
-      a = per_rng_below(&rng, CARTPOLE_ACTIONS);
-    else
-      a = (uint32_t)greedy(&net, &h);
-
+    history_input(&h, x);
+    a = epsilon_greedy(&ag, eps, x);
     r = cartpole_step(&env, (int)a, next, &term, &trunc);
-    ep_return += r;
-    memset(&st, 0, sizeof st);
-    seen_part(st.obs, obs);
-    seen_part(st.next_obs, next);
-    st.action = (int32_t)a;
-    st.reward = r;
-    st.t = ep_t++;
-    st.end = term ? PER_END_TERMINATED : trunc ? PER_END_TRUNCATED
-                                               : PER_END_NONE;
-    s = per_buffer_add_step(&buf, &st, (uint8_t)st.end);
-    if (s != PER_OK) {
-      fprintf(stderr, "per_buffer_add_step: %s\n", per_status_str(s));
-      goto done;
-    }
+    rec.ep_return += r;
+    if (store_step(&buf, obs, a, r, next, ep_t++, term, trunc)) goto done;
     memcpy(obs, next, sizeof obs);
     history_push(&h, obs);
 
     if (term || trunc) {
-      if (episodes >= WINDOW) ret_sum -= returns[episodes % WINDOW];
-      returns[episodes % WINDOW] = ep_return;
-      ret_sum += ep_return;
-      episodes += 1;
-      avg = ret_sum / (double)(episodes < WINDOW ? episodes : WINDOW);
-      ep_return = 0.0;
+      record_episode(&rec);
       ep_t = 0;
       cartpole_reset(&env, obs);
       history_reset(&h, o.history, obs);
-      if (episodes >= WINDOW && avg >= SOLVED_AT) {
-        solved_step = step_no;
-        break;
-      }
+      if (record_solved(&rec, step_no)) break;
     }
 
-    if (step_no >= o.learn_start && step_no % o.train_every == 0 &&
-        train(&o, &buf, &tr, &net, &target) != PER_OK)
+    if (step_no >= o.run.learn_start && step_no % o.train_every == 0 &&
+        train(&o, &buf, &tr, &ag))
       goto done;
-
-    if (!o.quiet && step_no % o.report_every == 0) {
-      double now = seconds(), dt = now - t_last;
-      printf("step %7ld  episodes %5ld  avg100 %6.1f  epsilon %.3f  "
-             "beta %.3f  %6.0f steps/s\n",
-             step_no, episodes, avg, eps, per_buffer_beta(&buf),
-             dt > 0 ? (double)(step_no - step_last) / dt : 0.0);
-      fflush(stdout);
-      t_last = now;
-      step_last = step_no;
-    }
+    record_progress(&rec, &o.run, step_no, eps, per_buffer_beta(&buf));
   }
 
-  if (step_no > o.steps) step_no = o.steps;
-  if (solved_step >= 0)
-    printf("solved at step %ld (episode %ld): avg100 %.1f, %.1f s\n",
-           solved_step, episodes, avg, seconds() - t0);
-  else
-    printf("not solved in %ld steps (%ld episodes): final avg100 %.1f, "
-           "%.1f s\n",
-           step_no, episodes, avg, seconds() - t0);
-  rc = 0;
-  if (o.eval_episodes > 0) {
-    double mean =
-        evaluate(&net, o.history, o.seed + 1000003u, o.eval_episodes);
-    printf("greedy evaluation: mean return %.1f over %ld episodes\n", mean,
-           o.eval_episodes);
-    if (o.smoke) {
-      /* a uniformly random policy averages 22.3 */
-      printf("smoke check (mean >= %.0f): %s\n", SMOKE_MIN,
-             mean >= SMOKE_MIN ? "ok" : "FAILED");
-      if (mean < SMOKE_MIN) rc = 3;
-    }
-  }
+  record_summary(&rec, &o.run, step_no);
+  eval.net = &ag.net;
+  eval.K = o.history;
+  rc = dqn_evaluate(&o.run, greedy_policy, &eval);
 
 done:
   trainer_free(&tr);
-  mlp_free(&net);
-  mlp_free(&target);
+  agent_free(&ag);
   per_buffer_free(&buf);
   return rc;
 }
