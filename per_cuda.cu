@@ -21,7 +21,7 @@
 //   - ordering between phases comes only from kernel boundaries on one
 //     stream;
 //   - every plain load and store of device memory in a kernel is written
-//     PER_CUDA__LD / PER_CUDA__ST (a plain access on the device), so that
+//     PER_CUDAI_LD / PER_CUDAI_ST (a plain access on the device), so that
 //     the shim can log each thread's accesses and report any two threads of
 //     one launch that conflict (a plain write and any other access, or a
 //     plain read and an atomic), the races a loop would hide. Only per.h's
@@ -50,43 +50,43 @@
 #define PER_CUDA_LAUNCH(kernel, grid, block, stream, ...) \
   kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #endif
-#ifndef PER_CUDA__LD
-#define PER_CUDA__LD(p) (*(p))
-#define PER_CUDA__ST(p, v) (*(p) = (v))
+#ifndef PER_CUDAI_LD
+#define PER_CUDAI_LD(p) (*(p))
+#define PER_CUDAI_ST(p, v) (*(p) = (v))
 #endif
-#ifndef PER_CUDA__POW
-#define PER_CUDA__POW pow
+#ifndef PER_CUDAI_POW
+#define PER_CUDAI_POW pow
 #endif
 
 // >>internals
 
-#define PER_CUDA__BLOCK 256u
+#define PER_CUDAI_BLOCK 256u
 
 // The unsigned integer type with the size of per_real: atomics on a node's
 // bit pattern use it.
-template <size_t N> struct per_cuda__uint_of;
-template <> struct per_cuda__uint_of<4> { typedef unsigned int type; };
-template <> struct per_cuda__uint_of<8> { typedef unsigned long long type; };
-typedef per_cuda__uint_of<sizeof(per_real)>::type per_cuda__bits;
+template <size_t N> struct per_cudai_uint_of;
+template <> struct per_cudai_uint_of<4> { typedef unsigned int type; };
+template <> struct per_cudai_uint_of<8> { typedef unsigned long long type; };
+typedef per_cudai_uint_of<sizeof(per_real)>::type per_cudai_bits;
 
 // A status word: 0 is PER_OK; otherwise the high half holds
 // 0xFFFFFFFF - pos and the low half the code, so that atomicMax keeps the
 // smallest batch position: the first bad pair, which is what the CPU
 // reports. Positions are < PER_CUDA_MAX_BATCH.
-static __host__ __device__ inline unsigned long long per_cuda__word(
+static __host__ __device__ inline unsigned long long per_cudai_word(
     uint32_t pos, per_status code) {
   return ((unsigned long long)(0xFFFFFFFFu - pos) << 32) |
          (unsigned long long)(uint32_t)code;
 }
 
-static __host__ __device__ inline per_cuda__bits per_cuda__to_bits(per_real v) {
-  per_cuda__bits b;
+static __host__ __device__ inline per_cudai_bits per_cudai_to_bits(per_real v) {
+  per_cudai_bits b;
   memcpy(&b, &v, sizeof b);
   return b;
 }
 
-static __host__ __device__ inline per_real per_cuda__from_bits(
-    per_cuda__bits b) {
+static __host__ __device__ inline per_real per_cudai_from_bits(
+    per_cudai_bits b) {
   per_real v;
   memcpy(&v, &b, sizeof v);
   return v;
@@ -94,46 +94,46 @@ static __host__ __device__ inline per_real per_cuda__from_bits(
 
 // The storage of a node seen as its bit pattern, for integer atomics.
 // (The CUDA guide's own double atomics use this cast.)
-static __host__ __device__ inline per_cuda__bits *per_cuda__as_bits(
+static __host__ __device__ inline per_cudai_bits *per_cudai_as_bits(
     per_real *p) {
-  return reinterpret_cast<per_cuda__bits *>(p);
+  return reinterpret_cast<per_cudai_bits *>(p);
 }
 
 // A leaf claimed by batch position j during an update holds TAG | j: a
 // negative NaN, above every valid leaf's pattern as an unsigned integer
 // (valid leaves are >= +0, sign bit clear), and larger for larger j, so
 // atomicMax leaves the last position: the last one wins.
-#define PER_CUDA__TAG ((per_cuda__bits)(~(per_cuda__bits)0) << 22)
+#define PER_CUDAI_TAG ((per_cudai_bits)(~(per_cudai_bits)0) << 22)
 
 // Parent marks: every node of a valid tree is >= 0, so -1 and -2 are free.
 // MARK: "to be recomputed"; CLAIMED: "one thread is recomputing it".
-static __host__ __device__ inline per_cuda__bits per_cuda__mark(void) {
-  return per_cuda__to_bits((per_real)-1);
+static __host__ __device__ inline per_cudai_bits per_cudai_mark(void) {
+  return per_cudai_to_bits((per_real)-1);
 }
-static __host__ __device__ inline per_cuda__bits per_cuda__claimed(void) {
-  return per_cuda__to_bits((per_real)-2);
+static __host__ __device__ inline per_cudai_bits per_cudai_claimed(void) {
+  return per_cudai_to_bits((per_real)-2);
 }
 
 // Not inlined, so that the kernels' own code can be checked to hold no
 // fused multiply-add (tests/cuda/check_ptx.py); pow's implementation uses
 // fma by design, within its documented ulp bound.
 #ifdef __CUDACC__
-#define PER_CUDA__NOINLINE __noinline__
+#define PER_CUDAI_NOINLINE __noinline__
 #else
-#define PER_CUDA__NOINLINE
+#define PER_CUDAI_NOINLINE
 #endif
-static __host__ __device__ PER_CUDA__NOINLINE double per_cuda__pow(double x,
+static __host__ __device__ PER_CUDAI_NOINLINE double per_cudai_pow(double x,
                                                                    double y) {
-  return PER_CUDA__POW(x, y);
+  return PER_CUDAI_POW(x, y);
 }
 
 // The priority of a TD error as per_buffer_update computes it (per.h):
 // (|td| + eps)^alpha in double, exactly 1 when alpha == 0, capped at
 // PER_LEAF_MAX, then rounded to per_real. td is finite (validated).
-static __host__ __device__ inline per_real per_cuda__priority(float td,
+static __host__ __device__ inline per_real per_cudai_priority(float td,
                                                               double eps,
                                                               double alpha) {
-  double p = alpha == 0 ? 1.0 : per_cuda__pow(fabs((double)td) + eps, alpha);
+  double p = alpha == 0 ? 1.0 : per_cudai_pow(fabs((double)td) + eps, alpha);
   if (!(p <= (double)PER_LEAF_MAX)) p = (double)PER_LEAF_MAX;
   return (per_real)p;
 }
@@ -142,15 +142,15 @@ static __host__ __device__ inline per_real per_cuda__priority(float td,
 // is pmin, as per_buffer_sample computes it (per.h):
 // (N P)^-beta / max_batch (N P)^-beta = (pmin / p)^beta, in double, as a
 // float; exactly 1 for the batch minimum and when beta == 0.
-static __host__ __device__ inline float per_cuda__weight(per_real p,
+static __host__ __device__ inline float per_cudai_weight(per_real p,
                                                          per_real pmin,
                                                          double beta) {
   if (beta == 0 || !(p > pmin)) return 1.0f;
-  return (float)per_cuda__pow((double)pmin / (double)p, beta);
+  return (float)per_cudai_pow((double)pmin / (double)p, beta);
 }
 
 // NaN or infinity in a TD error (a float), as per_buffer_update refuses it.
-static __host__ __device__ inline per_status per_cuda__td_status(float td) {
+static __host__ __device__ inline per_status per_cudai_td_status(float td) {
   uint32_t b;
   memcpy(&b, &td, sizeof b);
   if (((b >> 23) & 0xffu) == 0xffu)
@@ -159,7 +159,7 @@ static __host__ __device__ inline per_status per_cuda__td_status(float td) {
 }
 
 // Why a tree with this root cannot be sampled (as per_tree_sample says).
-static __host__ __device__ inline per_status per_cuda__samplable(
+static __host__ __device__ inline per_status per_cudai_samplable(
     per_real total) {
   per_status s = per_leaf_status(total);
   if (s == PER_ERR_NAN || s == PER_ERR_INF) return PER_ERR_DEGENERATE;
@@ -168,95 +168,95 @@ static __host__ __device__ inline per_status per_cuda__samplable(
 }
 
 // The value of pair j: d_val[j], or the priority of d_td[j].
-struct per_cuda__values {
+struct per_cudai_values {
   const per_real *val; // one of val / td is NULL
   const float *td;
   double eps, alpha;
 };
 
-static __host__ __device__ inline per_real per_cuda__value(
-    const per_cuda__values &v, uint32_t j) {
-  return v.td ? per_cuda__priority(PER_CUDA__LD(&v.td[j]), v.eps, v.alpha)
-              : PER_CUDA__LD(&v.val[j]);
+static __host__ __device__ inline per_real per_cudai_value(
+    const per_cudai_values &v, uint32_t j) {
+  return v.td ? per_cudai_priority(PER_CUDAI_LD(&v.td[j]), v.eps, v.alpha)
+              : PER_CUDAI_LD(&v.val[j]);
 }
 
 // Why pair j cannot be applied, or PER_OK, in the CPU's order: for values,
 // per_tree_set_batch's (the index, then the value); for TD errors,
 // per_buffer_update's (the TD error, then the index; the priority of a
 // finite TD error is always a valid leaf).
-static __host__ __device__ inline per_status per_cuda__pair_status(
-    const per_cuda__values &v, const uint32_t *idx, uint32_t j,
+static __host__ __device__ inline per_status per_cudai_pair_status(
+    const per_cudai_values &v, const uint32_t *idx, uint32_t j,
     uint32_t capacity) {
   per_status s;
   if (v.td) {
-    s = per_cuda__td_status(PER_CUDA__LD(&v.td[j]));
+    s = per_cudai_td_status(PER_CUDAI_LD(&v.td[j]));
     if (s != PER_OK) return s;
-    return PER_CUDA__LD(&idx[j]) >= capacity ? PER_ERR_INDEX : PER_OK;
+    return PER_CUDAI_LD(&idx[j]) >= capacity ? PER_ERR_INDEX : PER_OK;
   }
-  if (PER_CUDA__LD(&idx[j]) >= capacity) return PER_ERR_INDEX;
-  return per_leaf_status(PER_CUDA__LD(&v.val[j]));
+  if (PER_CUDAI_LD(&idx[j]) >= capacity) return PER_ERR_INDEX;
+  return per_leaf_status(PER_CUDAI_LD(&v.val[j]));
 }
 
-static __device__ inline uint32_t per_cuda__thread_id(void) {
+static __device__ inline uint32_t per_cudai_thread_id(void) {
   return (uint32_t)blockIdx.x * (uint32_t)blockDim.x + (uint32_t)threadIdx.x;
 }
 
 // >>kernels: update
 // Phase 1. Validate every pair; the first bad one (smallest j) ends up in
 // *status. Writes: *status, by atomicMax only.
-static __global__ void per_cuda__k_validate(per_cuda__values v,
+static __global__ void per_cudai_k_validate(per_cudai_values v,
                                             const uint32_t *idx, uint32_t n,
                                             uint32_t capacity,
                                             unsigned long long *status) {
-  uint32_t j = per_cuda__thread_id();
+  uint32_t j = per_cudai_thread_id();
   per_status s;
   if (j >= n) return;
-  s = per_cuda__pair_status(v, idx, j, capacity);
-  if (s != PER_OK) atomicMax(status, per_cuda__word(j, s));
+  s = per_cudai_pair_status(v, idx, j, capacity);
+  if (s != PER_OK) atomicMax(status, per_cudai_word(j, s));
 }
 
 // Phase 2. Each pair claims its leaf with atomicMax(TAG | j): afterwards the
 // leaf holds TAG | (last position with that index). Only atomics touch the
 // leaves in this launch.
-static __global__ void per_cuda__k_claim(per_real *node, uint32_t L,
+static __global__ void per_cudai_k_claim(per_real *node, uint32_t L,
                                          const uint32_t *idx, uint32_t n,
                                          const unsigned long long *status) {
-  uint32_t j = per_cuda__thread_id();
-  if (j >= n || PER_CUDA__LD(status)) return;
-  atomicMax(per_cuda__as_bits(&node[L + PER_CUDA__LD(&idx[j])]),
-            PER_CUDA__TAG | j);
+  uint32_t j = per_cudai_thread_id();
+  if (j >= n || PER_CUDAI_LD(status)) return;
+  atomicMax(per_cudai_as_bits(&node[L + PER_CUDAI_LD(&idx[j])]),
+            PER_CUDAI_TAG | j);
 }
 
 // Phase 3. Pair j wins when its leaf holds TAG | j. Leaves are only read
 // here; win[j] is written by thread j alone.
-static __global__ void per_cuda__k_decide(const per_real *node, uint32_t L,
+static __global__ void per_cudai_k_decide(const per_real *node, uint32_t L,
                                           const uint32_t *idx, uint32_t n,
                                           const unsigned long long *status,
                                           uint32_t *win) {
-  uint32_t j = per_cuda__thread_id();
-  if (j >= n || PER_CUDA__LD(status)) return;
-  PER_CUDA__ST(&win[j],
-               (uint32_t)(per_cuda__to_bits(PER_CUDA__LD(
-                              &node[L + PER_CUDA__LD(&idx[j])])) ==
-                          (PER_CUDA__TAG | j)));
+  uint32_t j = per_cudai_thread_id();
+  if (j >= n || PER_CUDAI_LD(status)) return;
+  PER_CUDAI_ST(&win[j],
+               (uint32_t)(per_cudai_to_bits(PER_CUDAI_LD(
+                              &node[L + PER_CUDAI_LD(&idx[j])])) ==
+                          (PER_CUDAI_TAG | j)));
 }
 
 // Phase 4. The winner of each leaf stores its value (-0 as +0, as
 // per_tree_set_batch) and marks the parent. One writer per leaf and no
 // reader of leaves in this launch; parents are touched by atomics only.
-static __global__ void per_cuda__k_apply(per_real *node, uint32_t L,
-                                         uint32_t depth, per_cuda__values v,
+static __global__ void per_cudai_k_apply(per_real *node, uint32_t L,
+                                         uint32_t depth, per_cudai_values v,
                                          const uint32_t *idx, uint32_t n,
                                          const unsigned long long *status,
                                          const uint32_t *win) {
-  uint32_t j = per_cuda__thread_id(), leaf;
+  uint32_t j = per_cudai_thread_id(), leaf;
   per_real x;
-  if (j >= n || PER_CUDA__LD(status) || !PER_CUDA__LD(&win[j])) return;
-  leaf = L + PER_CUDA__LD(&idx[j]);
-  x = per_cuda__value(v, j);
-  PER_CUDA__ST(&node[leaf], (x == 0) ? (per_real)0 : x);
-  if (depth > 0) atomicExch(per_cuda__as_bits(&node[leaf >> 1]),
-                            per_cuda__mark());
+  if (j >= n || PER_CUDAI_LD(status) || !PER_CUDAI_LD(&win[j])) return;
+  leaf = L + PER_CUDAI_LD(&idx[j]);
+  x = per_cudai_value(v, j);
+  PER_CUDAI_ST(&node[leaf], (x == 0) ? (per_real)0 : x);
+  if (depth > 0) atomicExch(per_cudai_as_bits(&node[leaf >> 1]),
+                            per_cudai_mark());
 }
 
 // Phase 5, once per level s = 1..depth. The ancestor p of each winning leaf
@@ -265,62 +265,62 @@ static __global__ void per_cuda__k_apply(per_real *node, uint32_t L,
 // publishes it with atomicExch, then marks p's parent. Children (level s-1)
 // are final since the previous launch and nobody writes them here; level s
 // and s+1 are touched by atomics only.
-static __global__ void per_cuda__k_level(per_real *node, uint32_t L,
+static __global__ void per_cudai_k_level(per_real *node, uint32_t L,
                                          uint32_t s, uint32_t depth,
                                          const uint32_t *idx, uint32_t n,
                                          const unsigned long long *status,
                                          const uint32_t *win) {
-  uint32_t j = per_cuda__thread_id(), p;
+  uint32_t j = per_cudai_thread_id(), p;
   per_real c[4];
-  if (j >= n || PER_CUDA__LD(status) || !PER_CUDA__LD(&win[j])) return;
-  p = (L + PER_CUDA__LD(&idx[j])) >> s;
-  if (atomicCAS(per_cuda__as_bits(&node[p]), per_cuda__mark(),
-                per_cuda__claimed()) != per_cuda__mark())
+  if (j >= n || PER_CUDAI_LD(status) || !PER_CUDAI_LD(&win[j])) return;
+  p = (L + PER_CUDAI_LD(&idx[j])) >> s;
+  if (atomicCAS(per_cudai_as_bits(&node[p]), per_cudai_mark(),
+                per_cudai_claimed()) != per_cudai_mark())
     return;
   // per_tree_recompute on a copy (c[1] = c[2] + c[3]): the same one
   // addition, and the result is then published atomically.
   c[0] = 0;
   c[1] = 0;
-  c[2] = PER_CUDA__LD(&node[2 * p]);
-  c[3] = PER_CUDA__LD(&node[2 * p + 1]);
+  c[2] = PER_CUDAI_LD(&node[2 * p]);
+  c[3] = PER_CUDAI_LD(&node[2 * p + 1]);
   per_tree_recompute(c, 1);
-  atomicExch(per_cuda__as_bits(&node[p]), per_cuda__to_bits(c[1]));
-  if (s < depth) atomicExch(per_cuda__as_bits(&node[p >> 1]), per_cuda__mark());
+  atomicExch(per_cudai_as_bits(&node[p]), per_cudai_to_bits(c[1]));
+  if (s < depth) atomicExch(per_cudai_as_bits(&node[p >> 1]), per_cudai_mark());
 }
 
 // >>kernels: sample
 // Stratum i of a B-batch, exactly per_tree_sample_strata's arithmetic. On an
 // unsamplable root every thread writes the same status and nothing else.
-static __global__ void per_cuda__k_sample(const per_real *node, uint32_t L,
+static __global__ void per_cudai_k_sample(const per_real *node, uint32_t L,
                                           uint64_t seed, uint64_t counter,
                                           const unsigned long long *d_counter,
                                           uint32_t B, uint32_t *idx,
                                           per_real *val,
                                           unsigned long long *status) {
-  uint32_t i = per_cuda__thread_id(), leaf;
+  uint32_t i = per_cudai_thread_id(), leaf;
   per_real total, seg, u;
   per_status s;
   if (i >= B) return;
-  total = PER_CUDA__LD(&node[1]);
-  s = per_cuda__samplable(total);
+  total = PER_CUDAI_LD(&node[1]);
+  s = per_cudai_samplable(total);
   if (s != PER_OK) {
-    atomicMax(status, per_cuda__word(0, s));
+    atomicMax(status, per_cudai_word(0, s));
     return;
   }
-  if (d_counter) counter = PER_CUDA__LD(d_counter);
+  if (d_counter) counter = PER_CUDAI_LD(d_counter);
   seg = total / (per_real)B;
   u = per_tree_stratum_u(seed, counter, i, seg);
   leaf = per_tree_descend(node, L, u);
-  PER_CUDA__ST(&idx[i], leaf);
-  if (val) PER_CUDA__ST(&val[i], PER_CUDA__LD(&node[L + leaf]));
+  PER_CUDAI_ST(&idx[i], leaf);
+  if (val) PER_CUDAI_ST(&val[i], PER_CUDAI_LD(&node[L + leaf]));
 }
 
 // One thread: on success the device counter moves on by B.
-static __global__ void per_cuda__k_advance(unsigned long long *d_counter,
+static __global__ void per_cudai_k_advance(unsigned long long *d_counter,
                                            uint32_t B,
                                            const unsigned long long *status) {
-  if (per_cuda__thread_id() != 0 || PER_CUDA__LD(status)) return;
-  PER_CUDA__ST(d_counter, PER_CUDA__LD(d_counter) + B);
+  if (per_cudai_thread_id() != 0 || PER_CUDAI_LD(status)) return;
+  PER_CUDAI_ST(d_counter, PER_CUDAI_LD(d_counter) + B);
 }
 
 // >>kernels: IS weights
@@ -328,44 +328,44 @@ static __global__ void per_cuda__k_advance(unsigned long long *d_counter,
 // an update) and find the batch minimum: positive reals order like their
 // bit patterns, so an integer atomicMin on the patterns finds it exactly,
 // whatever the order of the threads.
-static __global__ void per_cuda__k_w_min(const per_real *val, uint32_t B,
-                                         per_cuda__bits *minbits,
+static __global__ void per_cudai_k_w_min(const per_real *val, uint32_t B,
+                                         per_cudai_bits *minbits,
                                          unsigned long long *status) {
-  uint32_t i = per_cuda__thread_id();
+  uint32_t i = per_cudai_thread_id();
   per_status s;
   per_real x;
   if (i >= B) return;
-  x = PER_CUDA__LD(&val[i]);
+  x = PER_CUDAI_LD(&val[i]);
   s = per_leaf_status(x);
   if (s == PER_OK && !(x > 0)) s = PER_ERR_ARG;
-  if (s != PER_OK) atomicMax(status, per_cuda__word(i, s));
-  else atomicMin(minbits, per_cuda__to_bits(x));
+  if (s != PER_OK) atomicMax(status, per_cudai_word(i, s));
+  else atomicMin(minbits, per_cudai_to_bits(x));
 }
 
-// w[i] = per_cuda__weight(val[i], min, beta); thread i alone writes w[i].
-static __global__ void per_cuda__k_w_apply(const per_real *val, uint32_t B,
+// w[i] = per_cudai_weight(val[i], min, beta); thread i alone writes w[i].
+static __global__ void per_cudai_k_w_apply(const per_real *val, uint32_t B,
                                            double beta, float *w,
-                                           const per_cuda__bits *minbits,
+                                           const per_cudai_bits *minbits,
                                            const unsigned long long *status) {
-  uint32_t i = per_cuda__thread_id();
-  if (i >= B || PER_CUDA__LD(status)) return;
-  PER_CUDA__ST(&w[i],
-               per_cuda__weight(PER_CUDA__LD(&val[i]),
-                                per_cuda__from_bits(PER_CUDA__LD(minbits)),
+  uint32_t i = per_cudai_thread_id();
+  if (i >= B || PER_CUDAI_LD(status)) return;
+  PER_CUDAI_ST(&w[i],
+               per_cudai_weight(PER_CUDAI_LD(&val[i]),
+                                per_cudai_from_bits(PER_CUDAI_LD(minbits)),
                                 beta));
 }
 
 // >>launchers
 // Blocks for n threads; no overflow for n up to UINT32_MAX (a sample's B).
-static uint32_t per_cuda__grid(uint32_t n) {
-  return n / PER_CUDA__BLOCK + (n % PER_CUDA__BLOCK != 0);
+static uint32_t per_cudai_grid(uint32_t n) {
+  return n / PER_CUDAI_BLOCK + (n % PER_CUDAI_BLOCK != 0);
 }
 
-static per_status per_cuda__launched(void) {
+static per_status per_cudai_launched(void) {
   return cudaPeekAtLastError() == cudaSuccess ? PER_OK : PER_ERR_DEVICE;
 }
 
-static uint32_t per_cuda__leaves(uint32_t capacity, uint32_t *depth) {
+static uint32_t per_cudai_leaves(uint32_t capacity, uint32_t *depth) {
   uint32_t L = 1, d = 0;
   while (L < capacity) {
     L <<= 1;
@@ -375,23 +375,23 @@ static uint32_t per_cuda__leaves(uint32_t capacity, uint32_t *depth) {
   return L;
 }
 
-static per_status per_cuda__check_tree(const per_cuda_tree *t) {
+static per_status per_cudai_check_tree(const per_cuda_tree *t) {
   uint32_t d, L;
   if (!t || !t->d_node) return PER_ERR_NULL;
   if (t->capacity == 0 || t->capacity > PER_MAX_CAPACITY)
     return PER_ERR_CAPACITY;
-  L = per_cuda__leaves(t->capacity, &d);
+  L = per_cudai_leaves(t->capacity, &d);
   if (t->leaves != L || t->depth != d) return PER_ERR_CAPACITY;
   return PER_OK;
 }
 
-static size_t per_cuda__round(size_t bytes) {
+static size_t per_cudai_round(size_t bytes) {
   size_t r = (bytes + 255u) & ~(size_t)255u;
   return r ? r : 256u;
 }
 
 // The two-phase scratch protocol: PER_OK with *go = 0 for a size query.
-static per_status per_cuda__scratch(void *d_scratch, size_t *scratch_bytes,
+static per_status per_cudai_scratch(void *d_scratch, size_t *scratch_bytes,
                                     size_t need, int *go) {
   *go = 0;
   if (!scratch_bytes) return PER_ERR_NULL;
@@ -404,8 +404,8 @@ static per_status per_cuda__scratch(void *d_scratch, size_t *scratch_bytes,
   return PER_OK;
 }
 
-static per_status per_cuda__update(const per_cuda_tree *t,
-                                   const uint32_t *d_idx, per_cuda__values v,
+static per_status per_cudai_update(const per_cuda_tree *t,
+                                   const uint32_t *d_idx, per_cudai_values v,
                                    uint32_t n, void *d_scratch,
                                    size_t *scratch_bytes,
                                    unsigned long long *d_status,
@@ -413,29 +413,29 @@ static per_status per_cuda__update(const per_cuda_tree *t,
   per_status s;
   uint32_t *win = (uint32_t *)d_scratch, g, lv;
   int go;
-  if ((s = per_cuda__check_tree(t)) != PER_OK) return s;
+  if ((s = per_cudai_check_tree(t)) != PER_OK) return s;
   if (n > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
-  s = per_cuda__scratch(d_scratch, scratch_bytes,
-                        per_cuda__round((size_t)n * sizeof(uint32_t)), &go);
+  s = per_cudai_scratch(d_scratch, scratch_bytes,
+                        per_cudai_round((size_t)n * sizeof(uint32_t)), &go);
   if (s != PER_OK || !go) return s;
   if (!d_status) return PER_ERR_NULL;
   if (n > 0 && (!d_idx || (!v.val && !v.td))) return PER_ERR_NULL;
   if (cudaMemsetAsync(d_status, 0, sizeof *d_status, stream) != cudaSuccess)
     return PER_ERR_DEVICE;
   if (n == 0) return PER_OK;
-  g = per_cuda__grid(n);
-  PER_CUDA_LAUNCH(per_cuda__k_validate, g, PER_CUDA__BLOCK, stream, v, d_idx,
+  g = per_cudai_grid(n);
+  PER_CUDA_LAUNCH(per_cudai_k_validate, g, PER_CUDAI_BLOCK, stream, v, d_idx,
                   n, t->capacity, d_status);
-  PER_CUDA_LAUNCH(per_cuda__k_claim, g, PER_CUDA__BLOCK, stream, t->d_node,
+  PER_CUDA_LAUNCH(per_cudai_k_claim, g, PER_CUDAI_BLOCK, stream, t->d_node,
                   t->leaves, d_idx, n, d_status);
-  PER_CUDA_LAUNCH(per_cuda__k_decide, g, PER_CUDA__BLOCK, stream, t->d_node,
+  PER_CUDA_LAUNCH(per_cudai_k_decide, g, PER_CUDAI_BLOCK, stream, t->d_node,
                   t->leaves, d_idx, n, d_status, win);
-  PER_CUDA_LAUNCH(per_cuda__k_apply, g, PER_CUDA__BLOCK, stream, t->d_node,
+  PER_CUDA_LAUNCH(per_cudai_k_apply, g, PER_CUDAI_BLOCK, stream, t->d_node,
                   t->leaves, t->depth, v, d_idx, n, d_status, win);
   for (lv = 1; lv <= t->depth; ++lv)
-    PER_CUDA_LAUNCH(per_cuda__k_level, g, PER_CUDA__BLOCK, stream, t->d_node,
+    PER_CUDA_LAUNCH(per_cudai_k_level, g, PER_CUDAI_BLOCK, stream, t->d_node,
                     t->leaves, lv, t->depth, d_idx, n, d_status, win);
-  return per_cuda__launched();
+  return per_cudai_launched();
 }
 
 // >>api
@@ -459,13 +459,13 @@ PER_CUDA_DEF per_status per_cuda_tree_wrap(per_cuda_tree *t, uint32_t capacity,
     return PER_ERR_MEMORY;
   t->d_node = (per_real *)d_mem;
   t->capacity = capacity;
-  t->leaves = per_cuda__leaves(capacity, &t->depth);
+  t->leaves = per_cudai_leaves(capacity, &t->depth);
   return PER_OK;
 }
 
 PER_CUDA_DEF per_status per_cuda_tree_clear(const per_cuda_tree *t,
                                             per_cuda_stream stream) {
-  per_status s = per_cuda__check_tree(t);
+  per_status s = per_cudai_check_tree(t);
   if (s != PER_OK) return s;
   return cudaMemsetAsync(t->d_node, 0, per_tree_bytes(t->capacity), stream) ==
                  cudaSuccess
@@ -473,9 +473,9 @@ PER_CUDA_DEF per_status per_cuda_tree_clear(const per_cuda_tree *t,
              : PER_ERR_DEVICE;
 }
 
-static per_status per_cuda__copy(const per_cuda_tree *t, const per_tree *host,
+static per_status per_cudai_copy(const per_cuda_tree *t, const per_tree *host,
                                  int upload, per_cuda_stream stream) {
-  per_status s = per_cuda__check_tree(t);
+  per_status s = per_cudai_check_tree(t);
   cudaError_t e;
   size_t bytes;
   if (s != PER_OK) return s;
@@ -495,13 +495,13 @@ static per_status per_cuda__copy(const per_cuda_tree *t, const per_tree *host,
 PER_CUDA_DEF per_status per_cuda_tree_upload(const per_cuda_tree *t,
                                              const per_tree *host,
                                              per_cuda_stream stream) {
-  return per_cuda__copy(t, host, 1, stream);
+  return per_cudai_copy(t, host, 1, stream);
 }
 
 PER_CUDA_DEF per_status per_cuda_tree_download(const per_cuda_tree *t,
                                                per_tree *host,
                                                per_cuda_stream stream) {
-  return per_cuda__copy(t, host, 0, stream);
+  return per_cudai_copy(t, host, 0, stream);
 }
 
 PER_CUDA_DEF per_status per_cuda_status_decode(unsigned long long word,
@@ -527,17 +527,17 @@ PER_CUDA_DEF per_status per_cuda_update(const per_cuda_tree *t,
                                         void *d_scratch, size_t *scratch_bytes,
                                         unsigned long long *d_status,
                                         per_cuda_stream stream) {
-  per_cuda__values v;
+  per_cudai_values v;
   v.val = d_val;
   v.td = NULL;
   v.eps = 0;
   v.alpha = 0;
-  return per_cuda__update(t, d_idx, v, n, d_scratch, scratch_bytes, d_status,
+  return per_cudai_update(t, d_idx, v, n, d_scratch, scratch_bytes, d_status,
                           stream);
 }
 
 // x is finite and >= 0 (read from the bits: immune to -ffast-math).
-static int per_cuda__nonneg_finite(double x) {
+static int per_cudai_nonneg_finite(double x) {
   uint64_t b;
   memcpy(&b, &x, sizeof b);
   return ((b >> 52) & 0x7ffu) != 0x7ffu && x >= 0;
@@ -551,14 +551,14 @@ PER_CUDA_DEF per_status per_cuda_update_td(const per_cuda_tree *t,
                                            size_t *scratch_bytes,
                                            unsigned long long *d_status,
                                            per_cuda_stream stream) {
-  per_cuda__values v;
-  if (!per_cuda__nonneg_finite(eps) || !per_cuda__nonneg_finite(alpha))
+  per_cudai_values v;
+  if (!per_cudai_nonneg_finite(eps) || !per_cudai_nonneg_finite(alpha))
     return PER_ERR_ARG;
   v.val = NULL;
   v.td = d_td;
   v.eps = eps;
   v.alpha = alpha;
-  return per_cuda__update(t, d_idx, v, n, d_scratch, scratch_bytes, d_status,
+  return per_cudai_update(t, d_idx, v, n, d_scratch, scratch_bytes, d_status,
                           stream);
 }
 
@@ -569,19 +569,19 @@ PER_CUDA_DEF per_status per_cuda_sample(const per_cuda_tree *t, uint64_t seed,
                                         per_real *d_val,
                                         unsigned long long *d_status,
                                         per_cuda_stream stream) {
-  per_status s = per_cuda__check_tree(t);
+  per_status s = per_cudai_check_tree(t);
   if (s != PER_OK) return s;
   if (!d_idx || !d_status) return PER_ERR_NULL;
   if (B == 0) return PER_ERR_BATCH;
   if (cudaMemsetAsync(d_status, 0, sizeof *d_status, stream) != cudaSuccess)
     return PER_ERR_DEVICE;
-  PER_CUDA_LAUNCH(per_cuda__k_sample, per_cuda__grid(B), PER_CUDA__BLOCK,
+  PER_CUDA_LAUNCH(per_cudai_k_sample, per_cudai_grid(B), PER_CUDAI_BLOCK,
                   stream, t->d_node, t->leaves, seed, counter, d_counter, B,
                   d_idx, d_val, d_status);
   if (d_counter)
-    PER_CUDA_LAUNCH(per_cuda__k_advance, 1u, 1u, stream, d_counter, B,
+    PER_CUDA_LAUNCH(per_cudai_k_advance, 1u, 1u, stream, d_counter, B,
                     d_status);
-  return per_cuda__launched();
+  return per_cudai_launched();
 }
 
 PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val,
@@ -590,25 +590,25 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val,
                                             size_t *scratch_bytes,
                                             unsigned long long *d_status,
                                             per_cuda_stream stream) {
-  per_cuda__bits *minbits = (per_cuda__bits *)d_scratch;
+  per_cudai_bits *minbits = (per_cudai_bits *)d_scratch;
   per_status s;
   uint32_t g;
   int go;
   if (B == 0 || B > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
-  if (!per_cuda__nonneg_finite(beta)) return PER_ERR_ARG;
-  s = per_cuda__scratch(d_scratch, scratch_bytes, per_cuda__round(0), &go);
+  if (!per_cudai_nonneg_finite(beta)) return PER_ERR_ARG;
+  s = per_cudai_scratch(d_scratch, scratch_bytes, per_cudai_round(0), &go);
   if (s != PER_OK || !go) return s;
   if (!d_val || !d_w || !d_status) return PER_ERR_NULL;
   // minbits starts above every valid pattern (all ones: a negative NaN)
   if (cudaMemsetAsync(d_status, 0, sizeof *d_status, stream) != cudaSuccess ||
       cudaMemsetAsync(minbits, 0xFF, sizeof *minbits, stream) != cudaSuccess)
     return PER_ERR_DEVICE;
-  g = per_cuda__grid(B);
-  PER_CUDA_LAUNCH(per_cuda__k_w_min, g, PER_CUDA__BLOCK, stream, d_val, B,
+  g = per_cudai_grid(B);
+  PER_CUDA_LAUNCH(per_cudai_k_w_min, g, PER_CUDAI_BLOCK, stream, d_val, B,
                   minbits, d_status);
-  PER_CUDA_LAUNCH(per_cuda__k_w_apply, g, PER_CUDA__BLOCK, stream, d_val, B,
-                  beta, d_w, (const per_cuda__bits *)minbits, d_status);
-  return per_cuda__launched();
+  PER_CUDA_LAUNCH(per_cudai_k_w_apply, g, PER_CUDAI_BLOCK, stream, d_val, B,
+                  beta, d_w, (const per_cudai_bits *)minbits, d_status);
+  return per_cudai_launched();
 }
 
 } // extern "C"

@@ -160,7 +160,7 @@ static void test_snapshot_errors(void) {
   per_buffer_free(&b);
 }
 
-/* The pattern of README.md: the training thread snapshots, a writer
+/* The pattern of docs/GUIDE.md: the training thread snapshots, a writer
    thread writes the file while training goes on. */
 typedef struct save_job {
   const unsigned char *snap;

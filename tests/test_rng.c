@@ -1,5 +1,5 @@
 /* test_rng.c - Philox4x32-10, the per_rng stream, uniform reals and
-   bounded integers (DESIGN.md section 3).
+   bounded integers (docs/DESIGN.md §3).
 
    Statistical checks use fixed seeds, so each run sees the same numbers.
    Each check states its tolerance and the probability that a correct

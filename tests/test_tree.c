@@ -775,7 +775,7 @@ static void test_accuracy(void) {
   printf("accuracy: %s tree, N = 2^22: %.5f%% of %u stratified draws equal the "
          "exact search\n", IS_FLOAT ? "float" : "double", 100 * frac, total_draws);
   if (!IS_FLOAT) CHECK_MSG(frac >= 0.99999, "agreement %.7f", frac);
-  else CHECK_MSG(frac >= 0.90, "float agreement %.7f", frac); /* measured 97.5%: README */
+  else CHECK_MSG(frac >= 0.90, "float agreement %.7f", frac); /* measured 97.5%: docs/GUIDE.md */
   per_tree_free(&t);
   free(pre);
   free(vals);

@@ -14,7 +14,7 @@
 //     unsigned long long (memcpy on the target, so any object may be the
 //     target);
 //   - a race detector: per_cuda.cu's kernels access device memory through
-//     PER_CUDA__LD / PER_CUDA__ST, which the shim defines to log every
+//     PER_CUDAI_LD / PER_CUDAI_ST, which the shim defines to log every
 //     plain load, plain store and atomic of the running thread. Two
 //     different threads of one launch conflict when one stores and the
 //     other touches the same location in any way, or one loads plainly
@@ -178,8 +178,8 @@ static inline void per_shim_st(T *p, typename per_shim_same<T>::type v) {
   per_shim_note(p, sizeof *p, PER_SHIM_ST);
   *p = v;
 }
-#define PER_CUDA__LD(p) per_shim_ld(p)
-#define PER_CUDA__ST(p, v) per_shim_st((p), (v))
+#define PER_CUDAI_LD(p) per_shim_ld(p)
+#define PER_CUDAI_ST(p, v) per_shim_st((p), (v))
 
 // Pointer arguments of a kernel must be NULL or device memory.
 template <typename T> static inline void per_shim_arg(T *p) {
@@ -418,7 +418,7 @@ static inline cudaError_t cudaGetDeviceCount(int *n) {
 static inline double per_shim_pow(double x, double y) {
   return (double)powl((long double)x, (long double)y);
 }
-#define PER_CUDA__POW per_shim_pow
+#define PER_CUDAI_POW per_shim_pow
 
 static inline const char *cudaGetErrorString(cudaError_t e) {
   return e == cudaSuccess ? "no error (host shim)" : "error (host shim)";

@@ -12,25 +12,25 @@
 
 // The race detector catches what a loop of whole threads would hide.
 static __global__ void host_k_store_same(uint32_t *x) {
-  PER_CUDA__ST(&x[0], (uint32_t)threadIdx.x); // every thread: one location
+  PER_CUDAI_ST(&x[0], (uint32_t)threadIdx.x); // every thread: one location
 }
 static __global__ void host_k_load_vs_atomic(unsigned int *x) {
-  if (threadIdx.x == 0) (void)PER_CUDA__LD(&x[0]);
+  if (threadIdx.x == 0) (void)PER_CUDAI_LD(&x[0]);
   else atomicMax(&x[0], 1u);
 }
 static __global__ void host_k_private(unsigned int *x, unsigned int *m) {
   unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
-  PER_CUDA__ST(&x[t], 1u); // each thread its own location,
-  (void)PER_CUDA__LD(&x[t]);
+  PER_CUDAI_ST(&x[t], 1u); // each thread its own location,
+  (void)PER_CUDAI_LD(&x[t]);
   atomicMax(m, t); // shared ones only atomically
   atomicCAS(m, 0u, 0u);
 }
 static __global__ void host_k_read(const unsigned int *x) {
-  (void)PER_CUDA__LD(&x[0]);
+  (void)PER_CUDAI_LD(&x[0]);
 }
 static __global__ void host_k_overlap(const double *v, float *w) {
-  (void)PER_CUDA__LD(&v[threadIdx.x]); // w[1] is half of v[0]
-  PER_CUDA__ST(&w[threadIdx.x], 1.0f);
+  (void)PER_CUDAI_LD(&v[threadIdx.x]); // w[1] is half of v[0]
+  PER_CUDAI_ST(&w[threadIdx.x], 1.0f);
 }
 
 static void host_case_race_detector(void) {
@@ -151,10 +151,10 @@ int main(void) {
   host_case_race_detector();
   host_case_runtime_errors();
   // grid sizes up to the largest sample (B = UINT32_MAX) do not overflow
-  CHECK_EQ_U(per_cuda__grid(1), 1);
-  CHECK_EQ_U(per_cuda__grid(256), 1);
-  CHECK_EQ_U(per_cuda__grid(257), 2);
-  CHECK_EQ_U(per_cuda__grid(UINT32_MAX), 16777216);
+  CHECK_EQ_U(per_cudai_grid(1), 1);
+  CHECK_EQ_U(per_cudai_grid(256), 1);
+  CHECK_EQ_U(per_cudai_grid(257), 2);
+  CHECK_EQ_U(per_cudai_grid(UINT32_MAX), 16777216);
   CHECK_EQ_U(per_shim_races, 0);
   CHECK_EQ_U(per_shim_allocs.size(), 0); // every "device" buffer was freed
   CHECK_EQ_U(cudaGetLastError(), cudaSuccess);
