@@ -61,14 +61,15 @@
       uint64_t ids[8];
       float w[8], td[8 * 80] = {0};
       per_buffer buf;
-      per_sample_opts opts = {PER_SAMPLE_SEQUENCES, 0.0, 0, mask};  // flags, beta,
-                                                 // window, mask
+      // flags, beta, window, mask
+      per_sample_opts opts = {PER_SAMPLE_SEQUENCES, 0.0, 0, mask};
       per_config cfg = per_config_default(4000, sizeof(step));
       cfg.seq_len = 80;
       cfg.seq_stride = 40;                       // divides the capacity
       cfg.flags = PER_SEQ_CROSS_EPISODES;        // masked past an episode end
       if (per_buffer_init(&buf, &cfg, NULL) != PER_OK) return 1;
-      per_buffer_add_step(&buf, &s, PER_END_NONE);   // or _TERMINATED, _TRUNCATED
+      // PER_END_NONE, or _TERMINATED or _TRUNCATED at an episode's end
+      per_buffer_add_step(&buf, &s, PER_END_NONE);
       if (per_buffer_sample(&buf, 8, &opts, seqs, ids, w) == PER_OK)
         per_buffer_update_seq(&buf, ids, td, 8, NULL);   // 8 * 80 TD errors
       per_buffer_free(&buf);
@@ -287,37 +288,40 @@ extern "C" {
 
 /* One list makes both the enum and the messages. New codes go at the end
    so existing values never change. */
-#define PER_STATUS_LIST(X)                                                   \
-  X(PER_OK, "ok")                                                            \
-  X(PER_ERR_NULL, "a required pointer argument is NULL")                     \
-  X(PER_ERR_NOMEM, "memory allocation failed")                               \
-  X(PER_ERR_CAPACITY, "capacity out of range (1 .. 2^31)")                   \
-  X(PER_ERR_MEMORY, "caller memory block too small or misaligned")          \
-  X(PER_ERR_INDEX, "index out of range")                                     \
-  X(PER_ERR_NAN, "value is NaN")                                             \
-  X(PER_ERR_INF, "value is infinite")                                        \
-  X(PER_ERR_NEGATIVE, "value is negative")                                   \
-  X(PER_ERR_RANGE, "value too large (above PER_LEAF_MAX)")                   \
-  X(PER_ERR_BATCH, "batch size is zero or larger than allowed")              \
-  X(PER_ERR_EMPTY, "nothing to sample: no items, or zero total priority")     \
-  X(PER_ERR_DEGENERATE, "the total priority is not finite")                  \
-  X(PER_ERR_TOO_FEW, "fewer items with positive priority than requested")    \
-  X(PER_ERR_CORRUPT, "structure is inconsistent (invariant violated)")       \
-  X(PER_ERR_ARG, "invalid argument")                                         \
-  X(PER_ERR_IO, "file could not be opened, read, written or renamed")        \
-  X(PER_ERR_FORMAT, "not a per checkpoint (magic, byte order or header)")    \
-  X(PER_ERR_VERSION, "checkpoint version not supported")                     \
-  X(PER_ERR_TRUNCATED, "checkpoint shorter than its header says")            \
-  X(PER_ERR_CHECKSUM, "checkpoint checksum mismatch")                        \
-  X(PER_ERR_MISMATCH, "checkpoint does not fit this buffer")                 \
+#define PER_STATUS_LIST(X)                                                \
+  X(PER_OK, "ok")                                                         \
+  X(PER_ERR_NULL, "a required pointer argument is NULL")                  \
+  X(PER_ERR_NOMEM, "memory allocation failed")                            \
+  X(PER_ERR_CAPACITY, "capacity out of range (1 .. 2^31)")                \
+  X(PER_ERR_MEMORY, "caller memory block too small or misaligned")        \
+  X(PER_ERR_INDEX, "index out of range")                                  \
+  X(PER_ERR_NAN, "value is NaN")                                          \
+  X(PER_ERR_INF, "value is infinite")                                     \
+  X(PER_ERR_NEGATIVE, "value is negative")                                \
+  X(PER_ERR_RANGE, "value too large (above PER_LEAF_MAX)")                \
+  X(PER_ERR_BATCH, "batch size is zero or larger than allowed")           \
+  X(PER_ERR_EMPTY, "nothing to sample: no items, or zero total priority") \
+  X(PER_ERR_DEGENERATE, "the total priority is not finite")               \
+  X(PER_ERR_TOO_FEW, "fewer items with positive priority than requested") \
+  X(PER_ERR_CORRUPT, "structure is inconsistent (invariant violated)")    \
+  X(PER_ERR_ARG, "invalid argument")                                      \
+  X(PER_ERR_IO, "file could not be opened, read, written or renamed")     \
+  X(PER_ERR_FORMAT, "not a per checkpoint (magic, byte order or header)") \
+  X(PER_ERR_VERSION, "checkpoint version not supported")                  \
+  X(PER_ERR_TRUNCATED, "checkpoint shorter than its header says")         \
+  X(PER_ERR_CHECKSUM, "checkpoint checksum mismatch")                     \
+  X(PER_ERR_MISMATCH, "checkpoint does not fit this buffer")              \
   X(PER_ERR_DEVICE, "the CUDA runtime refused a launch or a copy")
 
+/* (clang-format would read the list and the count as one expression) */
+/* clang-format off */
 typedef enum per_status {
 #define PERI_STATUS_ENUM(name, msg) name,
   PER_STATUS_LIST(PERI_STATUS_ENUM)
 #undef PERI_STATUS_ENUM
   PER_STATUS_COUNT
 } per_status;
+/* clang-format on */
 
 /* A static English message for any status; "unknown status" for values
    outside the enum. Never NULL. */
@@ -418,17 +422,17 @@ PER_INLINE PER_HD per_real per_u01_real(const uint32_t w[4]) {
 #elif (defined(__GNUC__) || defined(__clang__)) && \
     (defined(__x86_64__) || defined(__SSE2_MATH__))
 #define PERI_MUL_RN(T, a, b, intrinsic) \
-  T p_ = (a) * (b);                      \
-  __asm__("" : "+x"(p_));                \
+  T p_ = (a) * (b);                     \
+  __asm__("" : "+x"(p_));               \
   return p_
 #elif (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
 #define PERI_MUL_RN(T, a, b, intrinsic) \
-  T p_ = (a) * (b);                      \
-  __asm__("" : "+w"(p_));                \
+  T p_ = (a) * (b);                     \
+  __asm__("" : "+w"(p_));               \
   return p_
 #else
 #define PERI_MUL_RN(T, a, b, intrinsic) \
-  volatile T p_ = (a) * (b);             \
+  volatile T p_ = (a) * (b);            \
   return p_
 #endif
 PER_INLINE PER_HD double peri_dmul_rn(double a, double b) {
@@ -474,12 +478,12 @@ PER_INLINE PER_HD per_real peri_leaf_max(void) {
 }
 
 typedef struct per_tree {
-  per_real *node;     /* 2*leaves values; node[1] is the root */
-  uint32_t capacity;  /* C: leaves in use are [0, C) */
-  uint32_t leaves;    /* L: smallest power of two >= C */
-  uint32_t depth;     /* log2(L): levels above the leaves */
-  uint32_t owns;      /* 1 when node was allocated with PER_MALLOC */
-  void *alloc_ctx;    /* passed to PER_MALLOC / PER_FREE */
+  per_real *node;    /* 2*leaves values; node[1] is the root */
+  uint32_t capacity; /* C: leaves in use are [0, C) */
+  uint32_t leaves;   /* L: smallest power of two >= C */
+  uint32_t depth;    /* log2(L): levels above the leaves */
+  uint32_t owns;     /* 1 when node was allocated with PER_MALLOC */
+  void *alloc_ctx;   /* passed to PER_MALLOC / PER_FREE */
 } per_tree;
 
 /* PER_OK when v may be a leaf (finite, >= 0, <= PER_LEAF_MAX), else why
@@ -566,8 +570,8 @@ PERDEF per_status per_tree_init(per_tree *t, uint32_t capacity,
 /* Same, in caller-owned memory `mem` of `bytes` >= per_tree_bytes(capacity)
    bytes, aligned for per_real. The tree never frees it. Errors:
    PER_ERR_NULL, PER_ERR_CAPACITY, PER_ERR_MEMORY. */
-PERDEF per_status per_tree_init_mem(per_tree *t, uint32_t capacity,
-                                    void *mem, size_t bytes);
+PERDEF per_status per_tree_init_mem(per_tree *t, uint32_t capacity, void *mem,
+                                    size_t bytes);
 
 /* Release the node array (when the tree owns it) and zero *t. Safe on a
    zeroed or already freed tree and on NULL. */
@@ -611,8 +615,7 @@ PERDEF per_status per_tree_set_range(per_tree *t, uint32_t first,
 /* Replace every leaf: leaf i = val[i] for i < n, 0 for n <= i < capacity,
    then recompute every internal node: O(L). n <= capacity. Validated first
    (PER_ERR_INDEX when n > capacity). */
-PERDEF per_status per_tree_build(per_tree *t, const per_real *val,
-                                 uint32_t n);
+PERDEF per_status per_tree_build(per_tree *t, const per_real *val, uint32_t n);
 
 /* Leaf i, or 0 when i >= capacity. */
 PERDEF per_real per_tree_get(const per_tree *t, uint32_t i);
@@ -628,8 +631,7 @@ PERDEF per_real per_tree_prefix(const per_tree *t, uint32_t i);
    the last leaf with mass. Errors: PER_ERR_NULL, PER_ERR_NAN (u is NaN),
    PER_ERR_NEGATIVE (u < 0), PER_ERR_EMPTY (total 0), PER_ERR_DEGENERATE
    (total not finite). */
-PERDEF per_status per_tree_find(const per_tree *t, per_real u,
-                                uint32_t *idx);
+PERDEF per_status per_tree_find(const per_tree *t, per_real u, uint32_t *idx);
 
 /* Stratified batch of B draws: stratum i in [0,B) draws u_i =
    (i + r_i) * total / B, r_i from block (rng->seed, rng->counter + i), and
@@ -638,8 +640,8 @@ PERDEF per_status per_tree_find(const per_tree *t, per_real u,
    advances by B and the stream's buffered words are dropped; on error
    nothing changes. Every index has a value > 0. Errors: PER_ERR_NULL,
    PER_ERR_BATCH (B == 0), PER_ERR_EMPTY, PER_ERR_DEGENERATE. */
-PERDEF per_status per_tree_sample(const per_tree *t, per_rng *rng,
-                                  uint32_t B, uint32_t *idx, per_real *val);
+PERDEF per_status per_tree_sample(const per_tree *t, per_rng *rng, uint32_t B,
+                                  uint32_t *idx, per_real *val);
 
 /* Strata [first, first + count) of the B-batch that per_tree_sample would
    draw from (seed, counter), written to idx[0..count) and val[0..count).
@@ -680,8 +682,8 @@ PERDEF per_status per_swap_init(per_swap *s, uint32_t capacity,
                                 void *alloc_ctx);
 /* Same in caller memory (aligned for uint32_t). PER_ERR_MEMORY when too
    small or misaligned. */
-PERDEF per_status per_swap_init_mem(per_swap *s, uint32_t capacity,
-                                    void *mem, size_t bytes);
+PERDEF per_status per_swap_init_mem(per_swap *s, uint32_t capacity, void *mem,
+                                    size_t bytes);
 /* Release and zero. Safe on a zeroed sampler and on NULL. */
 PERDEF void per_swap_free(per_swap *s);
 /* Let items [0, n) be drawn. n may only grow: PER_ERR_ARG when
@@ -702,8 +704,7 @@ PERDEF per_status per_swap_sample(per_swap *s, per_rng *rng, uint32_t k,
    PER_ERR_NULL, PER_ERR_BATCH (k == 0), PER_ERR_EMPTY,
    PER_ERR_DEGENERATE; on error rng is unchanged. */
 PERDEF per_status per_tree_sample_iid(const per_tree *t, per_rng *rng,
-                                      uint32_t k, uint32_t *idx,
-                                      per_real *val);
+                                      uint32_t k, uint32_t *idx, per_real *val);
 
 /* Workspace for sampling without replacement, sized for batches up to
    max_k. */
@@ -824,46 +825,46 @@ PERDEF per_config per_config_default(uint32_t capacity, uint32_t item_size);
    [0, size) are filled; the newest is slot (pos + capacity - 1) % capacity
    and the oldest is slot pos once the ring is full (slot 0 before). */
 typedef struct per_buffer {
-  per_config cfg;        /* validated */
-  unsigned char *items;  /* capacity * item_size bytes (the caller's with
-                            per_buffer_init_mem) */
-  uint32_t *gen;         /* per slot: times written (0 = never), counted
-                            1..2^32-1 then 1 again (per_buffer_update) */
-  per_tree tree;         /* leaf i = priority of slot i; unfilled slots 0 */
-  per_real *min_node;    /* with PER_WEIGHTS_BUFFER_MAX: 2L values, node k
-                            = min positive leaf below k (PERI_NO_MIN if
-                            none); else NULL */
-  per_swap swap;         /* alpha == 0 only: uniform without replacement */
-  per_cat cat;           /* workspace of PER_SAMPLE_UNIQUE */
-  uint8_t *ends;         /* per slot: PER_END_* of the step stored there */
-  uint32_t *traj;        /* per slot: the low 32 bits of the id of the
-                            trajectory (add call) that stored it */
-  per_tree seq_tree;     /* seq_len > 0: leaf j = priority of the sequence
-                            starting at slot j * seq_stride, 0 while it is
-                            not valid; else empty */
+  per_config cfg;         /* validated */
+  unsigned char *items;   /* capacity * item_size bytes (the caller's with
+                             per_buffer_init_mem) */
+  uint32_t *gen;          /* per slot: times written (0 = never), counted
+                             1..2^32-1 then 1 again (per_buffer_update) */
+  per_tree tree;          /* leaf i = priority of slot i; unfilled slots 0 */
+  per_real *min_node;     /* with PER_WEIGHTS_BUFFER_MAX: 2L values, node k
+                             = min positive leaf below k (PERI_NO_MIN if
+                             none); else NULL */
+  per_swap swap;          /* alpha == 0 only: uniform without replacement */
+  per_cat cat;            /* workspace of PER_SAMPLE_UNIQUE */
+  uint8_t *ends;          /* per slot: PER_END_* of the step stored there */
+  uint32_t *traj;         /* per slot: the low 32 bits of the id of the
+                             trajectory (add call) that stored it */
+  per_tree seq_tree;      /* seq_len > 0: leaf j = priority of the sequence
+                             starting at slot j * seq_stride, 0 while it is
+                             not valid; else empty */
   per_real *seq_min_node; /* seq_len > 0 with PER_WEIGHTS_BUFFER_MAX: the
-                            min tree of seq_tree; else NULL */
-  uint8_t *seq_ok;       /* seq_len > 0: 1 where sequence j is valid */
-  uint32_t *scratch_idx; /* max_unique slots (unique sampling) */
-  per_real *scratch_val; /* max_unique leaf values */
-  per_rng rng;           /* every random number of the buffer */
-  per_real max_leaf;     /* largest leaf value seen; new items get it */
-  uint32_t size;         /* items stored */
-  uint32_t pos;          /* slot the next add writes */
-  uint64_t added;        /* items added in total */
-  uint64_t trajs;        /* trajectories added in total (add calls that
-                            stored items): the next one's id */
-  uint64_t step;         /* sample calls so far (the beta schedule) */
-  uint32_t zero_hint;    /* 1 once some leaf may have been set to 0 */
-  uint32_t own_items;    /* 1 when items was allocated (per_buffer_init) */
+                             min tree of seq_tree; else NULL */
+  uint8_t *seq_ok;        /* seq_len > 0: 1 where sequence j is valid */
+  uint32_t *scratch_idx;  /* max_unique slots (unique sampling) */
+  per_real *scratch_val;  /* max_unique leaf values */
+  per_rng rng;            /* every random number of the buffer */
+  per_real max_leaf;      /* largest leaf value seen; new items get it */
+  uint32_t size;          /* items stored */
+  uint32_t pos;           /* slot the next add writes */
+  uint64_t added;         /* items added in total */
+  uint64_t trajs;         /* trajectories added in total (add calls that
+                             stored items): the next one's id */
+  uint64_t step;          /* sample calls so far (the beta schedule) */
+  uint32_t zero_hint;     /* 1 once some leaf may have been set to 0 */
+  uint32_t own_items;     /* 1 when items was allocated (per_buffer_init) */
   void *alloc_ctx;
 } per_buffer;
 
 /* per_sample_opts.flags */
 enum {
-  PER_SAMPLE_UNIQUE = 1u << 0, /* distinct items within the batch */
-  PER_SAMPLE_BETA = 1u << 1,   /* use opts->beta instead of the schedule */
-  PER_SAMPLE_SEQUENCES = 1u << 2, /* draw sequences of seq_len steps */
+  PER_SAMPLE_UNIQUE = 1u << 0,      /* distinct items within the batch */
+  PER_SAMPLE_BETA = 1u << 1,        /* use opts->beta instead of the schedule */
+  PER_SAMPLE_SEQUENCES = 1u << 2,   /* draw sequences of seq_len steps */
   PER_SAMPLE_TRAJECTORIES = 1u << 3 /* window counts trajectories */
 };
 
@@ -1086,35 +1087,35 @@ PERDEF per_nstep_layout per_nstep_layout_of(const per_nstep_config *cfg);
    offsets happen to be multiples of 8. Otherwise the check array has a
    negative size and the build stops at name##_layout_differs_from_per_nstep;
    then read the fields at per_nstep_layout_of's offsets with memcpy. */
-#define PER_NSTEP_ITEM(name, obs_type, obs_count, action_type, action_count) \
-  typedef struct name {                                                      \
-    obs_type obs[obs_count];                                                 \
-    action_type action[action_count];                                        \
-    float reward;                                                            \
-    float discount;                                                          \
-    uint32_t done;                                                           \
-    obs_type next_obs[obs_count];                                            \
-  } name;                                                                    \
-  typedef char name##_layout_differs_from_per_nstep                          \
-      [(offsetof(name, action) == sizeof(obs_type) * (obs_count) &&          \
-        offsetof(name, reward) ==                                            \
-            (sizeof(obs_type) * (obs_count) +                                \
-             sizeof(action_type) * (action_count) + 3) / 4 * 4 &&            \
-        offsetof(name, next_obs) == offsetof(name, reward) + 12 &&           \
-        sizeof(name) ==                                                      \
-            offsetof(name, next_obs) + sizeof(obs_type) * (obs_count))       \
-           ? 1                                                               \
+#define PER_NSTEP_ITEM(name, obs_type, obs_count, action_type, action_count)   \
+  typedef struct name {                                                        \
+    obs_type obs[obs_count];                                                   \
+    action_type action[action_count];                                          \
+    float reward;                                                              \
+    float discount;                                                            \
+    uint32_t done;                                                             \
+    obs_type next_obs[obs_count];                                              \
+  } name;                                                                      \
+  typedef char name##_layout_differs_from_per_nstep                            \
+      [(offsetof(name, action) == sizeof(obs_type) * (obs_count) &&            \
+        offsetof(name, reward) == (sizeof(obs_type) * (obs_count) +            \
+                                   sizeof(action_type) * (action_count) + 3) / \
+                                      4 * 4 &&                                 \
+        offsetof(name, next_obs) == offsetof(name, reward) + 12 &&             \
+        sizeof(name) ==                                                        \
+            offsetof(name, next_obs) + sizeof(obs_type) * (obs_count))         \
+           ? 1                                                                 \
            : -1]
 
 typedef struct per_nstep {
   per_nstep_config cfg;
   per_nstep_layout layout;
-  float *reward;        /* n pending rewards (ring) */
-  unsigned char *obs;   /* n pending observations */
-  unsigned char *act;   /* n pending actions */
-  unsigned char *item;  /* layout.size bytes: the item being emitted */
-  uint32_t head;        /* oldest pending step */
-  uint32_t count;       /* pending steps, < n between calls */
+  float *reward;       /* n pending rewards (ring) */
+  unsigned char *obs;  /* n pending observations */
+  unsigned char *act;  /* n pending actions */
+  unsigned char *item; /* layout.size bytes: the item being emitted */
+  uint32_t head;       /* oldest pending step */
+  uint32_t count;      /* pending steps, < n between calls */
   void *alloc_ctx;
 } per_nstep;
 
@@ -1138,10 +1139,10 @@ PERDEF void per_nstep_free(per_nstep *a);
    per_buffer_add. No allocation. Errors (nothing changes, nothing is
    added): PER_ERR_NULL, PER_ERR_ARG (b->cfg.item_size != layout.size),
    PER_ERR_NAN, PER_ERR_INF (reward). */
-PERDEF per_status per_nstep_step(per_nstep *a, per_buffer *b,
-                                 const void *obs, const void *action,
-                                 float reward, const void *next_obs,
-                                 int terminated, int truncated);
+PERDEF per_status per_nstep_step(per_nstep *a, per_buffer *b, const void *obs,
+                                 const void *action, float reward,
+                                 const void *next_obs, int terminated,
+                                 int truncated);
 /* Drop pending steps without emitting (e.g. when an environment is reset
    from outside). */
 PERDEF void per_nstep_reset(per_nstep *a);
@@ -1349,27 +1350,27 @@ typedef struct per_traj_config {
    values (the per_traj_out points at them); the next add or reset clears
    them. */
 typedef struct per_traj {
-  per_traj_config cfg;     /* validated; cfg.fields == fields */
-  per_traj_field *fields;  /* the copied fields; names in owned memory */
-  unsigned char *steps;    /* capacity * step_bytes: step record i at
-                              steps + i * step_bytes, zeroed at init;
-                              a multiple of 16 bytes into the one
-                              PER_MALLOC block, so a step struct may be
-                              read in place where malloc's memory allows */
-  unsigned char *once;     /* once_bytes (NULL when 0), zeroed at init
-                              and by the first add or reset after a
-                              build; aligned as steps */
-  uint8_t *ends;           /* capacity: PER_END_* of each step */
-  uint32_t *count;         /* per field, since the last build or reset:
-                              STEP, the values added; ONCE, 1 once it has
-                              a value, else 0 */
-  uint64_t built;          /* trajectories built so far: the next one's id */
-  uint32_t stale;          /* 1 after a build until the next add or reset:
-                              ends and once still hold the built ones */
-  uint32_t pad;            /* always 0 */
-  void *alloc_ctx;
-  char error[192];         /* what the last refused call refused; "" after
-                              a successful call; always NUL-terminated */
+  per_traj_config cfg;    /* validated; cfg.fields == fields */
+  per_traj_field *fields; /* the copied fields; names in owned memory */
+  unsigned char *steps;   /* capacity * step_bytes: step record i at
+                             steps + i * step_bytes, zeroed at init;
+                             a multiple of 16 bytes into the one
+                             PER_MALLOC block, so a step struct may be
+                             read in place where malloc's memory allows */
+  unsigned char *once;    /* once_bytes (NULL when 0), zeroed at init
+                             and by the first add or reset after a
+                             build; aligned as steps */
+  uint8_t *ends;          /* capacity: PER_END_* of each step */
+  uint32_t *count;        /* per field, since the last build or reset:
+                             STEP, the values added; ONCE, 1 once it has
+                             a value, else 0 */
+  uint64_t built;         /* trajectories built so far: the next one's id */
+  uint32_t stale;         /* 1 after a build until the next add or reset:
+                             ends and once still hold the built ones */
+  uint32_t pad;           /* always 0 */
+  void *alloc_ctx;        /* passed to PER_MALLOC / PER_FREE */
+  char error[192];        /* what the last refused call refused; "" after
+                             a successful call; always NUL-terminated */
 } per_traj;
 
 /* per_traj_out: a built trajectory. It points into the accumulator and
@@ -1413,8 +1414,7 @@ PERDEF void per_traj_free(per_traj *a);
    (field >= nfields), PER_ERR_BATCH (a STEP field already has capacity
    values; a->error: per_traj_add: field "obs" is full: capacity 64,
    index 64). */
-PERDEF per_status per_traj_add(per_traj *a, uint32_t field,
-                               const void *value);
+PERDEF per_status per_traj_add(per_traj *a, uint32_t field, const void *value);
 /* A whole step: every STEP field's value read from `record` at the
    field's offset (record is step_bytes bytes laid out like the step
    record, e.g. the struct the offsets came from; its padding is not
@@ -1571,12 +1571,10 @@ __declspec(dllimport) int __stdcall MoveFileExA(const char *from,
 PERDEF const char *per_status_str(per_status s) {
   switch (s) {
 #define PERI_STATUS_MSG(name, msg) \
-  case name:                       \
-    return msg;
+  case name: return msg;
     PER_STATUS_LIST(PERI_STATUS_MSG)
 #undef PERI_STATUS_MSG
-    default:
-      break;
+    default: break;
   }
   return "unknown status";
 }
@@ -1726,8 +1724,8 @@ static per_status peri_owned(per_status st, void *mem, void *alloc_ctx,
   return PER_OK;
 }
 
-PERDEF per_status per_tree_init_mem(per_tree *t, uint32_t capacity,
-                                    void *mem, size_t bytes) {
+PERDEF per_status per_tree_init_mem(per_tree *t, uint32_t capacity, void *mem,
+                                    size_t bytes) {
   size_t need;
   if (!t) return PER_ERR_NULL;
   peri_tree_empty(t);
@@ -1753,8 +1751,8 @@ PERDEF per_status per_tree_init(per_tree *t, uint32_t capacity,
   if (bytes == 0) return PER_ERR_CAPACITY;
   mem = PER_MALLOC(bytes, alloc_ctx);
   if (!mem) return PER_ERR_NOMEM;
-  return peri_owned(per_tree_init_mem(t, capacity, mem, bytes), mem, alloc_ctx, &t->owns,
-                    &t->alloc_ctx);
+  return peri_owned(per_tree_init_mem(t, capacity, mem, bytes), mem, alloc_ctx,
+                    &t->owns, &t->alloc_ctx);
 }
 
 PERDEF void per_tree_free(per_tree *t) {
@@ -1768,11 +1766,11 @@ PERDEF void per_tree_clear(per_tree *t) {
   memset(t->node, 0, (size_t)t->leaves * 2 * sizeof(per_real));
 }
 
-/* Recompute the `levels` nearest ancestors of node k, bottom up. The running value stays
-   in a register and only the sibling is loaded: cur is node[k], so
-   `sib + cur` or `cur + sib` is node[2p] + node[2p+1] with the operands in
-   the same order, the same bits as per_tree_recompute(node, p), without
-   reloading the value just stored. */
+/* Recompute the `levels` nearest ancestors of node k, bottom up. The
+   running value stays in a register and only the sibling is loaded: cur
+   is node[k], so `sib + cur` or `cur + sib` is node[2p] + node[2p+1] with
+   the operands in the same order, the same bits as
+   per_tree_recompute(node, p), without reloading the value just stored. */
 static void peri_walk_up(per_real *node, uint32_t k, uint32_t levels) {
   per_real cur = node[k];
   for (; levels > 0; --levels, k >>= 1) {
@@ -1786,8 +1784,7 @@ static void peri_walk_up(per_real *node, uint32_t k, uint32_t levels) {
    or (PER_REFERENCE) per_tree_recompute on each from the bottom. */
 static void peri_tree_fix_leaf(per_tree *t, uint32_t i) {
   uint32_t k;
-  if (PERI_FAST)
-    peri_walk_up(t->node, t->leaves + i, t->depth);
+  if (PERI_FAST) peri_walk_up(t->node, t->leaves + i, t->depth);
   else
     for (k = (t->leaves + i) >> 1; k >= 1; k >>= 1)
       per_tree_recompute(t->node, k);
@@ -1914,8 +1911,7 @@ PERDEF per_status per_tree_set_range(per_tree *t, uint32_t first,
   return PER_OK;
 }
 
-PERDEF per_status per_tree_build(per_tree *t, const per_real *val,
-                                 uint32_t n) {
+PERDEF per_status per_tree_build(per_tree *t, const per_real *val, uint32_t n) {
   uint32_t i, k, L;
   if (!t || !t->node) return PER_ERR_NULL;
   if (n > t->capacity) return PER_ERR_INDEX;
@@ -1960,8 +1956,7 @@ static per_status peri_tree_samplable(const per_tree *t) {
   return PER_OK;
 }
 
-PERDEF per_status per_tree_find(const per_tree *t, per_real u,
-                                uint32_t *idx) {
+PERDEF per_status per_tree_find(const per_tree *t, per_real u, uint32_t *idx) {
   per_status s;
   if (!t || !t->node || !idx) return PER_ERR_NULL;
   if (u != u) return PER_ERR_NAN;
@@ -1985,10 +1980,8 @@ static void peri_strata_u(uint64_t seed, uint64_t counter, uint32_t i0,
   peri_philox_lanes(seed, counter + i0, w);
   for (g = 0; g < PERI_LANES; ++g) {
     per_real r01, x;
-    if (sizeof(per_real) == sizeof(float))
-      r01 = (per_real)per_u01f(w[4 * g]);
-    else
-      r01 = (per_real)per_u01d(w[4 * g], w[4 * g + 1]);
+    if (sizeof(per_real) == sizeof(float)) r01 = (per_real)per_u01f(w[4 * g]);
+    else r01 = (per_real)per_u01d(w[4 * g], w[4 * g + 1]);
     x = (per_real)(uint32_t)(i0 + g) + r01;
 #if defined(__GNUC__) || defined(__clang__)
     u[g] = x * seg;
@@ -2109,8 +2102,8 @@ PERDEF per_status per_tree_sample_strata(const per_tree *t, uint64_t seed,
   return PER_OK;
 }
 
-PERDEF per_status per_tree_sample(const per_tree *t, per_rng *rng,
-                                  uint32_t B, uint32_t *idx, per_real *val) {
+PERDEF per_status per_tree_sample(const per_tree *t, per_rng *rng, uint32_t B,
+                                  uint32_t *idx, per_real *val) {
   per_status s;
   if (!rng) return PER_ERR_NULL;
   if (B > 0 && !idx) return PER_ERR_NULL;
@@ -2157,8 +2150,8 @@ static void peri_swap_setup(per_swap *s, uint32_t capacity, uint32_t *perm) {
   for (i = 0; i < capacity; ++i) perm[i] = i;
 }
 
-PERDEF per_status per_swap_init_mem(per_swap *s, uint32_t capacity,
-                                    void *mem, size_t bytes) {
+PERDEF per_status per_swap_init_mem(per_swap *s, uint32_t capacity, void *mem,
+                                    size_t bytes) {
   size_t need;
   if (!s) return PER_ERR_NULL;
   memset(s, 0, sizeof *s);
@@ -2182,8 +2175,8 @@ PERDEF per_status per_swap_init(per_swap *s, uint32_t capacity,
   if (bytes == 0) return PER_ERR_CAPACITY;
   mem = PER_MALLOC(bytes, alloc_ctx);
   if (!mem) return PER_ERR_NOMEM;
-  return peri_owned(per_swap_init_mem(s, capacity, mem, bytes), mem, alloc_ctx, &s->owns,
-                    &s->alloc_ctx);
+  return peri_owned(per_swap_init_mem(s, capacity, mem, bytes), mem, alloc_ctx,
+                    &s->owns, &s->alloc_ctx);
 }
 
 PERDEF void per_swap_free(per_swap *s) {
@@ -2205,8 +2198,7 @@ PERDEF per_status per_swap_grow(per_swap *s, uint32_t n) {
 /* The next word for a Lemire rejection in per_swap_sample: from w while
    it lasts; then the stream takes over (*used is set past the end, so the
    caller commits nothing more and starts a new round). */
-static uint32_t peri_swap_word(per_rng *r, const uint32_t *w,
-                               uint32_t *used) {
+static uint32_t peri_swap_word(per_rng *r, const uint32_t *w, uint32_t *used) {
   if (*used < 4 * PERI_LANES) return w[(*used)++];
   if (*used == 4 * PERI_LANES) {
     peri_rng_commit(r, w, *used);
@@ -2297,11 +2289,14 @@ PERDEF size_t per_cat_bytes(uint32_t max_k) {
   size_t slots;
   if (max_k == 0 || max_k > (1u << 30)) return 0;
   slots = (size_t)1 << peri_cat_hbits(max_k);
-  if (slots > ((size_t)-1 - (size_t)max_k * sizeof(per_real)) / sizeof(uint32_t)) return 0;
+  if (slots >
+      ((size_t)-1 - (size_t)max_k * sizeof(per_real)) / sizeof(uint32_t))
+    return 0;
   return slots * sizeof(uint32_t) + (size_t)max_k * sizeof(per_real);
 }
 
-PERDEF per_status per_cat_init_mem(per_cat *c, uint32_t max_k, void *mem, size_t bytes) {
+PERDEF per_status per_cat_init_mem(per_cat *c, uint32_t max_k, void *mem,
+                                   size_t bytes) {
   size_t need;
   if (!c) return PER_ERR_NULL;
   memset(c, 0, sizeof *c);
@@ -2313,7 +2308,8 @@ PERDEF per_status per_cat_init_mem(per_cat *c, uint32_t max_k, void *mem, size_t
   c->hbits = peri_cat_hbits(max_k);
   c->table = (uint32_t *)mem;
   /* 2^hbits >= 2 words of 4 bytes: the values after them stay aligned */
-  c->saved = (per_real *)(void *)((unsigned char *)mem + ((size_t)4 << c->hbits));
+  c->saved =
+      (per_real *)(void *)((unsigned char *)mem + ((size_t)4 << c->hbits));
   c->max_k = max_k;
   c->reject_limit = max_k;
   return PER_OK;
@@ -2330,8 +2326,8 @@ PERDEF per_status per_cat_init(per_cat *c, uint32_t max_k, void *alloc_ctx) {
   if (bytes == 0) return PER_ERR_NOMEM;
   mem = PER_MALLOC(bytes, alloc_ctx);
   if (!mem) return PER_ERR_NOMEM;
-  return peri_owned(per_cat_init_mem(c, max_k, mem, bytes), mem, alloc_ctx, &c->owns,
-                    &c->alloc_ctx);
+  return peri_owned(per_cat_init_mem(c, max_k, mem, bytes), mem, alloc_ctx,
+                    &c->owns, &c->alloc_ctx);
 }
 
 PERDEF void per_cat_free(per_cat *c) {
@@ -2419,7 +2415,8 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
         peri_cat_restore(c, t, idx, m);
         return PER_ERR_TOO_FEW;
       }
-      leaf = per_tree_descend(t->node, L, peri_mul_rn(per_rng_real(rng), total));
+      leaf =
+          per_tree_descend(t->node, L, peri_mul_rn(per_rng_real(rng), total));
       c->saved[m] = t->node[L + leaf];
       idx[m++] = leaf;
       t->node[L + leaf] = 0;
@@ -2439,8 +2436,9 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
 #define PERI_CHUNK 256
 /* Value of a min-tree node with no positive leaf below it. */
 #define PERI_NO_MIN (PER_LEAF_MAX * 2)
-#define PERI_SAMPLE_FLAGS \
-  (PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA | PER_SAMPLE_SEQUENCES | PER_SAMPLE_TRAJECTORIES)
+#define PERI_SAMPLE_FLAGS                                       \
+  (PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA | PER_SAMPLE_SEQUENCES | \
+   PER_SAMPLE_TRAJECTORIES)
 
 /* Finite (from the bits: robust under -ffinite-math-only). */
 static int peri_dfinite(double v) {
@@ -2452,7 +2450,8 @@ static int peri_dfinite(double v) {
 static per_status peri_float_status(float v) {
   uint32_t u;
   memcpy(&u, &v, sizeof u);
-  if (((u >> 23) & 0xffu) == 0xffu) return (u & 0x7fffffu) ? PER_ERR_NAN : PER_ERR_INF;
+  if (((u >> 23) & 0xffu) == 0xffu)
+    return (u & 0x7fffffu) ? PER_ERR_NAN : PER_ERR_INF;
   return PER_OK;
 }
 
@@ -2475,7 +2474,8 @@ PERDEF per_config per_config_default(uint32_t capacity, uint32_t item_size) {
 /* Validate a config. */
 static per_status peri_config_check(const per_config *c) {
   uint64_t bytes;
-  if (c->capacity == 0 || c->capacity > PER_MAX_CAPACITY) return PER_ERR_CAPACITY;
+  if (c->capacity == 0 || c->capacity > PER_MAX_CAPACITY)
+    return PER_ERR_CAPACITY;
   if (c->item_size == 0) return PER_ERR_ARG;
   bytes = (uint64_t)c->capacity * c->item_size;
   if ((uint64_t)(size_t)bytes != bytes) return PER_ERR_CAPACITY;
@@ -2488,13 +2488,17 @@ static per_status peri_config_check(const per_config *c) {
     return PER_ERR_ARG;
   if (c->flags & ~(uint32_t)(PER_WEIGHTS_BUFFER_MAX | PER_SEQ_CROSS_EPISODES))
     return PER_ERR_ARG;
-  if (c->max_unique == 0 || c->max_unique > c->capacity || c->max_unique > (1u << 30))
+  if (c->max_unique == 0 || c->max_unique > c->capacity ||
+      c->max_unique > (1u << 30))
     return PER_ERR_ARG;
   if (!peri_dfinite(c->seq_eta) || !(c->seq_eta >= 0) || !(c->seq_eta <= 1))
     return PER_ERR_ARG;
   if (c->seq_len == 0)
-    return (c->seq_stride != 0 || (c->flags & PER_SEQ_CROSS_EPISODES)) ? PER_ERR_ARG : PER_OK;
-  if (c->seq_len > c->capacity || c->seq_stride == 0 || c->capacity % c->seq_stride != 0)
+    return (c->seq_stride != 0 || (c->flags & PER_SEQ_CROSS_EPISODES))
+               ? PER_ERR_ARG
+               : PER_OK;
+  if (c->seq_len > c->capacity || c->seq_stride == 0 ||
+      c->capacity % c->seq_stride != 0)
     return PER_ERR_ARG;
   return PER_OK;
 }
@@ -2539,8 +2543,8 @@ static void peri_note_leaf(per_buffer *b, uint32_t i, per_real v) {
   if (b->min_node) peri_min_set(b->min_node, b->tree.leaves, i, v);
 }
 
-static void peri_set_leaves(per_buffer *b, const uint32_t *idx, const per_real *val,
-                            uint32_t n) {
+static void peri_set_leaves(per_buffer *b, const uint32_t *idx,
+                            const per_real *val, uint32_t n) {
   uint32_t j;
   per_status s = per_tree_set_batch(&b->tree, idx, val, n);
   PER_ASSERT(s == PER_OK);
@@ -2570,7 +2574,8 @@ static uint32_t peri_seq_steps(const per_buffer *b, uint32_t s, double *value) {
   uint32_t cap = b->cfg.capacity, n = b->cfg.seq_len, t, Lt = b->tree.leaves;
   int cross = (b->cfg.flags & PER_SEQ_CROSS_EPISODES) != 0;
   double mx = 0, sum = 0, mean, v;
-  if (b->gen[s] == 0 || (uint64_t)(((uint64_t)b->pos + cap - 1 - s) % cap) + 1 < n)
+  if (b->gen[s] == 0 ||
+      (uint64_t)(((uint64_t)b->pos + cap - 1 - s) % cap) + 1 < n)
     return 0; /* empty, or fewer than n steps written since s */
   for (t = 0; t < n; ++t) {
     uint32_t k = (uint32_t)(((uint64_t)s + t) % cap);
@@ -2583,7 +2588,8 @@ static uint32_t peri_seq_steps(const per_buffer *b, uint32_t s, double *value) {
     }
   }
   mean = sum / (double)n;
-  v = mean + peri_dmul_rn(b->cfg.seq_eta, mx - mean); /* no fused multiply-add */
+  v = mean +
+      peri_dmul_rn(b->cfg.seq_eta, mx - mean); /* no fused multiply-add */
   *value = v > mx ? mx : v; /* eta * max + (1 - eta) * mean, <= max */
   return n;
 }
@@ -2600,7 +2606,8 @@ static void peri_seq_refresh(per_buffer *b, uint32_t j) {
 }
 
 /* Every sequence starting in slots [first, first + count) (mod capacity). */
-static void peri_seq_refresh_slots(per_buffer *b, uint32_t first, uint64_t count) {
+static void peri_seq_refresh_slots(per_buffer *b, uint32_t first,
+                                   uint64_t count) {
   uint32_t cap = b->cfg.capacity, st, ns, j;
   uint64_t off;
   if (!b->seq_ok) return;
@@ -2624,7 +2631,8 @@ static void peri_seq_touch(per_buffer *b, uint32_t first, uint64_t n) {
   uint32_t cap = b->cfg.capacity, back;
   if (!b->seq_ok) return;
   back = b->cfg.seq_len - 1;
-  peri_seq_refresh_slots(b, (uint32_t)(((uint64_t)first + cap - back) % cap), n + back);
+  peri_seq_refresh_slots(b, (uint32_t)(((uint64_t)first + cap - back) % cap),
+                         n + back);
 }
 
 /* ---- trajectory ids ---- */
@@ -2644,7 +2652,8 @@ typedef struct peri_tcheck {
 static void peri_tcheck_feed(peri_tcheck *c, uint32_t id) {
   uint32_t d;
   if (c->n++ == 0) {
-    uint32_t off = (uint32_t)(c->trajs - 1) - id; /* the newest's distance from trajs - 1 */
+    uint32_t off = (uint32_t)(c->trajs - 1) -
+                   id; /* the newest's distance from trajs - 1 */
     if (c->trajs == 0 || off > c->trajs - 1 || off >= 0x80000000u) c->bad = 1;
     c->ref = id;
     c->oldest_ok = c->trajs - 1 - off;
@@ -2674,8 +2683,9 @@ static uint32_t peri_traj_window(const per_buffer *b, uint32_t w) {
 
 /* per_buffer_init (items == NULL: allocated and zeroed) and
    per_buffer_init_mem (the caller's items, as they are). */
-static per_status peri_buffer_init(per_buffer *b, const per_config *cfg, void *items,
-                                   size_t items_bytes, void *alloc_ctx) {
+static per_status peri_buffer_init(per_buffer *b, const per_config *cfg,
+                                   void *items, size_t items_bytes,
+                                   void *alloc_ctx) {
   per_config c;
   per_status s;
   size_t bytes;
@@ -2700,13 +2710,15 @@ static per_status peri_buffer_init(per_buffer *b, const per_config *cfg, void *i
     memset(b->items, 0, bytes);
     b->own_items = 1;
   }
-  b->gen = (uint32_t *)PER_MALLOC((size_t)c.capacity * sizeof(uint32_t), alloc_ctx);
+  b->gen =
+      (uint32_t *)PER_MALLOC((size_t)c.capacity * sizeof(uint32_t), alloc_ctx);
   if (!b->gen) goto nomem;
   memset(b->gen, 0, (size_t)c.capacity * sizeof(uint32_t));
   b->ends = (uint8_t *)PER_MALLOC(c.capacity, alloc_ctx);
   if (!b->ends) goto nomem;
   memset(b->ends, 0, c.capacity);
-  b->traj = (uint32_t *)PER_MALLOC((size_t)c.capacity * sizeof(uint32_t), alloc_ctx);
+  b->traj =
+      (uint32_t *)PER_MALLOC((size_t)c.capacity * sizeof(uint32_t), alloc_ctx);
   if (!b->traj) goto nomem;
   memset(b->traj, 0, (size_t)c.capacity * sizeof(uint32_t));
   s = per_tree_init(&b->tree, c.capacity, alloc_ctx);
@@ -2735,9 +2747,11 @@ static per_status peri_buffer_init(per_buffer *b, const per_config *cfg, void *i
   }
   s = per_cat_init(&b->cat, c.max_unique, alloc_ctx);
   if (s != PER_OK) goto fail;
-  b->scratch_idx = (uint32_t *)PER_MALLOC((size_t)c.max_unique * sizeof(uint32_t), alloc_ctx);
+  b->scratch_idx = (uint32_t *)PER_MALLOC(
+      (size_t)c.max_unique * sizeof(uint32_t), alloc_ctx);
   if (!b->scratch_idx) goto nomem;
-  b->scratch_val = (per_real *)PER_MALLOC((size_t)c.max_unique * sizeof(per_real), alloc_ctx);
+  b->scratch_val = (per_real *)PER_MALLOC(
+      (size_t)c.max_unique * sizeof(per_real), alloc_ctx);
   if (!b->scratch_val) goto nomem;
   per_rng_init(&b->rng, c.seed);
   b->max_leaf = c.alpha == 0 ? (per_real)1 : (per_real)c.max_priority;
@@ -2755,7 +2769,8 @@ PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
 }
 
 PERDEF per_status per_buffer_init_mem(per_buffer *b, const per_config *cfg,
-                                      void *items, size_t bytes, void *alloc_ctx) {
+                                      void *items, size_t bytes,
+                                      void *alloc_ctx) {
   if (b && !items) {
     memset(b, 0, sizeof *b);
     return PER_ERR_NULL;
@@ -2822,7 +2837,8 @@ PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
       if (ends[t] > PER_END_TRUNCATED) return PER_ERR_ARG;
   cap = b->cfg.capacity;
   isz = b->cfg.item_size;
-  keep = n < cap ? n : cap; /* earlier items of the call are overwritten by it */
+  keep =
+      n < cap ? n : cap; /* earlier items of the call are overwritten by it */
   /* generations: every write to a slot counts */
   if (n >= cap) {
     uint32_t q = n / cap, r = n % cap, s;
@@ -2893,7 +2909,8 @@ typedef struct peri_cover {
   uint32_t k[128]; /* 2 ranges, at most 2 * 31 nodes each */
 } peri_cover;
 
-static void peri_cover_range(peri_cover *c, uint32_t L, uint32_t a, uint32_t e) {
+static void peri_cover_range(peri_cover *c, uint32_t L, uint32_t a,
+                             uint32_t e) {
   uint64_t l = (uint64_t)a + L, r = (uint64_t)e + L;
   uint32_t right[64], nr = 0;
   while (l < r) {
@@ -2941,11 +2958,11 @@ enum {
 };
 
 typedef struct peri_plan {
-  per_tree *tree;            /* b->tree, or b->seq_tree for sequences */
-  const per_real *min_node;  /* its min tree, or NULL */
+  per_tree *tree;           /* b->tree, or b->seq_tree for sequences */
+  const per_real *min_node; /* its min tree, or NULL */
   uint32_t B;
-  uint32_t unit;             /* steps per drawn unit: 1, or seq_len */
-  uint32_t stride;           /* leaf j is the unit starting at slot j * stride */
+  uint32_t unit;   /* steps per drawn unit: 1, or seq_len */
+  uint32_t stride; /* leaf j is the unit starting at slot j * stride */
   uint32_t nr, lo[2], hi[2]; /* eligible leaves: nr ranges [lo, hi) */
   uint32_t W, start;         /* the window: W items from slot start */
   uint32_t nvalid;           /* degenerate: eligible units a uniform draw
@@ -2954,15 +2971,17 @@ typedef struct peri_plan {
   int mode, unique, whole, degenerate, bufmax;
   double beta;
   per_real total, seg;
-  peri_cover cov;            /* !whole: the subtrees of the ranges */
+  peri_cover cov; /* !whole: the subtrees of the ranges */
 } peri_plan;
 
 /* Leaf of uniform position r (0 <= r < nvalid): items by window
    position, sequences by rank among the valid eligible ones (O(leaves):
    the degenerate case only). */
-static uint32_t peri_uniform_leaf(const per_buffer *b, const peri_plan *p, uint32_t r) {
+static uint32_t peri_uniform_leaf(const per_buffer *b, const peri_plan *p,
+                                  uint32_t r) {
   uint32_t q, j;
-  if (p->tree == &b->tree) return (uint32_t)(((uint64_t)p->start + r) % b->cfg.capacity);
+  if (p->tree == &b->tree)
+    return (uint32_t)(((uint64_t)p->start + r) % b->cfg.capacity);
   for (q = 0; q < p->nr; ++q)
     for (j = p->lo[q]; j < p->hi[q]; ++j)
       if (b->seq_ok[j] && r-- == 0) return j;
@@ -3001,7 +3020,8 @@ static per_status peri_plan_sample(per_buffer *b, uint32_t B,
   if (b->size == 0) return PER_ERR_EMPTY;
   cap = b->cfg.capacity;
   p->W = opts ? opts->window : 0;
-  if (p->W && (flags & PER_SAMPLE_TRAJECTORIES)) p->W = peri_traj_window(b, p->W);
+  if (p->W && (flags & PER_SAMPLE_TRAJECTORIES))
+    p->W = peri_traj_window(b, p->W);
   if (p->W == 0 || p->W > b->size) p->W = b->size;
   p->whole = p->W == b->size;
   p->start = (uint32_t)(((uint64_t)b->pos + cap - p->W) % cap);
@@ -3041,7 +3061,8 @@ static per_status peri_plan_sample(per_buffer *b, uint32_t B,
   if (p->whole) {
     p->total = p->tree->node[1];
   } else {
-    for (q = 0; q < p->nr; ++q) peri_cover_range(&p->cov, p->tree->leaves, p->lo[q], p->hi[q]);
+    for (q = 0; q < p->nr; ++q)
+      peri_cover_range(&p->cov, p->tree->leaves, p->lo[q], p->hi[q]);
     p->total = peri_cover_total(&p->cov, p->tree->node);
   }
   p->degenerate = !peri_dfinite((double)p->total) || !(p->total > 0);
@@ -3098,7 +3119,8 @@ static per_status peri_pick_window(per_buffer *b, const peri_plan *p) {
       s = PER_ERR_TOO_FEW;
       break;
     }
-    leaf = peri_cover_find(&p->cov, t->node, L, peri_mul_rn(per_rng_real(&b->rng), tot));
+    leaf = peri_cover_find(&p->cov, t->node, L,
+                           peri_mul_rn(per_rng_real(&b->rng), tot));
     b->scratch_idx[j] = leaf;
     b->scratch_val[j] = t->node[L + leaf];
     per_tree_set(t, leaf, 0);
@@ -3131,15 +3153,16 @@ static void peri_draw_chunk(per_buffer *b, const peri_plan *p, uint32_t base,
   const per_real *node = p->tree->node;
   uint32_t g, L = p->tree->leaves;
   if (p->mode == PERI_DRAW_STRATA && p->whole) {
-    per_status s = per_tree_sample_strata(p->tree, b->rng.seed, b->rng.counter, p->B,
-                                          base, m, idx, val);
+    per_status s = per_tree_sample_strata(p->tree, b->rng.seed, b->rng.counter,
+                                          p->B, base, m, idx, val);
     PER_ASSERT(s == PER_OK);
     (void)s;
     return;
   }
   for (g = 0; g < m; ++g) {
     if (p->mode == PERI_DRAW_STRATA) {
-      per_real u = per_tree_stratum_u(b->rng.seed, b->rng.counter, base + g, p->seg);
+      per_real u =
+          per_tree_stratum_u(b->rng.seed, b->rng.counter, base + g, p->seg);
       idx[g] = peri_cover_find(&p->cov, node, L, u);
     } else if (p->mode == PERI_DRAW_UNIFORM) {
       idx[g] = peri_uniform_leaf(b, p, per_rng_below(&b->rng, p->nvalid));
@@ -3199,7 +3222,8 @@ static void peri_emit_batch(per_buffer *b, const peri_plan *p, void *items_out,
     for (g = 0; g < m; ++g) {
       peri_emit_unit(b, p, base + g, idx[g], items_out, ids, mask);
       if (now) {
-        weights[base + g] = p->degenerate ? 1.0f : peri_weight(val[g], pmin, p->beta);
+        weights[base + g] =
+            p->degenerate ? 1.0f : peri_weight(val[g], pmin, p->beta);
       } else if (val[g] < pmin) {
         pmin = val[g];
       }
@@ -3217,7 +3241,8 @@ static void peri_emit_batch(per_buffer *b, const peri_plan *p, void *items_out,
         } else {
           peri_draw_chunk(b, p, base, m, idx, val);
         }
-        for (g = 0; g < m; ++g) weights[base + g] = peri_weight(val[g], pmin, p->beta);
+        for (g = 0; g < m; ++g)
+          weights[base + g] = peri_weight(val[g], pmin, p->beta);
       }
     }
   }
@@ -3252,7 +3277,8 @@ static per_real peri_priority(const per_buffer *b, float td) {
 /* An id's check: PER_ERR_INDEX for one sample never handed out (slot
    outside the ring or not a multiple of stride, generation 0, or newer
    than the slot's while no slot can have wrapped). */
-static per_status peri_id_check(const per_buffer *b, uint64_t id, uint32_t stride) {
+static per_status peri_id_check(const per_buffer *b, uint64_t id,
+                                uint32_t stride) {
   uint32_t slot = (uint32_t)id, g = (uint32_t)(id >> 32);
   /* a generation above the slot's was never handed out, unless some slot
      may have wrapped around (2^32 - 1 writes need that many adds) */
@@ -3291,7 +3317,8 @@ PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
   if (m > 0) peri_set_leaves(b, idx, val, m);
   if (b->seq_ok) /* the sequences holding a changed step */
     for (j = 0; j < n; ++j)
-      if ((uint32_t)(ids[j] >> 32) == b->gen[(uint32_t)ids[j]]) peri_seq_touch(b, (uint32_t)ids[j], 1);
+      if ((uint32_t)(ids[j] >> 32) == b->gen[(uint32_t)ids[j]])
+        peri_seq_touch(b, (uint32_t)ids[j], 1);
   if (stale) *stale = nstale;
   return PER_OK;
 }
@@ -3310,9 +3337,11 @@ PERDEF per_status per_buffer_update_seq(per_buffer *b, const uint64_t *ids,
   for (j = 0; j < n; ++j) { /* the whole batch first */
     uint32_t slot = (uint32_t)ids[j];
     per_status s = peri_id_check(b, ids[j], b->cfg.seq_stride);
-    for (t = 0; t < len && s == PER_OK; ++t) s = peri_float_status(td[(size_t)j * len + t]);
+    for (t = 0; t < len && s == PER_OK; ++t)
+      s = peri_float_status(td[(size_t)j * len + t]);
     if (s != PER_OK) return s;
-    if ((uint32_t)(ids[j] >> 32) == b->gen[slot] && !b->seq_ok[slot / b->cfg.seq_stride])
+    if ((uint32_t)(ids[j] >> 32) == b->gen[slot] &&
+        !b->seq_ok[slot / b->cfg.seq_stride])
       return PER_ERR_INDEX; /* current, but never a valid sequence */
   }
   for (j = 0; j < n; ++j) {
@@ -3357,19 +3386,22 @@ static per_status peri_seq_check(const per_buffer *b) {
   uint32_t j, ns;
   int bufmax = (b->cfg.flags & PER_WEIGHTS_BUFFER_MAX) != 0;
   if (b->cfg.seq_len == 0)
-    return (b->seq_ok || b->seq_min_node || b->seq_tree.node) ? PER_ERR_CORRUPT : PER_OK;
+    return (b->seq_ok || b->seq_min_node || b->seq_tree.node) ? PER_ERR_CORRUPT
+                                                              : PER_OK;
   ns = b->cfg.capacity / b->cfg.seq_stride;
-  if (!b->seq_ok || per_tree_check(&b->seq_tree) != PER_OK || b->seq_tree.capacity != ns ||
-      (bufmax != (b->seq_min_node != NULL)))
+  if (!b->seq_ok || per_tree_check(&b->seq_tree) != PER_OK ||
+      b->seq_tree.capacity != ns || (bufmax != (b->seq_min_node != NULL)))
     return PER_ERR_CORRUPT;
   for (j = 0; j < ns; ++j) {
     double v = 0;
     uint32_t n = peri_seq_steps(b, j * b->cfg.seq_stride, &v);
     per_real want = n ? (per_real)v : (per_real)0;
-    if (b->seq_ok[j] != (n != 0) || b->seq_tree.node[b->seq_tree.leaves + j] != want)
+    if (b->seq_ok[j] != (n != 0) ||
+        b->seq_tree.node[b->seq_tree.leaves + j] != want)
       return PER_ERR_CORRUPT;
   }
-  if (b->seq_min_node && !peri_min_ok(b->seq_min_node, &b->seq_tree)) return PER_ERR_CORRUPT;
+  if (b->seq_min_node && !peri_min_ok(b->seq_min_node, &b->seq_tree))
+    return PER_ERR_CORRUPT;
   return PER_OK;
 }
 
@@ -3379,10 +3411,12 @@ PERDEF per_status per_buffer_check(const per_buffer *b) {
   if (!b || !b->items || !b->gen) return PER_ERR_NULL;
   cap = b->cfg.capacity;
   if (peri_config_check(&b->cfg) != PER_OK) return PER_ERR_CORRUPT;
-  if (per_tree_check(&b->tree) != PER_OK || b->tree.capacity != cap) return PER_ERR_CORRUPT;
+  if (per_tree_check(&b->tree) != PER_OK || b->tree.capacity != cap)
+    return PER_ERR_CORRUPT;
   if (b->size > cap || b->pos >= cap || (b->size < cap && b->pos != b->size))
     return PER_ERR_CORRUPT;
-  if (b->added < b->size || b->rng.avail > 4 || b->zero_hint > 1) return PER_ERR_CORRUPT;
+  if (b->added < b->size || b->rng.avail > 4 || b->zero_hint > 1)
+    return PER_ERR_CORRUPT;
   if (per_leaf_status(b->max_leaf) != PER_OK || !(b->max_leaf > 0) ||
       (b->cfg.alpha == 0 && b->max_leaf != 1))
     return PER_ERR_CORRUPT;
@@ -3390,7 +3424,8 @@ PERDEF per_status per_buffer_check(const per_buffer *b) {
   node = b->tree.node;
   for (i = 0; i < cap; ++i) {
     per_real v = node[L + i];
-    if (!b->ends || b->ends[i] > (i < b->size ? PER_END_TRUNCATED : 0)) return PER_ERR_CORRUPT;
+    if (!b->ends || b->ends[i] > (i < b->size ? PER_END_TRUNCATED : 0))
+      return PER_ERR_CORRUPT;
     if (i < b->size) {
       if (b->gen[i] == 0 || v > b->max_leaf) return PER_ERR_CORRUPT;
       if (b->cfg.alpha == 0 && v != 1) return PER_ERR_CORRUPT;
@@ -3464,11 +3499,12 @@ PERDEF per_status per_nstep_init(per_nstep *a, const per_nstep_config *cfg,
   memset(a, 0, sizeof *a);
   if (!cfg) return PER_ERR_NULL;
   l = per_nstep_layout_of(cfg);
-  if (cfg->n == 0 || cfg->n > (1u << 24) || !(cfg->gamma >= 0.0f && cfg->gamma <= 1.0f) ||
-      l.size == 0)
+  if (cfg->n == 0 || cfg->n > (1u << 24) ||
+      !(cfg->gamma >= 0.0f && cfg->gamma <= 1.0f) || l.size == 0)
     return PER_ERR_ARG;
   /* one block: rewards (float aligned), observations, actions, the item */
-  bytes = (uint64_t)cfg->n * (sizeof(float) + (uint64_t)cfg->obs_size + cfg->action_size) +
+  bytes = (uint64_t)cfg->n *
+              (sizeof(float) + (uint64_t)cfg->obs_size + cfg->action_size) +
           l.size;
   if ((uint64_t)(size_t)bytes != bytes) return PER_ERR_ARG;
   mem = (unsigned char *)PER_MALLOC((size_t)bytes, alloc_ctx);
@@ -3496,8 +3532,8 @@ PERDEF void per_nstep_reset(per_nstep *a) {
 }
 
 /* Emit the oldest pending step with m rewards summed, then drop it. */
-static void peri_nstep_emit(per_nstep *a, per_buffer *b, uint32_t m, uint32_t done,
-                            const void *next_obs) {
+static void peri_nstep_emit(per_nstep *a, per_buffer *b, uint32_t m,
+                            uint32_t done, const void *next_obs) {
   const per_nstep_layout *l = &a->layout;
   uint32_t k, n = a->cfg.n, h = a->head;
   double acc = 0, g = 1, gamma = (double)a->cfg.gamma;
@@ -3509,8 +3545,10 @@ static void peri_nstep_emit(per_nstep *a, per_buffer *b, uint32_t m, uint32_t do
   }
   r = (float)acc;
   d = (float)g;
-  memcpy(a->item + l->obs, a->obs + (size_t)h * a->cfg.obs_size, a->cfg.obs_size);
-  memcpy(a->item + l->action, a->act + (size_t)h * a->cfg.action_size, a->cfg.action_size);
+  memcpy(a->item + l->obs, a->obs + (size_t)h * a->cfg.obs_size,
+         a->cfg.obs_size);
+  memcpy(a->item + l->action, a->act + (size_t)h * a->cfg.action_size,
+         a->cfg.action_size);
   memset(a->item + a->cfg.obs_size + a->cfg.action_size, 0,
          l->reward - (a->cfg.obs_size + a->cfg.action_size)); /* padding */
   memcpy(a->item + l->reward, &r, sizeof r);
@@ -3524,24 +3562,27 @@ static void peri_nstep_emit(per_nstep *a, per_buffer *b, uint32_t m, uint32_t do
   a->count -= 1;
 }
 
-PERDEF per_status per_nstep_step(per_nstep *a, per_buffer *b,
-                                 const void *obs, const void *action,
-                                 float reward, const void *next_obs,
-                                 int terminated, int truncated) {
+PERDEF per_status per_nstep_step(per_nstep *a, per_buffer *b, const void *obs,
+                                 const void *action, float reward,
+                                 const void *next_obs, int terminated,
+                                 int truncated) {
   uint32_t n, slot;
   per_status s;
-  if (!a || !a->reward || !b || !obs || !action || !next_obs) return PER_ERR_NULL;
+  if (!a || !a->reward || !b || !obs || !action || !next_obs)
+    return PER_ERR_NULL;
   if (!b->items || b->cfg.item_size != a->layout.size) return PER_ERR_ARG;
   s = peri_float_status(reward);
   if (s != PER_OK) return s;
   n = a->cfg.n;
   slot = (a->head + a->count) % n;
   memcpy(a->obs + (size_t)slot * a->cfg.obs_size, obs, a->cfg.obs_size);
-  memcpy(a->act + (size_t)slot * a->cfg.action_size, action, a->cfg.action_size);
+  memcpy(a->act + (size_t)slot * a->cfg.action_size, action,
+         a->cfg.action_size);
   a->reward[slot] = reward;
   a->count += 1;
   if (terminated || truncated) {
-    while (a->count > 0) peri_nstep_emit(a, b, a->count, terminated ? 1u : 0u, next_obs);
+    while (a->count > 0)
+      peri_nstep_emit(a, b, a->count, terminated ? 1u : 0u, next_obs);
     a->head = 0;
   } else if (a->count == n) {
     peri_nstep_emit(a, b, n, 0, next_obs);
@@ -3560,7 +3601,8 @@ static void peri_crc_table(uint32_t t[256]) {
 }
 
 /* Raw (not inverted) table-driven CRC update. */
-static uint32_t peri_crc_run(const uint32_t t[256], uint32_t c, const void *p, size_t n) {
+static uint32_t peri_crc_run(const uint32_t t[256], uint32_t c, const void *p,
+                             size_t n) {
   const unsigned char *s = (const unsigned char *)p;
   while (n--) c = t[(c ^ *s++) & 0xffu] ^ (c >> 8);
   return c;
@@ -3601,7 +3643,8 @@ static void peri_put_real(unsigned char *p, per_real v) {
 }
 #ifndef PER_NO_STDIO
 static uint32_t peri_get32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+         (uint32_t)p[3] << 24;
 }
 static uint64_t peri_get64(const unsigned char *p) {
   return (uint64_t)peri_get32(p) | (uint64_t)peri_get32(p + 4) << 32;
@@ -3634,44 +3677,44 @@ static per_real peri_get_real(const unsigned char *p) {
    reader (peri_hdr_read) are made from it, nowhere else. docs/FORMAT.md
    has it as a table, with what the loader checks. Rows are only ever
    added at the end, with a new version (docs/DESIGN.md §9). */
-#define PERI_CKPT_FIELDS(X)                                              \
-  X(MAGIC, magic, u64, 1, PERI_MAGIC)                                    \
-  X(VERSION, version, u32, 1, PER_CKPT_VERSION)                          \
-  X(ENDIAN, endian, u32, 1, PERI_ENDIAN_MARK)                            \
-  X(HBYTES, hbytes, u32, 1, PERI_H_BYTES)                                \
-  X(REAL, real, u32, 1, (uint32_t)sizeof(per_real))                      \
-  X(CAPACITY, capacity, u32, 1, c->capacity)                             \
-  X(ITEM, item_size, u32, 1, c->item_size)                               \
-  X(SIZE, size, u32, 1, b->size)                                         \
-  X(POS, pos, u32, 1, b->pos)                                            \
-  X(FLAGS, flags, u32, 1, c->flags)                                      \
-  X(MAXU, max_unique, u32, 1, c->max_unique)                             \
-  X(ZHINT, zero_hint, u32, 1, b->zero_hint)                              \
-  X(PERM, has_perm, u32, 1, has_perm)                                    \
-  X(ALPHA, alpha, f64, 1, c->alpha)                                      \
-  X(BETA0, beta0, f64, 1, c->beta0)                                      \
-  X(BETA1, beta1, f64, 1, c->beta1)                                      \
-  X(EPS, eps, f64, 1, c->eps)                                            \
-  X(MAXP, max_priority, f64, 1, c->max_priority)                         \
-  X(BSTEPS, beta_steps, u64, 1, c->beta_steps)                           \
-  X(SEED, seed, u64, 1, c->seed)                                         \
-  X(STEP, step, u64, 1, b->step)                                         \
-  X(ADDED, added, u64, 1, b->added)                                      \
-  X(RSEED, rng_seed, u64, 1, b->rng.seed)                                \
-  X(RCTR, rng_counter, u64, 1, b->rng.counter)                           \
-  X(RBUF0, rng_buf0, u32, 1, b->rng.buf[0])                              \
-  X(RBUF1, rng_buf1, u32, 1, b->rng.buf[1])                              \
-  X(RBUF2, rng_buf2, u32, 1, b->rng.buf[2])                              \
-  X(RBUF3, rng_buf3, u32, 1, b->rng.buf[3])                              \
-  X(RAVAIL, rng_avail, u32, 1, b->rng.avail)                             \
-  X(RESERVED, reserved, u32, 1, 0u)                                      \
-  X(MAXLEAF, max_leaf, f64, 1, (double)b->max_leaf)                      \
-  X(TOTAL, total, f64, 1, (double)b->tree.node[1])                       \
-  X(FBYTES, file_bytes, u64, 1,                                          \
-    peri_ckpt_bytes(PER_CKPT_VERSION, b->size, c->item_size, has_perm))  \
-  X(SEQLEN, seq_len, u32, 2, c->seq_len)                                 \
-  X(SEQSTRIDE, seq_stride, u32, 2, c->seq_stride)                        \
-  X(SEQETA, seq_eta, f64, 2, c->seq_eta)                                 \
+#define PERI_CKPT_FIELDS(X)                                             \
+  X(MAGIC, magic, u64, 1, PERI_MAGIC)                                   \
+  X(VERSION, version, u32, 1, PER_CKPT_VERSION)                         \
+  X(ENDIAN, endian, u32, 1, PERI_ENDIAN_MARK)                           \
+  X(HBYTES, hbytes, u32, 1, PERI_H_BYTES)                               \
+  X(REAL, real, u32, 1, (uint32_t)sizeof(per_real))                     \
+  X(CAPACITY, capacity, u32, 1, c->capacity)                            \
+  X(ITEM, item_size, u32, 1, c->item_size)                              \
+  X(SIZE, size, u32, 1, b->size)                                        \
+  X(POS, pos, u32, 1, b->pos)                                           \
+  X(FLAGS, flags, u32, 1, c->flags)                                     \
+  X(MAXU, max_unique, u32, 1, c->max_unique)                            \
+  X(ZHINT, zero_hint, u32, 1, b->zero_hint)                             \
+  X(PERM, has_perm, u32, 1, has_perm)                                   \
+  X(ALPHA, alpha, f64, 1, c->alpha)                                     \
+  X(BETA0, beta0, f64, 1, c->beta0)                                     \
+  X(BETA1, beta1, f64, 1, c->beta1)                                     \
+  X(EPS, eps, f64, 1, c->eps)                                           \
+  X(MAXP, max_priority, f64, 1, c->max_priority)                        \
+  X(BSTEPS, beta_steps, u64, 1, c->beta_steps)                          \
+  X(SEED, seed, u64, 1, c->seed)                                        \
+  X(STEP, step, u64, 1, b->step)                                        \
+  X(ADDED, added, u64, 1, b->added)                                     \
+  X(RSEED, rng_seed, u64, 1, b->rng.seed)                               \
+  X(RCTR, rng_counter, u64, 1, b->rng.counter)                          \
+  X(RBUF0, rng_buf0, u32, 1, b->rng.buf[0])                             \
+  X(RBUF1, rng_buf1, u32, 1, b->rng.buf[1])                             \
+  X(RBUF2, rng_buf2, u32, 1, b->rng.buf[2])                             \
+  X(RBUF3, rng_buf3, u32, 1, b->rng.buf[3])                             \
+  X(RAVAIL, rng_avail, u32, 1, b->rng.avail)                            \
+  X(RESERVED, reserved, u32, 1, 0u)                                     \
+  X(MAXLEAF, max_leaf, f64, 1, (double)b->max_leaf)                     \
+  X(TOTAL, total, f64, 1, (double)b->tree.node[1])                      \
+  X(FBYTES, file_bytes, u64, 1,                                         \
+    peri_ckpt_bytes(PER_CKPT_VERSION, b->size, c->item_size, has_perm)) \
+  X(SEQLEN, seq_len, u32, 2, c->seq_len)                                \
+  X(SEQSTRIDE, seq_stride, u32, 2, c->seq_stride)                       \
+  X(SEQETA, seq_eta, f64, 2, c->seq_eta)                                \
   X(TRAJS, trajs, u64, 2, b->trajs)
 
 /* The magic bytes 0x89 "PERBUF\n" as a little-endian u64, and the word
@@ -3703,7 +3746,8 @@ enum { PERI_CKPT_FIELDS(PERI_H_OFFSET) PERI_H_BYTES };
 /* The sizes every reader of the format relies on: a row inserted or
    widened above the end of either header is a compile error. */
 typedef char peri_h_bytes_check[(PERI_H_BYTES_V1 == 192 && PERI_H_BYTES == 216)
-                                    ? 1 : -1];
+                                    ? 1
+                                    : -1];
 
 #ifndef PER_NO_STDIO
 /* A header as read: a member per row of PERI_CKPT_FIELDS. */
@@ -3725,11 +3769,12 @@ static void peri_hdr_read(const unsigned char *h, uint32_t version,
 #endif
 
 /* Bytes of the whole file (header, arrays, CRC) of a version. */
-static uint64_t peri_ckpt_bytes(uint32_t version, uint32_t size, uint32_t item_size,
-                                uint32_t has_perm) {
+static uint64_t peri_ckpt_bytes(uint32_t version, uint32_t size,
+                                uint32_t item_size, uint32_t has_perm) {
   uint64_t v2 = version >= 2;
   return (v2 ? PERI_H_BYTES : PERI_H_BYTES_V1) + 4u +
-         (uint64_t)size * ((uint64_t)item_size + 4u + sizeof(per_real) + 4u * has_perm + 5u * v2);
+         (uint64_t)size * ((uint64_t)item_size + 4u + sizeof(per_real) +
+                           4u * has_perm + 5u * v2);
 }
 
 /* The header of b's state: every row of PERI_CKPT_FIELDS. */
@@ -3754,7 +3799,8 @@ static int peri_host_le(void) {
 
 /* v[0..n) as little-endian 32-bit words at p: one memcpy on a
    little-endian host. Returns the end. */
-static unsigned char *peri_put32s(unsigned char *p, const uint32_t *v, uint32_t n) {
+static unsigned char *peri_put32s(unsigned char *p, const uint32_t *v,
+                                  uint32_t n) {
   uint32_t i;
   if (PERI_FAST && peri_host_le()) {
     memcpy(p, v, (size_t)n * 4);
@@ -3765,12 +3811,14 @@ static unsigned char *peri_put32s(unsigned char *p, const uint32_t *v, uint32_t 
 }
 
 /* v[0..n) as the file stores per_real values (peri_put_real). */
-static unsigned char *peri_put_reals(unsigned char *p, const per_real *v, uint32_t n) {
+static unsigned char *peri_put_reals(unsigned char *p, const per_real *v,
+                                     uint32_t n) {
   uint32_t i;
   if (PERI_FAST && peri_host_le()) {
     memcpy(p, v, (size_t)n * sizeof(per_real));
   } else {
-    for (i = 0; i < n; ++i) peri_put_real(p + (size_t)i * sizeof(per_real), v[i]);
+    for (i = 0; i < n; ++i)
+      peri_put_real(p + (size_t)i * sizeof(per_real), v[i]);
   }
   return p + (size_t)n * sizeof(per_real);
 }
@@ -3802,7 +3850,8 @@ static void peri_sink_u32s(peri_sink *o, const uint32_t *v, uint32_t n) {
   }
   for (i = 0; i < n; i += m) {
     m = n - i < sizeof o->stage / 4 ? n - i : (uint32_t)(sizeof o->stage / 4);
-    o->put(o->ctx, o->stage, (size_t)(peri_put32s(o->stage, v + i, m) - o->stage));
+    o->put(o->ctx, o->stage,
+           (size_t)(peri_put32s(o->stage, v + i, m) - o->stage));
   }
 }
 
@@ -3814,7 +3863,8 @@ static void peri_sink_reals(peri_sink *o, const per_real *v, uint32_t n) {
   }
   for (i = 0; i < n; i += m) {
     m = n - i < per ? n - i : per;
-    o->put(o->ctx, o->stage, (size_t)(peri_put_reals(o->stage, v + i, m) - o->stage));
+    o->put(o->ctx, o->stage,
+           (size_t)(peri_put_reals(o->stage, v + i, m) - o->stage));
   }
 }
 
@@ -3840,12 +3890,13 @@ PERDEF size_t per_buffer_snapshot_bytes(const per_buffer *b) {
   return (uint64_t)(size_t)n == n ? (size_t)n : 0;
 }
 
-PERDEF per_status per_buffer_snapshot(const per_buffer *b, void *mem, size_t bytes,
-                                      size_t *len) {
+PERDEF per_status per_buffer_snapshot(const per_buffer *b, void *mem,
+                                      size_t bytes, size_t *len) {
   peri_sink o;
   uint64_t need;
   if (!b || !b->items || !mem || !len) return PER_ERR_NULL;
-  need = peri_ckpt_bytes(PER_CKPT_VERSION, b->size, b->cfg.item_size, b->swap.perm != NULL);
+  need = peri_ckpt_bytes(PER_CKPT_VERSION, b->size, b->cfg.item_size,
+                         b->swap.perm != NULL);
   if (need > (uint64_t)bytes) return PER_ERR_MEMORY;
   o.mem = (unsigned char *)mem;
   o.put = NULL;
@@ -3909,7 +3960,8 @@ static FILE *peri_tmp_create(const char *path, size_t len, char *tmp) {
   for (attempt = 0; attempt < 64; ++attempt) {
     FILE *f;
     per_rng_block(key, attempt, w);
-    for (i = 0; i < 16; ++i) tmp[len + 5 + i] = hex[(w[i / 8] >> (4 * (i % 8))) & 15u];
+    for (i = 0; i < 16; ++i)
+      tmp[len + 5 + i] = hex[(w[i / 8] >> (4 * (i % 8))) & 15u];
     errno = 0;
     f = fopen(tmp, "wbx");
     if (f || errno != EEXIST) return f;
@@ -3951,9 +4003,9 @@ typedef struct peri_writer {
   FILE *f;
   uint32_t crc; /* raw running CRC */
   int err;
-  char *tmp;    /* the temporary file's name */
-  size_t len;   /* strlen(path) */
-  void *ctx;    /* allocator context of tmp */
+  char *tmp;  /* the temporary file's name */
+  size_t len; /* strlen(path) */
+  void *ctx;  /* allocator context of tmp */
   uint32_t table[256];
 } peri_writer;
 
@@ -3965,7 +4017,8 @@ static void peri_wbytes(peri_writer *w, const void *p, size_t n) {
 
 /* Start a save to path: a new temporary file beside it. PER_ERR_NOMEM
    (its name) or PER_ERR_IO; on error nothing is left to clean up. */
-static per_status peri_writer_open(peri_writer *w, const char *path, void *ctx) {
+static per_status peri_writer_open(peri_writer *w, const char *path,
+                                   void *ctx) {
   w->len = strlen(path);
   w->ctx = ctx;
   w->crc = 0xffffffffu;
@@ -4017,8 +4070,8 @@ PERDEF per_status per_buffer_save(const per_buffer *b, const char *path) {
   return peri_writer_finish(&w, path);
 }
 
-PERDEF per_status per_snapshot_write(const void *snap, size_t len, const char *path,
-                                     void *alloc_ctx) {
+PERDEF per_status per_snapshot_write(const void *snap, size_t len,
+                                     const char *path, void *alloc_ctx) {
   const unsigned char *p = (const unsigned char *)snap;
   peri_writer w;
   peri_hdr d;
@@ -4039,11 +4092,11 @@ PERDEF per_status per_snapshot_write(const void *snap, size_t len, const char *p
 /* A checkpoint read into memory and checked: everything but the fit with
    the buffer it goes into. */
 typedef struct peri_ckpt {
-  unsigned char *mem;   /* the whole file */
-  peri_hdr h;           /* its header */
+  unsigned char *mem; /* the whole file */
+  peri_hdr h;         /* its header */
   const unsigned char *items, *gens, *leaves, *perm;
   const unsigned char *ends, *traj; /* NULL in version 1 */
-  uint64_t trajs;       /* version 1: added (every item its own trajectory) */
+  uint64_t trajs; /* version 1: added (every item its own trajectory) */
   per_config cfg;
   uint32_t version, hbytes, size, pos, has_perm;
 } peri_ckpt;
@@ -4084,7 +4137,8 @@ static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
   if (ferror(f)) return PER_ERR_IO;
   if (got >= 8 && peri_get64(h) != PERI_MAGIC) return PER_ERR_FORMAT;
   if (got < PERI_H_BYTES_V1)
-    return got < 8 ? (got == 0 ? PER_ERR_FORMAT : PER_ERR_TRUNCATED) : PER_ERR_TRUNCATED;
+    return got < 8 ? (got == 0 ? PER_ERR_FORMAT : PER_ERR_TRUNCATED)
+                   : PER_ERR_TRUNCATED;
   peri_hdr_read(h, 1, &k->h);
   k->version = k->h.version;
   if (k->version < 1 || k->version > PER_CKPT_VERSION) return PER_ERR_VERSION;
@@ -4162,16 +4216,16 @@ static per_status peri_ckpt_parse(peri_ckpt *k) {
   if (!peri_dfinite(h->max_leaf) || !peri_dfinite(h->total))
     return PER_ERR_CORRUPT;
   max_leaf = (per_real)h->max_leaf;
-  if ((double)max_leaf != h->max_leaf ||
-      per_leaf_status(max_leaf) != PER_OK || !(max_leaf > 0) ||
-      (c->alpha == 0 && max_leaf != 1))
+  if ((double)max_leaf != h->max_leaf || per_leaf_status(max_leaf) != PER_OK ||
+      !(max_leaf > 0) || (c->alpha == 0 && max_leaf != 1))
     return PER_ERR_CORRUPT;
   k->items = k->mem + k->hbytes;
   k->gens = k->items + (size_t)k->size * c->item_size;
   k->leaves = k->gens + (size_t)k->size * 4;
   k->perm = k->has_perm ? k->leaves + (size_t)k->size * sizeof(per_real) : NULL;
   if (k->version >= 2) {
-    k->ends = k->leaves + (size_t)k->size * (sizeof(per_real) + 4u * k->has_perm);
+    k->ends =
+        k->leaves + (size_t)k->size * (sizeof(per_real) + 4u * k->has_perm);
     for (i = 0; i < k->size; ++i)
       if (k->ends[i] > PER_END_TRUNCATED) return PER_ERR_CORRUPT;
     k->traj = k->ends + k->size;
@@ -4183,7 +4237,8 @@ static per_status peri_ckpt_parse(peri_ckpt *k) {
   for (i = 0; i < k->size; ++i) {
     per_real v = peri_get_real(k->leaves + (size_t)i * sizeof(per_real));
     if (peri_get32(k->gens + (size_t)i * 4) == 0) return PER_ERR_CORRUPT;
-    if (per_leaf_status(v) != PER_OK || v > max_leaf || (c->alpha == 0 && v != 1))
+    if (per_leaf_status(v) != PER_OK || v > max_leaf ||
+        (c->alpha == 0 && v != 1))
       return PER_ERR_CORRUPT;
     if (v == 0) {
       /* -0 is never stored by the tree */
@@ -4233,7 +4288,8 @@ typedef struct peri_sel {
 /* Which file slot goes to buffer position t: every slot in order for a
    full load; for a shard, the slots of this rank in age order (oldest
    first). Returns 0 when position t of the file's order is not taken. */
-static int peri_ckpt_pick(const peri_ckpt *k, uint32_t t, peri_sel sel, uint32_t *slot) {
+static int peri_ckpt_pick(const peri_ckpt *k, uint32_t t, peri_sel sel,
+                          uint32_t *slot) {
   uint32_t oldest;
   if (sel.world == 0) {
     *slot = t;
@@ -4247,14 +4303,16 @@ static int peri_ckpt_pick(const peri_ckpt *k, uint32_t t, peri_sel sel, uint32_t
 /* Stage a load: every check that can fail, and the loaded tree built in
    t, before b changes. *n: the items taken; *zero: one of their leaves is
    0. On error t is freed. */
-static per_status peri_load_stage(const per_buffer *b, peri_ckpt *k, peri_sel sel,
-                                  per_tree *t, uint32_t *n, uint32_t *zero) {
+static per_status peri_load_stage(const per_buffer *b, peri_ckpt *k,
+                                  peri_sel sel, per_tree *t, uint32_t *n,
+                                  uint32_t *zero) {
   uint32_t cap = b->cfg.capacity, i, slot, m = 0, idx[PERI_CHUNK];
   per_real val[PERI_CHUNK];
   per_status s;
   *n = 0;
   *zero = 0;
-  for (i = 0; i < k->size; ++i) *n += (uint32_t)peri_ckpt_pick(k, i, sel, &slot);
+  for (i = 0; i < k->size; ++i)
+    *n += (uint32_t)peri_ckpt_pick(k, i, sel, &slot);
   if (*n > cap ||
       (sel.world == 0 && (k->cfg.flags != b->cfg.flags ||
                           k->cfg.max_unique != b->cfg.max_unique ||
@@ -4280,8 +4338,9 @@ static per_status peri_load_stage(const per_buffer *b, peri_ckpt *k, peri_sel se
   for (i = 0, *n = 0; s == PER_OK && i < k->size; ++i) {
     if (!peri_ckpt_pick(k, i, sel, &slot)) continue;
     idx[m] = (*n)++;
-    val[m] = b->cfg.alpha == 0 ? (per_real)1
-                               : peri_get_real(k->leaves + (size_t)slot * sizeof(per_real));
+    val[m] = b->cfg.alpha == 0
+                 ? (per_real)1
+                 : peri_get_real(k->leaves + (size_t)slot * sizeof(per_real));
     *zero |= !(val[m] > 0);
     if (++m == PERI_CHUNK) {
       per_tree_set_batch(t, idx, val, m);
@@ -4291,14 +4350,16 @@ static per_status peri_load_stage(const per_buffer *b, peri_ckpt *k, peri_sel se
   if (m > 0) per_tree_set_batch(t, idx, val, m);
   if (s == PER_OK && sel.world == 0 && (double)t->node[1] != k->h.total)
     s = PER_ERR_CORRUPT; /* the stored total must be what the leaves give */
-  if (s == PER_OK && k->traj) { /* the taken items' trajectory ids, newest first */
+  if (s == PER_OK &&
+      k->traj) { /* the taken items' trajectory ids, newest first */
     peri_tcheck tc;
     peri_sel age = sel; /* a full load is the one shard of a world of 1 */
     if (age.world == 0) age.world = 1;
     memset(&tc, 0, sizeof tc);
     tc.trajs = k->trajs;
     for (i = k->size; i-- > 0;)
-      if (peri_ckpt_pick(k, i, age, &slot)) peri_tcheck_feed(&tc, peri_ckpt_traj(k, slot));
+      if (peri_ckpt_pick(k, i, age, &slot))
+        peri_tcheck_feed(&tc, peri_ckpt_traj(k, slot));
     if (tc.bad) s = PER_ERR_CORRUPT;
   }
   if (s != PER_OK) per_tree_free(t);
@@ -4329,7 +4390,8 @@ static void peri_load_apply(per_buffer *b, const peri_ckpt *k, peri_sel sel,
   peri_min_build(b->min_node, &b->tree);
   if (b->swap.perm) {
     for (i = 0; i < cap; ++i)
-      b->swap.perm[i] = (sel.world == 0 && i < n) ? peri_get32(k->perm + (size_t)i * 4) : i;
+      b->swap.perm[i] =
+          (sel.world == 0 && i < n) ? peri_get32(k->perm + (size_t)i * 4) : i;
     b->swap.n = n;
   }
   b->size = n;
@@ -4399,14 +4461,16 @@ PERDEF per_status per_buffer_load_shard(per_buffer *b, const char *path,
 
 /* ---- n-step adders' pending steps ---- */
 
-static const unsigned char peri_nstep_magic[8] = {0x89, 'P', 'E', 'R', 'N', 'S', 'T', '\n'};
+static const unsigned char peri_nstep_magic[8] = {0x89, 'P', 'E', 'R',
+                                                  'N',  'S', 'T', '\n'};
 
 /* Bytes of one pending step in the file and in the adder's rings. */
 static size_t peri_nstep_step_bytes(const per_nstep *a) {
   return 4u + (size_t)a->cfg.obs_size + a->cfg.action_size;
 }
 
-static per_status peri_nstep_args(const per_nstep *a, uint32_t n, const char *path) {
+static per_status peri_nstep_args(const per_nstep *a, uint32_t n,
+                                  const char *path) {
   uint32_t i;
   if (!a || !path) return PER_ERR_NULL;
   if (n == 0) return PER_ERR_ARG;
@@ -4426,7 +4490,8 @@ static void peri_nstep_cfg_bytes(const per_nstep_config *c, uint32_t count,
   peri_put32(p + 16, count);
 }
 
-PERDEF per_status per_nstep_save(const per_nstep *a, uint32_t n, const char *path) {
+PERDEF per_status per_nstep_save(const per_nstep *a, uint32_t n,
+                                 const char *path) {
   peri_writer w;
   unsigned char h[20];
   uint32_t i, j;
@@ -4449,7 +4514,8 @@ PERDEF per_status per_nstep_save(const per_nstep *a, uint32_t n, const char *pat
       peri_put32(h, r);
       peri_wbytes(&w, h, 4);
       peri_wbytes(&w, ad->obs + (size_t)k * ad->cfg.obs_size, ad->cfg.obs_size);
-      peri_wbytes(&w, ad->act + (size_t)k * ad->cfg.action_size, ad->cfg.action_size);
+      peri_wbytes(&w, ad->act + (size_t)k * ad->cfg.action_size,
+                  ad->cfg.action_size);
     }
   }
   return peri_writer_finish(&w, path);
@@ -4476,7 +4542,8 @@ static per_status peri_nstep_parse(FILE *f, const per_nstep *a, uint32_t n,
   size_t got = fread(h, 1, 20, f);
   if (ferror(f)) return PER_ERR_IO;
   /* as much of the magic as was read must match; then a short file is cut */
-  if (got == 0 || memcmp(h, peri_nstep_magic, got < 8 ? got : 8) != 0) return PER_ERR_FORMAT;
+  if (got == 0 || memcmp(h, peri_nstep_magic, got < 8 ? got : 8) != 0)
+    return PER_ERR_FORMAT;
   if (got < 20) return PER_ERR_TRUNCATED;
   if (peri_get32(h + 8) != 1u) return PER_ERR_VERSION;
   if (peri_get32(h + 12) != 0x01020304u) return PER_ERR_FORMAT;
@@ -4521,8 +4588,10 @@ PERDEF per_status per_nstep_load(per_nstep *a, uint32_t n, const char *path) {
     if (room > (size_t)-1 - total) return PER_ERR_NOMEM;
     total += room;
   }
-  if ((size_t)n > ((size_t)-1 - total) / (sizeof(size_t) + 4)) return PER_ERR_NOMEM;
-  off = (size_t *)PER_MALLOC((size_t)n * (sizeof(size_t) + 4) + total, a[0].alloc_ctx);
+  if ((size_t)n > ((size_t)-1 - total) / (sizeof(size_t) + 4))
+    return PER_ERR_NOMEM;
+  off = (size_t *)PER_MALLOC((size_t)n * (sizeof(size_t) + 4) + total,
+                             a[0].alloc_ctx);
   if (!off) return PER_ERR_NOMEM;
   cnt = (uint32_t *)(void *)(off + n);
   stage = (unsigned char *)(cnt + n);
@@ -4546,8 +4615,8 @@ PERDEF per_status per_nstep_load(per_nstep *a, uint32_t n, const char *path) {
         uint32_t r = peri_get32(p);
         memcpy(&ad->reward[j], &r, 4);
         memcpy(ad->obs + (size_t)j * ad->cfg.obs_size, p + 4, ad->cfg.obs_size);
-        memcpy(ad->act + (size_t)j * ad->cfg.action_size, p + 4 + ad->cfg.obs_size,
-               ad->cfg.action_size);
+        memcpy(ad->act + (size_t)j * ad->cfg.action_size,
+               p + 4 + ad->cfg.obs_size, ad->cfg.action_size);
       }
       ad->head = 0;
       ad->count = cnt[i];
@@ -4601,7 +4670,8 @@ static peri_msg peri_traj_msg(per_traj *a, const char *fn) {
 }
 
 /* a->error = "fn: what"; returns s. */
-static per_status peri_traj_fail(per_traj *a, per_status s, const char *fn, const char *what) {
+static per_status peri_traj_fail(per_traj *a, per_status s, const char *fn,
+                                 const char *what) {
   peri_msg m = peri_traj_msg(a, fn);
   peri_msg_s(&m, what);
   return s;
@@ -4641,7 +4711,8 @@ static per_status peri_traj_bad_end(per_traj *a, const char *fn, uint8_t end) {
   peri_msg m = peri_traj_msg(a, fn);
   peri_msg_s(&m, "end ");
   peri_msg_u(&m, end);
-  peri_msg_s(&m, " is not PER_END_NONE, PER_END_TERMINATED or PER_END_TRUNCATED");
+  peri_msg_s(&m,
+             " is not PER_END_NONE, PER_END_TERMINATED or PER_END_TRUNCATED");
   return PER_ERR_ARG;
 }
 
@@ -4664,7 +4735,8 @@ static void peri_traj_clear(per_traj *a, uint32_t keep, uint32_t keep_bytes) {
   memset(a->ends, 0, a->cfg.capacity);
   if (a->once) {
     memset(a->once, 0, keep);
-    memset(a->once + keep + keep_bytes, 0, a->cfg.once_bytes - keep - keep_bytes);
+    memset(a->once + keep + keep_bytes, 0,
+           a->cfg.once_bytes - keep - keep_bytes);
   }
   a->stale = 0;
 }
@@ -4693,7 +4765,8 @@ static per_status peri_traj_bad_field(per_traj *a, uint32_t i, const char *name,
 }
 
 /* Field i of cfg alone: its name, kind, size and place in its record. */
-static per_status peri_traj_check_field(per_traj *a, const per_traj_config *cfg, uint32_t i) {
+static per_status peri_traj_check_field(per_traj *a, const per_traj_config *cfg,
+                                        uint32_t i) {
   const per_traj_field *f = &cfg->fields[i];
   uint32_t len = 0, rec;
   peri_msg m;
@@ -4701,7 +4774,8 @@ static per_status peri_traj_check_field(per_traj *a, const per_traj_config *cfg,
   while (len <= PER_TRAJ_NAME_MAX && f->name[len]) ++len;
   if (len == 0) return peri_traj_bad_field(a, i, NULL, "name is empty");
   if (len > PER_TRAJ_NAME_MAX)
-    return peri_traj_bad_field(a, i, NULL, "name is longer than PER_TRAJ_NAME_MAX (31) chars");
+    return peri_traj_bad_field(
+        a, i, NULL, "name is longer than PER_TRAJ_NAME_MAX (31) chars");
   if (f->kind != PER_TRAJ_STEP && f->kind != PER_TRAJ_ONCE) {
     m = peri_traj_field_msg(a, i, f->name);
     peri_msg_s(&m, "kind ");
@@ -4711,7 +4785,8 @@ static per_status peri_traj_check_field(per_traj *a, const per_traj_config *cfg,
   }
   if (f->bytes == 0) return peri_traj_bad_field(a, i, f->name, "bytes is 0");
   if (f->kind == PER_TRAJ_ONCE && cfg->once_bytes == 0)
-    return peri_traj_bad_field(a, i, f->name, "a PER_TRAJ_ONCE field, but once_bytes is 0");
+    return peri_traj_bad_field(a, i, f->name,
+                               "a PER_TRAJ_ONCE field, but once_bytes is 0");
   rec = f->kind == PER_TRAJ_STEP ? cfg->step_bytes : cfg->once_bytes;
   if ((uint64_t)f->offset + f->bytes > rec) {
     m = peri_traj_field_msg(a, i, f->name);
@@ -4719,7 +4794,8 @@ static per_status peri_traj_check_field(per_traj *a, const per_traj_config *cfg,
     peri_msg_u(&m, f->offset);
     peri_msg_s(&m, " + bytes ");
     peri_msg_u(&m, f->bytes);
-    peri_msg_s(&m, f->kind == PER_TRAJ_STEP ? " is beyond step_bytes " : " is beyond once_bytes ");
+    peri_msg_s(&m, f->kind == PER_TRAJ_STEP ? " is beyond step_bytes "
+                                            : " is beyond once_bytes ");
     peri_msg_u(&m, rec);
     return PER_ERR_ARG;
   }
@@ -4751,7 +4827,8 @@ static per_status peri_traj_check_pair(per_traj *a, const per_traj_field *x,
     peri_msg_u(&m, x->offset);
     peri_msg_s(&m, ", ");
     peri_msg_u(&m, (uint64_t)x->offset + x->bytes);
-    peri_msg_s(&m, x->kind == PER_TRAJ_STEP ? ") in the step record" : ") in the once record");
+    peri_msg_s(&m, x->kind == PER_TRAJ_STEP ? ") in the step record"
+                                            : ") in the once record");
     return PER_ERR_ARG;
   }
   return PER_OK;
@@ -4761,14 +4838,16 @@ static per_status peri_traj_check_pair(per_traj *a, const per_traj_field *x,
    records and the once record, then the ends. */
 #define PERI_TRAJ_ALIGN(x) (((x) + 15u) & ~(uint64_t)15u)
 
-PERDEF per_status per_traj_init(per_traj *a, const per_traj_config *cfg, void *alloc_ctx) {
+PERDEF per_status per_traj_init(per_traj *a, const per_traj_config *cfg,
+                                void *alloc_ctx) {
   uint64_t nf, off_count, off_names, off_steps, off_once, off_ends, total;
   uint32_t i, j, steps = 0;
   unsigned char *mem;
   per_status s;
   if (!a) return PER_ERR_NULL;
   memset(a, 0, sizeof *a);
-  if (!cfg) return peri_traj_fail(a, PER_ERR_NULL, "per_traj_init", "cfg is NULL");
+  if (!cfg)
+    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_init", "cfg is NULL");
   if (cfg->capacity == 0 || cfg->capacity > (1u << 31))
     return peri_traj_fail(a, PER_ERR_CAPACITY, "per_traj_init",
                           "capacity must be 1 .. 2^31");
@@ -4777,7 +4856,8 @@ PERDEF per_status per_traj_init(per_traj *a, const per_traj_config *cfg, void *a
   if (cfg->nfields == 0)
     return peri_traj_fail(a, PER_ERR_ARG, "per_traj_init", "nfields is 0");
   if (!cfg->fields)
-    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_init", "cfg->fields is NULL");
+    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_init",
+                          "cfg->fields is NULL");
   for (i = 0; i < cfg->nfields; ++i) {
     s = peri_traj_check_field(a, cfg, i);
     if (s != PER_OK) return s;
@@ -4795,12 +4875,14 @@ PERDEF per_status per_traj_init(per_traj *a, const per_traj_config *cfg, void *a
   off_count = nf * sizeof(per_traj_field);
   off_names = off_count + nf * sizeof(uint32_t);
   off_steps = PERI_TRAJ_ALIGN(off_names + nf * (PER_TRAJ_NAME_MAX + 1u));
-  off_once = PERI_TRAJ_ALIGN(off_steps + (uint64_t)cfg->capacity * cfg->step_bytes);
+  off_once =
+      PERI_TRAJ_ALIGN(off_steps + (uint64_t)cfg->capacity * cfg->step_bytes);
   off_ends = off_once + cfg->once_bytes;
   total = off_ends + cfg->capacity;
   if ((uint64_t)(size_t)total != total)
-    return peri_traj_fail(a, PER_ERR_CAPACITY, "per_traj_init",
-                          "capacity * step_bytes does not fit in memory (size_t)");
+    return peri_traj_fail(
+        a, PER_ERR_CAPACITY, "per_traj_init",
+        "capacity * step_bytes does not fit in memory (size_t)");
   mem = (unsigned char *)PER_MALLOC((size_t)total, alloc_ctx);
   if (!mem) {
     peri_msg m = peri_traj_msg(a, "per_traj_init");
@@ -4818,7 +4900,8 @@ PERDEF per_status per_traj_init(per_traj *a, const per_traj_config *cfg, void *a
   a->ends = mem + off_ends;
   a->alloc_ctx = alloc_ctx;
   for (i = 0; i < cfg->nfields; ++i) {
-    char *name = (char *)(mem + off_names) + (size_t)i * (PER_TRAJ_NAME_MAX + 1u);
+    char *name =
+        (char *)(mem + off_names) + (size_t)i * (PER_TRAJ_NAME_MAX + 1u);
     a->fields[i] = cfg->fields[i];
     memcpy(name, cfg->fields[i].name, strlen(cfg->fields[i].name) + 1);
     a->fields[i].name = name;
@@ -4839,7 +4922,8 @@ PERDEF per_status per_traj_add(per_traj *a, uint32_t field, const void *value) {
   const per_traj_field *f;
   if (!a) return PER_ERR_NULL;
   if (!a->steps)
-    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_add", "the accumulator is not initialised");
+    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_add",
+                          "the accumulator is not initialised");
   if (field >= a->cfg.nfields) {
     peri_msg m = peri_traj_msg(a, "per_traj_add");
     peri_msg_s(&m, "field ");
@@ -4849,11 +4933,14 @@ PERDEF per_status per_traj_add(per_traj *a, uint32_t field, const void *value) {
     peri_msg_s(&m, " fields");
     return PER_ERR_INDEX;
   }
-  if (!value) return peri_traj_fail(a, PER_ERR_NULL, "per_traj_add", "value is NULL");
+  if (!value)
+    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_add", "value is NULL");
   f = &a->fields[field];
   if (f->kind == PER_TRAJ_STEP) {
-    if (a->count[field] == a->cfg.capacity) return peri_traj_full(a, "per_traj_add", field);
-    memmove(a->steps + (size_t)a->count[field] * a->cfg.step_bytes + f->offset, value, f->bytes);
+    if (a->count[field] == a->cfg.capacity)
+      return peri_traj_full(a, "per_traj_add", field);
+    memmove(a->steps + (size_t)a->count[field] * a->cfg.step_bytes + f->offset,
+            value, f->bytes);
     a->count[field] += 1;
     peri_traj_clear(a, 0, 0);
   } else {
@@ -4865,7 +4952,8 @@ PERDEF per_status per_traj_add(per_traj *a, uint32_t field, const void *value) {
   return PER_OK;
 }
 
-PERDEF per_status per_traj_add_step(per_traj *a, const void *record, uint8_t end) {
+PERDEF per_status per_traj_add_step(per_traj *a, const void *record,
+                                    uint8_t end) {
   const unsigned char *src = (const unsigned char *)record;
   unsigned char *dst;
   uint32_t n, f;
@@ -4874,11 +4962,15 @@ PERDEF per_status per_traj_add_step(per_traj *a, const void *record, uint8_t end
   if (!a->steps)
     return peri_traj_fail(a, PER_ERR_NULL, "per_traj_add_step",
                           "the accumulator is not initialised");
-  if (!record) return peri_traj_fail(a, PER_ERR_NULL, "per_traj_add_step", "record is NULL");
-  if (end > PER_END_TRUNCATED) return peri_traj_bad_end(a, "per_traj_add_step", end);
+  if (!record)
+    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_add_step",
+                          "record is NULL");
+  if (end > PER_END_TRUNCATED)
+    return peri_traj_bad_end(a, "per_traj_add_step", end);
   s = peri_traj_even(a, "per_traj_add_step", &n);
   if (s != PER_OK) return s;
-  if (n == a->cfg.capacity) return peri_traj_full(a, "per_traj_add_step", peri_traj_first_step(a));
+  if (n == a->cfg.capacity)
+    return peri_traj_full(a, "per_traj_add_step", peri_traj_first_step(a));
   dst = a->steps + (size_t)n * a->cfg.step_bytes;
   for (f = 0; f < a->cfg.nfields; ++f) {
     const per_traj_field *fd = &a->fields[f];
@@ -4904,12 +4996,14 @@ PERDEF per_status per_traj_end(per_traj *a, uint8_t end) {
   uint32_t n;
   if (!a) return PER_ERR_NULL;
   if (!a->steps)
-    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_end", "the accumulator is not initialised");
+    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_end",
+                          "the accumulator is not initialised");
   if (end > PER_END_TRUNCATED) return peri_traj_bad_end(a, "per_traj_end", end);
   n = per_traj_steps(a);
   if (n == 0)
-    return peri_traj_fail(a, PER_ERR_EMPTY, "per_traj_end",
-                          "no complete step (every step field needs a value) to end");
+    return peri_traj_fail(
+        a, PER_ERR_EMPTY, "per_traj_end",
+        "no complete step (every step field needs a value) to end");
   a->ends[n - 1] = end;
   a->error[0] = 0;
   return PER_OK;
@@ -4920,11 +5014,15 @@ PERDEF per_status per_traj_build(per_traj *a, per_traj_out *out) {
   per_status s;
   if (!a) return PER_ERR_NULL;
   if (!a->steps)
-    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_build", "the accumulator is not initialised");
-  if (!out) return peri_traj_fail(a, PER_ERR_NULL, "per_traj_build", "out is NULL");
+    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_build",
+                          "the accumulator is not initialised");
+  if (!out)
+    return peri_traj_fail(a, PER_ERR_NULL, "per_traj_build", "out is NULL");
   s = peri_traj_even(a, "per_traj_build", &n);
   if (s != PER_OK) return s;
-  if (n == 0) return peri_traj_fail(a, PER_ERR_EMPTY, "per_traj_build", "no step to build");
+  if (n == 0)
+    return peri_traj_fail(a, PER_ERR_EMPTY, "per_traj_build",
+                          "no step to build");
   out->steps = a->steps;
   out->ends = a->ends;
   out->once = a->once;
@@ -4947,7 +5045,9 @@ PERDEF void per_traj_reset(per_traj *a) {
   a->stale = 0;
 }
 
-PERDEF const char *per_traj_error(const per_traj *a) { return a ? a->error : ""; }
+PERDEF const char *per_traj_error(const per_traj *a) {
+  return a ? a->error : "";
+}
 
 #ifdef __cplusplus
 }

@@ -235,10 +235,9 @@ static __global__ void per_cudai_k_decide(const per_real *node, uint32_t L,
                                           uint32_t *win) {
   uint32_t j = per_cudai_thread_id();
   if (j >= n || PER_CUDAI_LD(status)) return;
-  PER_CUDAI_ST(&win[j],
-               (uint32_t)(per_cudai_to_bits(PER_CUDAI_LD(
-                              &node[L + PER_CUDAI_LD(&idx[j])])) ==
-                          (PER_CUDAI_TAG | j)));
+  PER_CUDAI_ST(&win[j], (uint32_t)(per_cudai_to_bits(PER_CUDAI_LD(
+                                       &node[L + PER_CUDAI_LD(&idx[j])])) ==
+                                   (PER_CUDAI_TAG | j)));
 }
 
 // Phase 4. The winner of each leaf stores its value (-0 as +0, as
@@ -255,8 +254,8 @@ static __global__ void per_cudai_k_apply(per_real *node, uint32_t L,
   leaf = L + PER_CUDAI_LD(&idx[j]);
   x = per_cudai_value(v, j);
   PER_CUDAI_ST(&node[leaf], (x == 0) ? (per_real)0 : x);
-  if (depth > 0) atomicExch(per_cudai_as_bits(&node[leaf >> 1]),
-                            per_cudai_mark());
+  if (depth > 0)
+    atomicExch(per_cudai_as_bits(&node[leaf >> 1]), per_cudai_mark());
 }
 
 // Phase 5, once per level s = 1..depth. The ancestor p of each winning leaf
@@ -265,9 +264,9 @@ static __global__ void per_cudai_k_apply(per_real *node, uint32_t L,
 // publishes it with atomicExch, then marks p's parent. Children (level s-1)
 // are final since the previous launch and nobody writes them here; level s
 // and s+1 are touched by atomics only.
-static __global__ void per_cudai_k_level(per_real *node, uint32_t L,
-                                         uint32_t s, uint32_t depth,
-                                         const uint32_t *idx, uint32_t n,
+static __global__ void per_cudai_k_level(per_real *node, uint32_t L, uint32_t s,
+                                         uint32_t depth, const uint32_t *idx,
+                                         uint32_t n,
                                          const unsigned long long *status,
                                          const uint32_t *win) {
   uint32_t j = per_cudai_thread_id(), p;
@@ -349,10 +348,9 @@ static __global__ void per_cudai_k_w_apply(const per_real *val, uint32_t B,
                                            const unsigned long long *status) {
   uint32_t i = per_cudai_thread_id();
   if (i >= B || PER_CUDAI_LD(status)) return;
-  PER_CUDAI_ST(&w[i],
-               per_cudai_weight(PER_CUDAI_LD(&val[i]),
-                                per_cudai_from_bits(PER_CUDAI_LD(minbits)),
-                                beta));
+  PER_CUDAI_ST(&w[i], per_cudai_weight(
+                          PER_CUDAI_LD(&val[i]),
+                          per_cudai_from_bits(PER_CUDAI_LD(minbits)), beta));
 }
 
 // >>launchers
@@ -424,8 +422,8 @@ static per_status per_cudai_update(const per_cuda_tree *t,
     return PER_ERR_DEVICE;
   if (n == 0) return PER_OK;
   g = per_cudai_grid(n);
-  PER_CUDA_LAUNCH(per_cudai_k_validate, g, PER_CUDAI_BLOCK, stream, v, d_idx,
-                  n, t->capacity, d_status);
+  PER_CUDA_LAUNCH(per_cudai_k_validate, g, PER_CUDAI_BLOCK, stream, v, d_idx, n,
+                  t->capacity, d_status);
   PER_CUDA_LAUNCH(per_cudai_k_claim, g, PER_CUDAI_BLOCK, stream, t->d_node,
                   t->leaves, d_idx, n, d_status);
   PER_CUDA_LAUNCH(per_cudai_k_decide, g, PER_CUDAI_BLOCK, stream, t->d_node,
@@ -543,14 +541,11 @@ static int per_cudai_nonneg_finite(double x) {
   return ((b >> 52) & 0x7ffu) != 0x7ffu && x >= 0;
 }
 
-PER_CUDA_DEF per_status per_cuda_update_td(const per_cuda_tree *t,
-                                           const uint32_t *d_idx,
-                                           const float *d_td, uint32_t n,
-                                           double eps, double alpha,
-                                           void *d_scratch,
-                                           size_t *scratch_bytes,
-                                           unsigned long long *d_status,
-                                           per_cuda_stream stream) {
+PER_CUDA_DEF per_status
+per_cuda_update_td(const per_cuda_tree *t, const uint32_t *d_idx,
+                   const float *d_td, uint32_t n, double eps, double alpha,
+                   void *d_scratch, size_t *scratch_bytes,
+                   unsigned long long *d_status, per_cuda_stream stream) {
   per_cudai_values v;
   if (!per_cudai_nonneg_finite(eps) || !per_cudai_nonneg_finite(alpha))
     return PER_ERR_ARG;
@@ -562,13 +557,10 @@ PER_CUDA_DEF per_status per_cuda_update_td(const per_cuda_tree *t,
                           stream);
 }
 
-PER_CUDA_DEF per_status per_cuda_sample(const per_cuda_tree *t, uint64_t seed,
-                                        uint64_t counter,
-                                        unsigned long long *d_counter,
-                                        uint32_t B, uint32_t *d_idx,
-                                        per_real *d_val,
-                                        unsigned long long *d_status,
-                                        per_cuda_stream stream) {
+PER_CUDA_DEF per_status per_cuda_sample(
+    const per_cuda_tree *t, uint64_t seed, uint64_t counter,
+    unsigned long long *d_counter, uint32_t B, uint32_t *d_idx, per_real *d_val,
+    unsigned long long *d_status, per_cuda_stream stream) {
   per_status s = per_cudai_check_tree(t);
   if (s != PER_OK) return s;
   if (!d_idx || !d_status) return PER_ERR_NULL;
@@ -584,9 +576,9 @@ PER_CUDA_DEF per_status per_cuda_sample(const per_cuda_tree *t, uint64_t seed,
   return per_cudai_launched();
 }
 
-PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val,
-                                            uint32_t B, double beta,
-                                            float *d_w, void *d_scratch,
+PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
+                                            double beta, float *d_w,
+                                            void *d_scratch,
                                             size_t *scratch_bytes,
                                             unsigned long long *d_status,
                                             per_cuda_stream stream) {

@@ -87,8 +87,8 @@
       flags but -ffast-math (per.h rounds every product it later adds to
       through a barrier no compiler fuses, so there is no contraction flag
       to pass on to your code): only IEEE additions, multiplications and
-      divisions and integer operations are used. The exceptions are the two formulas
-      with a pow, which follow per.h's buffer (per_buffer_update,
+      divisions and integer operations are used. The exceptions are the
+      two formulas with a pow, which follow per.h's buffer (per_buffer_update,
       per_buffer_sample) operation for operation, in double:
         priority  p = (|td| + eps)^alpha (1 when alpha == 0, capped at
                   PER_LEAF_MAX), rounded to per_real;
@@ -173,7 +173,6 @@ typedef struct CUstream_st *per_cuda_stream;
 #define PER_CUDA_POW_ULP 2
 #define PER_CUDA_TD_ULP (sizeof(per_real) == sizeof(float) ? 1 : 3)
 #define PER_CUDA_W_ULP 1
-
 
 /* sizeof(per_real) that per_cuda.cu was compiled with; it must equal
    sizeof(per_real) in your files. */
@@ -278,14 +277,11 @@ PER_CUDA_DEF per_status per_cuda_update(const per_cuda_tree *t,
    order sets *d_status and nothing is written. eps and alpha must be
    finite and >= 0 (PER_ERR_ARG). Scratch, duplicates and the other errors
    as per_cuda_update. */
-PER_CUDA_DEF per_status per_cuda_update_td(const per_cuda_tree *t,
-                                           const uint32_t *d_idx,
-                                           const float *d_td, uint32_t n,
-                                           double eps, double alpha,
-                                           void *d_scratch,
-                                           size_t *scratch_bytes,
-                                           unsigned long long *d_status,
-                                           per_cuda_stream stream);
+PER_CUDA_DEF per_status
+per_cuda_update_td(const per_cuda_tree *t, const uint32_t *d_idx,
+                   const float *d_td, uint32_t n, double eps, double alpha,
+                   void *d_scratch, size_t *scratch_bytes,
+                   unsigned long long *d_status, per_cuda_stream stream);
 
 /* ======================================================================
    4. Sample
@@ -307,13 +303,10 @@ PER_CUDA_DEF per_status per_cuda_update_td(const per_cuda_tree *t,
    finite); then nothing is written and *d_counter is not advanced.
    Errors returned: PER_ERR_NULL, PER_ERR_CAPACITY (bad descriptor),
    PER_ERR_BATCH (B == 0), PER_ERR_DEVICE. */
-PER_CUDA_DEF per_status per_cuda_sample(const per_cuda_tree *t, uint64_t seed,
-                                        uint64_t counter,
-                                        unsigned long long *d_counter,
-                                        uint32_t B, uint32_t *d_idx,
-                                        per_real *d_val,
-                                        unsigned long long *d_status,
-                                        per_cuda_stream stream);
+PER_CUDA_DEF per_status per_cuda_sample(
+    const per_cuda_tree *t, uint64_t seed, uint64_t counter,
+    unsigned long long *d_counter, uint32_t B, uint32_t *d_idx, per_real *d_val,
+    unsigned long long *d_status, per_cuda_stream stream);
 
 /* ======================================================================
    5. Importance-sampling weights
@@ -333,9 +326,9 @@ PER_CUDA_DEF per_status per_cuda_sample(const per_cuda_tree *t, uint64_t seed,
    Scratch: 256 bytes. Errors returned: PER_ERR_NULL, PER_ERR_BATCH
    (B == 0 or > PER_CUDA_MAX_BATCH), PER_ERR_ARG, PER_ERR_MEMORY (scratch
    too small), PER_ERR_DEVICE. */
-PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val,
-                                            uint32_t B, double beta,
-                                            float *d_w, void *d_scratch,
+PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
+                                            double beta, float *d_w,
+                                            void *d_scratch,
                                             size_t *scratch_bytes,
                                             unsigned long long *d_status,
                                             per_cuda_stream stream);

@@ -45,19 +45,19 @@
 #define BC_MAX_REPS 101
 
 typedef struct bc_opts {
-  int reps;            /* timed loops per side (median of these) */
-  double min_time;     /* seconds per timed loop */
-  uint64_t iters;      /* fixed iterations per loop; 0 = calibrate */
-  int quick;           /* smoke test: tiny sizes, a few short loops */
-  int side;            /* 0 both, 1 per.h only, 2 baseline only */
-  const char *csv;     /* write every figure here (NULL: no CSV) */
-  const char *ops;     /* comma list of ops to run (NULL: all) */
+  int reps;        /* timed loops per side (median of these) */
+  double min_time; /* seconds per timed loop */
+  uint64_t iters;  /* fixed iterations per loop; 0 = calibrate */
+  int quick;       /* smoke test: tiny sizes, a few short loops */
+  int side;        /* 0 both, 1 per.h only, 2 baseline only */
+  const char *csv; /* write every figure here (NULL: no CSV) */
+  const char *ops; /* comma list of ops to run (NULL: all) */
   uint64_t n[BC_MAX_LIST];
-  int nn;              /* 0: the program's default list */
+  int nn; /* 0: the program's default list */
   uint64_t b[BC_MAX_LIST];
   int nb;
   uint64_t seed;
-  int huge;            /* 2 MiB-aligned trees with madvise(MADV_HUGEPAGE) */
+  int huge; /* 2 MiB-aligned trees with madvise(MADV_HUGEPAGE) */
 } bc_opts;
 
 /* A program's own options: return 1 (takes a value) or 2 (a flag) when
@@ -65,7 +65,7 @@ typedef struct bc_opts {
 typedef int (*bc_extra_opt)(const char *opt, const char *val, int *bad);
 
 typedef struct bc_result {
-  double a_ns, b_ns;         /* median ns per item: per.h side, baseline */
+  double a_ns, b_ns; /* median ns per item: per.h side, baseline */
   double a_min, a_max, b_min, b_max;
   uint64_t a_iters, b_iters; /* iterations per timed loop */
   int reps;
@@ -136,7 +136,7 @@ BC_FN uint64_t bc_calibrate(bc_kernel k, void *ctx, double min_time) {
    kernel may be NULL (then its figures are 0). items = items per
    iteration. */
 BC_FN bc_result bc_measure(const bc_opts *o, bc_kernel ka, void *ca,
-                            bc_kernel kb, void *cb, double items) {
+                           bc_kernel kb, void *cb, double items) {
   bc_result r;
   double ta[BC_MAX_REPS], tb[BC_MAX_REPS];
   int i, n = o->reps;
@@ -271,12 +271,14 @@ BC_FN int bc_want_op(const bc_opts *o, const char *op) {
 
 static const char *bc_common_usage =
     "  --op LIST        only these ops (comma separated; default all)\n"
-    "  --n LIST         sizes, e.g. 65536,1e6,2^24 (default: the target sizes)\n"
+    "  --n LIST         sizes, e.g. 65536,1e6,2^24 (default: the target "
+    "sizes)\n"
     "  --b LIST         batch sizes, e.g. 256,1024,4096\n"
     "  --reps R         timed loops per side, median reported (default 5)\n"
     "  --min-time S     seconds per timed loop (default 0.2)\n"
     "  --iters K        fixed iterations per loop instead of --min-time\n"
-    "  --impl WHO       both (default), per (per.h only), base (baseline only)\n"
+    "  --impl WHO       both (default), per (per.h only), base (baseline "
+    "only)\n"
     "  --csv FILE       write every figure to FILE\n"
     "  --seed S         seed of the inputs (default 1)\n"
     "  --huge           trees in 2 MiB-aligned memory with MADV_HUGEPAGE\n"
@@ -285,7 +287,7 @@ static const char *bc_common_usage =
 
 /* Parse the options every benchmark shares; 0 on error (message printed). */
 BC_FN int bc_parse(bc_opts *o, int argc, char **argv, const char *usage,
-                    bc_extra_opt extra) {
+                   bc_extra_opt extra) {
   int i;
   memset(o, 0, sizeof *o);
   o->reps = 5;
@@ -367,18 +369,17 @@ BC_FN FILE *bc_csv_open(const bc_opts *o) {
     fprintf(stderr, "cannot write %s: %s\n", o->csv, strerror(errno));
     exit(2);
   }
-  fprintf(f,
-          "real,op,n,b,per_ns,base_ns,ratio,per_batch_ns,base_batch_ns,"
-          "per_min,per_max,base_min,base_max,reps,per_iters,base_iters,"
-          "per_name,base_name\n");
+  fprintf(f, "real,op,n,b,per_ns,base_ns,ratio,per_batch_ns,base_batch_ns,"
+             "per_min,per_max,base_min,base_max,reps,per_iters,base_iters,"
+             "per_name,base_name\n");
   return f;
 }
 
 /* One CSV row. b = 0 means "no batch" (add); batch figures are then per
    item. */
 BC_FN void bc_csv_row(FILE *f, const char *op, uint64_t n, uint64_t b,
-                       const bc_result *r, double items_per_batch,
-                       const char *a_name, const char *b_name) {
+                      const bc_result *r, double items_per_batch,
+                      const char *a_name, const char *b_name) {
   double ratio = (r->a_ns > 0 && r->b_ns > 0) ? r->b_ns / r->a_ns : 0;
   if (!f) return;
   fprintf(f,
@@ -418,15 +419,13 @@ BC_FN void bc_print_setup(const bc_opts *o, const char *unit,
     printf("median of %d loops of %llu %s per side, interleaved\n", o->reps,
            (unsigned long long)o->iters, unit);
   else
-    printf("median of %d loops of >= %.3f s per side, interleaved\n",
-           o->reps, o->min_time);
+    printf("median of %d loops of >= %.3f s per side, interleaved\n", o->reps,
+           o->min_time);
 }
 
 BC_FN void bc_print_ratio(const bc_result *r) {
-  if (r->a_ns > 0 && r->b_ns > 0)
-    printf("  %6.2fx\n", r->b_ns / r->a_ns);
-  else
-    printf("  %7s\n", "-");
+  if (r->a_ns > 0 && r->b_ns > 0) printf("  %6.2fx\n", r->b_ns / r->a_ns);
+  else printf("  %7s\n", "-");
 }
 
 /* ---- the trees both programs time --------------------------------------- */
@@ -470,7 +469,8 @@ BC_FN uint64_t bc_build_trees(const bc_opts *o, uint32_t n, int have_per,
     }
     if (o->huge) {
       free(ct->node);
-      ct->node = (float *)bc_big_alloc((size_t)2 * ct->leaves * sizeof(float), 1);
+      ct->node =
+          (float *)bc_big_alloc((size_t)2 * ct->leaves * sizeof(float), 1);
     }
     classic_build(ct, leaf, n);
   }

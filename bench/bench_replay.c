@@ -91,9 +91,11 @@ static int make_buffer(per_buffer *b, uint32_t n, uint32_t L, uint32_t stride,
   td = (float *)bc_xmalloc((size_t)chunk * sizeof *td);
   for (i = 0; i < n; i += chunk) {
     uint32_t m = n - i < chunk ? n - i : chunk, j;
-    for (j = 0; j < (uint32_t)(m * item_bytes); ++j) items[j] = (unsigned char)bc_split(&s);
+    for (j = 0; j < (uint32_t)(m * item_bytes); ++j)
+      items[j] = (unsigned char)bc_split(&s);
     for (j = 0; j < m; ++j) {
-      ends[j] = (uint8_t)((i + j) % 200 == 199 ? PER_END_TERMINATED : PER_END_NONE);
+      ends[j] =
+          (uint8_t)((i + j) % 200 == 199 ? PER_END_TERMINATED : PER_END_NONE);
       ids[j] = (uint64_t)(i + j) | (uint64_t)1 << 32; /* slot | generation 1 */
       td[j] = bc_prio(&s) * 4.0f;
     }
@@ -120,7 +122,8 @@ typedef struct snap_ctx {
 static void k_snapshot(void *p, uint64_t iters) {
   snap_ctx *c = (snap_ctx *)p;
   while (iters--)
-    if (per_buffer_snapshot(c->b, c->mem, c->cap, &c->len) != PER_OK) c->status = PER_ERR_ARG;
+    if (per_buffer_snapshot(c->b, c->mem, c->cap, &c->len) != PER_OK)
+      c->status = PER_ERR_ARG;
 }
 
 static void k_memcpy(void *p, uint64_t iters) {
@@ -140,10 +143,11 @@ static void k_save(void *p, uint64_t iters) {
 }
 
 static void print_row(FILE *csv, const char *op, uint64_t n, uint64_t b,
-                      const bc_result *r, double items, const char *a, const char *bn) {
-  printf("%-9s %9llu %5llu  %11.2f %8.3f  %11.2f %8.3f", op, (unsigned long long)n,
-         (unsigned long long)b, r->a_ns * items / 1e3, r->a_ns, r->b_ns * items / 1e3,
-         r->b_ns);
+                      const bc_result *r, double items, const char *a,
+                      const char *bn) {
+  printf("%-9s %9llu %5llu  %11.2f %8.3f  %11.2f %8.3f", op,
+         (unsigned long long)n, (unsigned long long)b, r->a_ns * items / 1e3,
+         r->a_ns, r->b_ns * items / 1e3, r->b_ns);
   bc_print_ratio(r);
   fflush(stdout);
   bc_csv_row(csv, op, n, b, r, items, a, bn);
@@ -164,38 +168,49 @@ static void run_snapshot(const bc_opts *o, FILE *csv, uint32_t n, int want_snap,
   c.mem = (unsigned char *)bc_xmalloc(c.cap);
   c.src = (unsigned char *)bc_xmalloc(c.cap);
   memset(c.src, 1, c.cap);
-  check("snapshot", per_buffer_snapshot(&b, c.mem, c.cap, &c.len), "per_buffer_snapshot");
-  snprintf(c.path, sizeof c.path, "%s/bench_replay_%s.ckpt", save_dir, bc_real_name());
+  check("snapshot", per_buffer_snapshot(&b, c.mem, c.cap, &c.len),
+        "per_buffer_snapshot");
+  snprintf(c.path, sizeof c.path, "%s/bench_replay_%s.ckpt", save_dir,
+           bc_real_name());
   { /* the snapshot written out is per_buffer_save's file */
     FILE *f;
     unsigned char *file = (unsigned char *)bc_xmalloc(c.len);
-    check("snapshot", per_snapshot_write(c.mem, c.len, c.path, NULL), "per_snapshot_write");
+    check("snapshot", per_snapshot_write(c.mem, c.len, c.path, NULL),
+          "per_snapshot_write");
     f = fopen(c.path, "rb");
-    if (!f || fread(file, 1, c.len, f) != c.len) fail("snapshot", "reading the written file");
+    if (!f || fread(file, 1, c.len, f) != c.len)
+      fail("snapshot", "reading the written file");
     if (f) fclose(f);
     check("snapshot", per_buffer_save(&b, c.path), "per_buffer_save");
     f = fopen(c.path, "rb");
-    if (!f || fread(c.src, 1, c.len, f) != c.len || memcmp(file, c.src, c.len) != 0)
-      fail("snapshot", "per_snapshot_write's file differs from per_buffer_save's");
+    if (!f || fread(c.src, 1, c.len, f) != c.len ||
+        memcmp(file, c.src, c.len) != 0)
+      fail("snapshot",
+           "per_snapshot_write's file differs from per_buffer_save's");
     if (f) fclose(f);
     free(file);
   }
   if (want_snap) {
     r = bc_measure(o, o->side != 2 ? k_snapshot : NULL, &c,
                    o->side != 1 ? k_memcpy : NULL, &c, (double)n);
-    print_row(csv, "snapshot", n, 0, &r, (double)n, "per_buffer_snapshot", "memcpy");
+    print_row(csv, "snapshot", n, 0, &r, (double)n, "per_buffer_snapshot",
+              "memcpy");
     if (r.a_ns > 0)
-      printf("          snapshot %.0f MB (%llu bytes per item): %.2f GB/s; memcpy %.2f GB/s\n",
+      printf("          snapshot %.0f MB (%llu bytes per item): %.2f GB/s; "
+             "memcpy %.2f GB/s\n",
              (double)c.len / 1e6, (unsigned long long)(c.len / n),
-             (double)c.len / (r.a_ns * n), r.b_ns > 0 ? (double)c.len / (r.b_ns * n) : 0.0);
+             (double)c.len / (r.a_ns * n),
+             r.b_ns > 0 ? (double)c.len / (r.b_ns * n) : 0.0);
   }
   if (want_save) {
     bc_opts q = *o;
-    if (!q.iters && !q.quick && q.min_time < 1) q.min_time = 1; /* a save is long */
+    if (!q.iters && !q.quick && q.min_time < 1)
+      q.min_time = 1; /* a save is long */
     if (q.reps > 5) q.reps = 5;
     r = bc_measure(&q, o->side != 2 ? k_snapshot : NULL, &c,
                    o->side != 1 ? k_save : NULL, &c, (double)n);
-    print_row(csv, "save", n, 0, &r, (double)n, "per_buffer_snapshot", "per_buffer_save");
+    print_row(csv, "save", n, 0, &r, (double)n, "per_buffer_snapshot",
+              "per_buffer_save");
   }
   if (c.status != PER_OK) fail("snapshot", per_status_str(c.status));
   remove(c.path);
@@ -268,8 +283,8 @@ static void run_seq(const bc_opts *o, FILE *csv, uint32_t n, uint32_t B) {
   ci.b = &bi;
   k_seq(&cs, 1);
   k_items(&ci, 1);
-  r = bc_measure(o, o->side != 2 ? k_seq : NULL, &cs, o->side != 1 ? k_items : NULL, &ci,
-                 (double)k);
+  r = bc_measure(o, o->side != 2 ? k_seq : NULL, &cs,
+                 o->side != 1 ? k_items : NULL, &ci, (double)k);
   print_row(csv, "seq", n, B, &r, (double)k, "sequences", "independent items");
   if (cs.status != PER_OK) fail("seq", per_status_str(cs.status));
   if (ci.status != PER_OK) fail("seq", per_status_str(ci.status));
@@ -302,17 +317,19 @@ int main(int argc, char **argv) {
          (unsigned long long)item_bytes);
   printf("flags: %s; %s\n", BENCH_CFLAGS,
          bc_clock == CLOCK_MONOTONIC ? "wall clock" : "thread CPU clock");
-  printf("baselines: snapshot = memcpy of the same bytes; save = per_buffer_save "
-         "(fsync included) to %s;\n"
-         "           seq = B * L independent items sampled and updated "
-         "(L = %llu, stride %llu)\n",
-         save_dir, (unsigned long long)seq_len, (unsigned long long)seq_stride);
-  printf("%-9s %9s %5s  %11s %8s  %11s %8s  %7s\n", "op", "N", "B", "per us/call",
-         "ns/item", "base us/call", "ns/item", "base/per");
+  printf(
+      "baselines: snapshot = memcpy of the same bytes; save = per_buffer_save "
+      "(fsync included) to %s;\n"
+      "           seq = B * L independent items sampled and updated "
+      "(L = %llu, stride %llu)\n",
+      save_dir, (unsigned long long)seq_len, (unsigned long long)seq_stride);
+  printf("%-9s %9s %5s  %11s %8s  %11s %8s  %7s\n", "op", "N", "B",
+         "per us/call", "ns/item", "base us/call", "ns/item", "base/per");
   for (j = 0; j < o.nn; ++j) {
     uint32_t n = (uint32_t)o.n[j];
     if (bc_want_op(&o, "snapshot") || bc_want_op(&o, "save"))
-      run_snapshot(&o, csv, n, bc_want_op(&o, "snapshot"), bc_want_op(&o, "save"));
+      run_snapshot(&o, csv, n, bc_want_op(&o, "snapshot"),
+                   bc_want_op(&o, "save"));
     if (bc_want_op(&o, "seq"))
       for (i = 0; i < o.nb; ++i) run_seq(&o, csv, n, (uint32_t)o.b[i]);
   }

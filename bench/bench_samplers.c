@@ -39,7 +39,8 @@ static const char *usage =
     "  --n LIST applies to cat and iid (default 1e8), --b LIST is k for\n"
     "  swap, cat and iid (default 1024); also:\n"
     "  --swap-n N       population of the uniform sampler (default 64000)\n"
-    "  --threads-n LIST tree sizes of the 2-thread run (default 2^16,1e6,2^24)\n"
+    "  --threads-n LIST tree sizes of the 2-thread run (default "
+    "2^16,1e6,2^24)\n"
     "  --threads-b LIST batch sizes of the 2-thread run (default 1024,4096)\n"
     "  --barrier        2-thread hand-off by pthread barriers instead of\n"
     "                   spinning on atomics (the default)\n";
@@ -83,8 +84,9 @@ static void fail(const char *op, const char *what, uint64_t n, uint64_t k) {
 static void report(FILE *csv, const char *op, uint64_t n, uint64_t k,
                    const bc_result *r, const char *a_name, const char *b_name) {
   printf("%-8s %10llu %5llu  %10.2f %8.2f  %10.2f %8.2f", op,
-         (unsigned long long)n, (unsigned long long)k, r->a_ns * (double)k / 1e3,
-         r->a_ns, r->b_ns * (double)k / 1e3, r->b_ns);
+         (unsigned long long)n, (unsigned long long)k,
+         r->a_ns * (double)k / 1e3, r->a_ns, r->b_ns * (double)k / 1e3,
+         r->b_ns);
   bc_print_ratio(r);
   fflush(stdout);
   bc_csv_row(csv, op, n, k, r, (double)k, a_name, b_name);
@@ -166,7 +168,8 @@ static void run_swap(const bc_opts *o, FILE *csv, uint32_t n, uint32_t k) {
     fprintf(stderr, "swap: k=%u > n=%u, skipped\n", k, n);
     return;
   }
-  if (per_swap_init(&c.sw, n, NULL) != PER_OK || per_swap_grow(&c.sw, n) != PER_OK) {
+  if (per_swap_init(&c.sw, n, NULL) != PER_OK ||
+      per_swap_grow(&c.sw, n) != PER_OK) {
     fail("swap", "per_swap_init", n, k);
     return;
   }
@@ -214,7 +217,8 @@ static void k_cat_per(void *p, uint64_t iters) {
   cat_ctx *c = (cat_ctx *)p;
   uint64_t i;
   for (i = 0; i < iters; ++i) {
-    per_status s = per_cat_sample(&c->cat, &c->t, &c->rng, c->k, c->idx_p, c->val_p);
+    per_status s =
+        per_cat_sample(&c->cat, &c->t, &c->rng, c->k, c->idx_p, c->val_p);
     if (s != PER_OK) c->err = s;
   }
 }
@@ -222,14 +226,16 @@ static void k_cat_per(void *p, uint64_t iters) {
 static void k_cat_classic(void *p, uint64_t iters) {
   cat_ctx *c = (cat_ctx *)p;
   uint64_t i;
-  for (i = 0; i < iters; ++i) classic_sample_wor(&c->ct, c->k, c->idx_c, c->val_c);
+  for (i = 0; i < iters; ++i)
+    classic_sample_wor(&c->ct, c->k, c->idx_c, c->val_c);
 }
 
 static void k_iid_per(void *p, uint64_t iters) {
   cat_ctx *c = (cat_ctx *)p;
   uint64_t i;
   for (i = 0; i < iters; ++i) {
-    per_status s = per_tree_sample_iid(&c->t, &c->rng, c->k, c->idx_p, c->val_p);
+    per_status s =
+        per_tree_sample_iid(&c->t, &c->rng, c->k, c->idx_p, c->val_p);
     if (s != PER_OK) c->err = s;
   }
 }
@@ -237,7 +243,8 @@ static void k_iid_per(void *p, uint64_t iters) {
 static void k_iid_classic(void *p, uint64_t iters) {
   cat_ctx *c = (cat_ctx *)p;
   uint64_t i;
-  for (i = 0; i < iters; ++i) classic_sample_iid(&c->ct, c->k, c->idx_c, c->val_c);
+  for (i = 0; i < iters; ++i)
+    classic_sample_iid(&c->ct, c->k, c->idx_c, c->val_c);
 }
 
 /* Both trees over the same N leaves in (0, 1]. */
@@ -246,7 +253,8 @@ static void cat_setup(cat_ctx *c, const bc_opts *o, uint32_t n, uint32_t maxk) {
   c->n = n;
   c->have_per = o->side != 2;
   c->have_classic = o->side != 1;
-  bc_build_trees(o, n, c->have_per, c->have_classic, &c->t, &c->per_mem, &c->ct);
+  bc_build_trees(o, n, c->have_per, c->have_classic, &c->t, &c->per_mem,
+                 &c->ct);
   if (c->have_per) {
     per_status st = per_cat_init(&c->cat, maxk, NULL);
     if (st != PER_OK) {
@@ -303,7 +311,8 @@ static void cat_check(cat_ctx *c, const char *op, int wor, uint32_t *stamp,
     }
     if (wor && rep)
       printf("  (classic zero-and-restore repeated %u of %u picks in its last "
-             "batch)\n", rep, c->k);
+             "batch)\n",
+             rep, c->k);
   }
 }
 
@@ -360,8 +369,8 @@ typedef struct thr_ctx {
   pthread_barrier_t start, done;
   int quit;
   per_status err, werr;
-  int spin;            /* hand-off by spinning on go/ack, not barriers */
-  unsigned go, ack;    /* batch number posted / finished by the worker */
+  int spin;         /* hand-off by spinning on go/ack, not barriers */
+  unsigned go, ack; /* batch number posted / finished by the worker */
 } thr_ctx;
 
 /* The hand-off: with spin = 1 the two threads meet through two counters
@@ -402,10 +411,8 @@ static void *worker(void *p) {
                                c->B - c->half, c->idx2 + c->half,
                                c->val2 + c->half);
     if (s != PER_OK) c->werr = s;
-    if (c->spin)
-      __atomic_store_n(&c->ack, seen, __ATOMIC_RELEASE);
-    else
-      pthread_barrier_wait(&c->done);
+    if (c->spin) __atomic_store_n(&c->ack, seen, __ATOMIC_RELEASE);
+    else pthread_barrier_wait(&c->done);
   }
   return NULL;
 }
@@ -553,11 +560,13 @@ int main(int argc, char **argv) {
          "per us/bat", "ns/item", "base us/bat", "ns/item", "base/per");
 
   if (bc_want_op(&o, "swap"))
-    for (j = 0; j < o.nb; ++j) run_swap(&o, csv, (uint32_t)swap_n, (uint32_t)o.b[j]);
+    for (j = 0; j < o.nb; ++j)
+      run_swap(&o, csv, (uint32_t)swap_n, (uint32_t)o.b[j]);
   if (bc_want_op(&o, "cat") || bc_want_op(&o, "iid"))
     for (j = 0; j < o.nn; ++j) run_cat(&o, csv, (uint32_t)o.n[j], o.b, o.nb);
   if (bc_want_op(&o, "threads") && o.side != 2)
-    for (j = 0; j < thr_nn; ++j) run_threads(&o, csv, (uint32_t)thr_n[j], thr_b, thr_nb);
+    for (j = 0; j < thr_nn; ++j)
+      run_threads(&o, csv, (uint32_t)thr_n[j], thr_b, thr_nb);
 
   return bc_finish(csv, "bench_samplers", failures,
                    "all picks valid and distinct where promised, 2-thread "

@@ -47,11 +47,11 @@ typedef struct ctx {
   per_tree t;
   per_rng rng;
   classic_tree ct;
-  per_buffer buf;      /* cycle: the PER buffer (full), created on demand */
+  per_buffer buf; /* cycle: the PER buffer (full), created on demand */
   int have_buf;
-  uint64_t *ids;       /* cycle outputs */
+  uint64_t *ids; /* cycle outputs */
   float *w_p, *w_c, *prio_c;
-  void *per_mem;     /* --huge: the tree's memory, owned here */
+  void *per_mem; /* --huge: the tree's memory, owned here */
   /* inputs: pool of (index, value) pairs, cycled; the same for both */
   size_t pool;
   uint32_t *pool_idx;
@@ -145,7 +145,7 @@ static per_status add_run_per(ctx *c) {
   per_status s = PER_OK;
   while (done < c->B && s == PER_OK) {
     uint32_t m = c->B - done;
-    if (m > c->n - c->pos_p) m = c->n - c->pos_p;       /* ring wraps */
+    if (m > c->n - c->pos_p) m = c->n - c->pos_p; /* ring wraps */
     if (m > c->pool - c->off_p) m = (uint32_t)(c->pool - c->off_p);
     s = per_tree_set_range(&c->t, c->pos_p, c->pool_val + c->off_p, m);
     done += m;
@@ -186,7 +186,8 @@ static void k_cycle_per(void *p, uint64_t iters) {
   for (i = 0; i < iters; ++i) {
     per_status s = per_buffer_sample(&c->buf, c->B, NULL, NULL, c->ids, c->w_p);
     if (s == PER_OK)
-      s = per_buffer_update(&c->buf, c->ids, c->pool_valf + c->off_p, c->B, NULL);
+      s = per_buffer_update(&c->buf, c->ids, c->pool_valf + c->off_p, c->B,
+                            NULL);
     if (s != PER_OK) c->err = s;
     pool_next(c, &c->off_p, c->B);
   }
@@ -262,7 +263,8 @@ static void check_cycle(ctx *c) {
     }
     ones += c->w_p[j] == 1.0f;
   }
-  if (ones == 0) fail("per.h buffer weights not normalized by the batch max", c->n, c->B);
+  if (ones == 0)
+    fail("per.h buffer weights not normalized by the batch max", c->n, c->B);
 }
 
 /* Both trees hold the same leaves, and per.h's tree is valid. */
@@ -285,9 +287,8 @@ static void check_trees(ctx *c) {
 static void sync_updates(ctx *c) {
   size_t off;
   for (off = 0; off + c->B <= c->pool; off += c->B) {
-    if (c->have_per &&
-        per_tree_set_batch(&c->t, c->pool_idx + off, c->pool_val + off, c->B) !=
-            PER_OK)
+    if (c->have_per && per_tree_set_batch(&c->t, c->pool_idx + off,
+                                          c->pool_val + off, c->B) != PER_OK)
       fail("per_tree_set_batch", c->n, c->B);
     if (c->have_classic)
       classic_update_batch(&c->ct, c->pool_idx + off, c->pool_valf + off, c->B);
@@ -335,9 +336,8 @@ static void sync_adds(ctx *c) {
 static void check_samples(ctx *c) {
   uint32_t i;
   for (i = 0; i < c->B; ++i) {
-    if (c->have_per &&
-        (c->idx_p[i] >= c->n || !(c->val_p[i] > 0) ||
-         c->val_p[i] != per_tree_get(&c->t, c->idx_p[i]))) {
+    if (c->have_per && (c->idx_p[i] >= c->n || !(c->val_p[i] > 0) ||
+                        c->val_p[i] != per_tree_get(&c->t, c->idx_p[i]))) {
       fail("per.h sampled an invalid leaf", c->n, c->B);
       return;
     }
@@ -374,7 +374,8 @@ static void setup(ctx *c, const bc_opts *o, uint32_t n, uint32_t maxB) {
   c->n = n;
   c->have_per = o->side != 2;
   c->have_classic = o->side != 1;
-  s = bc_build_trees(o, n, c->have_per, c->have_classic, &c->t, &c->per_mem, &c->ct);
+  s = bc_build_trees(o, n, c->have_per, c->have_classic, &c->t, &c->per_mem,
+                     &c->ct);
   if (c->have_per) per_rng_init(&c->rng, o->seed);
 
   /* The pool: enough pairs that batches do not repeat within a short loop. */
@@ -436,8 +437,8 @@ static void run_op(const bc_opts *o, FILE *csv, ctx *c, const char *op,
   c->B = B;
   c->off_p = c->off_c = 0;
   c->pos_p = 0;
-  r = bc_measure(o, c->have_per ? kp : NULL, c, c->have_classic ? kc : NULL,
-                 c, B ? B : 1);
+  r = bc_measure(o, c->have_per ? kp : NULL, c, c->have_classic ? kc : NULL, c,
+                 B ? B : 1);
   report(csv, op, c->n, B, &r);
   if (c->err != PER_OK) fail(per_status_str(c->err), c->n, B);
   c->err = PER_OK;
@@ -482,9 +483,11 @@ int main(int argc, char **argv) {
     setup(&c, &o, n, maxB);
     if (c.have_per && c.have_classic) {
       double agree = agreement(&c, 4096);
-      if (o.quick && agree < 0.98) fail("per.h and classic descents disagree", n, 0);
-      if (o.quick) printf("  (N=%u: both trees find the same leaf for %.2f%% of u)\n",
-                          n, 100 * agree);
+      if (o.quick && agree < 0.98)
+        fail("per.h and classic descents disagree", n, 0);
+      if (o.quick)
+        printf("  (N=%u: both trees find the same leaf for %.2f%% of u)\n", n,
+               100 * agree);
     }
     if (bc_want_op(&o, "sample"))
       for (ib = 0; ib < o.nb; ++ib) {

@@ -41,7 +41,8 @@ typedef struct classic_tree {
   uint64_t rng;      /* xorshift64* state, never 0 */
 } classic_tree;
 
-CLASSIC_FN int classic_init(classic_tree *ct, uint32_t capacity, uint64_t seed) {
+CLASSIC_FN int classic_init(classic_tree *ct, uint32_t capacity,
+                            uint64_t seed) {
   uint32_t L = 1;
   while (L < capacity) L <<= 1;
   ct->node = (float *)calloc((size_t)2 * L, sizeof(float));
@@ -72,7 +73,8 @@ CLASSIC_FN void classic_build(classic_tree *ct, const float *val, uint32_t n) {
   uint32_t L = ct->leaves, k;
   memset(ct->node, 0, (size_t)2 * L * sizeof(float));
   memcpy(ct->node + L, val, (size_t)n * sizeof(float));
-  for (k = L - 1; k >= 1; --k) ct->node[k] = ct->node[2 * k] + ct->node[2 * k + 1];
+  for (k = L - 1; k >= 1; --k)
+    ct->node[k] = ct->node[2 * k] + ct->node[2 * k + 1];
 }
 
 CLASSIC_FN float classic_total(const classic_tree *ct) { return ct->node[1]; }
@@ -87,7 +89,7 @@ CLASSIC_FN void classic_update(classic_tree *ct, uint32_t i, float v) {
 
 /* n single updates, in order: how a textbook buffer applies new priorities. */
 CLASSIC_FN void classic_update_batch(classic_tree *ct, const uint32_t *idx,
-                                 const float *val, uint32_t n) {
+                                     const float *val, uint32_t n) {
   uint32_t j;
   for (j = 0; j < n; ++j) classic_update(ct, idx[j], val[j]);
 }
@@ -117,7 +119,7 @@ CLASSIC_FN uint32_t classic_find(const classic_tree *ct, float u) {
 
 /* Stratified batch of B: one draw in each of B equal slices of the total. */
 CLASSIC_FN void classic_sample(classic_tree *ct, uint32_t B, uint32_t *idx,
-                           float *val) {
+                               float *val) {
   float seg = classic_total(ct) / (float)B;
   uint32_t i;
   for (i = 0; i < B; ++i) {
@@ -139,7 +141,7 @@ CLASSIC_FN uint32_t classic_draw(classic_tree *ct, uint32_t *idx, float *val) {
 
 /* k independent draws proportional to the leaves (with replacement). */
 CLASSIC_FN void classic_sample_iid(classic_tree *ct, uint32_t k, uint32_t *idx,
-                               float *val) {
+                                   float *val) {
   uint32_t i;
   for (i = 0; i < k; ++i) classic_draw(ct, idx + i, val + i);
 }
@@ -148,7 +150,7 @@ CLASSIC_FN void classic_sample_iid(classic_tree *ct, uint32_t k, uint32_t *idx,
    (so it cannot come again), and all picks get their values back at the
    end. val[j] receives the pick's value. */
 CLASSIC_FN void classic_sample_wor(classic_tree *ct, uint32_t k, uint32_t *idx,
-                               float *val) {
+                                   float *val) {
   uint32_t i;
   for (i = 0; i < k; ++i)
     classic_update(ct, classic_draw(ct, idx + i, val + i), 0.0f);

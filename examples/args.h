@@ -38,7 +38,13 @@ static int parse_double(const char *s, double lo, double hi, double *out) {
 /* What a flag sets: 1 into an int (a flag without a value), its value as
    given, or its value as a number of one of the types below. */
 enum {
-  ARG_SWITCH, ARG_TEXT, ARG_LONG, ARG_U32, ARG_U64, ARG_DOUBLE, ARG_FLOAT
+  ARG_SWITCH,
+  ARG_TEXT,
+  ARG_LONG,
+  ARG_U32,
+  ARG_U64,
+  ARG_DOUBLE,
+  ARG_FLOAT
 };
 
 /* One flag: its name, its kind, the variable it sets and the bounds of
@@ -51,8 +57,8 @@ typedef struct arg_flag {
   double dlo, dhi;
 } arg_flag;
 
-static inline arg_flag arg_make(const char *name, int kind, void *dst,
-                                long lo, long hi, double dlo, double dhi) {
+static inline arg_flag arg_make(const char *name, int kind, void *dst, long lo,
+                                long hi, double dlo, double dhi) {
   arg_flag f;
   f.name = name;
   f.kind = kind;
@@ -72,8 +78,7 @@ static inline arg_flag arg_text(const char *name, const char **dst) {
   return arg_make(name, ARG_TEXT, dst, 0, 0, 0.0, 0.0);
 }
 
-static inline arg_flag arg_long(const char *name, long *dst, long lo,
-                                long hi) {
+static inline arg_flag arg_long(const char *name, long *dst, long lo, long hi) {
   return arg_make(name, ARG_LONG, dst, lo, hi, 0.0, 0.0);
 }
 
@@ -111,27 +116,20 @@ static int arg_set(const arg_flag *f, const char *v) {
   long l;
   double d;
   switch (f->kind) {
-  case ARG_TEXT:
-    *(const char **)f->dst = v;
-    return 0;
-  case ARG_LONG:
-    return parse_long(v, f->lo, f->hi, (long *)f->dst);
-  case ARG_U32:
-  case ARG_U64:
-    if (parse_long(v, f->lo, f->hi, &l)) return -1;
-    if (f->kind == ARG_U32)
-      *(uint32_t *)f->dst = (uint32_t)l;
-    else
-      *(uint64_t *)f->dst = (uint64_t)l;
-    return 0;
-  case ARG_DOUBLE:
-    return parse_double(v, f->dlo, f->dhi, (double *)f->dst);
-  case ARG_FLOAT:
-    if (parse_double(v, f->dlo, f->dhi, &d)) return -1;
-    *(float *)f->dst = (float)d;
-    return 0;
-  default:
-    return -1;
+    case ARG_TEXT: *(const char **)f->dst = v; return 0;
+    case ARG_LONG: return parse_long(v, f->lo, f->hi, (long *)f->dst);
+    case ARG_U32:
+    case ARG_U64:
+      if (parse_long(v, f->lo, f->hi, &l)) return -1;
+      if (f->kind == ARG_U32) *(uint32_t *)f->dst = (uint32_t)l;
+      else *(uint64_t *)f->dst = (uint64_t)l;
+      return 0;
+    case ARG_DOUBLE: return parse_double(v, f->dlo, f->dhi, (double *)f->dst);
+    case ARG_FLOAT:
+      if (parse_double(v, f->dlo, f->dhi, &d)) return -1;
+      *(float *)f->dst = (float)d;
+      return 0;
+    default: return -1;
   }
 }
 

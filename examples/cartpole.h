@@ -40,8 +40,8 @@
 
 typedef struct cartpole {
   double x, x_dot, theta, theta_dot;
-  uint32_t steps;  /* steps taken in this episode */
-  per_rng rng;     /* reset noise */
+  uint32_t steps; /* steps taken in this episode */
+  per_rng rng;    /* reset noise */
 } cartpole;
 
 /* Advance the state by one tau with the force of `action` (0 or 1).
@@ -54,13 +54,12 @@ static void cartpole_physics(double s[4], int action) {
   double force = action == 1 ? CARTPOLE_FORCE_MAG : -CARTPOLE_FORCE_MAG;
   double costheta = cos(theta);
   double sintheta = sin(theta);
-  double temp =
-      (force + polemass_length * (theta_dot * theta_dot) * sintheta) /
-      total_mass;
+  double temp = (force + polemass_length * (theta_dot * theta_dot) * sintheta) /
+                total_mass;
   double thetaacc =
       (CARTPOLE_GRAVITY * sintheta - costheta * temp) /
-      (CARTPOLE_LENGTH * (4.0 / 3.0 - CARTPOLE_MASSPOLE *
-                                          (costheta * costheta) / total_mass));
+      (CARTPOLE_LENGTH *
+       (4.0 / 3.0 - CARTPOLE_MASSPOLE * (costheta * costheta) / total_mass));
   double xacc = temp - polemass_length * thetaacc * costheta / total_mass;
   x = x + CARTPOLE_TAU * x_dot;
   x_dot = x_dot + CARTPOLE_TAU * xacc;
@@ -106,9 +105,8 @@ static void cartpole_reset(cartpole *env, float obs[CARTPOLE_OBS]) {
    CARTPOLE_MAX_STEPS without terminating. Either ends the episode.
    (Gymnasium's time limit can report both on step 500; termination wins
    here, as it must for the value target: no bootstrap.) */
-static float cartpole_step(cartpole *env, int action,
-                           float obs[CARTPOLE_OBS], int *terminated,
-                           int *truncated) {
+static float cartpole_step(cartpole *env, int action, float obs[CARTPOLE_OBS],
+                           int *terminated, int *truncated) {
   double s[4];
   s[0] = env->x;
   s[1] = env->x_dot;

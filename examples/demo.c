@@ -24,8 +24,8 @@ int main(void) {
     return 1;
   }
   per_tree_build(&tree, prio, N);
-  printf("sum tree of %u leaves (node array of %u %s values)\n",
-         tree.capacity, 2 * tree.leaves,
+  printf("sum tree of %u leaves (node array of %u %s values)\n", tree.capacity,
+         2 * tree.leaves,
          sizeof(per_real) == sizeof(float) ? "float" : "double");
   printf("  leaves:");
   for (i = 0; i < N; ++i) printf(" %g", (double)per_tree_get(&tree, i));
@@ -65,8 +65,9 @@ int main(void) {
   per_swap_sample(&swap, &rng, 5, idx);
   printf("\nafter growing to 1000, 5 of 1000:     ");
   for (i = 0; i < 5; ++i) printf(" %u", idx[i]);
-  printf("\n\nbad input is refused and changes nothing: per_tree_set(-1) -> %s\n",
-         per_status_str(per_tree_set(&tree, 0, -1)));
+  printf(
+      "\n\nbad input is refused and changes nothing: per_tree_set(-1) -> %s\n",
+      per_status_str(per_tree_set(&tree, 0, -1)));
 
   per_swap_free(&swap);
   per_cat_free(&cat);

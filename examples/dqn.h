@@ -29,8 +29,8 @@
 #include <time.h>
 
 #define HIDDEN 64
-#define WINDOW 100       /* episodes in the moving average */
-#define SOLVED_AT 475.0  /* CartPole-v1's reward threshold */
+#define WINDOW 100      /* episodes in the moving average */
+#define SOLVED_AT 475.0 /* CartPole-v1's reward threshold */
 /* --smoke: a short run (each example sets its length), then greedy
    episodes whose mean must reach SMOKE_MIN (see examples/meson.build for
    the measurements behind it) */
@@ -40,21 +40,21 @@
 /* The options both examples take. */
 typedef struct dqn_options {
   uint64_t seed;
-  long steps;          /* environment steps budget */
-  uint32_t batch;      /* items, or sequences, per draw */
-  uint32_t n;          /* n-step return */
-  uint32_t capacity;   /* replay capacity (items) */
-  double alpha;        /* priority exponent */
-  double beta0;        /* IS exponent at the start, annealed to 1 */
+  long steps;        /* environment steps budget */
+  uint32_t batch;    /* items, or sequences, per draw */
+  uint32_t n;        /* n-step return */
+  uint32_t capacity; /* replay capacity (items) */
+  double alpha;      /* priority exponent */
+  double beta0;      /* IS exponent at the start, annealed to 1 */
   float gamma;
   float lr;
-  float tau;           /* Polyak factor per training step */
-  float clip;          /* gradient norm clip */
-  long learn_start;    /* steps before the first update */
-  long explore_steps;  /* epsilon 1 -> eps_final over these steps */
+  float tau;          /* Polyak factor per training step */
+  float clip;         /* gradient norm clip */
+  long learn_start;   /* steps before the first update */
+  long explore_steps; /* epsilon 1 -> eps_final over these steps */
   float eps_final;
   int quiet, smoke;
-  long eval_episodes;  /* greedy episodes after training */
+  long eval_episodes; /* greedy episodes after training */
   long report_every;
 } dqn_options;
 
@@ -113,9 +113,8 @@ static void dqn_smoke(dqn_options *o, long steps) {
    on). */
 static per_config dqn_replay_config(const dqn_options *o, uint32_t item_size,
                                     long train_every) {
-  long updates = o->steps > o->learn_start
-                     ? (o->steps - o->learn_start) / train_every
-                     : 0;
+  long updates =
+      o->steps > o->learn_start ? (o->steps - o->learn_start) / train_every : 0;
   per_config pc = per_config_default(o->capacity, item_size);
   pc.alpha = o->alpha;
   pc.beta0 = o->beta0;
@@ -141,8 +140,7 @@ typedef struct dqn_agent {
 /* inputs-HIDDEN-HIDDEN-2 networks taking up to max_batch rows, the target
    a copy of the online one. Returns 0, or -1 when memory runs out
    (agent_free accepts the agent either way). */
-static int agent_init(dqn_agent *ag, int inputs, int max_batch,
-                      uint64_t seed) {
+static int agent_init(dqn_agent *ag, int inputs, int max_batch, uint64_t seed) {
   const int sizes[4] = {inputs, HIDDEN, HIDDEN, CARTPOLE_ACTIONS};
   memset(ag, 0, sizeof *ag);
   per_rng_init(&ag->rng, seed ^ 0x9e3779b97f4a7c15ull);
@@ -183,14 +181,14 @@ static uint32_t epsilon_greedy(dqn_agent *ag, double eps, const float *x) {
 
 /* The rows of one gradient step. */
 typedef struct dqn_rows {
-  float *x, *x2;     /* rows x inputs: states, bootstrap states */
-  uint32_t *action;  /* the action taken in x */
-  float *ret;        /* discounted reward sum; the target y after */
-  float *disc;       /* gamma^m, or 0 after a terminated episode */
-  float *weight;     /* importance-sampling weight */
-  float *td;         /* after dqn_learn: Q(x, action) - y */
-  uint32_t *best;    /* argmax_a Q(x2, a) */
-  float *dout;       /* rows x 2 output gradient */
+  float *x, *x2;    /* rows x inputs: states, bootstrap states */
+  uint32_t *action; /* the action taken in x */
+  float *ret;       /* discounted reward sum; the target y after */
+  float *disc;      /* gamma^m, or 0 after a terminated episode */
+  float *weight;    /* importance-sampling weight */
+  float *td;        /* after dqn_learn: Q(x, action) - y */
+  uint32_t *best;   /* argmax_a Q(x2, a) */
+  float *dout;      /* rows x 2 output gradient */
 } dqn_rows;
 
 static void rows_free(dqn_rows *b) {
@@ -219,8 +217,8 @@ static int rows_init(dqn_rows *b, size_t rows, size_t inputs) {
   b->td = (float *)malloc(rows * sizeof(float));
   b->best = (uint32_t *)malloc(rows * sizeof(uint32_t));
   b->dout = (float *)malloc(rows * CARTPOLE_ACTIONS * sizeof(float));
-  if (b->x && b->x2 && b->action && b->ret && b->disc && b->weight &&
-      b->td && b->best && b->dout)
+  if (b->x && b->x2 && b->action && b->ret && b->disc && b->weight && b->td &&
+      b->best && b->dout)
     return 0;
   rows_free(b);
   return -1;
@@ -264,12 +262,12 @@ static double seconds(void) { return (double)clock() / CLOCKS_PER_SEC; }
    of the progress lines. */
 typedef struct dqn_record {
   double returns[WINDOW], ret_sum;
-  double avg;          /* mean return of the last WINDOW episodes */
-  double ep_return;    /* of the running episode */
+  double avg;       /* mean return of the last WINDOW episodes */
+  double ep_return; /* of the running episode */
   long episodes;
-  long solved_step;    /* -1 until solved */
-  double t0, t_last;   /* seconds() at the start, at the last line */
-  long step_last;      /* step of the last line */
+  long solved_step;  /* -1 until solved */
+  double t0, t_last; /* seconds() at the start, at the last line */
+  long step_last;    /* step of the last line */
 } dqn_record;
 
 /* An empty record, its clock started. */
@@ -287,8 +285,8 @@ static double record_episode(dqn_record *rec) {
   rec->returns[slot] = ret;
   rec->ret_sum += ret;
   rec->episodes += 1;
-  rec->avg = rec->ret_sum /
-             (double)(rec->episodes < WINDOW ? rec->episodes : WINDOW);
+  rec->avg =
+      rec->ret_sum / (double)(rec->episodes < WINDOW ? rec->episodes : WINDOW);
   rec->ep_return = 0.0;
   return ret;
 }
@@ -302,8 +300,8 @@ static int record_solved(dqn_record *rec, long step) {
 }
 
 /* The progress line, every report_every steps unless --quiet. */
-static void record_progress(dqn_record *rec, const dqn_options *o,
-                            long step, double eps, double beta) {
+static void record_progress(dqn_record *rec, const dqn_options *o, long step,
+                            double eps, double beta) {
   double now, dt;
   if (o->quiet || step % o->report_every != 0) return;
   now = seconds();
@@ -347,8 +345,7 @@ static double evaluate(dqn_policy act, void *self, uint64_t seed, long k) {
     int term = 0, trunc = 0, first = 1;
     cartpole_reset(&env, obs);
     while (!term && !trunc) {
-      total += cartpole_step(&env, act(self, obs, first), obs, &term,
-                             &trunc);
+      total += cartpole_step(&env, act(self, obs, first), obs, &term, &trunc);
       first = 0;
     }
   }

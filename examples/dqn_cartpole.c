@@ -40,33 +40,34 @@
 #define SMOKE_STEPS 5000 /* --smoke's run (dqn.h: the check after it) */
 
 typedef struct options {
-  dqn_options run;     /* what seq_cartpole takes too */
-  int uniform;         /* alpha 0 */
-  const char *csv;     /* per-episode lines, or NULL */
+  dqn_options run; /* what seq_cartpole takes too */
+  int uniform;     /* alpha 0 */
+  const char *csv; /* per-episode lines, or NULL */
 } options;
 
 static void usage(FILE *f) {
-  fprintf(f,
-    "usage: dqn_cartpole [options]\n"
-    "  --seed S        environment, network and replay seed (default 1)\n"
-    "  --steps N       environment step budget (default 150000)\n"
-    "  --n N           n-step return (default 3)\n"
-    "  --alpha A       priority exponent (default 0.6)\n"
-    "  --beta B        initial IS exponent, annealed to 1 (default 0.4)\n"
-    "  --batch B       minibatch size (default 64)\n"
-    "  --uniform       uniform replay: alpha = 0, weights 1\n"
-    "  --csv FILE      write one line per episode: step,episode,return,\n"
-    "                  avg100,epsilon,beta\n"
-    "  --quiet         only the final summary\n"
-    "  --smoke         check run: %d steps, then %d greedy episodes;\n"
-    "                  exit status 3 when their mean return is below %.0f\n"
-    "  --capacity C    replay capacity (default 100000)\n"
-    "  --gamma G       discount (default 0.99)\n"
-    "  --lr LR         Adam learning rate (default 1e-3)\n"
-    "  --tau T         target network Polyak factor (default 0.005)\n"
-    "  --every N       progress line every N steps (default 10000)\n"
-    "  --eval K        after training, K greedy episodes (default 0)\n",
-    SMOKE_STEPS, SMOKE_EVAL, SMOKE_MIN);
+  fprintf(
+      f,
+      "usage: dqn_cartpole [options]\n"
+      "  --seed S        environment, network and replay seed (default 1)\n"
+      "  --steps N       environment step budget (default 150000)\n"
+      "  --n N           n-step return (default 3)\n"
+      "  --alpha A       priority exponent (default 0.6)\n"
+      "  --beta B        initial IS exponent, annealed to 1 (default 0.4)\n"
+      "  --batch B       minibatch size (default 64)\n"
+      "  --uniform       uniform replay: alpha = 0, weights 1\n"
+      "  --csv FILE      write one line per episode: step,episode,return,\n"
+      "                  avg100,epsilon,beta\n"
+      "  --quiet         only the final summary\n"
+      "  --smoke         check run: %d steps, then %d greedy episodes;\n"
+      "                  exit status 3 when their mean return is below %.0f\n"
+      "  --capacity C    replay capacity (default 100000)\n"
+      "  --gamma G       discount (default 0.99)\n"
+      "  --lr LR         Adam learning rate (default 1e-3)\n"
+      "  --tau T         target network Polyak factor (default 0.005)\n"
+      "  --every N       progress line every N steps (default 10000)\n"
+      "  --eval K        after training, K greedy episodes (default 0)\n",
+      SMOKE_STEPS, SMOKE_EVAL, SMOKE_MIN);
 }
 
 /* Returns 0, or -1 after printing what is wrong. */
@@ -124,9 +125,9 @@ static void replay_free(replay *rp) {
    behind it. Returns 0, or 1 after printing per's error. */
 static int store_step(replay *rp, const float *obs, uint32_t a, float r,
                       const float *next, int term, int trunc) {
-  return failed(per_nstep_step(&rp->adder, &rp->buf, obs, &a, r, next, term,
-                               trunc),
-                "per_nstep_step");
+  return failed(
+      per_nstep_step(&rp->adder, &rp->buf, obs, &a, r, next, term, trunc),
+      "per_nstep_step");
 }
 
 /* Scratch of one training step, sized for B items. */
@@ -147,8 +148,7 @@ static int trainer_init(trainer *tr, uint32_t B, uint32_t item_size) {
   memset(tr, 0, sizeof *tr);
   tr->items = (unsigned char *)malloc((size_t)B * item_size);
   tr->ids = (uint64_t *)malloc(B * sizeof(uint64_t));
-  if (tr->items && tr->ids && !rows_init(&tr->rows, B, CARTPOLE_OBS))
-    return 0;
+  if (tr->items && tr->ids && !rows_init(&tr->rows, B, CARTPOLE_OBS)) return 0;
   trainer_free(tr);
   return -1;
 }
@@ -160,9 +160,9 @@ static int train(const options *o, replay *rp, trainer *tr, dqn_agent *ag) {
   const uint32_t B = o->run.batch;
   dqn_rows *b = &tr->rows;
   uint32_t i, stale;
-  if (failed(per_buffer_sample(&rp->buf, B, NULL, tr->items, tr->ids,
-                               b->weight),
-             "per_buffer_sample"))
+  if (failed(
+          per_buffer_sample(&rp->buf, B, NULL, tr->items, tr->ids, b->weight),
+          "per_buffer_sample"))
     return 1;
   for (i = 0; i < B; ++i) {
     const unsigned char *it = tr->items + (size_t)i * lay->size;
@@ -200,8 +200,7 @@ static void print_header(const options *o) {
   const dqn_options *r = &o->run;
   if (r->quiet) return;
   printf("DQN on CartPole-v1: seed %llu, ", (unsigned long long)r->seed);
-  if (o->uniform || r->alpha == 0)
-    printf("uniform replay (alpha 0)");
+  if (o->uniform || r->alpha == 0) printf("uniform replay (alpha 0)");
   else
     printf("prioritized replay (alpha %g, beta %g -> 1)", r->alpha, r->beta0);
   printf(", n %u, batch %u, budget %ld steps\n", r->n, r->batch, r->steps);

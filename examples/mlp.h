@@ -26,10 +26,10 @@
 
 typedef struct mlp_layer {
   int in, out;
-  float *w, *b;       /* parameters: w[in][out], b[out] */
-  float *gw, *gb;     /* gradients, same shapes */
-  float *mw, *mb;     /* Adam first moments */
-  float *vw, *vb;     /* Adam second moments */
+  float *w, *b;   /* parameters: w[in][out], b[out] */
+  float *gw, *gb; /* gradients, same shapes */
+  float *mw, *mb; /* Adam first moments */
+  float *vw, *vb; /* Adam second moments */
 } mlp_layer;
 
 typedef struct mlp {
@@ -55,11 +55,11 @@ static int mlp_init(mlp *net, const int *sizes, int n_layers, int max_batch,
   for (l = 0; l <= n_layers; ++l) {
     if (sizes[l] < 1) return -1;
     if ((size_t)sizes[l] > widest) widest = (size_t)sizes[l];
-    total += (size_t)max_batch * (size_t)sizes[l];       /* activations */
+    total += (size_t)max_batch * (size_t)sizes[l]; /* activations */
   }
   for (l = 0; l < n_layers; ++l)
     total += 4 * ((size_t)sizes[l] * (size_t)sizes[l + 1] +
-                  (size_t)sizes[l + 1]);                 /* w,b + g, m, v */
+                  (size_t)sizes[l + 1]); /* w,b + g, m, v */
   total += 2 * (size_t)max_batch * widest;
   net->mem = (float *)calloc(total, sizeof(float));
   if (!net->mem) return -1;

@@ -73,12 +73,12 @@
 #include "mlp.h"
 #include "dqn.h"
 
-#define SEEN 2           /* observed values: cart position, pole angle */
-#define IN_PER_OBS 3     /* network inputs per observation: + validity */
+#define SEEN 2       /* observed values: cart position, pole angle */
+#define IN_PER_OBS 3 /* network inputs per observation: + validity */
 #define MAX_HISTORY 16
-#define MAX_BATCH 256    /* sequences per draw */
+#define MAX_BATCH 256 /* sequences per draw */
 #define MAX_SEQ_LEN 256
-#define MAX_ROWS 65536   /* batch * seq_len */
+#define MAX_ROWS 65536    /* batch * seq_len */
 #define SMOKE_STEPS 10000 /* --smoke's run (dqn.h: the check after it) */
 
 /* One environment step as stored in the buffer. */
@@ -87,42 +87,43 @@ typedef struct step {
   float next_obs[SEEN]; /* what it saw after */
   int32_t action;
   float reward;
-  uint32_t t;           /* steps of the episode before this one */
-  uint32_t end;         /* PER_END_*, as given to per_buffer_add_step */
+  uint32_t t;   /* steps of the episode before this one */
+  uint32_t end; /* PER_END_*, as given to per_buffer_add_step */
 } step;
 
 typedef struct options {
-  dqn_options run;     /* what dqn_cartpole takes too */
-  uint32_t seq_len;    /* L */
-  uint32_t stride;     /* a sequence starts every S slots */
-  uint32_t history;    /* K observations per network input */
-  long train_every;    /* environment steps per gradient step */
+  dqn_options run;  /* what dqn_cartpole takes too */
+  uint32_t seq_len; /* L */
+  uint32_t stride;  /* a sequence starts every S slots */
+  uint32_t history; /* K observations per network input */
+  long train_every; /* environment steps per gradient step */
 } options;
 
 static void usage(FILE *f) {
-  fprintf(f,
-    "usage: seq_cartpole [options]\n"
-    "  --seed S         environment, network and replay seed (default 1)\n"
-    "  --steps N        environment step budget (default 150000)\n"
-    "  --batch B        sequences per draw (default 8)\n"
-    "  --seq-len L      steps per sequence (default 16)\n"
-    "  --stride S       a sequence starts every S slots; divides the\n"
-    "                   capacity (default 8)\n"
-    "  --history K      observations per network input, <= L (default 4)\n"
-    "  --n N            n-step return inside a sequence (default 3)\n"
-    "  --quiet          only the final summary\n"
-    "  --smoke          check run: %d steps, then %d greedy episodes;\n"
-    "                   exit status 3 when their mean return is below %.0f\n"
-    "  --capacity C     replay capacity in steps (default 65536)\n"
-    "  --alpha A        priority exponent (default 0.6)\n"
-    "  --beta B         initial IS exponent, annealed to 1 (default 0.4)\n"
-    "  --gamma G        discount (default 0.99)\n"
-    "  --lr LR          Adam learning rate (default 1e-3)\n"
-    "  --tau T          target network Polyak factor (default 0.002)\n"
-    "  --train-every N  environment steps per gradient step (default 1)\n"
-    "  --every N        progress line every N steps (default 10000)\n"
-    "  --eval K         after training, K greedy episodes (default 0)\n",
-    SMOKE_STEPS, SMOKE_EVAL, SMOKE_MIN);
+  fprintf(
+      f,
+      "usage: seq_cartpole [options]\n"
+      "  --seed S         environment, network and replay seed (default 1)\n"
+      "  --steps N        environment step budget (default 150000)\n"
+      "  --batch B        sequences per draw (default 8)\n"
+      "  --seq-len L      steps per sequence (default 16)\n"
+      "  --stride S       a sequence starts every S slots; divides the\n"
+      "                   capacity (default 8)\n"
+      "  --history K      observations per network input, <= L (default 4)\n"
+      "  --n N            n-step return inside a sequence (default 3)\n"
+      "  --quiet          only the final summary\n"
+      "  --smoke          check run: %d steps, then %d greedy episodes;\n"
+      "                   exit status 3 when their mean return is below %.0f\n"
+      "  --capacity C     replay capacity in steps (default 65536)\n"
+      "  --alpha A        priority exponent (default 0.6)\n"
+      "  --beta B         initial IS exponent, annealed to 1 (default 0.4)\n"
+      "  --gamma G        discount (default 0.99)\n"
+      "  --lr LR          Adam learning rate (default 1e-3)\n"
+      "  --tau T          target network Polyak factor (default 0.002)\n"
+      "  --train-every N  environment steps per gradient step (default 1)\n"
+      "  --every N        progress line every N steps (default 10000)\n"
+      "  --eval K         after training, K greedy episodes (default 0)\n",
+      SMOKE_STEPS, SMOKE_EVAL, SMOKE_MIN);
 }
 
 /* Returns 0, or -1 after printing what is wrong. */
@@ -151,7 +152,8 @@ static int parse_args(int argc, char **argv, options *o) {
     return -1;
   }
   if (o->seq_len > o->run.capacity || o->run.capacity % o->stride != 0) {
-    fprintf(stderr, "seq_cartpole: --stride %u must divide --capacity %u, "
+    fprintf(stderr,
+            "seq_cartpole: --stride %u must divide --capacity %u, "
             "which must hold a sequence of %u\n",
             o->stride, o->run.capacity, o->seq_len);
     return -1;
@@ -256,10 +258,8 @@ typedef struct history_policy {
 static int greedy_policy(void *self, const float *obs, int first) {
   history_policy *p = (history_policy *)self;
   float x[IN_PER_OBS * MAX_HISTORY];
-  if (first)
-    history_reset(&p->h, p->K, obs);
-  else
-    history_push(&p->h, obs);
+  if (first) history_reset(&p->h, p->K, obs);
+  else history_push(&p->h, obs);
   history_input(&p->h, x);
   return greedy(p->net, x);
 }
@@ -278,9 +278,8 @@ static int replay_init(per_buffer *buf, const options *o) {
 /* Stores one environment step, its observations as the agent sees them;
    t: the steps of the episode before it. Returns 0, or 1 after printing
    per's error. */
-static int store_step(per_buffer *buf, const float *obs, uint32_t a,
-                      float r, const float *next, uint32_t t, int term,
-                      int trunc) {
+static int store_step(per_buffer *buf, const float *obs, uint32_t a, float r,
+                      const float *next, uint32_t t, int term, int trunc) {
   step st;
   memset(&st, 0, sizeof st);
   seen_part(st.obs, obs);
@@ -288,22 +287,21 @@ static int store_step(per_buffer *buf, const float *obs, uint32_t a,
   st.action = (int32_t)a;
   st.reward = r;
   st.t = t;
-  st.end = term ? PER_END_TERMINATED : trunc ? PER_END_TRUNCATED
-                                             : PER_END_NONE;
+  st.end = term ? PER_END_TERMINATED : trunc ? PER_END_TRUNCATED : PER_END_NONE;
   return failed(per_buffer_add_step(buf, &st, (uint8_t)st.end),
                 "per_buffer_add_step");
 }
 
 /* Scratch of one training step, sized for B sequences of L steps. */
 typedef struct trainer {
-  step *items;          /* B * L drawn steps */
-  uint8_t *mask;        /* B * L: 1 for a step of the sequence's episode */
-  uint64_t *ids;        /* B sequence ids */
-  float *weights;       /* B IS weights */
-  float *td;            /* B * L TD errors for per_buffer_update_seq */
-  uint32_t *row_at;     /* per row: its step's index in items */
-  uint8_t *trained;     /* B * L: 1 for a step in the loss */
-  dqn_rows rows;        /* up to B * L rows, one per step in the loss */
+  step *items;      /* B * L drawn steps */
+  uint8_t *mask;    /* B * L: 1 for a step of the sequence's episode */
+  uint64_t *ids;    /* B sequence ids */
+  float *weights;   /* B IS weights */
+  float *td;        /* B * L TD errors for per_buffer_update_seq */
+  uint32_t *row_at; /* per row: its step's index in items */
+  uint8_t *trained; /* B * L: 1 for a step in the loss */
+  dqn_rows rows;    /* up to B * L rows, one per step in the loss */
 } trainer;
 
 static void trainer_free(trainer *tr) {
@@ -328,9 +326,8 @@ static int trainer_init(trainer *tr, uint32_t B, uint32_t L, uint32_t K) {
   tr->td = (float *)malloc(rows * sizeof(float));
   tr->row_at = (uint32_t *)malloc(rows * sizeof(uint32_t));
   tr->trained = (uint8_t *)malloc(rows);
-  if (tr->items && tr->mask && tr->ids && tr->weights && tr->td &&
-      tr->row_at && tr->trained &&
-      !rows_init(&tr->rows, rows, (size_t)IN_PER_OBS * K))
+  if (tr->items && tr->mask && tr->ids && tr->weights && tr->td && tr->row_at &&
+      tr->trained && !rows_init(&tr->rows, rows, (size_t)IN_PER_OBS * K))
     return 0;
   trainer_free(tr);
   return -1;
@@ -396,8 +393,9 @@ static void sequence_td(const options *o, trainer *tr, uint32_t rows) {
     float fill;
     for (t = 0; t < L; ++t)
       if (used[t]) seq_sum += fabs((double)td[t]), ++count;
-    fill = (float)(count > 0 ? seq_sum / count
-                             : rows > 0 ? abs_sum / rows : 0.0);
+    fill = (float)(count > 0  ? seq_sum / count
+                   : rows > 0 ? abs_sum / rows
+                              : 0.0);
     for (t = 0; t < L; ++t)
       if (!used[t]) td[t] = mk[t] ? fill : 0.0f;
   }
@@ -411,8 +409,7 @@ static int train(const options *o, per_buffer *buf, trainer *tr,
   /* flags, beta (unused: the schedule), window (0: whole buffer), mask */
   per_sample_opts opts = {PER_SAMPLE_SEQUENCES, 0.0, 0, tr->mask};
   uint32_t rows, stale;
-  if (failed(per_buffer_sample(buf, B, &opts, tr->items, tr->ids,
-                               tr->weights),
+  if (failed(per_buffer_sample(buf, B, &opts, tr->items, tr->ids, tr->weights),
              "per_buffer_sample"))
     return 1;
   rows = sequence_rows(o, tr);
@@ -429,8 +426,8 @@ static void print_header(const options *o) {
   printf("sequence DQN on CartPole-v1 without velocities: seed %llu, "
          "%u sequences of %u (stride %u), history %u, n %u, "
          "budget %ld steps\n",
-         (unsigned long long)o->run.seed, o->run.batch, o->seq_len,
-         o->stride, o->history, o->run.n, o->run.steps);
+         (unsigned long long)o->run.seed, o->run.batch, o->seq_len, o->stride,
+         o->history, o->run.n, o->run.steps);
 }
 
 int main(int argc, char **argv) {

@@ -142,8 +142,10 @@ static void test_reset(void) {
     CHECK_MEM(oa, ob, sizeof oa);
     if (memcmp(oa, oc, sizeof oa)) differ = 1;
     for (k = 0; k < 4; ++k) {
-      double v = k == 0 ? a.x : k == 1 ? a.x_dot : k == 2 ? a.theta
-                                                           : a.theta_dot;
+      double v = k == 0   ? a.x
+                 : k == 1 ? a.x_dot
+                 : k == 2 ? a.theta
+                          : a.theta_dot;
       if (!(v >= -0.05 && v < 0.05)) in_range = 0;
       sum[k] += v;
     }

@@ -56,25 +56,42 @@ typedef struct bsnap {
 } bsnap;
 
 /* The allocations of b with their sizes, in a fixed order. */
-static inline int bsnap_regions(const per_buffer *b, const void **p, size_t *n) {
-  size_t nodes = b->tree.node ? (size_t)b->tree.leaves * 2 * sizeof(per_real) : 0;
+static inline int bsnap_regions(const per_buffer *b, const void **p,
+                                size_t *n) {
+  size_t nodes =
+      b->tree.node ? (size_t)b->tree.leaves * 2 * sizeof(per_real) : 0;
   size_t cap = b->cfg.capacity, mu = b->cfg.max_unique;
-  size_t seq_nodes = b->seq_tree.node ? (size_t)b->seq_tree.leaves * 2 * sizeof(per_real) : 0;
+  size_t seq_nodes =
+      b->seq_tree.node ? (size_t)b->seq_tree.leaves * 2 * sizeof(per_real) : 0;
   int k = 0;
-  p[k] = b->items; n[k++] = b->items ? cap * b->cfg.item_size : 0;
-  p[k] = b->gen; n[k++] = b->gen ? cap * sizeof(uint32_t) : 0;
-  p[k] = b->tree.node; n[k++] = nodes;
-  p[k] = b->min_node; n[k++] = b->min_node ? nodes : 0;
-  p[k] = b->swap.perm; n[k++] = b->swap.perm ? cap * sizeof(uint32_t) : 0;
-  p[k] = b->cat.table; n[k++] = b->cat.table ? ((size_t)1 << b->cat.hbits) * sizeof(uint32_t) : 0;
-  p[k] = b->cat.saved; n[k++] = b->cat.saved ? (size_t)b->cat.max_k * sizeof(per_real) : 0;
-  p[k] = b->scratch_idx; n[k++] = b->scratch_idx ? mu * sizeof(uint32_t) : 0;
-  p[k] = b->scratch_val; n[k++] = b->scratch_val ? mu * sizeof(per_real) : 0;
-  p[k] = b->ends; n[k++] = b->ends ? cap : 0;
-  p[k] = b->seq_tree.node; n[k++] = seq_nodes;
-  p[k] = b->seq_min_node; n[k++] = b->seq_min_node ? seq_nodes : 0;
-  p[k] = b->seq_ok; n[k++] = b->seq_ok ? b->seq_tree.capacity : 0;
-  p[k] = b->traj; n[k++] = b->traj ? cap * sizeof(uint32_t) : 0;
+  p[k] = b->items;
+  n[k++] = b->items ? cap * b->cfg.item_size : 0;
+  p[k] = b->gen;
+  n[k++] = b->gen ? cap * sizeof(uint32_t) : 0;
+  p[k] = b->tree.node;
+  n[k++] = nodes;
+  p[k] = b->min_node;
+  n[k++] = b->min_node ? nodes : 0;
+  p[k] = b->swap.perm;
+  n[k++] = b->swap.perm ? cap * sizeof(uint32_t) : 0;
+  p[k] = b->cat.table;
+  n[k++] = b->cat.table ? ((size_t)1 << b->cat.hbits) * sizeof(uint32_t) : 0;
+  p[k] = b->cat.saved;
+  n[k++] = b->cat.saved ? (size_t)b->cat.max_k * sizeof(per_real) : 0;
+  p[k] = b->scratch_idx;
+  n[k++] = b->scratch_idx ? mu * sizeof(uint32_t) : 0;
+  p[k] = b->scratch_val;
+  n[k++] = b->scratch_val ? mu * sizeof(per_real) : 0;
+  p[k] = b->ends;
+  n[k++] = b->ends ? cap : 0;
+  p[k] = b->seq_tree.node;
+  n[k++] = seq_nodes;
+  p[k] = b->seq_min_node;
+  n[k++] = b->seq_min_node ? seq_nodes : 0;
+  p[k] = b->seq_ok;
+  n[k++] = b->seq_ok ? b->seq_tree.capacity : 0;
+  p[k] = b->traj;
+  n[k++] = b->traj ? cap * sizeof(uint32_t) : 0;
   return k;
 }
 
@@ -93,11 +110,10 @@ static inline int bsnap_same(bsnap *s, const per_buffer *b) {
   const void *p[14];
   size_t len[14];
   int n = bsnap_regions(b, p, len);
-  return regions_same(&s->r, p, len, n) &
-         (memcmp(&s->head, b, sizeof *b) == 0);
+  return regions_same(&s->r, p, len, n) & (memcmp(&s->head, b, sizeof *b) == 0);
 }
 
-#define CHECK_UNCHANGED(s, b)                                              \
+#define CHECK_UNCHANGED(s, b) \
   CHECK_MSG(bsnap_same(&(s), (b)), "buffer changed by a failing call")
 
 /* The state that decides future behaviour (not scratch memory): equal for
@@ -106,33 +122,38 @@ static inline int state_equal(const per_buffer *a, const per_buffer *b) {
   size_t cap = a->cfg.capacity;
   if (memcmp(&a->cfg, &b->cfg, sizeof a->cfg) != 0) return 0;
   if (a->size != b->size || a->pos != b->pos || a->added != b->added ||
-      a->step != b->step || a->zero_hint != b->zero_hint || a->trajs != b->trajs)
+      a->step != b->step || a->zero_hint != b->zero_hint ||
+      a->trajs != b->trajs)
     return 0;
   if (memcmp(&a->max_leaf, &b->max_leaf, sizeof a->max_leaf) != 0) return 0;
   if (memcmp(&a->rng, &b->rng, sizeof a->rng) != 0) return 0;
   if (memcmp(a->items, b->items, cap * a->cfg.item_size) != 0) return 0;
   if (memcmp(a->gen, b->gen, cap * sizeof(uint32_t)) != 0) return 0;
   if (a->tree.leaves != b->tree.leaves ||
-      memcmp(a->tree.node, b->tree.node, (size_t)a->tree.leaves * 2 * sizeof(per_real)) != 0)
+      memcmp(a->tree.node, b->tree.node,
+             (size_t)a->tree.leaves * 2 * sizeof(per_real)) != 0)
     return 0;
   if ((a->min_node != NULL) != (b->min_node != NULL)) return 0;
-  if (a->min_node &&
-      memcmp(a->min_node, b->min_node, (size_t)a->tree.leaves * 2 * sizeof(per_real)) != 0)
+  if (a->min_node && memcmp(a->min_node, b->min_node,
+                            (size_t)a->tree.leaves * 2 * sizeof(per_real)) != 0)
     return 0;
   if ((a->swap.perm != NULL) != (b->swap.perm != NULL)) return 0;
-  if (a->swap.perm && (a->swap.n != b->swap.n ||
-                       memcmp(a->swap.perm, b->swap.perm, cap * sizeof(uint32_t)) != 0))
+  if (a->swap.perm &&
+      (a->swap.n != b->swap.n ||
+       memcmp(a->swap.perm, b->swap.perm, cap * sizeof(uint32_t)) != 0))
     return 0;
   if (memcmp(a->ends, b->ends, cap) != 0) return 0;
   if (memcmp(a->traj, b->traj, cap * sizeof(uint32_t)) != 0) return 0;
   if ((a->seq_ok != NULL) != (b->seq_ok != NULL)) return 0;
   if (a->seq_ok) {
-    size_t ns = a->seq_tree.capacity, nodes = (size_t)a->seq_tree.leaves * 2 * sizeof(per_real);
+    size_t ns = a->seq_tree.capacity,
+           nodes = (size_t)a->seq_tree.leaves * 2 * sizeof(per_real);
     if (ns != b->seq_tree.capacity || memcmp(a->seq_ok, b->seq_ok, ns) != 0 ||
         memcmp(a->seq_tree.node, b->seq_tree.node, nodes) != 0)
       return 0;
     if ((a->seq_min_node != NULL) != (b->seq_min_node != NULL)) return 0;
-    if (a->seq_min_node && memcmp(a->seq_min_node, b->seq_min_node, nodes) != 0) return 0;
+    if (a->seq_min_node && memcmp(a->seq_min_node, b->seq_min_node, nodes) != 0)
+      return 0;
   }
   return 1;
 }
@@ -179,7 +200,8 @@ static inline long file_read(const char *path, unsigned char *buf, long cap) {
 }
 
 /* buf[0..n) as the file at path; 1 on success. */
-static inline int file_write(const char *path, const unsigned char *buf, long n) {
+static inline int file_write(const char *path, const unsigned char *buf,
+                             long n) {
   FILE *f = fopen(path, "wb");
   int ok;
   if (!f) return 0;

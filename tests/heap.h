@@ -9,10 +9,10 @@
 #include <stdlib.h>
 
 typedef struct t_heap {
-  long calls;   /* PER_MALLOC calls so far */
-  long live;    /* allocations not freed yet */
-  long frees;   /* PER_FREE calls with a non-NULL pointer */
-  long fail_at; /* fail the call with this number (1-based); 0: never */
+  long calls;       /* PER_MALLOC calls so far */
+  long live;        /* allocations not freed yet */
+  long frees;       /* PER_FREE calls with a non-NULL pointer */
+  long fail_at;     /* fail the call with this number (1-based); 0: never */
   size_t max_bytes; /* largest single request so far */
 } t_heap;
 

@@ -49,7 +49,7 @@ static inline double chi2_p(double stat, double df) {
 /* Pearson's statistic of observed counts against expected counts; cells
    with expected < 1e-12 must have no observations (else +inf). */
 static inline double chi2_stat(const double *observed, const double *expected,
-                        int cells) {
+                               int cells) {
   double s = 0;
   int i;
   for (i = 0; i < cells; ++i) {

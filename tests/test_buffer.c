@@ -36,15 +36,19 @@ static transition make_transition(per_rng *r, uint32_t i) {
   return t;
 }
 
-static per_real leaf(const per_buffer *b, uint32_t slot) { return per_tree_get(&b->tree, slot); }
+static per_real leaf(const per_buffer *b, uint32_t slot) {
+  return per_tree_get(&b->tree, slot);
+}
 
 /* The leaf the buffer must compute for td. */
 static per_real leaf_of(const per_buffer *b, float td) {
-  double p = b->cfg.alpha == 0 ? 1.0 : pow(fabs((double)td) + b->cfg.eps, b->cfg.alpha);
+  double p = b->cfg.alpha == 0
+                 ? 1.0
+                 : pow(fabs((double)td) + b->cfg.eps, b->cfg.alpha);
   return (per_real)p;
 }
 
-/* ---- config --------------------------------------------------------------- */
+/* ---- config -------------------------------------------------------------- */
 
 static void test_config(void) {
   per_config c = per_config_default(10, 4), z;
@@ -227,7 +231,9 @@ static void test_weights(void) {
     if (w[i] > maxw) maxw = w[i];
     for (j = 0; j < 64; ++j) {
       per_real pi = leaf(&b, (uint32_t)got[i]), pj = leaf(&b, (uint32_t)got[j]);
-      if (pi < pj) CHECK_MSG(w[i] > w[j], "p %g < %g but w %g <= %g", (double)pi, (double)pj, w[i], w[j]);
+      if (pi < pj)
+        CHECK_MSG(w[i] > w[j], "p %g < %g but w %g <= %g", (double)pi,
+                  (double)pj, w[i], w[j]);
       if (pi == pj) CHECK_EQ_F(w[i], w[j]);
     }
   }
@@ -238,9 +244,11 @@ static void test_weights(void) {
     CHECK_EQ_F(per_buffer_beta(&b), beta);
     CHECK_OK(per_buffer_sample(&b, 64, NULL, NULL, got, w));
     for (i = 0; i < 64; ++i)
-      if ((double)leaf(&b, (uint32_t)got[i]) < pmin) pmin = (double)leaf(&b, (uint32_t)got[i]);
+      if ((double)leaf(&b, (uint32_t)got[i]) < pmin)
+        pmin = (double)leaf(&b, (uint32_t)got[i]);
     for (i = 0; i < 64; ++i)
-      CHECK_NEAR(w[i], pow(pmin / (double)leaf(&b, (uint32_t)got[i]), beta), 1e-6);
+      CHECK_NEAR(w[i], pow(pmin / (double)leaf(&b, (uint32_t)got[i]), beta),
+                 1e-6);
   }
   per_buffer_free(&b);
 }
@@ -358,8 +366,8 @@ static void test_update_rules(void) {
   CHECK_OK(per_buffer_update(&b, ids, td, 3, &stale));
   CHECK_EQ_U(stale, 0);
   CHECK_EQ_F(leaf(&b, 2), leaf_of(&b, 0.0f));
-  CHECK_EQ_F(leaf(&b, 2), 0.5);          /* (0 + 0.25)^0.5 */
-  CHECK_EQ_F(leaf(&b, 3), 2.0);          /* (3.75 + 0.25)^0.5 */
+  CHECK_EQ_F(leaf(&b, 2), 0.5); /* (0 + 0.25)^0.5 */
+  CHECK_EQ_F(leaf(&b, 3), 2.0); /* (3.75 + 0.25)^0.5 */
   /* max leaf: raised by the largest leaf written (8.25^0.5), kept after */
   CHECK_EQ_F(b.max_leaf, leaf_of(&b, 8.0f));
   td[0] = 0;
@@ -434,8 +442,8 @@ static void test_stale(void) {
 static void test_add_batch(void) {
   /* {capacity, n}: wrapping, more than the capacity, and runs longer than
      the 256 slots set per tree call */
-  static const uint32_t cases[][2] = {{13, 1},   {13, 5},   {13, 7},
-                                      {13, 13},  {13, 29},  {13, 60},
+  static const uint32_t cases[][2] = {{13, 1},    {13, 5},    {13, 7},
+                                      {13, 13},   {13, 29},   {13, 60},
                                       {600, 555}, {600, 1300}};
   static unsigned char items[3 * 1300];
   size_t k;
@@ -458,7 +466,8 @@ static void test_add_batch(void) {
     CHECK_EQ_U(a.trajs, 2);
     CHECK_EQ_U(b.trajs, 1 + n);
     for (i = 0; i < a.size; ++i) {
-      uint32_t slot = (a.pos + a.cfg.capacity - 1 - i) % a.cfg.capacity; /* age i */
+      uint32_t slot =
+          (a.pos + a.cfg.capacity - 1 - i) % a.cfg.capacity; /* age i */
       CHECK_EQ_U(a.traj[slot], i < n ? 1 : 0);
       CHECK_EQ_U(b.traj[slot], i < n ? n - i : 0);
     }
@@ -500,7 +509,9 @@ static void test_trajectories(void) {
   for (t = 0; t < sizeof items; ++t) items[t] = (unsigned char)(t * 13);
   for (step = 0; step < 400; ++step) {
     uint32_t kind = per_rng_below(&r, 5), n, i, w;
-    n = kind == 0 ? 1 : kind == 4 && step % 50 == 49 ? MAXN : per_rng_below(&r, 8);
+    n = kind == 0                      ? 1
+        : kind == 4 && step % 50 == 49 ? MAXN
+                                       : per_rng_below(&r, 8);
     for (i = 0; i < n; ++i) ends[i] = (uint8_t)(per_rng_below(&r, 6) == 0);
     if (kind == 0) {
       CHECK_OK(per_buffer_add(&a, items));
@@ -537,14 +548,17 @@ static void test_trajectories(void) {
         per_sample_opts oa, ob;
         per_status sa, sb;
         memset(&oa, 0, sizeof oa);
-        oa.flags = PER_SAMPLE_TRAJECTORIES | (mode == 1 ? PER_SAMPLE_UNIQUE : 0) |
+        oa.flags = PER_SAMPLE_TRAJECTORIES |
+                   (mode == 1 ? PER_SAMPLE_UNIQUE : 0) |
                    (mode == 2 ? PER_SAMPLE_SEQUENCES : 0);
         oa.window = w;
         ob = oa;
         ob.flags &= ~(uint32_t)PER_SAMPLE_TRAJECTORIES;
         ob.window = k;
-        sa = per_buffer_sample(&a, mode == 1 ? (k < 16 ? k : 16) : 16, &oa, NULL, ia, wa);
-        sb = per_buffer_sample(&b, mode == 1 ? (k < 16 ? k : 16) : 16, &ob, NULL, ib, wb);
+        sa = per_buffer_sample(&a, mode == 1 ? (k < 16 ? k : 16) : 16, &oa,
+                               NULL, ia, wa);
+        sb = per_buffer_sample(&b, mode == 1 ? (k < 16 ? k : 16) : 16, &ob,
+                               NULL, ib, wb);
         CHECK_STATUS(sa, sb);
         if (sa == PER_OK && sb == PER_OK) {
           uint32_t nb = mode == 1 ? (k < 16 ? k : 16) : 16;
@@ -572,8 +586,8 @@ static void test_trajectories(void) {
 /* ---- distributions ------------------------------------------------------ */
 
 /* counts of draws per slot over `batches` calls */
-static void count_draws(per_buffer *b, uint32_t B, uint32_t batches, const per_sample_opts *o,
-                        double *counts) {
+static void count_draws(per_buffer *b, uint32_t B, uint32_t batches,
+                        const per_sample_opts *o, double *counts) {
   uint64_t ids[64];
   uint32_t k, i;
   for (k = 0; k < batches; ++k) {
@@ -604,7 +618,8 @@ static void test_distribution(void) {
   CHECK_OK(per_buffer_update(&b, ids, td, 64, NULL));
   for (i = 0; i < 64; ++i) sum += pow(fabs((double)td[i]) + 0.01, 0.7);
   count_draws(&b, 50, 2000, NULL, counts);
-  for (i = 0; i < 64; ++i) expd[i] = pow(fabs((double)td[i]) + 0.01, 0.7) / sum * 100000;
+  for (i = 0; i < 64; ++i)
+    expd[i] = pow(fabs((double)td[i]) + 0.01, 0.7) / sum * 100000;
   stat = chi2_stat(counts, expd, 64);
   p = chi2_p(stat, 63);
   CHECK_MSG(p > P_MIN, "prioritized: chi-square %.2f df 63 p %.3g", stat, p);
@@ -624,12 +639,15 @@ static void test_distribution(void) {
       first[(uint32_t)got[0]] += 1;
       for (j = 0; j < 16; ++j)
         for (l = j + 1; l < 16; ++l)
-          if (got[j] == got[l]) CHECK_MSG(0, "unique batch repeats slot %u", (uint32_t)got[j]);
+          if (got[j] == got[l])
+            CHECK_MSG(0, "unique batch repeats slot %u", (uint32_t)got[j]);
     }
-    for (i = 0; i < 64; ++i) expd[i] = pow(fabs((double)td[i]) + 0.01, 0.7) / sum * 20000;
+    for (i = 0; i < 64; ++i)
+      expd[i] = pow(fabs((double)td[i]) + 0.01, 0.7) / sum * 20000;
     stat = chi2_stat(first, expd, 64);
     p = chi2_p(stat, 63);
-    CHECK_MSG(p > P_MIN, "unique first pick: chi-square %.2f df 63 p %.3g", stat, p);
+    CHECK_MSG(p > P_MIN, "unique first pick: chi-square %.2f df 63 p %.3g",
+              stat, p);
   }
   per_buffer_free(&b);
 }
@@ -654,7 +672,8 @@ static void test_window(void) {
     c.seed = 5;
     per_rng_init(&r, 8);
     CHECK_OK(per_buffer_init(&b, &c, NULL));
-    for (v = 0; v < 120; ++v) CHECK_OK(per_buffer_add(&b, &v)); /* wrapped: pos 20 */
+    for (v = 0; v < 120; ++v)
+      CHECK_OK(per_buffer_add(&b, &v)); /* wrapped: pos 20 */
     CHECK_EQ_U(b.pos, 20);
     for (i = 0; i < 50; ++i) {
       ids[i] = (uint64_t)i | (uint64_t)b.gen[i] << 32;
@@ -678,7 +697,8 @@ static void test_window(void) {
     for (i = 0; i < 50; ++i) expd[i] = expd[i] / sum * 100000;
     stat = chi2_stat(counts, expd, 50);
     p = chi2_p(stat, W - 1);
-    CHECK_MSG(p > P_MIN, "window (alpha %g): chi-square %.2f df %u p %.3g", c.alpha, stat, W - 1, p);
+    CHECK_MSG(p > P_MIN, "window (alpha %g): chi-square %.2f df %u p %.3g",
+              c.alpha, stat, W - 1, p);
 
     /* a window across the wrap: 30 newest are slots 40..49 and 0..19 */
     o.window = 30;
@@ -704,7 +724,8 @@ static void test_window(void) {
         CHECK_EQ_U(seen[(uint32_t)ids[i]]++, 0);
       }
     }
-    CHECK_STATUS(per_buffer_sample(&b, 31, &o, items, ids, NULL), PER_ERR_TOO_FEW);
+    CHECK_STATUS(per_buffer_sample(&b, 31, &o, items, ids, NULL),
+                 PER_ERR_TOO_FEW);
     /* unique window draws leave the tree exactly as it was */
     CHECK_MEM(nodes_before, b.tree.node, sizeof(per_real) * 2 * b.tree.leaves);
     CHECK_OK(per_buffer_check(&b));
@@ -718,7 +739,9 @@ static void test_window(void) {
     for (i = 0; i < 50; ++i) expd[i] = expd[i] / 100000 * 20000;
     stat = chi2_stat(counts, expd, 50);
     p = chi2_p(stat, W - 1);
-    CHECK_MSG(p > P_MIN, "unique window first pick (alpha %g): chi-square %.2f p %.3g", c.alpha, stat, p);
+    CHECK_MSG(p > P_MIN,
+              "unique window first pick (alpha %g): chi-square %.2f p %.3g",
+              c.alpha, stat, p);
     /* window larger than the buffer: the whole buffer */
     o.window = 1000;
     o.flags = 0;
@@ -775,7 +798,8 @@ static void test_uniform_fallback(void) {
   for (i = 0; i < 40; ++i) expd[i] = i < 30 ? 1000 : 0;
   stat = chi2_stat(counts, expd, 40);
   p = chi2_p(stat, 29);
-  CHECK_MSG(p > P_MIN, "uniform fallback: chi-square %.2f df 29 p %.3g", stat, p);
+  CHECK_MSG(p > P_MIN, "uniform fallback: chi-square %.2f df 29 p %.3g", stat,
+            p);
   /* unique: distinct, weights 1; windows too */
   memset(&o, 0, sizeof o);
   o.flags = PER_SAMPLE_UNIQUE;
@@ -977,12 +1001,13 @@ static void test_bad_input(void) {
     uint64_t unknown[4];
     unknown[0] = 8 | (uint64_t)1 << 32;
     unknown[1] = 0xffffffffull | (uint64_t)1 << 32;
-    unknown[2] = 3;                        /* generation 0 */
+    unknown[2] = 3; /* generation 0 */
     unknown[3] = 3 | (uint64_t)(b.gen[3] + 1) << 32;
     for (k = 0; k < 4; ++k) {
       bad_ids[2] = unknown[k];
       s = bsnap_take(&b);
-      CHECK_STATUS(per_buffer_update(&b, bad_ids, td, 3, &stale), PER_ERR_INDEX);
+      CHECK_STATUS(per_buffer_update(&b, bad_ids, td, 3, &stale),
+                   PER_ERR_INDEX);
       CHECK_UNCHANGED(s, &b);
     }
   }
@@ -1002,7 +1027,8 @@ static void test_bad_input(void) {
     s = bsnap_take(&b);
     CHECK_STATUS(per_buffer_sample(&b, 0, NULL, items, ids, w), PER_ERR_BATCH);
     o.flags = PER_SAMPLE_UNIQUE;
-    CHECK_STATUS(per_buffer_sample(&b, 9, &o, items, ids, w), PER_ERR_BATCH); /* > max_unique */
+    CHECK_STATUS(per_buffer_sample(&b, 9, &o, items, ids, w),
+                 PER_ERR_BATCH); /* > max_unique */
     o.window = 3;
     CHECK_STATUS(per_buffer_sample(&b, 4, &o, items, ids, w), PER_ERR_TOO_FEW);
     o.flags = 1u << 7;
@@ -1031,30 +1057,62 @@ static void test_bad_input(void) {
 
   /* bad configs: a specific status and a zeroed, freeable buffer */
   {
-    struct { per_config c; per_status want; } t[20];
+    struct {
+      per_config c;
+      per_status want;
+    } t[20];
     per_buffer zero;
     int n = 0, i;
     memset(&zero, 0, sizeof zero);
-    t[n].c = cfg_of(0, 4); t[n++].want = PER_ERR_CAPACITY;
-    t[n].c = cfg_of(PER_MAX_CAPACITY + 1u, 4); t[n++].want = PER_ERR_CAPACITY;
-    t[n].c = cfg_of(8, 0); t[n++].want = PER_ERR_ARG;
-    t[n].c = cfg_of(8, 4); t[n].c.alpha = -0.5; t[n++].want = PER_ERR_ARG;
-    t[n].c = cfg_of(8, 4); t[n].c.alpha = NAN; t[n++].want = PER_ERR_ARG;
-    t[n].c = cfg_of(8, 4); t[n].c.alpha = INFINITY; t[n++].want = PER_ERR_ARG;
-    t[n].c = cfg_of(8, 4); t[n].c.beta0 = -2; t[n++].want = PER_ERR_ARG;
-    t[n].c = cfg_of(8, 4); t[n].c.beta1 = NAN; t[n++].want = PER_ERR_ARG;
-    t[n].c = cfg_of(8, 4); t[n].c.eps = -1e-3; t[n++].want = PER_ERR_ARG;
-    t[n].c = cfg_of(8, 4); t[n].c.max_priority = 0; t[n++].want = PER_ERR_ARG;
-    t[n].c = cfg_of(8, 4); t[n].c.max_priority = -1; t[n++].want = PER_ERR_ARG;
-    t[n].c = cfg_of(8, 4); t[n].c.max_unique = 0; t[n++].want = PER_ERR_ARG;
-    t[n].c = cfg_of(8, 4); t[n].c.max_priority = 1e29; t[n++].want = IS_FLOAT ? PER_ERR_ARG : PER_OK;
-    t[n].c = cfg_of(8, 4); t[n].c.max_priority = 1e308 * 10; t[n++].want = PER_ERR_ARG;
-    t[n].c = cfg_of(8, 4); t[n].c.flags = 2; t[n++].want = PER_ERR_ARG;
-    t[n].c = cfg_of(8, 4); t[n].c.max_unique = 9; t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(0, 4);
+    t[n++].want = PER_ERR_CAPACITY;
+    t[n].c = cfg_of(PER_MAX_CAPACITY + 1u, 4);
+    t[n++].want = PER_ERR_CAPACITY;
+    t[n].c = cfg_of(8, 0);
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.alpha = -0.5;
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.alpha = NAN;
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.alpha = INFINITY;
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.beta0 = -2;
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.beta1 = NAN;
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.eps = -1e-3;
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.max_priority = 0;
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.max_priority = -1;
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.max_unique = 0;
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.max_priority = 1e29;
+    t[n++].want = IS_FLOAT ? PER_ERR_ARG : PER_OK;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.max_priority = 1e308 * 10;
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.flags = 2;
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.max_unique = 9;
+    t[n++].want = PER_ERR_ARG;
     for (i = 0; i < n; ++i) {
       per_status got = per_buffer_init(&b, &t[i].c, NULL);
-      CHECK_MSG(got == t[i].want, "config %d: got %s, want %s", i, per_status_str(got),
-                per_status_str(t[i].want));
+      CHECK_MSG(got == t[i].want, "config %d: got %s, want %s", i,
+                per_status_str(got), per_status_str(t[i].want));
       if (got != PER_OK) CHECK_MEM(&b, &zero, sizeof b);
       per_buffer_free(&b);
     }
@@ -1066,7 +1124,7 @@ static void test_bad_input(void) {
   CHECK_EQ_U(t_default_heap.live, 0);
 }
 
-/* ---- allocation failure --------------------------------------------------- */
+/* ---- allocation failure -------------------------------------------------- */
 
 static void test_alloc_failure(void) {
   static const uint32_t flags[3] = {0, PER_WEIGHTS_BUFFER_MAX, 0};
@@ -1090,7 +1148,8 @@ static void test_alloc_failure(void) {
       heap.fail_at = k;
       CHECK_STATUS(per_buffer_init(&b, &c, &heap), PER_ERR_NOMEM);
       CHECK_MEM(&b, &zero, sizeof b);
-      CHECK_MSG(heap.live == 0, "variant %d, failing allocation %ld: %ld leaked", variant, k,
+      CHECK_MSG(heap.live == 0,
+                "variant %d, failing allocation %ld: %ld leaked", variant, k,
                 heap.live);
       per_buffer_free(&b);
     }
@@ -1153,11 +1212,13 @@ static void test_random_ops(void) {
         if (s == PER_OK) {
           for (i = 0; i < n; ++i) {
             CHECK((uint32_t)ids[i] < b.size && w[i] >= 0 && w[i] <= 1);
-            td[i] = (per_rng_float(&r) - 0.5f) * (variant == 3 ? (float)(i & 1) : 10.0f);
+            td[i] = (per_rng_float(&r) - 0.5f) *
+                    (variant == 3 ? (float)(i & 1) : 10.0f);
           }
           CHECK_OK(per_buffer_update(&b, ids, td, n, NULL));
         } else {
-          CHECK(s == PER_ERR_EMPTY || s == PER_ERR_TOO_FEW || s == PER_ERR_BATCH);
+          CHECK(s == PER_ERR_EMPTY || s == PER_ERR_TOO_FEW ||
+                s == PER_ERR_BATCH);
         }
       }
       if (step % 97 == 0) CHECK_OK(per_buffer_check(&b));

@@ -45,7 +45,8 @@ int fsync(int fd) {
   if (S_ISDIR(st.st_mode)) {
     ++t_sync.dirs;
     if (t_sync.path)
-      t_sync.path_in_place = stat(t_sync.path, &st) == 0 && count_tmp(t_sync.path) == 0;
+      t_sync.path_in_place =
+          stat(t_sync.path, &st) == 0 && count_tmp(t_sync.path) == 0;
     if (t_sync.fail_dir) {
       errno = EIO;
       return -1;
@@ -68,7 +69,8 @@ static int count_tmp(const char *path) {
   int n = 0;
   if (!d) return -1;
   while ((e = readdir(d)) != NULL)
-    n += strncmp(e->d_name, path, len) == 0 && strncmp(e->d_name + len, ".tmp-", 5) == 0;
+    n += strncmp(e->d_name, path, len) == 0 &&
+         strncmp(e->d_name + len, ".tmp-", 5) == 0;
   closedir(d);
   return n;
 }
@@ -96,7 +98,8 @@ static void fill(per_buffer *b, uint32_t adds, uint64_t seed) {
   unsigned char item[64];
   per_rng_init(&r, seed);
   for (i = 0; i < adds; ++i) {
-    for (k = 0; k < b->cfg.item_size && k < sizeof item; ++k) item[k] = (unsigned char)(i * 31 + k);
+    for (k = 0; k < b->cfg.item_size && k < sizeof item; ++k)
+      item[k] = (unsigned char)(i * 31 + k);
     CHECK_OK(per_buffer_add(b, item));
     if (i % 7 == 6) {
       uint64_t ids[4];
@@ -180,7 +183,8 @@ static void test_corruption(void) {
       CHECK(file_write(NAME("bad.bin"), bad, n));
       s = bsnap_take(&b);
       st = per_buffer_load(&b, NAME("bad.bin"));
-      CHECK_MSG(st != PER_OK, "byte %ld ^ %s accepted", i, flip ? "0x01" : "0xff");
+      CHECK_MSG(st != PER_OK, "byte %ld ^ %s accepted", i,
+                flip ? "0x01" : "0xff");
       fails += st != PER_OK;
       CHECK_UNCHANGED(s, &b);
     }
@@ -190,7 +194,8 @@ static void test_corruption(void) {
     bsnap s;
     CHECK(file_write(NAME("bad.bin"), img, i));
     s = bsnap_take(&b);
-    CHECK_MSG(per_buffer_load(&b, NAME("bad.bin")) != PER_OK, "truncation to %ld accepted", i);
+    CHECK_MSG(per_buffer_load(&b, NAME("bad.bin")) != PER_OK,
+              "truncation to %ld accepted", i);
     CHECK_UNCHANGED(s, &b);
   }
   /* the specific codes of some of them */
@@ -249,21 +254,48 @@ static void test_foreign(void) {
   CHECK_OK(per_buffer_init(&b, &c, NULL));
   /* patched fields with a recomputed checksum */
   {
-    struct { long off; uint32_t v; per_status want; } t[12];
+    struct {
+      long off;
+      uint32_t v;
+      per_status want;
+    } t[12];
     int k, m = 0;
-    t[m].off = 8; t[m].v = 3; t[m++].want = PER_ERR_VERSION;          /* version */
-    t[m].off = 12; t[m].v = 0x04030201u; t[m++].want = PER_ERR_FORMAT; /* byte order */
-    t[m].off = 20; t[m].v = IS_FLOAT ? 8 : 4; t[m++].want = PER_ERR_MISMATCH; /* PER_REAL */
-    t[m].off = 28; t[m].v = 4; t[m++].want = PER_ERR_CORRUPT; /* item size: lengths disagree */
-    t[m].off = 36; t[m].v = 9; t[m++].want = PER_ERR_CORRUPT;  /* pos == capacity */
-    t[m].off = 40; t[m].v = 4; t[m++].want = PER_ERR_CORRUPT;  /* unknown flag */
-    t[m].off = 48; t[m].v = 2; t[m++].want = PER_ERR_CORRUPT;  /* zero hint */
-    t[m].off = 160; t[m].v = 5; t[m++].want = PER_ERR_CORRUPT; /* rng avail */
-    t[m].off = 164; t[m].v = 1; t[m++].want = PER_ERR_CORRUPT; /* reserved */
-    t[m].off = HDR + 9 * 8; t[m].v = 0; t[m++].want = PER_ERR_CORRUPT; /* generation 0 */
-    t[m].off = 208; t[m].v = 13; t[m++].want = PER_ERR_CORRUPT; /* trajectories > added */
+    t[m].off = 8;
+    t[m].v = 3;
+    t[m++].want = PER_ERR_VERSION; /* version */
+    t[m].off = 12;
+    t[m].v = 0x04030201u;
+    t[m++].want = PER_ERR_FORMAT; /* byte order */
+    t[m].off = 20;
+    t[m].v = IS_FLOAT ? 8 : 4;
+    t[m++].want = PER_ERR_MISMATCH; /* PER_REAL */
+    t[m].off = 28;
+    t[m].v = 4;
+    t[m++].want = PER_ERR_CORRUPT; /* item size: lengths disagree */
+    t[m].off = 36;
+    t[m].v = 9;
+    t[m++].want = PER_ERR_CORRUPT; /* pos == capacity */
+    t[m].off = 40;
+    t[m].v = 4;
+    t[m++].want = PER_ERR_CORRUPT; /* unknown flag */
+    t[m].off = 48;
+    t[m].v = 2;
+    t[m++].want = PER_ERR_CORRUPT; /* zero hint */
+    t[m].off = 160;
+    t[m].v = 5;
+    t[m++].want = PER_ERR_CORRUPT; /* rng avail */
+    t[m].off = 164;
+    t[m].v = 1;
+    t[m++].want = PER_ERR_CORRUPT; /* reserved */
+    t[m].off = HDR + 9 * 8;
+    t[m].v = 0;
+    t[m++].want = PER_ERR_CORRUPT; /* generation 0 */
+    t[m].off = 208;
+    t[m].v = 13;
+    t[m++].want = PER_ERR_CORRUPT; /* trajectories > added */
     /* the oldest item (slot 3) in the newest trajectory */
-    t[m].off = HDR + 9 * (8 + 4 + (long)sizeof(per_real) + 1) + 3 * 4; t[m].v = 11;
+    t[m].off = HDR + 9 * (8 + 4 + (long)sizeof(per_real) + 1) + 3 * 4;
+    t[m].v = 11;
     t[m++].want = PER_ERR_CORRUPT;
     for (k = 0; k < m; ++k) {
       memcpy(bad, img, (size_t)n);
@@ -271,7 +303,8 @@ static void test_foreign(void) {
       fix_crc(bad, n);
       CHECK(file_write(NAME("bad.bin"), bad, n));
       s = bsnap_take(&b);
-      CHECK_MSG(per_buffer_load(&b, NAME("bad.bin")) == t[k].want, "patch %d at %ld", k, t[k].off);
+      CHECK_MSG(per_buffer_load(&b, NAME("bad.bin")) == t[k].want,
+                "patch %d at %ld", k, t[k].off);
       CHECK_UNCHANGED(s, &b);
     }
   }
@@ -286,7 +319,8 @@ static void test_foreign(void) {
     for (k = 0; k < 4; ++k) {
       memcpy(bad, img, (size_t)n);
       if (k < 3) {
-        memcpy(bad + leaves + 3 * (long)sizeof(per_real), &v[k], sizeof(per_real));
+        memcpy(bad + leaves + 3 * (long)sizeof(per_real), &v[k],
+               sizeof(per_real));
       } else {
         double tot = 12345.0;
         memcpy(bad + 176, &tot, 8);
@@ -303,7 +337,8 @@ static void test_foreign(void) {
   CHECK_STATUS(per_buffer_load(&b, NULL), PER_ERR_NULL);
   CHECK_STATUS(per_buffer_load_shard(&b, NAME("f.bin"), 2, 2), PER_ERR_ARG);
   CHECK_STATUS(per_buffer_load_shard(&b, NAME("f.bin"), 0, 0), PER_ERR_ARG);
-  CHECK(file_write(NAME("bad.bin"), (const unsigned char *)"hello world, not a checkpoint", 29));
+  CHECK(file_write(NAME("bad.bin"),
+                   (const unsigned char *)"hello world, not a checkpoint", 29));
   CHECK_STATUS(per_buffer_load(&b, NAME("bad.bin")), PER_ERR_FORMAT);
   CHECK_UNCHANGED(s, &b);
   per_buffer_free(&a);
@@ -335,9 +370,9 @@ static void test_permutation(void) {
   CHECK_OK(per_buffer_init(&b, &c, NULL));
   for (k = 0; k < 3; ++k) {
     memcpy(bad, img, (size_t)n);
-    if (k == 0) memcpy(bad + perm + 4, bad + perm, 4);  /* a duplicate */
-    if (k == 1) put32(bad + perm + 8, 9);                /* out of range */
-    if (k == 2) put32(bad + perm + 8, 0x80000001u);      /* bit 31 set */
+    if (k == 0) memcpy(bad + perm + 4, bad + perm, 4); /* a duplicate */
+    if (k == 1) put32(bad + perm + 8, 9);              /* out of range */
+    if (k == 2) put32(bad + perm + 8, 0x80000001u);    /* bit 31 set */
     fix_crc(bad, n);
     CHECK(file_write(NAME("bad.bin"), bad, n));
     s = bsnap_take(&b);
@@ -443,7 +478,8 @@ static void test_concurrent_saves(void) {
       c.seed = (uint64_t)k + 10;
       if (per_buffer_init(&a, &c, NULL) != PER_OK) _exit(2);
       fill(&a, 5000 + 100 * (uint32_t)k, (uint64_t)k + 20);
-      for (j = 0; j < SAVES; ++j) fails += per_buffer_save(&a, NAME("conc.bin")) != PER_OK;
+      for (j = 0; j < SAVES; ++j)
+        fails += per_buffer_save(&a, NAME("conc.bin")) != PER_OK;
       per_buffer_free(&a);
       _exit(fails ? 1 : 0);
     }
@@ -451,13 +487,15 @@ static void test_concurrent_saves(void) {
   CHECK_OK(per_buffer_init(&b, &c, NULL));
   for (k = 0; k < LOADS; ++k) {
     per_status st = per_buffer_load(&b, NAME("conc.bin"));
-    CHECK_MSG(st == PER_OK, "load %d during the saves: %s", k, per_status_str(st));
+    CHECK_MSG(st == PER_OK, "load %d during the saves: %s", k,
+              per_status_str(st));
     bad += st != PER_OK;
     if (bad > 3) break;
   }
   for (k = 0; k < SAVERS; ++k) {
     CHECK(waitpid(pid[k], &status, 0) == pid[k]);
-    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "saver %d failed", k);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "saver %d failed",
+              k);
   }
   CHECK_OK(per_buffer_load(&b, NAME("conc.bin")));
   CHECK_OK(per_buffer_check(&b));
@@ -507,7 +545,8 @@ static void test_lying_header(void) {
        of 2^31 (a file of another buffer) */
     uint32_t cap = k == 1 ? 1000u : 0x80000000u;
     uint32_t size = k == 0 ? 0x40000000u : k == 1 ? 900u : 12u;
-    uint64_t bytes = HDR + (uint64_t)size * (8u + 4u + sizeof(per_real) + 1u + 4u) + 4u;
+    uint64_t bytes =
+        HDR + (uint64_t)size * (8u + 4u + sizeof(per_real) + 1u + 4u) + 4u;
     per_status want = k < 2 ? PER_ERR_TRUNCATED : PER_ERR_MISMATCH;
     bsnap s;
     put32(img + 24, cap);
@@ -520,8 +559,9 @@ static void test_lying_header(void) {
     heap.max_bytes = 0;
     heap.calls = 0;
     CHECK_STATUS(per_buffer_load(&b, NAME("lie.bin")), want);
-    CHECK_MSG(heap.calls == 0, "case %d: %ld allocations, the largest %lu bytes", k,
-              heap.calls, (unsigned long)heap.max_bytes);
+    CHECK_MSG(heap.calls == 0,
+              "case %d: %ld allocations, the largest %lu bytes", k, heap.calls,
+              (unsigned long)heap.max_bytes);
     CHECK_UNCHANGED(s, &b);
   }
   per_buffer_free(&a);
@@ -553,7 +593,7 @@ static void test_generation_wrap(void) {
   n = file_read(NAME("gen.bin"), img, sizeof img);
   CHECK(n == HDR + 4 + 4 + (long)sizeof(per_real) + 1 + 4 + 4);
   put32(img + HDR + 4, 0xffffffffu); /* slot 0's generation */
-  put32(img + 120, 0xffffffffu);      /* added, low word */
+  put32(img + 120, 0xffffffffu);     /* added, low word */
   fix_crc(img, n);
   CHECK(file_write(NAME("gen.bin"), img, n));
   CHECK_OK(per_buffer_init(&b, &c, NULL));
@@ -579,7 +619,8 @@ static void test_shards(void) {
   per_buffer a;
   uint32_t w, v;
   CHECK_OK(per_buffer_init(&a, &c, NULL));
-  for (v = 0; v < 40; ++v) CHECK_OK(per_buffer_add(&a, &v)); /* wrapped: items 17..39 */
+  for (v = 0; v < 40; ++v)
+    CHECK_OK(per_buffer_add(&a, &v)); /* wrapped: items 17..39 */
   {
     uint64_t ids[10];
     float td[10];
@@ -599,7 +640,8 @@ static void test_shards(void) {
       CHECK_OK(per_buffer_init(&b, &d, NULL));
       if (w == 1) {
         bsnap s = bsnap_take(&b);
-        CHECK_STATUS(per_buffer_load_shard(&b, NAME("shard.bin"), 0, 1), PER_ERR_MISMATCH);
+        CHECK_STATUS(per_buffer_load_shard(&b, NAME("shard.bin"), 0, 1),
+                     PER_ERR_MISMATCH);
         CHECK_UNCHANGED(s, &b);
         per_buffer_free(&b);
         d.capacity = 23;
@@ -628,7 +670,8 @@ static void test_shards(void) {
       per_buffer_free(&b);
     }
     CHECK_EQ_U(total, 23);
-    for (i = 17; i < 40; ++i) CHECK_MSG(seen[i] == 1, "w %u: item %u loaded %u times", w, i, seen[i]);
+    for (i = 17; i < 40; ++i)
+      CHECK_MSG(seen[i] == 1, "w %u: item %u loaded %u times", w, i, seen[i]);
   }
   per_buffer_free(&a);
   remove(NAME("shard.bin"));
@@ -667,7 +710,8 @@ static void test_alloc_failure(void) {
     CHECK_EQ_U(heap.live, live);
     heap.fail_at = heap.calls + k; /* the shard path too */
     s = bsnap_take(&b);
-    CHECK_STATUS(per_buffer_load_shard(&b, NAME("al.bin"), 0, 2), PER_ERR_NOMEM);
+    CHECK_STATUS(per_buffer_load_shard(&b, NAME("al.bin"), 0, 2),
+                 PER_ERR_NOMEM);
     CHECK_UNCHANGED(s, &b);
     CHECK_EQ_U(heap.live, live);
   }

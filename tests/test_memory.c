@@ -25,8 +25,10 @@ static void churn(per_buffer *b, uint32_t adds, uint64_t seed) {
   unsigned char item[256];
   per_rng_init(&r, seed);
   for (i = 0; i < adds; ++i) {
-    uint8_t end = (uint8_t)(per_rng_below(&r, 5) == 0 ? 1 + per_rng_below(&r, 2) : 0);
-    for (k = 0; k < isz && k < sizeof item; ++k) item[k] = (unsigned char)per_rng_u32(&r);
+    uint8_t end =
+        (uint8_t)(per_rng_below(&r, 5) == 0 ? 1 + per_rng_below(&r, 2) : 0);
+    for (k = 0; k < isz && k < sizeof item; ++k)
+      item[k] = (unsigned char)per_rng_u32(&r);
     CHECK_OK(per_buffer_add_step(b, item, end));
     if (i % 11 == 10) {
       uint64_t ids[4];
@@ -95,9 +97,10 @@ static void test_snapshot_is_the_file(void) {
       CHECK_UNCHANGED(s, &b);
       CHECK_EQ_U(len, (size_t)n);
       CHECK_MEM(snap, file, len - 4);
-      CHECK(snap[len - 1] == 0 && snap[len - 2] == 0 && snap[len - 3] == 0 && snap[len - 4] == 0);
+      CHECK(snap[len - 1] == 0 && snap[len - 2] == 0 && snap[len - 3] == 0 &&
+            snap[len - 4] == 0);
       if (len < cap) CHECK_EQ_U(snap[len], 0xA5); /* nothing past len */
-      CHECK(k < 2 || len == cap);                /* full: the largest */
+      CHECK(k < 2 || len == cap);                 /* full: the largest */
       CHECK_OK(per_snapshot_write(snap, len, NAME("snap.bin"), NULL));
       m = file_read(NAME("snap.bin"), written, (long)sizeof written);
       CHECK_EQ_U(m, n);
@@ -124,7 +127,8 @@ static void test_snapshot_errors(void) {
   CHECK_EQ_U(per_buffer_snapshot_bytes(&z), 0);
   /* header 216 + capacity * (item + generation + leaf + end + trajectory)
      + CRC */
-  CHECK_EQ_U(per_buffer_snapshot_bytes(&b), 216 + 37 * (12 + 4 + sizeof(per_real) + 1 + 4) + 4);
+  CHECK_EQ_U(per_buffer_snapshot_bytes(&b),
+             216 + 37 * (12 + 4 + sizeof(per_real) + 1 + 4) + 4);
   CHECK_STATUS(per_buffer_snapshot(NULL, mem, sizeof mem, &len), PER_ERR_NULL);
   CHECK_STATUS(per_buffer_snapshot(&z, mem, sizeof mem, &len), PER_ERR_NULL);
   CHECK_STATUS(per_buffer_snapshot(&b, NULL, sizeof mem, &len), PER_ERR_NULL);
@@ -140,23 +144,29 @@ static void test_snapshot_errors(void) {
   CHECK_OK(per_buffer_snapshot(&b, mem, need, &len));
   CHECK_EQ_U(len, need);
   /* the writer takes only this version's snapshots, of their own length */
-  CHECK_STATUS(per_snapshot_write(NULL, len, NAME("e.bin"), NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_snapshot_write(NULL, len, NAME("e.bin"), NULL),
+               PER_ERR_NULL);
   CHECK_STATUS(per_snapshot_write(mem, len, NULL, NULL), PER_ERR_NULL);
-  CHECK_STATUS(per_snapshot_write(mem, len - 1, NAME("e.bin"), NULL), PER_ERR_FORMAT);
-  CHECK_STATUS(per_snapshot_write(mem, len + 1, NAME("e.bin"), NULL), PER_ERR_FORMAT);
-  CHECK_STATUS(per_snapshot_write(mem, 100, NAME("e.bin"), NULL), PER_ERR_FORMAT);
+  CHECK_STATUS(per_snapshot_write(mem, len - 1, NAME("e.bin"), NULL),
+               PER_ERR_FORMAT);
+  CHECK_STATUS(per_snapshot_write(mem, len + 1, NAME("e.bin"), NULL),
+               PER_ERR_FORMAT);
+  CHECK_STATUS(per_snapshot_write(mem, 100, NAME("e.bin"), NULL),
+               PER_ERR_FORMAT);
   {
     size_t at[4] = {0, 8, 12, 16}; /* magic, version, byte order, header size */
     int k;
     for (k = 0; k < 4; ++k) {
       memcpy(bad, mem, len);
       bad[at[k]] ^= 1;
-      CHECK_STATUS(per_snapshot_write(bad, len, NAME("e.bin"), NULL), PER_ERR_FORMAT);
+      CHECK_STATUS(per_snapshot_write(bad, len, NAME("e.bin"), NULL),
+                   PER_ERR_FORMAT);
     }
   }
   CHECK(access(NAME("e.bin"), F_OK) != 0); /* nothing was created */
   /* a directory that does not exist: PER_ERR_IO */
-  CHECK_STATUS(per_snapshot_write(mem, len, "no-such-dir/x.bin", NULL), PER_ERR_IO);
+  CHECK_STATUS(per_snapshot_write(mem, len, "no-such-dir/x.bin", NULL),
+               PER_ERR_IO);
   per_buffer_free(&b);
 }
 
@@ -250,8 +260,10 @@ static void test_parallel_writers(void) {
   size_t cap, len;
   int k;
   static const char *const names[2][W] = {
-      {"mem_double_p0.bin", "mem_double_p1.bin", "mem_double_p2.bin", "mem_double_p3.bin"},
-      {"mem_float_p0.bin", "mem_float_p1.bin", "mem_float_p2.bin", "mem_float_p3.bin"}};
+      {"mem_double_p0.bin", "mem_double_p1.bin", "mem_double_p2.bin",
+       "mem_double_p3.bin"},
+      {"mem_float_p0.bin", "mem_float_p1.bin", "mem_float_p2.bin",
+       "mem_float_p3.bin"}};
   c.capacity = 2000;
   c.max_unique = 2000;
   CHECK_OK(per_buffer_init(&b, &c, NULL));
@@ -309,7 +321,8 @@ static void test_shard_counts(void) {
     CHECK_EQ_U(b.added, a.added);
     CHECK_EQ_U(b.trajs, a.trajs);
     for (i = 0; i < a.size; ++i) { /* the file's slots, oldest first */
-      uint32_t slot = ((a.size == a.cfg.capacity ? a.pos : 0) + i) % a.cfg.capacity;
+      uint32_t slot =
+          ((a.size == a.cfg.capacity ? a.pos : 0) + i) % a.cfg.capacity;
       if (slot % 3 != r) continue;
       CHECK_EQ_U(b.traj[j], a.traj[slot]);
       ++j;
@@ -320,7 +333,10 @@ static void test_shard_counts(void) {
     o.flags = PER_SAMPLE_TRAJECTORIES;
     o.window = 2;
     CHECK_OK(per_buffer_sample(&b, 4, &o, NULL, ids, NULL));
-    for (i = 0; i < 4; ++i) CHECK(b.traj[b.pos == 0 ? b.size - 1 : b.pos - 1] - b.traj[(uint32_t)ids[i]] < 2);
+    for (i = 0; i < 4; ++i)
+      CHECK(b.traj[b.pos == 0 ? b.size - 1 : b.pos - 1] -
+                b.traj[(uint32_t)ids[i]] <
+            2);
     per_buffer_free(&b);
   }
   per_buffer_free(&a);
@@ -348,7 +364,8 @@ static void test_init_mem(void) {
   CHECK_EQ_U(b.items == NULL && b.tree.node == NULL, 1);
   CHECK_STATUS(per_buffer_init_mem(NULL, &c, ring, bytes, NULL), PER_ERR_NULL);
   CHECK_STATUS(per_buffer_init_mem(&b, NULL, ring, bytes, NULL), PER_ERR_NULL);
-  CHECK_STATUS(per_buffer_init_mem(&b, &c, ring, bytes - 1, NULL), PER_ERR_MEMORY);
+  CHECK_STATUS(per_buffer_init_mem(&b, &c, ring, bytes - 1, NULL),
+               PER_ERR_MEMORY);
   CHECK(b.items == NULL);
   c.item_size = 0;
   CHECK_STATUS(per_buffer_init_mem(&b, &c, ring, bytes, NULL), PER_ERR_ARG);
@@ -382,7 +399,8 @@ static void test_init_mem(void) {
   CHECK_EQ_U(heap.live, 0);
   for (k = 1; k <= calls; ++k) {
     heap.fail_at = heap.calls + k;
-    CHECK_STATUS(per_buffer_init_mem(&b, &c, ring, bytes, &heap), PER_ERR_NOMEM);
+    CHECK_STATUS(per_buffer_init_mem(&b, &c, ring, bytes, &heap),
+                 PER_ERR_NOMEM);
     CHECK(b.items == NULL);
     CHECK_EQ_U(heap.live, 0);
   }
@@ -407,7 +425,8 @@ static void test_mmap(void) {
   fd = open(NAME("ring.map"), O_RDWR | O_CREAT | O_TRUNC, 0600);
   REQUIRE(fd >= 0);
   REQUIRE(ftruncate(fd, (off_t)bytes) == 0);
-  map = (unsigned char *)mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  map = (unsigned char *)mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                              fd, 0);
   REQUIRE(map != MAP_FAILED);
   CHECK_OK(per_buffer_init_mem(&b, &c, map, bytes, NULL));
   CHECK_OK(per_buffer_init(&a, &c, NULL));
@@ -464,7 +483,8 @@ static void test_cat_mem(void) {
   CHECK_OK(per_cat_init_mem(&mem, 50, raw + sizeof(per_real), bytes));
   CHECK_OK(per_cat_init(&own, 50, NULL));
   CHECK_OK(per_tree_init(&t, 200, NULL));
-  for (i = 0; i < 200; ++i) CHECK_OK(per_tree_set(&t, i, (per_real)(1 + i % 9)));
+  for (i = 0; i < 200; ++i)
+    CHECK_OK(per_tree_set(&t, i, (per_real)(1 + i % 9)));
   per_rng_init(&r1, 5);
   per_rng_init(&r2, 5);
   for (k = 1; k <= 50; k += 7) {

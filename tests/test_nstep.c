@@ -28,14 +28,15 @@ static obs3 make_obs(uint32_t env, uint32_t ep, uint32_t t) {
 }
 
 static float reward_at(uint32_t env, uint32_t ep, uint32_t t) {
-  return (float)((int)((env * 7 + ep * 3 + t * 5) % 11) - 4) * 0.5f + 0.125f * (float)env;
+  return (float)((int)((env * 7 + ep * 3 + t * 5) % 11) - 4) * 0.5f +
+         0.125f * (float)env;
 }
 
 /* The item step t of an episode of length T (ending by `terminated`) must
    be, computed directly from the definition. */
-static void expected_item(const per_nstep_config *nc, const per_nstep_layout *l, uint32_t env,
-                          uint32_t ep, uint32_t t, uint32_t T, int terminated,
-                          unsigned char *item) {
+static void expected_item(const per_nstep_config *nc, const per_nstep_layout *l,
+                          uint32_t env, uint32_t ep, uint32_t t, uint32_t T,
+                          int terminated, unsigned char *item) {
   uint32_t m = T - t < nc->n ? T - t : nc->n, k, done;
   double acc = 0, g = 1;
   float r, d;
@@ -58,8 +59,8 @@ static void expected_item(const per_nstep_config *nc, const per_nstep_layout *l,
 }
 
 /* Run one episode of length T through the adder. */
-static void run_episode(per_nstep *a, per_buffer *b, uint32_t env, uint32_t ep, uint32_t T,
-                        int terminated) {
+static void run_episode(per_nstep *a, per_buffer *b, uint32_t env, uint32_t ep,
+                        uint32_t T, int terminated) {
   uint32_t t;
   for (t = 0; t < T; ++t) {
     obs3 o = make_obs(env, ep, t), next = make_obs(env, ep, t + 1);
@@ -133,7 +134,8 @@ static void test_hand(void) {
   CHECK_OK(per_nstep_init(&a, &nc, NULL));
   for (t = 0; t < 5; ++t) {
     uint32_t o = t, next = t + 1, act = 100 + t;
-    CHECK_OK(per_nstep_step(&a, &b, &o, &act, (float)(t + 1), &next, t == 4, 0));
+    CHECK_OK(
+        per_nstep_step(&a, &b, &o, &act, (float)(t + 1), &next, t == 4, 0));
     CHECK_EQ_U(per_buffer_size(&b), t < 2 ? 0 : (t < 4 ? t - 1 : 5));
   }
   for (i = 0; i < 5; ++i) {
@@ -158,7 +160,8 @@ static void test_hand(void) {
   l = nstep_buffer(&b, &nc, 16);
   for (t = 0; t < 5; ++t) {
     uint32_t o = t, next = t + 1, act = 100 + t;
-    CHECK_OK(per_nstep_step(&a, &b, &o, &act, (float)(t + 1), &next, 0, t == 4));
+    CHECK_OK(
+        per_nstep_step(&a, &b, &o, &act, (float)(t + 1), &next, 0, t == 4));
   }
   for (i = 0; i < 5; ++i) {
     const unsigned char *it = b.items + (size_t)i * l.size;
@@ -201,7 +204,8 @@ static void test_returns(void) {
           CHECK_EQ_U(a.count, 0);
           for (t = 0; t < T; ++t, ++slot) {
             expected_item(&nc, &l, 0, ep, t, T, term, want);
-            CHECK_MSG(memcmp(b.items + (size_t)slot * l.size, want, l.size) == 0,
+            CHECK_MSG(memcmp(b.items + (size_t)slot * l.size, want, l.size) ==
+                          0,
                       "n %u gamma %g T %u term %d: item t=%u differs", nc.n,
                       (double)nc.gamma, T, term, t);
           }
@@ -220,7 +224,8 @@ static void test_two_adders(void) {
   per_nstep a[2];
   per_nstep_layout l;
   per_buffer b;
-  uint32_t t[2] = {0, 0}, ep[2] = {0, 0}, T[2] = {4, 7}, i, step, emitted[2] = {0, 0};
+  uint32_t t[2] = {0, 0}, ep[2] = {0, 0}, T[2] = {4, 7}, i, step,
+           emitted[2] = {0, 0};
   unsigned char want[64];
   nc = nstep_cfg(3, 0.95f, (uint32_t)sizeof(obs3), 2);
   l = nstep_buffer(&b, &nc, 500);
@@ -232,8 +237,8 @@ static void test_two_adders(void) {
     uint16_t act = (uint16_t)(t[e] * 13 + e);
     int end = t[e] + 1 == T[e];
     int term = end && (ep[e] % 2 == 0);
-    CHECK_OK(per_nstep_step(&a[e], &b, &o, &act, reward_at(e, ep[e], t[e]), &next, term,
-                            end && !term));
+    CHECK_OK(per_nstep_step(&a[e], &b, &o, &act, reward_at(e, ep[e], t[e]),
+                            &next, term, end && !term));
     if (end) {
       ++ep[e];
       t[e] = 0;
@@ -249,7 +254,8 @@ static void test_two_adders(void) {
     CHECK(o.env < 2);
     if (o.env >= 2) continue;
     expected_item(&nc, &l, o.env, o.ep, o.t, T[o.env], o.ep % 2 == 0, want);
-    CHECK_MSG(memcmp(it, want, l.size) == 0, "env %u ep %u t %u differs", o.env, o.ep, o.t);
+    CHECK_MSG(memcmp(it, want, l.size) == 0, "env %u ep %u t %u differs", o.env,
+              o.ep, o.t);
     ++emitted[o.env];
   }
   CHECK(emitted[0] > 0 && emitted[1] > 0);
@@ -274,18 +280,24 @@ static void test_errors_and_memory(void) {
   CHECK_OK(per_buffer_init(&wrong, &c, NULL));
 
   /* init errors */
-  bad = nc; bad.n = 0;
+  bad = nc;
+  bad.n = 0;
   CHECK_STATUS(per_nstep_init(&a, &bad, NULL), PER_ERR_ARG);
   CHECK_MEM(&a, &zero, sizeof a);
-  bad = nc; bad.gamma = 1.5f;
+  bad = nc;
+  bad.gamma = 1.5f;
   CHECK_STATUS(per_nstep_init(&a, &bad, NULL), PER_ERR_ARG);
-  bad = nc; bad.gamma = -0.1f;
+  bad = nc;
+  bad.gamma = -0.1f;
   CHECK_STATUS(per_nstep_init(&a, &bad, NULL), PER_ERR_ARG);
-  bad = nc; bad.gamma = (float)NAN;
+  bad = nc;
+  bad.gamma = (float)NAN;
   CHECK_STATUS(per_nstep_init(&a, &bad, NULL), PER_ERR_ARG);
-  bad = nc; bad.obs_size = 0;
+  bad = nc;
+  bad.obs_size = 0;
   CHECK_STATUS(per_nstep_init(&a, &bad, NULL), PER_ERR_ARG);
-  bad = nc; bad.action_size = 0;
+  bad = nc;
+  bad.action_size = 0;
   CHECK_STATUS(per_nstep_init(&a, &bad, NULL), PER_ERR_ARG);
   CHECK_STATUS(per_nstep_init(&a, NULL, NULL), PER_ERR_NULL);
   CHECK_STATUS(per_nstep_init(NULL, &nc, NULL), PER_ERR_NULL);
@@ -317,13 +329,20 @@ static void test_errors_and_memory(void) {
     memcpy(pend, a.reward, sizeof pend);
     s = bsnap_take(&b);
     for (i = 0; i < 3; ++i)
-      CHECK_STATUS(per_nstep_step(&a, &b, &o, &act, bad_r[i], &next, 1, 0), want[i]);
-    CHECK_STATUS(per_nstep_step(&a, &wrong, &o, &act, 1.0f, &next, 1, 0), PER_ERR_ARG);
-    CHECK_STATUS(per_nstep_step(&a, &b, NULL, &act, 1.0f, &next, 1, 0), PER_ERR_NULL);
-    CHECK_STATUS(per_nstep_step(&a, &b, &o, NULL, 1.0f, &next, 1, 0), PER_ERR_NULL);
-    CHECK_STATUS(per_nstep_step(&a, &b, &o, &act, 1.0f, NULL, 1, 0), PER_ERR_NULL);
-    CHECK_STATUS(per_nstep_step(&a, NULL, &o, &act, 1.0f, &next, 1, 0), PER_ERR_NULL);
-    CHECK_STATUS(per_nstep_step(NULL, &b, &o, &act, 1.0f, &next, 1, 0), PER_ERR_NULL);
+      CHECK_STATUS(per_nstep_step(&a, &b, &o, &act, bad_r[i], &next, 1, 0),
+                   want[i]);
+    CHECK_STATUS(per_nstep_step(&a, &wrong, &o, &act, 1.0f, &next, 1, 0),
+                 PER_ERR_ARG);
+    CHECK_STATUS(per_nstep_step(&a, &b, NULL, &act, 1.0f, &next, 1, 0),
+                 PER_ERR_NULL);
+    CHECK_STATUS(per_nstep_step(&a, &b, &o, NULL, 1.0f, &next, 1, 0),
+                 PER_ERR_NULL);
+    CHECK_STATUS(per_nstep_step(&a, &b, &o, &act, 1.0f, NULL, 1, 0),
+                 PER_ERR_NULL);
+    CHECK_STATUS(per_nstep_step(&a, NULL, &o, &act, 1.0f, &next, 1, 0),
+                 PER_ERR_NULL);
+    CHECK_STATUS(per_nstep_step(NULL, &b, &o, &act, 1.0f, &next, 1, 0),
+                 PER_ERR_NULL);
     CHECK_MEM(&a, before, sizeof a);
     CHECK_MEM(a.reward, pend, sizeof pend);
     CHECK_UNCHANGED(s, &b);
@@ -339,7 +358,8 @@ static void test_errors_and_memory(void) {
   {
     long calls = heap.calls;
     uint32_t k;
-    for (k = 0; k < 1000; ++k) CHECK_OK(per_nstep_step(&a, &b, &o, &act, 0.5f, &next, k % 17 == 0, 0));
+    for (k = 0; k < 1000; ++k)
+      CHECK_OK(per_nstep_step(&a, &b, &o, &act, 0.5f, &next, k % 17 == 0, 0));
     CHECK_EQ_U(heap.calls, calls);
   }
   per_nstep_free(&a);
@@ -350,22 +370,22 @@ static void test_errors_and_memory(void) {
 
 /* PER_NSTEP_ITEM's offsets are per_nstep_layout_of's, and an emitted item
    reads back through the struct. */
-#define ITEM_LAYOUT_MATCHES(T, obs_bytes, act_bytes)                      \
-  do {                                                                    \
-    per_nstep_config c_;                                                  \
-    per_nstep_layout l_;                                                  \
-    c_.n = 2;                                                             \
-    c_.gamma = 0.5f;                                                      \
-    c_.obs_size = (obs_bytes);                                            \
-    c_.action_size = (act_bytes);                                         \
-    l_ = per_nstep_layout_of(&c_);                                        \
-    CHECK_EQ_U(offsetof(T, obs), l_.obs);                                 \
-    CHECK_EQ_U(offsetof(T, action), l_.action);                           \
-    CHECK_EQ_U(offsetof(T, reward), l_.reward);                           \
-    CHECK_EQ_U(offsetof(T, discount), l_.discount);                       \
-    CHECK_EQ_U(offsetof(T, done), l_.done);                               \
-    CHECK_EQ_U(offsetof(T, next_obs), l_.next_obs);                       \
-    CHECK_EQ_U(sizeof(T), l_.size);                                       \
+#define ITEM_LAYOUT_MATCHES(T, obs_bytes, act_bytes) \
+  do {                                               \
+    per_nstep_config c_;                             \
+    per_nstep_layout l_;                             \
+    c_.n = 2;                                        \
+    c_.gamma = 0.5f;                                 \
+    c_.obs_size = (obs_bytes);                       \
+    c_.action_size = (act_bytes);                    \
+    l_ = per_nstep_layout_of(&c_);                   \
+    CHECK_EQ_U(offsetof(T, obs), l_.obs);            \
+    CHECK_EQ_U(offsetof(T, action), l_.action);      \
+    CHECK_EQ_U(offsetof(T, reward), l_.reward);      \
+    CHECK_EQ_U(offsetof(T, discount), l_.discount);  \
+    CHECK_EQ_U(offsetof(T, done), l_.done);          \
+    CHECK_EQ_U(offsetof(T, next_obs), l_.next_obs);  \
+    CHECK_EQ_U(sizeof(T), l_.size);                  \
   } while (0)
 
 static void test_item_struct(void) {
@@ -444,10 +464,11 @@ static int same_adder(const per_nstep *x, const per_nstep *y) {
   for (j = 0; j < x->count; ++j) {
     uint32_t i = (x->head + j) % x->cfg.n, k = (y->head + j) % y->cfg.n;
     if (memcmp(&x->reward[i], &y->reward[k], 4) != 0 ||
-        memcmp(x->obs + (size_t)i * x->cfg.obs_size, y->obs + (size_t)k * y->cfg.obs_size,
-               x->cfg.obs_size) != 0 ||
+        memcmp(x->obs + (size_t)i * x->cfg.obs_size,
+               y->obs + (size_t)k * y->cfg.obs_size, x->cfg.obs_size) != 0 ||
         memcmp(x->act + (size_t)i * x->cfg.action_size,
-               y->act + (size_t)k * y->cfg.action_size, x->cfg.action_size) != 0)
+               y->act + (size_t)k * y->cfg.action_size,
+               x->cfg.action_size) != 0)
       return 0;
   }
   return 1;
@@ -490,9 +511,11 @@ static void test_save_load(void) {
     for (t = 0; t < 4 + e; ++t) {
       obs3 o = make_obs(e, 0, t), next = make_obs(e, 0, t + 1);
       uint16_t act = (uint16_t)(t * 13 + e);
-      CHECK_OK(per_nstep_step(&a[e], &b1, &o, &act, reward_at(e, 0, t), &next, 0, 0));
+      CHECK_OK(per_nstep_step(&a[e], &b1, &o, &act, reward_at(e, 0, t), &next,
+                              0, 0));
     }
-  for (i = 0; i < NA; ++i) CHECK(a[i].head != 0 && a[i].count == a[i].cfg.n - 1);
+  for (i = 0; i < NA; ++i)
+    CHECK(a[i].head != 0 && a[i].count == a[i].cfg.n - 1);
   CHECK_OK(per_nstep_save(a, NA, NNAME("ok.bin")));
   CHECK_OK(per_nstep_load(r, NA, NNAME("ok.bin")));
   for (i = 0; i < NA; ++i) CHECK(same_adder(&a[i], &r[i]));
@@ -503,10 +526,13 @@ static void test_save_load(void) {
       uint16_t act = (uint16_t)(t * 13 + e);
       int end = t + 1 == 10 + e;
       uint32_t s1 = b1.size, s2 = b2.size;
-      CHECK_OK(per_nstep_step(&a[e], &b1, &o, &act, reward_at(e, 0, t), &next, end, 0));
-      CHECK_OK(per_nstep_step(&r[e], &b2, &o, &act, reward_at(e, 0, t), &next, end, 0));
+      CHECK_OK(per_nstep_step(&a[e], &b1, &o, &act, reward_at(e, 0, t), &next,
+                              end, 0));
+      CHECK_OK(per_nstep_step(&r[e], &b2, &o, &act, reward_at(e, 0, t), &next,
+                              end, 0));
       CHECK_EQ_U(b1.size - s1, b2.size - s2);
-      CHECK(memcmp(b1.items + (size_t)s1 * l.size, b2.items + (size_t)s2 * l.size,
+      CHECK(memcmp(b1.items + (size_t)s1 * l.size,
+                   b2.items + (size_t)s2 * l.size,
                    (size_t)(b1.size - s1) * l.size) == 0);
     }
 
@@ -534,32 +560,75 @@ static void test_save_load(void) {
       per_status got;
       memcpy(copy, file, n);
       switch (ci) {
-        case 0: cases[nc2].what = "missing"; cases[nc2++].want = PER_ERR_IO;
-          remove(path); break;
-        case 1: cases[nc2].what = "empty"; cases[nc2++].want = PER_ERR_FORMAT;
-          spill(path, copy, 0); break;
-        case 2: cases[nc2].what = "magic"; cases[nc2++].want = PER_ERR_FORMAT;
-          copy[3] ^= 1; spill(path, copy, n); break;
-        case 3: cases[nc2].what = "version"; cases[nc2++].want = PER_ERR_VERSION;
-          copy[8] = 2; spill_crc(path, copy, n); break;
-        case 4: cases[nc2].what = "adder count"; cases[nc2++].want = PER_ERR_MISMATCH;
-          copy[16] = 2; spill_crc(path, copy, n); break;
-        case 5: cases[nc2].what = "gamma"; cases[nc2++].want = PER_ERR_MISMATCH;
-          copy[20 + 4] ^= 1; spill_crc(path, copy, n); break;
-        case 6: cases[nc2].what = "count >= n"; cases[nc2++].want = PER_ERR_CORRUPT;
-          copy[20 + 16] = 2; spill_crc(path, copy, n); break;
-        case 7: cases[nc2].what = "NaN reward"; cases[nc2++].want = PER_ERR_CORRUPT;
-          copy[40 + 2] = 0xc0; copy[40 + 3] = 0x7f; spill_crc(path, copy, n); break;
-        case 8: cases[nc2].what = "a flipped byte"; cases[nc2++].want = PER_ERR_CHECKSUM;
-          copy[n / 2] ^= 0x10; spill(path, copy, n); break;
-        case 9: cases[nc2].what = "truncated"; cases[nc2++].want = PER_ERR_TRUNCATED;
-          spill(path, copy, n - 5); break;
-        default: cases[nc2].what = "trailing bytes"; cases[nc2++].want = PER_ERR_CORRUPT;
-          copy[n] = 0; spill(path, copy, n + 1); break;
+        case 0:
+          cases[nc2].what = "missing";
+          cases[nc2++].want = PER_ERR_IO;
+          remove(path);
+          break;
+        case 1:
+          cases[nc2].what = "empty";
+          cases[nc2++].want = PER_ERR_FORMAT;
+          spill(path, copy, 0);
+          break;
+        case 2:
+          cases[nc2].what = "magic";
+          cases[nc2++].want = PER_ERR_FORMAT;
+          copy[3] ^= 1;
+          spill(path, copy, n);
+          break;
+        case 3:
+          cases[nc2].what = "version";
+          cases[nc2++].want = PER_ERR_VERSION;
+          copy[8] = 2;
+          spill_crc(path, copy, n);
+          break;
+        case 4:
+          cases[nc2].what = "adder count";
+          cases[nc2++].want = PER_ERR_MISMATCH;
+          copy[16] = 2;
+          spill_crc(path, copy, n);
+          break;
+        case 5:
+          cases[nc2].what = "gamma";
+          cases[nc2++].want = PER_ERR_MISMATCH;
+          copy[20 + 4] ^= 1;
+          spill_crc(path, copy, n);
+          break;
+        case 6:
+          cases[nc2].what = "count >= n";
+          cases[nc2++].want = PER_ERR_CORRUPT;
+          copy[20 + 16] = 2;
+          spill_crc(path, copy, n);
+          break;
+        case 7:
+          cases[nc2].what = "NaN reward";
+          cases[nc2++].want = PER_ERR_CORRUPT;
+          copy[40 + 2] = 0xc0;
+          copy[40 + 3] = 0x7f;
+          spill_crc(path, copy, n);
+          break;
+        case 8:
+          cases[nc2].what = "a flipped byte";
+          cases[nc2++].want = PER_ERR_CHECKSUM;
+          copy[n / 2] ^= 0x10;
+          spill(path, copy, n);
+          break;
+        case 9:
+          cases[nc2].what = "truncated";
+          cases[nc2++].want = PER_ERR_TRUNCATED;
+          spill(path, copy, n - 5);
+          break;
+        default:
+          cases[nc2].what = "trailing bytes";
+          cases[nc2++].want = PER_ERR_CORRUPT;
+          copy[n] = 0;
+          spill(path, copy, n + 1);
+          break;
       }
       got = per_nstep_load(r, NA, path);
-      CHECK_MSG(got == cases[nc2 - 1].want, "%s: got %s, want %s", cases[nc2 - 1].what,
-                per_status_str(got), per_status_str(cases[nc2 - 1].want));
+      CHECK_MSG(got == cases[nc2 - 1].want, "%s: got %s, want %s",
+                cases[nc2 - 1].what, per_status_str(got),
+                per_status_str(cases[nc2 - 1].want));
       for (i = 0; i < NA; ++i) {
         CHECK(memcmp(&before[i], &r[i], sizeof r[i]) == 0);
         CHECK(memcmp(snap[i], r[i].reward, adder_bytes(&r[i])) == 0);
@@ -570,8 +639,8 @@ static void test_save_load(void) {
       per_status got;
       spill(NNAME("bad.bin"), file, ci);
       got = per_nstep_load(r, NA, NNAME("bad.bin"));
-      CHECK_MSG(got == PER_ERR_TRUNCATED, "first %u of %u bytes: got %s", (unsigned)ci,
-                (unsigned)n, per_status_str(got));
+      CHECK_MSG(got == PER_ERR_TRUNCATED, "first %u of %u bytes: got %s",
+                (unsigned)ci, (unsigned)n, per_status_str(got));
       for (i = 0; i < NA; ++i) {
         CHECK(memcmp(&before[i], &r[i], sizeof r[i]) == 0);
         CHECK(memcmp(snap[i], r[i].reward, adder_bytes(&r[i])) == 0);

@@ -243,14 +243,11 @@ static void test_u01_exact(void) {
   CHECK((double)per_u01_real(w) < 1.0);
   if (sizeof(per_real) == sizeof(float))
     CHECK_EQ_F(per_u01_real(w), 1.0 - 1.0 / two24);
-  else
-    CHECK_EQ_F(per_u01_real(w), 1.0 - 1.0 / two53);
+  else CHECK_EQ_F(per_u01_real(w), 1.0 - 1.0 / two53);
   w[0] = 0x80000000u;
   w[1] = 0x40u;
-  if (sizeof(per_real) == sizeof(float))
-    CHECK_EQ_F(per_u01_real(w), 0.5);
-  else
-    CHECK_EQ_F(per_u01_real(w), 0.5 + 1.0 / two53);
+  if (sizeof(per_real) == sizeof(float)) CHECK_EQ_F(per_u01_real(w), 0.5);
+  else CHECK_EQ_F(per_u01_real(w), 0.5 + 1.0 / two53);
   w[0] = w[1] = 0;
   w[2] = w[3] = 0xffffffffu; /* later words are not used */
   CHECK_EQ_F(per_u01_real(w), 0.0);
@@ -296,10 +293,10 @@ static void check_real_dist(int kind, uint64_t seed) {
   double sum = 0, sum2 = 0, mean, var, p;
   long out_of_range = 0, odd = 0;
   /* bits of resolution: 53 for double, 24 for float */
-  int bits = kind == 0                                   ? 53
-             : kind == 1                                 ? 24
+  int bits = kind == 0                           ? 53
+             : kind == 1                         ? 24
              : sizeof(per_real) == sizeof(float) ? 24
-                                                         : 53;
+                                                 : 53;
   double scale = ldexp(1.0, bits);
   int i;
   memset(bins, 0, sizeof bins);
@@ -330,13 +327,13 @@ static void check_real_dist(int kind, uint64_t seed) {
      two-sided normal deviation has probability 5.7e-7 each. The 24-bit
      float grid shifts the mean by 3e-8, far inside. */
   CHECK_MSG(fabs(mean - 0.5) <= 1.44e-3, "%s: mean %.6f", names[kind], mean);
-  CHECK_MSG(fabs(var - 1.0 / 12.0) <= 3.73e-4, "%s: variance %.6f",
-            names[kind], var);
+  CHECK_MSG(fabs(var - 1.0 / 12.0) <= 3.73e-4, "%s: variance %.6f", names[kind],
+            var);
   /* Lowest mantissa bit: Binomial(N, 1/2), sd 500, 5 sigma = 2500
      (false failure 5.7e-7); catches a generator with fewer bits. */
   CHECK_MSG(fabs((double)odd - N_REAL / 2.0) <= 2500.0,
-            "%s: lowest of %d bits set %ld times of %d", names[kind], bits,
-            odd, N_REAL);
+            "%s: lowest of %d bits set %ld times of %d", names[kind], bits, odd,
+            N_REAL);
   /* 100 equal bins, df 99, fail when p < 1e-6. */
   p = p_uniform(bins, 100);
   CHECK_MSG(p >= P_MIN, "%s: 100-bin chi-square p = %.3g", names[kind], p);
@@ -365,12 +362,11 @@ static void test_below_small(void) {
 
 /* Results are < n for many n, and cover both ends. */
 static void test_below_range(void) {
-  static const uint32_t ns[] = {2u,           3u,           5u,
-                                7u,           10u,          1000u,
-                                65535u,       65536u,       65537u,
-                                0x40000001u,  0x7fffffffu,  0x80000000u,
-                                0x80000001u,  0xC0000000u,  0xfffffffeu,
-                                0xffffffffu};
+  static const uint32_t ns[] = {
+      2u,          3u,          5u,          7u,
+      10u,         1000u,       65535u,      65536u,
+      65537u,      0x40000001u, 0x7fffffffu, 0x80000000u,
+      0x80000001u, 0xC0000000u, 0xfffffffeu, 0xffffffffu};
   per_rng r;
   size_t k;
   int i;
@@ -384,14 +380,12 @@ static void test_below_range(void) {
       if (x < lo) lo = x;
       if (x > hi) hi = x;
     }
-    CHECK_MSG(bad == 0, "below(%lu): %ld results >= n", (unsigned long)n,
-              bad);
+    CHECK_MSG(bad == 0, "below(%lu): %ld results >= n", (unsigned long)n, bad);
     /* 10^5 draws: the smallest value lands in the lowest 1/1000 of [0,n)
        (and the largest in the top 1/1000) except with probability
        (1 - 1/1000)^1e5 = e^-100, for every n >= 2 (small n: exactly). */
-    CHECK_MSG((double)lo <= (double)n / 1000.0,
-              "below(%lu): smallest %lu", (unsigned long)n,
-              (unsigned long)lo);
+    CHECK_MSG((double)lo <= (double)n / 1000.0, "below(%lu): smallest %lu",
+              (unsigned long)n, (unsigned long)lo);
     CHECK_MSG((double)hi >= (double)n - 1.0 - (double)n / 1000.0,
               "below(%lu): largest %lu", (unsigned long)n, (unsigned long)hi);
   }
@@ -437,8 +431,8 @@ static void test_below_chi2(void) {
     for (i = 0; i < draws; ++i) counts[per_rng_below(&r, n)] += 1;
     /* df n-1, fail when p < 1e-6 (expected >= 1000 per cell). */
     p = p_uniform(counts, (int)n);
-    CHECK_MSG(p >= P_MIN, "below(%lu): chi-square p = %.3g",
-              (unsigned long)n, p);
+    CHECK_MSG(p >= P_MIN, "below(%lu): chi-square p = %.3g", (unsigned long)n,
+              p);
   }
 }
 
@@ -471,8 +465,7 @@ static void test_below_bias(void) {
   p = p_uniform(thirds, 3);
   CHECK_MSG(p >= P_MIN, "below(3*2^30): thirds chi-square p = %.3g", p);
   p = p_uniform(res, 3);
-  CHECK_MSG(p >= P_MIN, "below(3*2^30): residue mod 3 chi-square p = %.3g",
-            p);
+  CHECK_MSG(p >= P_MIN, "below(3*2^30): residue mod 3 chi-square p = %.3g", p);
 
   /* Self-checks of power: the same stream through biased methods. */
   fresh(&r, 0xB1A5);

@@ -25,7 +25,9 @@
 #define P_MIN 1e-6
 
 /* Words of the stream consumed so far. */
-static uint64_t words_used(const per_rng *r) { return r->counter * 4 - r->avail; }
+static uint64_t words_used(const per_rng *r) {
+  return r->counter * 4 - r->avail;
+}
 
 /* Words one per_rng_real call consumes. */
 #define WORDS_PER_REAL ((uint64_t)(sizeof(per_real) == sizeof(float) ? 1 : 2))
@@ -245,9 +247,9 @@ static void test_swap_errors(void) {
   CHECK(swap_snap_same(&sn, &s));
   CHECK_MEM(&r, &r0, sizeof r);
 
-  CHECK_STATUS(per_swap_grow(&s, 5), PER_ERR_ARG);  /* shrink */
+  CHECK_STATUS(per_swap_grow(&s, 5), PER_ERR_ARG); /* shrink */
   CHECK(swap_snap_same(&sn, &s));
-  CHECK_STATUS(per_swap_grow(&s, 0), PER_ERR_ARG);  /* shrink to 0 */
+  CHECK_STATUS(per_swap_grow(&s, 0), PER_ERR_ARG); /* shrink to 0 */
   CHECK(swap_snap_same(&sn, &s));
   CHECK_STATUS(per_swap_grow(&s, 11), PER_ERR_CAPACITY); /* n > capacity */
   CHECK(swap_snap_same(&sn, &s));
@@ -381,7 +383,8 @@ static void test_swap_subsets(void) {
   bad = 0;
   for (b = 0; b < 240000; ++b) {
     uint32_t code = 0, rest[4] = {0, 1, 2, 3}, m = 4, j, q;
-    if (per_swap_sample(&s, &r, 4, out) != PER_OK || !distinct_below(out, 4, 4)) {
+    if (per_swap_sample(&s, &r, 4, out) != PER_OK ||
+        !distinct_below(out, 4, 4)) {
       ++bad;
       continue;
     }
@@ -423,7 +426,8 @@ static void test_swap_independent_batches(void) {
   fresh(&r, 55);
   for (b = 0; b < BATCHES; ++b) {
     int code;
-    if (per_swap_sample(&s, &r, 2, out) != PER_OK || !distinct_below(out, 2, 5)) {
+    if (per_swap_sample(&s, &r, 2, out) != PER_OK ||
+        !distinct_below(out, 2, 5)) {
       ++bad;
       prev = -1;
       continue;
@@ -546,8 +550,7 @@ static int bad_picks(const uint32_t *idx, const per_real *val, uint32_t k,
     if (idx[j] >= cap || seen[idx[j]] || !(w[idx[j]] > 0) ||
         (val && val[j] != w[idx[j]]))
       ++bad;
-    else
-      seen[idx[j]] = 1;
+    else seen[idx[j]] = 1;
   }
   free(seen);
   return bad;
@@ -588,7 +591,8 @@ static void test_iid_law(void) {
 
   memset(cnt, 0, sizeof cnt);
   CHECK_OK(per_tree_init(&t, CAP, NULL));
-  for (i = 0; i < 128; ++i) CHECK_OK(per_tree_set(&t, 2 * i, (per_real)(i + 1)));
+  for (i = 0; i < 128; ++i)
+    CHECK_OK(per_tree_set(&t, 2 * i, (per_real)(i + 1)));
   copy = tree_copy(&t);
   fresh(&r, 128128);
   for (b = 0; b < DRAWS / K; ++b) {
@@ -609,8 +613,9 @@ static void test_iid_law(void) {
   p = p_fit(cnt, prob, 128, 127);
   CHECK_MSG(p >= P_MIN, "iid 1..128: chi-square p = %.3g", p);
   for (i = 0; i < 128; ++i) l1 += fabs(cnt[i] / DRAWS - prob[i]);
-  printf("samplers: iid 1..128, %d draws: L1 distance %.4f, chi-square p %.3g\n",
-         DRAWS, l1, p);
+  printf(
+      "samplers: iid 1..128, %d draws: L1 distance %.4f, chi-square p %.3g\n",
+      DRAWS, l1, p);
   CHECK_MSG(l1 < 0.10, "iid 1..128: L1 distance %.4f", l1);
   free(copy);
   per_tree_free(&t);
@@ -700,8 +705,7 @@ static void test_iid_errors(void) {
 /* ---- per_cat ------------------------------------------------------------ */
 
 static int cat_is_empty(const per_cat *c) {
-  return c->table == NULL && c->saved == NULL && c->max_k == 0 &&
-         c->owns == 0;
+  return c->table == NULL && c->saved == NULL && c->max_k == 0 && c->owns == 0;
 }
 
 static void test_cat_init_free(void) {
@@ -780,8 +784,8 @@ static void check_init_nomem(int cat, long allocs) {
     }
     ++failures;
     CHECK_STATUS(st, PER_ERR_NOMEM);
-    CHECK_MSG(h.live == 0, "%s failing allocation %ld leaks %ld", name,
-              fail_at, h.live);
+    CHECK_MSG(h.live == 0, "%s failing allocation %ld leaks %ld", name, fail_at,
+              h.live);
     CHECK(sampler_is_empty(cat, &x));
     sampler_free(cat, &x);
     CHECK_EQ_U(h.live, 0);
@@ -812,7 +816,8 @@ static void test_cat_basic(void) {
   int b, bad = 0, bad_tree = 0;
   fresh(&r, 777);
   for (i = 0; i < CAP; ++i)
-    w[i] = (i % 3 == 0) ? (per_real)0 : (per_real)(1 + per_rng_below(&r, 1000)) / 64;
+    w[i] = (i % 3 == 0) ? (per_real)0
+                        : (per_real)(1 + per_rng_below(&r, 1000)) / 64;
   copy = tree_built(&t, w, CAP);
   CHECK_OK(per_cat_init(&c, K, NULL));
   for (b = 0; b < 2000; ++b) {
@@ -1002,8 +1007,7 @@ static void test_cat_all_and_too_few(void) {
   CHECK(tree_same(&t, copy));
   CHECK_STATUS(per_cat_sample(&c2, &t, &r, CAP, idx, NULL), PER_ERR_TOO_FEW);
   CHECK(tree_same(&t, copy));
-  CHECK_STATUS(per_cat_sample(&c2, &t, &r, CAP + 1, idx, val),
-               PER_ERR_TOO_FEW);
+  CHECK_STATUS(per_cat_sample(&c2, &t, &r, CAP + 1, idx, val), PER_ERR_TOO_FEW);
   CHECK(tree_same(&t, copy));
   c2.reject_limit = 0;
   CHECK_STATUS(per_cat_sample(&c2, &t, &r, 9, idx, val), PER_ERR_TOO_FEW);
@@ -1173,7 +1177,8 @@ static void test_cat_large(void) {
   int b, bad = 0, bad_tree = 0;
   fresh(&r, 100000);
   for (i = 0; i < CAP; ++i)
-    w[i] = (i % 7 == 3) ? (per_real)0 : (per_real)per_rng_real(&r) + (per_real)0.01;
+    w[i] = (i % 7 == 3) ? (per_real)0
+                        : (per_real)per_rng_real(&r) + (per_real)0.01;
   copy = tree_built(&t, w, CAP);
   CHECK_OK(per_cat_init(&c, K, NULL));
   for (b = 0; b < 30; ++b) {

@@ -27,7 +27,8 @@ typedef struct model {
   uint32_t added;
 } model;
 
-static per_config seq_cfg(uint32_t cap, uint32_t len, uint32_t stride, int cross) {
+static per_config seq_cfg(uint32_t cap, uint32_t len, uint32_t stride,
+                          int cross) {
   per_config c = per_config_default(cap, sizeof(step));
   c.seq_len = len;
   c.seq_stride = stride;
@@ -37,7 +38,8 @@ static per_config seq_cfg(uint32_t cap, uint32_t len, uint32_t stride, int cross
 }
 
 /* Add n steps, step g ending its episode where end_of(g) says. */
-static void add_steps(per_buffer *b, model *m, uint32_t n, uint32_t every, uint32_t phase) {
+static void add_steps(per_buffer *b, model *m, uint32_t n, uint32_t every,
+                      uint32_t phase) {
   step s[64];
   uint8_t e[64];
   uint32_t i;
@@ -45,8 +47,9 @@ static void add_steps(per_buffer *b, model *m, uint32_t n, uint32_t every, uint3
   for (i = 0; i < n; ++i) {
     uint32_t g = m->added + i;
     s[i].index = g;
-    e[i] = (uint8_t)(every && g % every == phase ? (g % 2 ? PER_END_TERMINATED : PER_END_TRUNCATED)
-                                                  : PER_END_NONE);
+    e[i] = (uint8_t)(every && g % every == phase
+                         ? (g % 2 ? PER_END_TERMINATED : PER_END_TRUNCATED)
+                         : PER_END_NONE);
     s[i].end = e[i];
     m->end[g % (1u << 16)] = e[i];
   }
@@ -57,7 +60,8 @@ static void add_steps(per_buffer *b, model *m, uint32_t n, uint32_t every, uint3
 /* The model's sequence at start slot s: the number of its steps up to
    its first episode end (0 when it must not be drawn), from the global
    step indices alone. */
-static uint32_t model_steps(const per_buffer *b, const model *m, uint32_t slot) {
+static uint32_t model_steps(const per_buffer *b, const model *m,
+                            uint32_t slot) {
   uint32_t cap = b->cfg.capacity, L = b->cfg.seq_len, t;
   uint64_t g, newest;
   if (m->added == 0) return 0;
@@ -80,7 +84,8 @@ static void update_all(per_buffer *b, const float *td) {
   uint64_t ids[64];
   uint32_t j;
   REQUIRE(b->size <= 64);
-  for (j = 0; j < b->size; ++j) ids[j] = (uint64_t)j | ((uint64_t)b->gen[j] << 32);
+  for (j = 0; j < b->size; ++j)
+    ids[j] = (uint64_t)j | ((uint64_t)b->gen[j] << 32);
   CHECK_OK(per_buffer_update(b, ids, td, b->size, NULL));
 }
 
@@ -98,27 +103,32 @@ static void check_model(const per_buffer *b, const model *m) {
       sum += v;
     }
     want = n ? b->cfg.seq_eta * mx + (1 - b->cfg.seq_eta) * (sum / n) : 0;
-    if ((b->seq_ok[j] != 0) != (n != 0) || fabs(got - want) > (IS_FLOAT ? 1e-6 : 1e-12) * want)
+    if ((b->seq_ok[j] != 0) != (n != 0) ||
+        fabs(got - want) > (IS_FLOAT ? 1e-6 : 1e-12) * want)
       ++bad;
   }
-  CHECK_MSG(bad == 0, "%u of %u sequence leaves differ from the model", bad, ns);
+  CHECK_MSG(bad == 0, "%u of %u sequence leaves differ from the model", bad,
+            ns);
   CHECK_OK(per_buffer_check(b));
 }
 
 /* Every drawn sequence: valid in the model, its items the consecutive
    steps from its start, the mask up to the first end. */
-static void check_draw(const per_buffer *b, const model *m, uint32_t B, const step *items,
-                       const uint64_t *ids, const uint8_t *mask) {
+static void check_draw(const per_buffer *b, const model *m, uint32_t B,
+                       const step *items, const uint64_t *ids,
+                       const uint8_t *mask) {
   uint32_t i, t, L = b->cfg.seq_len, bad = 0;
   for (i = 0; i < B; ++i) {
     uint32_t slot = (uint32_t)ids[i], n = model_steps(b, m, slot);
-    if (n == 0 || slot % b->cfg.seq_stride != 0 || (uint32_t)(ids[i] >> 32) != b->gen[slot]) {
+    if (n == 0 || slot % b->cfg.seq_stride != 0 ||
+        (uint32_t)(ids[i] >> 32) != b->gen[slot]) {
       ++bad;
       continue;
     }
     for (t = 0; t < L; ++t) {
       const step *s = &items[(size_t)i * L + t];
-      if (s->index != items[(size_t)i * L].index + t || s->index % b->cfg.capacity != (slot + t) % b->cfg.capacity)
+      if (s->index != items[(size_t)i * L].index + t ||
+          s->index % b->cfg.capacity != (slot + t) % b->cfg.capacity)
         ++bad;
       if (mask && mask[(size_t)i * L + t] != (t < n)) ++bad;
     }
@@ -126,7 +136,7 @@ static void check_draw(const per_buffer *b, const model *m, uint32_t B, const st
   CHECK_MSG(bad == 0, "%u bad draws or steps in a batch of %u", bad, B);
 }
 
-/* ---- config and ends ------------------------------------------------------ */
+/* ---- config and ends ----------------------------------------------------- */
 
 static void test_config(void) {
   per_config c = per_config_default(12, 4), d;
@@ -139,16 +149,21 @@ static void test_config(void) {
     d = c;
     d.seq_len = 4;
     d.seq_stride = 2;
-    if (k == 0) d.seq_stride = 0;           /* stride 0 */
-    if (k == 1) d.seq_stride = 5;           /* does not divide 12 */
-    if (k == 2) d.seq_len = 13;             /* L > capacity */
+    if (k == 0) d.seq_stride = 0; /* stride 0 */
+    if (k == 1) d.seq_stride = 5; /* does not divide 12 */
+    if (k == 2) d.seq_len = 13;   /* L > capacity */
     if (k == 3) d.seq_eta = -0.1;
     if (k == 4) d.seq_eta = 1.5;
     if (k == 5) d.seq_eta = NAN;
-    if (k == 6) d.seq_len = 0;              /* a stride without L */
-    if (k == 7) { d.seq_len = 0; d.seq_stride = 0; d.flags = PER_SEQ_CROSS_EPISODES; }
-    if (k == 8) d.flags = 1u << 7;          /* unknown flag */
-    CHECK_MSG(per_buffer_init(&b, &d, NULL) == PER_ERR_ARG, "config case %d", k);
+    if (k == 6) d.seq_len = 0; /* a stride without L */
+    if (k == 7) {
+      d.seq_len = 0;
+      d.seq_stride = 0;
+      d.flags = PER_SEQ_CROSS_EPISODES;
+    }
+    if (k == 8) d.flags = 1u << 7; /* unknown flag */
+    CHECK_MSG(per_buffer_init(&b, &d, NULL) == PER_ERR_ARG, "config case %d",
+              k);
     CHECK(b.items == NULL);
   }
   d = c;
@@ -197,7 +212,7 @@ static void test_ends(void) {
   per_buffer_free(&b);
 }
 
-/* ---- the sequence tree ---------------------------------------------------- */
+/* ---- the sequence tree --------------------------------------------------- */
 
 /* Random adds (with ends at every offset), item updates, sequence draws
    and updates on several shapes: after each call the tree is the
@@ -205,7 +220,7 @@ static void test_ends(void) {
 static void test_random_shapes(void) {
   static const uint32_t shape[][4] = {
       /* capacity, L, stride, cross */
-      {16, 4, 2, 0}, {16, 4, 2, 1}, {30, 5, 5, 0}, {30, 7, 3, 1},
+      {16, 4, 2, 0},   {16, 4, 2, 1}, {30, 5, 5, 0}, {30, 7, 3, 1},
       {24, 12, 12, 1}, {17, 1, 1, 0}, {64, 8, 1, 1}, {40, 3, 8, 0}};
   static model m;
   static step items[64 * 24];
@@ -214,7 +229,8 @@ static void test_random_shapes(void) {
   float td[64 * 24], tdi[8];
   uint32_t k, it;
   for (k = 0; k < sizeof shape / sizeof shape[0]; ++k) {
-    per_config c = seq_cfg(shape[k][0], shape[k][1], shape[k][2], (int)shape[k][3]);
+    per_config c =
+        seq_cfg(shape[k][0], shape[k][1], shape[k][2], (int)shape[k][3]);
     per_buffer b;
     per_rng r;
     uint32_t L = c.seq_len, draws = 0;
@@ -231,12 +247,14 @@ static void test_random_shapes(void) {
       } else if (op == 1) { /* item updates */
         uint64_t iid[8];
         CHECK_OK(per_buffer_sample(&b, 8, NULL, NULL, iid, NULL));
-        for (j = 0; j < 8; ++j) tdi[j] = (float)per_rng_below(&r, 1000) / 100.0f;
+        for (j = 0; j < 8; ++j)
+          tdi[j] = (float)per_rng_below(&r, 1000) / 100.0f;
         CHECK_OK(per_buffer_update(&b, iid, tdi, 8, NULL));
       } else {
         memset(&o, 0, sizeof o);
         o.flags = PER_SAMPLE_SEQUENCES | (op == 3 ? PER_SAMPLE_UNIQUE : 0u);
-        o.window = per_rng_below(&r, 3) == 0 ? 1 + per_rng_below(&r, c.capacity) : 0;
+        o.window =
+            per_rng_below(&r, 3) == 0 ? 1 + per_rng_below(&r, c.capacity) : 0;
         o.mask = mask;
         s = per_buffer_sample(&b, B, &o, items, ids, NULL);
         if (s == PER_ERR_TOO_FEW) continue; /* checked in test_edges */
@@ -246,12 +264,16 @@ static void test_random_shapes(void) {
         check_draw(&b, &m, B, items, ids, mask);
         if (o.window) { /* every start among the W newest items */
           for (j = 0; j < B; ++j) {
-            uint32_t age = (b.pos + c.capacity - 1 - (uint32_t)ids[j]) % c.capacity;
-            CHECK_MSG(age < o.window, "start of age %u outside a window of %u", age, o.window);
+            uint32_t age =
+                (b.pos + c.capacity - 1 - (uint32_t)ids[j]) % c.capacity;
+            CHECK_MSG(age < o.window, "start of age %u outside a window of %u",
+                      age, o.window);
           }
         }
-        for (j = 0; j < B * L; ++j) td[j] = (float)per_rng_below(&r, 1000) / 100.0f;
-        if (per_rng_below(&r, 2)) CHECK_OK(per_buffer_update_seq(&b, ids, td, B, NULL));
+        for (j = 0; j < B * L; ++j)
+          td[j] = (float)per_rng_below(&r, 1000) / 100.0f;
+        if (per_rng_below(&r, 2))
+          CHECK_OK(per_buffer_update_seq(&b, ids, td, B, NULL));
       }
       check_model(&b, &m);
     }
@@ -323,9 +345,11 @@ static void test_law(void) {
     CHECK_OK(per_buffer_sample(&b, 64, &o, NULL, ids, NULL));
     for (j = 0; j < 64; ++j) counts[(uint32_t)ids[j] / 2] += 1;
   }
-  for (j = 0; j < 32; ++j) total += (double)b.seq_tree.node[b.seq_tree.leaves + j];
+  for (j = 0; j < 32; ++j)
+    total += (double)b.seq_tree.node[b.seq_tree.leaves + j];
   for (j = 0; j < 32; ++j) {
-    expd[j] = 2000.0 * 64 * (double)b.seq_tree.node[b.seq_tree.leaves + j] / total;
+    expd[j] =
+        2000.0 * 64 * (double)b.seq_tree.node[b.seq_tree.leaves + j] / total;
     cells += expd[j] > 0;
   }
   /* all but the starts at slots 6 and 8, whose sequences would span the
@@ -334,7 +358,8 @@ static void test_law(void) {
   CHECK(expd[3] == 0 && expd[4] == 0);
   stat = chi2_stat(counts, expd, 32);
   p = chi2_p(stat, cells - 1);
-  CHECK_MSG(p > P_MIN, "sequence law: chi-square %.2f df %u p %.3g", stat, cells - 1, p);
+  CHECK_MSG(p > P_MIN, "sequence law: chi-square %.2f df %u p %.3g", stat,
+            cells - 1, p);
   per_buffer_free(&b);
 }
 
@@ -379,7 +404,8 @@ static void test_edges(void) {
     CHECK_OK(per_buffer_sample(&b, nvalid, &o, items, ids, w));
     for (j = 0; j < nvalid; ++j)
       for (i = 0; i < j; ++i) CHECK(ids[i] != ids[j]);
-    CHECK_STATUS(per_buffer_sample(&b, nvalid + 1, &o, items, ids, w), PER_ERR_TOO_FEW);
+    CHECK_STATUS(per_buffer_sample(&b, nvalid + 1, &o, items, ids, w),
+                 PER_ERR_TOO_FEW);
   }
   per_buffer_free(&b);
 
@@ -452,7 +478,8 @@ static void test_update(void) {
   td[5] = 6.0f;
   bad = ids[2] + 1; /* not a sequence start */
   CHECK_STATUS(per_buffer_update_seq(&b, &bad, td, 1, &stale), PER_ERR_INDEX);
-  bad = (uint64_t)14 | ((uint64_t)b.gen[14] << 32); /* current, spans the head */
+  bad =
+      (uint64_t)14 | ((uint64_t)b.gen[14] << 32); /* current, spans the head */
   CHECK_STATUS(per_buffer_update_seq(&b, &bad, td, 1, &stale), PER_ERR_INDEX);
   bad = (uint64_t)16 | ((uint64_t)1 << 32);
   CHECK_STATUS(per_buffer_update_seq(&b, &bad, td, 1, &stale), PER_ERR_INDEX);
@@ -564,7 +591,11 @@ static void test_checkpoint(void) {
     d = c;
     if (k == 0) d.seq_len = 4;
     if (k == 1) d.seq_stride = 4;
-    if (k == 2) { d.seq_len = 0; d.seq_stride = 0; d.flags = 0; }
+    if (k == 2) {
+      d.seq_len = 0;
+      d.seq_stride = 0;
+      d.flags = 0;
+    }
     CHECK_OK(per_buffer_init(&b, &d, NULL));
     s = bsnap_take(&b);
     CHECK_STATUS(per_buffer_load(&b, NAME("ckpt.bin")), PER_ERR_MISMATCH);
@@ -603,7 +634,8 @@ static void test_determinism(void) {
     o.window = k % 3 == 1 ? 30 : 0;
     CHECK_OK(per_buffer_sample(&a, B, &o, xa, ia, wa));
     CHECK_OK(per_buffer_sample(&b, B, &o, xb, ib, wb));
-    CHECK(memcmp(ia, ib, B * sizeof ia[0]) == 0 && memcmp(wa, wb, B * sizeof wa[0]) == 0 &&
+    CHECK(memcmp(ia, ib, B * sizeof ia[0]) == 0 &&
+          memcmp(wa, wb, B * sizeof wa[0]) == 0 &&
           memcmp(xa, xb, B * 6 * sizeof xa[0]) == 0);
     for (j = 0; j < B * 6; ++j) td[j] = (float)((j * 13 + k) % 17) * 0.25f;
     CHECK_OK(per_buffer_update_seq(&a, ia, td, B, NULL));

@@ -35,7 +35,8 @@ static const per_traj_field FIELDS[NF] = {
     {"value", PER_TRAJ_STEP, offsetof(tstep, value), sizeof(double)},
     {"final_obs", PER_TRAJ_ONCE, 4, sizeof(float[3])}};
 
-static per_traj_config cfg_with(uint32_t capacity, const per_traj_field *fields, uint32_t n) {
+static per_traj_config cfg_with(uint32_t capacity, const per_traj_field *fields,
+                                uint32_t n) {
   per_traj_config c;
   c.capacity = capacity;
   c.step_bytes = sizeof(tstep);
@@ -51,18 +52,28 @@ static void obs_of(uint32_t k, uint32_t t, float obs[3]) {
   uint32_t i;
   for (i = 0; i < 3; ++i) obs[i] = (float)(k * 1000u + t * 10u + i) + 0.25f;
 }
-static uint8_t flag_of(uint32_t k, uint32_t t) { return (uint8_t)(t * 7u + k + 1u); }
-static int32_t action_of(uint32_t k, uint32_t t) { return -(int32_t)(t + 100u * k) - 1; }
-static double value_of(uint32_t k, uint32_t t) { return (double)t * 0.5 + (double)k + 1e-9; }
+static uint8_t flag_of(uint32_t k, uint32_t t) {
+  return (uint8_t)(t * 7u + k + 1u);
+}
+static int32_t action_of(uint32_t k, uint32_t t) {
+  return -(int32_t)(t + 100u * k) - 1;
+}
+static double value_of(uint32_t k, uint32_t t) {
+  return (double)t * 0.5 + (double)k + 1e-9;
+}
 
 /* Field f's value for step t of trajectory k, as bytes. */
-static const void *field_value(uint32_t k, uint32_t t, uint32_t f, unsigned char buf[16]) {
+static const void *field_value(uint32_t k, uint32_t t, uint32_t f,
+                               unsigned char buf[16]) {
   float obs[3];
   uint8_t flag = flag_of(k, t);
   int32_t act = action_of(k, t);
   double v = value_of(k, t);
   switch (f) {
-    case F_OBS: obs_of(k, t, obs); memcpy(buf, obs, sizeof obs); break;
+    case F_OBS:
+      obs_of(k, t, obs);
+      memcpy(buf, obs, sizeof obs);
+      break;
     case F_FLAG: memcpy(buf, &flag, 1); break;
     case F_ACTION: memcpy(buf, &act, 4); break;
     default: memcpy(buf, &v, 8); break;
@@ -71,7 +82,8 @@ static const void *field_value(uint32_t k, uint32_t t, uint32_t f, unsigned char
 }
 
 /* The record as it must come out: zeros, then each field at its offset. */
-static void expect_record(uint32_t k, uint32_t t, unsigned char rec[sizeof(tstep)]) {
+static void expect_record(uint32_t k, uint32_t t,
+                          unsigned char rec[sizeof(tstep)]) {
   unsigned char v[16];
   uint32_t f;
   memset(rec, 0, sizeof(tstep));
@@ -99,11 +111,16 @@ typedef struct tsnap {
 static int tsnap_regions(const per_traj *a, const void **p, size_t *n) {
   size_t nf = a->fields ? a->cfg.nfields : 0;
   int k = 0;
-  p[k] = a->fields; n[k++] = nf * sizeof(per_traj_field);
-  p[k] = a->count; n[k++] = a->count ? nf * sizeof(uint32_t) : 0;
-  p[k] = a->steps; n[k++] = a->steps ? (size_t)a->cfg.capacity * a->cfg.step_bytes : 0;
-  p[k] = a->once; n[k++] = a->once ? a->cfg.once_bytes : 0;
-  p[k] = a->ends; n[k++] = a->ends ? a->cfg.capacity : 0;
+  p[k] = a->fields;
+  n[k++] = nf * sizeof(per_traj_field);
+  p[k] = a->count;
+  n[k++] = a->count ? nf * sizeof(uint32_t) : 0;
+  p[k] = a->steps;
+  n[k++] = a->steps ? (size_t)a->cfg.capacity * a->cfg.step_bytes : 0;
+  p[k] = a->once;
+  n[k++] = a->once ? a->cfg.once_bytes : 0;
+  p[k] = a->ends;
+  n[k++] = a->ends ? a->cfg.capacity : 0;
   return k;
 }
 
@@ -136,14 +153,14 @@ static int tsnap_same(tsnap *s, const per_traj *a) {
   return same;
 }
 
-#define CHECK_TRAJ_UNCHANGED(s, a)                                         \
+#define CHECK_TRAJ_UNCHANGED(s, a) \
   CHECK_MSG(tsnap_same(&(s), (a)), "accumulator changed by a failing call")
 
-#define CHECK_ERROR(a, want)                                               \
-  do {                                                                     \
-    const char *t_e = per_traj_error(a);                                   \
-    if (strcmp(t_e, (want)) == 0) ++t_pass_count;                          \
-    else T_FAIL_AT("error \"%s\", want \"%s\"", t_e, (want));              \
+#define CHECK_ERROR(a, want)                                  \
+  do {                                                        \
+    const char *t_e = per_traj_error(a);                      \
+    if (strcmp(t_e, (want)) == 0) ++t_pass_count;             \
+    else T_FAIL_AT("error \"%s\", want \"%s\"", t_e, (want)); \
   } while (0)
 
 /* The accumulator after a failed init: zero but for its message. */
@@ -157,17 +174,19 @@ static int zero_but_error(const per_traj *a) {
 
 /* Check a built trajectory: records of trajectory k, steps [0, n), ends,
    once record (ret, final_obs or zeros), id. */
-static void check_out(const per_traj_out *out, uint32_t k, uint32_t n, const uint8_t *ends,
-                      const float *ret, const float *final_obs, uint64_t id) {
+static void check_out(const per_traj_out *out, uint32_t k, uint32_t n,
+                      const uint8_t *ends, const float *ret,
+                      const float *final_obs, uint64_t id) {
   unsigned char rec[sizeof(tstep)], once[ONCE_BYTES];
   uint32_t t;
   CHECK_EQ_U(out->n, n);
   CHECK_EQ_U(out->id, id);
   for (t = 0; t < n && t < out->n; ++t) {
     expect_record(k, t, rec);
-    CHECK_MSG(memcmp((const unsigned char *)out->steps + (size_t)t * sizeof(tstep), rec,
-                     sizeof rec) == 0,
-              "trajectory %u step %u differs", (unsigned)k, (unsigned)t);
+    CHECK_MSG(
+        memcmp((const unsigned char *)out->steps + (size_t)t * sizeof(tstep),
+               rec, sizeof rec) == 0,
+        "trajectory %u step %u differs", (unsigned)k, (unsigned)t);
   }
   CHECK_MEM(out->ends, ends, n);
   memset(once, 0, sizeof once);
@@ -206,7 +225,8 @@ static void test_rollouts(void) {
      wins), final_obs once */
   memset(ends, 0, sizeof ends);
   for (t = 0; t < 8; ++t) {
-    for (f = F_OBS; f <= F_VALUE; ++f) CHECK_OK(per_traj_add(&a, f, field_value(0, t, f, v)));
+    for (f = F_OBS; f <= F_VALUE; ++f)
+      CHECK_OK(per_traj_add(&a, f, field_value(0, t, f, v)));
     CHECK_EQ_U(per_traj_steps(&a), t + 1);
     if (t == 3) CHECK_OK(per_traj_end(&a, PER_END_TERMINATED));
   }
@@ -291,7 +311,8 @@ static void test_rollouts(void) {
     make_step(3, 0, &s);
     CHECK_OK(per_traj_add_step(&a, &s, PER_END_TERMINATED));
     ends[0] = PER_END_TERMINATED;
-    for (f = F_VALUE; f >= F_OBS; --f) CHECK_OK(per_traj_add(&a, f, field_value(3, 1, f, v)));
+    for (f = F_VALUE; f >= F_OBS; --f)
+      CHECK_OK(per_traj_add(&a, f, field_value(3, 1, f, v)));
     make_step(3, 2, &s);
     CHECK_OK(per_traj_add_step(&a, &s, PER_END_NONE));
     CHECK_OK(per_traj_end(&a, PER_END_TRUNCATED));
@@ -327,7 +348,9 @@ static void test_refusals(void) {
   CHECK_STATUS(per_traj_build(&a, &out), PER_ERR_EMPTY);
   CHECK_ERROR(&a, "per_traj_build: no step to build");
   CHECK_STATUS(per_traj_end(&a, PER_END_TERMINATED), PER_ERR_EMPTY);
-  CHECK_ERROR(&a, "per_traj_end: no complete step (every step field needs a value) to end");
+  CHECK_ERROR(
+      &a,
+      "per_traj_end: no complete step (every step field needs a value) to end");
   CHECK_TRAJ_UNCHANGED(snap, &a);
 
   /* 3 obs, 2 flags, 3 actions, 3 values: 2 complete steps */
@@ -335,7 +358,8 @@ static void test_refusals(void) {
     for (t = 0; t < (f == F_FLAG ? 2u : 3u); ++t)
       CHECK_OK(per_traj_add(&a, f, field_value(0, t, f, v)));
   CHECK_EQ_U(per_traj_steps(&a), 2);
-  CHECK_OK(per_traj_end(&a, PER_END_TERMINATED)); /* step 1, the last complete */
+  CHECK_OK(
+      per_traj_end(&a, PER_END_TERMINATED)); /* step 1, the last complete */
   CHECK_EQ_U(a.ends[1], PER_END_TERMINATED);
   CHECK_EQ_U(a.ends[2], PER_END_NONE);
   CHECK_ERROR(&a, "");
@@ -343,12 +367,16 @@ static void test_refusals(void) {
   before = out;
   snap = tsnap_take(&a);
   CHECK_STATUS(per_traj_build(&a, &out), PER_ERR_ARG);
-  CHECK_ERROR(&a, "per_traj_build: step field \"flag\" has 2 values but \"obs\" has 3");
+  CHECK_ERROR(
+      &a, "per_traj_build: step field \"flag\" has 2 values but \"obs\" has 3");
   CHECK_STATUS(per_traj_add_step(&a, &s, PER_END_NONE), PER_ERR_ARG);
-  CHECK_ERROR(&a, "per_traj_add_step: step field \"flag\" has 2 values but \"obs\" has 3");
+  CHECK_ERROR(
+      &a,
+      "per_traj_add_step: step field \"flag\" has 2 values but \"obs\" has 3");
   CHECK_STATUS(per_traj_end(&a, 3), PER_ERR_ARG);
-  CHECK_ERROR(&a, "per_traj_end: end 3 is not PER_END_NONE, PER_END_TERMINATED or "
-                  "PER_END_TRUNCATED");
+  CHECK_ERROR(&a,
+              "per_traj_end: end 3 is not PER_END_NONE, PER_END_TERMINATED or "
+              "PER_END_TRUNCATED");
   CHECK_STATUS(per_traj_add(&a, NF, v), PER_ERR_INDEX);
   CHECK_ERROR(&a, "per_traj_add: field 6 out of range: 6 fields");
   CHECK_STATUS(per_traj_add(&a, 0xffffffffu, v), PER_ERR_INDEX);
@@ -368,7 +396,9 @@ static void test_refusals(void) {
   CHECK_OK(per_traj_add(&a, F_VALUE, field_value(0, 0, F_VALUE, v)));
   snap = tsnap_take(&a);
   CHECK_STATUS(per_traj_build(&a, &out), PER_ERR_ARG);
-  CHECK_ERROR(&a, "per_traj_build: step field \"value\" has 1 values but \"obs\" has 0");
+  CHECK_ERROR(
+      &a,
+      "per_traj_build: step field \"value\" has 1 values but \"obs\" has 0");
   CHECK_STATUS(per_traj_end(&a, PER_END_TERMINATED), PER_ERR_EMPTY);
   CHECK_TRAJ_UNCHANGED(snap, &a);
 
@@ -382,12 +412,16 @@ static void test_refusals(void) {
   CHECK_STATUS(per_traj_add(&a, F_OBS, v), PER_ERR_BATCH);
   CHECK_ERROR(&a, "per_traj_add: field \"obs\" is full: capacity 8, index 8");
   CHECK_STATUS(per_traj_add(&a, F_ACTION, v), PER_ERR_BATCH);
-  CHECK_ERROR(&a, "per_traj_add: field \"action\" is full: capacity 8, index 8");
+  CHECK_ERROR(&a,
+              "per_traj_add: field \"action\" is full: capacity 8, index 8");
   CHECK_STATUS(per_traj_add_step(&a, &s, PER_END_NONE), PER_ERR_BATCH);
-  CHECK_ERROR(&a, "per_traj_add_step: field \"obs\" is full: capacity 8, index 8");
-  CHECK_STATUS(per_traj_add_step(&a, &s, 7), PER_ERR_ARG); /* end checked first */
-  CHECK_ERROR(&a, "per_traj_add_step: end 7 is not PER_END_NONE, PER_END_TERMINATED or "
-                  "PER_END_TRUNCATED");
+  CHECK_ERROR(&a,
+              "per_traj_add_step: field \"obs\" is full: capacity 8, index 8");
+  CHECK_STATUS(per_traj_add_step(&a, &s, 7),
+               PER_ERR_ARG); /* end checked first */
+  CHECK_ERROR(
+      &a, "per_traj_add_step: end 7 is not PER_END_NONE, PER_END_TERMINATED or "
+          "PER_END_TRUNCATED");
   CHECK_TRAJ_UNCHANGED(snap, &a);
   {
     float r = 2.0f;
@@ -411,11 +445,14 @@ static void test_refusals(void) {
   /* a field at capacity while another lags: add_step names the uneven
      field, not the full one */
   per_traj_reset(&a);
-  for (t = 0; t < 8; ++t) CHECK_OK(per_traj_add(&a, F_OBS, field_value(0, t, F_OBS, v)));
+  for (t = 0; t < 8; ++t)
+    CHECK_OK(per_traj_add(&a, F_OBS, field_value(0, t, F_OBS, v)));
   snap = tsnap_take(&a);
   CHECK_STATUS(per_traj_add(&a, F_OBS, v), PER_ERR_BATCH);
   CHECK_STATUS(per_traj_add_step(&a, &s, PER_END_NONE), PER_ERR_ARG);
-  CHECK_ERROR(&a, "per_traj_add_step: step field \"flag\" has 0 values but \"obs\" has 8");
+  CHECK_ERROR(
+      &a,
+      "per_traj_add_step: step field \"flag\" has 0 values but \"obs\" has 8");
   CHECK_TRAJ_UNCHANGED(snap, &a);
   per_traj_free(&a);
 }
@@ -433,7 +470,8 @@ static void test_reset(void) {
   memset(zero, 0, sizeof zero);
   REQUIRE(per_traj_init(&a, &c, NULL) == PER_OK);
   for (t = 0; t < 3; ++t)
-    for (f = F_OBS; f <= F_VALUE; ++f) CHECK_OK(per_traj_add(&a, f, field_value(5, t, f, v)));
+    for (f = F_OBS; f <= F_VALUE; ++f)
+      CHECK_OK(per_traj_add(&a, f, field_value(5, t, f, v)));
   CHECK_OK(per_traj_add(&a, F_OBS, field_value(5, 3, F_OBS, v)));
   CHECK_OK(per_traj_end(&a, PER_END_TRUNCATED));
   CHECK_OK(per_traj_add(&a, F_RET, &ret));
@@ -448,7 +486,8 @@ static void test_reset(void) {
   CHECK_STATUS(per_traj_build(&a, &out), PER_ERR_EMPTY);
   /* the next rollout is whole on its own */
   for (t = 0; t < 4; ++t)
-    for (f = F_VALUE; f >= F_OBS; --f) CHECK_OK(per_traj_add(&a, f, field_value(6, t, f, v)));
+    for (f = F_VALUE; f >= F_OBS; --f)
+      CHECK_OK(per_traj_add(&a, f, field_value(6, t, f, v)));
   CHECK_OK(per_traj_end(&a, PER_END_TERMINATED));
   CHECK_OK(per_traj_build(&a, &out));
   check_out(&out, 6, 4, ends, NULL, NULL, 0);
@@ -468,17 +507,22 @@ static void test_reset(void) {
 /* Init with fields fs[0..n) (else the test config) must fail with `want`
    and message `msg` (NULL: any non-empty one), leaving *a zero but for
    the message. */
-static void init_fails(per_traj_config c, per_status want, const char *msg, int line) {
+static void init_fails(per_traj_config c, per_status want, const char *msg,
+                       int line) {
   per_traj a;
   per_status got;
   memset(&a, 0x77, sizeof a);
   got = per_traj_init(&a, &c, NULL);
   if (got == want) ++t_pass_count;
-  else T_FAIL_AT("line %d: got %s, want %s", line, per_status_str(got), per_status_str(want));
+  else
+    T_FAIL_AT("line %d: got %s, want %s", line, per_status_str(got),
+              per_status_str(want));
   if (zero_but_error(&a)) ++t_pass_count;
   else T_FAIL_AT("line %d: a failed init left more than a message", line);
   if (msg ? strcmp(a.error, msg) == 0 : a.error[0] != 0) ++t_pass_count;
-  else T_FAIL_AT("line %d: error \"%s\", want \"%s\"", line, a.error, msg ? msg : "(any)");
+  else
+    T_FAIL_AT("line %d: error \"%s\", want \"%s\"", line, a.error,
+              msg ? msg : "(any)");
   per_traj_free(&a);
 }
 #define INIT_FAILS(c, want, msg) init_fails((c), (want), (msg), __LINE__)
@@ -496,31 +540,39 @@ static void test_init_errors(void) {
   CHECK(zero_but_error(&a));
   CHECK_ERROR(&a, "per_traj_init: cfg is NULL");
 
-  c = good; c.capacity = 0;
+  c = good;
+  c.capacity = 0;
   INIT_FAILS(c, PER_ERR_CAPACITY, "per_traj_init: capacity must be 1 .. 2^31");
-  c = good; c.capacity = (1u << 31) + 1u;
+  c = good;
+  c.capacity = (1u << 31) + 1u;
   INIT_FAILS(c, PER_ERR_CAPACITY, NULL);
-  c = good; c.step_bytes = 0;
+  c = good;
+  c.step_bytes = 0;
   INIT_FAILS(c, PER_ERR_ARG, "per_traj_init: step_bytes is 0");
-  c = good; c.nfields = 0;
+  c = good;
+  c.nfields = 0;
   INIT_FAILS(c, PER_ERR_ARG, "per_traj_init: nfields is 0");
-  c = good; c.fields = NULL;
+  c = good;
+  c.fields = NULL;
   INIT_FAILS(c, PER_ERR_NULL, "per_traj_init: cfg->fields is NULL");
 
   c = good;
   c.fields = fs;
-#define FIELD_FAILS(stmt, want, msg)           \
-  do {                                         \
-    memcpy(fs, FIELDS, sizeof fs);             \
-    stmt;                                      \
-    INIT_FAILS(c, want, msg);                  \
+#define FIELD_FAILS(stmt, want, msg) \
+  do {                               \
+    memcpy(fs, FIELDS, sizeof fs);   \
+    stmt;                            \
+    INIT_FAILS(c, want, msg);        \
   } while (0)
-  FIELD_FAILS(fs[2].name = NULL, PER_ERR_ARG, "per_traj_init: field 2: name is NULL");
-  FIELD_FAILS(fs[2].name = "", PER_ERR_ARG, "per_traj_init: field 2: name is empty");
+  FIELD_FAILS(fs[2].name = NULL, PER_ERR_ARG,
+              "per_traj_init: field 2: name is NULL");
+  FIELD_FAILS(fs[2].name = "", PER_ERR_ARG,
+              "per_traj_init: field 2: name is empty");
   memset(name, 'x', 32);
   name[32] = 0;
   FIELD_FAILS(fs[3].name = name, PER_ERR_ARG,
-              "per_traj_init: field 3: name is longer than PER_TRAJ_NAME_MAX (31) chars");
+              "per_traj_init: field 3: name is longer than PER_TRAJ_NAME_MAX "
+              "(31) chars");
   {
     char *unterminated = (char *)malloc(32); /* no NUL: read no further */
     REQUIRE(unterminated != NULL);
@@ -531,35 +583,46 @@ static void test_init_errors(void) {
   FIELD_FAILS(fs[4].name = "obs", PER_ERR_ARG,
               "per_traj_init: two fields are named \"obs\"");
   FIELD_FAILS(fs[1].kind = 2, PER_ERR_ARG,
-              "per_traj_init: field 1 (\"obs\"): kind 2 is not PER_TRAJ_STEP or PER_TRAJ_ONCE");
-  FIELD_FAILS(fs[3].bytes = 0, PER_ERR_ARG, "per_traj_init: field 3 (\"action\"): bytes is 0");
+              "per_traj_init: field 1 (\"obs\"): kind 2 is not PER_TRAJ_STEP "
+              "or PER_TRAJ_ONCE");
+  FIELD_FAILS(fs[3].bytes = 0, PER_ERR_ARG,
+              "per_traj_init: field 3 (\"action\"): bytes is 0");
   FIELD_FAILS(fs[1].offset = 24, PER_ERR_ARG,
-              "per_traj_init: field 1 (\"obs\"): offset 24 + bytes 12 is beyond step_bytes 32");
+              "per_traj_init: field 1 (\"obs\"): offset 24 + bytes 12 is "
+              "beyond step_bytes 32");
   FIELD_FAILS(fs[2].offset = 0xffffffffu, PER_ERR_ARG,
-              "per_traj_init: field 2 (\"flag\"): offset 4294967295 + bytes 1 is beyond "
+              "per_traj_init: field 2 (\"flag\"): offset 4294967295 + bytes 1 "
+              "is beyond "
               "step_bytes 32");
-  FIELD_FAILS(fs[5].offset = 9, PER_ERR_ARG,
-              "per_traj_init: field 5 (\"final_obs\"): offset 9 + bytes 12 is beyond "
-              "once_bytes 20");
+  FIELD_FAILS(
+      fs[5].offset = 9, PER_ERR_ARG,
+      "per_traj_init: field 5 (\"final_obs\"): offset 9 + bytes 12 is beyond "
+      "once_bytes 20");
   FIELD_FAILS(fs[3].offset = 10, PER_ERR_ARG,
-              "per_traj_init: field \"action\" [10, 14) overlaps field \"obs\" [0, 12) in the "
+              "per_traj_init: field \"action\" [10, 14) overlaps field \"obs\" "
+              "[0, 12) in the "
               "step record");
   FIELD_FAILS(fs[5].offset = 2, PER_ERR_ARG,
-              "per_traj_init: field \"final_obs\" [2, 14) overlaps field \"ret\" [0, 4) in the "
+              "per_traj_init: field \"final_obs\" [2, 14) overlaps field "
+              "\"ret\" [0, 4) in the "
               "once record");
   FIELD_FAILS(fs[0].kind = PER_TRAJ_STEP, PER_ERR_ARG,
-              "per_traj_init: field \"obs\" [0, 12) overlaps field \"ret\" [0, 4) in the "
+              "per_traj_init: field \"obs\" [0, 12) overlaps field \"ret\" [0, "
+              "4) in the "
               "step record"); /* the later field is named first */
   memcpy(fs, FIELDS, sizeof fs);
   c.nfields = 2; /* ret and obs */
   c.once_bytes = 0;
   INIT_FAILS(c, PER_ERR_ARG,
-             "per_traj_init: field 0 (\"ret\"): a PER_TRAJ_ONCE field, but once_bytes is 0");
+             "per_traj_init: field 0 (\"ret\"): a PER_TRAJ_ONCE field, but "
+             "once_bytes is 0");
   c.once_bytes = ONCE_BYTES;
   fs[1].kind = PER_TRAJ_ONCE;
-  INIT_FAILS(c, PER_ERR_ARG, NULL); /* obs [0, 12) overlaps ret in the once record */
+  INIT_FAILS(c, PER_ERR_ARG,
+             NULL); /* obs [0, 12) overlaps ret in the once record */
   fs[1].offset = 4;
-  INIT_FAILS(c, PER_ERR_ARG, "per_traj_init: no PER_TRAJ_STEP field: a step would be empty");
+  INIT_FAILS(c, PER_ERR_ARG,
+             "per_traj_init: no PER_TRAJ_STEP field: a step would be empty");
 #undef FIELD_FAILS
 
   /* what is allowed: a STEP and a ONCE field at the same offset (different
@@ -646,7 +709,8 @@ static void test_memory(void) {
   calls = heap.calls;
   for (k = 0; k < 50; ++k) {
     for (t = 0; t < 1 + k % 16; ++t)
-      for (f = F_OBS; f <= F_VALUE; ++f) CHECK_OK(per_traj_add(&a, f, field_value(k, t, f, v)));
+      for (f = F_OBS; f <= F_VALUE; ++f)
+        CHECK_OK(per_traj_add(&a, f, field_value(k, t, f, v)));
     CHECK_OK(per_traj_end(&a, PER_END_TRUNCATED));
     if (k % 7 == 3) {
       per_traj_reset(&a);
@@ -694,7 +758,7 @@ static void test_null(void) {
   per_traj_free(&z);
 }
 
-/* ---- into a buffer -------------------------------------------------------- */
+/* ---- into a buffer ------------------------------------------------------- */
 
 /* Trajectories handed to per_buffer_add_steps: the buffer's items and
    ends are the trajectory's, each call one buffer trajectory; a buffer
@@ -716,15 +780,17 @@ static void test_buffer(void) {
     for (t = 0; t < lens[k]; ++t) {
       tstep s;
       make_step(k, t, &s);
-      want_end = t + 1 == lens[k] ? (k % 2 ? PER_END_TERMINATED : PER_END_TRUNCATED)
-                                  : PER_END_NONE;
+      want_end = t + 1 == lens[k]
+                     ? (k % 2 ? PER_END_TERMINATED : PER_END_TRUNCATED)
+                     : PER_END_NONE;
       CHECK_OK(per_traj_add_step(&a, &s, want_end));
     }
     CHECK_OK(per_traj_build(&a, &out));
     CHECK_OK(per_buffer_add_steps(&b, out.steps, out.n, out.ends));
     CHECK_OK(per_buffer_add_steps(&small, out.steps, out.n, out.ends));
     CHECK_EQ_U(b.trajs, k + 1);
-    CHECK_MEM(b.items + (size_t)slot * sizeof(tstep), out.steps, (size_t)out.n * sizeof(tstep));
+    CHECK_MEM(b.items + (size_t)slot * sizeof(tstep), out.steps,
+              (size_t)out.n * sizeof(tstep));
     CHECK_MEM(b.ends + slot, out.ends, out.n);
     for (t = 0; t < out.n; ++t) CHECK_EQ_U(b.traj[slot + t], k);
     slot += out.n;
@@ -734,7 +800,8 @@ static void test_buffer(void) {
      t at slot (14 + t) % 4 (14 steps came before it) */
   for (t = 4; t < 8; ++t) {
     CHECK_MEM(small.items + (size_t)((14 + t) % 4) * sizeof(tstep),
-              (const unsigned char *)out.steps + (size_t)t * sizeof(tstep), sizeof(tstep));
+              (const unsigned char *)out.steps + (size_t)t * sizeof(tstep),
+              sizeof(tstep));
     CHECK_EQ_U(small.ends[(14 + t) % 4], out.ends[t]);
   }
   CHECK_OK(per_buffer_check(&b));

@@ -121,7 +121,8 @@ static void test_random_updates(void) {
   CHECK_OK(per_tree_check(&a));
   CHECK_MEM(a.node, b.node, tree_nodes(&a) * sizeof(per_real));
   for (j = 0; j < 1024; ++j) sum += per_tree_get(&a, j);
-  CHECK_NEAR(per_tree_total(&a), (double)sum, 1e-9 * 1024 + (IS_FLOAT ? 1e-3 : 0));
+  CHECK_NEAR(per_tree_total(&a), (double)sum,
+             1e-9 * 1024 + (IS_FLOAT ? 1e-3 : 0));
   /* last one wins for duplicates */
   {
     uint32_t d[3] = {7, 9, 7};
@@ -202,7 +203,8 @@ static void check_every_u(const per_tree *t, int line) {
 }
 
 static void test_edges(void) {
-  static const uint32_t caps[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 33, 1000, 1024, 1025};
+  static const uint32_t caps[] = {1,  2,  3,  4,  5,    7,    8,   9,
+                                  16, 17, 31, 33, 1000, 1024, 1025};
   size_t c;
   per_rng rng;
   per_rng_init(&rng, 3);
@@ -272,12 +274,14 @@ static void test_edges(void) {
         per_tree_clear(&t);
         for (i = 0; i < cap; ++i)
           if (per_rng_below(&rng, 3) == 0)
-            CHECK_OK(per_tree_set(&t, i, per_rng_real(&rng) * (per_real)(rep + 1)));
+            CHECK_OK(
+                per_tree_set(&t, i, per_rng_real(&rng) * (per_real)(rep + 1)));
         CHECK_OK(per_tree_set(&t, per_rng_below(&rng, cap), (per_real)1e-30));
         check_every_u(&t, __LINE__);
         CHECK_OK(per_tree_sample(&t, &rng, 64, out, vals));
         for (j = 0; j < 64; ++j) {
-          CHECK(out[j] < cap && vals[j] > 0 && vals[j] == per_tree_get(&t, out[j]));
+          CHECK(out[j] < cap && vals[j] > 0 &&
+                vals[j] == per_tree_get(&t, out[j]));
         }
       }
     }
@@ -378,9 +382,12 @@ static void test_bad_input(void) {
   CHECK_STATUS(per_tree_sample(&t, &rng, 4, NULL, NULL), PER_ERR_NULL);
   CHECK_STATUS(per_tree_sample(NULL, &rng, 4, idx, NULL), PER_ERR_NULL);
   CHECK_STATUS(per_tree_sample(&t, NULL, 4, idx, NULL), PER_ERR_NULL);
-  CHECK_STATUS(per_tree_sample_strata(&t, 1, 0, 8, 5, 4, idx, NULL), PER_ERR_INDEX);
-  CHECK_STATUS(per_tree_sample_strata(&t, 1, 0, 8, 0xffffffffu, 2, idx, NULL), PER_ERR_INDEX);
-  CHECK_STATUS(per_tree_sample_strata(&t, 1, 0, 0, 0, 0, idx, NULL), PER_ERR_BATCH);
+  CHECK_STATUS(per_tree_sample_strata(&t, 1, 0, 8, 5, 4, idx, NULL),
+               PER_ERR_INDEX);
+  CHECK_STATUS(per_tree_sample_strata(&t, 1, 0, 8, 0xffffffffu, 2, idx, NULL),
+               PER_ERR_INDEX);
+  CHECK_STATUS(per_tree_sample_strata(&t, 1, 0, 0, 0, 0, idx, NULL),
+               PER_ERR_BATCH);
   CHECK_OK(per_tree_sample_strata(&t, 1, 0, 8, 8, 0, NULL, NULL));
   CHECK_MEM(&rng, &rng0, sizeof rng);
   per_tree_clear(&t);
@@ -399,12 +406,14 @@ static void test_bad_input(void) {
   CHECK_STATUS(per_tree_init(&t, 0, NULL), PER_ERR_CAPACITY);
   CHECK(t.node == NULL);
   per_tree_free(&t);
-  CHECK_STATUS(per_tree_init(&t, PER_MAX_CAPACITY + 1u, NULL), PER_ERR_CAPACITY);
+  CHECK_STATUS(per_tree_init(&t, PER_MAX_CAPACITY + 1u, NULL),
+               PER_ERR_CAPACITY);
   CHECK_STATUS(per_tree_init(NULL, 4, NULL), PER_ERR_NULL);
   CHECK_EQ_U(per_tree_bytes(0), 0);
   CHECK_EQ_U(per_tree_bytes(PER_MAX_CAPACITY + 1u), 0);
   CHECK(per_tree_bytes(PER_MAX_CAPACITY) == 0 ||
-        per_tree_bytes(PER_MAX_CAPACITY) == (size_t)PER_MAX_CAPACITY * 2 * sizeof(per_real));
+        per_tree_bytes(PER_MAX_CAPACITY) ==
+            (size_t)PER_MAX_CAPACITY * 2 * sizeof(per_real));
   per_tree_free(NULL);
   CHECK_EQ_F(per_tree_total(NULL), 0);
   CHECK_EQ_F(per_tree_get(NULL, 0), 0);
@@ -454,15 +463,22 @@ static void test_alloc(void) {
 
   /* caller-owned memory gives the same tree as an allocated one */
   {
-    union { per_real r[64]; char c[64 * sizeof(per_real)]; } mem;
+    union {
+      per_real r[64];
+      char c[64 * sizeof(per_real)];
+    } mem;
     per_tree a, b;
     uint32_t i;
-    CHECK_OK(per_tree_init_mem(&a, 17, mem.r, sizeof mem)); /* L = 32: 64 values */
+    CHECK_OK(
+        per_tree_init_mem(&a, 17, mem.r, sizeof mem)); /* L = 32: 64 values */
     CHECK_STATUS(per_tree_init_mem(&a, 33, mem.r, sizeof mem), PER_ERR_MEMORY);
     CHECK_OK(per_tree_init_mem(&a, 16, mem.r, sizeof mem));
-    CHECK_STATUS(per_tree_init_mem(&b, 16, mem.r, 32 * sizeof(per_real) - 1), PER_ERR_MEMORY);
-    CHECK_STATUS(per_tree_init_mem(&b, 8, mem.c + 1, 32 * sizeof(per_real)), PER_ERR_MEMORY);
-    CHECK_STATUS(per_tree_init_mem(&b, 8, NULL, 32 * sizeof(per_real)), PER_ERR_NULL);
+    CHECK_STATUS(per_tree_init_mem(&b, 16, mem.r, 32 * sizeof(per_real) - 1),
+                 PER_ERR_MEMORY);
+    CHECK_STATUS(per_tree_init_mem(&b, 8, mem.c + 1, 32 * sizeof(per_real)),
+                 PER_ERR_MEMORY);
+    CHECK_STATUS(per_tree_init_mem(&b, 8, NULL, 32 * sizeof(per_real)),
+                 PER_ERR_NULL);
     CHECK_STATUS(per_tree_init_mem(&b, 0, mem.r, sizeof mem), PER_ERR_CAPACITY);
     CHECK_OK(per_tree_init(&b, 16, NULL));
     for (i = 0; i < 16; ++i) {
@@ -581,7 +597,7 @@ static void test_set_range_errors(void) {
     CHECK_UNCHANGED(s, &t);
   }
   s = snap_take(&t);
-  CHECK_STATUS(per_tree_set_range(&t, 7, v, 4), PER_ERR_INDEX);  /* 7 + 4 > 10 */
+  CHECK_STATUS(per_tree_set_range(&t, 7, v, 4), PER_ERR_INDEX); /* 7 + 4 > 10 */
   CHECK_STATUS(per_tree_set_range(&t, 10, v, 1), PER_ERR_INDEX);
   CHECK_STATUS(per_tree_set_range(&t, 0xffffffffu, v, 2), PER_ERR_INDEX);
   CHECK_STATUS(per_tree_set_range(&t, 1, v, (size_t)-1), PER_ERR_INDEX);
@@ -614,8 +630,11 @@ static void test_batch_shapes(void) {
     CHECK_OK(per_tree_init(&a, cap, NULL));
     CHECK_OK(per_tree_init(&b, cap, NULL));
     for (r = 0; r < 12; ++r) {
-      uint32_t n = r % 4 == 0 ? 1 : r % 4 == 1 ? 9000 : 1 + per_rng_below(&rng, 600);
-      uint32_t span = r % 3 == 0 ? cap : 1 + per_rng_below(&rng, cap < 40 ? cap : 40);
+      uint32_t n = r % 4 == 0   ? 1
+                   : r % 4 == 1 ? 9000
+                                : 1 + per_rng_below(&rng, 600);
+      uint32_t span =
+          r % 3 == 0 ? cap : 1 + per_rng_below(&rng, cap < 40 ? cap : 40);
       uint32_t base = per_rng_below(&rng, cap - span + 1);
       for (j = 0; j < n; ++j) {
         idx[j] = base + per_rng_below(&rng, span);
@@ -648,17 +667,20 @@ static void test_lockstep_strata(void) {
   for (c = 0; c < sizeof caps / sizeof caps[0]; ++c) {
     per_tree t;
     CHECK_OK(per_tree_init(&t, caps[c], NULL));
-    for (i = 0; i < caps[c]; ++i) CHECK_OK(per_tree_set(&t, i, mixed_value(&rng)));
+    for (i = 0; i < caps[c]; ++i)
+      CHECK_OK(per_tree_set(&t, i, mixed_value(&rng)));
     CHECK_OK(per_tree_set(&t, caps[c] - 1, 1));
     for (r = 0; r < 20; ++r) {
       uint64_t seed = ((uint64_t)per_rng_u32(&rng) << 32) | per_rng_u32(&rng);
-      uint64_t ctr = r == 0 ? ~(uint64_t)0 - 5 : (uint64_t)per_rng_u32(&rng) << (r % 33);
+      uint64_t ctr =
+          r == 0 ? ~(uint64_t)0 - 5 : (uint64_t)per_rng_u32(&rng) << (r % 33);
       uint32_t B = 1 + per_rng_below(&rng, r % 2 ? 70 : 3000);
       uint32_t first = per_rng_below(&rng, B + 1);
       uint32_t count = per_rng_below(&rng, B - first + 1);
       per_real seg = per_tree_total(&t) / (per_real)B;
       uint32_t bad = 0;
-      CHECK_OK(per_tree_sample_strata(&t, seed, ctr, B, first, count, idx, val));
+      CHECK_OK(
+          per_tree_sample_strata(&t, seed, ctr, B, first, count, idx, val));
       for (i = 0; i < count; ++i) {
         uint32_t want = per_tree_descend(
             t.node, t.leaves, per_tree_stratum_u(seed, ctr, first + i, seg));
@@ -773,9 +795,12 @@ static void test_accuracy(void) {
   }
   frac = (double)agree / total_draws;
   printf("accuracy: %s tree, N = 2^22: %.5f%% of %u stratified draws equal the "
-         "exact search\n", IS_FLOAT ? "float" : "double", 100 * frac, total_draws);
+         "exact search\n",
+         IS_FLOAT ? "float" : "double", 100 * frac, total_draws);
   if (!IS_FLOAT) CHECK_MSG(frac >= 0.99999, "agreement %.7f", frac);
-  else CHECK_MSG(frac >= 0.90, "float agreement %.7f", frac); /* measured 97.5%: docs/GUIDE.md */
+  else
+    CHECK_MSG(frac >= 0.90, "float agreement %.7f",
+              frac); /* measured 97.5%: docs/GUIDE.md */
   per_tree_free(&t);
   free(pre);
   free(vals);
@@ -800,7 +825,8 @@ static void test_drift(void) {
     for (j = 0; j < 1000; ++j) {
       idx[j] = per_rng_below(&rng, N);
       /* widely varying magnitudes make rounding matter */
-      val[j] = per_rng_real(&rng) * (per_real)ldexp(1.0, (int)per_rng_below(&rng, 40) - 20);
+      val[j] = per_rng_real(&rng) *
+               (per_real)ldexp(1.0, (int)per_rng_below(&rng, 40) - 20);
     }
     if (r % 10 == 9) {
       for (j = 0; j < 1000; ++j) per_tree_set(&t, idx[j], val[j]);

@@ -11,6 +11,7 @@ command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 for extra in "$@"; do
   case "$extra" in
     clang) command -v clang >/dev/null 2>&1 || need="$need clang" ;;
+    clang-format) command -v clang-format >/dev/null 2>&1 || need="$need clang-format" ;;
     *) need="$need $extra" ;;
   esac
 done

@@ -35,14 +35,13 @@ static const char *bench_per_why(per_status s) {
 
 // A call that must succeed (text: as written): otherwise where and why on
 // stderr, and the function returns 1 (main: the exit status).
-#define BENCH_TRY(why_of, x, text)                                          \
-  do {                                                                      \
-    const char *bench_why = why_of(x);                                      \
-    if (bench_why) {                                                        \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, text,          \
-              bench_why);                                                   \
-      return 1;                                                             \
-    }                                                                       \
+#define BENCH_TRY(why_of, x, text)                                             \
+  do {                                                                         \
+    const char *bench_why = why_of(x);                                         \
+    if (bench_why) {                                                           \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, text, bench_why); \
+      return 1;                                                                \
+    }                                                                          \
   } while (0)
 #define BENCH_CHECK(x) BENCH_TRY(bench_cuda_why, x, #x)
 #define BENCH_OK(x) BENCH_TRY(bench_per_why, x, #x)
@@ -57,8 +56,8 @@ static __global__ void bench_scatter(per_real *p, const uint32_t *idx,
 // baseline: stratum i draws the same u as per_tree_sample, then the first k
 // with cdf[k] > u (clamped to N - 1).
 static __global__ void bench_search(const per_real *cdf, uint32_t N,
-                                    uint64_t seed, uint64_t counter,
-                                    uint32_t B, uint32_t *out) {
+                                    uint64_t seed, uint64_t counter, uint32_t B,
+                                    uint32_t *out) {
   uint32_t i = blockIdx.x * blockDim.x + threadIdx.x, lo = 0, hi = N;
   per_real u;
   if (i >= B) return;
@@ -90,9 +89,9 @@ int main(void) {
   printf("bench_cuda: %s (sm_%d%d), PER_REAL %s, %d calls per timing\n",
          prop.name, prop.major, prop.minor,
          sizeof(per_real) == sizeof(float) ? "float" : "double", iters);
-  printf("%9s %5s | %9s %9s %9s | %9s %9s | %7s %7s %7s\n", "N", "B",
-         "upd us", "upd graph", "cum upd", "smp us", "cum smp", "upd x",
-         "smp x", "step x");
+  printf("%9s %5s | %9s %9s %9s | %9s %9s | %7s %7s %7s\n", "N", "B", "upd us",
+         "upd graph", "cum upd", "smp us", "cum smp", "upd x", "smp x",
+         "step x");
   BENCH_CHECK(cudaStreamCreate(&st));
   BENCH_CHECK(cudaEventCreate(&e0));
   BENCH_CHECK(cudaEventCreate(&e1));
@@ -117,8 +116,8 @@ int main(void) {
     BENCH_CHECK(cudaMalloc(&d_cdf, sizeof(per_real) * N));
     BENCH_CHECK(cudaMemcpyAsync(d_p, vals, sizeof(per_real) * N,
                                 cudaMemcpyHostToDevice, st));
-    BENCH_CHECK(cub::DeviceScan::InclusiveSum(NULL, cub_bytes, d_p, d_cdf,
-                                              (int)N, st));
+    BENCH_CHECK(
+        cub::DeviceScan::InclusiveSum(NULL, cub_bytes, d_p, d_cdf, (int)N, st));
     BENCH_CHECK(cudaMalloc(&d_cub, cub_bytes));
     for (bi = 0; bi < sizeof Bs / sizeof Bs[0]; ++bi) {
       uint32_t B = Bs[bi], *idx, *d_idx, *d_out;
@@ -149,20 +148,20 @@ int main(void) {
 
       // tree update, plain launches
       for (it = 0; it < warm; ++it)
-        BENCH_OK(per_cuda_update(&dt, d_idx, d_val, B, d_scratch, &sb,
-                                 d_status, st));
+        BENCH_OK(per_cuda_update(&dt, d_idx, d_val, B, d_scratch, &sb, d_status,
+                                 st));
       BENCH_CHECK(cudaEventRecord(e0, st));
       for (it = 0; it < iters; ++it)
-        BENCH_OK(per_cuda_update(&dt, d_idx, d_val, B, d_scratch, &sb,
-                                 d_status, st));
+        BENCH_OK(per_cuda_update(&dt, d_idx, d_val, B, d_scratch, &sb, d_status,
+                                 st));
       BENCH_CHECK(cudaEventRecord(e1, st));
       BENCH_CHECK(cudaEventSynchronize(e1));
       BENCH_CHECK(cudaEventElapsedTime(&ms_upd, e0, e1));
 
       // tree update, one graph per call
       BENCH_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-      BENCH_OK(per_cuda_update(&dt, d_idx, d_val, B, d_scratch, &sb, d_status,
-                               st));
+      BENCH_OK(
+          per_cuda_update(&dt, d_idx, d_val, B, d_scratch, &sb, d_status, st));
       BENCH_CHECK(cudaStreamEndCapture(st, &graph));
       BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
       for (it = 0; it < warm; ++it) BENCH_CHECK(cudaGraphLaunch(exec, st));
@@ -178,12 +177,12 @@ int main(void) {
 
       // tree sample
       for (it = 0; it < warm; ++it)
-        BENCH_OK(per_cuda_sample(&dt, 7, (uint64_t)it * B, NULL, B, d_out,
-                                 NULL, d_status, st));
+        BENCH_OK(per_cuda_sample(&dt, 7, (uint64_t)it * B, NULL, B, d_out, NULL,
+                                 d_status, st));
       BENCH_CHECK(cudaEventRecord(e0, st));
       for (it = 0; it < iters; ++it)
-        BENCH_OK(per_cuda_sample(&dt, 7, (uint64_t)it * B, NULL, B, d_out,
-                                 NULL, d_status, st));
+        BENCH_OK(per_cuda_sample(&dt, 7, (uint64_t)it * B, NULL, B, d_out, NULL,
+                                 d_status, st));
       BENCH_CHECK(cudaEventRecord(e1, st));
       BENCH_CHECK(cudaEventSynchronize(e1));
       BENCH_CHECK(cudaEventElapsedTime(&ms_smp, e0, e1));
@@ -202,9 +201,8 @@ int main(void) {
         if (it == warm) BENCH_CHECK(cudaEventRecord(e0, st));
         BENCH_CHECK(cub::DeviceScan::InclusiveSum(d_cub, cub_bytes, d_p, d_cdf,
                                                   (int)N, st));
-        bench_search<<<(B + 255) / 256, 256, 0, st>>>(d_cdf, N, 7,
-                                                      (uint64_t)it * B, B,
-                                                      d_out);
+        bench_search<<<(B + 255) / 256, 256, 0, st>>>(
+            d_cdf, N, 7, (uint64_t)it * B, B, d_out);
       }
       BENCH_CHECK(cudaEventRecord(e1, st));
       BENCH_CHECK(cudaEventSynchronize(e1));
@@ -213,8 +211,8 @@ int main(void) {
 
       printf("%9u %5u | %9.1f %9.1f %9.1f | %9.1f %9.1f | %7.2f %7.2f %7.2f\n",
              N, B, 1e3 * ms_upd / iters, 1e3 * ms_graph / iters,
-             1e3 * ms_cupd / iters, 1e3 * ms_smp / iters,
-             1e3 * ms_csmp / iters, ms_cupd / ms_upd, ms_csmp / ms_smp,
+             1e3 * ms_cupd / iters, 1e3 * ms_smp / iters, 1e3 * ms_csmp / iters,
+             ms_cupd / ms_upd, ms_csmp / ms_smp,
              (ms_cupd + ms_csmp) / (ms_upd + ms_smp));
       cudaFree(d_idx);
       cudaFree(d_out);

@@ -24,23 +24,23 @@
 #define N (1u << 16) // items in the buffer
 #define B 256u       // batch
 #define EPOCHS 20
-#define STEPS 100    // graph replays per epoch
+#define STEPS 100 // graph replays per epoch
 
-#define CK(x)                                                              \
-  do {                                                                     \
-    cudaError_t ck_e = (x);                                                \
-    if (ck_e != cudaSuccess) {                                             \
-      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(ck_e));           \
-      return 1;                                                            \
-    }                                                                      \
+#define CK(x)                                                    \
+  do {                                                           \
+    cudaError_t ck_e = (x);                                      \
+    if (ck_e != cudaSuccess) {                                   \
+      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(ck_e)); \
+      return 1;                                                  \
+    }                                                            \
   } while (0)
-#define OK(x)                                                              \
-  do {                                                                     \
-    per_status ok_s = (x);                                                 \
-    if (ok_s != PER_OK) {                                                  \
-      fprintf(stderr, "%s: %s\n", #x, per_status_str(ok_s));               \
-      return 1;                                                            \
-    }                                                                      \
+#define OK(x)                                                \
+  do {                                                       \
+    per_status ok_s = (x);                                   \
+    if (ok_s != PER_OK) {                                    \
+      fprintf(stderr, "%s: %s\n", #x, per_status_str(ok_s)); \
+      return 1;                                              \
+    }                                                        \
   } while (0)
 
 // The items, from per.h's counter-based generator (usable on the device).
@@ -179,8 +179,8 @@ int main(void) {
 
     // Once per epoch: the sticky status, theta and the root (the total).
     CK(cudaMemcpyAsync(&sticky, t.d_sticky, 8, cudaMemcpyDeviceToHost, st));
-    CK(cudaMemcpyAsync(&theta, t.d_theta, sizeof theta,
-                       cudaMemcpyDeviceToHost, st));
+    CK(cudaMemcpyAsync(&theta, t.d_theta, sizeof theta, cudaMemcpyDeviceToHost,
+                       st));
     CK(cudaMemcpyAsync(&total, &t.tree.d_node[1], sizeof total,
                        cudaMemcpyDeviceToHost, st));
     CK(cudaStreamSynchronize(st));

@@ -170,9 +170,8 @@ static const per_real *cc_download(cc_dev_tree *d) {
   return d->host;
 }
 
-static const uint32_t cc_caps[] = {1,    2,    3,    4,     5,     7,
-                                   8,    9,    16,   17,    31,    1000,
-                                   1024, 1025, 65536, 65537, 65539};
+static const uint32_t cc_caps[] = {
+    1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 1000, 1024, 1025, 65536, 65537, 65539};
 #define CC_NCAPS (sizeof cc_caps / sizeof cc_caps[0])
 
 // >>case: plain API (no device work)
@@ -255,59 +254,79 @@ static void cc_case_scratch(void) {
   // host-side errors: nothing enqueued
   bytes = 255;
   CHECK_STATUS(per_cuda_update(&d.t, d_idx, d_val, 8, d_scratch, &bytes,
-                               d_status, cc_stream), PER_ERR_MEMORY);
+                               d_status, cc_stream),
+               PER_ERR_MEMORY);
   bytes = 4096;
-  CHECK_STATUS(per_cuda_update(&d.t, d_idx, d_val, 8, d_scratch, NULL,
-                               d_status, cc_stream), PER_ERR_NULL);
+  CHECK_STATUS(per_cuda_update(&d.t, d_idx, d_val, 8, d_scratch, NULL, d_status,
+                               cc_stream),
+               PER_ERR_NULL);
   CHECK_STATUS(per_cuda_update(&d.t, d_idx, d_val, PER_CUDA_MAX_BATCH + 1,
                                d_scratch, &bytes, d_status, cc_stream),
                PER_ERR_BATCH);
   CHECK_STATUS(per_cuda_update(&d.t, NULL, d_val, 8, d_scratch, &bytes,
-                               d_status, cc_stream), PER_ERR_NULL);
+                               d_status, cc_stream),
+               PER_ERR_NULL);
   CHECK_STATUS(per_cuda_update(&d.t, d_idx, NULL, 8, d_scratch, &bytes,
-                               d_status, cc_stream), PER_ERR_NULL);
+                               d_status, cc_stream),
+               PER_ERR_NULL);
   CHECK_STATUS(per_cuda_update(&d.t, d_idx, d_val, 8, d_scratch, &bytes, NULL,
-                               cc_stream), PER_ERR_NULL);
+                               cc_stream),
+               PER_ERR_NULL);
   CHECK_STATUS(per_cuda_update(NULL, d_idx, d_val, 8, d_scratch, &bytes,
-                               d_status, cc_stream), PER_ERR_NULL);
+                               d_status, cc_stream),
+               PER_ERR_NULL);
   CHECK_STATUS(per_cuda_update_td(&d.t, d_idx, d_td, 8, NAN, 0.5, d_scratch,
-                                  &bytes, d_status, cc_stream), PER_ERR_ARG);
-  CHECK_STATUS(per_cuda_update_td(&d.t, d_idx, d_td, 8, -1e-6, 0.5,
-                                  d_scratch, &bytes, d_status, cc_stream),
+                                  &bytes, d_status, cc_stream),
+               PER_ERR_ARG);
+  CHECK_STATUS(per_cuda_update_td(&d.t, d_idx, d_td, 8, -1e-6, 0.5, d_scratch,
+                                  &bytes, d_status, cc_stream),
                PER_ERR_ARG);
   CHECK_STATUS(per_cuda_update_td(&d.t, d_idx, d_td, 8, 0.1, -0.5, d_scratch,
-                                  &bytes, d_status, cc_stream), PER_ERR_ARG);
+                                  &bytes, d_status, cc_stream),
+               PER_ERR_ARG);
   CHECK_STATUS(per_cuda_update_td(&d.t, d_idx, d_td, 8, 0.1, INFINITY,
                                   d_scratch, &bytes, d_status, cc_stream),
                PER_ERR_ARG);
   CHECK_STATUS(per_cuda_update_td(&d.t, d_idx, NULL, 8, 0.1, 0.5, d_scratch,
-                                  &bytes, d_status, cc_stream), PER_ERR_NULL);
-  CHECK_STATUS(per_cuda_sample(&d.t, 1, 0, NULL, 0, d_idx, d_val, d_status,
-                               cc_stream), PER_ERR_BATCH);
-  CHECK_STATUS(per_cuda_sample(&d.t, 1, 0, NULL, 8, NULL, d_val, d_status,
-                               cc_stream), PER_ERR_NULL);
-  CHECK_STATUS(per_cuda_sample(&d.t, 1, 0, NULL, 8, d_idx, d_val, NULL,
-                               cc_stream), PER_ERR_NULL);
+                                  &bytes, d_status, cc_stream),
+               PER_ERR_NULL);
+  CHECK_STATUS(
+      per_cuda_sample(&d.t, 1, 0, NULL, 0, d_idx, d_val, d_status, cc_stream),
+      PER_ERR_BATCH);
+  CHECK_STATUS(
+      per_cuda_sample(&d.t, 1, 0, NULL, 8, NULL, d_val, d_status, cc_stream),
+      PER_ERR_NULL);
+  CHECK_STATUS(
+      per_cuda_sample(&d.t, 1, 0, NULL, 8, d_idx, d_val, NULL, cc_stream),
+      PER_ERR_NULL);
   CHECK_STATUS(per_cuda_is_weights(d_val, 8, -0.5, d_w, d_scratch, &bytes,
-                                   d_status, cc_stream), PER_ERR_ARG);
+                                   d_status, cc_stream),
+               PER_ERR_ARG);
   CHECK_STATUS(per_cuda_is_weights(d_val, 8, NAN, d_w, d_scratch, &bytes,
-                                   d_status, cc_stream), PER_ERR_ARG);
+                                   d_status, cc_stream),
+               PER_ERR_ARG);
   CHECK_STATUS(per_cuda_is_weights(d_val, 8, INFINITY, d_w, d_scratch, &bytes,
-                                   d_status, cc_stream), PER_ERR_ARG);
+                                   d_status, cc_stream),
+               PER_ERR_ARG);
   CHECK_STATUS(per_cuda_is_weights(d_val, 0, 0.4, d_w, d_scratch, &bytes,
-                                   d_status, cc_stream), PER_ERR_BATCH);
+                                   d_status, cc_stream),
+               PER_ERR_BATCH);
   CHECK_STATUS(per_cuda_is_weights(d_val, PER_CUDA_MAX_BATCH + 1, 0.4, d_w,
                                    d_scratch, &bytes, d_status, cc_stream),
                PER_ERR_BATCH);
   CHECK_STATUS(per_cuda_is_weights(NULL, 8, 0.4, d_w, d_scratch, &bytes,
-                                   d_status, cc_stream), PER_ERR_NULL);
+                                   d_status, cc_stream),
+               PER_ERR_NULL);
   CHECK_STATUS(per_cuda_is_weights(d_val, 8, 0.4, NULL, d_scratch, &bytes,
-                                   d_status, cc_stream), PER_ERR_NULL);
+                                   d_status, cc_stream),
+               PER_ERR_NULL);
   CHECK_STATUS(per_cuda_is_weights(d_val, 8, 0.4, d_w, d_scratch, NULL,
-                                   d_status, cc_stream), PER_ERR_NULL);
+                                   d_status, cc_stream),
+               PER_ERR_NULL);
   bytes = 100;
   CHECK_STATUS(per_cuda_is_weights(d_val, 8, 0.4, d_w, d_scratch, &bytes,
-                                   d_status, cc_stream), PER_ERR_MEMORY);
+                                   d_status, cc_stream),
+               PER_ERR_MEMORY);
   cc_same_tree("after refused calls", &cpu, cc_download(&d));
   CHECK_EQ_U(cc_status_word(d_status), sentinel);
   {
@@ -505,15 +524,23 @@ static void cc_case_bad(void) {
         for (k = 0; k < n && first_idx == n; ++k)
           if (b.idx[k] >= C) first_idx = k;
         switch (round % 3) {
-          case 0: b.td[first] = NAN; want = PER_ERR_NAN; break;
-          case 1: b.td[first] = -INFINITY; want = PER_ERR_INF; break;
-          default: want = PER_ERR_INDEX; want_pos = first_idx; break;
+          case 0:
+            b.td[first] = NAN;
+            want = PER_ERR_NAN;
+            break;
+          case 1:
+            b.td[first] = -INFINITY;
+            want = PER_ERR_INF;
+            break;
+          default:
+            want = PER_ERR_INDEX;
+            want_pos = first_idx;
+            break;
         }
         if (want_pos < n) {
           cc_batch_upload(&b, n);
           CHECK_OK(per_cuda_update_td(&d.t, b.d_idx, b.d_td, n, 1e-6, 0.6,
-                                      b.d_scratch, &sb, b.d_status,
-                                      cc_stream));
+                                      b.d_scratch, &sb, b.d_status, cc_stream));
           got = per_cuda_status_decode(cc_status_word(b.d_status), &pos);
           CHECK_STATUS(got, want);
           CHECK_EQ_U(pos, want_pos);
@@ -585,8 +612,8 @@ static void cc_case_td(void) {
           double x = fabs((double)b.td[j]) + eps, y = pow(x, alpha);
           uint64_t uc = cc_ulps_d(y, cc_pow_wide(x, alpha));
           if (uc > worst_cpu) worst_cpu = uc;
-          CHECK_MSG(uc <= 1, "CPU pow(%.17g, %g) = %.17g, wide %.17g", x,
-                    alpha, y, cc_pow_wide(x, alpha));
+          CHECK_MSG(uc <= 1, "CPU pow(%.17g, %g) = %.17g, wide %.17g", x, alpha,
+                    y, cc_pow_wide(x, alpha));
         } else { // alpha = 0: exactly 1, as on the CPU
           CHECK_MSG(dev_val[j] == 1 || last[b.idx[j]] != j,
                     "alpha 0: leaf %.17g", (double)dev_val[j]);
@@ -621,8 +648,7 @@ static void cc_case_td(void) {
     per_tree cpu;
     cc_dev_tree d;
     size_t sb = b.scratch_bytes, a, k;
-    if (per_tree_init(&cpu, 100, NULL) == PER_OK &&
-        cc_dev_tree_make(&d, 100)) {
+    if (per_tree_init(&cpu, 100, NULL) == PER_OK && cc_dev_tree_make(&d, 100)) {
       cc_random_tree(&cpu, &d, &r, 0);
       for (a = 0; a < 2; ++a)
         for (k = 0; k < 4; ++k) {
@@ -633,14 +659,12 @@ static void cc_case_td(void) {
             b.td[j] = (float)j - 25;
           }
           b.td[7] = bad[k];
-          b.td[30] = NAN;     // a later bad pair does not count
-          b.idx[40] = 100;    // nor a later bad index
+          b.td[30] = NAN;  // a later bad pair does not count
+          b.idx[40] = 100; // nor a later bad index
           cc_batch_upload(&b, 50);
           CHECK_OK(per_cuda_update_td(&d.t, b.d_idx, b.d_td, 50, 0, alphas[a],
-                                      b.d_scratch, &sb, b.d_status,
-                                      cc_stream));
-          CHECK_STATUS(per_cuda_status_decode(cc_status_word(b.d_status),
-                                              &pos),
+                                      b.d_scratch, &sb, b.d_status, cc_stream));
+          CHECK_STATUS(per_cuda_status_decode(cc_status_word(b.d_status), &pos),
                        k < 2 ? PER_ERR_NAN : PER_ERR_INF);
           CHECK_EQ_U(pos, 7);
           cc_same_tree("refused non-finite td", &cpu, cc_download(&d));
@@ -746,7 +770,10 @@ static void cc_case_sample(void) {
       size_t k;
       switch (kind) {
         case 0: cc_random_tree(&cpu, &d, &r, 0); break;
-        case 1: cc_random_tree(&cpu, &d, &r, 1); what = "zero edges"; break;
+        case 1:
+          cc_random_tree(&cpu, &d, &r, 1);
+          what = "zero edges";
+          break;
         case 2: // one leaf with mass: the first
           per_tree_clear(&cpu);
           CHECK_OK(per_tree_set(&cpu, 0, (per_real)0.5));
@@ -813,8 +840,8 @@ static void cc_case_sample(void) {
       for (call = 0; call < 3; ++call) {
         uint32_t B = 100 + 50 * (uint32_t)call;
         CHECK_OK(per_tree_sample(&cpu, &rng, B, s.cidx, s.cval));
-        CHECK_OK(per_cuda_sample(&d.t, 99, 0, s.d_counter, B, s.d_idx,
-                                 s.d_val, s.d_status, cc_stream));
+        CHECK_OK(per_cuda_sample(&d.t, 99, 0, s.d_counter, B, s.d_idx, s.d_val,
+                                 s.d_status, cc_stream));
         CHECK_EQ_U(cc_status_word(s.d_status), 0);
         cc_d2h(s.idx, s.d_idx, 4 * (size_t)B);
         CHECK_MEM(s.idx, s.cidx, 4 * (size_t)B);
@@ -928,8 +955,9 @@ static void cc_case_weights(void) {
         nmin += s.cval[i] == pmin;
         if (u > (uint64_t)PER_CUDA_W_ULP || !(w[i] >= 0 && w[i] <= 1) ||
             ((beta == 0 || s.cval[i] == pmin) && w[i] != 1)) {
-          CHECK_MSG(0, "weight %u of %u (capacity %u, beta %g): device "
-                       "%.9g cpu %.9g (%llu ulp)",
+          CHECK_MSG(0,
+                    "weight %u of %u (capacity %u, beta %g): device "
+                    "%.9g cpu %.9g (%llu ulp)",
                     i, B, C, beta, (double)w[i], (double)cw[i],
                     (unsigned long long)u);
           break;
@@ -945,8 +973,11 @@ static void cc_case_weights(void) {
          (unsigned long long)worst, (int)PER_CUDA_W_ULP);
   // bad values: the first one is reported and d_w is not written
   {
-    static const per_real tail[] = {0, (per_real)NAN, (per_real)-1,
-                                    -(per_real)0, (per_real)INFINITY,
+    static const per_real tail[] = {0,
+                                    (per_real)NAN,
+                                    (per_real)-1,
+                                    -(per_real)0,
+                                    (per_real)INFINITY,
                                     PER_LEAF_MAX * 2};
     static const per_status want[] = {PER_ERR_ARG,      PER_ERR_NAN,
                                       PER_ERR_NEGATIVE, PER_ERR_ARG,

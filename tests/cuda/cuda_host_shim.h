@@ -139,11 +139,11 @@ static inline void per_shim_note_word(uintptr_t w, const void *p, int kind) {
             per_shim_other(r, PER_SHIM_ST, t) ||
             per_shim_other(r, PER_SHIM_AT, t);
   else if (kind == PER_SHIM_LD) // a load with another's store or atomic
-    clash = per_shim_other(r, PER_SHIM_ST, t) ||
-            per_shim_other(r, PER_SHIM_AT, t);
+    clash =
+        per_shim_other(r, PER_SHIM_ST, t) || per_shim_other(r, PER_SHIM_AT, t);
   else // an atomic with another's plain store or load
-    clash = per_shim_other(r, PER_SHIM_ST, t) ||
-            per_shim_other(r, PER_SHIM_LD, t);
+    clash =
+        per_shim_other(r, PER_SHIM_ST, t) || per_shim_other(r, PER_SHIM_LD, t);
   if (clash)
     per_shim_race(kind == PER_SHIM_ST   ? "plain store races with a thread"
                   : kind == PER_SHIM_LD ? "plain load races with a thread"
@@ -168,8 +168,7 @@ static inline void per_shim_note(const void *p, size_t n, int kind) {
 
 template <typename T> struct per_shim_same { typedef T type; };
 
-template <typename T>
-static inline T per_shim_ld(const T *p) {
+template <typename T> static inline T per_shim_ld(const T *p) {
   per_shim_note(p, sizeof *p, PER_SHIM_LD);
   return *p;
 }
@@ -190,7 +189,7 @@ template <typename T> static inline void per_shim_arg(const T &) {}
 
 template <typename Kernel, typename... Args>
 static inline void per_shim_launch(Kernel kernel, unsigned grid, unsigned block,
-                            cudaStream_t stream, Args... args) {
+                                   cudaStream_t stream, Args... args) {
   size_t total = (size_t)grid * block, t;
   std::vector<size_t> order(total);
   (void)stream;
@@ -238,15 +237,13 @@ static inline void per_shim_launch(Kernel kernel, unsigned grid, unsigned block,
   per_shim_launch(kernel, (grid), (block), (stream), __VA_ARGS__)
 
 // >>atomics: each is one indivisible step of the thread that runs it.
-template <typename T>
-static inline T per_shim_rmw_load(const T *a) {
+template <typename T> static inline T per_shim_rmw_load(const T *a) {
   T v;
   per_shim_note(a, sizeof v, PER_SHIM_AT);
   memcpy(&v, a, sizeof v);
   return v;
 }
-template <typename T>
-static inline void per_shim_rmw_store(T *a, T v) {
+template <typename T> static inline void per_shim_rmw_store(T *a, T v) {
   memcpy(a, &v, sizeof v);
 }
 
@@ -256,7 +253,7 @@ static inline unsigned int atomicMax(unsigned int *a, unsigned int v) {
   return old;
 }
 static inline unsigned long long atomicMax(unsigned long long *a,
-                                    unsigned long long v) {
+                                           unsigned long long v) {
   unsigned long long old = per_shim_rmw_load(a);
   if (v > old) per_shim_rmw_store(a, v);
   return old;
@@ -273,14 +270,14 @@ static inline unsigned long long atomicMin(unsigned long long *a,
   return old;
 }
 static inline unsigned int atomicCAS(unsigned int *a, unsigned int cmp,
-                              unsigned int v) {
+                                     unsigned int v) {
   unsigned int old = per_shim_rmw_load(a);
   if (old == cmp) per_shim_rmw_store(a, v);
   return old;
 }
 static inline unsigned long long atomicCAS(unsigned long long *a,
-                                    unsigned long long cmp,
-                                    unsigned long long v) {
+                                           unsigned long long cmp,
+                                           unsigned long long v) {
   unsigned long long old = per_shim_rmw_load(a);
   if (old == cmp) per_shim_rmw_store(a, v);
   return old;
@@ -291,7 +288,7 @@ static inline unsigned int atomicExch(unsigned int *a, unsigned int v) {
   return old;
 }
 static inline unsigned long long atomicExch(unsigned long long *a,
-                                     unsigned long long v) {
+                                            unsigned long long v) {
   unsigned long long old = per_shim_rmw_load(a);
   per_shim_rmw_store(a, v);
   return old;
@@ -355,7 +352,8 @@ static inline cudaError_t cudaFree(void *p) {
 }
 
 static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n,
-                                   cudaMemcpyKind kind, cudaStream_t stream) {
+                                          cudaMemcpyKind kind,
+                                          cudaStream_t stream) {
   int dst_dev =
       kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
   int src_dev =
@@ -372,12 +370,12 @@ static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n,
 }
 
 static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n,
-                              cudaMemcpyKind kind) {
+                                     cudaMemcpyKind kind) {
   return cudaMemcpyAsync(dst, src, n, kind, (cudaStream_t)0);
 }
 
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n,
-                                   cudaStream_t stream) {
+                                          cudaStream_t stream) {
   (void)stream;
   if (n == 0) return cudaSuccess;
   if (!p || !per_shim_on_device(p, n))

@@ -119,8 +119,7 @@ static void host_case_runtime_errors(void) {
   }
   cc_batch_upload(&b, 8);
   sb = b.scratch_bytes;
-  CHECK_STATUS(per_cuda_status_clear(&host_word, cc_stream),
-               PER_ERR_DEVICE);
+  CHECK_STATUS(per_cuda_status_clear(&host_word, cc_stream), PER_ERR_DEVICE);
   CHECK_STATUS(per_cuda_update(&d.t, b.d_idx, b.d_val, 8, b.d_scratch, &sb,
                                &host_word, cc_stream),
                PER_ERR_DEVICE);

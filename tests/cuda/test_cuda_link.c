@@ -39,11 +39,10 @@ int main(void) {
         bytes == 512;
   ok &= per_cuda_update_td(&dt, idx, td, 8, -1, 0.6, NULL, &bytes, NULL, 0) ==
         PER_ERR_ARG;
-  ok &= per_cuda_sample(&dt, 1, 0, NULL, 0, NULL, NULL, NULL, 0) ==
-        PER_ERR_NULL;
+  ok &=
+      per_cuda_sample(&dt, 1, 0, NULL, 0, NULL, NULL, NULL, 0) == PER_ERR_NULL;
   bytes = 0;
-  ok &= per_cuda_is_weights(mem, 8, 0.4, w, NULL, &bytes, NULL, 0) ==
-            PER_OK &&
+  ok &= per_cuda_is_weights(mem, 8, 0.4, w, NULL, &bytes, NULL, 0) == PER_OK &&
         bytes == 256;
   ok &= per_cuda_is_weights(mem, 0, 0.4, w, NULL, &bytes, NULL, 0) ==
         PER_ERR_BATCH;

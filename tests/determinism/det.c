@@ -36,7 +36,7 @@
 #define DET_STR2(x) #x
 #define DET_STR(x) DET_STR2(x)
 
-/* ---- hashes --------------------------------------------------------------- */
+/* ---- hashes -------------------------------------------------------------- */
 
 enum {
   H_RNG,
@@ -61,12 +61,12 @@ enum {
 };
 
 static const char *const det_names[H_COUNT] = {
-    "rng",          "tree",          "iid",
-    "cat",          "swap",          "buffer_ids",
-    "buffer_items", "buffer_weights", "buffer_weights_bufmax",
-    "buffer_window", "buffer_unique", "buffer_alpha0",
-    "beta",         "buffer_state",  "stale",
-    "checkpoint",   "nstep",         "sequences"};
+    "rng",           "tree",           "iid",
+    "cat",           "swap",           "buffer_ids",
+    "buffer_items",  "buffer_weights", "buffer_weights_bufmax",
+    "buffer_window", "buffer_unique",  "buffer_alpha0",
+    "beta",          "buffer_state",   "stale",
+    "checkpoint",    "nstep",          "sequences"};
 
 #define FNV_OFFSET 0xcbf29ce484222325ull
 #define FNV_PRIME 0x100000001b3ull
@@ -83,7 +83,9 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   return h;
 }
 
-static void h_bytes(int c, const void *p, size_t n) { det_h[c] = fnv(det_h[c], p, n); }
+static void h_bytes(int c, const void *p, size_t n) {
+  det_h[c] = fnv(det_h[c], p, n);
+}
 
 static void h_u32(int c, uint32_t v) {
   unsigned char b[4];
@@ -112,17 +114,15 @@ static void h_f64(int c, double v) {
 }
 
 static void h_real(int c, per_real v) {
-  if (sizeof(per_real) == sizeof(float))
-    h_f32(c, (float)v);
-  else
-    h_f64(c, (double)v);
+  if (sizeof(per_real) == sizeof(float)) h_f32(c, (float)v);
+  else h_f64(c, (double)v);
 }
 
 /* name(c, p, n): the n values at p, each hashed by `one`. */
-#define H_ARRAY(name, type, one)                                           \
-  static void name(int c, const type *p, size_t n) {                       \
-    size_t i;                                                              \
-    for (i = 0; i < n; ++i) one(c, p[i]);                                  \
+#define H_ARRAY(name, type, one)                     \
+  static void name(int c, const type *p, size_t n) { \
+    size_t i;                                        \
+    for (i = 0; i < n; ++i) one(c, p[i]);            \
   }
 H_ARRAY(h_u32s, uint32_t, h_u32)
 H_ARRAY(h_u64s, uint64_t, h_u64)
@@ -136,17 +136,18 @@ static void h_rng(int c, const per_rng *r) {
   h_u32(c, r->avail);
 }
 
-/* ---- checks and exact helpers ---------------------------------------------- */
+/* ---- checks and exact helpers -------------------------------------------- */
 
-static void det_fail(const char *what, int line, per_status got, per_status want) {
+static void det_fail(const char *what, int line, per_status got,
+                     per_status want) {
   fprintf(stderr, "det.c:%d: %s returned %s (%d), expected %s\n", line, what,
           per_status_str(got), (int)got, per_status_str(want));
   exit(2);
 }
 
-#define EXPECT(call, want)                                      \
-  do {                                                          \
-    per_status det_s_ = (call);                                 \
+#define EXPECT(call, want)                                           \
+  do {                                                               \
+    per_status det_s_ = (call);                                      \
     if (det_s_ != (want)) det_fail(#call, __LINE__, det_s_, (want)); \
   } while (0)
 #define CHECK(call) EXPECT(call, PER_OK)
@@ -155,8 +156,8 @@ static void det_die(const char *what, int line) {
   fprintf(stderr, "det.c:%d: %s\n", line, what);
   exit(2);
 }
-#define REQUIRE(cond) \
-  do {                \
+#define REQUIRE(cond)                                             \
+  do {                                                            \
     if (!(cond)) det_die("requirement failed: " #cond, __LINE__); \
   } while (0)
 
@@ -208,23 +209,26 @@ static per_real det_leaf(uint32_t k) {
 
 /* The next representable per_real above v. */
 static per_real det_next_up(per_real v) {
-  if (sizeof(per_real) == sizeof(float)) return (per_real)nextafterf((float)v, (float)HUGE_VAL);
+  if (sizeof(per_real) == sizeof(float))
+    return (per_real)nextafterf((float)v, (float)HUGE_VAL);
   return (per_real)nextafter((double)v, HUGE_VAL);
 }
 
 static per_real det_next_down(per_real v) {
-  if (sizeof(per_real) == sizeof(float)) return (per_real)nextafterf((float)v, 0.0f);
+  if (sizeof(per_real) == sizeof(float))
+    return (per_real)nextafterf((float)v, 0.0f);
   return (per_real)nextafter((double)v, 0.0);
 }
 
-/* ---- rng ------------------------------------------------------------------- */
+/* ---- rng ----------------------------------------------------------------- */
 
 static void det_rng(void) {
-  static const uint64_t seeds[] = {0, 1, 42, 0xffffffffffffffffull, 0x0123456789abcdefull,
-                                   0x100000000ull};
-  static const uint32_t ns[] = {0,          1,          2,          3,          7,
-                                10,         1000,       65537,      0x7fffffffu, 0x80000001u,
-                                0xc0000000u, 0xfffffffeu, 0xffffffffu};
+  static const uint64_t seeds[] = {
+      0, 1, 42, 0xffffffffffffffffull, 0x0123456789abcdefull, 0x100000000ull};
+  static const uint32_t ns[] = {
+      0,           1,           2,          3,           7,
+      10,          1000,        65537,      0x7fffffffu, 0x80000001u,
+      0xc0000000u, 0xfffffffeu, 0xffffffffu};
   size_t si, j;
   for (si = 0; si < sizeof seeds / sizeof seeds[0]; ++si) {
     per_rng r;
@@ -247,7 +251,7 @@ static void det_rng(void) {
   }
 }
 
-/* ---- tree ------------------------------------------------------------------ */
+/* ---- tree ---------------------------------------------------------------- */
 
 static void h_tree_nodes(int c, const per_tree *t) {
   h_u32(c, t->capacity);
@@ -259,13 +263,15 @@ static void h_tree_nodes(int c, const per_tree *t) {
 static void det_fill(per_tree *t, uint32_t salt) {
   uint32_t cap = t->capacity, i, n, *idx;
   per_real *val;
-  for (i = 0; i < cap; i += 1 + (i % 3)) CHECK(per_tree_set(t, i, det_leaf(i + salt)));
+  for (i = 0; i < cap; i += 1 + (i % 3))
+    CHECK(per_tree_set(t, i, det_leaf(i + salt)));
   n = cap < 4096 ? cap : 4096;
   idx = (uint32_t *)det_alloc(sizeof(uint32_t) * n);
   val = (per_real *)det_alloc(sizeof(per_real) * cap);
   for (i = 0; i < n; ++i) {
     /* duplicates: every fifth index repeats an earlier one */
-    idx[i] = (i % 5 == 4) ? idx[i / 2] : (uint32_t)(det_mix((uint64_t)i + salt) % cap);
+    idx[i] = (i % 5 == 4) ? idx[i / 2]
+                          : (uint32_t)(det_mix((uint64_t)i + salt) % cap);
     val[i] = det_leaf(i * 3 + 1 + salt);
   }
   CHECK(per_tree_set_batch(t, idx, val, n));
@@ -335,7 +341,8 @@ static void det_tree_queries(per_tree *t, uint64_t seed) {
     for (first = 0; first < B; first += count) {
       count = 1 + (first * 7 + B) % 97;
       if (count > B - first) count = B - first;
-      CHECK(per_tree_sample_strata(t, seed + 1, (uint64_t)B * 1000, B, first, count, out, val));
+      CHECK(per_tree_sample_strata(t, seed + 1, (uint64_t)B * 1000, B, first,
+                                   count, out, val));
       h_u32s(H_TREE, out, count);
       h_reals(H_TREE, val, count);
     }
@@ -396,7 +403,8 @@ static void det_cat(per_tree *t, uint64_t seed) {
   h_reals(H_CAT, val, positive / 3);
   c.reject_limit = c.max_k;
   /* more than the positive leaves */
-  if (positive < cap) EXPECT(per_cat_sample(&c, t, &r, positive + 1, idx, val), PER_ERR_TOO_FEW);
+  if (positive < cap)
+    EXPECT(per_cat_sample(&c, t, &r, positive + 1, idx, val), PER_ERR_TOO_FEW);
   h_rng(H_CAT, &r);
   h_tree_nodes(H_CAT, t); /* bitwise unchanged */
   per_cat_free(&c);
@@ -439,10 +447,11 @@ static void det_tree(void) {
   free(mem);
 }
 
-/* ---- swap ------------------------------------------------------------------ */
+/* ---- swap ---------------------------------------------------------------- */
 
 static void det_swap(void) {
-  static const uint32_t ns[] = {1, 10, 10, 100, 100, 200, 1000, 1000, 1000, 1000};
+  static const uint32_t ns[] = {1,   10,   10,   100,  100,
+                                200, 1000, 1000, 1000, 1000};
   static const uint32_t ks[] = {1, 3, 10, 64, 70, 150, 1000, 999, 63, 500};
   per_swap s;
   per_rng r;
@@ -464,7 +473,7 @@ static void det_swap(void) {
   free(mem);
 }
 
-/* ---- buffer ---------------------------------------------------------------- */
+/* ---- buffer -------------------------------------------------------------- */
 
 enum { M_PLAIN, M_BUFMAX, M_WINDOW, M_UNIQUE, M_UNIQUE_ZERO, M_ALPHA0 };
 
@@ -484,7 +493,8 @@ typedef struct det_buf {
 static void det_item(unsigned char *p, uint32_t size, uint64_t k) {
   uint64_t h = det_mix(k ^ 0x5eed);
   uint32_t j;
-  for (j = 0; j < size; ++j) p[j] = (unsigned char)(j < 8 ? k >> (8 * j) : h >> (8 * (j % 8)));
+  for (j = 0; j < size; ++j)
+    p[j] = (unsigned char)(j < 8 ? k >> (8 * j) : h >> (8 * (j % 8)));
   p[0] ^= (unsigned char)(h >> 56);
 }
 
@@ -498,9 +508,10 @@ static float det_td(uint64_t id, uint32_t round) {
   return (float)(((h >> 48) & 1) ? -ldexp(m, e) : ldexp(m, e));
 }
 
-static void det_buf_init(det_buf *d, const char *name, int mode, uint32_t cap, uint32_t isz,
-                         double alpha, double beta0, double beta1, uint64_t beta_steps,
-                         double eps, double max_priority, uint64_t seed, uint32_t flags) {
+static void det_buf_init(det_buf *d, const char *name, int mode, uint32_t cap,
+                         uint32_t isz, double alpha, double beta0, double beta1,
+                         uint64_t beta_steps, double eps, double max_priority,
+                         uint64_t seed, uint32_t flags) {
   memset(d, 0, sizeof *d);
   d->name = name;
   d->mode = mode;
@@ -522,9 +533,11 @@ static void det_buf_adds(det_buf *d, uint32_t round) {
   unsigned char *items;
   if (round % 3 == 0) {
     /* a batch; for the small buffers sometimes more than the capacity */
-    n = (uint32_t)(det_mix(round + 7) % (cap < 100 ? 3 * cap : 60)) + (round == 0);
+    n = (uint32_t)(det_mix(round + 7) % (cap < 100 ? 3 * cap : 60)) +
+        (round == 0);
     items = (unsigned char *)det_alloc((size_t)(n ? n : 1) * isz);
-    for (j = 0; j < n; ++j) det_item(items + (size_t)j * isz, isz, d->next_item++);
+    for (j = 0; j < n; ++j)
+      det_item(items + (size_t)j * isz, isz, d->next_item++);
     CHECK(per_buffer_add_batch(&d->b, items, n));
     free(items);
   } else {
@@ -541,7 +554,8 @@ static void det_buf_adds(det_buf *d, uint32_t round) {
 static uint32_t det_positive(const per_buffer *b, uint32_t W) {
   uint32_t cap = b->cfg.capacity, p, n = 0;
   for (p = 0; p < W; ++p)
-    n += per_tree_get(&b->tree, (uint32_t)(((uint64_t)b->pos + cap - 1 - p) % cap)) > 0;
+    n += per_tree_get(&b->tree,
+                      (uint32_t)(((uint64_t)b->pos + cap - 1 - p) % cap)) > 0;
   return n;
 }
 
@@ -567,7 +581,8 @@ static void det_buf_sample(det_buf *d, uint32_t round, uint32_t call) {
   static const uint32_t Ws[] = {1, 10, 100, 37, 500, 999, 1000, 5000, 2, 64};
   per_buffer *b = &d->b;
   uint32_t B = Bs[(round + call * 3) % (sizeof Bs / sizeof Bs[0])];
-  uint32_t W = Ws[(round * 7 + call) % (sizeof Ws / sizeof Ws[0])], size = b->size;
+  uint32_t W = Ws[(round * 7 + call) % (sizeof Ws / sizeof Ws[0])],
+           size = b->size;
   uint32_t isz = d->cfg.item_size, stale = 12345, j;
   uint64_t ids[DET_MAX_B];
   float w[DET_MAX_B], td[DET_MAX_B];
@@ -580,8 +595,7 @@ static void det_buf_sample(det_buf *d, uint32_t round, uint32_t call) {
     o.beta = (double)((round + call) % 11) / 8.0;
   }
   switch (d->mode) {
-    case M_PLAIN:
-      break;
+    case M_PLAIN: break;
     case M_BUFMAX:
       c_w = H_WEIGHTS_BUFMAX;
       if (round % 4 == 1) o.flags |= PER_SAMPLE_UNIQUE;
@@ -740,8 +754,8 @@ static double det_edge_beta0(void) {
       double d = 1.0 - b0;
       double twice = b0 + det_mul(d, q);
       double once = fma(det_opaque(d), det_opaque(q), det_opaque(b0));
-      if (twice != once &&
-          (float)pow(det_opaque(x), det_opaque(twice)) != (float)pow(det_opaque(x), det_opaque(once)))
+      if (twice != once && (float)pow(det_opaque(x), det_opaque(twice)) !=
+                               (float)pow(det_opaque(x), det_opaque(once)))
         return b0;
     }
   }
@@ -754,14 +768,16 @@ static double det_edge_beta0(void) {
    buffer. */
 static void det_edge(double beta0) {
   uint32_t flags;
-  for (flags = 0; flags <= (uint32_t)PER_WEIGHTS_BUFFER_MAX; flags += PER_WEIGHTS_BUFFER_MAX) {
+  for (flags = 0; flags <= (uint32_t)PER_WEIGHTS_BUFFER_MAX;
+       flags += PER_WEIGHTS_BUFFER_MAX) {
     int cw = flags ? H_WEIGHTS_BUFMAX : H_WEIGHTS;
     det_buf d;
     uint64_t ids[2], got[256];
     float td[2], w[256];
     unsigned char item[8];
     uint32_t s, j, stale = 99;
-    det_buf_init(&d, "edge", M_PLAIN, 4, 8, 1.0, beta0, 1.0, DET_STEPS, 0, 1, 19, flags);
+    det_buf_init(&d, "edge", M_PLAIN, 4, 8, 1.0, beta0, 1.0, DET_STEPS, 0, 1,
+                 19, flags);
     for (j = 0; j < 2; ++j) {
       det_item(item, 8, j);
       CHECK(per_buffer_add(&d.b, item));
@@ -790,14 +806,20 @@ static void det_buffers(void) {
   uint32_t round, i, call;
   /* name mode capacity item_size alpha beta0 beta1 beta_steps eps
      max_priority seed flags */
-  det_buf_init(&d[0], "plain", M_PLAIN, 1000, 8, 0.6, 0.4, 1, 777, 1e-6, 1, 11, 0);
-  det_buf_init(&d[1], "small", M_PLAIN, 37, 12, 0.7, 0.4, 1, 500, 1e-6, 1e6, 12, 0);
-  det_buf_init(&d[2], "bufmax", M_BUFMAX, 1000, 8, 0.7, 0.3, 0.9, 500, 1e-6, 1, 13,
-               PER_WEIGHTS_BUFFER_MAX);
-  det_buf_init(&d[3], "window", M_WINDOW, 1000, 12, 0.6, 0.5, 0.9, 777, 1e-6, 1, 14, 0);
-  det_buf_init(&d[4], "unique", M_UNIQUE, 1000, 8, 0.7, 0.4, 1, 333, 1e-6, 1e6, 15, 0);
-  det_buf_init(&d[5], "unique0", M_UNIQUE_ZERO, 37, 12, 0.6, 0.1, 1, 500, 0, 1, 16, 0);
-  det_buf_init(&d[6], "alpha0", M_ALPHA0, 1000, 8, 0, 0.4, 1, 777, 1e-6, 1, 17, 0);
+  det_buf_init(&d[0], "plain", M_PLAIN, 1000, 8, 0.6, 0.4, 1, 777, 1e-6, 1, 11,
+               0);
+  det_buf_init(&d[1], "small", M_PLAIN, 37, 12, 0.7, 0.4, 1, 500, 1e-6, 1e6, 12,
+               0);
+  det_buf_init(&d[2], "bufmax", M_BUFMAX, 1000, 8, 0.7, 0.3, 0.9, 500, 1e-6, 1,
+               13, PER_WEIGHTS_BUFFER_MAX);
+  det_buf_init(&d[3], "window", M_WINDOW, 1000, 12, 0.6, 0.5, 0.9, 777, 1e-6, 1,
+               14, 0);
+  det_buf_init(&d[4], "unique", M_UNIQUE, 1000, 8, 0.7, 0.4, 1, 333, 1e-6, 1e6,
+               15, 0);
+  det_buf_init(&d[5], "unique0", M_UNIQUE_ZERO, 37, 12, 0.6, 0.1, 1, 500, 0, 1,
+               16, 0);
+  det_buf_init(&d[6], "alpha0", M_ALPHA0, 1000, 8, 0, 0.4, 1, 777, 1e-6, 1, 17,
+               0);
   det_buf_init(&d[7], "alpha0s", M_ALPHA0, 37, 12, 0, 0, 1, 500, 1e-6, 1, 18,
                PER_WEIGHTS_BUFFER_MAX);
   for (round = 0; round < ROUNDS; ++round) {
@@ -817,16 +839,17 @@ static void det_buffers(void) {
   det_edge(det_edge_beta0());
 }
 
-/* ---- sequences ------------------------------------------------------------- */
+/* ---- sequences ----------------------------------------------------------- */
 
 /* Sequence replay: steps with episode ends, sequence draws (whole,
    window, unique) with masks, IS weights (batch and buffer max), updates
    from B x L TD errors, the sequence tree, and a checkpoint round trip. */
 static void det_seq(void) {
   enum { B = 24 };
-  static const uint32_t shape[2][5] = {/* capacity, L, stride, flags, item */
-                                       {600, 8, 4, PER_SEQ_CROSS_EPISODES | PER_WEIGHTS_BUFFER_MAX, 8},
-                                       {90, 5, 5, 0, 12}};
+  static const uint32_t shape[2][5] = {
+      /* capacity, L, stride, flags, item */
+      {600, 8, 4, PER_SEQ_CROSS_EPISODES | PER_WEIGHTS_BUFFER_MAX, 8},
+      {90, 5, 5, 0, 12}};
   uint32_t k, round, j;
   for (k = 0; k < 2; ++k) {
     per_config c = per_config_default(shape[k][0], shape[k][4]);
@@ -854,12 +877,16 @@ static void det_seq(void) {
       for (j = 0; j < n; ++j) {
         uint64_t h = det_mix(next ^ 0xe9d);
         det_item(items + (size_t)j * c.item_size, c.item_size, next++);
-        ends[j] = (uint8_t)(h % 23 == 0 ? PER_END_TERMINATED : h % 31 == 0 ? PER_END_TRUNCATED : 0);
+        ends[j] = (uint8_t)(h % 23 == 0   ? PER_END_TERMINATED
+                            : h % 31 == 0 ? PER_END_TRUNCATED
+                                          : 0);
       }
       CHECK(per_buffer_add_steps(&b, items, n, ends));
       memset(&o, 0, sizeof o);
-      o.flags = PER_SAMPLE_SEQUENCES | (round % 5 == 4 ? PER_SAMPLE_UNIQUE : 0u);
-      o.window = round % 3 == 1 ? 1 + (uint32_t)(det_mix(round) % c.capacity) : 0;
+      o.flags =
+          PER_SAMPLE_SEQUENCES | (round % 5 == 4 ? PER_SAMPLE_UNIQUE : 0u);
+      o.window =
+          round % 3 == 1 ? 1 + (uint32_t)(det_mix(round) % c.capacity) : 0;
       o.mask = mask;
       nb = round % 5 == 4 ? 3 : B;
       s = per_buffer_sample(&b, nb, &o, out, ids, w);
@@ -872,7 +899,8 @@ static void det_seq(void) {
       h_f32s(H_SEQ, w, nb);
       h_bytes(H_SEQ, mask, (size_t)nb * c.seq_len);
       h_bytes(H_SEQ, out, (size_t)nb * c.seq_len * c.item_size);
-      for (j = 0; j < nb * c.seq_len; ++j) td[j] = det_td(ids[j / c.seq_len] + j, round);
+      for (j = 0; j < nb * c.seq_len; ++j)
+        td[j] = det_td(ids[j / c.seq_len] + j, round);
       CHECK(per_buffer_update_seq(&b, ids, td, nb, NULL));
     }
     CHECK(per_buffer_check(&b));
@@ -895,7 +923,7 @@ static void det_seq(void) {
   }
 }
 
-/* ---- nstep ----------------------------------------------------------------- */
+/* ---- nstep --------------------------------------------------------------- */
 
 enum { OBS = 6, ACT = 3 };
 
@@ -903,7 +931,8 @@ enum { OBS = 6, ACT = 3 };
    every fourth episode, three rewards that cancel: r0 + g r1 + g^2 r2 is
    tiny while g^2 r2 is not exact in double, so a fused multiply-add in the
    discounted sum changes the float that is stored. */
-static void det_rewards(float *r, uint32_t len, uint32_t e, uint32_t *k, float gamma) {
+static void det_rewards(float *r, uint32_t len, uint32_t e, uint32_t *k,
+                        float gamma) {
   uint32_t t;
   for (t = 0; t < len; ++t, ++*k) r[t] = det_mulf(0.1f, (float)*k) - 0.37f;
   if (e % 4 == 2 && len >= 3) {
@@ -957,9 +986,11 @@ static void det_nstep(void) {
       for (j = 0; j < ACT; ++j) act[j] = (unsigned char)(e + t * 3 + j);
       if (e % 29 == 11 && t == 1) {
         float nan_reward = (float)det_opaque(0.0) / (float)det_opaque(0.0);
-        EXPECT(per_nstep_step(ad, &b, obs, act, nan_reward, next, 0, 0), PER_ERR_NAN);
+        EXPECT(per_nstep_step(ad, &b, obs, act, nan_reward, next, 0, 0),
+               PER_ERR_NAN);
       }
-      CHECK(per_nstep_step(ad, &b, obs, act, r[t], next, last && term, last && trunc));
+      CHECK(per_nstep_step(ad, &b, obs, act, r[t], next, last && term,
+                           last && trunc));
     }
     if (e % 37 == 36) {
       /* an episode cut off from outside: pending steps dropped */
@@ -977,7 +1008,7 @@ static void det_nstep(void) {
   for (i = 0; i < 3; ++i) per_nstep_free(&a[i]);
 }
 
-/* ---- main ------------------------------------------------------------------ */
+/* ---- main ---------------------------------------------------------------- */
 
 int main(void) {
   uint64_t all = FNV_OFFSET;
@@ -997,6 +1028,7 @@ int main(void) {
     for (j = 0; j < 8; ++j) b[j] = (unsigned char)(det_h[c] >> (8 * j));
     all = fnv(all, b, 8);
   }
-  printf("all %08lx%08lx\n", (unsigned long)(all >> 32), (unsigned long)(all & 0xffffffffu));
+  printf("all %08lx%08lx\n", (unsigned long)(all >> 32),
+         (unsigned long)(all & 0xffffffffu));
   return 0;
 }

@@ -101,8 +101,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint32_t i;
     for (i = 0; i < 2; ++i) {
       if (per_nstep_init(&a[i], &nc[i], NULL) != PER_OK) abort();
-      memset(a[i].reward, 0x5a, (size_t)nc[i].n * (4 + nc[i].obs_size + nc[i].action_size));
-      memcpy(ring[i], a[i].reward, (size_t)nc[i].n * (4 + nc[i].obs_size + nc[i].action_size));
+      memset(a[i].reward, 0x5a,
+             (size_t)nc[i].n * (4 + nc[i].obs_size + nc[i].action_size));
+      memcpy(ring[i], a[i].reward,
+             (size_t)nc[i].n * (4 + nc[i].obs_size + nc[i].action_size));
       before[i] = a[i];
     }
     s = per_nstep_load(a, 2, path);

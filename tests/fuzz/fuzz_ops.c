@@ -26,8 +26,8 @@ static uint32_t next8(reader *r) {
 static uint32_t next16(reader *r) { return next8(r) | next8(r) << 8; }
 
 static float hostile_td(reader *r) {
-  static const float v[12] = {0.0f, -0.0f, 1.0f, -2.5f, 1e-45f, 1e-30f, 3e38f, -3e38f, 0.5f,
-                              1e6f, 7.0f, 1e-8f};
+  static const float v[12] = {0.0f,  -0.0f,  1.0f, -2.5f, 1e-45f, 1e-30f,
+                              3e38f, -3e38f, 0.5f, 1e6f,  7.0f,   1e-8f};
   uint32_t k = next8(r);
   if (k == 250) return (float)NAN;
   if (k == 251) return (float)INFINITY;
@@ -83,14 +83,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       o.mask = (out & 8) ? mask : NULL;
       k = next8(&r);
       o.beta = k == 255 ? NAN : (k == 254 ? -1.0 : (double)k / 50.0);
-      s = per_buffer_sample(&b, B, &o, (out & 1) ? items : NULL, (out & 2) ? ids : NULL,
-                            (out & 4) ? w : NULL);
+      s = per_buffer_sample(&b, B, &o, (out & 1) ? items : NULL,
+                            (out & 2) ? ids : NULL, (out & 4) ? w : NULL);
       if (s == PER_OK) {
         int seq = (o.flags & PER_SAMPLE_SEQUENCES) != 0;
         for (i = 0; (out & 2) && i < B; ++i)
-          CHECK((uint32_t)ids[i] < b.size && (!seq || b.seq_ok[(uint32_t)ids[i] / c.seq_stride]));
+          CHECK((uint32_t)ids[i] < b.size &&
+                (!seq || b.seq_ok[(uint32_t)ids[i] / c.seq_stride]));
         for (i = 0; (out & 4) && i < B; ++i) CHECK(w[i] >= 0 && w[i] <= 1);
-        for (i = 0; seq && (out & 8) && i < B * c.seq_len; ++i) CHECK(mask[i] <= 1);
+        for (i = 0; seq && (out & 8) && i < B * c.seq_len; ++i)
+          CHECK(mask[i] <= 1);
         nids = (out & 2) ? B : 0;
         seq_ids = seq;
       }
@@ -100,23 +102,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       uint32_t n = op == 3 ? nids : next8(&r) % 80, i, stale;
       for (i = 0; i < n; ++i) {
         td[i] = hostile_td(&r);
-        u[i] = op == 3 ? ids[i] : ((uint64_t)next8(&r) % 8 << 32 | next16(&r) % 64);
+        u[i] = op == 3 ? ids[i]
+                       : ((uint64_t)next8(&r) % 8 << 32 | next16(&r) % 64);
       }
       s = per_buffer_update(&b, u, td, n, &stale);
       if (s == PER_OK) CHECK(stale <= n);
     } else if (op == 5) { /* steps with ends, some not PER_END_* */
       uint8_t e[80];
       uint32_t n = next8(&r) % 80, i;
-      for (i = 0; i < n; ++i) e[i] = (uint8_t)(next8(&r) % 7 == 0 ? 3 : next8(&r) % 3);
+      for (i = 0; i < n; ++i)
+        e[i] = (uint8_t)(next8(&r) % 7 == 0 ? 3 : next8(&r) % 3);
       s = per_buffer_add_steps(&b, items, n, e);
     } else if (op == 6) { /* sequence updates: the drawn ids or forged */
       static float td[80 * 12];
       uint64_t u[80];
-      uint32_t L = c.seq_len ? c.seq_len : 1, forged = !seq_ids || next8(&r) < 64;
+      uint32_t L = c.seq_len ? c.seq_len : 1,
+               forged = !seq_ids || next8(&r) < 64;
       uint32_t n = forged ? next8(&r) % 8 : nids, i, stale;
       for (i = 0; i < n; ++i)
-        u[i] = forged ? ((uint64_t)next8(&r) % 8 << 32 | next16(&r) % 64) : ids[i];
-      for (i = 0; i < n * L; ++i) td[i] = next8(&r) < 8 ? hostile_td(&r) : (float)(i % 5);
+        u[i] =
+            forged ? ((uint64_t)next8(&r) % 8 << 32 | next16(&r) % 64) : ids[i];
+      for (i = 0; i < n * L; ++i)
+        td[i] = next8(&r) < 8 ? hostile_td(&r) : (float)(i % 5);
       s = per_buffer_update_seq(&b, u, td, n, &stale);
       if (s == PER_OK) CHECK(stale <= n);
     } else if (next8(&r) < 32) { /* rarer: a save is an fsync */
@@ -125,13 +132,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* the snapshot is the file but for its CRC, and loads the same
            once per_snapshot_write has written it */
         size_t cap = per_buffer_snapshot_bytes(&b), len = 0;
-        unsigned char *mem = (unsigned char *)malloc(cap), *file = (unsigned char *)malloc(cap);
+        unsigned char *mem = (unsigned char *)malloc(cap),
+                      *file = (unsigned char *)malloc(cap);
         CHECK(mem && file);
         if (mem && file) {
           long got = file_read(path, file, (long)cap);
           CHECK_OK(per_buffer_snapshot(&b, mem, cap, &len));
           CHECK(got == (long)len && memcmp(mem, file, len - 4) == 0);
-          if (next8(&r) < 128) CHECK_OK(per_snapshot_write(mem, len, path, NULL));
+          if (next8(&r) < 128)
+            CHECK_OK(per_snapshot_write(mem, len, path, NULL));
         }
         free(mem);
         free(file);

@@ -10,7 +10,8 @@ static int fails;
 
 static void expect(per_status got, per_status want, const char *what) {
   if (got == want) return;
-  fprintf(stderr, "FAIL: %s: %s, want %s\n", what, per_status_str(got), per_status_str(want));
+  fprintf(stderr, "FAIL: %s: %s, want %s\n", what, per_status_str(got),
+          per_status_str(want));
   ++fails;
 }
 
@@ -26,10 +27,12 @@ int main(void) {
   remove("win_replace.bin");
   expect(per_buffer_save(&b, "win_replace.bin"), PER_OK, "first save");
   per_buffer_add(&b, &i);
-  expect(per_buffer_save(&b, "win_replace.bin"), PER_OK, "save over an existing file");
+  expect(per_buffer_save(&b, "win_replace.bin"), PER_OK,
+         "save over an existing file");
   expect(per_buffer_load(&c, "win_replace.bin"), PER_OK, "load");
   if (c.size != 11) {
-    fprintf(stderr, "FAIL: loaded %u items, want 11 (the second save)\n", c.size);
+    fprintf(stderr, "FAIL: loaded %u items, want 11 (the second save)\n",
+            c.size);
     ++fails;
   }
   expect(per_nstep_init(&a, &nc, NULL), PER_OK, "nstep init");
@@ -39,8 +42,10 @@ int main(void) {
     per_buffer nb;
     per_config ncfg = per_config_default(8, per_nstep_layout_of(&nc).size);
     expect(per_buffer_init(&nb, &ncfg, NULL), PER_OK, "nstep buffer");
-    expect(per_nstep_step(&a, &nb, &o, &act, 1.0f, &o, 0, 0), PER_OK, "nstep step");
-    expect(per_nstep_save(&a, 1, "win_replace.nst"), PER_OK, "nstep save over a file");
+    expect(per_nstep_step(&a, &nb, &o, &act, 1.0f, &o, 0, 0), PER_OK,
+           "nstep step");
+    expect(per_nstep_save(&a, 1, "win_replace.nst"), PER_OK,
+           "nstep save over a file");
     per_buffer_free(&nb);
   }
   expect(per_nstep_load(&r, 1, "win_replace.nst"), PER_OK, "nstep load");

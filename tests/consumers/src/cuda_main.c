@@ -79,15 +79,17 @@ int main(void) {
 
   /* No device needed for these. */
   if (per_cuda_real_bytes() != sizeof(per_real)) {
-    fprintf(stderr, "per_cuda was built with a %u-byte PER_REAL, this file "
-            "with %u\n", (unsigned)per_cuda_real_bytes(),
-            (unsigned)sizeof(per_real));
+    fprintf(stderr,
+            "per_cuda was built with a %u-byte PER_REAL, this file "
+            "with %u\n",
+            (unsigned)per_cuda_real_bytes(), (unsigned)sizeof(per_real));
     return 1;
   }
   if (bytes != 2 * 1024 * sizeof(per_real) ||
       per_cuda_tree_wrap(&dt, N, NULL, bytes) != PER_ERR_NULL ||
       per_cuda_status_decode(0, NULL) != PER_OK) {
-    fprintf(stderr, "per_cuda's host-side functions disagree with per_cuda.h\n");
+    fprintf(stderr,
+            "per_cuda's host-side functions disagree with per_cuda.h\n");
     return 1;
   }
   printf("per_cuda: PER_REAL of %u bytes, a tree of %d leaves takes %u bytes\n",
