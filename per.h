@@ -4501,7 +4501,7 @@ PERDEF per_status per_nstep_save(const per_nstep *a, uint32_t n,
   if (s != PER_OK) return s;
   memcpy(h, peri_nstep_magic, 8);
   peri_put32(h + 8, 1u);
-  peri_put32(h + 12, 0x01020304u);
+  peri_put32(h + 12, PERI_ENDIAN_MARK);
   peri_put32(h + 16, n);
   peri_wbytes(&w, h, 20);
   for (i = 0; i < n; ++i) {
@@ -4546,7 +4546,7 @@ static per_status peri_nstep_parse(FILE *f, const per_nstep *a, uint32_t n,
     return PER_ERR_FORMAT;
   if (got < 20) return PER_ERR_TRUNCATED;
   if (peri_get32(h + 8) != 1u) return PER_ERR_VERSION;
-  if (peri_get32(h + 12) != 0x01020304u) return PER_ERR_FORMAT;
+  if (peri_get32(h + 12) != PERI_ENDIAN_MARK) return PER_ERR_FORMAT;
   if (peri_get32(h + 16) != n) return PER_ERR_MISMATCH;
   peri_crc_table(t);
   crc = peri_crc_run(t, crc, h, 20);
