@@ -2588,8 +2588,8 @@ static uint32_t peri_seq_steps(const per_buffer *b, uint32_t s, double *value) {
     }
   }
   mean = sum / (double)n;
-  v = mean +
-      peri_dmul_rn(b->cfg.seq_eta, mx - mean); /* no fused multiply-add */
+  /* through peri_dmul_rn: no fused multiply-add */
+  v = mean + peri_dmul_rn(b->cfg.seq_eta, mx - mean);
   *value = v > mx ? mx : v; /* eta * max + (1 - eta) * mean, <= max */
   return n;
 }
@@ -2652,8 +2652,8 @@ typedef struct peri_tcheck {
 static void peri_tcheck_feed(peri_tcheck *c, uint32_t id) {
   uint32_t d;
   if (c->n++ == 0) {
-    uint32_t off = (uint32_t)(c->trajs - 1) -
-                   id; /* the newest's distance from trajs - 1 */
+    /* the newest's distance from trajs - 1 */
+    uint32_t off = (uint32_t)(c->trajs - 1) - id;
     if (c->trajs == 0 || off > c->trajs - 1 || off >= 0x80000000u) c->bad = 1;
     c->ref = id;
     c->oldest_ok = c->trajs - 1 - off;
@@ -2837,8 +2837,8 @@ PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
       if (ends[t] > PER_END_TRUNCATED) return PER_ERR_ARG;
   cap = b->cfg.capacity;
   isz = b->cfg.item_size;
-  keep =
-      n < cap ? n : cap; /* earlier items of the call are overwritten by it */
+  /* earlier items of the call are overwritten by it */
+  keep = n < cap ? n : cap;
   /* generations: every write to a slot counts */
   if (n >= cap) {
     uint32_t q = n / cap, r = n % cap, s;
@@ -4350,8 +4350,8 @@ static per_status peri_load_stage(const per_buffer *b, peri_ckpt *k,
   if (m > 0) per_tree_set_batch(t, idx, val, m);
   if (s == PER_OK && sel.world == 0 && (double)t->node[1] != k->h.total)
     s = PER_ERR_CORRUPT; /* the stored total must be what the leaves give */
-  if (s == PER_OK &&
-      k->traj) { /* the taken items' trajectory ids, newest first */
+  /* the taken items' trajectory ids, newest first */
+  if (s == PER_OK && k->traj) {
     peri_tcheck tc;
     peri_sel age = sel; /* a full load is the one shard of a world of 1 */
     if (age.world == 0) age.world = 1;

@@ -57,9 +57,9 @@ static int mlp_init(mlp *net, const int *sizes, int n_layers, int max_batch,
     if ((size_t)sizes[l] > widest) widest = (size_t)sizes[l];
     total += (size_t)max_batch * (size_t)sizes[l]; /* activations */
   }
-  for (l = 0; l < n_layers; ++l)
-    total += 4 * ((size_t)sizes[l] * (size_t)sizes[l + 1] +
-                  (size_t)sizes[l + 1]); /* w,b + g, m, v */
+  for (l = 0; l < n_layers; ++l) /* w,b + g, m, v */
+    total +=
+        4 * ((size_t)sizes[l] * (size_t)sizes[l + 1] + (size_t)sizes[l + 1]);
   total += 2 * (size_t)max_batch * widest;
   net->mem = (float *)calloc(total, sizeof(float));
   if (!net->mem) return -1;

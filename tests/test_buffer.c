@@ -466,8 +466,8 @@ static void test_add_batch(void) {
     CHECK_EQ_U(a.trajs, 2);
     CHECK_EQ_U(b.trajs, 1 + n);
     for (i = 0; i < a.size; ++i) {
-      uint32_t slot =
-          (a.pos + a.cfg.capacity - 1 - i) % a.cfg.capacity; /* age i */
+      /* the slot of age i */
+      uint32_t slot = (a.pos + a.cfg.capacity - 1 - i) % a.cfg.capacity;
       CHECK_EQ_U(a.traj[slot], i < n ? 1 : 0);
       CHECK_EQ_U(b.traj[slot], i < n ? n - i : 0);
     }

@@ -478,8 +478,8 @@ static void test_update(void) {
   td[5] = 6.0f;
   bad = ids[2] + 1; /* not a sequence start */
   CHECK_STATUS(per_buffer_update_seq(&b, &bad, td, 1, &stale), PER_ERR_INDEX);
-  bad =
-      (uint64_t)14 | ((uint64_t)b.gen[14] << 32); /* current, spans the head */
+  /* current, spans the head */
+  bad = (uint64_t)14 | ((uint64_t)b.gen[14] << 32);
   CHECK_STATUS(per_buffer_update_seq(&b, &bad, td, 1, &stale), PER_ERR_INDEX);
   bad = (uint64_t)16 | ((uint64_t)1 << 32);
   CHECK_STATUS(per_buffer_update_seq(&b, &bad, td, 1, &stale), PER_ERR_INDEX);

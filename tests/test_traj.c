@@ -358,8 +358,8 @@ static void test_refusals(void) {
     for (t = 0; t < (f == F_FLAG ? 2u : 3u); ++t)
       CHECK_OK(per_traj_add(&a, f, field_value(0, t, f, v)));
   CHECK_EQ_U(per_traj_steps(&a), 2);
-  CHECK_OK(
-      per_traj_end(&a, PER_END_TERMINATED)); /* step 1, the last complete */
+  /* step 1, the last complete */
+  CHECK_OK(per_traj_end(&a, PER_END_TERMINATED));
   CHECK_EQ_U(a.ends[1], PER_END_TERMINATED);
   CHECK_EQ_U(a.ends[2], PER_END_NONE);
   CHECK_ERROR(&a, "");

@@ -469,8 +469,8 @@ static void test_alloc(void) {
     } mem;
     per_tree a, b;
     uint32_t i;
-    CHECK_OK(
-        per_tree_init_mem(&a, 17, mem.r, sizeof mem)); /* L = 32: 64 values */
+    /* L = 32: 64 values */
+    CHECK_OK(per_tree_init_mem(&a, 17, mem.r, sizeof mem));
     CHECK_STATUS(per_tree_init_mem(&a, 33, mem.r, sizeof mem), PER_ERR_MEMORY);
     CHECK_OK(per_tree_init_mem(&a, 16, mem.r, sizeof mem));
     CHECK_STATUS(per_tree_init_mem(&b, 16, mem.r, 32 * sizeof(per_real) - 1),
