@@ -1675,14 +1675,28 @@ static void peri_rng_commit(per_rng *r, const uint32_t *w, uint32_t used) {
   r->avail = 4 * blocks - used;
 }
 
-/* >>tree */
+/* >>rules: the formulas per_cuda.cu's kernels share (PER_HD), written once */
 
-static int peri_is_finite(per_real v) {
-  per_status s = per_leaf_status(v);
-  return s != PER_ERR_NAN && s != PER_ERR_INF;
+/* pow for the two formulas that use it. Out of line on the device, so the
+   kernels' own code can be checked to hold no fused multiply-add
+   (tests/cuda/check_ptx.py: pow's implementation uses fma by design,
+   within its documented ulp bound). PERI_POW replaces pow (the CUDA host
+   shim uses a wider one inside its kernels). */
+#ifndef PERI_POW
+#define PERI_POW pow
+#endif
+#ifdef __CUDACC__
+#define PERI_POW_LINKAGE static __noinline__
+#else
+#define PERI_POW_LINKAGE static inline
+#endif
+PERI_POW_LINKAGE PER_HD double peri_pow(double x, double y) {
+  return PERI_POW(x, y);
 }
 
-static uint32_t peri_leaves_for(uint32_t capacity, uint32_t *depth) {
+/* L, the smallest power of two >= capacity, and log2(L) in *depth (when
+   not NULL): the tree's shape for a capacity. */
+PER_INLINE PER_HD uint32_t peri_leaves_for(uint32_t capacity, uint32_t *depth) {
   uint32_t L = 1, d = 0;
   while (L < capacity) {
     L <<= 1;
@@ -1691,6 +1705,45 @@ static uint32_t peri_leaves_for(uint32_t capacity, uint32_t *depth) {
   if (depth) *depth = d;
   return L;
 }
+
+/* Why a tree whose root is `total` cannot be sampled, or PER_OK. */
+PER_INLINE PER_HD per_status peri_samplable(per_real total) {
+  per_status s = per_leaf_status(total);
+  if (s == PER_ERR_NAN || s == PER_ERR_INF) return PER_ERR_DEGENERATE;
+  if (!(total > 0)) return PER_ERR_EMPTY;
+  return PER_OK;
+}
+
+/* PER_ERR_NAN or PER_ERR_INF for a float that is not finite (a TD error,
+   a reward), read from the bits so -ffinite-math-only cannot drop it. */
+PER_INLINE PER_HD per_status peri_float_status(float v) {
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  if (((u >> 23) & 0xffu) == 0xffu)
+    return (u & 0x7fffffu) ? PER_ERR_NAN : PER_ERR_INF;
+  return PER_OK;
+}
+
+/* The leaf of a finite TD error: (|td| + eps)^alpha in double, exactly 1
+   when alpha == 0 and no pow when alpha == 1, capped at PER_LEAF_MAX,
+   rounded to per_real. */
+PER_INLINE PER_HD per_real peri_priority(float td, double eps, double alpha) {
+  double p = fabs((double)td) + eps;
+  if (alpha != 1) p = alpha == 0 ? 1.0 : peri_pow(p, alpha);
+  if (!(p <= (double)PER_LEAF_MAX)) p = (double)PER_LEAF_MAX;
+  return (per_real)p;
+}
+
+/* The importance-sampling weight of a draw with leaf p when the smallest
+   leaf of the batch (or the buffer) is pmin: (N P)^-beta / max (N P)^-beta
+   = (pmin / p)^beta in double, as a float; exactly 1 when beta == 0 and
+   for p <= pmin. */
+PER_INLINE PER_HD float peri_weight(per_real p, per_real pmin, double beta) {
+  if (beta == 0 || !(p > pmin)) return 1.0f;
+  return (float)peri_pow((double)pmin / (double)p, beta);
+}
+
+/* >>tree */
 
 PERDEF size_t per_tree_bytes(uint32_t capacity) {
   uint32_t L;
@@ -1950,10 +2003,7 @@ PERDEF per_real per_tree_prefix(const per_tree *t, uint32_t i) {
 
 /* PER_OK when the tree has mass to sample from, else why not. */
 static per_status peri_tree_samplable(const per_tree *t) {
-  per_real total = t->node[1];
-  if (!peri_is_finite(total)) return PER_ERR_DEGENERATE;
-  if (!(total > 0)) return PER_ERR_EMPTY;
-  return PER_OK;
+  return peri_samplable(t->node[1]);
 }
 
 PERDEF per_status per_tree_find(const per_tree *t, per_real u, uint32_t *idx) {
@@ -2445,14 +2495,6 @@ static int peri_dfinite(double v) {
   uint64_t u;
   memcpy(&u, &v, sizeof u);
   return ((u >> 52) & 0x7ffu) != 0x7ffu;
-}
-
-static per_status peri_float_status(float v) {
-  uint32_t u;
-  memcpy(&u, &v, sizeof u);
-  if (((u >> 23) & 0xffu) == 0xffu)
-    return (u & 0x7fffffu) ? PER_ERR_NAN : PER_ERR_INF;
-  return PER_OK;
 }
 
 PERDEF per_config per_config_default(uint32_t capacity, uint32_t item_size) {
@@ -3175,11 +3217,6 @@ static void peri_draw_chunk(per_buffer *b, const peri_plan *p, uint32_t base,
 
 /* ---- emit ---- */
 
-static float peri_weight(per_real p, per_real pmin, double beta) {
-  if (beta == 0 || !(p > pmin)) return 1.0f;
-  return (float)pow((double)pmin / (double)p, beta);
-}
-
 /* Unit i of the batch, leaf `leaf`: its steps into items_out, its id, its
    mask. */
 static void peri_emit_unit(const per_buffer *b, const peri_plan *p, uint32_t i,
@@ -3266,14 +3303,6 @@ PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
   return PER_OK;
 }
 
-/* The leaf of a TD error: (|td| + eps)^alpha, capped at PER_LEAF_MAX. */
-static per_real peri_priority(const per_buffer *b, float td) {
-  double alpha = b->cfg.alpha, p = fabs((double)td) + b->cfg.eps;
-  if (alpha != 1) p = alpha == 0 ? 1.0 : pow(p, alpha);
-  if (!(p <= (double)PER_LEAF_MAX)) p = (double)PER_LEAF_MAX;
-  return (per_real)p;
-}
-
 /* An id's check: PER_ERR_INDEX for one sample never handed out (slot
    outside the ring or not a multiple of stride, generation 0, or newer
    than the slot's while no slot can have wrapped). */
@@ -3308,7 +3337,7 @@ PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
       continue;
     }
     idx[m] = slot;
-    val[m] = peri_priority(b, td[j]);
+    val[m] = peri_priority(td[j], b->cfg.eps, b->cfg.alpha);
     if (++m == PERI_CHUNK) {
       peri_set_leaves(b, idx, val, m);
       m = 0;
@@ -3353,7 +3382,7 @@ PERDEF per_status per_buffer_update_seq(per_buffer *b, const uint64_t *ids,
     steps = peri_seq_steps(b, slot, &v);
     for (t = 0; t < steps; ++t) {
       idx[m] = (uint32_t)(((uint64_t)slot + t) % cap);
-      val[m] = peri_priority(b, td[(size_t)j * len + t]);
+      val[m] = peri_priority(td[(size_t)j * len + t], b->cfg.eps, b->cfg.alpha);
       if (++m == PERI_CHUNK) {
         peri_set_leaves(b, idx, val, m);
         m = 0;

@@ -54,9 +54,6 @@
 #define PER_CUDAI_LD(p) (*(p))
 #define PER_CUDAI_ST(p, v) (*(p) = (v))
 #endif
-#ifndef PER_CUDAI_POW
-#define PER_CUDAI_POW pow
-#endif
 
 // >>internals
 
@@ -114,58 +111,10 @@ static __host__ __device__ inline per_cudai_bits per_cudai_claimed(void) {
   return per_cudai_to_bits((per_real)-2);
 }
 
-// Not inlined, so that the kernels' own code can be checked to hold no
-// fused multiply-add (tests/cuda/check_ptx.py); pow's implementation uses
-// fma by design, within its documented ulp bound.
-#ifdef __CUDACC__
-#define PER_CUDAI_NOINLINE __noinline__
-#else
-#define PER_CUDAI_NOINLINE
-#endif
-static __host__ __device__ PER_CUDAI_NOINLINE double per_cudai_pow(double x,
-                                                                   double y) {
-  return PER_CUDAI_POW(x, y);
-}
-
-// The priority of a TD error as per_buffer_update computes it (per.h):
-// (|td| + eps)^alpha in double, exactly 1 when alpha == 0, capped at
-// PER_LEAF_MAX, then rounded to per_real. td is finite (validated).
-static __host__ __device__ inline per_real per_cudai_priority(float td,
-                                                              double eps,
-                                                              double alpha) {
-  double p = alpha == 0 ? 1.0 : per_cudai_pow(fabs((double)td) + eps, alpha);
-  if (!(p <= (double)PER_LEAF_MAX)) p = (double)PER_LEAF_MAX;
-  return (per_real)p;
-}
-
-// The IS weight of a draw of leaf value p in a batch whose smallest value
-// is pmin, as per_buffer_sample computes it (per.h):
-// (N P)^-beta / max_batch (N P)^-beta = (pmin / p)^beta, in double, as a
-// float; exactly 1 for the batch minimum and when beta == 0.
-static __host__ __device__ inline float per_cudai_weight(per_real p,
-                                                         per_real pmin,
-                                                         double beta) {
-  if (beta == 0 || !(p > pmin)) return 1.0f;
-  return (float)per_cudai_pow((double)pmin / (double)p, beta);
-}
-
-// NaN or infinity in a TD error (a float), as per_buffer_update refuses it.
-static __host__ __device__ inline per_status per_cudai_td_status(float td) {
-  uint32_t b;
-  memcpy(&b, &td, sizeof b);
-  if (((b >> 23) & 0xffu) == 0xffu)
-    return (b & 0x7fffffu) ? PER_ERR_NAN : PER_ERR_INF;
-  return PER_OK;
-}
-
-// Why a tree with this root cannot be sampled (as per_tree_sample says).
-static __host__ __device__ inline per_status per_cudai_samplable(
-    per_real total) {
-  per_status s = per_leaf_status(total);
-  if (s == PER_ERR_NAN || s == PER_ERR_INF) return PER_ERR_DEGENERATE;
-  if (!(total > 0)) return PER_ERR_EMPTY;
-  return PER_OK;
-}
+// The priority, IS weight, TD status, samplable and leaves-for-capacity
+// rules are per.h's own PER_HD functions (peri_priority, peri_weight,
+// peri_float_status, peri_samplable, peri_leaves_for): one definition for
+// the CPU and the kernels.
 
 // The value of pair j: d_val[j], or the priority of d_td[j].
 struct per_cudai_values {
@@ -176,7 +125,7 @@ struct per_cudai_values {
 
 static __host__ __device__ inline per_real per_cudai_value(
     const per_cudai_values &v, uint32_t j) {
-  return v.td ? per_cudai_priority(PER_CUDAI_LD(&v.td[j]), v.eps, v.alpha)
+  return v.td ? peri_priority(PER_CUDAI_LD(&v.td[j]), v.eps, v.alpha)
               : PER_CUDAI_LD(&v.val[j]);
 }
 
@@ -189,7 +138,7 @@ static __host__ __device__ inline per_status per_cudai_pair_status(
     uint32_t capacity) {
   per_status s;
   if (v.td) {
-    s = per_cudai_td_status(PER_CUDAI_LD(&v.td[j]));
+    s = peri_float_status(PER_CUDAI_LD(&v.td[j]));
     if (s != PER_OK) return s;
     return PER_CUDAI_LD(&idx[j]) >= capacity ? PER_ERR_INDEX : PER_OK;
   }
@@ -301,7 +250,7 @@ static __global__ void per_cudai_k_sample(const per_real *node, uint32_t L,
   per_status s;
   if (i >= B) return;
   total = PER_CUDAI_LD(&node[1]);
-  s = per_cudai_samplable(total);
+  s = peri_samplable(total);
   if (s != PER_OK) {
     atomicMax(status, per_cudai_word(0, s));
     return;
@@ -341,16 +290,16 @@ static __global__ void per_cudai_k_w_min(const per_real *val, uint32_t B,
   else atomicMin(minbits, per_cudai_to_bits(x));
 }
 
-// w[i] = per_cudai_weight(val[i], min, beta); thread i alone writes w[i].
+// w[i] = peri_weight(val[i], min, beta); thread i alone writes w[i].
 static __global__ void per_cudai_k_w_apply(const per_real *val, uint32_t B,
                                            double beta, float *w,
                                            const per_cudai_bits *minbits,
                                            const unsigned long long *status) {
   uint32_t i = per_cudai_thread_id();
   if (i >= B || PER_CUDAI_LD(status)) return;
-  PER_CUDAI_ST(&w[i], per_cudai_weight(
-                          PER_CUDAI_LD(&val[i]),
-                          per_cudai_from_bits(PER_CUDAI_LD(minbits)), beta));
+  PER_CUDAI_ST(&w[i],
+               peri_weight(PER_CUDAI_LD(&val[i]),
+                           per_cudai_from_bits(PER_CUDAI_LD(minbits)), beta));
 }
 
 // >>launchers
@@ -363,22 +312,12 @@ static per_status per_cudai_launched(void) {
   return cudaPeekAtLastError() == cudaSuccess ? PER_OK : PER_ERR_DEVICE;
 }
 
-static uint32_t per_cudai_leaves(uint32_t capacity, uint32_t *depth) {
-  uint32_t L = 1, d = 0;
-  while (L < capacity) {
-    L <<= 1;
-    ++d;
-  }
-  *depth = d;
-  return L;
-}
-
 static per_status per_cudai_check_tree(const per_cuda_tree *t) {
   uint32_t d, L;
   if (!t || !t->d_node) return PER_ERR_NULL;
   if (t->capacity == 0 || t->capacity > PER_MAX_CAPACITY)
     return PER_ERR_CAPACITY;
-  L = per_cudai_leaves(t->capacity, &d);
+  L = peri_leaves_for(t->capacity, &d);
   if (t->leaves != L || t->depth != d) return PER_ERR_CAPACITY;
   return PER_OK;
 }
@@ -457,7 +396,7 @@ PER_CUDA_DEF per_status per_cuda_tree_wrap(per_cuda_tree *t, uint32_t capacity,
     return PER_ERR_MEMORY;
   t->d_node = (per_real *)d_mem;
   t->capacity = capacity;
-  t->leaves = per_cudai_leaves(capacity, &t->depth);
+  t->leaves = peri_leaves_for(capacity, &t->depth);
   return PER_OK;
 }
 
@@ -536,9 +475,7 @@ PER_CUDA_DEF per_status per_cuda_update(const per_cuda_tree *t,
 
 // x is finite and >= 0 (read from the bits: immune to -ffast-math).
 static int per_cudai_nonneg_finite(double x) {
-  uint64_t b;
-  memcpy(&b, &x, sizeof b);
-  return ((b >> 52) & 0x7ffu) != 0x7ffu && x >= 0;
+  return peri_dfinite(x) && x >= 0;
 }
 
 PER_CUDA_DEF per_status

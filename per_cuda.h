@@ -88,9 +88,10 @@
       through a barrier no compiler fuses, so there is no contraction flag
       to pass on to your code): only IEEE additions, multiplications and
       divisions and integer operations are used. The exceptions are the
-      two formulas with a pow, which follow per.h's buffer (per_buffer_update,
-      per_buffer_sample) operation for operation, in double:
-        priority  p = (|td| + eps)^alpha (1 when alpha == 0, capped at
+      two formulas with a pow, the very functions per.h's buffer
+      (per_buffer_update, per_buffer_sample) calls, in double:
+        priority  p = (|td| + eps)^alpha (1 when alpha == 0, no pow when
+                  alpha == 1: the same bits as the CPU; capped at
                   PER_LEAF_MAX), rounded to per_real;
         IS weight w = (pmin / p)^beta (1 when beta == 0 or p == pmin),
                   rounded to float.

@@ -412,11 +412,16 @@ static inline cudaError_t cudaGetDeviceCount(int *n) {
   return cudaSuccess;
 }
 
-// >>pow: the "device" libm (see the top comment)
+// >>pow: the "device" libm (see the top comment). per.h's one pow
+// (peri_pow, used by the priority and IS-weight rules both sides share)
+// goes through PERI_POW: inside a kernel it is the wider powl, rounded to
+// double, as a GPU's pow differs from the CPU's; on the host it stays the
+// C library's, so the CPU reference in the same program is per.h's own.
 static inline double per_shim_pow(double x, double y) {
-  return (double)powl((long double)x, (long double)y);
+  if (per_shim_in_kernel) return (double)powl((long double)x, (long double)y);
+  return pow(x, y);
 }
-#define PER_CUDAI_POW per_shim_pow
+#define PERI_POW per_shim_pow
 
 static inline const char *cudaGetErrorString(cudaError_t e) {
   return e == cudaSuccess ? "no error (host shim)" : "error (host shim)";
