@@ -308,8 +308,26 @@ static uint32_t per_cudai_grid(uint32_t n) {
   return n / PER_CUDAI_BLOCK + (n % PER_CUDAI_BLOCK != 0);
 }
 
+// The cudaError_t behind the last PER_ERR_DEVICE of this thread.
+static thread_local int per_cudai_last_error = 0;
+
+// PER_OK for cudaSuccess; otherwise keep e for per_cuda_last_error and
+// return PER_ERR_DEVICE.
+static per_status per_cudai_device(cudaError_t e) {
+  if (e == cudaSuccess) return PER_OK;
+  per_cudai_last_error = (int)e;
+  return PER_ERR_DEVICE;
+}
+
 static per_status per_cudai_launched(void) {
-  return cudaPeekAtLastError() == cudaSuccess ? PER_OK : PER_ERR_DEVICE;
+  return per_cudai_device(cudaPeekAtLastError());
+}
+
+// p is NULL or aligned to `align` bytes: a misaligned atomic or vector
+// access is a sticky error of the whole CUDA context, so it is refused
+// on the host first.
+static int per_cudai_aligned(const void *p, size_t align) {
+  return ((uintptr_t)p % align) == 0;
 }
 
 static per_status per_cudai_check_tree(const per_cuda_tree *t) {
@@ -357,9 +375,14 @@ static per_status per_cudai_update(const per_cuda_tree *t,
   if (s != PER_OK || !go) return s;
   if (!d_status) return PER_ERR_NULL;
   if (n > 0 && (!d_idx || (!v.val && !v.td))) return PER_ERR_NULL;
-  if (cudaMemsetAsync(d_status, 0, sizeof *d_status, stream) != cudaSuccess)
-    return PER_ERR_DEVICE;
-  if (n == 0) return PER_OK;
+  if (!per_cudai_aligned(d_status, sizeof *d_status) ||
+      !per_cudai_aligned(d_scratch, sizeof(uint32_t)) ||
+      !per_cudai_aligned(d_idx, sizeof *d_idx) ||
+      !per_cudai_aligned(v.val, sizeof *v.val) ||
+      !per_cudai_aligned(v.td, sizeof *v.td))
+    return PER_ERR_MEMORY;
+  s = per_cudai_device(cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  if (s != PER_OK || n == 0) return s;
   g = per_cudai_grid(n);
   PER_CUDA_LAUNCH(per_cudai_k_validate, g, PER_CUDAI_BLOCK, stream, v, d_idx, n,
                   t->capacity, d_status);
@@ -380,12 +403,15 @@ extern "C" {
 
 PER_CUDA_DEF size_t per_cuda_real_bytes(void) { return sizeof(per_real); }
 
+PER_CUDA_DEF int per_cuda_last_error(void) { return per_cudai_last_error; }
+
 PER_CUDA_DEF size_t per_cuda_tree_bytes(uint32_t capacity) {
   return per_tree_bytes(capacity);
 }
 
-PER_CUDA_DEF per_status per_cuda_tree_wrap(per_cuda_tree *t, uint32_t capacity,
-                                           void *d_mem, size_t bytes) {
+PER_CUDA_DEF per_status per_cuda_tree_init_mem(per_cuda_tree *t,
+                                               uint32_t capacity, void *d_mem,
+                                               size_t bytes) {
   size_t need;
   if (!t) return PER_ERR_NULL;
   memset(t, 0, sizeof *t);
@@ -404,10 +430,8 @@ PER_CUDA_DEF per_status per_cuda_tree_clear(const per_cuda_tree *t,
                                             per_cuda_stream stream) {
   per_status s = per_cudai_check_tree(t);
   if (s != PER_OK) return s;
-  return cudaMemsetAsync(t->d_node, 0, per_tree_bytes(t->capacity), stream) ==
-                 cudaSuccess
-             ? PER_OK
-             : PER_ERR_DEVICE;
+  return per_cudai_device(
+      cudaMemsetAsync(t->d_node, 0, per_tree_bytes(t->capacity), stream));
 }
 
 static per_status per_cudai_copy(const per_cuda_tree *t, const per_tree *host,
@@ -426,7 +450,7 @@ static per_status per_cudai_copy(const per_cuda_tree *t, const per_tree *host,
   else
     e = cudaMemcpyAsync(host->node, t->d_node, bytes, cudaMemcpyDeviceToHost,
                         stream);
-  return e == cudaSuccess ? PER_OK : PER_ERR_DEVICE;
+  return per_cudai_device(e);
 }
 
 PER_CUDA_DEF per_status per_cuda_tree_upload(const per_cuda_tree *t,
@@ -453,17 +477,15 @@ PER_CUDA_DEF per_status per_cuda_status_decode(unsigned long long word,
 PER_CUDA_DEF per_status per_cuda_status_clear(unsigned long long *d_status,
                                               per_cuda_stream stream) {
   if (!d_status) return PER_ERR_NULL;
-  return cudaMemsetAsync(d_status, 0, sizeof *d_status, stream) == cudaSuccess
-             ? PER_OK
-             : PER_ERR_DEVICE;
+  if (!per_cudai_aligned(d_status, sizeof *d_status)) return PER_ERR_MEMORY;
+  return per_cudai_device(
+      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
 }
 
-PER_CUDA_DEF per_status per_cuda_update(const per_cuda_tree *t,
-                                        const uint32_t *d_idx,
-                                        const per_real *d_val, uint32_t n,
-                                        void *d_scratch, size_t *scratch_bytes,
-                                        unsigned long long *d_status,
-                                        per_cuda_stream stream) {
+PER_CUDA_DEF per_status per_cuda_tree_set_batch(
+    const per_cuda_tree *t, const uint32_t *d_idx, const per_real *d_val,
+    uint32_t n, void *d_scratch, size_t *scratch_bytes,
+    unsigned long long *d_status, per_cuda_stream stream) {
   per_cudai_values v;
   v.val = d_val;
   v.td = NULL;
@@ -479,10 +501,10 @@ static int per_cudai_nonneg_finite(double x) {
 }
 
 PER_CUDA_DEF per_status
-per_cuda_update_td(const per_cuda_tree *t, const uint32_t *d_idx,
-                   const float *d_td, uint32_t n, double eps, double alpha,
-                   void *d_scratch, size_t *scratch_bytes,
-                   unsigned long long *d_status, per_cuda_stream stream) {
+per_cuda_tree_set_td(const per_cuda_tree *t, const uint32_t *d_idx,
+                     const float *d_td, uint32_t n, double eps, double alpha,
+                     void *d_scratch, size_t *scratch_bytes,
+                     unsigned long long *d_status, per_cuda_stream stream) {
   per_cudai_values v;
   if (!per_cudai_nonneg_finite(eps) || !per_cudai_nonneg_finite(alpha))
     return PER_ERR_ARG;
@@ -494,7 +516,7 @@ per_cuda_update_td(const per_cuda_tree *t, const uint32_t *d_idx,
                           stream);
 }
 
-PER_CUDA_DEF per_status per_cuda_sample(
+PER_CUDA_DEF per_status per_cuda_tree_sample(
     const per_cuda_tree *t, uint64_t seed, uint64_t counter,
     unsigned long long *d_counter, uint32_t B, uint32_t *d_idx, per_real *d_val,
     unsigned long long *d_status, per_cuda_stream stream) {
@@ -502,8 +524,13 @@ PER_CUDA_DEF per_status per_cuda_sample(
   if (s != PER_OK) return s;
   if (!d_idx || !d_status) return PER_ERR_NULL;
   if (B == 0) return PER_ERR_BATCH;
-  if (cudaMemsetAsync(d_status, 0, sizeof *d_status, stream) != cudaSuccess)
-    return PER_ERR_DEVICE;
+  if (!per_cudai_aligned(d_status, sizeof *d_status) ||
+      !per_cudai_aligned(d_counter, sizeof *d_counter) ||
+      !per_cudai_aligned(d_idx, sizeof *d_idx) ||
+      !per_cudai_aligned(d_val, sizeof *d_val))
+    return PER_ERR_MEMORY;
+  s = per_cudai_device(cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  if (s != PER_OK) return s;
   PER_CUDA_LAUNCH(per_cudai_k_sample, per_cudai_grid(B), PER_CUDAI_BLOCK,
                   stream, t->d_node, t->leaves, seed, counter, d_counter, B,
                   d_idx, d_val, d_status);
@@ -528,10 +555,17 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
   s = per_cudai_scratch(d_scratch, scratch_bytes, per_cudai_round(0), &go);
   if (s != PER_OK || !go) return s;
   if (!d_val || !d_w || !d_status) return PER_ERR_NULL;
+  if (!per_cudai_aligned(d_status, sizeof *d_status) ||
+      !per_cudai_aligned(minbits, sizeof *minbits) ||
+      !per_cudai_aligned(d_val, sizeof *d_val) ||
+      !per_cudai_aligned(d_w, sizeof *d_w))
+    return PER_ERR_MEMORY;
   // minbits starts above every valid pattern (all ones: a negative NaN)
-  if (cudaMemsetAsync(d_status, 0, sizeof *d_status, stream) != cudaSuccess ||
-      cudaMemsetAsync(minbits, 0xFF, sizeof *minbits, stream) != cudaSuccess)
-    return PER_ERR_DEVICE;
+  s = per_cudai_device(cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  if (s == PER_OK)
+    s = per_cudai_device(
+        cudaMemsetAsync(minbits, 0xFF, sizeof *minbits, stream));
+  if (s != PER_OK) return s;
   g = per_cudai_grid(B);
   PER_CUDA_LAUNCH(per_cudai_k_w_min, g, PER_CUDAI_BLOCK, stream, d_val, B,
                   minbits, d_status);

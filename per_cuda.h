@@ -32,10 +32,10 @@
       also define PER_IMPLEMENTATION in one of its files.
 
    CONTENTS
-      1. Device tree ........ per_cuda_tree, wrap, clear, upload, download
+      1. Device tree ........ per_cuda_tree, init_mem, clear, upload, download
       2. Status word ........ per_cuda_status_decode, per_cuda_status_clear
-      3. Update ............. per_cuda_update, per_cuda_update_td
-      4. Sample ............. per_cuda_sample
+      3. Update ............. per_cuda_tree_set_batch, per_cuda_tree_set_td
+      4. Sample ............. per_cuda_tree_sample
       5. IS weights ......... per_cuda_is_weights
 
    CONVENTIONS (every function)
@@ -45,10 +45,18 @@
       - The return value is what the host can check without the device:
         NULL pointers, sizes, arguments, a failed CUDA launch. When it is
         not PER_OK nothing was enqueued, except for PER_ERR_DEVICE
-        (the CUDA runtime refused a launch or a copy: cudaPeekAtLastError
-        tells why; like CUB, this also reports an earlier error of yours
-        that cudaGetLastError has not cleared yet), after which the device
-        data is as unspecified as after any CUDA error.
+        (the CUDA runtime refused a launch or a copy: per_cuda_last_error
+        returns the cudaError_t; like CUB, this also reports an earlier
+        error of yours that cudaGetLastError has not cleared yet), after
+        which the device data is as unspecified as after any CUDA error.
+      - Device pointers must be aligned for their type (d_status and
+        d_counter 8 bytes, d_val sizeof(per_real), d_idx, d_td and d_w 4,
+        d_scratch 8): a misaligned one is PER_ERR_MEMORY, refused on the
+        host, since a misaligned access on the device is an error of the
+        whole CUDA context. cudaMalloc's memory is aligned to 256 bytes.
+      - Work runs on the current device (cudaSetDevice): the tree's memory,
+        the stream and every d_ pointer must belong to it. A call made
+        with another device current fails on the device, not on the host.
       - What depends on device data (a NaN in a batch, an empty tree) is
         written by the device to the caller's status word *d_status (one
         unsigned long long in device memory). Every call that takes one
@@ -81,7 +89,7 @@
       makes graphs pay.
 
    BIT FOR BIT
-      per_cuda_update and per_cuda_sample give exactly the bits of
+      per_cuda_tree_set_batch and per_cuda_tree_sample give exactly the bits of
       per_tree_set_batch and per_tree_sample (PER_REAL double or float)
       when per_cuda.cu is built with -fmad=false; the CPU side may use any
       flags but -ffast-math (per.h rounds every product it later adds to
@@ -152,19 +160,19 @@ extern "C" {
    that take per_real data: a program built with another PER_REAL than
    the per_cuda library fails to link. */
 #define per_cuda_tree_bytes PERI_NAME(per_cuda_tree_bytes)
-#define per_cuda_tree_wrap PERI_NAME(per_cuda_tree_wrap)
+#define per_cuda_tree_init_mem PERI_NAME(per_cuda_tree_init_mem)
 #define per_cuda_tree_clear PERI_NAME(per_cuda_tree_clear)
 #define per_cuda_tree_upload PERI_NAME(per_cuda_tree_upload)
 #define per_cuda_tree_download PERI_NAME(per_cuda_tree_download)
-#define per_cuda_update PERI_NAME(per_cuda_update)
-#define per_cuda_update_td PERI_NAME(per_cuda_update_td)
-#define per_cuda_sample PERI_NAME(per_cuda_sample)
+#define per_cuda_tree_set_batch PERI_NAME(per_cuda_tree_set_batch)
+#define per_cuda_tree_set_td PERI_NAME(per_cuda_tree_set_td)
+#define per_cuda_tree_sample PERI_NAME(per_cuda_tree_sample)
 #define per_cuda_is_weights PERI_NAME(per_cuda_is_weights)
 
 /* A CUDA stream; identical to cudaStream_t. */
 typedef struct CUstream_st *per_cuda_stream;
 
-/* Largest batch of per_cuda_update / per_cuda_update_td /
+/* Largest batch of per_cuda_tree_set_batch / per_cuda_tree_set_td /
    per_cuda_is_weights; larger is PER_ERR_BATCH. (2^22 = 4194304.) */
 #define PER_CUDA_MAX_BATCH 0x400000u
 
@@ -178,6 +186,12 @@ typedef struct CUstream_st *per_cuda_stream;
 /* sizeof(per_real) that per_cuda.cu was compiled with; it must equal
    sizeof(per_real) in your files. */
 PER_CUDA_DEF size_t per_cuda_real_bytes(void);
+
+/* The cudaError_t (as an int) behind the most recent PER_ERR_DEVICE that
+   a per_cuda call returned to this thread; 0 (cudaSuccess) when none has.
+   Like errno, a later successful call does not reset it. Pass it to
+   cudaGetErrorString for a message. */
+PER_CUDA_DEF int per_cuda_last_error(void);
 
 /* ======================================================================
    1. Device tree
@@ -202,8 +216,9 @@ PER_CUDA_DEF size_t per_cuda_tree_bytes(uint32_t capacity);
    d_mem keeps what it holds (use per_cuda_tree_clear or an upload).
    Errors: PER_ERR_NULL, PER_ERR_CAPACITY, PER_ERR_MEMORY; then *t (when
    not NULL) is zeroed, as per_tree_init_mem does. */
-PER_CUDA_DEF per_status per_cuda_tree_wrap(per_cuda_tree *t, uint32_t capacity,
-                                           void *d_mem, size_t bytes);
+PER_CUDA_DEF per_status per_cuda_tree_init_mem(per_cuda_tree *t,
+                                               uint32_t capacity, void *d_mem,
+                                               size_t bytes);
 
 /* Enqueue: every node = 0 (an empty tree). Errors: PER_ERR_NULL,
    PER_ERR_CAPACITY (bad descriptor), PER_ERR_DEVICE. */
@@ -239,7 +254,7 @@ PER_CUDA_DEF per_status per_cuda_status_decode(unsigned long long word,
 
 /* Enqueue *d_status = 0. (Each call sets its word anyway; this is for
    words you read before any call ran.) Errors: PER_ERR_NULL,
-   PER_ERR_DEVICE. */
+   PER_ERR_MEMORY (d_status not 8-byte aligned), PER_ERR_DEVICE. */
 PER_CUDA_DEF per_status per_cuda_status_clear(unsigned long long *d_status,
                                               per_cuda_stream stream);
 
@@ -259,15 +274,13 @@ PER_CUDA_DEF per_status per_cuda_status_clear(unsigned long long *d_status,
    Scratch: round_up(4n, 256) bytes (at least 256).
    Errors returned: PER_ERR_NULL, PER_ERR_CAPACITY (bad descriptor),
    PER_ERR_BATCH (n > PER_CUDA_MAX_BATCH), PER_ERR_MEMORY (scratch too
-   small), PER_ERR_DEVICE. */
-PER_CUDA_DEF per_status per_cuda_update(const per_cuda_tree *t,
-                                        const uint32_t *d_idx,
-                                        const per_real *d_val, uint32_t n,
-                                        void *d_scratch, size_t *scratch_bytes,
-                                        unsigned long long *d_status,
-                                        per_cuda_stream stream);
+   small, or a misaligned pointer), PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_tree_set_batch(
+    const per_cuda_tree *t, const uint32_t *d_idx, const per_real *d_val,
+    uint32_t n, void *d_scratch, size_t *scratch_bytes,
+    unsigned long long *d_status, per_cuda_stream stream);
 
-/* per_cuda_update with the leaf values computed on the device from TD
+/* per_cuda_tree_set_batch with the leaf values computed on the device from TD
    errors, as per_buffer_update does on the CPU: leaf j =
    pow(fabs((double)d_td[j]) + eps, alpha) in double (exactly 1 when
    alpha == 0), capped at PER_LEAF_MAX, rounded to per_real; within
@@ -277,12 +290,12 @@ PER_CUDA_DEF per_status per_cuda_update(const per_cuda_tree *t,
    infinite (PER_ERR_INF), then PER_ERR_INDEX; the first bad pair in batch
    order sets *d_status and nothing is written. eps and alpha must be
    finite and >= 0 (PER_ERR_ARG). Scratch, duplicates and the other errors
-   as per_cuda_update. */
+   as per_cuda_tree_set_batch. */
 PER_CUDA_DEF per_status
-per_cuda_update_td(const per_cuda_tree *t, const uint32_t *d_idx,
-                   const float *d_td, uint32_t n, double eps, double alpha,
-                   void *d_scratch, size_t *scratch_bytes,
-                   unsigned long long *d_status, per_cuda_stream stream);
+per_cuda_tree_set_td(const per_cuda_tree *t, const uint32_t *d_idx,
+                     const float *d_td, uint32_t n, double eps, double alpha,
+                     void *d_scratch, size_t *scratch_bytes,
+                     unsigned long long *d_status, per_cuda_stream stream);
 
 /* ======================================================================
    4. Sample
@@ -303,8 +316,9 @@ per_cuda_update_td(const per_cuda_tree *t, const uint32_t *d_idx,
    *d_status: PER_ERR_EMPTY (total 0) or PER_ERR_DEGENERATE (total not
    finite); then nothing is written and *d_counter is not advanced.
    Errors returned: PER_ERR_NULL, PER_ERR_CAPACITY (bad descriptor),
-   PER_ERR_BATCH (B == 0), PER_ERR_DEVICE. */
-PER_CUDA_DEF per_status per_cuda_sample(
+   PER_ERR_BATCH (B == 0), PER_ERR_MEMORY (a misaligned pointer),
+   PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_tree_sample(
     const per_cuda_tree *t, uint64_t seed, uint64_t counter,
     unsigned long long *d_counter, uint32_t B, uint32_t *d_idx, per_real *d_val,
     unsigned long long *d_status, per_cuda_stream stream);
@@ -313,7 +327,7 @@ PER_CUDA_DEF per_status per_cuda_sample(
    5. Importance-sampling weights
    ====================================================================== */
 
-/* Enqueue the IS weights of a sampled batch (d_val[0..B): per_cuda_sample's
+/* Enqueue the IS weights of a sampled batch (d_val[0..B): per_cuda_tree_sample's
    values), normalized by the batch maximum as per_buffer_sample does:
       w_i = (N P_i)^-beta / max_j (N P_j)^-beta = (pmin / d_val[i])^beta
    with pmin the smallest d_val (N and the total cancel out), computed in
@@ -326,7 +340,7 @@ PER_CUDA_DEF per_status per_cuda_sample(
    per_leaf_status's code, or PER_ERR_ARG for 0; then d_w is not written.
    Scratch: 256 bytes. Errors returned: PER_ERR_NULL, PER_ERR_BATCH
    (B == 0 or > PER_CUDA_MAX_BATCH), PER_ERR_ARG, PER_ERR_MEMORY (scratch
-   too small), PER_ERR_DEVICE. */
+   too small, or a misaligned pointer), PER_ERR_DEVICE. */
 PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
                                             double beta, float *d_w,
                                             void *d_scratch,

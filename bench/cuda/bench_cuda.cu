@@ -2,9 +2,9 @@
 // cumsum + binary-search baseline, measured with cudaEvents in the same run.
 //
 //   N (leaves) in {2^16, 2^20, 2^24}, B (batch) in {256, 1024, 4096}
-//   tree update   : per_cuda_update (B pairs, O(B log N)), plain launches
+//   tree update   : per_cuda_tree_set_batch (B pairs, O(B log N)), plain launches
 //                   and replayed as a CUDA graph
-//   tree sample   : per_cuda_sample (B stratified draws, O(B log N))
+//   tree sample   : per_cuda_tree_sample (B stratified draws, O(B log N))
 //   cumsum update : scatter the B values into a flat priority array
 //   cumsum sample : CUB DeviceScan::InclusiveSum over all N priorities,
 //                   then B binary searches of the same stratified u's
@@ -110,7 +110,7 @@ int main(void) {
     for (i = 0; i < N; ++i) vals[i] = per_rng_real(&r) + (per_real)0.01;
     BENCH_OK(per_tree_build(&host, vals, N));
     BENCH_CHECK(cudaMalloc(&d_tree, per_cuda_tree_bytes(N)));
-    BENCH_OK(per_cuda_tree_wrap(&dt, N, d_tree, per_cuda_tree_bytes(N)));
+    BENCH_OK(per_cuda_tree_init_mem(&dt, N, d_tree, per_cuda_tree_bytes(N)));
     BENCH_OK(per_cuda_tree_upload(&dt, &host, st));
     BENCH_CHECK(cudaMalloc(&d_p, sizeof(per_real) * N));
     BENCH_CHECK(cudaMalloc(&d_cdf, sizeof(per_real) * N));
@@ -143,25 +143,26 @@ int main(void) {
                                   cudaMemcpyHostToDevice, st));
       BENCH_CHECK(cudaMemcpyAsync(d_val, val, sizeof(per_real) * B,
                                   cudaMemcpyHostToDevice, st));
-      BENCH_OK(per_cuda_update(&dt, d_idx, d_val, B, NULL, &sb, d_status, st));
+      BENCH_OK(per_cuda_tree_set_batch(&dt, d_idx, d_val, B, NULL, &sb,
+                                       d_status, st));
       BENCH_CHECK(cudaMalloc(&d_scratch, sb));
 
       // tree update, plain launches
       for (it = 0; it < warm; ++it)
-        BENCH_OK(per_cuda_update(&dt, d_idx, d_val, B, d_scratch, &sb, d_status,
-                                 st));
+        BENCH_OK(per_cuda_tree_set_batch(&dt, d_idx, d_val, B, d_scratch, &sb,
+                                         d_status, st));
       BENCH_CHECK(cudaEventRecord(e0, st));
       for (it = 0; it < iters; ++it)
-        BENCH_OK(per_cuda_update(&dt, d_idx, d_val, B, d_scratch, &sb, d_status,
-                                 st));
+        BENCH_OK(per_cuda_tree_set_batch(&dt, d_idx, d_val, B, d_scratch, &sb,
+                                         d_status, st));
       BENCH_CHECK(cudaEventRecord(e1, st));
       BENCH_CHECK(cudaEventSynchronize(e1));
       BENCH_CHECK(cudaEventElapsedTime(&ms_upd, e0, e1));
 
       // tree update, one graph per call
       BENCH_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-      BENCH_OK(
-          per_cuda_update(&dt, d_idx, d_val, B, d_scratch, &sb, d_status, st));
+      BENCH_OK(per_cuda_tree_set_batch(&dt, d_idx, d_val, B, d_scratch, &sb,
+                                       d_status, st));
       BENCH_CHECK(cudaStreamEndCapture(st, &graph));
       BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
       for (it = 0; it < warm; ++it) BENCH_CHECK(cudaGraphLaunch(exec, st));
@@ -177,12 +178,12 @@ int main(void) {
 
       // tree sample
       for (it = 0; it < warm; ++it)
-        BENCH_OK(per_cuda_sample(&dt, 7, (uint64_t)it * B, NULL, B, d_out, NULL,
-                                 d_status, st));
+        BENCH_OK(per_cuda_tree_sample(&dt, 7, (uint64_t)it * B, NULL, B, d_out,
+                                      NULL, d_status, st));
       BENCH_CHECK(cudaEventRecord(e0, st));
       for (it = 0; it < iters; ++it)
-        BENCH_OK(per_cuda_sample(&dt, 7, (uint64_t)it * B, NULL, B, d_out, NULL,
-                                 d_status, st));
+        BENCH_OK(per_cuda_tree_sample(&dt, 7, (uint64_t)it * B, NULL, B, d_out,
+                                      NULL, d_status, st));
       BENCH_CHECK(cudaEventRecord(e1, st));
       BENCH_CHECK(cudaEventSynchronize(e1));
       BENCH_CHECK(cudaEventElapsedTime(&ms_smp, e0, e1));

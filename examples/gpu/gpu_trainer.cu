@@ -4,10 +4,10 @@
 // "learner" with one parameter theta whose TD error on item i is
 // y_i - theta * x_i. Every step runs on the device with no host round trip:
 //
-//   per_cuda_sample      B indices, stratified, counter kept on the device
+//   per_cuda_tree_sample      B indices, stratified, counter kept on the device
 //   per_cuda_is_weights  w_j = (N P_j)^-beta / max_k (N P_k)^-beta
 //   gather, learn        the items of the batch; TD errors; theta += step
-//   per_cuda_update_td   new priorities (|td| + eps)^alpha
+//   per_cuda_tree_set_td   new priorities (|td| + eps)^alpha
 //
 // The step is captured into a CUDA graph and replayed. beta is a kernel
 // argument, so each epoch captures the step again with its new beta and
@@ -95,8 +95,8 @@ struct trainer {
 // One training step: only enqueues work on the stream (capturable).
 static per_status step(trainer *t, double beta, cudaStream_t st) {
   per_status s;
-  s = per_cuda_sample(&t->tree, 42, 0, t->d_counter, B, t->d_idx, t->d_val,
-                      &t->d_status[0], st);
+  s = per_cuda_tree_sample(&t->tree, 42, 0, t->d_counter, B, t->d_idx, t->d_val,
+                           &t->d_status[0], st);
   if (s == PER_OK)
     s = per_cuda_is_weights(t->d_val, B, beta, t->d_w, t->d_scratch,
                             &t->scratch_bytes, &t->d_status[1], st);
@@ -104,8 +104,9 @@ static per_status step(trainer *t, double beta, cudaStream_t st) {
   gather<<<(B + 127) / 128, 128, 0, st>>>(t->d_idx, t->d_x, t->d_y, t->d_bx,
                                           t->d_by);
   learn<<<1, 1, 0, st>>>(t->d_bx, t->d_by, t->d_w, t->d_td, t->d_theta);
-  s = per_cuda_update_td(&t->tree, t->d_idx, t->d_td, B, 1e-6, 0.6,
-                         t->d_scratch, &t->scratch_bytes, &t->d_status[2], st);
+  s = per_cuda_tree_set_td(&t->tree, t->d_idx, t->d_td, B, 1e-6, 0.6,
+                           t->d_scratch, &t->scratch_bytes, &t->d_status[2],
+                           st);
   keep_error<<<1, 1, 0, st>>>(t->d_status, t->d_sticky);
   return s;
 }
@@ -131,7 +132,7 @@ int main(void) {
   OK(per_tree_init(&host, N, NULL));
   for (k = 0; k < (int)N; ++k) OK(per_tree_set(&host, (uint32_t)k, 1));
   CK(cudaMalloc(&d_tree, bytes));
-  OK(per_cuda_tree_wrap(&t.tree, N, d_tree, bytes));
+  OK(per_cuda_tree_init_mem(&t.tree, N, d_tree, bytes));
   OK(per_cuda_tree_upload(&t.tree, &host, st));
 
   CK(cudaMalloc((void **)&t.d_counter, 8));
@@ -155,8 +156,8 @@ int main(void) {
   make_items<<<(N + 255) / 256, 256, 0, st>>>(t.d_x, t.d_y);
 
   // Two-phase scratch: ask both users, allocate the larger once.
-  OK(per_cuda_update_td(&t.tree, t.d_idx, t.d_td, B, 0, 0, NULL,
-                        &t.scratch_bytes, t.d_status, st));
+  OK(per_cuda_tree_set_td(&t.tree, t.d_idx, t.d_td, B, 0, 0, NULL,
+                          &t.scratch_bytes, t.d_status, st));
   OK(per_cuda_is_weights(t.d_val, B, 0, t.d_w, NULL, &sb, t.d_status, st));
   if (sb > t.scratch_bytes) t.scratch_bytes = sb;
   CK(cudaMalloc(&t.d_scratch, t.scratch_bytes));

@@ -147,7 +147,7 @@ static int cc_dev_tree_make(cc_dev_tree *d, uint32_t capacity) {
   d->host = (per_real *)malloc(bytes);
   CHECK(d->host != NULL);
   if (!mem || !d->host) return 0;
-  CHECK_OK(per_cuda_tree_wrap(&d->t, capacity, mem, bytes));
+  CHECK_OK(per_cuda_tree_init_mem(&d->t, capacity, mem, bytes));
   return 1;
 }
 
@@ -175,15 +175,18 @@ static void cc_case_api(void) {
   CHECK_EQ_U(per_cuda_real_bytes(), sizeof(per_real));
   for (i = 0; i < sizeof caps / sizeof caps[0]; ++i)
     CHECK_EQ_U(per_cuda_tree_bytes(caps[i]), per_tree_bytes(caps[i]));
-  CHECK_STATUS(per_cuda_tree_wrap(NULL, 3, fake, sizeof fake), PER_ERR_NULL);
-  CHECK_STATUS(per_cuda_tree_wrap(&t, 3, NULL, sizeof fake), PER_ERR_NULL);
-  CHECK_STATUS(per_cuda_tree_wrap(&t, 0, fake, sizeof fake), PER_ERR_CAPACITY);
-  CHECK_STATUS(per_cuda_tree_wrap(&t, 5, fake, sizeof fake), PER_ERR_MEMORY);
-  CHECK_STATUS(per_cuda_tree_wrap(&t, 3, (char *)fake + 1, sizeof fake - 1),
+  CHECK_STATUS(per_cuda_tree_init_mem(NULL, 3, fake, sizeof fake),
+               PER_ERR_NULL);
+  CHECK_STATUS(per_cuda_tree_init_mem(&t, 3, NULL, sizeof fake), PER_ERR_NULL);
+  CHECK_STATUS(per_cuda_tree_init_mem(&t, 0, fake, sizeof fake),
+               PER_ERR_CAPACITY);
+  CHECK_STATUS(per_cuda_tree_init_mem(&t, 5, fake, sizeof fake),
                PER_ERR_MEMORY);
-  CHECK_OK(per_cuda_tree_wrap(&t, 3, fake, sizeof fake));
+  CHECK_STATUS(per_cuda_tree_init_mem(&t, 3, (char *)fake + 1, sizeof fake - 1),
+               PER_ERR_MEMORY);
+  CHECK_OK(per_cuda_tree_init_mem(&t, 3, fake, sizeof fake));
   CHECK(t.capacity == 3 && t.leaves == 4 && t.depth == 2 && t.d_node == fake);
-  CHECK_OK(per_cuda_tree_wrap(&t, 1, fake, sizeof fake));
+  CHECK_OK(per_cuda_tree_init_mem(&t, 1, fake, sizeof fake));
   CHECK(t.leaves == 1 && t.depth == 0);
   CHECK_STATUS(per_cuda_status_decode(0, &pos), PER_OK);
   CHECK_EQ_U(pos, 0);
@@ -227,12 +230,12 @@ static void cc_case_scratch(void) {
   cc_h2d(d_w, wsentinel, sizeof wsentinel);
   for (i = 0; i < sizeof ns / sizeof ns[0]; ++i) {
     bytes = 1;
-    CHECK_OK(per_cuda_update(&d.t, d_idx, d_val, ns[i], NULL, &bytes, d_status,
-                             cc_stream));
+    CHECK_OK(per_cuda_tree_set_batch(&d.t, d_idx, d_val, ns[i], NULL, &bytes,
+                                     d_status, cc_stream));
     CHECK_EQ_U(bytes, want[i]);
     bytes = 1;
-    CHECK_OK(per_cuda_update_td(&d.t, d_idx, d_td, ns[i], 0.01, 0.5, NULL,
-                                &bytes, d_status, cc_stream));
+    CHECK_OK(per_cuda_tree_set_td(&d.t, d_idx, d_td, ns[i], 0.01, 0.5, NULL,
+                                  &bytes, d_status, cc_stream));
     CHECK_EQ_U(bytes, want[i]);
   }
   bytes = 0;
@@ -244,51 +247,52 @@ static void cc_case_scratch(void) {
   CHECK_EQ_U(cc_status_word(d_status), sentinel);
   // host-side errors: nothing enqueued
   bytes = 255;
-  CHECK_STATUS(per_cuda_update(&d.t, d_idx, d_val, 8, d_scratch, &bytes,
-                               d_status, cc_stream),
+  CHECK_STATUS(per_cuda_tree_set_batch(&d.t, d_idx, d_val, 8, d_scratch, &bytes,
+                                       d_status, cc_stream),
                PER_ERR_MEMORY);
   bytes = 4096;
-  CHECK_STATUS(per_cuda_update(&d.t, d_idx, d_val, 8, d_scratch, NULL, d_status,
-                               cc_stream),
+  CHECK_STATUS(per_cuda_tree_set_batch(&d.t, d_idx, d_val, 8, d_scratch, NULL,
+                                       d_status, cc_stream),
                PER_ERR_NULL);
-  CHECK_STATUS(per_cuda_update(&d.t, d_idx, d_val, PER_CUDA_MAX_BATCH + 1,
-                               d_scratch, &bytes, d_status, cc_stream),
+  CHECK_STATUS(per_cuda_tree_set_batch(&d.t, d_idx, d_val,
+                                       PER_CUDA_MAX_BATCH + 1, d_scratch,
+                                       &bytes, d_status, cc_stream),
                PER_ERR_BATCH);
-  CHECK_STATUS(per_cuda_update(&d.t, NULL, d_val, 8, d_scratch, &bytes,
-                               d_status, cc_stream),
+  CHECK_STATUS(per_cuda_tree_set_batch(&d.t, NULL, d_val, 8, d_scratch, &bytes,
+                                       d_status, cc_stream),
                PER_ERR_NULL);
-  CHECK_STATUS(per_cuda_update(&d.t, d_idx, NULL, 8, d_scratch, &bytes,
-                               d_status, cc_stream),
+  CHECK_STATUS(per_cuda_tree_set_batch(&d.t, d_idx, NULL, 8, d_scratch, &bytes,
+                                       d_status, cc_stream),
                PER_ERR_NULL);
-  CHECK_STATUS(per_cuda_update(&d.t, d_idx, d_val, 8, d_scratch, &bytes, NULL,
-                               cc_stream),
+  CHECK_STATUS(per_cuda_tree_set_batch(&d.t, d_idx, d_val, 8, d_scratch, &bytes,
+                                       NULL, cc_stream),
                PER_ERR_NULL);
-  CHECK_STATUS(per_cuda_update(NULL, d_idx, d_val, 8, d_scratch, &bytes,
-                               d_status, cc_stream),
+  CHECK_STATUS(per_cuda_tree_set_batch(NULL, d_idx, d_val, 8, d_scratch, &bytes,
+                                       d_status, cc_stream),
                PER_ERR_NULL);
-  CHECK_STATUS(per_cuda_update_td(&d.t, d_idx, d_td, 8, NAN, 0.5, d_scratch,
-                                  &bytes, d_status, cc_stream),
+  CHECK_STATUS(per_cuda_tree_set_td(&d.t, d_idx, d_td, 8, NAN, 0.5, d_scratch,
+                                    &bytes, d_status, cc_stream),
                PER_ERR_ARG);
-  CHECK_STATUS(per_cuda_update_td(&d.t, d_idx, d_td, 8, -1e-6, 0.5, d_scratch,
-                                  &bytes, d_status, cc_stream),
+  CHECK_STATUS(per_cuda_tree_set_td(&d.t, d_idx, d_td, 8, -1e-6, 0.5, d_scratch,
+                                    &bytes, d_status, cc_stream),
                PER_ERR_ARG);
-  CHECK_STATUS(per_cuda_update_td(&d.t, d_idx, d_td, 8, 0.1, -0.5, d_scratch,
-                                  &bytes, d_status, cc_stream),
+  CHECK_STATUS(per_cuda_tree_set_td(&d.t, d_idx, d_td, 8, 0.1, -0.5, d_scratch,
+                                    &bytes, d_status, cc_stream),
                PER_ERR_ARG);
-  CHECK_STATUS(per_cuda_update_td(&d.t, d_idx, d_td, 8, 0.1, INFINITY,
-                                  d_scratch, &bytes, d_status, cc_stream),
+  CHECK_STATUS(per_cuda_tree_set_td(&d.t, d_idx, d_td, 8, 0.1, INFINITY,
+                                    d_scratch, &bytes, d_status, cc_stream),
                PER_ERR_ARG);
-  CHECK_STATUS(per_cuda_update_td(&d.t, d_idx, NULL, 8, 0.1, 0.5, d_scratch,
-                                  &bytes, d_status, cc_stream),
+  CHECK_STATUS(per_cuda_tree_set_td(&d.t, d_idx, NULL, 8, 0.1, 0.5, d_scratch,
+                                    &bytes, d_status, cc_stream),
+               PER_ERR_NULL);
+  CHECK_STATUS(per_cuda_tree_sample(&d.t, 1, 0, NULL, 0, d_idx, d_val, d_status,
+                                    cc_stream),
+               PER_ERR_BATCH);
+  CHECK_STATUS(per_cuda_tree_sample(&d.t, 1, 0, NULL, 8, NULL, d_val, d_status,
+                                    cc_stream),
                PER_ERR_NULL);
   CHECK_STATUS(
-      per_cuda_sample(&d.t, 1, 0, NULL, 0, d_idx, d_val, d_status, cc_stream),
-      PER_ERR_BATCH);
-  CHECK_STATUS(
-      per_cuda_sample(&d.t, 1, 0, NULL, 8, NULL, d_val, d_status, cc_stream),
-      PER_ERR_NULL);
-  CHECK_STATUS(
-      per_cuda_sample(&d.t, 1, 0, NULL, 8, d_idx, d_val, NULL, cc_stream),
+      per_cuda_tree_sample(&d.t, 1, 0, NULL, 8, d_idx, d_val, NULL, cc_stream),
       PER_ERR_NULL);
   CHECK_STATUS(per_cuda_is_weights(d_val, 8, -0.5, d_w, d_scratch, &bytes,
                                    d_status, cc_stream),
@@ -318,6 +322,53 @@ static void cc_case_scratch(void) {
   CHECK_STATUS(per_cuda_is_weights(d_val, 8, 0.4, d_w, d_scratch, &bytes,
                                    d_status, cc_stream),
                PER_ERR_MEMORY);
+  {
+    // a misaligned device pointer is refused on the host: on a GPU it
+    // would be a sticky error of the whole context
+    unsigned long long *st4 = (unsigned long long *)((char *)d_status + 4);
+    uint32_t *idx2 = (uint32_t *)((char *)d_idx + 2);
+    per_real *val2 = (per_real *)((char *)d_val + 2);
+    float *td2 = (float *)((char *)d_td + 2), *w2 = (float *)((char *)d_w + 2);
+    void *scr2 = (char *)d_scratch + 2;
+    bytes = 4096;
+    CHECK_STATUS(per_cuda_status_clear(st4, cc_stream), PER_ERR_MEMORY);
+    CHECK_STATUS(per_cuda_tree_set_batch(&d.t, d_idx, d_val, 8, d_scratch,
+                                         &bytes, st4, cc_stream),
+                 PER_ERR_MEMORY);
+    CHECK_STATUS(per_cuda_tree_set_batch(&d.t, idx2, d_val, 8, d_scratch,
+                                         &bytes, d_status, cc_stream),
+                 PER_ERR_MEMORY);
+    CHECK_STATUS(per_cuda_tree_set_batch(&d.t, d_idx, val2, 8, d_scratch,
+                                         &bytes, d_status, cc_stream),
+                 PER_ERR_MEMORY);
+    CHECK_STATUS(per_cuda_tree_set_batch(&d.t, d_idx, d_val, 8, scr2, &bytes,
+                                         d_status, cc_stream),
+                 PER_ERR_MEMORY);
+    CHECK_STATUS(per_cuda_tree_set_td(&d.t, d_idx, td2, 8, 0.1, 0.5, d_scratch,
+                                      &bytes, d_status, cc_stream),
+                 PER_ERR_MEMORY);
+    CHECK_STATUS(per_cuda_tree_sample(&d.t, 1, 0, st4, 8, d_idx, d_val,
+                                      d_status, cc_stream),
+                 PER_ERR_MEMORY);
+    CHECK_STATUS(per_cuda_tree_sample(&d.t, 1, 0, NULL, 8, idx2, d_val,
+                                      d_status, cc_stream),
+                 PER_ERR_MEMORY);
+    CHECK_STATUS(per_cuda_tree_sample(&d.t, 1, 0, NULL, 8, d_idx, val2,
+                                      d_status, cc_stream),
+                 PER_ERR_MEMORY);
+    CHECK_STATUS(per_cuda_is_weights(val2, 8, 0.4, d_w, d_scratch, &bytes,
+                                     d_status, cc_stream),
+                 PER_ERR_MEMORY);
+    CHECK_STATUS(per_cuda_is_weights(d_val, 8, 0.4, w2, d_scratch, &bytes,
+                                     d_status, cc_stream),
+                 PER_ERR_MEMORY);
+    CHECK_STATUS(per_cuda_is_weights(d_val, 8, 0.4, d_w, scr2, &bytes, d_status,
+                                     cc_stream),
+                 PER_ERR_MEMORY);
+    CHECK_STATUS(per_cuda_is_weights(d_val, 8, 0.4, d_w, d_scratch, &bytes, st4,
+                                     cc_stream),
+                 PER_ERR_MEMORY);
+  }
   cc_same_tree("after refused calls", &cpu, cc_download(&d));
   CHECK_EQ_U(cc_status_word(d_status), sentinel);
   {
@@ -327,8 +378,8 @@ static void cc_case_scratch(void) {
   }
   // n == 0: the word is set to PER_OK and nothing else happens
   bytes = 4096;
-  CHECK_OK(per_cuda_update(&d.t, d_idx, d_val, 0, d_scratch, &bytes, d_status,
-                           cc_stream));
+  CHECK_OK(per_cuda_tree_set_batch(&d.t, d_idx, d_val, 0, d_scratch, &bytes,
+                                   d_status, cc_stream));
   CHECK_EQ_U(cc_status_word(d_status), 0);
   cc_same_tree("after n == 0", &cpu, cc_download(&d));
   per_tree_free(&cpu);
@@ -438,8 +489,8 @@ static void cc_case_update(void) {
       cc_batch_fill(&b, &r, n, C, spread);
       cc_batch_upload(&b, n);
       CHECK_OK(per_tree_set_batch(&cpu, b.idx, b.val, n));
-      CHECK_OK(per_cuda_update(&d.t, b.d_idx, b.d_val, n, b.d_scratch, &sb,
-                               b.d_status, cc_stream));
+      CHECK_OK(per_cuda_tree_set_batch(&d.t, b.d_idx, b.d_val, n, b.d_scratch,
+                                       &sb, b.d_status, cc_stream));
       CHECK_STATUS(per_cuda_status_decode(cc_status_word(b.d_status), NULL),
                    PER_OK);
       snprintf(what, sizeof what, "update round %u, n %u, spread %u", round, n,
@@ -501,8 +552,8 @@ static void cc_case_bad(void) {
       CHECK(want != PER_OK);
       CHECK_MEM(before, cpu.node, per_tree_bytes(C));
       cc_batch_upload(&b, n);
-      CHECK_OK(per_cuda_update(&d.t, b.d_idx, b.d_val, n, b.d_scratch, &sb,
-                               b.d_status, cc_stream));
+      CHECK_OK(per_cuda_tree_set_batch(&d.t, b.d_idx, b.d_val, n, b.d_scratch,
+                                       &sb, b.d_status, cc_stream));
       got = per_cuda_status_decode(cc_status_word(b.d_status), &pos);
       CHECK_STATUS(got, want);
       CHECK_MSG(pos == first, "capacity %u: first bad pair %u, device says %u",
@@ -530,8 +581,9 @@ static void cc_case_bad(void) {
         }
         if (want_pos < n) {
           cc_batch_upload(&b, n);
-          CHECK_OK(per_cuda_update_td(&d.t, b.d_idx, b.d_td, n, 1e-6, 0.6,
-                                      b.d_scratch, &sb, b.d_status, cc_stream));
+          CHECK_OK(per_cuda_tree_set_td(&d.t, b.d_idx, b.d_td, n, 1e-6, 0.6,
+                                        b.d_scratch, &sb, b.d_status,
+                                        cc_stream));
           got = per_cuda_status_decode(cc_status_word(b.d_status), &pos);
           CHECK_STATUS(got, want);
           CHECK_EQ_U(pos, want_pos);
@@ -589,8 +641,8 @@ static void cc_case_td(void) {
         }
       }
       cc_batch_upload(&b, n);
-      CHECK_OK(per_cuda_update_td(&d.t, b.d_idx, b.d_td, n, eps, alpha,
-                                  b.d_scratch, &sb, b.d_status, cc_stream));
+      CHECK_OK(per_cuda_tree_set_td(&d.t, b.d_idx, b.d_td, n, eps, alpha,
+                                    b.d_scratch, &sb, b.d_status, cc_stream));
       CHECK_STATUS(per_cuda_status_decode(cc_status_word(b.d_status), NULL),
                    PER_OK);
       dn = cc_download(&d);
@@ -657,8 +709,9 @@ static void cc_case_td(void) {
           b.td[30] = NAN;  // a later bad pair does not count
           b.idx[40] = 100; // nor a later bad index
           cc_batch_upload(&b, 50);
-          CHECK_OK(per_cuda_update_td(&d.t, b.d_idx, b.d_td, 50, 0, alphas[a],
-                                      b.d_scratch, &sb, b.d_status, cc_stream));
+          CHECK_OK(per_cuda_tree_set_td(&d.t, b.d_idx, b.d_td, 50, 0, alphas[a],
+                                        b.d_scratch, &sb, b.d_status,
+                                        cc_stream));
           CHECK_STATUS(per_cuda_status_decode(cc_status_word(b.d_status), &pos),
                        k < 2 ? PER_ERR_NAN : PER_ERR_INF);
           CHECK_EQ_U(pos, 7);
@@ -717,8 +770,8 @@ static void cc_sample_one(const per_tree *cpu, const cc_dev_tree *d,
   want = per_tree_sample(cpu, &rng, B, s->cidx, s->cval);
   memset(s->idx, 0xEE, 4 * (size_t)B);
   cc_h2d(s->d_idx, s->idx, 4 * (size_t)B); // sentinels: must stay on error
-  CHECK_OK(per_cuda_sample(&d->t, seed, counter, NULL, B, s->d_idx, s->d_val,
-                           s->d_status, cc_stream));
+  CHECK_OK(per_cuda_tree_sample(&d->t, seed, counter, NULL, B, s->d_idx,
+                                s->d_val, s->d_status, cc_stream));
   got = per_cuda_status_decode(cc_status_word(s->d_status), NULL);
   CHECK_STATUS(got, want);
   cc_d2h(s->idx, s->d_idx, 4 * (size_t)B);
@@ -835,8 +888,8 @@ static void cc_case_sample(void) {
       for (call = 0; call < 3; ++call) {
         uint32_t B = 100 + 50 * (uint32_t)call;
         CHECK_OK(per_tree_sample(&cpu, &rng, B, s.cidx, s.cval));
-        CHECK_OK(per_cuda_sample(&d.t, 99, 0, s.d_counter, B, s.d_idx, s.d_val,
-                                 s.d_status, cc_stream));
+        CHECK_OK(per_cuda_tree_sample(&d.t, 99, 0, s.d_counter, B, s.d_idx,
+                                      s.d_val, s.d_status, cc_stream));
         CHECK_EQ_U(cc_status_word(s.d_status), 0);
         cc_d2h(s.idx, s.d_idx, 4 * (size_t)B);
         CHECK_MEM(s.idx, s.cidx, 4 * (size_t)B);
@@ -848,8 +901,8 @@ static void cc_case_sample(void) {
       per_tree_clear(&cpu);
       CHECK_OK(per_cuda_tree_clear(&d.t, cc_stream));
       CHECK_STATUS(per_tree_sample(&cpu, &rng, 5, s.cidx, NULL), PER_ERR_EMPTY);
-      CHECK_OK(per_cuda_sample(&d.t, 99, 0, s.d_counter, 5, s.d_idx, NULL,
-                               s.d_status, cc_stream));
+      CHECK_OK(per_cuda_tree_sample(&d.t, 99, 0, s.d_counter, 5, s.d_idx, NULL,
+                                    s.d_status, cc_stream));
       CHECK_STATUS(per_cuda_status_decode(cc_status_word(s.d_status), NULL),
                    PER_ERR_EMPTY);
       cc_d2h(&got, s.d_counter, 8);
@@ -933,8 +986,8 @@ static void cc_case_weights(void) {
       per_rng rng;
       per_rng_init(&rng, k);
       CHECK_OK(per_tree_sample(&cpu, &rng, B, s.cidx, s.cval));
-      CHECK_OK(per_cuda_sample(&d.t, k, 0, NULL, B, s.d_idx, s.d_val,
-                               s.d_status, cc_stream));
+      CHECK_OK(per_cuda_tree_sample(&d.t, k, 0, NULL, B, s.d_idx, s.d_val,
+                                    s.d_status, cc_stream));
       CHECK_OK(per_cuda_is_weights(s.d_val, B, beta, d_w, d_scratch, &sb,
                                    s.d_status, cc_stream));
       CHECK_EQ_U(cc_status_word(s.d_status), 0);

@@ -83,13 +83,13 @@ static void host_case_launches(void) {
     cc_batch_upload(&b, n);
     l0 = per_shim_launches;
     t0 = per_shim_threads;
-    CHECK_OK(per_cuda_update(&d.t, b.d_idx, b.d_val, n, b.d_scratch, &sb,
-                             b.d_status, cc_stream));
+    CHECK_OK(per_cuda_tree_set_batch(&d.t, b.d_idx, b.d_val, n, b.d_scratch,
+                                     &sb, b.d_status, cc_stream));
     CHECK_EQ_U(per_shim_launches - l0, 4 + d.t.depth);
     CHECK_EQ_U(per_shim_threads - t0, (4 + d.t.depth) * 512ull);
     l0 = per_shim_launches;
-    CHECK_OK(per_cuda_sample(&d.t, 1, 2, NULL, 64, b.d_idx, NULL, b.d_status,
-                             cc_stream));
+    CHECK_OK(per_cuda_tree_sample(&d.t, 1, 2, NULL, 64, b.d_idx, NULL,
+                                  b.d_status, cc_stream));
     CHECK_EQ_U(per_shim_launches - l0, 1);
     l0 = per_shim_launches;
     CHECK_OK(per_cuda_is_weights(b.d_val, 64, 0.5, b.d_td, b.d_scratch, &sb,
@@ -110,6 +110,7 @@ static void host_case_runtime_errors(void) {
   per_tree cpu;
   size_t sb;
   uint32_t j;
+  CHECK_EQ_U(per_cuda_last_error(), 0); // no call has failed on the device
   if (!cc_dev_tree_make(&d, 50) || !cc_batch_make(&b, 8)) return;
   if (per_tree_init(&cpu, 50, NULL) != PER_OK) return;
   CHECK_OK(per_cuda_tree_clear(&d.t, cc_stream));
@@ -120,10 +121,12 @@ static void host_case_runtime_errors(void) {
   cc_batch_upload(&b, 8);
   sb = b.scratch_bytes;
   CHECK_STATUS(per_cuda_status_clear(&host_word, cc_stream), PER_ERR_DEVICE);
-  CHECK_STATUS(per_cuda_update(&d.t, b.d_idx, b.d_val, 8, b.d_scratch, &sb,
-                               &host_word, cc_stream),
+  CHECK_STATUS(per_cuda_tree_set_batch(&d.t, b.d_idx, b.d_val, 8, b.d_scratch,
+                                       &sb, &host_word, cc_stream),
                PER_ERR_DEVICE);
   CHECK_STATUS(per_cuda_tree_download(&d.t, &cpu, cc_stream), PER_OK);
+  // per_cuda_last_error names the cudaError_t behind PER_ERR_DEVICE
+  CHECK_EQ_U(per_cuda_last_error(), cudaErrorInvalidValue);
   CHECK_EQ_U(cudaGetLastError(), cudaErrorInvalidValue); // and clear it
   per_tree_clear(&cpu);
   cc_same_tree("after a refused memset", &cpu, cc_download(&d));

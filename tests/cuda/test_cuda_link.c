@@ -20,7 +20,7 @@ int main(void) {
   int ok = 1;
   ok &= per_cuda_real_bytes() == sizeof(per_real);
   ok &= per_cuda_tree_bytes(7) == per_tree_bytes(7);
-  ok &= per_cuda_tree_wrap(&dt, 7, mem, sizeof mem) == PER_OK;
+  ok &= per_cuda_tree_init_mem(&dt, 7, mem, sizeof mem) == PER_OK;
   ok &= dt.leaves == 8 && dt.depth == 3;
   ok &= per_cuda_tree_clear(NULL, 0) == PER_ERR_NULL;
   ok &= per_cuda_tree_upload(&dt, NULL, 0) == PER_ERR_NULL;
@@ -31,16 +31,17 @@ int main(void) {
                                &pos) == PER_ERR_NAN &&
         pos == 5;
   ok &= per_cuda_status_clear(NULL, 0) == PER_ERR_NULL;
-  ok &= per_cuda_update(&dt, idx, mem, 8, NULL, &bytes, NULL, 0) == PER_OK &&
+  ok &= per_cuda_tree_set_batch(&dt, idx, mem, 8, NULL, &bytes, NULL, 0) ==
+            PER_OK &&
         bytes == 256;
   bytes = 0;
-  ok &= per_cuda_update_td(&dt, idx, td, 100, 1e-6, 0.6, NULL, &bytes, NULL,
-                           0) == PER_OK &&
+  ok &= per_cuda_tree_set_td(&dt, idx, td, 100, 1e-6, 0.6, NULL, &bytes, NULL,
+                             0) == PER_OK &&
         bytes == 512;
-  ok &= per_cuda_update_td(&dt, idx, td, 8, -1, 0.6, NULL, &bytes, NULL, 0) ==
+  ok &= per_cuda_tree_set_td(&dt, idx, td, 8, -1, 0.6, NULL, &bytes, NULL, 0) ==
         PER_ERR_ARG;
-  ok &=
-      per_cuda_sample(&dt, 1, 0, NULL, 0, NULL, NULL, NULL, 0) == PER_ERR_NULL;
+  ok &= per_cuda_tree_sample(&dt, 1, 0, NULL, 0, NULL, NULL, NULL, 0) ==
+        PER_ERR_NULL;
   bytes = 0;
   ok &= per_cuda_is_weights(mem, 8, 0.4, w, NULL, &bytes, NULL, 0) == PER_OK &&
         bytes == 256;

@@ -15,7 +15,7 @@
 
 enum { N = 1000, B = 64 };
 
-/* per_cuda_sample against per_tree_sample for the same seed: same leaves,
+/* per_cuda_tree_sample against per_tree_sample for the same seed: same leaves,
    same values. */
 static int round_trip(void) {
   per_tree tree;
@@ -41,10 +41,10 @@ static int round_trip(void) {
       cudaMalloc(&d_val, sizeof val) != cudaSuccess ||
       cudaMalloc((void **)&d_st, sizeof st) != cudaSuccess) {
     fprintf(stderr, "cudaMalloc failed\n");
-  } else if ((s = per_cuda_tree_wrap(&dt, N, d_mem, bytes)) != PER_OK ||
+  } else if ((s = per_cuda_tree_init_mem(&dt, N, d_mem, bytes)) != PER_OK ||
              (s = per_cuda_tree_upload(&dt, &tree, 0)) != PER_OK ||
-             (s = per_cuda_sample(&dt, 42, 0, NULL, B, (uint32_t *)d_idx,
-                                  (per_real *)d_val, d_st, 0)) != PER_OK) {
+             (s = per_cuda_tree_sample(&dt, 42, 0, NULL, B, (uint32_t *)d_idx,
+                                       (per_real *)d_val, d_st, 0)) != PER_OK) {
     fprintf(stderr, "per_cuda: %s\n", per_status_str(s));
   } else if (cudaMemcpy(gidx, d_idx, sizeof gidx, cudaMemcpyDeviceToHost) !=
                  cudaSuccess ||
@@ -54,7 +54,7 @@ static int round_trip(void) {
                  cudaSuccess) {
     fprintf(stderr, "cudaMemcpy: %s\n", cudaGetErrorString(cudaGetLastError()));
   } else if (st != 0) {
-    fprintf(stderr, "per_cuda_sample: device status %s\n",
+    fprintf(stderr, "per_cuda_tree_sample: device status %s\n",
             per_status_str(per_cuda_status_decode(st, NULL)));
   } else if (memcmp(idx, gidx, sizeof idx) != 0 ||
              memcmp(val, gval, sizeof val) != 0) {
@@ -86,7 +86,7 @@ int main(void) {
     return 1;
   }
   if (bytes != 2 * 1024 * sizeof(per_real) ||
-      per_cuda_tree_wrap(&dt, N, NULL, bytes) != PER_ERR_NULL ||
+      per_cuda_tree_init_mem(&dt, N, NULL, bytes) != PER_ERR_NULL ||
       per_cuda_status_decode(0, NULL) != PER_OK) {
     fprintf(stderr,
             "per_cuda's host-side functions disagree with per_cuda.h\n");
