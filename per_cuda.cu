@@ -102,15 +102,6 @@ static __host__ __device__ inline per_cudai_bits *per_cudai_as_bits(
 // atomicMax leaves the last position: the last one wins.
 #define PER_CUDAI_TAG ((per_cudai_bits)(~(per_cudai_bits)0) << 22)
 
-// Parent marks: every node of a valid tree is >= 0, so -1 and -2 are free.
-// MARK: "to be recomputed"; CLAIMED: "one thread is recomputing it".
-static __host__ __device__ inline per_cudai_bits per_cudai_mark(void) {
-  return per_cudai_to_bits((per_real)-1);
-}
-static __host__ __device__ inline per_cudai_bits per_cudai_claimed(void) {
-  return per_cudai_to_bits((per_real)-2);
-}
-
 // The priority, IS weight, TD status, samplable and leaves-for-capacity
 // rules are per.h's own PER_HD functions (peri_priority, peri_weight,
 // peri_float_status, peri_samplable, peri_leaves_for): one definition for
@@ -176,64 +167,133 @@ static __global__ void per_cudai_k_claim(per_real *node, uint32_t L,
             PER_CUDAI_TAG | j);
 }
 
-// Phase 3. Pair j wins when its leaf holds TAG | j. Leaves are only read
-// here; win[j] is written by thread j alone.
-static __global__ void per_cudai_k_decide(const per_real *node, uint32_t L,
-                                          const uint32_t *idx, uint32_t n,
-                                          const unsigned long long *status,
-                                          uint32_t *win) {
-  uint32_t j = per_cudai_thread_id();
-  if (j >= n || PER_CUDAI_LD(status)) return;
-  PER_CUDAI_ST(&win[j], (uint32_t)(per_cudai_to_bits(PER_CUDAI_LD(
-                                       &node[L + PER_CUDAI_LD(&idx[j])])) ==
-                                   (PER_CUDAI_TAG | j)));
+// Phase 3, once per group of levels. The tree above the leaves is cut
+// into G groups of at most PER_CUDAI_GROUP levels, bases b_0 = 0 < b_1 <
+// ... < b_G = depth (b_g = g * PER_CUDAI_GROUP, the last one shorter).
+// A node of level b_g recomputed by group g is published with its sign
+// bit set (no valid node has it: nodes are >= +0), and a claimed leaf
+// carries its tag (also negative): in both cases "changed". So each group
+// reads its base level to learn what changed, and nobody needs an atomic:
+//   - pair j wins its leaf when the leaf holds TAG | j (group 1 reads it;
+//     the value is written by the winner two groups later);
+//   - in group g < G, every pair alive at level b_{g-1} (the winners at
+//     g = 1, then the leaders of group g - 1) looks at its ancestor A at
+//     level b_g: the one whose base node is the leftmost changed one under
+//     A is A's leader and recomputes A's subtree, level by level, from the
+//     2^(b_g - b_{g-1}) base nodes (sign cleared, tags replaced by their
+//     values), with per_tree_recompute on a copy: a node is recomputed iff
+//     a child changed, others keep their stored value, exactly the nodes
+//     per_tree_set_batch recomputes. It writes the changed nodes, A with
+//     its sign bit set. Losers stop climbing.
+//   - the last group (the top of the tree, at most 2^PER_CUDAI_GROUP base
+//     nodes) is one thread's: it also writes its base nodes back with the
+//     sign cleared (the leaves' values when G == 1);
+//   - in group g, a pair that led group g - 2 (or g - 1, which implies it)
+//     clears the sign of its level-b_{g-2} node, or at g = 2 writes its
+//     leaf's value (-0 as +0). Nobody reads that level in group g.
+// win[j] holds the last group pair j led (0: it won its leaf), or
+// PER_CUDAI_LOST. Per launch, every location is written by one thread and
+// read only by threads that do not write it: no race, no atomics, and the
+// launch count is 2 + G with G = ceil(depth / PER_CUDAI_GROUP).
+#define PER_CUDAI_GROUP 5u
+#define PER_CUDAI_LOST 0xFFFFFFFFu
+#define PER_CUDAI_SIGN ((per_cudai_bits)1 << (8 * sizeof(per_real) - 1))
+
+static __host__ __device__ inline uint32_t per_cudai_groups(uint32_t depth) {
+  return depth == 0 ? 1u : (depth + PER_CUDAI_GROUP - 1) / PER_CUDAI_GROUP;
 }
 
-// Phase 4. The winner of each leaf stores its value (-0 as +0, as
-// per_tree_set_batch) and marks the parent. One writer per leaf and no
-// reader of leaves in this launch; parents are touched by atomics only.
-static __global__ void per_cudai_k_apply(per_real *node, uint32_t L,
-                                         uint32_t depth, per_cudai_values v,
+static __host__ __device__ inline uint32_t per_cudai_base(uint32_t g,
+                                                          uint32_t depth) {
+  uint32_t b = g * PER_CUDAI_GROUP;
+  return b < depth ? b : depth;
+}
+
+// The final value a changed node or claimed leaf stands for.
+static __host__ __device__ inline per_real per_cudai_final(
+    per_cudai_bits b, int leaf, const per_cudai_values &v) {
+  per_real x;
+  if (leaf) {
+    x = per_cudai_value(v, (uint32_t)(b & ~PER_CUDAI_TAG));
+    return x == 0 ? (per_real)0 : x; // -0 as +0
+  }
+  return per_cudai_from_bits(b & ~PER_CUDAI_SIGN);
+}
+
+// Recompute the subtree of node `top` from its base nodes `levels` below
+// (at most 2^PER_CUDAI_GROUP), as described above. The base nodes are
+// written back in their final form when `rewrite_base`, and `top` keeps
+// its sign bit when `mark_top`.
+static __device__ void per_cudai_subtree(per_real *node, uint32_t top,
+                                         uint32_t levels, int leaf,
+                                         const per_cudai_values &v,
+                                         int rewrite_base, int mark_top) {
+  per_real t[2u << PER_CUDAI_GROUP];
+  unsigned char chg[2u << PER_CUDAI_GROUP];
+  uint32_t w = 1u << levels, k, d, first = top << levels;
+  for (k = 0; k < w; ++k) { // the base, a contiguous run of nodes
+    per_cudai_bits b = per_cudai_to_bits(PER_CUDAI_LD(&node[first + k]));
+    chg[w + k] = (b & PER_CUDAI_SIGN) != 0;
+    t[w + k] =
+        chg[w + k] ? per_cudai_final(b, leaf, v) : per_cudai_from_bits(b);
+    if (rewrite_base && chg[w + k]) PER_CUDAI_ST(&node[first + k], t[w + k]);
+  }
+  for (d = levels; d-- > 0;) { // local level d holds local nodes [2^d, 2^d+1)
+    for (k = 1u << d; k < (2u << d); ++k) {
+      uint32_t at = (top << d) + (k - (1u << d)); // its node in the tree
+      chg[k] = chg[2 * k] | chg[2 * k + 1];
+      if (!chg[k]) {
+        t[k] = PER_CUDAI_LD(&node[at]);
+        continue;
+      }
+      per_tree_recompute(t, k);
+      if (k == 1 && mark_top)
+        PER_CUDAI_ST(&node[at], per_cudai_from_bits(per_cudai_to_bits(t[1]) |
+                                                    PER_CUDAI_SIGN));
+      else PER_CUDAI_ST(&node[at], t[k]);
+    }
+  }
+}
+
+static __global__ void per_cudai_k_group(per_real *node, uint32_t L,
+                                         uint32_t depth, uint32_t g,
+                                         per_cudai_values v,
                                          const uint32_t *idx, uint32_t n,
                                          const unsigned long long *status,
-                                         const uint32_t *win) {
-  uint32_t j = per_cudai_thread_id(), leaf;
-  per_real x;
-  if (j >= n || PER_CUDAI_LD(status) || !PER_CUDAI_LD(&win[j])) return;
+                                         uint32_t *win) {
+  uint32_t j = per_cudai_thread_id(), G = per_cudai_groups(depth), led;
+  uint32_t leaf, lo, hi, A, m, first;
+  if (j >= n || PER_CUDAI_LD(status)) return;
   leaf = L + PER_CUDAI_LD(&idx[j]);
-  x = per_cudai_value(v, j);
-  PER_CUDAI_ST(&node[leaf], (x == 0) ? (per_real)0 : x);
-  if (depth > 0)
-    atomicExch(per_cudai_as_bits(&node[leaf >> 1]), per_cudai_mark());
-}
-
-// Phase 5, once per level s = 1..depth. The ancestor p of each winning leaf
-// at level s is marked; exactly one thread claims it (atomicCAS MARK ->
-// CLAIMED), recomputes it from its two children with per_tree_recompute and
-// publishes it with atomicExch, then marks p's parent. Children (level s-1)
-// are final since the previous launch and nobody writes them here; level s
-// and s+1 are touched by atomics only.
-static __global__ void per_cudai_k_level(per_real *node, uint32_t L, uint32_t s,
-                                         uint32_t depth, const uint32_t *idx,
-                                         uint32_t n,
-                                         const unsigned long long *status,
-                                         const uint32_t *win) {
-  uint32_t j = per_cudai_thread_id(), p;
-  per_real c[4];
-  if (j >= n || PER_CUDAI_LD(status) || !PER_CUDAI_LD(&win[j])) return;
-  p = (L + PER_CUDAI_LD(&idx[j])) >> s;
-  if (atomicCAS(per_cudai_as_bits(&node[p]), per_cudai_mark(),
-                per_cudai_claimed()) != per_cudai_mark())
-    return;
-  // per_tree_recompute on a copy (c[1] = c[2] + c[3]): the same one
-  // addition, and the result is then published atomically.
-  c[0] = 0;
-  c[1] = 0;
-  c[2] = PER_CUDAI_LD(&node[2 * p]);
-  c[3] = PER_CUDAI_LD(&node[2 * p + 1]);
-  per_tree_recompute(c, 1);
-  atomicExch(per_cudai_as_bits(&node[p]), per_cudai_to_bits(c[1]));
-  if (s < depth) atomicExch(per_cudai_as_bits(&node[p >> 1]), per_cudai_mark());
+  if (g == G) { // the top: one thread
+    if (j == 0)
+      per_cudai_subtree(node, 1, depth - per_cudai_base(G - 1, depth), G == 1,
+                        v, 1, 0);
+    if (G == 1) return;
+  }
+  if (g == 1) {
+    led = per_cudai_to_bits(PER_CUDAI_LD(&node[leaf])) == (PER_CUDAI_TAG | j)
+              ? 0u
+              : PER_CUDAI_LOST;
+    PER_CUDAI_ST(&win[j], led);
+  } else {
+    led = PER_CUDAI_LD(&win[j]);
+  }
+  if (led == PER_CUDAI_LOST) return;
+  if (g >= 2 && led + 2 >= g) { // led group g - 2 (or g - 1): clean up
+    uint32_t c = leaf >> per_cudai_base(g - 2, depth);
+    per_cudai_bits b = per_cudai_to_bits(PER_CUDAI_LD(&node[c]));
+    PER_CUDAI_ST(&node[c], per_cudai_final(b, g == 2, v));
+  }
+  if (g == G || led + 1 != g) return; // not alive at level b_{g-1}
+  lo = per_cudai_base(g - 1, depth);
+  hi = per_cudai_base(g, depth);
+  A = leaf >> hi;
+  m = leaf >> lo;
+  for (first = A << (hi - lo); first < m; ++first) // a changed node left of m
+    if (per_cudai_to_bits(PER_CUDAI_LD(&node[first])) & PER_CUDAI_SIGN) return;
+  per_cudai_subtree(node, A, hi - lo, lo == 0, v, 0, 1);
+  PER_CUDAI_ST(&win[j], g);
 }
 
 // >>kernels: sample
@@ -388,13 +448,9 @@ static per_status per_cudai_update(const per_cuda_tree *t,
                   t->capacity, d_status);
   PER_CUDA_LAUNCH(per_cudai_k_claim, g, PER_CUDAI_BLOCK, stream, t->d_node,
                   t->leaves, d_idx, n, d_status);
-  PER_CUDA_LAUNCH(per_cudai_k_decide, g, PER_CUDAI_BLOCK, stream, t->d_node,
-                  t->leaves, d_idx, n, d_status, win);
-  PER_CUDA_LAUNCH(per_cudai_k_apply, g, PER_CUDAI_BLOCK, stream, t->d_node,
-                  t->leaves, t->depth, v, d_idx, n, d_status, win);
-  for (lv = 1; lv <= t->depth; ++lv)
-    PER_CUDA_LAUNCH(per_cudai_k_level, g, PER_CUDAI_BLOCK, stream, t->d_node,
-                    t->leaves, lv, t->depth, d_idx, n, d_status, win);
+  for (lv = 1; lv <= per_cudai_groups(t->depth); ++lv)
+    PER_CUDA_LAUNCH(per_cudai_k_group, g, PER_CUDAI_BLOCK, stream, t->d_node,
+                    t->leaves, t->depth, lv, v, d_idx, n, d_status, win);
   return per_cudai_launched();
 }
 

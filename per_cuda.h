@@ -85,8 +85,8 @@
       examples/gpu/gpu_trainer.cu does once per epoch. Each call overwrites
       its status word: to keep an error from any replay, fold the words
       into a sticky one on the device (the example's keep_error). An update
-      costs a memset and 4 + depth launches (depth = log2 L), which is what
-      makes graphs pay.
+      costs a memset and 2 + ceil(depth / 5) launches (depth = log2 L; 8
+      at 2^24 leaves), which graphs make cheap.
 
    BIT FOR BIT
       per_cuda_tree_set_batch and per_cuda_tree_sample give exactly the bits of
@@ -128,20 +128,29 @@
       tests/cuda/check_ptx.py checks the PTX (no fma, ftz or approximate
       division, no cooperation, only those atomics).
 
-   HOW THE UPDATE WORKS (a memset, 4 + depth launches, a thread per pair)
+   HOW THE UPDATE WORKS (a memset and 2 + G launches, a thread per pair;
+   G = ceil(depth / 5) groups of tree levels: 8 launches at 2^24 leaves,
+   at most 10 at any size)
       validate: each bad pair atomicMax'es (position, code) into *d_status,
          so the first bad one in batch order wins, as on the CPU;
       claim:    each pair atomicMax'es "NaN tag | position" into its leaf's
          bit pattern, so the leaf ends up tagged with its last position;
-      decide:   a pair wins when its leaf carries its own tag (read only);
-      apply:    winners store their value (-0 as +0) and mark the parent
-         with -1 (no valid node is negative);
-      level s = 1..depth: for each winner's ancestor at level s, the one
-         thread whose atomicCAS turns the mark -1 into -2 recomputes it
-         with per_tree_recompute from its two final children, publishes it
-         with an atomic exchange and marks the next parent.
-      Every kernel returns at once when *d_status is set, so a refused
-      batch leaves the tree untouched. No float atomics anywhere.
+      group g = 1..G, five levels each, from the leaves up: a pair whose
+         node at the group's base level changed (a tagged leaf, or a node
+         the previous group published with its sign bit set: no valid node
+         has it) and is the leftmost changed one under its ancestor A at
+         the group's top is A's leader: it recomputes A's subtree level by
+         level with per_tree_recompute on a copy (a node iff one of its
+         children changed, as per_tree_set_batch does), writes the changed
+         nodes and publishes A with its sign bit set. The others stop.
+         Two groups later the leader clears that sign bit (the winners of
+         the leaves write their values); the top group, at most 32 base
+         nodes, is one thread's, which writes everything final.
+      The groups read each level only in launches that do not write it, so
+      they need no atomic at all: atomics are the claims (as many per leaf
+      as the batch names it) and a bad pair's status. Every kernel returns
+      at once when *d_status is set, so a refused batch leaves the tree
+      untouched. No float atomics anywhere.
 */
 #ifndef PER_CUDA_H_INCLUDED
 #define PER_CUDA_H_INCLUDED
@@ -263,8 +272,8 @@ PER_CUDA_DEF per_status per_cuda_status_clear(unsigned long long *d_status,
    ====================================================================== */
 
 /* Enqueue leaves d_idx[j] = d_val[j] for j in [0, n), then recompute every
-   touched ancestor once, level by level, from its two children: O(n log L)
-   work, no rebuild. Exactly per_tree_set_batch: duplicate indices, the last
+   touched ancestor once from its two children, five levels per launch
+   (HOW THE UPDATE WORKS): O(n log L) work, no rebuild. Exactly per_tree_set_batch: duplicate indices, the last
    one wins; -0 is stored as +0; the resulting tree has the same bits.
    The whole batch is validated on the device first; the first bad pair in
    batch order sets *d_status (PER_ERR_INDEX when d_idx[j] >= capacity,

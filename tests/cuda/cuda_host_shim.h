@@ -115,6 +115,11 @@ static std::unordered_map<uintptr_t, per_shim_touch> per_shim_touched;
 static size_t per_shim_thread;            // the running thread of the launch
 static int per_shim_in_kernel;            // 1 while a kernel runs
 static unsigned long long per_shim_races; // conflicts and stray accesses
+// Atomic operations: in all, and the most any one address got in one
+// launch (the hot spot), with the count per address of the running launch.
+static unsigned long long per_shim_atomics;
+static unsigned long long per_shim_atomic_peak;
+static std::unordered_map<uintptr_t, unsigned long long> per_shim_atomic_at;
 
 static void per_shim_race(const char *what, const void *p) {
   if (per_shim_races++ < 10) // the first ten
@@ -215,6 +220,7 @@ static inline void per_shim_launch(Kernel kernel, unsigned grid, unsigned block,
     (void)check;
   }
   per_shim_touched.clear();
+  per_shim_atomic_at.clear();
   per_shim_in_kernel = 1;
   gridDim.x = grid;
   gridDim.y = gridDim.z = 1;
@@ -240,6 +246,11 @@ static inline void per_shim_launch(Kernel kernel, unsigned grid, unsigned block,
 template <typename T> static inline T per_shim_rmw_load(const T *a) {
   T v;
   per_shim_note(a, sizeof v, PER_SHIM_AT);
+  if (per_shim_in_kernel) {
+    unsigned long long c = ++per_shim_atomic_at[(uintptr_t)a];
+    if (c > per_shim_atomic_peak) per_shim_atomic_peak = c;
+    ++per_shim_atomics;
+  }
   memcpy(&v, a, sizeof v);
   return v;
 }

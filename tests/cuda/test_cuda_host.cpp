@@ -85,8 +85,10 @@ static void host_case_launches(void) {
     t0 = per_shim_threads;
     CHECK_OK(per_cuda_tree_set_batch(&d.t, b.d_idx, b.d_val, n, b.d_scratch,
                                      &sb, b.d_status, cc_stream));
-    CHECK_EQ_U(per_shim_launches - l0, 4 + d.t.depth);
-    CHECK_EQ_U(per_shim_threads - t0, (4 + d.t.depth) * 512ull);
+    // validate, claim and one launch per group of PER_CUDAI_GROUP levels
+    CHECK_EQ_U(per_shim_launches - l0, 2 + per_cudai_groups(d.t.depth));
+    CHECK_EQ_U(per_shim_threads - t0,
+               (2 + per_cudai_groups(d.t.depth)) * 512ull);
     l0 = per_shim_launches;
     CHECK_OK(per_cuda_tree_sample(&d.t, 1, 2, NULL, 64, b.d_idx, NULL,
                                   b.d_status, cc_stream));
@@ -98,6 +100,52 @@ static void host_case_launches(void) {
     cc_batch_free(&b);
     cc_dev_tree_free(&d);
   }
+}
+
+// The update's cost at the size a GPU trainer uses, counted: N = 2^24
+// leaves, B = 65536 pairs, random (with duplicates) and contiguous. At
+// most 10 launches including the status memset (the old design took 1 +
+// 4 + 24 = 29) and at most 8 atomic operations on any one address in any
+// launch (the old one put about B compare-and-swaps on the root); the tree
+// is still byte for byte per_tree_set_batch's.
+static void host_case_update_targets(void) {
+  const uint32_t C = 1u << 24, B = 65536;
+  cc_dev_tree d;
+  cc_batch b;
+  per_tree cpu;
+  per_rng r;
+  size_t sb;
+  int round;
+  if (per_tree_init(&cpu, C, NULL) != PER_OK) return;
+  if (!cc_dev_tree_make(&d, C) || !cc_batch_make(&b, B)) return;
+  per_rng_init(&r, 0x7a59u);
+  cc_random_tree(&cpu, &d, &r, 0);
+  for (round = 0; round < 2; ++round) {
+    unsigned long long l0 = per_shim_launches, a0 = per_shim_atomics;
+    uint32_t j;
+    per_shim_atomic_peak = 0;
+    cc_batch_fill(&b, &r, B, C, 0);
+    if (round == 1) // contiguous: every leaf of a run of B
+      for (j = 0; j < B; ++j) b.idx[j] = 12345u + j;
+    cc_batch_upload(&b, B);
+    sb = b.scratch_bytes;
+    CHECK_OK(per_cuda_tree_set_batch(&d.t, b.d_idx, b.d_val, B, b.d_scratch,
+                                     &sb, b.d_status, cc_stream));
+    CHECK_OK(per_tree_set_batch(&cpu, b.idx, b.val, B));
+    cc_same_tree(round ? "2^24, contiguous" : "2^24, random", &cpu,
+                 cc_download(&d));
+    CHECK_MSG(1 + per_shim_launches - l0 <= 10, "%llu launches",
+              1 + per_shim_launches - l0);
+    CHECK_MSG(per_shim_atomic_peak <= 8, "%llu atomics on one address",
+              per_shim_atomic_peak);
+    printf("  update at N = 2^24, B = %u %s: %llu launches with the memset, "
+           "%llu atomics, at most %llu on one address in a launch\n",
+           B, round ? "contiguous" : "random", 1 + per_shim_launches - l0,
+           per_shim_atomics - a0, per_shim_atomic_peak);
+  }
+  per_tree_free(&cpu);
+  cc_batch_free(&b);
+  cc_dev_tree_free(&d);
 }
 
 // A CUDA runtime failure (here: a "device" pointer that is host memory) is
@@ -150,6 +198,7 @@ int main(void) {
            t_fail_count == before ? "OK" : "NOT OK", per_shim_races - races);
   }
   host_case_launches();
+  host_case_update_targets();
   host_case_race_detector();
   host_case_runtime_errors();
   // grid sizes up to the largest sample (B = UINT32_MAX) do not overflow
