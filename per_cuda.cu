@@ -311,8 +311,8 @@ static __global__ void per_cudai_k_sample(const per_real *node, uint32_t L,
   if (i >= B) return;
   total = PER_CUDAI_LD(&node[1]);
   s = peri_samplable(total);
-  if (s != PER_OK) {
-    atomicMax(status, per_cudai_word(0, s));
+  if (s != PER_OK) { // every thread sees it; the first one says it
+    if (i == 0) PER_CUDAI_ST(status, per_cudai_word(0, s));
     return;
   }
   if (d_counter) counter = PER_CUDAI_LD(d_counter);
@@ -335,19 +335,36 @@ static __global__ void per_cudai_k_advance(unsigned long long *d_counter,
 // Validate every value (> 0 and a valid leaf; the first bad one wins, as in
 // an update) and find the batch minimum: positive reals order like their
 // bit patterns, so an integer atomicMin on the patterns finds it exactly,
-// whatever the order of the threads.
+// whatever the order of the threads. Each thread takes the values i = t,
+// t + T, t + 2T, ... (T threads, PER_CUDAI_W_EACH values each) and does at
+// most one atomicMin and one atomicMax: B / PER_CUDAI_W_EACH atomics on the
+// minimum's address instead of B.
+#define PER_CUDAI_W_EACH 32u
+
+static __host__ __device__ inline uint32_t per_cudai_w_threads(uint32_t B) {
+  return B / PER_CUDAI_W_EACH + (B % PER_CUDAI_W_EACH != 0);
+}
+
 static __global__ void per_cudai_k_w_min(const per_real *val, uint32_t B,
                                          per_cudai_bits *minbits,
                                          unsigned long long *status) {
-  uint32_t i = per_cudai_thread_id();
-  per_status s;
-  per_real x;
-  if (i >= B) return;
-  x = PER_CUDAI_LD(&val[i]);
-  s = per_leaf_status(x);
-  if (s == PER_OK && !(x > 0)) s = PER_ERR_ARG;
-  if (s != PER_OK) atomicMax(status, per_cudai_word(i, s));
-  else atomicMin(minbits, per_cudai_to_bits(x));
+  uint32_t t = per_cudai_thread_id(), T = per_cudai_w_threads(B), i;
+  per_cudai_bits m = ~(per_cudai_bits)0; // above every valid pattern
+  unsigned long long bad = 0;
+  if (t >= T) return;
+  for (i = t; i < B; i += T) {
+    per_real x = PER_CUDAI_LD(&val[i]);
+    per_status s = per_leaf_status(x);
+    if (s == PER_OK && !(x > 0)) s = PER_ERR_ARG;
+    if (s != PER_OK) {
+      if (!bad) bad = per_cudai_word(i, s); // i grows: the first is kept
+    } else if (per_cudai_to_bits(x) < m) {
+      m = per_cudai_to_bits(x);
+    }
+    if (B - i <= T) break; // i + T would be past B (or wrap)
+  }
+  if (bad) atomicMax(status, bad);
+  else atomicMin(minbits, m);
 }
 
 // w[i] = peri_weight(val[i], min, beta); thread i alone writes w[i].
@@ -623,8 +640,8 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
         cudaMemsetAsync(minbits, 0xFF, sizeof *minbits, stream));
   if (s != PER_OK) return s;
   g = per_cudai_grid(B);
-  PER_CUDA_LAUNCH(per_cudai_k_w_min, g, PER_CUDAI_BLOCK, stream, d_val, B,
-                  minbits, d_status);
+  PER_CUDA_LAUNCH(per_cudai_k_w_min, per_cudai_grid(per_cudai_w_threads(B)),
+                  PER_CUDAI_BLOCK, stream, d_val, B, minbits, d_status);
   PER_CUDA_LAUNCH(per_cudai_k_w_apply, g, PER_CUDAI_BLOCK, stream, d_val, B,
                   beta, d_w, (const per_cudai_bits *)minbits, d_status);
   return per_cudai_launched();

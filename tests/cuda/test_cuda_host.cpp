@@ -148,6 +148,42 @@ static void host_case_update_targets(void) {
   cc_dev_tree_free(&d);
 }
 
+// The IS weights' minimum takes one atomicMin per PER_CUDAI_W_EACH values
+// (not one per value), and a sample of an empty tree reports its status
+// with one store (not B atomics).
+static void host_case_weights_sample_atomics(void) {
+  const uint32_t B = 65536;
+  cc_dev_tree d;
+  cc_batch b;
+  per_rng r;
+  size_t sb;
+  uint32_t j;
+  unsigned long long a0;
+  if (!cc_dev_tree_make(&d, 1000) || !cc_batch_make(&b, B)) return;
+  per_rng_init(&r, 0x3e1u);
+  for (j = 0; j < B; ++j) b.val[j] = (per_real)(1 + per_rng_below(&r, 1000));
+  cc_batch_upload(&b, B);
+  sb = b.scratch_bytes;
+  per_shim_atomic_peak = 0;
+  a0 = per_shim_atomics;
+  CHECK_OK(per_cuda_is_weights(b.d_val, B, 0.5, b.d_td, b.d_scratch, &sb,
+                               b.d_status, cc_stream));
+  CHECK_STATUS(per_cuda_status_decode(cc_status_word(b.d_status), NULL),
+               PER_OK);
+  CHECK_EQ_U(per_shim_atomics - a0, B / PER_CUDAI_W_EACH);
+  CHECK_EQ_U(per_shim_atomic_peak, B / PER_CUDAI_W_EACH);
+  CHECK_OK(per_cuda_tree_clear(&d.t, cc_stream));
+  per_shim_atomic_peak = 0;
+  a0 = per_shim_atomics;
+  CHECK_OK(per_cuda_tree_sample(&d.t, 1, 0, NULL, B, b.d_idx, b.d_val,
+                                b.d_status, cc_stream));
+  CHECK_STATUS(per_cuda_status_decode(cc_status_word(b.d_status), NULL),
+               PER_ERR_EMPTY);
+  CHECK_EQ_U(per_shim_atomics - a0, 0);
+  cc_batch_free(&b);
+  cc_dev_tree_free(&d);
+}
+
 // A CUDA runtime failure (here: a "device" pointer that is host memory) is
 // reported as PER_ERR_DEVICE, and an update refused that way before
 // its first launch changes nothing.
@@ -199,6 +235,7 @@ int main(void) {
   }
   host_case_launches();
   host_case_update_targets();
+  host_case_weights_sample_atomics();
   host_case_race_detector();
   host_case_runtime_errors();
   // grid sizes up to the largest sample (B = UINT32_MAX) do not overflow
