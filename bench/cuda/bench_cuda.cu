@@ -1,23 +1,31 @@
-// bench_cuda.cu - latency of per_cuda's update and sample against a
-// cumsum + binary-search baseline, measured with cudaEvents in the same run.
+// bench_cuda.cu [--csv FILE] [--quick] - per_cuda's operations against a
+// cumsum + binary-search baseline, timed with cudaEvents in the same run.
 //
-//   N (leaves) in {2^16, 2^20, 2^24}, B (batch) in {256, 1024, 4096}
-//   tree update   : per_cuda_tree_set_batch (B pairs, O(B log N)), plain launches
-//                   and replayed as a CUDA graph
-//   tree sample   : per_cuda_tree_sample (B stratified draws, O(B log N))
-//   cumsum update : scatter the B values into a flat priority array
-//   cumsum sample : CUB DeviceScan::InclusiveSum over all N priorities,
-//                   then B binary searches of the same stratified u's
+//   N (leaves): 2^12, 2^14, 2^16, 100000 (the CUDA coursework's grid),
+//               2^20, 2^24;  B (batch): 256, 1024, 4096, and 65536 for
+//               N >= 2^20. --quick: N = 2^12 and 2^20, B = 1024 only.
+//   update    : per_cuda_tree_set_batch (B pairs)
+//   update_td : per_cuda_tree_set_td (B TD errors, alpha 0.6)
+//   sample    : per_cuda_tree_sample (B stratified draws)
+//   weights   : per_cuda_is_weights of the sampled values (beta 0.4)
+//   step      : update_td, sample and weights, one trainer step
+//   baseline  : update = scatter the B values into a flat priority array;
+//               sample = CUB DeviceScan::InclusiveSum over all N, then B
+//               binary searches of the same stratified u's; step = both.
 //
-// Prints microseconds per call and the ratio baseline / tree (above 1: the
-// tree is faster) for update, sample, and one trainer step (update then
-// sample). Exits 77 when there is no CUDA device.
+// Each operation is captured once as a CUDA graph and replayed: the graph
+// time is the primary figure (what a trainer that captures its step
+// pays); the same calls on a stream (launch overhead included) come
+// second. 'launches' counts the kernel and memset nodes of the graph.
+// ratio = baseline graph time / per_cuda graph time (above 1: per_cuda is
+// faster; weights have no baseline). Exits 77 when there is no device.
 #include <cuda_runtime.h>
 
 #include <cub/device/device_scan.cuh>
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define PER_IMPLEMENTATION
 #include "per.h"
@@ -70,32 +78,119 @@ static __global__ void bench_search(const per_real *cdf, uint32_t N,
   out[i] = lo < N ? lo : N - 1;
 }
 
-int main(void) {
-  static const uint32_t Ns[] = {1u << 16, 1u << 20, 1u << 24};
-  static const uint32_t Bs[] = {256, 1024, 4096};
-  const int iters = 50, warm = 5;
-  int ndev = 0, it;
-  size_t ni, bi;
+// One operation, captured as a graph: its launches (graph nodes), then the
+// mean microseconds per replay and per call on the stream.
+struct bench_times {
+  double graph_us, stream_us;
+  size_t launches;
+};
+
+template <typename Op>
+static int bench_time(cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1,
+                      int iters, Op op, bench_times *out) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  float ms;
+  int it;
+  BENCH_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  if (op()) {
+    cudaStreamEndCapture(st, &graph);
+    return 1;
+  }
+  BENCH_CHECK(cudaStreamEndCapture(st, &graph));
+  BENCH_CHECK(cudaGraphGetNodes(graph, NULL, &out->launches));
+  BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (it = 0; it < 3; ++it) BENCH_CHECK(cudaGraphLaunch(exec, st));
+  BENCH_CHECK(cudaEventRecord(e0, st));
+  for (it = 0; it < iters; ++it) BENCH_CHECK(cudaGraphLaunch(exec, st));
+  BENCH_CHECK(cudaEventRecord(e1, st));
+  BENCH_CHECK(cudaEventSynchronize(e1));
+  BENCH_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  out->graph_us = 1e3 * ms / iters;
+  BENCH_CHECK(cudaGraphExecDestroy(exec));
+  BENCH_CHECK(cudaGraphDestroy(graph));
+  for (it = 0; it < 3; ++it)
+    if (op()) return 1;
+  BENCH_CHECK(cudaEventRecord(e0, st));
+  for (it = 0; it < iters; ++it)
+    if (op()) return 1;
+  BENCH_CHECK(cudaEventRecord(e1, st));
+  BENCH_CHECK(cudaEventSynchronize(e1));
+  BENCH_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  out->stream_us = 1e3 * ms / iters;
+  return 0;
+}
+
+static void bench_row(FILE *csv, uint32_t N, uint32_t B, const char *op,
+                      const bench_times &t, const bench_times *base) {
+  const char *real = sizeof(per_real) == sizeof(float) ? "float" : "double";
+  double ratio = base ? base->graph_us / t.graph_us : 0;
+  printf("%9u %6u  %-9s %9.1f %9.1f %8zu", N, B, op, t.graph_us, t.stream_us,
+         t.launches);
+  if (base) printf(" %9.1f %7.2f\n", base->graph_us, ratio);
+  else printf(" %9s %7s\n", "-", "-");
+  if (csv) {
+    fprintf(csv, "%s,%u,%u,%s,%.3f,%.3f,%zu,", real, N, B, op, t.graph_us,
+            t.stream_us, t.launches);
+    if (base) fprintf(csv, "%.3f,%.4f\n", base->graph_us, ratio);
+    else fprintf(csv, ",\n");
+  }
+}
+
+int main(int argc, char **argv) {
+  static const uint32_t Ns_full[] = {1u << 12, 1u << 14, 1u << 16,
+                                     100000,   1u << 20, 1u << 24};
+  static const uint32_t Ns_quick[] = {1u << 12, 1u << 20};
+  static const uint32_t Bs_full[] = {256, 1024, 4096, 65536};
+  static const uint32_t Bs_quick[] = {1024};
+  const uint32_t *Ns = Ns_full, *Bs = Bs_full;
+  size_t nN = 6, nB = 4, ni, bi;
+  const int iters = 50;
+  int ndev = 0, a;
+  FILE *csv = NULL;
+  const char *csv_path = NULL;
   cudaStream_t st;
   cudaEvent_t e0, e1;
-  cudaError_t e = cudaGetDeviceCount(&ndev);
+  cudaError_t e;
   cudaDeviceProp prop;
+  for (a = 1; a < argc; ++a) {
+    if (strcmp(argv[a], "--quick") == 0) {
+      Ns = Ns_quick;
+      Bs = Bs_quick;
+      nN = 2;
+      nB = 1;
+    } else if (strcmp(argv[a], "--csv") == 0 && a + 1 < argc) {
+      csv_path = argv[++a];
+    } else {
+      fprintf(stderr, "usage: bench_cuda [--csv FILE] [--quick]\n");
+      return 2;
+    }
+  }
+  e = cudaGetDeviceCount(&ndev);
   if (e != cudaSuccess || ndev == 0) {
     printf("bench_cuda: SKIP: no CUDA device (%s)\n",
            e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     return 77;
   }
+  if (csv_path) { // only once there is a device: no empty CSV on a skip
+    csv = fopen(csv_path, "w");
+    if (!csv) {
+      fprintf(stderr, "bench_cuda: cannot write %s\n", csv_path);
+      return 1;
+    }
+    fprintf(csv, "real,N,B,op,graph_us,stream_us,launches,"
+                 "baseline_graph_us,ratio\n");
+  }
   BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
-  printf("bench_cuda: %s (sm_%d%d), PER_REAL %s, %d calls per timing\n",
+  printf("bench_cuda: %s (sm_%d%d), PER_REAL %s, %d replays per timing\n",
          prop.name, prop.major, prop.minor,
          sizeof(per_real) == sizeof(float) ? "float" : "double", iters);
-  printf("%9s %5s | %9s %9s %9s | %9s %9s | %7s %7s %7s\n", "N", "B", "upd us",
-         "upd graph", "cum upd", "smp us", "cum smp", "upd x", "smp x",
-         "step x");
+  printf("%9s %6s  %-9s %9s %9s %8s %9s %7s\n", "N", "B", "op", "graph us",
+         "stream us", "launches", "base us", "ratio");
   BENCH_CHECK(cudaStreamCreate(&st));
   BENCH_CHECK(cudaEventCreate(&e0));
   BENCH_CHECK(cudaEventCreate(&e1));
-  for (ni = 0; ni < sizeof Ns / sizeof Ns[0]; ++ni) {
+  for (ni = 0; ni < nN; ++ni) {
     uint32_t N = Ns[ni], i;
     per_tree host;
     per_cuda_tree dt;
@@ -119,109 +214,113 @@ int main(void) {
     BENCH_CHECK(
         cub::DeviceScan::InclusiveSum(NULL, cub_bytes, d_p, d_cdf, (int)N, st));
     BENCH_CHECK(cudaMalloc(&d_cub, cub_bytes));
-    for (bi = 0; bi < sizeof Bs / sizeof Bs[0]; ++bi) {
+    for (bi = 0; bi < nB; ++bi) {
       uint32_t B = Bs[bi], *idx, *d_idx, *d_out;
-      per_real *d_val, *val;
+      per_real *d_val, *d_sval, *val;
+      float *td, *d_td, *d_w;
       void *d_scratch;
-      size_t sb = 0;
-      unsigned long long *d_status, status = 0;
-      float ms_upd, ms_graph, ms_smp, ms_cupd, ms_csmp;
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
+      size_t sb = 0, sbw = 0;
+      unsigned long long *d_status, *d_counter, status = 0;
+      bench_times upd, upd_td, smp, wts, step, b_upd, b_smp, b_step;
+      if (B == 65536 && N < (1u << 20)) continue;
       idx = (uint32_t *)malloc(4 * (size_t)B);
       val = (per_real *)malloc(sizeof(per_real) * B);
-      if (!idx || !val) return 1;
+      td = (float *)malloc(sizeof(float) * B);
+      if (!idx || !val || !td) return 1;
       for (i = 0; i < B; ++i) {
         idx[i] = per_rng_below(&r, N);
         val[i] = per_rng_real(&r) + (per_real)0.01;
+        td[i] = (float)per_rng_real(&r) - 0.5f;
       }
       BENCH_CHECK(cudaMalloc((void **)&d_idx, 4 * (size_t)B));
       BENCH_CHECK(cudaMalloc((void **)&d_out, 4 * (size_t)B));
       BENCH_CHECK(cudaMalloc((void **)&d_val, sizeof(per_real) * B));
+      BENCH_CHECK(cudaMalloc((void **)&d_sval, sizeof(per_real) * B));
+      BENCH_CHECK(cudaMalloc((void **)&d_td, sizeof(float) * B));
+      BENCH_CHECK(cudaMalloc((void **)&d_w, sizeof(float) * B));
       BENCH_CHECK(cudaMalloc((void **)&d_status, 8));
+      BENCH_CHECK(cudaMalloc((void **)&d_counter, 8));
+      BENCH_CHECK(cudaMemsetAsync(d_counter, 0, 8, st));
       BENCH_CHECK(cudaMemcpyAsync(d_idx, idx, 4 * (size_t)B,
                                   cudaMemcpyHostToDevice, st));
       BENCH_CHECK(cudaMemcpyAsync(d_val, val, sizeof(per_real) * B,
                                   cudaMemcpyHostToDevice, st));
+      BENCH_CHECK(cudaMemcpyAsync(d_td, td, sizeof(float) * B,
+                                  cudaMemcpyHostToDevice, st));
       BENCH_OK(per_cuda_tree_set_batch(&dt, d_idx, d_val, B, NULL, &sb,
                                        d_status, st));
+      BENCH_OK(
+          per_cuda_is_weights(d_sval, B, 0.4, d_w, NULL, &sbw, d_status, st));
+      if (sbw > sb) sb = sbw;
       BENCH_CHECK(cudaMalloc(&d_scratch, sb));
+      // the sampled values the weights read
+      BENCH_OK(per_cuda_tree_sample(&dt, 7, 0, NULL, B, d_out, d_sval, d_status,
+                                    st));
 
-      // tree update, plain launches
-      for (it = 0; it < warm; ++it)
+      auto op_upd = [&]() -> int {
         BENCH_OK(per_cuda_tree_set_batch(&dt, d_idx, d_val, B, d_scratch, &sb,
                                          d_status, st));
-      BENCH_CHECK(cudaEventRecord(e0, st));
-      for (it = 0; it < iters; ++it)
-        BENCH_OK(per_cuda_tree_set_batch(&dt, d_idx, d_val, B, d_scratch, &sb,
-                                         d_status, st));
-      BENCH_CHECK(cudaEventRecord(e1, st));
-      BENCH_CHECK(cudaEventSynchronize(e1));
-      BENCH_CHECK(cudaEventElapsedTime(&ms_upd, e0, e1));
-
-      // tree update, one graph per call
-      BENCH_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-      BENCH_OK(per_cuda_tree_set_batch(&dt, d_idx, d_val, B, d_scratch, &sb,
-                                       d_status, st));
-      BENCH_CHECK(cudaStreamEndCapture(st, &graph));
-      BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      for (it = 0; it < warm; ++it) BENCH_CHECK(cudaGraphLaunch(exec, st));
-      BENCH_CHECK(cudaEventRecord(e0, st));
-      for (it = 0; it < iters; ++it) BENCH_CHECK(cudaGraphLaunch(exec, st));
-      BENCH_CHECK(cudaEventRecord(e1, st));
-      BENCH_CHECK(cudaEventSynchronize(e1));
-      BENCH_CHECK(cudaEventElapsedTime(&ms_graph, e0, e1));
-      BENCH_CHECK(cudaGraphExecDestroy(exec));
-      BENCH_CHECK(cudaGraphDestroy(graph));
-      BENCH_CHECK(cudaMemcpy(&status, d_status, 8, cudaMemcpyDeviceToHost));
-      BENCH_OK(per_cuda_status_decode(status, NULL));
-
-      // tree sample
-      for (it = 0; it < warm; ++it)
-        BENCH_OK(per_cuda_tree_sample(&dt, 7, (uint64_t)it * B, NULL, B, d_out,
-                                      NULL, d_status, st));
-      BENCH_CHECK(cudaEventRecord(e0, st));
-      for (it = 0; it < iters; ++it)
-        BENCH_OK(per_cuda_tree_sample(&dt, 7, (uint64_t)it * B, NULL, B, d_out,
-                                      NULL, d_status, st));
-      BENCH_CHECK(cudaEventRecord(e1, st));
-      BENCH_CHECK(cudaEventSynchronize(e1));
-      BENCH_CHECK(cudaEventElapsedTime(&ms_smp, e0, e1));
-
-      // baseline update: scatter
-      for (it = 0; it < warm + iters; ++it) {
-        if (it == warm) BENCH_CHECK(cudaEventRecord(e0, st));
+        return 0;
+      };
+      auto op_upd_td = [&]() -> int {
+        BENCH_OK(per_cuda_tree_set_td(&dt, d_idx, d_td, B, 1e-6, 0.6, d_scratch,
+                                      &sb, d_status, st));
+        return 0;
+      };
+      auto op_smp = [&]() -> int {
+        BENCH_OK(per_cuda_tree_sample(&dt, 7, 0, d_counter, B, d_out, d_sval,
+                                      d_status, st));
+        return 0;
+      };
+      auto op_wts = [&]() -> int {
+        BENCH_OK(per_cuda_is_weights(d_sval, B, 0.4, d_w, d_scratch, &sb,
+                                     d_status, st));
+        return 0;
+      };
+      auto op_step = [&]() -> int {
+        return op_upd_td() || op_smp() || op_wts();
+      };
+      auto op_b_upd = [&]() -> int {
         bench_scatter<<<(B + 255) / 256, 256, 0, st>>>(d_p, d_idx, d_val, B);
-      }
-      BENCH_CHECK(cudaEventRecord(e1, st));
-      BENCH_CHECK(cudaEventSynchronize(e1));
-      BENCH_CHECK(cudaEventElapsedTime(&ms_cupd, e0, e1));
-
-      // baseline sample: scan of all N, then B binary searches
-      for (it = 0; it < warm + iters; ++it) {
-        if (it == warm) BENCH_CHECK(cudaEventRecord(e0, st));
+        BENCH_CHECK(cudaGetLastError());
+        return 0;
+      };
+      auto op_b_smp = [&]() -> int {
         BENCH_CHECK(cub::DeviceScan::InclusiveSum(d_cub, cub_bytes, d_p, d_cdf,
                                                   (int)N, st));
-        bench_search<<<(B + 255) / 256, 256, 0, st>>>(
-            d_cdf, N, 7, (uint64_t)it * B, B, d_out);
-      }
-      BENCH_CHECK(cudaEventRecord(e1, st));
-      BENCH_CHECK(cudaEventSynchronize(e1));
-      BENCH_CHECK(cudaEventElapsedTime(&ms_csmp, e0, e1));
-      BENCH_CHECK(cudaGetLastError());
-
-      printf("%9u %5u | %9.1f %9.1f %9.1f | %9.1f %9.1f | %7.2f %7.2f %7.2f\n",
-             N, B, 1e3 * ms_upd / iters, 1e3 * ms_graph / iters,
-             1e3 * ms_cupd / iters, 1e3 * ms_smp / iters, 1e3 * ms_csmp / iters,
-             ms_cupd / ms_upd, ms_csmp / ms_smp,
-             (ms_cupd + ms_csmp) / (ms_upd + ms_smp));
+        bench_search<<<(B + 255) / 256, 256, 0, st>>>(d_cdf, N, 7, 0, B, d_out);
+        BENCH_CHECK(cudaGetLastError());
+        return 0;
+      };
+      auto op_b_step = [&]() -> int { return op_b_upd() || op_b_smp(); };
+      if (bench_time(st, e0, e1, iters, op_upd, &upd) ||
+          bench_time(st, e0, e1, iters, op_upd_td, &upd_td) ||
+          bench_time(st, e0, e1, iters, op_smp, &smp) ||
+          bench_time(st, e0, e1, iters, op_wts, &wts) ||
+          bench_time(st, e0, e1, iters, op_step, &step) ||
+          bench_time(st, e0, e1, iters, op_b_upd, &b_upd) ||
+          bench_time(st, e0, e1, iters, op_b_smp, &b_smp) ||
+          bench_time(st, e0, e1, iters, op_b_step, &b_step))
+        return 1;
+      BENCH_CHECK(cudaMemcpy(&status, d_status, 8, cudaMemcpyDeviceToHost));
+      BENCH_OK(per_cuda_status_decode(status, NULL));
+      bench_row(csv, N, B, "update", upd, &b_upd);
+      bench_row(csv, N, B, "update_td", upd_td, &b_upd);
+      bench_row(csv, N, B, "sample", smp, &b_smp);
+      bench_row(csv, N, B, "weights", wts, NULL);
+      bench_row(csv, N, B, "step", step, &b_step);
       cudaFree(d_idx);
       cudaFree(d_out);
       cudaFree(d_val);
+      cudaFree(d_sval);
+      cudaFree(d_td);
+      cudaFree(d_w);
       cudaFree(d_status);
+      cudaFree(d_counter);
       cudaFree(d_scratch);
       free(idx);
       free(val);
+      free(td);
     }
     cudaFree(d_tree);
     cudaFree(d_p);
@@ -230,8 +329,13 @@ int main(void) {
     free(vals);
     per_tree_free(&host);
   }
-  printf("ratios are baseline time / tree time (above 1: the tree wins); "
-         "'upd graph' is the update replayed as a CUDA graph\n");
+  printf("graph us: one replay of the captured operation; stream us: the "
+         "same calls launched one by one; ratio: baseline / per_cuda "
+         "(graph times; above 1: per_cuda is faster)\n");
   cudaStreamDestroy(st);
+  if (csv && fclose(csv) != 0) {
+    fprintf(stderr, "bench_cuda: error writing the CSV\n");
+    return 1;
+  }
   return 0;
 }
