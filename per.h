@@ -1588,7 +1588,9 @@ PERDEF void per_rng_init(per_rng *r, uint64_t seed) {
   r->pad = 0;
 }
 
-PERDEF uint32_t per_rng_u32(per_rng *r) {
+/* per_rng_u32 and per_rng_below, also for the kernels (a device buffer's
+   degenerate draws walk the same stream). */
+PER_INLINE PER_HD uint32_t peri_rng_u32(per_rng *r) {
   if (r->avail == 0) {
     per_rng_block(r->seed, r->counter, r->buf);
     r->counter += 1;
@@ -1597,20 +1599,26 @@ PERDEF uint32_t per_rng_u32(per_rng *r) {
   return r->buf[4 - r->avail--];
 }
 
-PERDEF uint32_t per_rng_below(per_rng *r, uint32_t n) {
+PER_INLINE PER_HD uint32_t peri_rng_below(per_rng *r, uint32_t n) {
   uint64_t m;
   uint32_t lo;
   if (n == 0) return 0;
-  m = (uint64_t)per_rng_u32(r) * n;
+  m = (uint64_t)peri_rng_u32(r) * n;
   lo = (uint32_t)m;
   if (lo < n) {
     uint32_t threshold = (uint32_t)(0u - n) % n; /* 2^32 mod n */
     while (lo < threshold) {
-      m = (uint64_t)per_rng_u32(r) * n;
+      m = (uint64_t)peri_rng_u32(r) * n;
       lo = (uint32_t)m;
     }
   }
   return (uint32_t)(m >> 32);
+}
+
+PERDEF uint32_t per_rng_u32(per_rng *r) { return peri_rng_u32(r); }
+
+PERDEF uint32_t per_rng_below(per_rng *r, uint32_t n) {
+  return peri_rng_below(r, n);
 }
 
 PERDEF double per_rng_double(per_rng *r) {
@@ -2491,7 +2499,7 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
    PER_SAMPLE_TRAJECTORIES)
 
 /* Finite (from the bits: robust under -ffinite-math-only). */
-static int peri_dfinite(double v) {
+static PER_HD int peri_dfinite(double v) {
   uint64_t u;
   memcpy(&u, &v, sizeof u);
   return ((u >> 52) & 0x7ffu) != 0x7ffu;
@@ -2546,13 +2554,15 @@ static per_status peri_config_check(const per_config *c) {
 }
 
 /* Generations cycle through 1 .. 2^32 - 1: g after k more writes. */
-static uint32_t peri_gen_add(uint32_t g, uint64_t k) {
+static PER_HD uint32_t peri_gen_add(uint32_t g, uint64_t k) {
   return (uint32_t)(((uint64_t)g + k - 1) % 0xffffffffull + 1);
 }
 
 /* ---- min tree (PER_WEIGHTS_BUFFER_MAX) ---- */
 
-static per_real peri_min_of(per_real a, per_real b) { return a < b ? a : b; }
+static PER_HD per_real peri_min_of(per_real a, per_real b) {
+  return a < b ? a : b;
+}
 
 /* Leaf i of the min tree m (over a tree of L leaves) for leaf value v. */
 static void peri_min_set(per_real *m, uint32_t L, uint32_t i, per_real v) {
@@ -2711,16 +2721,22 @@ static void peri_tcheck_feed(peri_tcheck *c, uint32_t id) {
    counted from the newest item's: the newest k items, found by binary
    search over age, since the distance d of an item's trajectory from
    the newest one never decreases with age. O(log size). */
-static uint32_t peri_traj_window(const per_buffer *b, uint32_t w) {
-  uint32_t cap = b->cfg.capacity, lo = 1, hi = b->size;
-  uint32_t ref = b->traj[((uint64_t)b->pos + cap - 1) % cap];
+static PER_HD uint32_t peri_traj_window_of(const uint32_t *traj, uint32_t cap,
+                                           uint32_t pos, uint32_t size,
+                                           uint32_t w) {
+  uint32_t lo = 1, hi = size;
+  uint32_t ref = traj[((uint64_t)pos + cap - 1) % cap];
   while (lo < hi) { /* ages < lo are in, ages >= hi out */
     uint32_t mid = lo + (hi - lo) / 2;
-    uint32_t slot = (uint32_t)(((uint64_t)b->pos + cap - 1 - mid) % cap);
-    if (ref - b->traj[slot] < w) lo = mid + 1;
+    uint32_t slot = (uint32_t)(((uint64_t)pos + cap - 1 - mid) % cap);
+    if (ref - traj[slot] < w) lo = mid + 1;
     else hi = mid;
   }
   return lo;
+}
+
+static uint32_t peri_traj_window(const per_buffer *b, uint32_t w) {
+  return peri_traj_window_of(b->traj, b->cfg.capacity, b->pos, b->size, w);
 }
 
 /* per_buffer_init (items == NULL: allocated and zeroed) and
@@ -2840,13 +2856,16 @@ PERDEF void per_buffer_free(per_buffer *b) {
 
 PERDEF uint32_t per_buffer_size(const per_buffer *b) { return b ? b->size : 0; }
 
-PERDEF double per_buffer_beta(const per_buffer *b) {
-  const per_config *c;
-  if (!b) return 0;
-  c = &b->cfg;
-  if (b->step >= c->beta_steps) return c->beta1;
+/* The scheduled beta after `step` sample calls. */
+static PER_HD double peri_beta_at(const per_config *c, uint64_t step) {
+  if (step >= c->beta_steps) return c->beta1;
   return c->beta0 + peri_dmul_rn(c->beta1 - c->beta0,
-                                 (double)b->step / (double)c->beta_steps);
+                                 (double)step / (double)c->beta_steps);
+}
+
+PERDEF double per_buffer_beta(const per_buffer *b) {
+  if (!b) return 0;
+  return peri_beta_at(&b->cfg, b->step);
 }
 
 PERDEF per_status per_buffer_add(per_buffer *b, const void *item) {
@@ -2951,8 +2970,8 @@ typedef struct peri_cover {
   uint32_t k[128]; /* 2 ranges, at most 2 * 31 nodes each */
 } peri_cover;
 
-static void peri_cover_range(peri_cover *c, uint32_t L, uint32_t a,
-                             uint32_t e) {
+static PER_HD void peri_cover_range(peri_cover *c, uint32_t L, uint32_t a,
+                                    uint32_t e) {
   uint64_t l = (uint64_t)a + L, r = (uint64_t)e + L;
   uint32_t right[64], nr = 0;
   while (l < r) {
@@ -2964,7 +2983,8 @@ static void peri_cover_range(peri_cover *c, uint32_t L, uint32_t a,
   while (nr) c->k[c->n++] = right[--nr];
 }
 
-static per_real peri_cover_total(const peri_cover *c, const per_real *node) {
+static PER_HD per_real peri_cover_total(const peri_cover *c,
+                                        const per_real *node) {
   per_real s = 0;
   uint32_t j;
   for (j = 0; j < c->n; ++j) s += node[c->k[j]];
@@ -2973,8 +2993,9 @@ static per_real peri_cover_total(const peri_cover *c, const per_real *node) {
 
 /* Leaf of prefix mass u within the cover; requires some mass in it. Past
    the end (rounding) gives the last leaf with mass, like the tree. */
-static uint32_t peri_cover_find(const peri_cover *c, const per_real *node,
-                                uint32_t L, per_real u) {
+static PER_HD uint32_t peri_cover_find(const peri_cover *c,
+                                       const per_real *node, uint32_t L,
+                                       per_real u) {
   uint32_t j, last = 0, k;
   for (j = 0; j < c->n; ++j) {
     per_real m = node[c->k[j]];
@@ -2990,6 +3011,21 @@ static uint32_t peri_cover_find(const peri_cover *c, const per_real *node,
   k = c->k[j];
   while (k < L) k = per_tree_step(node, k, &u);
   return k - L;
+}
+
+/* The slots of the W most recently written items of a ring at pos: the
+   first in *start, and as one or two ranges [lo, hi) (the count). */
+static PER_HD uint32_t peri_window(uint32_t cap, uint32_t pos, uint32_t W,
+                                   uint32_t *start, uint32_t lo[2],
+                                   uint32_t hi[2]) {
+  *start = (uint32_t)(((uint64_t)pos + cap - W) % cap);
+  lo[0] = *start;
+  hi[0] = *start + W;
+  if ((uint64_t)*start + W <= cap) return 1;
+  hi[0] = cap;
+  lo[1] = 0;
+  hi[1] = (uint32_t)((uint64_t)*start + W - cap);
+  return 2;
 }
 
 /* How a plan's leaves are drawn. */
@@ -3066,16 +3102,7 @@ static per_status peri_plan_sample(per_buffer *b, uint32_t B,
     p->W = peri_traj_window(b, p->W);
   if (p->W == 0 || p->W > b->size) p->W = b->size;
   p->whole = p->W == b->size;
-  p->start = (uint32_t)(((uint64_t)b->pos + cap - p->W) % cap);
-  /* the window's slots, as one or two ranges */
-  p->nr = 1;
-  p->lo[0] = p->start;
-  p->hi[0] = p->start + p->W;
-  if ((uint64_t)p->start + p->W > cap) {
-    p->nr = 2;
-    p->hi[0] = cap;
-    p->hi[1] = (uint32_t)((uint64_t)p->start + p->W - cap);
-  }
+  p->nr = peri_window(cap, b->pos, p->W, &p->start, p->lo, p->hi);
   if (flags & PER_SAMPLE_SEQUENCES) {
     uint32_t st = b->cfg.seq_stride;
     p->tree = &b->seq_tree;
