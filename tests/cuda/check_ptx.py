@@ -12,7 +12,8 @@ every kernel (.entry):
     launch do not cooperate, so running them one by one (the shim) is a
     faithful schedule;
   - atomics only of the integer kinds the shim emulates (max, min, cas,
-    exch).
+    exch, and add on 32-bit unsigned integers, red.add when its result is
+    unused).
 Prints one line per kernel and exits 1 on any violation."""
 import os
 import re
@@ -64,11 +65,14 @@ for arch, real in [(a, r) for a in ('80', '90') for r in ('double', 'float')]:
             if re.search(r'\.f(?:16|32|64)\b|\.bf16', parts):
                 kind += '.float'
             atoms.add(kind)
+        # an integer atomicAdd whose result is unused compiles to red.add
+        for parts in re.findall(r'\bred((?:\.\w+)+)', code):
+            if not re.search(r'\.add\.u32$', parts):
+                problems.append('reduction atomic red' + parts)
+            atoms.add('add')
         atoms = sorted(atoms)
-        if any(a not in ('max', 'min', 'cas', 'exch') for a in atoms):
+        if any(a not in ('max', 'min', 'cas', 'exch', 'add') for a in atoms):
             problems.append('atomics ' + ','.join(atoms))
-        if re.search(r'\bred\.', body):
-            problems.append('reduction atomics')
         calls = sorted(set(re.findall(
             r'\bcall(?:\.uni)?\s*(?:\(\s*\w+\s*\)\s*,)?\s*(\w+)', code)))
         calls = [c for c in calls if 'pow' not in c]

@@ -11,8 +11,8 @@
 //     (per_shim_order), so a test can check that a result does not depend on
 //     the order in which threads run;
 //   - integer atomicMax/atomicMin/atomicCAS/atomicExch on unsigned int and
-//     unsigned long long (memcpy on the target, so any object may be the
-//     target);
+//     unsigned long long, atomicAdd on unsigned int (memcpy on the target,
+//     so any object may be the target);
 //   - a race detector: per_cuda.cu's kernels access device memory through
 //     PER_CUDAI_LD / PER_CUDAI_ST, which the shim defines to log every
 //     plain load, plain store and atomic of the running thread. Two
@@ -103,13 +103,16 @@ static inline uint64_t per_shim_mix(uint64_t x) {
 }
 
 // >>race detector
-// Per 4-byte word touched in the current launch (so that accesses of
-// different sizes that overlap are seen too): for plain loads, plain stores
-// and atomics, the first thread that did one and whether another did too.
+// Per 4-byte word touched in the current launch, for plain loads, plain
+// stores and atomics: the first thread that did one, the bytes of the word
+// it touched, and the bytes any other thread touched. Byte-exact, so that
+// accesses of different sizes that overlap are seen, and threads that
+// write neighbouring bytes (legal on a GPU: stores never touch the bytes
+// beside them) are not.
 enum { PER_SHIM_LD = 0, PER_SHIM_ST = 1, PER_SHIM_AT = 2 };
 struct per_shim_touch {
   size_t first[3];
-  unsigned char any[3], more[3];
+  unsigned char any[3], mine[3], more[3]; // byte masks
 };
 static std::unordered_map<uintptr_t, per_shim_touch> per_shim_touched;
 static size_t per_shim_thread;            // the running thread of the launch
@@ -130,45 +133,57 @@ static void per_shim_race(const char *what, const void *p) {
 // 1 when [p, p + n) lies inside one "device" allocation.
 static inline int per_shim_on_device(const void *p, size_t n);
 
-// Some thread other than t did an access of kind k to this location.
-static inline int per_shim_other(const per_shim_touch &r, int k, size_t t) {
-  return r.any[k] && (r.first[k] != t || r.more[k]);
+// Some thread other than t did an access of kind k to a byte of mask m.
+static inline int per_shim_other(const per_shim_touch &r, int k, size_t t,
+                                 unsigned m) {
+  unsigned others = r.more[k] | (r.first[k] != t ? r.mine[k] : 0u);
+  return r.any[k] && (others & m);
 }
 
-static inline void per_shim_note_word(uintptr_t w, const void *p, int kind) {
+// The access of `kind` to bytes m of word w; 1 when it conflicts.
+static inline int per_shim_note_word(uintptr_t w, unsigned m, int kind) {
   size_t t = per_shim_thread;
   per_shim_touch &r = per_shim_touched[w];
   int clash;
   if (kind == PER_SHIM_ST) // a store clashes with anything another does
-    clash = per_shim_other(r, PER_SHIM_LD, t) ||
-            per_shim_other(r, PER_SHIM_ST, t) ||
-            per_shim_other(r, PER_SHIM_AT, t);
+    clash = per_shim_other(r, PER_SHIM_LD, t, m) ||
+            per_shim_other(r, PER_SHIM_ST, t, m) ||
+            per_shim_other(r, PER_SHIM_AT, t, m);
   else if (kind == PER_SHIM_LD) // a load with another's store or atomic
-    clash =
-        per_shim_other(r, PER_SHIM_ST, t) || per_shim_other(r, PER_SHIM_AT, t);
+    clash = per_shim_other(r, PER_SHIM_ST, t, m) ||
+            per_shim_other(r, PER_SHIM_AT, t, m);
   else // an atomic with another's plain store or load
-    clash =
-        per_shim_other(r, PER_SHIM_ST, t) || per_shim_other(r, PER_SHIM_LD, t);
-  if (clash)
+    clash = per_shim_other(r, PER_SHIM_ST, t, m) ||
+            per_shim_other(r, PER_SHIM_LD, t, m);
+  if (!r.any[kind]) {
+    r.any[kind] = 1;
+    r.first[kind] = t;
+    r.mine[kind] = (unsigned char)m;
+  } else if (r.first[kind] == t) {
+    r.mine[kind] |= (unsigned char)m;
+  } else {
+    r.more[kind] |= (unsigned char)m;
+  }
+  return clash;
+}
+
+static inline void per_shim_note(const void *p, size_t n, int kind) {
+  uintptr_t a = (uintptr_t)p, e = a + n, w;
+  int clash = 0;
+  if (!per_shim_in_kernel) return;
+  if (!per_shim_on_device(p, n))
+    per_shim_race("access outside device memory", p);
+  for (w = a & ~(uintptr_t)3; w < e; w += 4) {
+    unsigned m = 0, i;
+    for (i = 0; i < 4; ++i)
+      if (w + i >= a && w + i < e) m |= 1u << i;
+    clash |= per_shim_note_word(w, m, kind);
+  }
+  if (clash) // one report per access
     per_shim_race(kind == PER_SHIM_ST   ? "plain store races with a thread"
                   : kind == PER_SHIM_LD ? "plain load races with a thread"
                                         : "atomic races with a plain access",
                   p);
-  if (!r.any[kind]) {
-    r.any[kind] = 1;
-    r.first[kind] = t;
-  } else if (r.first[kind] != t) {
-    r.more[kind] = 1;
-  }
-}
-
-static inline void per_shim_note(const void *p, size_t n, int kind) {
-  uintptr_t w;
-  if (!per_shim_in_kernel) return;
-  if (!per_shim_on_device(p, n))
-    per_shim_race("access outside device memory", p);
-  for (w = (uintptr_t)p & ~(uintptr_t)3; w < (uintptr_t)p + n; w += 4)
-    per_shim_note_word(w, p, kind);
 }
 
 template <typename T> struct per_shim_same { typedef T type; };
@@ -293,6 +308,11 @@ static inline unsigned long long atomicCAS(unsigned long long *a,
   if (old == cmp) per_shim_rmw_store(a, v);
   return old;
 }
+static inline unsigned int atomicAdd(unsigned int *a, unsigned int v) {
+  unsigned int old = per_shim_rmw_load(a);
+  per_shim_rmw_store(a, old + v);
+  return old;
+}
 static inline unsigned int atomicExch(unsigned int *a, unsigned int v) {
   unsigned int old = per_shim_rmw_load(a);
   per_shim_rmw_store(a, v);
@@ -307,8 +327,9 @@ static inline unsigned long long atomicExch(unsigned long long *a,
 
 // >>device memory
 struct per_shim_alloc {
-  char *p;
+  char *p; // 256-byte aligned, as cudaMalloc's
   size_t n;
+  char *base; // what malloc returned
 };
 static std::vector<per_shim_alloc> per_shim_allocs;
 
@@ -341,9 +362,10 @@ static inline cudaError_t per_shim_fail(cudaError_t e) {
 static inline cudaError_t cudaMalloc(void **p, size_t n) {
   per_shim_alloc a;
   if (!p) return per_shim_fail(cudaErrorInvalidValue);
-  a.p = (char *)malloc(n ? n : 1);
+  a.base = (char *)malloc(n + 256);
   a.n = n;
-  if (!a.p) return per_shim_fail(cudaErrorMemoryAllocation);
+  if (!a.base) return per_shim_fail(cudaErrorMemoryAllocation);
+  a.p = a.base + (256 - (uintptr_t)a.base % 256);
   memset(a.p, 0xA5, n); // device memory starts as garbage
   per_shim_allocs.push_back(a);
   *p = a.p;
@@ -355,7 +377,7 @@ static inline cudaError_t cudaFree(void *p) {
   if (!p) return cudaSuccess;
   for (i = 0; i < per_shim_allocs.size(); ++i)
     if (per_shim_allocs[i].p == (char *)p) {
-      free(p);
+      free(per_shim_allocs[i].base);
       per_shim_allocs.erase(per_shim_allocs.begin() + (ptrdiff_t)i);
       return cudaSuccess;
     }
@@ -428,8 +450,13 @@ static inline cudaError_t cudaGetDeviceCount(int *n) {
 // goes through PERI_POW: inside a kernel it is the wider powl, rounded to
 // double, as a GPU's pow differs from the CPU's; on the host it stays the
 // C library's, so the CPU reference in the same program is per.h's own.
+// per_shim_same_pow = 1 gives the kernels the C library's pow as well: the
+// replay buffer's bitwise comparison holds the kernels to the CPU's bits
+// given one pow (per_cuda.h, section 6).
+static int per_shim_same_pow = 0;
 static inline double per_shim_pow(double x, double y) {
-  if (per_shim_in_kernel) return (double)powl((long double)x, (long double)y);
+  if (per_shim_in_kernel && !per_shim_same_pow)
+    return (double)powl((long double)x, (long double)y);
   return pow(x, y);
 }
 #define PERI_POW per_shim_pow
