@@ -107,17 +107,44 @@ static __host__ __device__ inline per_cudai_bits *per_cudai_as_bits(
 // peri_float_status, peri_samplable, peri_leaves_for): one definition for
 // the CPU and the kernels.
 
-// The value of pair j: d_val[j], or the priority of d_td[j].
+// The pairs (leaf, value) of an update. Leaf j is idx[j], or the slot of
+// ids[j] (a buffer's ids: slot | generation << 32; a pair whose generation
+// is not its slot's, gen[slot], is stale: it takes part in nothing). Value
+// j is val[j], the priority of td[j], or *one for every pair (an add).
 struct per_cudai_values {
-  const per_real *val; // one of val / td is NULL
+  const uint32_t *idx; // one of idx / ids is NULL
+  const uint64_t *ids;
+  const uint32_t *gen; // with ids
+  const per_real *val; // one of val / td / one is not NULL
   const float *td;
+  const per_real *one;
   double eps, alpha;
 };
 
+static per_cudai_values per_cudai_values_none(void) {
+  per_cudai_values v;
+  memset(&v, 0, sizeof v);
+  return v;
+}
+
 static __host__ __device__ inline per_real per_cudai_value(
     const per_cudai_values &v, uint32_t j) {
-  return v.td ? peri_priority(PER_CUDAI_LD(&v.td[j]), v.eps, v.alpha)
-              : PER_CUDAI_LD(&v.val[j]);
+  if (v.td) return peri_priority(PER_CUDAI_LD(&v.td[j]), v.eps, v.alpha);
+  return v.one ? PER_CUDAI_LD(v.one) : PER_CUDAI_LD(&v.val[j]);
+}
+
+static __host__ __device__ inline uint32_t per_cudai_leaf_of(
+    const per_cudai_values &v, uint32_t j) {
+  return v.idx ? PER_CUDAI_LD(&v.idx[j]) : (uint32_t)PER_CUDAI_LD(&v.ids[j]);
+}
+
+// Pair j is applied: not a stale id.
+static __host__ __device__ inline int per_cudai_live(const per_cudai_values &v,
+                                                     uint32_t j) {
+  uint64_t id;
+  if (!v.ids) return 1;
+  id = PER_CUDAI_LD(&v.ids[j]);
+  return (uint32_t)(id >> 32) == PER_CUDAI_LD(&v.gen[(uint32_t)id]);
 }
 
 // Why pair j cannot be applied, or PER_OK, in the CPU's order: for values,
@@ -125,16 +152,15 @@ static __host__ __device__ inline per_real per_cudai_value(
 // per_buffer_update's (the TD error, then the index; the priority of a
 // finite TD error is always a valid leaf).
 static __host__ __device__ inline per_status per_cudai_pair_status(
-    const per_cudai_values &v, const uint32_t *idx, uint32_t j,
-    uint32_t capacity) {
+    const per_cudai_values &v, uint32_t j, uint32_t capacity) {
   per_status s;
   if (v.td) {
     s = peri_float_status(PER_CUDAI_LD(&v.td[j]));
     if (s != PER_OK) return s;
-    return PER_CUDAI_LD(&idx[j]) >= capacity ? PER_ERR_INDEX : PER_OK;
+    return per_cudai_leaf_of(v, j) >= capacity ? PER_ERR_INDEX : PER_OK;
   }
-  if (PER_CUDAI_LD(&idx[j]) >= capacity) return PER_ERR_INDEX;
-  return per_leaf_status(PER_CUDAI_LD(&v.val[j]));
+  if (per_cudai_leaf_of(v, j) >= capacity) return PER_ERR_INDEX;
+  return per_leaf_status(per_cudai_value(v, j));
 }
 
 static __device__ inline uint32_t per_cudai_thread_id(void) {
@@ -144,14 +170,13 @@ static __device__ inline uint32_t per_cudai_thread_id(void) {
 // >>kernels: update
 // Phase 1. Validate every pair; the first bad one (smallest j) ends up in
 // *status. Writes: *status, by atomicMax only.
-static __global__ void per_cudai_k_validate(per_cudai_values v,
-                                            const uint32_t *idx, uint32_t n,
+static __global__ void per_cudai_k_validate(per_cudai_values v, uint32_t n,
                                             uint32_t capacity,
                                             unsigned long long *status) {
   uint32_t j = per_cudai_thread_id();
   per_status s;
   if (j >= n) return;
-  s = per_cudai_pair_status(v, idx, j, capacity);
+  s = per_cudai_pair_status(v, j, capacity);
   if (s != PER_OK) atomicMax(status, per_cudai_word(j, s));
 }
 
@@ -159,11 +184,11 @@ static __global__ void per_cudai_k_validate(per_cudai_values v,
 // leaf holds TAG | (last position with that index). Only atomics touch the
 // leaves in this launch.
 static __global__ void per_cudai_k_claim(per_real *node, uint32_t L,
-                                         const uint32_t *idx, uint32_t n,
+                                         per_cudai_values v, uint32_t n,
                                          const unsigned long long *status) {
   uint32_t j = per_cudai_thread_id();
-  if (j >= n || PER_CUDAI_LD(status)) return;
-  atomicMax(per_cudai_as_bits(&node[L + PER_CUDAI_LD(&idx[j])]),
+  if (j >= n || PER_CUDAI_LD(status) || !per_cudai_live(v, j)) return;
+  atomicMax(per_cudai_as_bits(&node[L + per_cudai_leaf_of(v, j)]),
             PER_CUDAI_TAG | j);
 }
 
@@ -223,12 +248,16 @@ static __host__ __device__ inline per_real per_cudai_final(
 // Recompute the subtree of node `top` from its base nodes `levels` below
 // (at most 2^PER_CUDAI_GROUP), as described above. The base nodes are
 // written back in their final form when `rewrite_base`, and `top` keeps
-// its sign bit when `mark_top`.
-static __device__ void per_cudai_subtree(per_real *node, uint32_t top,
-                                         uint32_t levels, int leaf,
-                                         const per_cudai_values &v,
+// its sign bit when `mark_top`. With a min tree `mn` (a buffer's, for
+// buffer-max weights: node = the smallest positive leaf below it, or
+// PERI_NO_MIN) the same nodes of it are recomputed, by the same thread:
+// a changed leaf's min is written here, and a min node above the leaves
+// is final once written (the min tree carries no marks).
+static __device__ void per_cudai_subtree(per_real *node, per_real *mn,
+                                         uint32_t top, uint32_t levels,
+                                         int leaf, const per_cudai_values &v,
                                          int rewrite_base, int mark_top) {
-  per_real t[2u << PER_CUDAI_GROUP];
+  per_real t[2u << PER_CUDAI_GROUP], m[2u << PER_CUDAI_GROUP];
   unsigned char chg[2u << PER_CUDAI_GROUP];
   uint32_t w = 1u << levels, k, d, first = top << levels;
   for (k = 0; k < w; ++k) { // the base, a contiguous run of nodes
@@ -237,6 +266,13 @@ static __device__ void per_cudai_subtree(per_real *node, uint32_t top,
     t[w + k] =
         chg[w + k] ? per_cudai_final(b, leaf, v) : per_cudai_from_bits(b);
     if (rewrite_base && chg[w + k]) PER_CUDAI_ST(&node[first + k], t[w + k]);
+    if (!mn) continue;
+    if (leaf && chg[w + k]) {
+      m[w + k] = t[w + k] > 0 ? t[w + k] : PERI_NO_MIN;
+      PER_CUDAI_ST(&mn[first + k], m[w + k]);
+    } else {
+      m[w + k] = PER_CUDAI_LD(&mn[first + k]);
+    }
   }
   for (d = levels; d-- > 0;) { // local level d holds local nodes [2^d, 2^d+1)
     for (k = 1u << d; k < (2u << d); ++k) {
@@ -244,7 +280,12 @@ static __device__ void per_cudai_subtree(per_real *node, uint32_t top,
       chg[k] = chg[2 * k] | chg[2 * k + 1];
       if (!chg[k]) {
         t[k] = PER_CUDAI_LD(&node[at]);
+        if (mn) m[k] = PER_CUDAI_LD(&mn[at]);
         continue;
+      }
+      if (mn) {
+        m[k] = peri_min_of(m[2 * k], m[2 * k + 1]);
+        PER_CUDAI_ST(&mn[at], m[k]);
       }
       per_tree_recompute(t, k);
       if (k == 1 && mark_top)
@@ -255,22 +296,21 @@ static __device__ void per_cudai_subtree(per_real *node, uint32_t top,
   }
 }
 
-static __global__ void per_cudai_k_group(per_real *node, uint32_t L,
-                                         uint32_t depth, uint32_t g,
-                                         per_cudai_values v,
-                                         const uint32_t *idx, uint32_t n,
+static __global__ void per_cudai_k_group(per_real *node, per_real *mn,
+                                         uint32_t L, uint32_t depth, uint32_t g,
+                                         per_cudai_values v, uint32_t n,
                                          const unsigned long long *status,
                                          uint32_t *win) {
   uint32_t j = per_cudai_thread_id(), G = per_cudai_groups(depth), led;
   uint32_t leaf, lo, hi, A, m, first;
   if (j >= n || PER_CUDAI_LD(status)) return;
-  leaf = L + PER_CUDAI_LD(&idx[j]);
   if (g == G) { // the top: one thread
     if (j == 0)
-      per_cudai_subtree(node, 1, depth - per_cudai_base(G - 1, depth), G == 1,
-                        v, 1, 0);
+      per_cudai_subtree(node, mn, 1, depth - per_cudai_base(G - 1, depth),
+                        G == 1, v, 1, 0);
     if (G == 1) return;
   }
+  leaf = L + per_cudai_leaf_of(v, j); // a stale pair's leaf never has its tag
   if (g == 1) {
     led = per_cudai_to_bits(PER_CUDAI_LD(&node[leaf])) == (PER_CUDAI_TAG | j)
               ? 0u
@@ -292,7 +332,7 @@ static __global__ void per_cudai_k_group(per_real *node, uint32_t L,
   m = leaf >> lo;
   for (first = A << (hi - lo); first < m; ++first) // a changed node left of m
     if (per_cudai_to_bits(PER_CUDAI_LD(&node[first])) & PER_CUDAI_SIGN) return;
-  per_cudai_subtree(node, A, hi - lo, lo == 0, v, 0, 1);
+  per_cudai_subtree(node, mn, A, hi - lo, lo == 0, v, 0, 1);
   PER_CUDAI_ST(&win[j], g);
 }
 
@@ -379,6 +419,356 @@ static __global__ void per_cudai_k_w_apply(const per_real *val, uint32_t B,
                            per_cudai_from_bits(PER_CUDAI_LD(minbits)), beta));
 }
 
+// bytes rounded up to a multiple of 256 (at least 256).
+static __host__ __device__ inline size_t per_cudai_round(size_t bytes) {
+  size_t r = (bytes + 255u) & ~(size_t)255u;
+  return r ? r : 256u;
+}
+
+// >>kernels: replay buffer
+// The device buffer's counters (per_cuda_buffer.d_state): per_buffer's
+// fields of the same names.
+struct per_cudai_state {
+  per_rng rng;
+  unsigned long long step, added, trajs;
+  per_real max_leaf;
+  uint32_t size, pos, zero_hint, pad;
+};
+
+// What a sample call draws from, found by its first kernel (one thread):
+// peri_plan_sample's plan for items, with replacement.
+struct per_cudai_plan {
+  peri_cover cov; // !whole: the window's subtrees
+  double beta;
+  per_real total, seg, pmin;        // pmin: buffer-max weights' minimum
+  unsigned long long seed, counter; // the strata's stream
+  uint32_t W, start, whole, degenerate, bufmax, pad;
+};
+
+// An update's totals over its live pairs (per_cuda_buffer.d_work).
+struct per_cudai_agg {
+  unsigned long long maxbits; // the largest priority's pattern
+  per_cudai_bits minbits;     // the batch's smallest leaf (weights)
+  unsigned int stale, zero;
+};
+
+// The workspace: plan, totals, then three arrays of max_batch.
+struct per_cudai_work {
+  per_cudai_plan *plan;
+  per_cudai_agg *agg;
+  uint32_t *win, *idx;
+  per_real *val;
+};
+
+static size_t per_cudai_work_bytes(uint32_t max_batch) {
+  return per_cudai_round(sizeof(per_cudai_plan)) +
+         per_cudai_round(sizeof(per_cudai_agg)) +
+         2 * per_cudai_round((size_t)max_batch * sizeof(uint32_t)) +
+         per_cudai_round((size_t)max_batch * sizeof(per_real));
+}
+
+static per_cudai_work per_cudai_work_of(const per_cuda_buffer *b) {
+  per_cudai_work w;
+  unsigned char *p = (unsigned char *)b->d_work;
+  size_t a = per_cudai_round((size_t)b->max_batch * sizeof(uint32_t));
+  w.plan = (per_cudai_plan *)p;
+  p += per_cudai_round(sizeof(per_cudai_plan));
+  w.agg = (per_cudai_agg *)p;
+  p += per_cudai_round(sizeof(per_cudai_agg));
+  w.win = (uint32_t *)p;
+  w.idx = (uint32_t *)(p + a);
+  w.val = (per_real *)(p + 2 * a);
+  return w;
+}
+
+// The buffer's fixed shape, as kernel arguments.
+struct per_cudai_shape {
+  uint32_t cap, L, isz, bufmin; // bufmin: a min tree is kept
+};
+
+static __global__ void per_cudai_k_b_reset(per_cudai_state *st, per_rng rng,
+                                           per_real max_leaf, per_real *mn,
+                                           uint32_t L) {
+  uint32_t k = per_cudai_thread_id();
+  if (k == 0) {
+    per_cudai_state s;
+    memset(&s, 0, sizeof s);
+    s.rng = rng;
+    s.max_leaf = max_leaf;
+    PER_CUDAI_ST(st, s);
+  }
+  if (mn && k < L) { // node k and leaf k: no positive leaf anywhere
+    PER_CUDAI_ST(&mn[k], PERI_NO_MIN);
+    PER_CUDAI_ST(&mn[L + k], PERI_NO_MIN);
+  }
+}
+
+static __global__ void per_cudai_k_b_set_state(per_cudai_state *st,
+                                               per_cudai_state s) {
+  if (per_cudai_thread_id() == 0) PER_CUDAI_ST(st, s);
+}
+
+// Rows of item bytes in units of U (1 or 4 bytes: the host picks 4 when
+// every address allows it), a grid-stride loop over the units. An add
+// copies call row skip + t to ring slot (pos + skip + t) % cap, a sample
+// ring slot idx[t] to batch row t.
+template <typename U>
+static __global__ void per_cudai_k_b_rows(U *dst, const U *src,
+                                          const per_cudai_state *st,
+                                          const uint32_t *idx, uint32_t rows,
+                                          uint32_t skip, uint32_t units,
+                                          uint32_t cap, int add,
+                                          const unsigned long long *status) {
+  uint64_t e = per_cudai_thread_id(), all = (uint64_t)rows * units;
+  uint64_t step = (uint64_t)gridDim.x * blockDim.x;
+  uint32_t pos;
+  if (e >= all || PER_CUDAI_LD(status)) return;
+  pos = add ? PER_CUDAI_LD(&st->pos) : 0;
+  for (; e < all; e += step) {
+    uint32_t t = (uint32_t)(e / units), u = (uint32_t)(e % units);
+    uint64_t from, to;
+    if (add) {
+      from = (uint64_t)skip + t;
+      to = ((uint64_t)pos + skip + t) % cap;
+    } else {
+      from = PER_CUDAI_LD(&idx[t]);
+      to = t;
+    }
+    PER_CUDAI_ST(&dst[to * units + u], PER_CUDAI_LD(&src[from * units + u]));
+  }
+}
+
+// add: the first bad episode end wins.
+static __global__ void per_cudai_k_b_ends(const uint8_t *ends, uint32_t n,
+                                          unsigned long long *status) {
+  uint32_t j = per_cudai_thread_id();
+  if (j >= n) return;
+  if (PER_CUDAI_LD(&ends[j]) > PER_END_TRUNCATED)
+    atomicMax(status, per_cudai_word(j, PER_ERR_ARG));
+}
+
+// add: slot t of the kept ones, as per_buffer_add_steps: its generation,
+// trajectory id, episode end, and its index for the tree update.
+static __global__ void per_cudai_k_b_slots(const per_cudai_state *st,
+                                           uint32_t *gen, uint32_t *traj,
+                                           uint8_t *ends, const uint8_t *in,
+                                           uint32_t *idx, uint32_t n,
+                                           uint32_t cap,
+                                           const unsigned long long *status) {
+  uint32_t t = per_cudai_thread_id(), keep = n < cap ? n : cap, pos, slot;
+  uint64_t k = 1;
+  if (t >= keep || PER_CUDAI_LD(status)) return;
+  pos = PER_CUDAI_LD(&st->pos);
+  slot = (uint32_t)(((uint64_t)pos + (n - keep) + t) % cap);
+  if (n >= cap) { // every slot, some of them more than once
+    uint32_t age = (uint32_t)(((uint64_t)slot + cap - pos) % cap);
+    k = (uint64_t)(n / cap) + (age < n % cap);
+  }
+  PER_CUDAI_ST(&gen[slot], peri_gen_add(PER_CUDAI_LD(&gen[slot]), k));
+  PER_CUDAI_ST(&traj[slot], (uint32_t)PER_CUDAI_LD(&st->trajs));
+  PER_CUDAI_ST(&ends[slot],
+               in ? PER_CUDAI_LD(&in[n - keep + t]) : (uint8_t)PER_END_NONE);
+  PER_CUDAI_ST(&idx[t], slot);
+}
+
+static __global__ void per_cudai_k_b_added(per_cudai_state *st, uint32_t n,
+                                           uint32_t cap,
+                                           const unsigned long long *status) {
+  per_cudai_state s;
+  if (per_cudai_thread_id() != 0 || PER_CUDAI_LD(status)) return;
+  s = PER_CUDAI_LD(st);
+  s.pos = (uint32_t)(((uint64_t)s.pos + n) % cap);
+  s.size = (uint64_t)s.size + n >= cap ? cap : s.size + n;
+  s.added += n;
+  s.trajs += 1;
+  PER_CUDAI_ST(st, s);
+}
+
+// sample, one thread: the plan (peri_plan_sample for items, with
+// replacement), the stream and step advanced. Degenerate mass: the
+// uniform draws here, in order, as the CPU's.
+static __global__ void per_cudai_k_b_plan(
+    per_cudai_state *st, per_config cfg, per_cudai_shape sh,
+    const per_real *node, const per_real *mn, const uint32_t *traj, uint32_t B,
+    uint32_t flags, double beta, uint32_t window, per_cudai_plan *plan,
+    uint32_t *idx, unsigned long long *status) {
+  per_cudai_state s;
+  per_cudai_plan p;
+  uint32_t q, nr, lo[2], hi[2], i;
+  if (per_cudai_thread_id() != 0) return;
+  s = PER_CUDAI_LD(st);
+  if (s.size == 0) {
+    PER_CUDAI_ST(status, per_cudai_word(0, PER_ERR_EMPTY));
+    return;
+  }
+  memset(&p, 0, sizeof p);
+  p.beta = (flags & PER_SAMPLE_BETA) ? beta : peri_beta_at(&cfg, s.step);
+  p.W = window;
+  if (p.W && (flags & PER_SAMPLE_TRAJECTORIES))
+    p.W = peri_traj_window_of(traj, sh.cap, s.pos, s.size, p.W);
+  if (p.W == 0 || p.W > s.size) p.W = s.size;
+  p.whole = p.W == s.size;
+  nr = peri_window(sh.cap, s.pos, p.W, &p.start, lo, hi);
+  if (p.whole) {
+    p.total = node[1];
+  } else {
+    for (q = 0; q < nr; ++q) peri_cover_range(&p.cov, sh.L, lo[q], hi[q]);
+    p.total = peri_cover_total(&p.cov, node);
+  }
+  p.degenerate = !peri_dfinite((double)p.total) || !(p.total > 0);
+  p.bufmax = mn && mn[1] <= PER_LEAF_MAX;
+  p.pmin = p.bufmax ? mn[1] : PERI_NO_MIN;
+  p.seed = s.rng.seed;
+  p.counter = s.rng.counter;
+  if (p.degenerate) {
+    for (i = 0; i < B; ++i)
+      PER_CUDAI_ST(&idx[i], (uint32_t)(((uint64_t)p.start +
+                                        peri_rng_below(&s.rng, p.W)) %
+                                       sh.cap));
+  } else {
+    p.seg = p.total / (per_real)B;
+    s.rng.counter += B;
+    s.rng.avail = 0;
+  }
+  s.step += 1;
+  PER_CUDAI_ST(plan, p);
+  PER_CUDAI_ST(st, s);
+}
+
+// sample: draw i (stratum i, or the plan's uniform pick), its id and, when
+// they need no batch minimum, its weight.
+static __global__ void per_cudai_k_b_draw(const per_cudai_plan *plan,
+                                          const per_real *node, uint32_t L,
+                                          const uint32_t *gen, uint32_t B,
+                                          uint32_t *idx, per_real *val,
+                                          uint64_t *ids, float *w,
+                                          const unsigned long long *status) {
+  uint32_t i = per_cudai_thread_id(), leaf;
+  per_real v;
+  if (i >= B || PER_CUDAI_LD(status)) return;
+  if (PER_CUDAI_LD(&plan->degenerate)) {
+    leaf = PER_CUDAI_LD(&idx[i]);
+  } else {
+    per_real u = per_tree_stratum_u(PER_CUDAI_LD(&plan->seed),
+                                    PER_CUDAI_LD(&plan->counter), i,
+                                    PER_CUDAI_LD(&plan->seg));
+    leaf = PER_CUDAI_LD(&plan->whole) ? per_tree_descend(node, L, u)
+                                      : peri_cover_find(&plan->cov, node, L, u);
+    PER_CUDAI_ST(&idx[i], leaf);
+  }
+  v = node[L + leaf];
+  PER_CUDAI_ST(&val[i], v);
+  if (ids)
+    PER_CUDAI_ST(&ids[i],
+                 (uint64_t)leaf | ((uint64_t)PER_CUDAI_LD(&gen[leaf]) << 32));
+  if (w && PER_CUDAI_LD(&plan->degenerate)) PER_CUDAI_ST(&w[i], 1.0f);
+  else if (w && PER_CUDAI_LD(&plan->bufmax))
+    PER_CUDAI_ST(&w[i], peri_weight(v, PER_CUDAI_LD(&plan->pmin),
+                                    PER_CUDAI_LD(&plan->beta)));
+}
+
+// sample, batch-max weights: the smallest value (as k_w_min, 32 values a
+// thread), then every weight.
+static __global__ void per_cudai_k_b_wmin(const per_cudai_plan *plan,
+                                          const per_real *val, uint32_t B,
+                                          per_cudai_bits *minbits,
+                                          const unsigned long long *status) {
+  uint32_t t = per_cudai_thread_id(), T = per_cudai_w_threads(B), i;
+  per_cudai_bits m = ~(per_cudai_bits)0;
+  if (t >= T || PER_CUDAI_LD(status) || PER_CUDAI_LD(&plan->degenerate) ||
+      PER_CUDAI_LD(&plan->bufmax))
+    return;
+  for (i = t; i < B; i += T) {
+    per_cudai_bits x = per_cudai_to_bits(PER_CUDAI_LD(&val[i]));
+    if (x < m) m = x;
+    if (B - i <= T) break;
+  }
+  atomicMin(minbits, m);
+}
+
+static __global__ void per_cudai_k_b_wapply(const per_cudai_plan *plan,
+                                            const per_real *val, uint32_t B,
+                                            const per_cudai_bits *minbits,
+                                            float *w,
+                                            const unsigned long long *status) {
+  uint32_t i = per_cudai_thread_id();
+  if (i >= B || PER_CUDAI_LD(status) || PER_CUDAI_LD(&plan->degenerate) ||
+      PER_CUDAI_LD(&plan->bufmax))
+    return;
+  PER_CUDAI_ST(&w[i], peri_weight(PER_CUDAI_LD(&val[i]),
+                                  per_cudai_from_bits(PER_CUDAI_LD(minbits)),
+                                  PER_CUDAI_LD(&plan->beta)));
+}
+
+// update: per_buffer_update's checks of pair j (the TD error, then the
+// id), PER_OK or why it is refused.
+static __host__ __device__ inline per_status per_cudai_id_status(
+    const per_cudai_values &v, const per_cudai_state *st, uint32_t j,
+    uint32_t cap) {
+  uint32_t slot, g;
+  uint64_t id;
+  per_status s = peri_float_status(PER_CUDAI_LD(&v.td[j]));
+  if (s != PER_OK) return s;
+  id = PER_CUDAI_LD(&v.ids[j]);
+  slot = (uint32_t)id;
+  g = (uint32_t)(id >> 32);
+  // a generation above the slot's was never handed out, unless a slot may
+  // have wrapped (peri_id_check)
+  if (slot >= cap || g == 0 ||
+      (g > PER_CUDAI_LD(&v.gen[slot]) &&
+       PER_CUDAI_LD(&st->added) < 0xffffffffull))
+    return PER_ERR_INDEX;
+  return PER_OK;
+}
+
+// update, 32 pairs a thread: each pair checked (the first bad one in
+// batch order wins the status word), and over the good ones the stale
+// count, the largest priority and whether one is 0, one atomic each. The
+// totals are used only when no pair was bad.
+static __global__ void per_cudai_k_b_agg(per_cudai_values v,
+                                         const per_cudai_state *st, uint32_t n,
+                                         uint32_t cap, per_cudai_agg *agg,
+                                         unsigned long long *status) {
+  uint32_t t = per_cudai_thread_id(), T = per_cudai_w_threads(n), j;
+  unsigned int stale = 0, zero = 0, live = 0;
+  unsigned long long mx = 0, bad = 0;
+  if (t >= T) return;
+  for (j = t; j < n; j += T) {
+    per_status s = per_cudai_id_status(v, st, j, cap);
+    if (s != PER_OK) {
+      if (!bad) bad = per_cudai_word(j, s); // j grows: the first is kept
+    } else if (!per_cudai_live(v, j)) {
+      ++stale;
+    } else {
+      per_real p = per_cudai_value(v, j);
+      unsigned long long b = (unsigned long long)per_cudai_to_bits(p);
+      live = 1;
+      if (b > mx) mx = b;
+      if (!(p > 0)) zero = 1;
+    }
+    if (n - j <= T) break;
+  }
+  if (bad) {
+    atomicMax(status, bad);
+    return;
+  }
+  if (stale) atomicAdd(&agg->stale, stale);
+  if (live) atomicMax(&agg->maxbits, mx);
+  if (zero) atomicMax(&agg->zero, zero);
+}
+
+static __global__ void per_cudai_k_b_updated(per_cudai_state *st,
+                                             const per_cudai_agg *agg,
+                                             uint32_t *stale,
+                                             const unsigned long long *status) {
+  per_real mx;
+  if (per_cudai_thread_id() != 0 || PER_CUDAI_LD(status)) return;
+  if (stale) PER_CUDAI_ST(stale, PER_CUDAI_LD(&agg->stale));
+  mx = per_cudai_from_bits((per_cudai_bits)PER_CUDAI_LD(&agg->maxbits));
+  if (mx > PER_CUDAI_LD(&st->max_leaf)) PER_CUDAI_ST(&st->max_leaf, mx);
+  if (PER_CUDAI_LD(&agg->zero)) PER_CUDAI_ST(&st->zero_hint, 1u);
+}
+
 // >>launchers
 // Blocks for n threads; no overflow for n up to UINT32_MAX (a sample's B).
 static uint32_t per_cudai_grid(uint32_t n) {
@@ -417,11 +807,6 @@ static per_status per_cudai_check_tree(const per_cuda_tree *t) {
   return PER_OK;
 }
 
-static size_t per_cudai_round(size_t bytes) {
-  size_t r = (bytes + 255u) & ~(size_t)255u;
-  return r ? r : 256u;
-}
-
 // The two-phase scratch protocol: PER_OK with *go = 0 for a size query.
 static per_status per_cudai_scratch(void *d_scratch, size_t *scratch_bytes,
                                     size_t need, int *go) {
@@ -436,6 +821,24 @@ static per_status per_cudai_scratch(void *d_scratch, size_t *scratch_bytes,
   return PER_OK;
 }
 
+// Enqueue an update's kernels after its checks (n >= 1; *d_status
+// already cleared): validate (when `validate`), claim, the groups.
+static void per_cudai_enqueue_update(const per_cuda_tree *t, per_real *d_min,
+                                     per_cudai_values v, uint32_t n,
+                                     int validate, uint32_t *win,
+                                     unsigned long long *d_status,
+                                     per_cuda_stream stream) {
+  uint32_t g = per_cudai_grid(n), lv;
+  if (validate)
+    PER_CUDA_LAUNCH(per_cudai_k_validate, g, PER_CUDAI_BLOCK, stream, v, n,
+                    t->capacity, d_status);
+  PER_CUDA_LAUNCH(per_cudai_k_claim, g, PER_CUDAI_BLOCK, stream, t->d_node,
+                  t->leaves, v, n, d_status);
+  for (lv = 1; lv <= per_cudai_groups(t->depth); ++lv)
+    PER_CUDA_LAUNCH(per_cudai_k_group, g, PER_CUDAI_BLOCK, stream, t->d_node,
+                    d_min, t->leaves, t->depth, lv, v, n, d_status, win);
+}
+
 static per_status per_cudai_update(const per_cuda_tree *t,
                                    const uint32_t *d_idx, per_cudai_values v,
                                    uint32_t n, void *d_scratch,
@@ -443,7 +846,7 @@ static per_status per_cudai_update(const per_cuda_tree *t,
                                    unsigned long long *d_status,
                                    per_cuda_stream stream) {
   per_status s;
-  uint32_t *win = (uint32_t *)d_scratch, g, lv;
+  uint32_t *win = (uint32_t *)d_scratch;
   int go;
   if ((s = per_cudai_check_tree(t)) != PER_OK) return s;
   if (n > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
@@ -460,15 +863,125 @@ static per_status per_cudai_update(const per_cuda_tree *t,
     return PER_ERR_MEMORY;
   s = per_cudai_device(cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
   if (s != PER_OK || n == 0) return s;
-  g = per_cudai_grid(n);
-  PER_CUDA_LAUNCH(per_cudai_k_validate, g, PER_CUDAI_BLOCK, stream, v, d_idx, n,
-                  t->capacity, d_status);
-  PER_CUDA_LAUNCH(per_cudai_k_claim, g, PER_CUDAI_BLOCK, stream, t->d_node,
-                  t->leaves, d_idx, n, d_status);
-  for (lv = 1; lv <= per_cudai_groups(t->depth); ++lv)
-    PER_CUDA_LAUNCH(per_cudai_k_group, g, PER_CUDAI_BLOCK, stream, t->d_node,
-                    t->leaves, t->depth, lv, v, d_idx, n, d_status, win);
+  v.idx = d_idx;
+  per_cudai_enqueue_update(t, NULL, v, n, 1, win, d_status, stream);
   return per_cudai_launched();
+}
+
+// >>launchers: replay buffer
+static per_cudai_shape per_cudai_shape_of(const per_cuda_buffer *b) {
+  per_cudai_shape sh;
+  sh.cap = b->cfg.capacity;
+  sh.L = b->tree.leaves;
+  sh.isz = b->cfg.item_size;
+  sh.bufmin = b->d_min_node != NULL;
+  return sh;
+}
+
+// The parts of a buffer's device memory, in order, each 256-byte aligned:
+// items, generations, ends, trajectory ids, tree, min tree, state, work.
+static size_t per_cudai_buffer_parts(const per_config *c, uint32_t max_batch,
+                                     size_t part[8]) {
+  size_t total = 0, cap = c->capacity, tb = per_tree_bytes(c->capacity);
+  int i;
+  if (tb == 0 || cap * c->item_size / c->item_size != cap) return 0;
+  part[0] = per_cudai_round(cap * c->item_size);
+  part[1] = per_cudai_round(cap * sizeof(uint32_t));
+  part[2] = per_cudai_round(cap);
+  part[3] = part[1];
+  part[4] = per_cudai_round(tb);
+  part[5] = (c->flags & PER_WEIGHTS_BUFFER_MAX) ? part[4] : 0;
+  part[6] = per_cudai_round(sizeof(per_cudai_state));
+  part[7] = per_cudai_work_bytes(max_batch);
+  for (i = 0; i < 8; ++i) {
+    if (total + part[i] < total) return 0;
+    total += part[i];
+  }
+  return total;
+}
+
+static per_status per_cudai_buffer_config(const per_config *cfg,
+                                          uint32_t max_batch) {
+  per_status s;
+  if (!cfg) return PER_ERR_NULL;
+  s = peri_config_check(cfg);
+  if (s != PER_OK) return s;
+  if (cfg->seq_len) return PER_ERR_ARG;
+  if (max_batch == 0 || max_batch > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
+  return PER_OK;
+}
+
+// 4-byte units when the item size and every base address allow them.
+static uint32_t per_cudai_unit(const per_cuda_buffer *b, const void *p) {
+  return (b->cfg.item_size % 4 == 0 && per_cudai_aligned(p, 4)) ? 4u : 1u;
+}
+
+static void per_cudai_rows(const per_cuda_buffer *b, void *dst, const void *src,
+                           const uint32_t *idx, uint32_t rows, uint32_t skip,
+                           int add, const unsigned long long *d_status,
+                           per_cuda_stream stream) {
+  uint32_t unit = per_cudai_unit(b, add ? src : dst);
+  uint32_t units = b->cfg.item_size / unit;
+  uint64_t all = (uint64_t)rows * units;
+  uint64_t blocks = all / PER_CUDAI_BLOCK + (all % PER_CUDAI_BLOCK != 0);
+  per_cudai_state *st = (per_cudai_state *)b->d_state;
+  if (blocks > (1u << 20)) blocks = 1u << 20; // the rest by the loop
+  if (unit == 4)
+    PER_CUDA_LAUNCH(per_cudai_k_b_rows<uint32_t>, (uint32_t)blocks,
+                    PER_CUDAI_BLOCK, stream, (uint32_t *)dst,
+                    (const uint32_t *)src, (const per_cudai_state *)st, idx,
+                    rows, skip, units, b->cfg.capacity, add, d_status);
+  else
+    PER_CUDA_LAUNCH(per_cudai_k_b_rows<unsigned char>, (uint32_t)blocks,
+                    PER_CUDAI_BLOCK, stream, (unsigned char *)dst,
+                    (const unsigned char *)src, (const per_cudai_state *)st,
+                    idx, rows, skip, units, b->cfg.capacity, add, d_status);
+}
+
+static per_status per_cudai_check_buffer(const per_cuda_buffer *b) {
+  if (!b || !b->d_items || !b->d_state || !b->d_work) return PER_ERR_NULL;
+  return per_cudai_check_tree(&b->tree);
+}
+
+// A CPU buffer that can trade state with b.
+static per_status per_cudai_host_match(const per_cuda_buffer *b,
+                                       const per_buffer *h) {
+  if (!h || !h->items || !h->gen || !h->tree.node) return PER_ERR_NULL;
+  if (h->cfg.capacity != b->cfg.capacity ||
+      h->cfg.item_size != b->cfg.item_size || h->cfg.flags != b->cfg.flags ||
+      h->cfg.seq_len != 0 || (h->cfg.alpha == 0) != (b->cfg.alpha == 0) ||
+      (h->min_node == NULL) != (b->d_min_node == NULL))
+    return PER_ERR_ARG;
+  return PER_OK;
+}
+
+// The state's copies between a CPU buffer and the device, in the order of
+// per_cudai_buffer_parts (items, gen, ends, traj, tree, min tree).
+static per_status per_cudai_buffer_copy(const per_cuda_buffer *b,
+                                        const per_buffer *h, int up,
+                                        per_cuda_stream stream) {
+  size_t cap = b->cfg.capacity, tb = per_tree_bytes(b->cfg.capacity);
+  void *dev[6] = {b->d_items, b->d_gen,       b->d_ends,
+                  b->d_traj,  b->tree.d_node, b->d_min_node};
+  void *host[6] = {h->items, h->gen,       h->ends,
+                   h->traj,  h->tree.node, h->min_node};
+  size_t n[6] = {cap * b->cfg.item_size,
+                 cap * sizeof(uint32_t),
+                 cap,
+                 cap * sizeof(uint32_t),
+                 tb,
+                 tb};
+  int i;
+  for (i = 0; i < 6; ++i) {
+    cudaError_t e;
+    if (!dev[i]) continue;
+    e = up ? cudaMemcpyAsync(dev[i], host[i], n[i], cudaMemcpyHostToDevice,
+                             stream)
+           : cudaMemcpyAsync(host[i], dev[i], n[i], cudaMemcpyDeviceToHost,
+                             stream);
+    if (e != cudaSuccess) return per_cudai_device(e);
+  }
+  return PER_OK;
 }
 
 // >>api
@@ -559,11 +1072,8 @@ PER_CUDA_DEF per_status per_cuda_tree_set_batch(
     const per_cuda_tree *t, const uint32_t *d_idx, const per_real *d_val,
     uint32_t n, void *d_scratch, size_t *scratch_bytes,
     unsigned long long *d_status, per_cuda_stream stream) {
-  per_cudai_values v;
+  per_cudai_values v = per_cudai_values_none();
   v.val = d_val;
-  v.td = NULL;
-  v.eps = 0;
-  v.alpha = 0;
   return per_cudai_update(t, d_idx, v, n, d_scratch, scratch_bytes, d_status,
                           stream);
 }
@@ -578,10 +1088,9 @@ per_cuda_tree_set_td(const per_cuda_tree *t, const uint32_t *d_idx,
                      const float *d_td, uint32_t n, double eps, double alpha,
                      void *d_scratch, size_t *scratch_bytes,
                      unsigned long long *d_status, per_cuda_stream stream) {
-  per_cudai_values v;
+  per_cudai_values v = per_cudai_values_none();
   if (!per_cudai_nonneg_finite(eps) || !per_cudai_nonneg_finite(alpha))
     return PER_ERR_ARG;
-  v.val = NULL;
   v.td = d_td;
   v.eps = eps;
   v.alpha = alpha;
@@ -645,6 +1154,251 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
   PER_CUDA_LAUNCH(per_cudai_k_w_apply, g, PER_CUDAI_BLOCK, stream, d_val, B,
                   beta, d_w, (const per_cudai_bits *)minbits, d_status);
   return per_cudai_launched();
+}
+
+PER_CUDA_DEF size_t per_cuda_buffer_bytes(const per_config *cfg,
+                                          uint32_t max_batch) {
+  size_t part[8];
+  if (per_cudai_buffer_config(cfg, max_batch) != PER_OK) return 0;
+  return per_cudai_buffer_parts(cfg, max_batch, part);
+}
+
+PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
+                                                 const per_config *cfg,
+                                                 uint32_t max_batch,
+                                                 void *d_mem, size_t bytes,
+                                                 per_cuda_stream stream) {
+  size_t part[8], need;
+  unsigned char *p = (unsigned char *)d_mem;
+  per_rng rng;
+  per_status s;
+  uint32_t L;
+  if (!b) return PER_ERR_NULL;
+  memset(b, 0, sizeof *b);
+  if ((s = per_cudai_buffer_config(cfg, max_batch)) != PER_OK) return s;
+  if (!d_mem) return PER_ERR_NULL;
+  need = per_cudai_buffer_parts(cfg, max_batch, part);
+  if (need == 0) return PER_ERR_CAPACITY;
+  if (bytes < need || !per_cudai_aligned(d_mem, 256)) return PER_ERR_MEMORY;
+  b->cfg = *cfg;
+  b->max_batch = max_batch;
+  b->d_items = p;
+  b->d_gen = (uint32_t *)(p += part[0]);
+  b->d_ends = (uint8_t *)(p += part[1]);
+  b->d_traj = (uint32_t *)(p += part[2]);
+  s = per_cuda_tree_init_mem(&b->tree, cfg->capacity, p += part[3], part[4]);
+  p += part[4];
+  b->d_min_node = part[5] ? (per_real *)p : NULL;
+  b->d_state = (p += part[5]);
+  b->d_work = p + part[6];
+  // everything but the min tree and the state is zero when empty
+  if (s == PER_OK)
+    s = per_cudai_device(cudaMemsetAsync(d_mem, 0, need - part[7], stream));
+  if (s != PER_OK) {
+    memset(b, 0, sizeof *b);
+    return s;
+  }
+  per_rng_init(&rng, cfg->seed);
+  L = b->tree.leaves;
+  PER_CUDA_LAUNCH(per_cudai_k_b_reset, per_cudai_grid(L), PER_CUDAI_BLOCK,
+                  stream, (per_cudai_state *)b->d_state, rng,
+                  cfg->alpha == 0 ? (per_real)1 : (per_real)cfg->max_priority,
+                  b->d_min_node, L);
+  s = per_cudai_launched();
+  if (s != PER_OK) memset(b, 0, sizeof *b);
+  return s;
+}
+
+PER_CUDA_DEF per_status per_cuda_buffer_add_batch(const per_cuda_buffer *b,
+                                                  const void *d_items,
+                                                  uint32_t n,
+                                                  const uint8_t *d_ends,
+                                                  unsigned long long *d_status,
+                                                  per_cuda_stream stream) {
+  per_status s = per_cudai_check_buffer(b);
+  per_cudai_state *st;
+  per_cudai_work w;
+  per_cudai_values v = per_cudai_values_none();
+  uint32_t cap, keep;
+  if (s != PER_OK) return s;
+  if (!d_status || (n > 0 && !d_items)) return PER_ERR_NULL;
+  if (n > b->max_batch) return PER_ERR_BATCH;
+  if (!per_cudai_aligned(d_status, sizeof *d_status)) return PER_ERR_MEMORY;
+  s = per_cudai_device(cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  if (s != PER_OK || n == 0) return s;
+  st = (per_cudai_state *)b->d_state;
+  w = per_cudai_work_of(b);
+  cap = b->cfg.capacity;
+  keep = n < cap ? n : cap;
+  if (d_ends)
+    PER_CUDA_LAUNCH(per_cudai_k_b_ends, per_cudai_grid(n), PER_CUDAI_BLOCK,
+                    stream, d_ends, n, d_status);
+  PER_CUDA_LAUNCH(per_cudai_k_b_slots, per_cudai_grid(keep), PER_CUDAI_BLOCK,
+                  stream, (const per_cudai_state *)st, b->d_gen, b->d_traj,
+                  b->d_ends, d_ends, w.idx, n, cap,
+                  (const unsigned long long *)d_status);
+  per_cudai_rows(b, b->d_items, d_items, NULL, keep, n - keep, 1, d_status,
+                 stream);
+  v.idx = w.idx;
+  v.one = &st->max_leaf;
+  per_cudai_enqueue_update(&b->tree, b->d_min_node, v, keep, 0, w.win, d_status,
+                           stream);
+  PER_CUDA_LAUNCH(per_cudai_k_b_added, 1u, 1u, stream, st, n, cap,
+                  (const unsigned long long *)d_status);
+  return per_cudai_launched();
+}
+
+PER_CUDA_DEF per_status per_cuda_buffer_sample(
+    const per_cuda_buffer *b, uint32_t B, const per_sample_opts *opts,
+    void *d_items_out, uint64_t *d_ids, float *d_weights,
+    unsigned long long *d_status, per_cuda_stream stream) {
+  per_status s = per_cudai_check_buffer(b);
+  uint32_t flags = opts ? opts->flags : 0, g;
+  double beta = 0;
+  per_cudai_work w;
+  per_cudai_state *st;
+  if (s != PER_OK) return s;
+  if (flags & ~(uint32_t)(PER_SAMPLE_BETA | PER_SAMPLE_TRAJECTORIES))
+    return PER_ERR_ARG;
+  if (flags & PER_SAMPLE_BETA) {
+    beta = opts->beta;
+    if (!per_cudai_nonneg_finite(beta)) return PER_ERR_ARG;
+  }
+  if (B == 0 || B > b->max_batch) return PER_ERR_BATCH;
+  if (!d_status) return PER_ERR_NULL;
+  if (!per_cudai_aligned(d_status, sizeof *d_status) ||
+      !per_cudai_aligned(d_ids, sizeof *d_ids) ||
+      !per_cudai_aligned(d_weights, sizeof *d_weights))
+    return PER_ERR_MEMORY;
+  w = per_cudai_work_of(b);
+  st = (per_cudai_state *)b->d_state;
+  s = per_cudai_device(cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  if (s == PER_OK)
+    s = per_cudai_device(
+        cudaMemsetAsync(&w.agg->minbits, 0xFF, sizeof w.agg->minbits, stream));
+  if (s != PER_OK) return s;
+  g = per_cudai_grid(B);
+  PER_CUDA_LAUNCH(per_cudai_k_b_plan, 1u, 1u, stream, st, b->cfg,
+                  per_cudai_shape_of(b), (const per_real *)b->tree.d_node,
+                  (const per_real *)b->d_min_node, (const uint32_t *)b->d_traj,
+                  B, flags, beta, opts ? opts->window : 0u, w.plan, w.idx,
+                  d_status);
+  PER_CUDA_LAUNCH(per_cudai_k_b_draw, g, PER_CUDAI_BLOCK, stream,
+                  (const per_cudai_plan *)w.plan,
+                  (const per_real *)b->tree.d_node, b->tree.leaves,
+                  (const uint32_t *)b->d_gen, B, w.idx, w.val, d_ids, d_weights,
+                  (const unsigned long long *)d_status);
+  if (d_weights) {
+    PER_CUDA_LAUNCH(per_cudai_k_b_wmin, per_cudai_grid(per_cudai_w_threads(B)),
+                    PER_CUDAI_BLOCK, stream, (const per_cudai_plan *)w.plan,
+                    (const per_real *)w.val, B, &w.agg->minbits,
+                    (const unsigned long long *)d_status);
+    PER_CUDA_LAUNCH(per_cudai_k_b_wapply, g, PER_CUDAI_BLOCK, stream,
+                    (const per_cudai_plan *)w.plan, (const per_real *)w.val, B,
+                    (const per_cudai_bits *)&w.agg->minbits, d_weights,
+                    (const unsigned long long *)d_status);
+  }
+  if (d_items_out)
+    per_cudai_rows(b, d_items_out, b->d_items, w.idx, B, 0, 0, d_status,
+                   stream);
+  return per_cudai_launched();
+}
+
+PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
+                                               const uint64_t *d_ids,
+                                               const float *d_td, uint32_t n,
+                                               uint32_t *d_stale,
+                                               unsigned long long *d_status,
+                                               per_cuda_stream stream) {
+  per_status s = per_cudai_check_buffer(b);
+  per_cudai_values v = per_cudai_values_none();
+  per_cudai_state *st;
+  per_cudai_work w;
+  if (s != PER_OK) return s;
+  if (!d_status || (n > 0 && (!d_ids || !d_td))) return PER_ERR_NULL;
+  if (n > b->max_batch) return PER_ERR_BATCH;
+  if (!per_cudai_aligned(d_status, sizeof *d_status) ||
+      !per_cudai_aligned(d_ids, sizeof *d_ids) ||
+      !per_cudai_aligned(d_td, sizeof *d_td) ||
+      !per_cudai_aligned(d_stale, sizeof *d_stale))
+    return PER_ERR_MEMORY;
+  w = per_cudai_work_of(b);
+  st = (per_cudai_state *)b->d_state;
+  s = per_cudai_device(cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  if (s == PER_OK && n == 0 && d_stale)
+    s = per_cudai_device(cudaMemsetAsync(d_stale, 0, sizeof *d_stale, stream));
+  if (s != PER_OK || n == 0) return s;
+  s = per_cudai_device(cudaMemsetAsync(w.agg, 0, sizeof *w.agg, stream));
+  if (s != PER_OK) return s;
+  v.ids = d_ids;
+  v.gen = b->d_gen;
+  v.td = d_td;
+  v.eps = b->cfg.eps;
+  v.alpha = b->cfg.alpha;
+  PER_CUDA_LAUNCH(per_cudai_k_b_agg, per_cudai_grid(per_cudai_w_threads(n)),
+                  PER_CUDAI_BLOCK, stream, v, (const per_cudai_state *)st, n,
+                  b->cfg.capacity, w.agg, d_status);
+  per_cudai_enqueue_update(&b->tree, b->d_min_node, v, n, 0, w.win, d_status,
+                           stream);
+  PER_CUDA_LAUNCH(per_cudai_k_b_updated, 1u, 1u, stream, st,
+                  (const per_cudai_agg *)w.agg, d_stale,
+                  (const unsigned long long *)d_status);
+  return per_cudai_launched();
+}
+
+PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
+                                               const per_buffer *host,
+                                               per_cuda_stream stream) {
+  per_status s = per_cudai_check_buffer(b);
+  per_cudai_state st;
+  if (s != PER_OK) return s;
+  if ((s = per_cudai_host_match(b, host)) != PER_OK) return s;
+  s = per_cudai_buffer_copy(b, host, 1, stream);
+  if (s != PER_OK) return s;
+  memset(&st, 0, sizeof st);
+  st.rng = host->rng;
+  st.step = host->step;
+  st.added = host->added;
+  st.trajs = host->trajs;
+  st.max_leaf = host->max_leaf;
+  st.size = host->size;
+  st.pos = host->pos;
+  st.zero_hint = host->zero_hint;
+  PER_CUDA_LAUNCH(per_cudai_k_b_set_state, 1u, 1u, stream,
+                  (per_cudai_state *)b->d_state, st);
+  s = per_cudai_launched();
+  if (s == PER_OK) b->cfg = host->cfg;
+  return s;
+}
+
+PER_CUDA_DEF per_status per_cuda_buffer_download(const per_cuda_buffer *b,
+                                                 per_buffer *host,
+                                                 per_cuda_stream stream) {
+  per_status s = per_cudai_check_buffer(b);
+  per_cudai_state st;
+  uint32_t i;
+  if (s != PER_OK) return s;
+  if ((s = per_cudai_host_match(b, host)) != PER_OK) return s;
+  s = per_cudai_buffer_copy(b, host, 0, stream);
+  if (s == PER_OK)
+    s = per_cudai_device(cudaMemcpyAsync(&st, b->d_state, sizeof st,
+                                         cudaMemcpyDeviceToHost, stream));
+  if (s == PER_OK) s = per_cudai_device(cudaStreamSynchronize(stream));
+  if (s != PER_OK) return s;
+  host->cfg = b->cfg;
+  host->rng = st.rng;
+  host->step = st.step;
+  host->added = st.added;
+  host->trajs = st.trajs;
+  host->max_leaf = st.max_leaf;
+  host->size = st.size;
+  host->pos = st.pos;
+  host->zero_hint = st.zero_hint;
+  if (host->swap.perm) { // as after adds only: [0, size) unswapped
+    for (i = 0; i < b->cfg.capacity; ++i) host->swap.perm[i] = i;
+    host->swap.n = st.size <= b->cfg.capacity ? st.size : 0;
+  }
+  return per_buffer_check(host);
 }
 
 } // extern "C"

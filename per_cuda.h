@@ -4,9 +4,11 @@
    WHAT IT IS
       Deterministic GPU kernels for per.h's sum tree: batch updates, the
       same update fed with TD errors, stratified sampling and importance-
-      sampling weights. The device tree has exactly per.h's layout, so it
-      moves between host and device by a plain copy, and the same updates
-      give bitwise-identical trees on both sides. The kernels call per.h's
+      sampling weights; and per_cuda_buffer, per.h's replay buffer with
+      its items, tree and counters all in device memory (section 6). The
+      device tree has exactly per.h's layout, so it moves between host
+      and device by a plain copy, and the same updates give
+      bitwise-identical trees on both sides. The kernels call per.h's
       own PER_HD functions (descent, Philox, parent recomputation, value
       classification): one source of truth.
 
@@ -37,6 +39,8 @@
       3. Update ............. per_cuda_tree_set_batch, per_cuda_tree_set_td
       4. Sample ............. per_cuda_tree_sample
       5. IS weights ......... per_cuda_is_weights
+      6. Replay buffer ...... per_cuda_buffer: init_mem, add_batch, sample,
+                              update, upload, download
 
    CONVENTIONS (every function)
       - d_ pointers are device memory; the function enqueues its work on
@@ -73,6 +77,8 @@
       - Calls on one stream run in order. One tree must not be updated by
         two streams at once, nor read (sampled) by one stream while another
         updates it: the update writes marks into the tree while it runs.
+        A per_cuda_buffer's calls all go to one stream (its workspace is
+        shared); per_cuda_buffer_download is the one call that waits.
 
    CUDA GRAPHS
       Every call only enqueues kernels and memsets on `stream`, with no host
@@ -86,7 +92,9 @@
       its status word: to keep an error from any replay, fold the words
       into a sticky one on the device (the example's keep_error). An update
       costs a memset and 2 + ceil(depth / 5) launches (depth = log2 L; 8
-      at 2^24 leaves), which graphs make cheap.
+      at 2^24 leaves), which graphs make cheap. A per_cuda_buffer keeps
+      even the beta schedule on the device: its whole step is one graph,
+      captured once.
 
    BIT FOR BIT
       per_cuda_tree_set_batch and per_cuda_tree_sample give exactly the bits of
@@ -121,8 +129,8 @@
       shuffled) and compared byte for byte with per.h. The GPU test binary
       does the same comparisons on a device and skips (exit 77) without one.
       The kernels use no shared memory, barriers or warp intrinsics, and
-      integer atomics (max, min, CAS, exchange) wherever two threads of a
-      launch touch one location, so running threads one by one is a
+      integer atomics (max, min, CAS, exchange, 32-bit add) wherever two
+      threads of a launch touch one location, so running threads one by one is a
       faithful schedule: the shim logs every access of every thread and
       fails on any two threads of a launch that conflict, and
       tests/cuda/check_ptx.py checks the PTX (no fma, ftz or approximate
@@ -177,6 +185,13 @@ extern "C" {
 #define per_cuda_tree_set_td PERI_NAME(per_cuda_tree_set_td)
 #define per_cuda_tree_sample PERI_NAME(per_cuda_tree_sample)
 #define per_cuda_is_weights PERI_NAME(per_cuda_is_weights)
+#define per_cuda_buffer_bytes PERI_NAME(per_cuda_buffer_bytes)
+#define per_cuda_buffer_init_mem PERI_NAME(per_cuda_buffer_init_mem)
+#define per_cuda_buffer_add_batch PERI_NAME(per_cuda_buffer_add_batch)
+#define per_cuda_buffer_sample PERI_NAME(per_cuda_buffer_sample)
+#define per_cuda_buffer_update PERI_NAME(per_cuda_buffer_update)
+#define per_cuda_buffer_upload PERI_NAME(per_cuda_buffer_upload)
+#define per_cuda_buffer_download PERI_NAME(per_cuda_buffer_download)
 
 /* A CUDA stream; identical to cudaStream_t. */
 typedef struct CUstream_st *per_cuda_stream;
@@ -273,8 +288,9 @@ PER_CUDA_DEF per_status per_cuda_status_clear(unsigned long long *d_status,
 
 /* Enqueue leaves d_idx[j] = d_val[j] for j in [0, n), then recompute every
    touched ancestor once from its two children, five levels per launch
-   (HOW THE UPDATE WORKS): O(n log L) work, no rebuild. Exactly per_tree_set_batch: duplicate indices, the last
-   one wins; -0 is stored as +0; the resulting tree has the same bits.
+   (HOW THE UPDATE WORKS): O(n log L) work, no rebuild. Exactly
+   per_tree_set_batch: duplicate indices, the last one wins; -0 is stored
+   as +0; the resulting tree has the same bits.
    The whole batch is validated on the device first; the first bad pair in
    batch order sets *d_status (PER_ERR_INDEX when d_idx[j] >= capacity,
    then per_leaf_status of the value: PER_ERR_NAN, PER_ERR_INF,
@@ -336,8 +352,9 @@ PER_CUDA_DEF per_status per_cuda_tree_sample(
    5. Importance-sampling weights
    ====================================================================== */
 
-/* Enqueue the IS weights of a sampled batch (d_val[0..B): per_cuda_tree_sample's
-   values), normalized by the batch maximum as per_buffer_sample does:
+/* Enqueue the IS weights of a sampled batch (d_val[0..B):
+   per_cuda_tree_sample's values), normalized by the batch maximum as
+   per_buffer_sample does:
       w_i = (N P_i)^-beta / max_j (N P_j)^-beta = (pmin / d_val[i])^beta
    with pmin the smallest d_val (N and the total cancel out), computed in
    double and rounded to float into d_w[i]: exactly 1 for the smallest
@@ -356,6 +373,151 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
                                             size_t *scratch_bytes,
                                             unsigned long long *d_status,
                                             per_cuda_stream stream);
+
+/* ======================================================================
+   6. Replay buffer
+   ======================================================================
+   per_buffer on the device: the item ring, the generations, the episode
+   ends and trajectory ids, the sum tree (and the min tree of
+   PER_WEIGHTS_BUFFER_MAX), the Philox stream, the beta step and every
+   counter (size, write position, max leaf) live in device memory and are
+   read and advanced by the kernels, so no call waits for the device and
+   a whole trainer step (add, sample, your network, update) can be
+   captured once and replayed as a CUDA graph: arguments frozen in the
+   graph are the batch sizes, the device pointers and the sample options,
+   never the buffer's state.
+
+   BIT FOR BIT with per_buffer: the same config, seed and sequence of
+   add_batch / sample / update calls give the same ids, items, weights,
+   stale counts, statuses and state (download it and compare per_buffer's
+   bytes) as on the CPU, given the same pow: where CUDA's pow and the C
+   library's differ (BIT FOR BIT above; never at alpha 0 or 1, or beta 0),
+   a priority differs by at most PER_CUDA_TD_ULP ulp and a weight by
+   PER_CUDA_W_ULP, and the draws that follow are those of the tree with
+   those leaves. The host test holds the kernels to the CPU's bits over
+   random sequences of calls, both node types.
+
+   Not on the device (PER_ERR_ARG): sequence replay (config seq_len > 0,
+   PER_SAMPLE_SEQUENCES) and distinct draws (PER_SAMPLE_UNIQUE). Windows,
+   trajectory windows (PER_SAMPLE_TRAJECTORIES), PER_SAMPLE_BETA,
+   buffer-max weights, episode ends, alpha = 0 and the degenerate case
+   (eligible mass 0 or not finite: uniform draws, weights 1) are as on
+   the CPU.
+
+   Calls on one buffer must be enqueued on one stream (or ordered by
+   events): they share the buffer's workspace. */
+
+/* The descriptor lives on the host and owns nothing; every pointer is
+   into the caller's device memory given to per_cuda_buffer_init_mem. */
+typedef struct per_cuda_buffer {
+  per_config cfg;         /* validated as by per_buffer_init */
+  uint32_t max_batch;     /* largest n of an add or update, B of a sample */
+  unsigned char *d_items; /* capacity * item_size bytes: slot i at
+                             d_items + i * item_size */
+  uint32_t *d_gen;        /* capacity: as per_buffer.gen */
+  uint8_t *d_ends;        /* capacity: as per_buffer.ends */
+  uint32_t *d_traj;       /* capacity: as per_buffer.traj */
+  per_cuda_tree tree;     /* leaf i = priority of slot i */
+  per_real *d_min_node;   /* PER_WEIGHTS_BUFFER_MAX: 2L values; else NULL */
+  void *d_state;          /* the counters (private layout) */
+  void *d_work;           /* the calls' workspace (private layout) */
+} per_cuda_buffer;
+
+/* Device bytes per_cuda_buffer_init_mem needs for cfg and batches of up
+   to max_batch; 0 when cfg is not valid (per_buffer_init's rules, plus
+   the device's: seq_len 0), max_batch is 0 or above PER_CUDA_MAX_BATCH,
+   or the size overflows. */
+PER_CUDA_DEF size_t per_cuda_buffer_bytes(const per_config *cfg,
+                                          uint32_t max_batch);
+
+/* Lay out a buffer in d_mem (`bytes` >= per_cuda_buffer_bytes, 256-byte
+   aligned, e.g. from cudaMalloc) and enqueue its reset: empty, items
+   zeroed, the stream at cfg->seed, max leaf cfg->max_priority (1 with
+   alpha 0), as per_buffer_init. Errors: PER_ERR_NULL, the config errors
+   of per_buffer_init, PER_ERR_ARG (seq_len > 0), PER_ERR_BATCH
+   (max_batch 0 or > PER_CUDA_MAX_BATCH), PER_ERR_MEMORY (bytes too few,
+   d_mem not 256-byte aligned), PER_ERR_DEVICE; then *b is zeroed. */
+PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
+                                                 const per_config *cfg,
+                                                 uint32_t max_batch,
+                                                 void *d_mem, size_t bytes,
+                                                 per_cuda_stream stream);
+
+/* Enqueue per_buffer_add_steps: n items from d_items (device memory, n *
+   item_size bytes, any alignment) as one trajectory, with episode ends
+   d_ends[j] (device memory; NULL: every step PER_END_NONE), at the max
+   leaf; when n > capacity only the last capacity stay. n == 0 sets
+   *d_status = 0 and does nothing else. *d_status: PER_ERR_ARG (the first
+   d_ends[j] that is not a PER_END_*; its position), then nothing is
+   stored. Errors returned: PER_ERR_NULL, PER_ERR_BATCH (n > max_batch),
+   PER_ERR_MEMORY (d_status not 8-byte aligned), PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_buffer_add_batch(const per_cuda_buffer *b,
+                                                  const void *d_items,
+                                                  uint32_t n,
+                                                  const uint8_t *d_ends,
+                                                  unsigned long long *d_status,
+                                                  per_cuda_stream stream);
+
+/* Enqueue per_buffer_sample of B draws (opts: NULL, or flags among
+   PER_SAMPLE_BETA and PER_SAMPLE_TRAJECTORIES, beta, window; read on the
+   host, so they are frozen in a graph; opts->mask is not used). Outputs,
+   device memory, each may be NULL: d_items_out B * item_size bytes (any
+   alignment), d_ids B ids (slot | generation << 32), d_weights B IS
+   weights. The beta schedule reads the device's step, which a
+   successful call advances, as it does the stream. *d_status:
+   PER_ERR_EMPTY (nothing stored); then nothing is written or advanced.
+   Errors returned: PER_ERR_NULL, PER_ERR_ARG (unknown flags,
+   PER_SAMPLE_UNIQUE or PER_SAMPLE_SEQUENCES, beta NaN, infinite or
+   negative), PER_ERR_BATCH (B == 0 or > max_batch), PER_ERR_MEMORY (a
+   misaligned d_ids, d_weights or d_status), PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_buffer_sample(
+    const per_cuda_buffer *b, uint32_t B, const per_sample_opts *opts,
+    void *d_items_out, uint64_t *d_ids, float *d_weights,
+    unsigned long long *d_status, per_cuda_stream stream);
+
+/* Enqueue per_buffer_update: leaf (|d_td[j]| + eps)^alpha for the id
+   d_ids[j], j < n; stale ids (slot overwritten since the draw) skipped
+   and their count written to *d_stale (device memory, may be NULL) on
+   success; duplicates: the last one wins; the max leaf grows to the
+   largest value written. *d_status: the first bad pair in batch order,
+   PER_ERR_NAN or PER_ERR_INF (a TD error), PER_ERR_INDEX (an id sample
+   never handed out); then nothing is applied and *d_stale is untouched.
+   n == 0 sets *d_status = 0 and *d_stale = 0. Errors returned:
+   PER_ERR_NULL, PER_ERR_BATCH (n > max_batch), PER_ERR_MEMORY (a
+   misaligned pointer), PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
+                                               const uint64_t *d_ids,
+                                               const float *d_td, uint32_t n,
+                                               uint32_t *d_stale,
+                                               unsigned long long *d_status,
+                                               per_cuda_stream stream);
+
+/* Enqueue a copy of a CPU buffer's state (items, generations, ends,
+   trajectory ids, trees, stream, counters) to the device buffer; the
+   device buffer takes host->cfg's alpha, betas, eps, max_priority and
+   seed, as per_buffer_load does. host must have the device buffer's
+   capacity, item_size and flags, seq_len 0, and alpha 0 on both or
+   neither (PER_ERR_ARG). The copies are from pageable memory: they have
+   read host when this returns. Errors: PER_ERR_NULL, PER_ERR_ARG,
+   PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
+                                               const per_buffer *host,
+                                               per_cuda_stream stream);
+
+/* Copy the device buffer's state into a CPU buffer (initialised with
+   per_buffer_init for a config with the same capacity, item_size, flags
+   and seq_len 0, and alpha 0 on both or neither; PER_ERR_ARG otherwise),
+   which then holds exactly what a per_buffer given the same calls holds
+   (its swap sampler as after those calls, without distinct draws):
+   per_buffer_save works on it. The one call here that waits: it
+   synchronises `stream`. The result is checked (per_buffer_check):
+   PER_ERR_CORRUPT means the device state was not valid (device memory
+   overwritten by something else). After PER_ERR_CORRUPT or
+   PER_ERR_DEVICE host holds a partial copy: per_buffer_free it. Errors:
+   PER_ERR_NULL, PER_ERR_ARG, PER_ERR_CORRUPT, PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_buffer_download(const per_cuda_buffer *b,
+                                                 per_buffer *host,
+                                                 per_cuda_stream stream);
 
 #ifdef __cplusplus
 }

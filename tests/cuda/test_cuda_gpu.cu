@@ -11,6 +11,8 @@
 
 #include "cuda_cases.h"
 
+#include "cuda_buffer_cases.h"
+
 #include "tools/cuda_asan.h"
 
 int main(void) {
@@ -28,6 +30,7 @@ int main(void) {
            sizeof(per_real) == sizeof(float) ? "float" : "double");
   CHECK_EQ_U(cudaStreamCreate(&cc_stream), cudaSuccess);
   cc_run_all();
+  cb_run_all();
   CHECK_EQ_U(cudaStreamSynchronize(cc_stream), cudaSuccess);
   CHECK_EQ_U(cudaGetLastError(), cudaSuccess);
   cudaStreamDestroy(cc_stream);

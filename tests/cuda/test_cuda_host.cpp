@@ -10,6 +10,9 @@
 
 #include "cuda_cases.h"
 
+#define CB_SAME_POW 1
+#include "cuda_buffer_cases.h"
+
 // The race detector catches what a loop of whole threads would hide.
 static __global__ void host_k_store_same(uint32_t *x) {
   PER_CUDAI_ST(&x[0], (uint32_t)threadIdx.x); // every thread: one location
@@ -148,6 +151,93 @@ static void host_case_update_targets(void) {
   cc_dev_tree_free(&d);
 }
 
+// A replay-buffer step at 2^20 slots, B = 4096, against per_buffer: the
+// launches each call takes (pinned: an add without episode ends is a
+// memset and 4 + G kernels, a sample 2 memsets and 5, an update 2 memsets
+// and 3 + G, G = ceil(depth / 5): at 2^24 slots 10, 7 and 10 in all) and
+// the most atomics on one address.
+static void host_case_buffer_step(void) {
+  const uint32_t C = 1u << 20, B = 4096;
+  per_config cfg = per_config_default(C, 8);
+  uint32_t G = per_cudai_groups(20), j, k;
+  cb_dev d;
+  cb_host h;
+  per_buffer cpu;
+  per_rng r;
+  unsigned long long l0, peak[3] = {0, 0, 0}, launches[3] = {0, 0, 0};
+  cfg.seed = 99;
+  cfg.flags = PER_WEIGHTS_BUFFER_MAX;
+  if (!cb_dev_make(&d, &cfg, B)) return;
+  REQUIRE(per_buffer_init(&cpu, &cfg, NULL) == PER_OK);
+  memset(&h, 0, sizeof h);
+  h.items = (unsigned char *)malloc((size_t)B * 8);
+  h.out_cpu = (unsigned char *)malloc((size_t)B * 8);
+  h.out_dev = (unsigned char *)malloc((size_t)B * 8);
+  h.ends = (uint8_t *)malloc(B);
+  h.ids = (uint64_t *)malloc((size_t)B * 8);
+  h.ids_dev = (uint64_t *)malloc((size_t)B * 8);
+  h.td = (float *)malloc((size_t)B * 4);
+  h.w_cpu = (float *)malloc((size_t)B * 4);
+  h.w_dev = (float *)malloc((size_t)B * 4);
+  REQUIRE(h.items && h.out_cpu && h.out_dev && h.ends && h.ids && h.ids_dev &&
+          h.td && h.w_cpu && h.w_dev);
+  per_rng_init(&r, 5);
+  per_shim_same_pow = 1;
+  for (k = 0; k < 4; ++k) {
+    for (j = 0; j < B * 8; ++j) h.items[j] = (unsigned char)per_rng_u32(&r);
+    cc_h2d(d.d_in, h.items, (size_t)B * 8);
+    per_shim_atomic_peak = 0;
+    l0 = per_shim_launches;
+    CHECK_OK(per_cuda_buffer_add_batch(&d.b, d.d_in, B, NULL, d.d_status,
+                                       cc_stream));
+    launches[0] = per_shim_launches - l0;
+    peak[0] = per_shim_atomic_peak;
+    CHECK_OK(per_buffer_add_batch(&cpu, h.items, B));
+    per_shim_atomic_peak = 0;
+    l0 = per_shim_launches;
+    CHECK_OK(per_cuda_buffer_sample(&d.b, B, NULL, d.d_out, d.d_ids, d.d_w,
+                                    d.d_status, cc_stream));
+    launches[1] = per_shim_launches - l0;
+    peak[1] = per_shim_atomic_peak;
+    CHECK_OK(per_buffer_sample(&cpu, B, NULL, h.out_cpu, h.ids, h.w_cpu));
+    cc_d2h(h.ids_dev, d.d_ids, (size_t)B * 8);
+    CHECK(memcmp(h.ids, h.ids_dev, (size_t)B * 8) == 0);
+    for (j = 0; j < B; ++j) h.td[j] = cb_td(&r, 0);
+    cc_h2d(d.d_ids, h.ids, (size_t)B * 8);
+    cc_h2d(d.d_td, h.td, (size_t)B * 4);
+    per_shim_atomic_peak = 0;
+    l0 = per_shim_launches;
+    CHECK_OK(per_cuda_buffer_update(&d.b, d.d_ids, d.d_td, B, d.d_stale,
+                                    d.d_status, cc_stream));
+    launches[2] = per_shim_launches - l0;
+    peak[2] = per_shim_atomic_peak;
+    CHECK_OK(per_buffer_update(&cpu, h.ids, h.td, B, NULL));
+  }
+  per_shim_same_pow = 0;
+  cb_compare("a buffer step at 2^20", &cpu, &d);
+  CHECK_EQ_U(launches[0], 4 + G);
+  CHECK_EQ_U(launches[1], 5);
+  CHECK_EQ_U(launches[2], 3 + G);
+  // the claims: at most 2 per leaf (B of 2^20 leaves); the update's
+  // totals and the weights' minimum: one atomic per 32 pairs
+  CHECK(peak[0] <= 1 && peak[1] <= B / 32 && peak[2] <= B / 32);
+  printf("  buffer at N = 2^20, B = %u: add %llu + 1 memset, sample %llu + 2, "
+         "update %llu + 2 launches; at most %llu, %llu, %llu atomics on one "
+         "address\n",
+         B, launches[0], launches[1], launches[2], peak[0], peak[1], peak[2]);
+  per_buffer_free(&cpu);
+  cb_dev_free(&d);
+  free(h.items);
+  free(h.out_cpu);
+  free(h.out_dev);
+  free(h.ends);
+  free(h.ids);
+  free(h.ids_dev);
+  free(h.td);
+  free(h.w_cpu);
+  free(h.w_dev);
+}
+
 // The IS weights' minimum takes one atomicMin per PER_CUDAI_W_EACH values
 // (not one per value), and a sample of an empty tree reports its status
 // with one store (not B atomics).
@@ -229,6 +319,9 @@ int main(void) {
     unsigned long long races = per_shim_races;
     per_shim_order = order;
     cc_run_all();
+    per_shim_same_pow = 1; // the buffer's bitwise contract: one pow
+    cb_run_all();
+    per_shim_same_pow = 0;
     CHECK_EQ_U(per_shim_races - races, 0);
     printf("  threads run %s: %s (%llu races)\n", names[order],
            t_fail_count == before ? "OK" : "NOT OK", per_shim_races - races);
@@ -236,6 +329,7 @@ int main(void) {
   host_case_launches();
   host_case_update_targets();
   host_case_weights_sample_atomics();
+  host_case_buffer_step();
   host_case_race_detector();
   host_case_runtime_errors();
   // grid sizes up to the largest sample (B = UINT32_MAX) do not overflow

@@ -1,0 +1,435 @@
+// cuda_buffer_cases.h - per_cuda_buffer against per_buffer: random sequences
+// of add_batch / sample / update calls run on both, every status, id, item,
+// weight and stale count compared, and the whole state after a download.
+// Shared by the host build (test_cuda_host.cpp) and the GPU test binary.
+//
+// Needs before it: cuda_cases.h. CB_SAME_POW: the kernels' pow is the
+// CPU's (the host build with per_shim_same_pow), so everything must be
+// bitwise equal; without it (a GPU) alpha is 0 or 1, which needs no pow,
+// and a weight may differ by PER_CUDA_W_ULP (per_cuda.h, BIT FOR BIT).
+#ifndef PER_CUDA_BUFFER_CASES_H
+#define PER_CUDA_BUFFER_CASES_H
+
+#ifdef CB_SAME_POW
+#define CB_W_ULP 0
+#else
+#define CB_W_ULP PER_CUDA_W_ULP
+#endif
+
+// Evidence, printed by cb_run_all.
+static unsigned long long cb_calls, cb_draws, cb_states;
+
+// A device buffer with device arrays for one call's inputs and outputs.
+struct cb_dev {
+  per_cuda_buffer b;
+  void *mem;
+  unsigned char *d_in, *d_out; // items in (adds) and out (samples)
+  uint8_t *d_ends;
+  uint64_t *d_ids;
+  float *d_td, *d_w;
+  uint32_t *d_stale;
+  unsigned long long *d_status;
+};
+
+static int cb_dev_make(cb_dev *d, const per_config *cfg, uint32_t max_batch) {
+  size_t bytes = per_cuda_buffer_bytes(cfg, max_batch);
+  size_t items = (size_t)max_batch * cfg->item_size;
+  memset(d, 0, sizeof *d);
+  CHECK(bytes > 0);
+  if (bytes == 0) return 0;
+  d->mem = cc_dmalloc(bytes);
+  d->d_in = (unsigned char *)cc_dmalloc(items);
+  d->d_out = (unsigned char *)cc_dmalloc(items);
+  d->d_ends = (uint8_t *)cc_dmalloc(max_batch);
+  d->d_ids = (uint64_t *)cc_dmalloc((size_t)max_batch * 8);
+  d->d_td = (float *)cc_dmalloc((size_t)max_batch * 4);
+  d->d_w = (float *)cc_dmalloc((size_t)max_batch * 4);
+  d->d_stale = (uint32_t *)cc_dmalloc(8);
+  d->d_status = (unsigned long long *)cc_dmalloc(8);
+  if (!d->mem || !d->d_in || !d->d_out || !d->d_ends || !d->d_ids || !d->d_td ||
+      !d->d_w || !d->d_stale || !d->d_status)
+    return 0;
+  CHECK_OK(per_cuda_buffer_init_mem(&d->b, cfg, max_batch, d->mem, bytes,
+                                    cc_stream));
+  return d->b.d_items != NULL;
+}
+
+static void cb_dev_free(cb_dev *d) {
+  void *p[] = {d->mem,  d->d_in, d->d_out,   d->d_ends,  d->d_ids,
+               d->d_td, d->d_w,  d->d_stale, d->d_status};
+  size_t i;
+  for (i = 0; i < sizeof p / sizeof p[0]; ++i) cudaFree(p[i]);
+  memset(d, 0, sizeof *d);
+}
+
+// The status a device call reported, as the CPU's per_status.
+static per_status cb_status(const cb_dev *d) {
+  return per_cuda_status_decode(cc_status_word(d->d_status), NULL);
+}
+
+// Every field of two buffers' state: arrays byte for byte, then scalars.
+static void cb_same_state(const char *what, const per_buffer *a,
+                          const per_buffer *b) {
+  uint32_t cap = a->cfg.capacity;
+  size_t tb = per_tree_bytes(cap);
+  ++cb_states;
+  CHECK_MSG(memcmp(a->items, b->items, (size_t)cap * a->cfg.item_size) == 0,
+            "%s: items differ", what);
+  CHECK_MSG(memcmp(a->gen, b->gen, (size_t)cap * 4) == 0,
+            "%s: generations differ", what);
+  CHECK_MSG(memcmp(a->ends, b->ends, cap) == 0, "%s: ends differ", what);
+  CHECK_MSG(memcmp(a->traj, b->traj, (size_t)cap * 4) == 0,
+            "%s: trajectory ids differ", what);
+  cc_same_tree(what, &a->tree, b->tree.node);
+  CHECK_MSG((a->min_node == NULL) == (b->min_node == NULL) &&
+                (!a->min_node || memcmp(a->min_node, b->min_node, tb) == 0),
+            "%s: min trees differ", what);
+  CHECK_MSG(memcmp(&a->rng, &b->rng, sizeof a->rng) == 0,
+            "%s: streams differ (counter %llu vs %llu, avail %u vs %u)", what,
+            (unsigned long long)a->rng.counter,
+            (unsigned long long)b->rng.counter, a->rng.avail, b->rng.avail);
+  CHECK_EQ_U(a->step, b->step);
+  CHECK_EQ_U(a->added, b->added);
+  CHECK_EQ_U(a->trajs, b->trajs);
+  CHECK_MSG(memcmp(&a->max_leaf, &b->max_leaf, sizeof a->max_leaf) == 0,
+            "%s: max leaf %.17g vs %.17g", what, (double)a->max_leaf,
+            (double)b->max_leaf);
+  CHECK_EQ_U(a->size, b->size);
+  CHECK_EQ_U(a->pos, b->pos);
+  CHECK_EQ_U(a->zero_hint, b->zero_hint);
+  if (a->swap.perm && b->swap.perm) {
+    CHECK_EQ_U(a->swap.n, b->swap.n);
+    CHECK(memcmp(a->swap.perm, b->swap.perm, (size_t)cap * 4) == 0);
+  }
+}
+
+// Download d into a fresh per_buffer of cpu's config and compare.
+static void cb_compare(const char *what, const per_buffer *cpu, cb_dev *d) {
+  per_buffer h;
+  size_t la = 0, lb = 0, n;
+  unsigned char *sa, *sb;
+  CHECK_OK(per_buffer_init(&h, &cpu->cfg, NULL));
+  CHECK_OK(per_cuda_buffer_download(&d->b, &h, cc_stream));
+  cb_same_state(what, cpu, &h);
+  // and the checkpoints the two would write
+  n = per_buffer_snapshot_bytes(cpu);
+  sa = (unsigned char *)malloc(n);
+  sb = (unsigned char *)malloc(n);
+  if (sa && sb) {
+    CHECK_OK(per_buffer_snapshot(cpu, sa, n, &la));
+    CHECK_OK(per_buffer_snapshot(&h, sb, n, &lb));
+    CHECK_MSG(la == lb && memcmp(sa, sb, la) == 0, "%s: checkpoints differ",
+              what);
+  }
+  free(sa);
+  free(sb);
+  per_buffer_free(&h);
+}
+
+// A TD error: mostly ordinary, sometimes 0, tiny, huge, NaN or infinite
+// (bad_per_mille of them not finite).
+static float cb_td(per_rng *r, uint32_t bad_per_mille) {
+  uint32_t k = per_rng_below(r, 1000);
+  if (k < bad_per_mille) return k % 2 ? NAN : -INFINITY;
+  k = per_rng_below(r, 16);
+  if (k == 0) return 0.0f;
+  if (k == 1) return -0.0f;
+  if (k == 2) return 1e-30f;
+  if (k == 3) return 3e38f;
+  return (per_rng_float(r) - 0.5f) * (float)ldexp(1.0, (int)k - 8);
+}
+
+struct cb_host { // the host side of one call
+  unsigned char *items, *out_cpu, *out_dev;
+  uint8_t *ends;
+  uint64_t *ids, *ids_dev;
+  float *td, *w_cpu, *w_dev;
+};
+
+static void cb_add(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
+                   uint32_t max_batch) {
+  uint32_t n = per_rng_below(r, 8) == 0 ? 0 : 1 + per_rng_below(r, max_batch);
+  uint32_t isz = cpu->cfg.item_size, j;
+  int with_ends = per_rng_below(r, 2) == 0;
+  per_status want;
+  for (j = 0; j < n * isz; ++j) h->items[j] = (unsigned char)per_rng_u32(r);
+  for (j = 0; j < n; ++j) {
+    uint32_t k = per_rng_below(r, 10);
+    h->ends[j] = k < 7 ? 0 : k < 9 ? (uint8_t)(k - 6) : 0;
+  }
+  if (with_ends && n > 0 && per_rng_below(r, 10) == 0)
+    h->ends[per_rng_below(r, n)] = 3; // refused
+  if (n) cc_h2d(d->d_in, h->items, (size_t)n * isz);
+  if (n) cc_h2d(d->d_ends, h->ends, n);
+  want = per_buffer_add_steps(cpu, h->items, n, with_ends ? h->ends : NULL);
+  CHECK_OK(per_cuda_buffer_add_batch(
+      &d->b, d->d_in, n, with_ends ? d->d_ends : NULL, d->d_status, cc_stream));
+  CHECK_STATUS(cb_status(d), want);
+  ++cb_calls;
+}
+
+// Returns the batch size on success (its ids are in h->ids), else 0.
+static uint32_t cb_sample(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
+                          uint32_t max_batch) {
+  uint32_t B = 1 + per_rng_below(r, max_batch), isz = cpu->cfg.item_size, j;
+  per_sample_opts o;
+  per_status want;
+  memset(&o, 0, sizeof o);
+  if (per_rng_below(r, 3) == 0)
+    o.window = 1 + per_rng_below(r, 2 * cpu->cfg.capacity);
+  if (o.window && per_rng_below(r, 2)) o.flags |= PER_SAMPLE_TRAJECTORIES;
+  if (per_rng_below(r, 4) == 0) {
+    o.flags |= PER_SAMPLE_BETA;
+    o.beta = per_rng_below(r, 3) == 0 ? 0.0 : 2 * per_rng_double(r);
+  }
+  want = per_buffer_sample(cpu, B, &o, h->out_cpu, h->ids, h->w_cpu);
+  CHECK_OK(per_cuda_buffer_sample(&d->b, B, &o, d->d_out, d->d_ids, d->d_w,
+                                  d->d_status, cc_stream));
+  CHECK_STATUS(cb_status(d), want);
+  ++cb_calls;
+  if (want != PER_OK) return 0;
+  cc_d2h(h->out_dev, d->d_out, (size_t)B * isz);
+  cc_d2h(h->ids_dev, d->d_ids, (size_t)B * 8);
+  cc_d2h(h->w_dev, d->d_w, (size_t)B * 4);
+  cb_draws += B;
+  for (j = 0; j < B; ++j) {
+    CHECK_MSG(h->ids[j] == h->ids_dev[j],
+              "draw %u of %u: id %llx (cpu) vs %llx (device)", j, B,
+              (unsigned long long)h->ids[j], (unsigned long long)h->ids_dev[j]);
+    CHECK_MSG(cc_ulps_f(h->w_cpu[j], h->w_dev[j]) <= CB_W_ULP,
+              "draw %u of %u: weight %.9g (cpu) vs %.9g (device)", j, B,
+              (double)h->w_cpu[j], (double)h->w_dev[j]);
+    if (h->ids[j] != h->ids_dev[j]) break;
+  }
+  CHECK(memcmp(h->out_cpu, h->out_dev, (size_t)B * isz) == 0);
+  return B;
+}
+
+// Update the ids of the last sample (or made-up ones), sometimes with a
+// bad TD error or a bad id.
+static void cb_update(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
+                      uint32_t max_batch, uint32_t have) {
+  uint32_t n = per_rng_below(r, 8) == 0 ? 0 : 1 + per_rng_below(r, max_batch);
+  uint32_t j, stale_cpu = 0xdeadu, stale_dev = 0xbeefu, cap = cpu->cfg.capacity;
+  per_status want;
+  for (j = 0; j < n; ++j) {
+    if (have && per_rng_below(r, 8) != 0) {
+      h->ids[j] = h->ids[per_rng_below(r, have)];
+    } else { // any slot, its generation, one older or (rarely) bad
+      uint32_t slot = per_rng_below(r, cap), g = cpu->gen[slot];
+      uint32_t k = per_rng_below(r, 20);
+      if (k == 0) g += 1;          // newer than the slot's: never handed out
+      else if (k == 1) slot = cap; // outside the ring
+      else if (k < 8 && g > 1) g -= 1; // stale
+      h->ids[j] = (uint64_t)slot | (uint64_t)g << 32;
+    }
+    h->td[j] = cb_td(r, 3);
+  }
+  if (n) cc_h2d(d->d_ids, h->ids, (size_t)n * 8);
+  if (n) cc_h2d(d->d_td, h->td, (size_t)n * 4);
+  cc_h2d(d->d_stale, &stale_dev, 4);
+  want = per_buffer_update(cpu, h->ids, h->td, n, &stale_cpu);
+  CHECK_OK(per_cuda_buffer_update(&d->b, d->d_ids, d->d_td, n, d->d_stale,
+                                  d->d_status, cc_stream));
+  CHECK_STATUS(cb_status(d), want);
+  cc_d2h(&stale_dev, d->d_stale, 4);
+  CHECK_EQ_U(stale_dev, want == PER_OK ? stale_cpu : 0xbeefu);
+  ++cb_calls;
+}
+
+// One random sequence of `ops` calls on a CPU buffer and a device buffer
+// of config cfg, compared call by call and, every so often, whole.
+static void cb_sequence(const per_config *cfg, uint32_t max_batch, uint32_t ops,
+                        uint64_t seed) {
+  per_buffer cpu;
+  cb_dev d;
+  cb_host h;
+  per_rng r;
+  uint32_t i, have = 0, fails = t_fail_count;
+  size_t isz = cfg->item_size;
+  char what[160];
+  memset(&h, 0, sizeof h);
+  if (!cb_dev_make(&d, cfg, max_batch)) return;
+  CHECK_OK(per_buffer_init(&cpu, cfg, NULL));
+  h.items = (unsigned char *)malloc(max_batch * isz);
+  h.out_cpu = (unsigned char *)malloc(max_batch * isz);
+  h.out_dev = (unsigned char *)malloc(max_batch * isz);
+  h.ends = (uint8_t *)malloc(max_batch);
+  h.ids = (uint64_t *)malloc((size_t)max_batch * 8);
+  h.ids_dev = (uint64_t *)malloc((size_t)max_batch * 8);
+  h.td = (float *)malloc((size_t)max_batch * 4);
+  h.w_cpu = (float *)malloc((size_t)max_batch * 4);
+  h.w_dev = (float *)malloc((size_t)max_batch * 4);
+  REQUIRE(h.items && h.out_cpu && h.out_dev && h.ends && h.ids && h.ids_dev &&
+          h.td && h.w_cpu && h.w_dev);
+  per_rng_init(&r, seed);
+  snprintf(what, sizeof what,
+           "capacity %u, item %u bytes, alpha %g, eps %g, flags %u, seed %llu",
+           cfg->capacity, cfg->item_size, cfg->alpha, cfg->eps, cfg->flags,
+           (unsigned long long)seed);
+  cb_compare(what, &cpu, &d); // the empty buffers
+  for (i = 0; i < ops && t_fail_count == fails; ++i) {
+    uint32_t k = per_rng_below(&r, 10);
+    if (k < 4) {
+      cb_add(&cpu, &d, &h, &r, max_batch);
+    } else if (k < 7) {
+      have = cb_sample(&cpu, &d, &h, &r, max_batch);
+    } else {
+      cb_update(&cpu, &d, &h, &r, max_batch, have);
+      have = 0;
+    }
+    if (i % 16 == 15) cb_compare(what, &cpu, &d);
+  }
+  cb_compare(what, &cpu, &d);
+  if (t_fail_count != fails) printf("  (failed in: %s, op %u)\n", what, i);
+  // upload the CPU state into a second device buffer: the same state
+  {
+    cb_dev e;
+    if (cb_dev_make(&e, cfg, max_batch)) {
+      CHECK_OK(per_cuda_buffer_upload(&e.b, &cpu, cc_stream));
+      cb_compare("after an upload", &cpu, &e);
+      cb_sample(&cpu, &e, &h, &r, max_batch); // and it goes on the same
+      cb_compare("after an upload and a sample", &cpu, &e);
+    }
+    cb_dev_free(&e);
+  }
+  per_buffer_free(&cpu);
+  cb_dev_free(&d);
+  free(h.items);
+  free(h.out_cpu);
+  free(h.out_dev);
+  free(h.ends);
+  free(h.ids);
+  free(h.ids_dev);
+  free(h.td);
+  free(h.w_cpu);
+  free(h.w_dev);
+}
+
+// >>case: bitwise against per_buffer over random call sequences
+static void cb_case_bitwise(void) {
+  static const uint32_t caps[] = {1, 2, 7, 64, 1000};
+  static const uint32_t sizes[] = {1, 3, 8, 12};
+#ifdef CB_SAME_POW
+  static const double alphas[] = {0.6, 0.0, 1.0};
+#else
+  static const double alphas[] = {0.0, 1.0};
+#endif
+  uint32_t c, a, f;
+  uint64_t seed = 1;
+  for (c = 0; c < sizeof caps / sizeof caps[0]; ++c)
+    for (a = 0; a < sizeof alphas / sizeof alphas[0]; ++a)
+      for (f = 0; f < 4; ++f) {
+        per_config cfg = per_config_default(caps[c], sizes[(c + f) % 4]);
+        uint32_t mb = caps[c] < 64 ? 2 * caps[c] + 3 : 300;
+        cfg.alpha = alphas[a];
+        cfg.seed = seed * 77;
+        cfg.beta_steps = 20;
+        cfg.flags = (f & 1) ? PER_WEIGHTS_BUFFER_MAX : 0;
+        cfg.eps = (f & 2) ? 0.0 : 1e-3; // eps 0: zero leaves, degenerate mass
+        cfg.max_unique = 1;
+        cb_sequence(&cfg, mb, 80, seed++);
+      }
+}
+
+// >>case: what the device buffer refuses, and init's errors
+static void cb_case_api(void) {
+  per_config cfg = per_config_default(100, 8);
+  per_sample_opts o;
+  cb_dev d;
+  size_t bytes = per_cuda_buffer_bytes(&cfg, 64);
+  per_cuda_buffer b;
+  unsigned long long *mis;
+  CHECK(bytes > 0);
+  CHECK_EQ_U(per_cuda_buffer_bytes(&cfg, 0), 0);
+  CHECK_EQ_U(per_cuda_buffer_bytes(&cfg, PER_CUDA_MAX_BATCH + 1), 0);
+  CHECK_EQ_U(per_cuda_buffer_bytes(NULL, 64), 0);
+  cfg.seq_len = 4;
+  cfg.seq_stride = 4;
+  CHECK_EQ_U(per_cuda_buffer_bytes(&cfg, 64), 0);
+  CHECK_STATUS(
+      per_cuda_buffer_init_mem(&b, &cfg, 64, (void *)256, 1 << 20, cc_stream),
+      PER_ERR_ARG);
+  CHECK(b.d_items == NULL);
+  cfg.seq_len = 0;
+  cfg.seq_stride = 0;
+  cfg.capacity = 0;
+  CHECK_STATUS(
+      per_cuda_buffer_init_mem(&b, &cfg, 64, (void *)256, 1 << 20, cc_stream),
+      PER_ERR_CAPACITY);
+  cfg.capacity = 100;
+  CHECK_STATUS(
+      per_cuda_buffer_init_mem(&b, &cfg, 0, (void *)256, 1 << 20, cc_stream),
+      PER_ERR_BATCH);
+  CHECK_STATUS(per_cuda_buffer_init_mem(&b, &cfg, 64, NULL, bytes, cc_stream),
+               PER_ERR_NULL);
+  CHECK_STATUS(
+      per_cuda_buffer_init_mem(&b, &cfg, 64, (void *)256, bytes - 1, cc_stream),
+      PER_ERR_MEMORY);
+  CHECK_STATUS(
+      per_cuda_buffer_init_mem(&b, &cfg, 64, (void *)264, bytes, cc_stream),
+      PER_ERR_MEMORY);
+  if (!cb_dev_make(&d, &cfg, 64)) return;
+  memset(&o, 0, sizeof o);
+  o.flags = PER_SAMPLE_UNIQUE;
+  CHECK_STATUS(per_cuda_buffer_sample(&d.b, 4, &o, NULL, d.d_ids, NULL,
+                                      d.d_status, cc_stream),
+               PER_ERR_ARG);
+  o.flags = PER_SAMPLE_SEQUENCES;
+  CHECK_STATUS(per_cuda_buffer_sample(&d.b, 4, &o, NULL, d.d_ids, NULL,
+                                      d.d_status, cc_stream),
+               PER_ERR_ARG);
+  o.flags = PER_SAMPLE_BETA;
+  o.beta = -1;
+  CHECK_STATUS(per_cuda_buffer_sample(&d.b, 4, &o, NULL, d.d_ids, NULL,
+                                      d.d_status, cc_stream),
+               PER_ERR_ARG);
+  CHECK_STATUS(per_cuda_buffer_sample(&d.b, 0, NULL, NULL, d.d_ids, NULL,
+                                      d.d_status, cc_stream),
+               PER_ERR_BATCH);
+  CHECK_STATUS(per_cuda_buffer_sample(&d.b, 65, NULL, NULL, d.d_ids, NULL,
+                                      d.d_status, cc_stream),
+               PER_ERR_BATCH);
+  CHECK_STATUS(
+      per_cuda_buffer_add_batch(&d.b, d.d_in, 65, NULL, d.d_status, cc_stream),
+      PER_ERR_BATCH);
+  CHECK_STATUS(per_cuda_buffer_update(&d.b, d.d_ids, d.d_td, 65, NULL,
+                                      d.d_status, cc_stream),
+               PER_ERR_BATCH);
+  mis = (unsigned long long *)((char *)d.d_status + 4);
+  CHECK_STATUS(per_cuda_buffer_add_batch(&d.b, d.d_in, 1, NULL, mis, cc_stream),
+               PER_ERR_MEMORY);
+  CHECK_STATUS(per_cuda_buffer_update(&d.b, (const uint64_t *)(d.d_in + 1),
+                                      d.d_td, 1, NULL, d.d_status, cc_stream),
+               PER_ERR_MEMORY);
+  CHECK_STATUS(
+      per_cuda_buffer_add_batch(&d.b, NULL, 1, NULL, d.d_status, cc_stream),
+      PER_ERR_NULL);
+  // sampling an empty buffer: PER_ERR_EMPTY on the device, nothing moves
+  CHECK_OK(per_cuda_buffer_sample(&d.b, 4, NULL, NULL, d.d_ids, NULL,
+                                  d.d_status, cc_stream));
+  CHECK_STATUS(cb_status(&d), PER_ERR_EMPTY);
+  {
+    per_buffer cpu, other;
+    per_config c2 = cfg;
+    CHECK_OK(per_buffer_init(&cpu, &cfg, NULL));
+    cb_compare("after a refused sample", &cpu, &d);
+    c2.item_size = 4;
+    CHECK_OK(per_buffer_init(&other, &c2, NULL));
+    CHECK_STATUS(per_cuda_buffer_download(&d.b, &other, cc_stream),
+                 PER_ERR_ARG);
+    CHECK_STATUS(per_cuda_buffer_upload(&d.b, &other, cc_stream), PER_ERR_ARG);
+    per_buffer_free(&other);
+    per_buffer_free(&cpu);
+  }
+  cb_dev_free(&d);
+}
+
+static void cb_run_all(void) {
+  cb_case_api();
+  cb_case_bitwise();
+  printf("  replay buffer: %llu calls, %llu draws, %llu states compared\n",
+         cb_calls, cb_draws, cb_states);
+}
+
+#endif
