@@ -146,6 +146,36 @@ struct cb_host { // the host side of one call
   float *td, *w_cpu, *w_dev;
 };
 
+// Host arrays for calls of up to max_batch items of isz bytes.
+static int cb_host_make(cb_host *h, uint32_t max_batch, size_t isz) {
+  h->items = (unsigned char *)malloc(max_batch * isz);
+  h->out_cpu = (unsigned char *)malloc(max_batch * isz);
+  h->out_dev = (unsigned char *)malloc(max_batch * isz);
+  h->ends = (uint8_t *)malloc(max_batch);
+  h->ids = (uint64_t *)malloc((size_t)max_batch * 8);
+  h->ids_dev = (uint64_t *)malloc((size_t)max_batch * 8);
+  h->td = (float *)malloc((size_t)max_batch * 4);
+  h->w_cpu = (float *)malloc((size_t)max_batch * 4);
+  h->w_dev = (float *)malloc((size_t)max_batch * 4);
+  CHECK(h->items && h->out_cpu && h->out_dev && h->ends && h->ids &&
+        h->ids_dev && h->td && h->w_cpu && h->w_dev);
+  return h->items && h->out_cpu && h->out_dev && h->ends && h->ids &&
+         h->ids_dev && h->td && h->w_cpu && h->w_dev;
+}
+
+static void cb_host_free(cb_host *h) {
+  free(h->items);
+  free(h->out_cpu);
+  free(h->out_dev);
+  free(h->ends);
+  free(h->ids);
+  free(h->ids_dev);
+  free(h->td);
+  free(h->w_cpu);
+  free(h->w_dev);
+  memset(h, 0, sizeof *h);
+}
+
 static void cb_add(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
                    uint32_t max_batch) {
   uint32_t n = per_rng_below(r, 8) == 0 ? 0 : 1 + per_rng_below(r, max_batch);
@@ -251,17 +281,7 @@ static void cb_sequence(const per_config *cfg, uint32_t max_batch, uint32_t ops,
   memset(&h, 0, sizeof h);
   if (!cb_dev_make(&d, cfg, max_batch)) return;
   CHECK_OK(per_buffer_init(&cpu, cfg, NULL));
-  h.items = (unsigned char *)malloc(max_batch * isz);
-  h.out_cpu = (unsigned char *)malloc(max_batch * isz);
-  h.out_dev = (unsigned char *)malloc(max_batch * isz);
-  h.ends = (uint8_t *)malloc(max_batch);
-  h.ids = (uint64_t *)malloc((size_t)max_batch * 8);
-  h.ids_dev = (uint64_t *)malloc((size_t)max_batch * 8);
-  h.td = (float *)malloc((size_t)max_batch * 4);
-  h.w_cpu = (float *)malloc((size_t)max_batch * 4);
-  h.w_dev = (float *)malloc((size_t)max_batch * 4);
-  REQUIRE(h.items && h.out_cpu && h.out_dev && h.ends && h.ids && h.ids_dev &&
-          h.td && h.w_cpu && h.w_dev);
+  REQUIRE(cb_host_make(&h, max_batch, isz));
   per_rng_init(&r, seed);
   snprintf(what, sizeof what,
            "capacity %u, item %u bytes, alpha %g, eps %g, flags %u, seed %llu",
@@ -295,15 +315,7 @@ static void cb_sequence(const per_config *cfg, uint32_t max_batch, uint32_t ops,
   }
   per_buffer_free(&cpu);
   cb_dev_free(&d);
-  free(h.items);
-  free(h.out_cpu);
-  free(h.out_dev);
-  free(h.ends);
-  free(h.ids);
-  free(h.ids_dev);
-  free(h.td);
-  free(h.w_cpu);
-  free(h.w_dev);
+  cb_host_free(&h);
 }
 
 // >>case: bitwise against per_buffer over random call sequences

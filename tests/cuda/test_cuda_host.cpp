@@ -170,17 +170,7 @@ static void host_case_buffer_step(void) {
   if (!cb_dev_make(&d, &cfg, B)) return;
   REQUIRE(per_buffer_init(&cpu, &cfg, NULL) == PER_OK);
   memset(&h, 0, sizeof h);
-  h.items = (unsigned char *)malloc((size_t)B * 8);
-  h.out_cpu = (unsigned char *)malloc((size_t)B * 8);
-  h.out_dev = (unsigned char *)malloc((size_t)B * 8);
-  h.ends = (uint8_t *)malloc(B);
-  h.ids = (uint64_t *)malloc((size_t)B * 8);
-  h.ids_dev = (uint64_t *)malloc((size_t)B * 8);
-  h.td = (float *)malloc((size_t)B * 4);
-  h.w_cpu = (float *)malloc((size_t)B * 4);
-  h.w_dev = (float *)malloc((size_t)B * 4);
-  REQUIRE(h.items && h.out_cpu && h.out_dev && h.ends && h.ids && h.ids_dev &&
-          h.td && h.w_cpu && h.w_dev);
+  REQUIRE(cb_host_make(&h, B, 8));
   per_rng_init(&r, 5);
   per_shim_same_pow = 1;
   for (k = 0; k < 4; ++k) {
@@ -227,15 +217,7 @@ static void host_case_buffer_step(void) {
          B, launches[0], launches[1], launches[2], peak[0], peak[1], peak[2]);
   per_buffer_free(&cpu);
   cb_dev_free(&d);
-  free(h.items);
-  free(h.out_cpu);
-  free(h.out_dev);
-  free(h.ends);
-  free(h.ids);
-  free(h.ids_dev);
-  free(h.td);
-  free(h.w_cpu);
-  free(h.w_dev);
+  cb_host_free(&h);
 }
 
 // The IS weights' minimum takes one atomicMin per PER_CUDAI_W_EACH values
