@@ -2558,6 +2558,12 @@ static PER_HD uint32_t peri_gen_add(uint32_t g, uint64_t k) {
   return (uint32_t)(((uint64_t)g + k - 1) % 0xffffffffull + 1);
 }
 
+/* Writes an add of n items makes to the slot `age` slots after the write
+   position (0 for age >= n when n < capacity). */
+static PER_HD uint64_t peri_add_writes(uint32_t age, uint32_t n, uint32_t cap) {
+  return (uint64_t)(n / cap) + (age < n % cap);
+}
+
 /* ---- min tree (PER_WEIGHTS_BUFFER_MAX) ---- */
 
 static PER_HD per_real peri_min_of(per_real a, per_real b) {
@@ -2902,10 +2908,10 @@ PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
   keep = n < cap ? n : cap;
   /* generations: every write to a slot counts */
   if (n >= cap) {
-    uint32_t q = n / cap, r = n % cap, s;
+    uint32_t s;
     for (s = 0; s < cap; ++s) {
       uint32_t age = (uint32_t)(((uint64_t)s + cap - b->pos) % cap);
-      b->gen[s] = peri_gen_add(b->gen[s], (uint64_t)q + (age < r));
+      b->gen[s] = peri_gen_add(b->gen[s], peri_add_writes(age, n, cap));
     }
   } else {
     for (t = 0; t < n; ++t) {
@@ -3333,16 +3339,22 @@ PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
 /* An id's check: PER_ERR_INDEX for one sample never handed out (slot
    outside the ring or not a multiple of stride, generation 0, or newer
    than the slot's while no slot can have wrapped). */
-static per_status peri_id_check(const per_buffer *b, uint64_t id,
-                                uint32_t stride) {
+static PER_HD per_status peri_id_status(uint64_t id, uint32_t cap,
+                                        uint32_t stride, const uint32_t *gen,
+                                        uint64_t added) {
   uint32_t slot = (uint32_t)id, g = (uint32_t)(id >> 32);
   /* a generation above the slot's was never handed out, unless some slot
      may have wrapped around (2^32 - 1 writes need that many adds) */
-  int wrapped = b->added >= 0xffffffffull;
-  if (slot >= b->cfg.capacity || slot % stride != 0 || g == 0 ||
-      (g > b->gen[slot] && !wrapped))
+  int wrapped = added >= 0xffffffffull;
+  if (slot >= cap || slot % stride != 0 || g == 0 ||
+      (g > gen[slot] && !wrapped))
     return PER_ERR_INDEX;
   return PER_OK;
+}
+
+static per_status peri_id_check(const per_buffer *b, uint64_t id,
+                                uint32_t stride) {
+  return peri_id_status(id, b->cfg.capacity, stride, b->gen, b->added);
 }
 
 PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,

@@ -385,13 +385,34 @@ static __host__ __device__ inline uint32_t per_cudai_w_threads(uint32_t B) {
   return B / PER_CUDAI_W_EACH + (B % PER_CUDAI_W_EACH != 0);
 }
 
-static __global__ void per_cudai_k_w_min(const per_real *val, uint32_t B,
+// What a replay buffer's sample call draws from, found by its first kernel
+// (one thread): peri_plan_sample's plan for items, with replacement.
+struct per_cudai_plan {
+  peri_cover cov; // !whole: the window's subtrees
+  double beta;
+  per_real total, seg, pmin;        // pmin: buffer-max weights' minimum
+  unsigned long long seed, counter; // the strata's stream
+  uint32_t W, start, whole, degenerate, bufmax, pad;
+};
+
+// The weights kernels serve per_cuda_is_weights (plan NULL) and a replay
+// buffer's sample, which passes its plan: beta is the plan's, and nothing
+// is left to do when the call already failed (an empty buffer) or the draw
+// kernel wrote the weights (degenerate mass: 1; buffer-max weights).
+static __device__ inline int per_cudai_w_done(
+    const per_cudai_plan *plan, const unsigned long long *status) {
+  return plan && (PER_CUDAI_LD(status) || PER_CUDAI_LD(&plan->degenerate) ||
+                  PER_CUDAI_LD(&plan->bufmax));
+}
+
+static __global__ void per_cudai_k_w_min(const per_cudai_plan *plan,
+                                         const per_real *val, uint32_t B,
                                          per_cudai_bits *minbits,
                                          unsigned long long *status) {
   uint32_t t = per_cudai_thread_id(), T = per_cudai_w_threads(B), i;
   per_cudai_bits m = ~(per_cudai_bits)0; // above every valid pattern
   unsigned long long bad = 0;
-  if (t >= T) return;
+  if (t >= T || per_cudai_w_done(plan, status)) return;
   for (i = t; i < B; i += T) {
     per_real x = PER_CUDAI_LD(&val[i]);
     per_status s = per_leaf_status(x);
@@ -408,12 +429,14 @@ static __global__ void per_cudai_k_w_min(const per_real *val, uint32_t B,
 }
 
 // w[i] = peri_weight(val[i], min, beta); thread i alone writes w[i].
-static __global__ void per_cudai_k_w_apply(const per_real *val, uint32_t B,
+static __global__ void per_cudai_k_w_apply(const per_cudai_plan *plan,
+                                           const per_real *val, uint32_t B,
                                            double beta, float *w,
                                            const per_cudai_bits *minbits,
                                            const unsigned long long *status) {
   uint32_t i = per_cudai_thread_id();
-  if (i >= B || PER_CUDAI_LD(status)) return;
+  if (i >= B || PER_CUDAI_LD(status) || per_cudai_w_done(plan, status)) return;
+  if (plan) beta = PER_CUDAI_LD(&plan->beta);
   PER_CUDAI_ST(&w[i],
                peri_weight(PER_CUDAI_LD(&val[i]),
                            per_cudai_from_bits(PER_CUDAI_LD(minbits)), beta));
@@ -433,16 +456,6 @@ struct per_cudai_state {
   unsigned long long step, added, trajs;
   per_real max_leaf;
   uint32_t size, pos, zero_hint, pad;
-};
-
-// What a sample call draws from, found by its first kernel (one thread):
-// peri_plan_sample's plan for items, with replacement.
-struct per_cudai_plan {
-  peri_cover cov; // !whole: the window's subtrees
-  double beta;
-  per_real total, seg, pmin;        // pmin: buffer-max weights' minimum
-  unsigned long long seed, counter; // the strata's stream
-  uint32_t W, start, whole, degenerate, bufmax, pad;
 };
 
 // An update's totals over its live pairs (per_cuda_buffer.d_work).
@@ -481,31 +494,17 @@ static per_cudai_work per_cudai_work_of(const per_cuda_buffer *b) {
   return w;
 }
 
-// The buffer's fixed shape, as kernel arguments.
-struct per_cudai_shape {
-  uint32_t cap, L, isz, bufmin; // bufmin: a min tree is kept
-};
-
-static __global__ void per_cudai_k_b_reset(per_cudai_state *st, per_rng rng,
-                                           per_real max_leaf, per_real *mn,
-                                           uint32_t L) {
+// The state record = s; with a min tree mn of L leaves (a reset), every
+// node of it PERI_NO_MIN: no positive leaf anywhere.
+static __global__ void per_cudai_k_b_set_state(per_cudai_state *st,
+                                               per_cudai_state s, per_real *mn,
+                                               uint32_t L) {
   uint32_t k = per_cudai_thread_id();
-  if (k == 0) {
-    per_cudai_state s;
-    memset(&s, 0, sizeof s);
-    s.rng = rng;
-    s.max_leaf = max_leaf;
-    PER_CUDAI_ST(st, s);
-  }
-  if (mn && k < L) { // node k and leaf k: no positive leaf anywhere
+  if (k == 0) PER_CUDAI_ST(st, s);
+  if (mn && k < L) { // node k and leaf k
     PER_CUDAI_ST(&mn[k], PERI_NO_MIN);
     PER_CUDAI_ST(&mn[L + k], PERI_NO_MIN);
   }
-}
-
-static __global__ void per_cudai_k_b_set_state(per_cudai_state *st,
-                                               per_cudai_state s) {
-  if (per_cudai_thread_id() == 0) PER_CUDAI_ST(st, s);
 }
 
 // Rows of item bytes in units of U (1 or 4 bytes: the host picks 4 when
@@ -555,16 +554,14 @@ static __global__ void per_cudai_k_b_slots(const per_cudai_state *st,
                                            uint32_t *idx, uint32_t n,
                                            uint32_t cap,
                                            const unsigned long long *status) {
-  uint32_t t = per_cudai_thread_id(), keep = n < cap ? n : cap, pos, slot;
-  uint64_t k = 1;
+  uint32_t t = per_cudai_thread_id(), keep = n < cap ? n : cap, pos, age;
+  uint32_t slot;
   if (t >= keep || PER_CUDAI_LD(status)) return;
   pos = PER_CUDAI_LD(&st->pos);
-  slot = (uint32_t)(((uint64_t)pos + (n - keep) + t) % cap);
-  if (n >= cap) { // every slot, some of them more than once
-    uint32_t age = (uint32_t)(((uint64_t)slot + cap - pos) % cap);
-    k = (uint64_t)(n / cap) + (age < n % cap);
-  }
-  PER_CUDAI_ST(&gen[slot], peri_gen_add(PER_CUDAI_LD(&gen[slot]), k));
+  age = (uint32_t)(((uint64_t)(n - keep) + t) % cap); // from pos
+  slot = (uint32_t)(((uint64_t)pos + age) % cap);
+  PER_CUDAI_ST(&gen[slot], peri_gen_add(PER_CUDAI_LD(&gen[slot]),
+                                        peri_add_writes(age, n, cap)));
   PER_CUDAI_ST(&traj[slot], (uint32_t)PER_CUDAI_LD(&st->trajs));
   PER_CUDAI_ST(&ends[slot],
                in ? PER_CUDAI_LD(&in[n - keep + t]) : (uint8_t)PER_END_NONE);
@@ -588,7 +585,7 @@ static __global__ void per_cudai_k_b_added(per_cudai_state *st, uint32_t n,
 // replacement), the stream and step advanced. Degenerate mass: the
 // uniform draws here, in order, as the CPU's.
 static __global__ void per_cudai_k_b_plan(
-    per_cudai_state *st, per_config cfg, per_cudai_shape sh,
+    per_cudai_state *st, per_config cfg, uint32_t cap, uint32_t L,
     const per_real *node, const per_real *mn, const uint32_t *traj, uint32_t B,
     uint32_t flags, double beta, uint32_t window, per_cudai_plan *plan,
     uint32_t *idx, unsigned long long *status) {
@@ -605,14 +602,14 @@ static __global__ void per_cudai_k_b_plan(
   p.beta = (flags & PER_SAMPLE_BETA) ? beta : peri_beta_at(&cfg, s.step);
   p.W = window;
   if (p.W && (flags & PER_SAMPLE_TRAJECTORIES))
-    p.W = peri_traj_window_of(traj, sh.cap, s.pos, s.size, p.W);
+    p.W = peri_traj_window_of(traj, cap, s.pos, s.size, p.W);
   if (p.W == 0 || p.W > s.size) p.W = s.size;
   p.whole = p.W == s.size;
-  nr = peri_window(sh.cap, s.pos, p.W, &p.start, lo, hi);
+  nr = peri_window(cap, s.pos, p.W, &p.start, lo, hi);
   if (p.whole) {
     p.total = node[1];
   } else {
-    for (q = 0; q < nr; ++q) peri_cover_range(&p.cov, sh.L, lo[q], hi[q]);
+    for (q = 0; q < nr; ++q) peri_cover_range(&p.cov, L, lo[q], hi[q]);
     p.total = peri_cover_total(&p.cov, node);
   }
   p.degenerate = !peri_dfinite((double)p.total) || !(p.total > 0);
@@ -622,9 +619,9 @@ static __global__ void per_cudai_k_b_plan(
   p.counter = s.rng.counter;
   if (p.degenerate) {
     for (i = 0; i < B; ++i)
-      PER_CUDAI_ST(&idx[i], (uint32_t)(((uint64_t)p.start +
-                                        peri_rng_below(&s.rng, p.W)) %
-                                       sh.cap));
+      PER_CUDAI_ST(
+          &idx[i],
+          (uint32_t)(((uint64_t)p.start + peri_rng_below(&s.rng, p.W)) % cap));
   } else {
     p.seg = p.total / (per_real)B;
     s.rng.counter += B;
@@ -667,58 +664,15 @@ static __global__ void per_cudai_k_b_draw(const per_cudai_plan *plan,
                                     PER_CUDAI_LD(&plan->beta)));
 }
 
-// sample, batch-max weights: the smallest value (as k_w_min, 32 values a
-// thread), then every weight.
-static __global__ void per_cudai_k_b_wmin(const per_cudai_plan *plan,
-                                          const per_real *val, uint32_t B,
-                                          per_cudai_bits *minbits,
-                                          const unsigned long long *status) {
-  uint32_t t = per_cudai_thread_id(), T = per_cudai_w_threads(B), i;
-  per_cudai_bits m = ~(per_cudai_bits)0;
-  if (t >= T || PER_CUDAI_LD(status) || PER_CUDAI_LD(&plan->degenerate) ||
-      PER_CUDAI_LD(&plan->bufmax))
-    return;
-  for (i = t; i < B; i += T) {
-    per_cudai_bits x = per_cudai_to_bits(PER_CUDAI_LD(&val[i]));
-    if (x < m) m = x;
-    if (B - i <= T) break;
-  }
-  atomicMin(minbits, m);
-}
-
-static __global__ void per_cudai_k_b_wapply(const per_cudai_plan *plan,
-                                            const per_real *val, uint32_t B,
-                                            const per_cudai_bits *minbits,
-                                            float *w,
-                                            const unsigned long long *status) {
-  uint32_t i = per_cudai_thread_id();
-  if (i >= B || PER_CUDAI_LD(status) || PER_CUDAI_LD(&plan->degenerate) ||
-      PER_CUDAI_LD(&plan->bufmax))
-    return;
-  PER_CUDAI_ST(&w[i], peri_weight(PER_CUDAI_LD(&val[i]),
-                                  per_cudai_from_bits(PER_CUDAI_LD(minbits)),
-                                  PER_CUDAI_LD(&plan->beta)));
-}
-
 // update: per_buffer_update's checks of pair j (the TD error, then the
 // id), PER_OK or why it is refused.
 static __host__ __device__ inline per_status per_cudai_id_status(
     const per_cudai_values &v, const per_cudai_state *st, uint32_t j,
     uint32_t cap) {
-  uint32_t slot, g;
-  uint64_t id;
   per_status s = peri_float_status(PER_CUDAI_LD(&v.td[j]));
   if (s != PER_OK) return s;
-  id = PER_CUDAI_LD(&v.ids[j]);
-  slot = (uint32_t)id;
-  g = (uint32_t)(id >> 32);
-  // a generation above the slot's was never handed out, unless a slot may
-  // have wrapped (peri_id_check)
-  if (slot >= cap || g == 0 ||
-      (g > PER_CUDAI_LD(&v.gen[slot]) &&
-       PER_CUDAI_LD(&st->added) < 0xffffffffull))
-    return PER_ERR_INDEX;
-  return PER_OK;
+  return peri_id_status(PER_CUDAI_LD(&v.ids[j]), cap, 1, v.gen,
+                        PER_CUDAI_LD(&st->added));
 }
 
 // update, 32 pairs a thread: each pair checked (the first bad one in
@@ -869,15 +823,6 @@ static per_status per_cudai_update(const per_cuda_tree *t,
 }
 
 // >>launchers: replay buffer
-static per_cudai_shape per_cudai_shape_of(const per_cuda_buffer *b) {
-  per_cudai_shape sh;
-  sh.cap = b->cfg.capacity;
-  sh.L = b->tree.leaves;
-  sh.isz = b->cfg.item_size;
-  sh.bufmin = b->d_min_node != NULL;
-  return sh;
-}
-
 // The parts of a buffer's device memory, in order, each 256-byte aligned:
 // items, generations, ends, trajectory ids, tree, min tree, state, work.
 static size_t per_cudai_buffer_parts(const per_config *c, uint32_t max_batch,
@@ -1150,9 +1095,11 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
   if (s != PER_OK) return s;
   g = per_cudai_grid(B);
   PER_CUDA_LAUNCH(per_cudai_k_w_min, per_cudai_grid(per_cudai_w_threads(B)),
-                  PER_CUDAI_BLOCK, stream, d_val, B, minbits, d_status);
-  PER_CUDA_LAUNCH(per_cudai_k_w_apply, g, PER_CUDAI_BLOCK, stream, d_val, B,
-                  beta, d_w, (const per_cudai_bits *)minbits, d_status);
+                  PER_CUDAI_BLOCK, stream, (const per_cudai_plan *)NULL, d_val,
+                  B, minbits, d_status);
+  PER_CUDA_LAUNCH(per_cudai_k_w_apply, g, PER_CUDAI_BLOCK, stream,
+                  (const per_cudai_plan *)NULL, d_val, B, beta, d_w,
+                  (const per_cudai_bits *)minbits, d_status);
   return per_cudai_launched();
 }
 
@@ -1170,7 +1117,7 @@ PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
                                                  per_cuda_stream stream) {
   size_t part[8], need;
   unsigned char *p = (unsigned char *)d_mem;
-  per_rng rng;
+  per_cudai_state st;
   per_status s;
   uint32_t L;
   if (!b) return PER_ERR_NULL;
@@ -1198,12 +1145,12 @@ PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
     memset(b, 0, sizeof *b);
     return s;
   }
-  per_rng_init(&rng, cfg->seed);
+  memset(&st, 0, sizeof st); // empty, as per_buffer_init leaves it
+  per_rng_init(&st.rng, cfg->seed);
+  st.max_leaf = cfg->alpha == 0 ? (per_real)1 : (per_real)cfg->max_priority;
   L = b->tree.leaves;
-  PER_CUDA_LAUNCH(per_cudai_k_b_reset, per_cudai_grid(L), PER_CUDAI_BLOCK,
-                  stream, (per_cudai_state *)b->d_state, rng,
-                  cfg->alpha == 0 ? (per_real)1 : (per_real)cfg->max_priority,
-                  b->d_min_node, L);
+  PER_CUDA_LAUNCH(per_cudai_k_b_set_state, per_cudai_grid(L), PER_CUDAI_BLOCK,
+                  stream, (per_cudai_state *)b->d_state, st, b->d_min_node, L);
   s = per_cudai_launched();
   if (s != PER_OK) memset(b, 0, sizeof *b);
   return s;
@@ -1278,24 +1225,23 @@ PER_CUDA_DEF per_status per_cuda_buffer_sample(
         cudaMemsetAsync(&w.agg->minbits, 0xFF, sizeof w.agg->minbits, stream));
   if (s != PER_OK) return s;
   g = per_cudai_grid(B);
-  PER_CUDA_LAUNCH(per_cudai_k_b_plan, 1u, 1u, stream, st, b->cfg,
-                  per_cudai_shape_of(b), (const per_real *)b->tree.d_node,
-                  (const per_real *)b->d_min_node, (const uint32_t *)b->d_traj,
-                  B, flags, beta, opts ? opts->window : 0u, w.plan, w.idx,
-                  d_status);
+  PER_CUDA_LAUNCH(
+      per_cudai_k_b_plan, 1u, 1u, stream, st, b->cfg, b->cfg.capacity,
+      b->tree.leaves, (const per_real *)b->tree.d_node,
+      (const per_real *)b->d_min_node, (const uint32_t *)b->d_traj, B, flags,
+      beta, opts ? opts->window : 0u, w.plan, w.idx, d_status);
   PER_CUDA_LAUNCH(per_cudai_k_b_draw, g, PER_CUDAI_BLOCK, stream,
                   (const per_cudai_plan *)w.plan,
                   (const per_real *)b->tree.d_node, b->tree.leaves,
                   (const uint32_t *)b->d_gen, B, w.idx, w.val, d_ids, d_weights,
                   (const unsigned long long *)d_status);
   if (d_weights) {
-    PER_CUDA_LAUNCH(per_cudai_k_b_wmin, per_cudai_grid(per_cudai_w_threads(B)),
+    PER_CUDA_LAUNCH(per_cudai_k_w_min, per_cudai_grid(per_cudai_w_threads(B)),
                     PER_CUDAI_BLOCK, stream, (const per_cudai_plan *)w.plan,
-                    (const per_real *)w.val, B, &w.agg->minbits,
-                    (const unsigned long long *)d_status);
-    PER_CUDA_LAUNCH(per_cudai_k_b_wapply, g, PER_CUDAI_BLOCK, stream,
+                    (const per_real *)w.val, B, &w.agg->minbits, d_status);
+    PER_CUDA_LAUNCH(per_cudai_k_w_apply, g, PER_CUDAI_BLOCK, stream,
                     (const per_cudai_plan *)w.plan, (const per_real *)w.val, B,
-                    (const per_cudai_bits *)&w.agg->minbits, d_weights,
+                    0.0, d_weights, (const per_cudai_bits *)&w.agg->minbits,
                     (const unsigned long long *)d_status);
   }
   if (d_items_out)
@@ -1365,7 +1311,7 @@ PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
   st.pos = host->pos;
   st.zero_hint = host->zero_hint;
   PER_CUDA_LAUNCH(per_cudai_k_b_set_state, 1u, 1u, stream,
-                  (per_cudai_state *)b->d_state, st);
+                  (per_cudai_state *)b->d_state, st, (per_real *)NULL, 0u);
   s = per_cudai_launched();
   if (s == PER_OK) b->cfg = host->cfg;
   return s;

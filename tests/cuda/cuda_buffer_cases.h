@@ -148,6 +148,7 @@ struct cb_host { // the host side of one call
 
 // Host arrays for calls of up to max_batch items of isz bytes.
 static int cb_host_make(cb_host *h, uint32_t max_batch, size_t isz) {
+  int ok;
   h->items = (unsigned char *)malloc(max_batch * isz);
   h->out_cpu = (unsigned char *)malloc(max_batch * isz);
   h->out_dev = (unsigned char *)malloc(max_batch * isz);
@@ -157,10 +158,10 @@ static int cb_host_make(cb_host *h, uint32_t max_batch, size_t isz) {
   h->td = (float *)malloc((size_t)max_batch * 4);
   h->w_cpu = (float *)malloc((size_t)max_batch * 4);
   h->w_dev = (float *)malloc((size_t)max_batch * 4);
-  CHECK(h->items && h->out_cpu && h->out_dev && h->ends && h->ids &&
-        h->ids_dev && h->td && h->w_cpu && h->w_dev);
-  return h->items && h->out_cpu && h->out_dev && h->ends && h->ids &&
-         h->ids_dev && h->td && h->w_cpu && h->w_dev;
+  ok = h->items && h->out_cpu && h->out_dev && h->ends && h->ids &&
+       h->ids_dev && h->td && h->w_cpu && h->w_dev;
+  CHECK(ok);
+  return ok;
 }
 
 static void cb_host_free(cb_host *h) {
