@@ -438,9 +438,113 @@ static void cb_case_api(void) {
   cb_dev_free(&d);
 }
 
+// >>case: a trainer's step (add, sample, update) captured once per buffer
+// as a CUDA graph and replayed, two buffers on two streams with their
+// replays interleaved: every replay gives what per_buffer's three calls
+// give (statuses, ids, items, weights, stale counts), and the states stay
+// equal. The graph freezes the batch sizes and pointers only; the items
+// and TD errors change between replays through the device arrays.
+static void cb_case_graph(void) {
+  enum { NB = 2, ADD = 5, B = 7, MAXB = 16, REPLAYS = 40 };
+  cudaStream_t s[NB];
+  cudaGraphExec_t exec[NB];
+  cb_dev d[NB];
+  cb_host h[NB];
+  per_buffer cpu[NB];
+  unsigned long long *d_st[NB]; // the three calls' status words
+  per_rng r;
+  uint32_t k, i, j, replays = 0;
+  memset(d, 0, sizeof d);
+  memset(h, 0, sizeof h);
+  memset(exec, 0, sizeof exec);
+  per_rng_init(&r, 2024);
+  for (k = 0; k < NB; ++k) {
+    per_config cfg = per_config_default(k ? 64 : 50, k ? 12 : 8);
+    cudaGraph_t g = NULL;
+#ifdef CB_SAME_POW
+    cfg.alpha = k ? 0.6 : 1.0;
+#else
+    cfg.alpha = k ? 0.0 : 1.0;
+#endif
+    cfg.seed = 11 + k;
+    cfg.beta_steps = 30;
+    cfg.flags = k ? PER_WEIGHTS_BUFFER_MAX : 0;
+    REQUIRE(cudaStreamCreate(&s[k]) == cudaSuccess);
+    REQUIRE(cb_dev_make(&d[k], &cfg, MAXB));
+    REQUIRE(cb_host_make(&h[k], MAXB, cfg.item_size));
+    d_st[k] = (unsigned long long *)cc_dmalloc(3 * 8);
+    REQUIRE(d_st[k] != NULL);
+    CHECK_OK(per_buffer_init(&cpu[k], &cfg, NULL));
+    REQUIRE(cudaStreamSynchronize(cc_stream) == cudaSuccess); // the init
+    CHECK_EQ_U(cudaStreamBeginCapture(s[k], cudaStreamCaptureModeThreadLocal),
+               cudaSuccess);
+    CHECK_OK(per_cuda_buffer_add_batch(&d[k].b, d[k].d_in, ADD, NULL,
+                                       &d_st[k][0], s[k]));
+    CHECK_OK(per_cuda_buffer_sample(&d[k].b, B, NULL, d[k].d_out, d[k].d_ids,
+                                    d[k].d_w, &d_st[k][1], s[k]));
+    CHECK_OK(per_cuda_buffer_update(&d[k].b, d[k].d_ids, d[k].d_td, B,
+                                    d[k].d_stale, &d_st[k][2], s[k]));
+    CHECK_EQ_U(cudaStreamEndCapture(s[k], &g), cudaSuccess);
+    REQUIRE(g != NULL);
+    CHECK_EQ_U(cudaGraphInstantiate(&exec[k], g, 0), cudaSuccess);
+    cudaGraphDestroy(g);
+    REQUIRE(exec[k] != NULL);
+    cb_compare("captured, not replayed", &cpu[k], &d[k]); // nothing ran
+  }
+  for (i = 0; i < REPLAYS && t_fail_count == 0; ++i) {
+    for (k = 0; k < NB; ++k) { // enqueue both replays, then look
+      size_t isz = cpu[k].cfg.item_size;
+      for (j = 0; j < ADD * isz; ++j)
+        h[k].items[j] = (unsigned char)per_rng_u32(&r);
+      for (j = 0; j < B; ++j) h[k].td[j] = cb_td(&r, 0);
+      cc_h2d(d[k].d_in, h[k].items, ADD * isz);
+      cc_h2d(d[k].d_td, h[k].td, B * 4);
+      CHECK_EQ_U(cudaGraphLaunch(exec[k], s[k]), cudaSuccess);
+    }
+    for (k = 0; k < NB; ++k) {
+      size_t isz = cpu[k].cfg.item_size;
+      unsigned long long st[3];
+      uint32_t stale_cpu = 0, stale_dev = 0;
+      CHECK_EQ_U(cudaStreamSynchronize(s[k]), cudaSuccess);
+      CHECK_OK(per_buffer_add_steps(&cpu[k], h[k].items, ADD, NULL));
+      CHECK_OK(per_buffer_sample(&cpu[k], B, NULL, h[k].out_cpu, h[k].ids,
+                                 h[k].w_cpu));
+      CHECK_OK(per_buffer_update(&cpu[k], h[k].ids, h[k].td, B, &stale_cpu));
+      cc_d2h(st, d_st[k], sizeof st);
+      cc_d2h(h[k].out_dev, d[k].d_out, B * isz);
+      cc_d2h(h[k].ids_dev, d[k].d_ids, B * 8);
+      cc_d2h(h[k].w_dev, d[k].d_w, B * 4);
+      cc_d2h(&stale_dev, d[k].d_stale, 4);
+      for (j = 0; j < 3; ++j)
+        CHECK_STATUS(per_cuda_status_decode(st[j], NULL), PER_OK);
+      CHECK(memcmp(h[k].ids, h[k].ids_dev, B * 8) == 0);
+      CHECK(memcmp(h[k].out_cpu, h[k].out_dev, B * isz) == 0);
+      for (j = 0; j < B; ++j)
+        CHECK_MSG(cc_ulps_f(h[k].w_cpu[j], h[k].w_dev[j]) <= CB_W_ULP,
+                  "replay %u, buffer %u, draw %u: weight %.9g vs %.9g", i, k, j,
+                  (double)h[k].w_cpu[j], (double)h[k].w_dev[j]);
+      CHECK_EQ_U(stale_dev, stale_cpu);
+      cb_draws += B;
+      cb_calls += 3;
+      if (i % 10 == 9) cb_compare("replayed graph", &cpu[k], &d[k]);
+    }
+    ++replays;
+  }
+  CHECK_EQ_U(replays, REPLAYS);
+  for (k = 0; k < NB; ++k) {
+    if (exec[k]) cudaGraphExecDestroy(exec[k]);
+    cudaStreamDestroy(s[k]);
+    cudaFree(d_st[k]);
+    per_buffer_free(&cpu[k]);
+    cb_dev_free(&d[k]);
+    cb_host_free(&h[k]);
+  }
+}
+
 static void cb_run_all(void) {
   cb_case_api();
   cb_case_bitwise();
+  cb_case_graph();
   printf("  replay buffer: %llu calls, %llu draws, %llu states compared\n",
          cb_calls, cb_draws, cb_states);
 }

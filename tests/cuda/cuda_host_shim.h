@@ -31,7 +31,16 @@
 //     implementation, not against the CPU's pow itself;
 //   - "device memory" is malloc'd and registered; the runtime calls check
 //     that the device side of a copy or memset lies inside an allocation;
-//   - cudaGetDeviceCount reports one device: the host.
+//   - cudaGetDeviceCount reports one device: the host;
+//   - streams and graphs: cudaStreamBeginCapture records the launches,
+//     memsets and copies that follow (their arguments frozen, as CUDA's
+//     capture freezes them) instead of running them; cudaGraphLaunch runs
+//     them again in order. What CUDA refuses while a stream captures is
+//     refused here and breaks the capture, so that EndCapture fails as
+//     CUDA's does: a synchronisation (cudaStreamSynchronize,
+//     cudaDeviceSynchronize, cudaMemcpy, cudaMemset) and an allocation
+//     (cudaMalloc, cudaFree). The shim has one stream in effect: what is
+//     enqueued on any stream during a capture is captured.
 //
 // Running whole threads one at a time is one legal schedule of a launch.
 // It is a faithful emulation only for kernels whose threads do not wait for
@@ -56,6 +65,7 @@
 
 #include <math.h>
 
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -75,7 +85,9 @@ typedef enum cudaError {
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
-  cudaErrorNoDevice = 100
+  cudaErrorNoDevice = 100,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901
 } cudaError_t;
 
 enum cudaMemcpyKind {
@@ -208,15 +220,10 @@ template <typename T> static inline void per_shim_arg(T *p) {
 template <typename T> static inline void per_shim_arg(const T &) {}
 
 template <typename Kernel, typename... Args>
-static inline void per_shim_launch(Kernel kernel, unsigned grid, unsigned block,
-                                   cudaStream_t stream, Args... args) {
+static inline void per_shim_run(Kernel kernel, unsigned grid, unsigned block,
+                                Args... args) {
   size_t total = (size_t)grid * block, t;
   std::vector<size_t> order(total);
-  (void)stream;
-  if (grid == 0 || block == 0 || block > 1024) {
-    per_shim_last_error = cudaErrorInvalidValue;
-    return;
-  }
   for (t = 0; t < total; ++t)
     order[t] = per_shim_order == 1 ? total - 1 - t : t;
   if (per_shim_order == 2) { // Fisher-Yates with a fixed, per-launch seed
@@ -252,6 +259,54 @@ static inline void per_shim_launch(Kernel kernel, unsigned grid, unsigned block,
   per_shim_in_kernel = 0;
   ++per_shim_launches;
   per_shim_threads += total;
+}
+
+// >>capture: the graph a stream capture records (see the top comment).
+struct CUgraph_st {
+  std::vector<std::function<void()>> ops;
+};
+struct CUgraphExec_st {
+  std::vector<std::function<void()>> ops;
+};
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2
+};
+static CUgraph_st *per_shim_capture; // the graph being recorded, or NULL
+static int per_shim_capture_broken;  // a refused call broke the capture
+static unsigned long long per_shim_captured; // operations recorded so far
+
+// Run op now, or record it when a capture is on.
+static inline void per_shim_enqueue(const std::function<void()> &op) {
+  if (per_shim_capture) {
+    per_shim_capture->ops.push_back(op);
+    ++per_shim_captured;
+  } else {
+    op();
+  }
+}
+
+// A call CUDA refuses while a stream captures: breaks the capture.
+static inline int per_shim_refused_in_capture(void) {
+  if (!per_shim_capture) return 0;
+  per_shim_capture_broken = 1;
+  per_shim_last_error = cudaErrorStreamCaptureUnsupported;
+  return 1;
+}
+
+template <typename Kernel, typename... Args>
+static inline void per_shim_launch(Kernel kernel, unsigned grid, unsigned block,
+                                   cudaStream_t stream, Args... args) {
+  (void)stream;
+  if (grid == 0 || block == 0 || block > 1024) {
+    per_shim_last_error = cudaErrorInvalidValue;
+    return;
+  }
+  per_shim_enqueue(
+      std::bind(per_shim_run<Kernel, Args...>, kernel, grid, block, args...));
 }
 
 #define PER_CUDA_LAUNCH(kernel, grid, block, stream, ...) \
@@ -361,6 +416,7 @@ static inline cudaError_t per_shim_fail(cudaError_t e) {
 
 static inline cudaError_t cudaMalloc(void **p, size_t n) {
   per_shim_alloc a;
+  if (per_shim_refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
   if (!p) return per_shim_fail(cudaErrorInvalidValue);
   a.base = (char *)malloc(n + 256);
   a.n = n;
@@ -374,6 +430,7 @@ static inline cudaError_t cudaMalloc(void **p, size_t n) {
 
 static inline cudaError_t cudaFree(void *p) {
   size_t i;
+  if (per_shim_refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
   if (!p) return cudaSuccess;
   for (i = 0; i < per_shim_allocs.size(); ++i)
     if (per_shim_allocs[i].p == (char *)p) {
@@ -398,12 +455,13 @@ static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n,
       (!dst_dev && per_shim_on_device(dst, n)) ||
       (!src_dev && per_shim_on_device(src, n)))
     return per_shim_fail(cudaErrorInvalidValue);
-  memmove(dst, src, n);
+  per_shim_enqueue(std::bind(memmove, dst, src, n));
   return cudaSuccess;
 }
 
 static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n,
                                      cudaMemcpyKind kind) {
+  if (per_shim_refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
   return cudaMemcpyAsync(dst, src, n, kind, (cudaStream_t)0);
 }
 
@@ -413,11 +471,12 @@ static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n,
   if (n == 0) return cudaSuccess;
   if (!p || !per_shim_on_device(p, n))
     return per_shim_fail(cudaErrorInvalidValue);
-  memset(p, v, n);
+  per_shim_enqueue(std::bind(memset, p, v, n));
   return cudaSuccess;
 }
 
 static inline cudaError_t cudaMemset(void *p, int v, size_t n) {
+  if (per_shim_refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
   return cudaMemsetAsync(p, v, n, (cudaStream_t)0);
 }
 
@@ -433,11 +492,77 @@ static inline cudaError_t cudaGetLastError(void) {
 
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   (void)stream;
+  if (per_shim_refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
   return per_shim_last_error;
 }
 
 static inline cudaError_t cudaDeviceSynchronize(void) {
+  if (per_shim_refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
   return per_shim_last_error;
+}
+
+// >>streams and graphs (the shim runs everything in order: a stream is a
+// name only)
+static char per_shim_streams[64];
+static unsigned per_shim_stream_count;
+static inline cudaError_t cudaStreamCreate(cudaStream_t *s) {
+  if (!s) return per_shim_fail(cudaErrorInvalidValue);
+  *s = (cudaStream_t)(void *)&per_shim_streams[per_shim_stream_count++ % 64];
+  return cudaSuccess;
+}
+static inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  (void)s;
+  return cudaSuccess;
+}
+static inline cudaError_t cudaStreamBeginCapture(cudaStream_t s,
+                                                 cudaStreamCaptureMode mode) {
+  (void)s;
+  (void)mode;
+  if (per_shim_capture) return per_shim_fail(cudaErrorStreamCaptureInvalidated);
+  per_shim_capture = new CUgraph_st;
+  per_shim_capture_broken = 0;
+  return cudaSuccess;
+}
+// The graph recorded since BeginCapture; cudaErrorStreamCaptureInvalidated
+// (and no graph) when a refused call broke the capture.
+static inline cudaError_t cudaStreamEndCapture(cudaStream_t s,
+                                               cudaGraph_t *graph) {
+  (void)s;
+  if (!per_shim_capture || !graph) return per_shim_fail(cudaErrorInvalidValue);
+  if (per_shim_capture_broken) {
+    delete per_shim_capture;
+    per_shim_capture = NULL;
+    *graph = NULL;
+    return per_shim_fail(cudaErrorStreamCaptureInvalidated);
+  }
+  *graph = per_shim_capture;
+  per_shim_capture = NULL;
+  return cudaSuccess;
+}
+static inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec,
+                                               cudaGraph_t graph,
+                                               unsigned long long flags = 0) {
+  (void)flags;
+  if (!exec || !graph) return per_shim_fail(cudaErrorInvalidValue);
+  *exec = new CUgraphExec_st;
+  (*exec)->ops = graph->ops;
+  return cudaSuccess;
+}
+static inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec,
+                                          cudaStream_t s) {
+  size_t i;
+  (void)s;
+  if (!exec) return per_shim_fail(cudaErrorInvalidValue);
+  for (i = 0; i < exec->ops.size(); ++i) per_shim_enqueue(exec->ops[i]);
+  return cudaSuccess;
+}
+static inline cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
+  return cudaSuccess;
+}
+static inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
+  return cudaSuccess;
 }
 
 static inline cudaError_t cudaGetDeviceCount(int *n) {

@@ -291,6 +291,57 @@ static void host_case_runtime_errors(void) {
   cc_dev_tree_free(&d);
 }
 
+// The shim's stream capture: captured work runs only when the graph is
+// launched (arguments as at capture), and what CUDA refuses during a
+// capture (a synchronisation, an allocation) breaks it as on a GPU, so a
+// call that waits for the device cannot pass the buffer's graph test.
+static __global__ void host_k_add(unsigned int *x, unsigned int v) {
+  PER_CUDAI_ST(&x[threadIdx.x], PER_CUDAI_LD(&x[threadIdx.x]) + v);
+}
+
+static void host_case_capture(void) {
+  unsigned int *d = (unsigned int *)cc_dmalloc(4 * sizeof(unsigned int));
+  unsigned int h[4] = {1, 2, 3, 4}, v = 10;
+  cudaStream_t s;
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t e = NULL;
+  void *p = NULL;
+  if (!d) return;
+  CHECK_EQ_U(cudaStreamCreate(&s), cudaSuccess);
+  CHECK_EQ_U(cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice), cudaSuccess);
+  CHECK_EQ_U(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal),
+             cudaSuccess);
+  PER_CUDA_LAUNCH(host_k_add, 1, 4, s, d, v);
+  v = 1000; // frozen in the graph at 10
+  CHECK_EQ_U(cudaMemsetAsync(d, 0, 4, s), cudaSuccess);
+  CHECK_EQ_U(cudaStreamEndCapture(s, &g), cudaSuccess);
+  CHECK_EQ_U(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost), cudaSuccess);
+  CHECK(h[0] == 1 && h[3] == 4); // nothing ran yet
+  CHECK_EQ_U(cudaGraphInstantiate(&e, g, 0), cudaSuccess);
+  CHECK_EQ_U(cudaGraphLaunch(e, s), cudaSuccess);
+  CHECK_EQ_U(cudaGraphLaunch(e, s), cudaSuccess);
+  CHECK_EQ_U(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost), cudaSuccess);
+  CHECK(h[0] == 0 && h[1] == 22 && h[3] == 24); // in order, twice
+  cudaGraphExecDestroy(e);
+  cudaGraphDestroy(g);
+  // refused inside a capture: each breaks it
+  CHECK_EQ_U(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal),
+             cudaSuccess);
+  CHECK_EQ_U(cudaStreamSynchronize(s), cudaErrorStreamCaptureUnsupported);
+  CHECK_EQ_U(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+  CHECK(g == NULL);
+  CHECK_EQ_U(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal),
+             cudaSuccess);
+  CHECK_EQ_U(cudaMalloc(&p, 8), cudaErrorStreamCaptureUnsupported);
+  CHECK_EQ_U(cudaMemcpy(h, d, 4, cudaMemcpyDeviceToHost),
+             cudaErrorStreamCaptureUnsupported);
+  CHECK_EQ_U(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+  CHECK(p == NULL);
+  CHECK_EQ_U(cudaGetLastError(), cudaErrorStreamCaptureInvalidated);
+  cudaStreamDestroy(s);
+  cudaFree(d);
+}
+
 int main(void) {
   static const char *names[] = {"forwards", "backwards", "shuffled"};
   int order;
@@ -313,6 +364,7 @@ int main(void) {
   host_case_weights_sample_atomics();
   host_case_buffer_step();
   host_case_race_detector();
+  host_case_capture();
   host_case_runtime_errors();
   // grid sizes up to the largest sample (B = UINT32_MAX) do not overflow
   CHECK_EQ_U(per_cudai_grid(1), 1);
