@@ -94,7 +94,8 @@
       costs a memset and 2 + ceil(depth / 5) launches (depth = log2 L; 8
       at 2^24 leaves), which graphs make cheap. A per_cuda_buffer keeps
       even the beta schedule on the device: its whole step is one graph,
-      captured once.
+      captured once (examples/gpu/gpu_dqn.cu; the tests capture a step and
+      compare every replay with per_buffer).
 
    BIT FOR BIT
       per_cuda_tree_set_batch and per_cuda_tree_sample give exactly the bits of

@@ -16,7 +16,10 @@
    a function of the seed alone.
 
    Needs per.h (for per_rng) included before it, and its implementation
-   linked in once. Everything here is static: include it where it is used. */
+   linked in once. Everything here is static: include it where it is used.
+   The physics and the termination test are PER_HD (per.h's host and
+   device marker), so a CUDA kernel steps a batch of CartPoles with the
+   same arithmetic (examples/gpu/gpu_dqn.cu). */
 #ifndef PER_EXAMPLE_CARTPOLE_H
 #define PER_EXAMPLE_CARTPOLE_H
 
@@ -47,7 +50,7 @@ typedef struct cartpole {
 /* Advance the state by one tau with the force of `action` (0 or 1).
    Exactly Gymnasium's arithmetic, in its order: accelerations from the
    current state, then x, x_dot, theta, theta_dot by explicit Euler. */
-static void cartpole_physics(double s[4], int action) {
+PER_HD static void cartpole_physics(double s[4], int action) {
   const double total_mass = CARTPOLE_MASSPOLE + CARTPOLE_MASSCART;
   const double polemass_length = CARTPOLE_MASSPOLE * CARTPOLE_LENGTH;
   double x = s[0], x_dot = s[1], theta = s[2], theta_dot = s[3];
@@ -71,7 +74,7 @@ static void cartpole_physics(double s[4], int action) {
   s[3] = theta_dot;
 }
 
-static int cartpole_out_of_bounds(const double s[4]) {
+PER_HD static int cartpole_out_of_bounds(const double s[4]) {
   return s[0] < -CARTPOLE_X_THRESHOLD || s[0] > CARTPOLE_X_THRESHOLD ||
          s[2] < -CARTPOLE_THETA_THRESHOLD || s[2] > CARTPOLE_THETA_THRESHOLD;
 }
