@@ -32,7 +32,7 @@ def main():
           'float µs | × baseline |')
     print('|---:|---:|---|---:|---:|---:|---:|---:|')
     order = {'update': 0, 'update_td': 1, 'sample': 2, 'weights': 3,
-             'step': 4}
+             'step': 4, 'buffer': 5}
     keys = sorted(set(d) | set(f), key=lambda k: (k[0], k[1], order.get(
         k[2], 9)))
 
@@ -49,7 +49,9 @@ def main():
     print()
     print('Graph replay times (CUDA events, mean of 50 replays); the '
           'baseline is a CUB inclusive scan over all N priorities plus B '
-          'binary searches (sample), a scatter (update), or both (step).')
+          'binary searches (sample), a scatter (update), or both (step, '
+          'buffer). buffer: per_cuda_buffer add_batch + sample (items '
+          'gathered) + update on a full buffer of N 16-byte items.')
 
 
 if __name__ == '__main__':

@@ -9,6 +9,10 @@
 //   sample    : per_cuda_tree_sample (B stratified draws)
 //   weights   : per_cuda_is_weights of the sampled values (beta 0.4)
 //   step      : update_td, sample and weights, one trainer step
+//   buffer    : per_cuda_buffer's whole step on a full buffer of N items of
+//               16 bytes: add_batch (B items), sample (B draws, weights and
+//               the items gathered), update (B TD errors); the baseline is
+//               step's
 //   baseline  : update = scatter the B values into a flat priority array;
 //               sample = CUB DeviceScan::InclusiveSum over all N, then B
 //               binary searches of the same stratified u's; step = both.
@@ -32,6 +36,10 @@
 #include "per_cuda.h"
 
 #include "tools/cuda_asan.h"
+
+// The buffer step's items (bytes) and its largest batch.
+#define BENCH_ITEM 16u
+#define BENCH_MAX_B 65536u
 
 // What went wrong in a call: NULL when it succeeded.
 static const char *bench_cuda_why(cudaError_t e) {
@@ -214,6 +222,29 @@ int main(int argc, char **argv) {
     BENCH_CHECK(
         cub::DeviceScan::InclusiveSum(NULL, cub_bytes, d_p, d_cdf, (int)N, st));
     BENCH_CHECK(cudaMalloc(&d_cub, cub_bytes));
+    // the replay buffer, filled to N items by adds of BENCH_MAX_B
+    per_config bc = per_config_default(N, BENCH_ITEM);
+    per_cuda_buffer buf;
+    size_t bbytes = per_cuda_buffer_bytes(&bc, BENCH_MAX_B);
+    void *d_bmem;
+    unsigned char *d_bin, *d_bout;
+    uint64_t *d_bids;
+    float *d_bw;
+    unsigned long long *d_bstatus, bstatus = 0;
+    BENCH_CHECK(cudaMalloc(&d_bmem, bbytes));
+    BENCH_CHECK(cudaMalloc((void **)&d_bin, (size_t)BENCH_MAX_B * BENCH_ITEM));
+    BENCH_CHECK(cudaMalloc((void **)&d_bout, (size_t)BENCH_MAX_B * BENCH_ITEM));
+    BENCH_CHECK(cudaMalloc((void **)&d_bids, (size_t)BENCH_MAX_B * 8));
+    BENCH_CHECK(cudaMalloc((void **)&d_bw, (size_t)BENCH_MAX_B * 4));
+    BENCH_CHECK(cudaMalloc((void **)&d_bstatus, 8));
+    BENCH_CHECK(
+        cudaMemsetAsync(d_bin, 1, (size_t)BENCH_MAX_B * BENCH_ITEM, st));
+    BENCH_OK(
+        per_cuda_buffer_init_mem(&buf, &bc, BENCH_MAX_B, d_bmem, bbytes, st));
+    for (i = 0; i < N; i += BENCH_MAX_B)
+      BENCH_OK(per_cuda_buffer_add_batch(
+          &buf, d_bin, N - i < BENCH_MAX_B ? N - i : BENCH_MAX_B, NULL,
+          d_bstatus, st));
     for (bi = 0; bi < nB; ++bi) {
       uint32_t B = Bs[bi], *idx, *d_idx, *d_out;
       per_real *d_val, *d_sval, *val;
@@ -221,7 +252,7 @@ int main(int argc, char **argv) {
       void *d_scratch;
       size_t sb = 0, sbw = 0;
       unsigned long long *d_status, *d_counter, status = 0;
-      bench_times upd, upd_td, smp, wts, step, b_upd, b_smp, b_step;
+      bench_times upd, upd_td, smp, wts, step, bstep, b_upd, b_smp, b_step;
       if (B == 65536 && N < (1u << 20)) continue;
       idx = (uint32_t *)malloc(4 * (size_t)B);
       val = (per_real *)malloc(sizeof(per_real) * B);
@@ -280,6 +311,15 @@ int main(int argc, char **argv) {
       auto op_step = [&]() -> int {
         return op_upd_td() || op_smp() || op_wts();
       };
+      auto op_buffer = [&]() -> int {
+        BENCH_OK(
+            per_cuda_buffer_add_batch(&buf, d_bin, B, NULL, d_bstatus, st));
+        BENCH_OK(per_cuda_buffer_sample(&buf, B, NULL, d_bout, d_bids, d_bw,
+                                        d_bstatus, st));
+        BENCH_OK(
+            per_cuda_buffer_update(&buf, d_bids, d_td, B, NULL, d_bstatus, st));
+        return 0;
+      };
       auto op_b_upd = [&]() -> int {
         bench_scatter<<<(B + 255) / 256, 256, 0, st>>>(d_p, d_idx, d_val, B);
         BENCH_CHECK(cudaGetLastError());
@@ -298,17 +338,21 @@ int main(int argc, char **argv) {
           bench_time(st, e0, e1, iters, op_smp, &smp) ||
           bench_time(st, e0, e1, iters, op_wts, &wts) ||
           bench_time(st, e0, e1, iters, op_step, &step) ||
+          bench_time(st, e0, e1, iters, op_buffer, &bstep) ||
           bench_time(st, e0, e1, iters, op_b_upd, &b_upd) ||
           bench_time(st, e0, e1, iters, op_b_smp, &b_smp) ||
           bench_time(st, e0, e1, iters, op_b_step, &b_step))
         return 1;
       BENCH_CHECK(cudaMemcpy(&status, d_status, 8, cudaMemcpyDeviceToHost));
       BENCH_OK(per_cuda_status_decode(status, NULL));
+      BENCH_CHECK(cudaMemcpy(&bstatus, d_bstatus, 8, cudaMemcpyDeviceToHost));
+      BENCH_OK(per_cuda_status_decode(bstatus, NULL));
       bench_row(csv, N, B, "update", upd, &b_upd);
       bench_row(csv, N, B, "update_td", upd_td, &b_upd);
       bench_row(csv, N, B, "sample", smp, &b_smp);
       bench_row(csv, N, B, "weights", wts, NULL);
       bench_row(csv, N, B, "step", step, &b_step);
+      bench_row(csv, N, B, "buffer", bstep, &b_step);
       cudaFree(d_idx);
       cudaFree(d_out);
       cudaFree(d_val);
@@ -322,6 +366,12 @@ int main(int argc, char **argv) {
       free(val);
       free(td);
     }
+    cudaFree(d_bmem);
+    cudaFree(d_bin);
+    cudaFree(d_bout);
+    cudaFree(d_bids);
+    cudaFree(d_bw);
+    cudaFree(d_bstatus);
     cudaFree(d_tree);
     cudaFree(d_p);
     cudaFree(d_cdf);
