@@ -465,25 +465,32 @@ struct per_cudai_agg {
   unsigned int stale, zero;
 };
 
-// The workspace: plan, totals, then three arrays of max_batch.
+// The workspace: plan, totals, three arrays of max_batch, then an
+// update's partial totals: part[t] of its T = per_cudai_w_threads(n)
+// aggregating threads, part2[u] of 32 of those each.
 struct per_cudai_work {
   per_cudai_plan *plan;
   per_cudai_agg *agg;
   uint32_t *win, *idx;
   per_real *val;
+  per_cudai_agg *part, *part2;
 };
 
 static size_t per_cudai_work_bytes(uint32_t max_batch) {
+  size_t t1 = per_cudai_w_threads(max_batch), t2 = per_cudai_w_threads(t1);
   return per_cudai_round(sizeof(per_cudai_plan)) +
          per_cudai_round(sizeof(per_cudai_agg)) +
          2 * per_cudai_round((size_t)max_batch * sizeof(uint32_t)) +
-         per_cudai_round((size_t)max_batch * sizeof(per_real));
+         per_cudai_round((size_t)max_batch * sizeof(per_real)) +
+         per_cudai_round(t1 * sizeof(per_cudai_agg)) +
+         per_cudai_round(t2 * sizeof(per_cudai_agg));
 }
 
 static per_cudai_work per_cudai_work_of(const per_cuda_buffer *b) {
   per_cudai_work w;
   unsigned char *p = (unsigned char *)b->d_work;
   size_t a = per_cudai_round((size_t)b->max_batch * sizeof(uint32_t));
+  size_t t1 = per_cudai_w_threads(b->max_batch);
   w.plan = (per_cudai_plan *)p;
   p += per_cudai_round(sizeof(per_cudai_plan));
   w.agg = (per_cudai_agg *)p;
@@ -491,6 +498,9 @@ static per_cudai_work per_cudai_work_of(const per_cuda_buffer *b) {
   w.win = (uint32_t *)p;
   w.idx = (uint32_t *)(p + a);
   w.val = (per_real *)(p + 2 * a);
+  p += 2 * a + per_cudai_round((size_t)b->max_batch * sizeof(per_real));
+  w.part = (per_cudai_agg *)p;
+  w.part2 = (per_cudai_agg *)(p + per_cudai_round(t1 * sizeof(per_cudai_agg)));
   return w;
 }
 
@@ -677,15 +687,17 @@ static __host__ __device__ inline per_status per_cudai_id_status(
 
 // update, 32 pairs a thread: each pair checked (the first bad one in
 // batch order wins the status word), and over the good ones the stale
-// count, the largest priority and whether one is 0, one atomic each. The
-// totals are used only when no pair was bad.
+// count, the largest priority and whether one is 0, written to the
+// thread's own part[t]: no atomic unless a pair is bad. The totals are
+// used only when no pair was bad.
 static __global__ void per_cudai_k_b_agg(per_cudai_values v,
                                          const per_cudai_state *st, uint32_t n,
-                                         uint32_t cap, per_cudai_agg *agg,
+                                         uint32_t cap, per_cudai_agg *part,
                                          unsigned long long *status) {
   uint32_t t = per_cudai_thread_id(), T = per_cudai_w_threads(n), j;
   unsigned int stale = 0, zero = 0, live = 0;
   unsigned long long mx = 0, bad = 0;
+  per_cudai_agg a;
   if (t >= T) return;
   for (j = t; j < n; j += T) {
     per_status s = per_cudai_id_status(v, st, j, cap);
@@ -702,25 +714,61 @@ static __global__ void per_cudai_k_b_agg(per_cudai_values v,
     }
     if (n - j <= T) break;
   }
-  if (bad) {
-    atomicMax(status, bad);
-    return;
-  }
-  if (stale) atomicAdd(&agg->stale, stale);
-  if (live) atomicMax(&agg->maxbits, mx);
-  if (zero) atomicMax(&agg->zero, zero);
+  if (bad) atomicMax(status, bad);
+  a.maxbits = live ? mx : 0;
+  a.minbits = 0;
+  a.stale = stale;
+  a.zero = zero;
+  PER_CUDAI_ST(&part[t], a);
 }
 
+// The totals of part[first, first + count): stale counts added, the
+// largest pattern and the zero flag kept (a pattern of 0 is no live pair:
+// every live priority's pattern is above it or is +0, which adds nothing).
+static __device__ inline per_cudai_agg per_cudai_fold(const per_cudai_agg *part,
+                                                      uint32_t first,
+                                                      uint32_t count) {
+  per_cudai_agg a;
+  uint32_t i;
+  a.maxbits = 0;
+  a.minbits = 0;
+  a.stale = 0;
+  a.zero = 0;
+  for (i = first; i < first + count; ++i) {
+    per_cudai_agg x = PER_CUDAI_LD(&part[i]);
+    a.stale += x.stale;
+    if (x.maxbits > a.maxbits) a.maxbits = x.maxbits;
+    if (x.zero) a.zero = 1;
+  }
+  return a;
+}
+
+// update: thread u folds part[32u, 32u + 32) of the T partial totals into
+// part2[u].
+static __global__ void per_cudai_k_b_fold(const per_cudai_agg *part, uint32_t T,
+                                          per_cudai_agg *part2,
+                                          const unsigned long long *status) {
+  uint32_t u = per_cudai_thread_id(), first = u * PER_CUDAI_W_EACH;
+  if (first >= T || PER_CUDAI_LD(status)) return;
+  PER_CUDAI_ST(&part2[u],
+               per_cudai_fold(part, first,
+                              T - first < PER_CUDAI_W_EACH ? T - first
+                                                           : PER_CUDAI_W_EACH));
+}
+
+// update, one thread: the U folded totals into the state and *stale.
 static __global__ void per_cudai_k_b_updated(per_cudai_state *st,
-                                             const per_cudai_agg *agg,
-                                             uint32_t *stale,
+                                             const per_cudai_agg *part2,
+                                             uint32_t U, uint32_t *stale,
                                              const unsigned long long *status) {
+  per_cudai_agg a;
   per_real mx;
   if (per_cudai_thread_id() != 0 || PER_CUDAI_LD(status)) return;
-  if (stale) PER_CUDAI_ST(stale, PER_CUDAI_LD(&agg->stale));
-  mx = per_cudai_from_bits((per_cudai_bits)PER_CUDAI_LD(&agg->maxbits));
+  a = per_cudai_fold(part2, 0, U);
+  if (stale) PER_CUDAI_ST(stale, a.stale);
+  mx = per_cudai_from_bits((per_cudai_bits)a.maxbits);
   if (mx > PER_CUDAI_LD(&st->max_leaf)) PER_CUDAI_ST(&st->max_leaf, mx);
-  if (PER_CUDAI_LD(&agg->zero)) PER_CUDAI_ST(&st->zero_hint, 1u);
+  if (a.zero) PER_CUDAI_ST(&st->zero_hint, 1u);
 }
 
 // >>launchers
@@ -1260,6 +1308,7 @@ PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
   per_cudai_values v = per_cudai_values_none();
   per_cudai_state *st;
   per_cudai_work w;
+  uint32_t T, U;
   if (s != PER_OK) return s;
   if (!d_status || (n > 0 && (!d_ids || !d_td))) return PER_ERR_NULL;
   if (n > b->max_batch) return PER_ERR_BATCH;
@@ -1274,20 +1323,23 @@ PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
   if (s == PER_OK && n == 0 && d_stale)
     s = per_cudai_device(cudaMemsetAsync(d_stale, 0, sizeof *d_stale, stream));
   if (s != PER_OK || n == 0) return s;
-  s = per_cudai_device(cudaMemsetAsync(w.agg, 0, sizeof *w.agg, stream));
-  if (s != PER_OK) return s;
   v.ids = d_ids;
   v.gen = b->d_gen;
   v.td = d_td;
   v.eps = b->cfg.eps;
   v.alpha = b->cfg.alpha;
-  PER_CUDA_LAUNCH(per_cudai_k_b_agg, per_cudai_grid(per_cudai_w_threads(n)),
-                  PER_CUDAI_BLOCK, stream, v, (const per_cudai_state *)st, n,
-                  b->cfg.capacity, w.agg, d_status);
+  T = per_cudai_w_threads(n);
+  U = per_cudai_w_threads(T);
+  PER_CUDA_LAUNCH(per_cudai_k_b_agg, per_cudai_grid(T), PER_CUDAI_BLOCK, stream,
+                  v, (const per_cudai_state *)st, n, b->cfg.capacity, w.part,
+                  d_status);
   per_cudai_enqueue_update(&b->tree, b->d_min_node, v, n, 0, w.win, d_status,
                            stream);
+  PER_CUDA_LAUNCH(per_cudai_k_b_fold, per_cudai_grid(U), PER_CUDAI_BLOCK,
+                  stream, (const per_cudai_agg *)w.part, T, w.part2,
+                  (const unsigned long long *)d_status);
   PER_CUDA_LAUNCH(per_cudai_k_b_updated, 1u, 1u, stream, st,
-                  (const per_cudai_agg *)w.agg, d_stale,
+                  (const per_cudai_agg *)w.part2, U, d_stale,
                   (const unsigned long long *)d_status);
   return per_cudai_launched();
 }
