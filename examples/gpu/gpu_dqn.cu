@@ -56,6 +56,7 @@
 
 #include "../args.h"
 #include "../cartpole.h"
+#include "check.h"
 
 #define OBS CARTPOLE_OBS
 #define ACT CARTPOLE_ACTIONS
@@ -76,23 +77,6 @@
 #define THREADS 128 // per block
 #define MAX_ENVS 4096
 #define MAX_BATCH 4096
-
-#define CK(x)                                                    \
-  do {                                                           \
-    cudaError_t ck_e = (x);                                      \
-    if (ck_e != cudaSuccess) {                                   \
-      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(ck_e)); \
-      return 1;                                                  \
-    }                                                            \
-  } while (0)
-#define OK(x)                                                \
-  do {                                                       \
-    per_status ok_s = (x);                                   \
-    if (ok_s != PER_OK) {                                    \
-      fprintf(stderr, "%s: %s\n", #x, per_status_str(ok_s)); \
-      return 1;                                              \
-    }                                                        \
-  } while (0)
 
 // What the replay stores: one step of one environment.
 struct transition {

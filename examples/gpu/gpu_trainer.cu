@@ -20,28 +20,12 @@
 #define PER_IMPLEMENTATION
 #include "per.h"
 #include "per_cuda.h"
+#include "check.h"
 
 #define N (1u << 16) // items in the buffer
 #define B 256u       // batch
 #define EPOCHS 20
 #define STEPS 100 // graph replays per epoch
-
-#define CK(x)                                                    \
-  do {                                                           \
-    cudaError_t ck_e = (x);                                      \
-    if (ck_e != cudaSuccess) {                                   \
-      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(ck_e)); \
-      return 1;                                                  \
-    }                                                            \
-  } while (0)
-#define OK(x)                                                \
-  do {                                                       \
-    per_status ok_s = (x);                                   \
-    if (ok_s != PER_OK) {                                    \
-      fprintf(stderr, "%s: %s\n", #x, per_status_str(ok_s)); \
-      return 1;                                              \
-    }                                                        \
-  } while (0)
 
 // The items, from per.h's counter-based generator (usable on the device).
 __global__ void make_items(float *x, float *y) {
