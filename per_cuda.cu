@@ -458,49 +458,65 @@ struct per_cudai_state {
   uint32_t size, pos, zero_hint, pad;
 };
 
-// An update's totals over its live pairs (per_cuda_buffer.d_work).
+// An update's totals over its live pairs, or over part of them (the
+// partial records in per_cuda_buffer.d_work).
 struct per_cudai_agg {
   unsigned long long maxbits; // the largest priority's pattern
-  per_cudai_bits minbits;     // the batch's smallest leaf (weights)
   unsigned int stale, zero;
 };
 
-// The workspace: plan, totals, three arrays of max_batch, then an
-// update's partial totals: part[t] of its T = per_cudai_w_threads(n)
-// aggregating threads, part2[u] of 32 of those each.
+// The workspace: the sample's plan and weights' minimum, three arrays of
+// max_batch, then an update's partial totals: part[t] of its
+// T = per_cudai_w_threads(n) aggregating threads, part2[u] of 32 of those
+// each.
 struct per_cudai_work {
   per_cudai_plan *plan;
-  per_cudai_agg *agg;
+  per_cudai_bits *minbits;
   uint32_t *win, *idx;
   per_real *val;
   per_cudai_agg *part, *part2;
 };
 
+// The next `bytes` (rounded to 256) of a block at base, from *off; NULL
+// when base is (a size query).
+static unsigned char *per_cudai_carve(unsigned char *base, size_t *off,
+                                      size_t bytes) {
+  unsigned char *p = base ? base + *off : NULL;
+  *off += per_cudai_round(bytes);
+  return p;
+}
+
+// The workspace for batches of up to max_batch laid out from base into *w
+// (base NULL: only the size); returns the bytes it spans.
+static size_t per_cudai_work_layout(unsigned char *base, uint32_t max_batch,
+                                    per_cudai_work *w) {
+  size_t off = 0, t1 = per_cudai_w_threads(max_batch);
+  size_t t2 = per_cudai_w_threads((uint32_t)t1);
+  w->plan =
+      (per_cudai_plan *)per_cudai_carve(base, &off, sizeof(per_cudai_plan));
+  w->minbits =
+      (per_cudai_bits *)per_cudai_carve(base, &off, sizeof(per_cudai_bits));
+  w->win = (uint32_t *)per_cudai_carve(base, &off,
+                                       (size_t)max_batch * sizeof(uint32_t));
+  w->idx = (uint32_t *)per_cudai_carve(base, &off,
+                                       (size_t)max_batch * sizeof(uint32_t));
+  w->val = (per_real *)per_cudai_carve(base, &off,
+                                       (size_t)max_batch * sizeof(per_real));
+  w->part =
+      (per_cudai_agg *)per_cudai_carve(base, &off, t1 * sizeof(per_cudai_agg));
+  w->part2 =
+      (per_cudai_agg *)per_cudai_carve(base, &off, t2 * sizeof(per_cudai_agg));
+  return off;
+}
+
 static size_t per_cudai_work_bytes(uint32_t max_batch) {
-  size_t t1 = per_cudai_w_threads(max_batch), t2 = per_cudai_w_threads(t1);
-  return per_cudai_round(sizeof(per_cudai_plan)) +
-         per_cudai_round(sizeof(per_cudai_agg)) +
-         2 * per_cudai_round((size_t)max_batch * sizeof(uint32_t)) +
-         per_cudai_round((size_t)max_batch * sizeof(per_real)) +
-         per_cudai_round(t1 * sizeof(per_cudai_agg)) +
-         per_cudai_round(t2 * sizeof(per_cudai_agg));
+  per_cudai_work w;
+  return per_cudai_work_layout(NULL, max_batch, &w);
 }
 
 static per_cudai_work per_cudai_work_of(const per_cuda_buffer *b) {
   per_cudai_work w;
-  unsigned char *p = (unsigned char *)b->d_work;
-  size_t a = per_cudai_round((size_t)b->max_batch * sizeof(uint32_t));
-  size_t t1 = per_cudai_w_threads(b->max_batch);
-  w.plan = (per_cudai_plan *)p;
-  p += per_cudai_round(sizeof(per_cudai_plan));
-  w.agg = (per_cudai_agg *)p;
-  p += per_cudai_round(sizeof(per_cudai_agg));
-  w.win = (uint32_t *)p;
-  w.idx = (uint32_t *)(p + a);
-  w.val = (per_real *)(p + 2 * a);
-  p += 2 * a + per_cudai_round((size_t)b->max_batch * sizeof(per_real));
-  w.part = (per_cudai_agg *)p;
-  w.part2 = (per_cudai_agg *)(p + per_cudai_round(t1 * sizeof(per_cudai_agg)));
+  per_cudai_work_layout((unsigned char *)b->d_work, b->max_batch, &w);
   return w;
 }
 
@@ -716,7 +732,6 @@ static __global__ void per_cudai_k_b_agg(per_cudai_values v,
   }
   if (bad) atomicMax(status, bad);
   a.maxbits = live ? mx : 0;
-  a.minbits = 0;
   a.stale = stale;
   a.zero = zero;
   PER_CUDAI_ST(&part[t], a);
@@ -731,7 +746,6 @@ static __device__ inline per_cudai_agg per_cudai_fold(const per_cudai_agg *part,
   per_cudai_agg a;
   uint32_t i;
   a.maxbits = 0;
-  a.minbits = 0;
   a.stale = 0;
   a.zero = 0;
   for (i = first; i < first + count; ++i) {
@@ -1270,7 +1284,7 @@ PER_CUDA_DEF per_status per_cuda_buffer_sample(
   s = per_cudai_device(cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
   if (s == PER_OK)
     s = per_cudai_device(
-        cudaMemsetAsync(&w.agg->minbits, 0xFF, sizeof w.agg->minbits, stream));
+        cudaMemsetAsync(w.minbits, 0xFF, sizeof *w.minbits, stream));
   if (s != PER_OK) return s;
   g = per_cudai_grid(B);
   PER_CUDA_LAUNCH(
@@ -1286,10 +1300,10 @@ PER_CUDA_DEF per_status per_cuda_buffer_sample(
   if (d_weights) {
     PER_CUDA_LAUNCH(per_cudai_k_w_min, per_cudai_grid(per_cudai_w_threads(B)),
                     PER_CUDAI_BLOCK, stream, (const per_cudai_plan *)w.plan,
-                    (const per_real *)w.val, B, &w.agg->minbits, d_status);
+                    (const per_real *)w.val, B, w.minbits, d_status);
     PER_CUDA_LAUNCH(per_cudai_k_w_apply, g, PER_CUDAI_BLOCK, stream,
                     (const per_cudai_plan *)w.plan, (const per_real *)w.val, B,
-                    0.0, d_weights, (const per_cudai_bits *)&w.agg->minbits,
+                    0.0, d_weights, (const per_cudai_bits *)w.minbits,
                     (const unsigned long long *)d_status);
   }
   if (d_items_out)
