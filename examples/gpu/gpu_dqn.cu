@@ -582,6 +582,7 @@ int main(int argc, char **argv) {
   control ctl;
   static float params[NPARAM];
   size_t bytes;
+  uint32_t max_batch; // the largest add (envs) or sample (batch)
   int ndev = 0, rc;
   long warm, step = 0, env_steps = 0, last_env = 0, last_upd = 0;
   double avg = 0.0, eval;
@@ -611,8 +612,8 @@ int main(int argc, char **argv) {
   cfg.beta_steps =
       (uint64_t)(t.o.steps / t.o.envs > warm ? t.o.steps / t.o.envs - warm : 1);
   cfg.seed = t.o.seed;
-  bytes =
-      per_cuda_buffer_bytes(&cfg, t.o.envs > t.o.batch ? t.o.envs : t.o.batch);
+  max_batch = t.o.envs > t.o.batch ? t.o.envs : t.o.batch;
+  bytes = per_cuda_buffer_bytes(&cfg, max_batch);
   if (bytes == 0) {
     fprintf(stderr, "gpu_dqn: replay config refused\n");
     return 2;
@@ -624,9 +625,7 @@ int main(int argc, char **argv) {
     trainer_free(&t);
     return 1;
   }
-  OK(per_cuda_buffer_init_mem(&t.buf, &cfg,
-                              t.o.envs > t.o.batch ? t.o.envs : t.o.batch,
-                              t.d_buf, bytes, st));
+  OK(per_cuda_buffer_init_mem(&t.buf, &cfg, max_batch, t.d_buf, bytes, st));
   if (trainer_start(&t, st) || capture(&t, 0, st, &collect) ||
       capture(&t, 1, st, &train))
     return 1;
