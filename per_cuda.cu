@@ -182,12 +182,16 @@ static __global__ void per_cudai_k_validate(per_cudai_values v, uint32_t n,
 
 // Phase 2. Each pair claims its leaf with atomicMax(TAG | j): afterwards the
 // leaf holds TAG | (last position with that index). Only atomics touch the
-// leaves in this launch.
+// leaves in this launch. For TD errors (prio not NULL) each pair also
+// stores its priority in prio[j], so that the pows run here, one per
+// thread, and not one after another in the thread that leads a subtree.
 static __global__ void per_cudai_k_claim(per_real *node, uint32_t L,
                                          per_cudai_values v, uint32_t n,
+                                         per_real *prio,
                                          const unsigned long long *status) {
   uint32_t j = per_cudai_thread_id();
   if (j >= n || PER_CUDAI_LD(status) || !per_cudai_live(v, j)) return;
+  if (prio) PER_CUDAI_ST(&prio[j], per_cudai_value(v, j));
   atomicMax(per_cudai_as_bits(&node[L + per_cudai_leaf_of(v, j)]),
             PER_CUDAI_TAG | j);
 }
@@ -245,69 +249,155 @@ static __host__ __device__ inline per_real per_cudai_final(
   return per_cudai_from_bits(b & ~PER_CUDAI_SIGN);
 }
 
-// Recompute the subtree of node `top` from its base nodes `levels` below
-// (at most 2^PER_CUDAI_GROUP), as described above. The base nodes are
+// Unrolled by nvcc; the host build runs the same loops as written.
+#if defined(__CUDACC__) && !defined(PER_CUDA_HOST_SHIM)
+#define PER_CUDAI_UNROLL _Pragma("unroll")
+#else
+#define PER_CUDAI_UNROLL
+#endif
+
+// Recompute the subtree of node `top` from its base nodes LV levels below
+// (2^LV <= 2^PER_CUDAI_GROUP of them), as described above, when the
+// caller leads it: `own` is the base position (0 .. 2^LV - 1) of the
+// caller's node, and the caller leads when no base node left of it
+// changed (own = 0: always). Returns whether it led. The base nodes are
 // written back in their final form when `rewrite_base`, and `top` keeps
-// its sign bit when `mark_top`. With a min tree `mn` (a buffer's, for
+// its sign bit when `mark_top`. With a min tree (MIN; a buffer's, for
 // buffer-max weights: node = the smallest positive leaf below it, or
 // PERI_NO_MIN) the same nodes of it are recomputed, by the same thread:
 // a changed leaf's min is written here, and a min node above the leaves
 // is final once written (the min tree carries no marks).
-static __device__ void per_cudai_subtree(per_real *node, per_real *mn,
-                                         uint32_t top, uint32_t levels,
-                                         int leaf, const per_cudai_values &v,
-                                         int rewrite_base, int mark_top) {
-  per_real t[2u << PER_CUDAI_GROUP], m[2u << PER_CUDAI_GROUP];
-  unsigned char chg[2u << PER_CUDAI_GROUP];
-  uint32_t w = 1u << levels, k, d, first = top << levels;
-  for (k = 0; k < w; ++k) { // the base, a contiguous run of nodes
-    per_cudai_bits b = per_cudai_to_bits(PER_CUDAI_LD(&node[first + k]));
-    chg[w + k] = (b & PER_CUDAI_SIGN) != 0;
-    t[w + k] =
-        chg[w + k] ? per_cudai_final(b, leaf, v) : per_cudai_from_bits(b);
-    if (rewrite_base && chg[w + k]) PER_CUDAI_ST(&node[first + k], t[w + k]);
-    if (!mn) continue;
-    if (leaf && chg[w + k]) {
-      m[w + k] = t[w + k] > 0 ? t[w + k] : PERI_NO_MIN;
-      PER_CUDAI_ST(&mn[first + k], m[w + k]);
-    } else {
-      m[w + k] = PER_CUDAI_LD(&mn[first + k]);
-    }
+// LV is a constant so that the loops unroll: every load of the subtree
+// (its base, the stored values above it, then the batch values of the
+// claimed leaves) is issued before the first is used, and the thread
+// waits for memory about three times, not once per node.
+// The tree node of local node k (k >= 1) of the subtree of `top`: local
+// level d = floor(log2 k) holds local nodes [2^d, 2^(d+1)), tree nodes
+// (top << d) + k - 2^d. A constant once the loops below unroll.
+static __host__ __device__ inline uint32_t per_cudai_at(uint32_t top,
+                                                        uint32_t k) {
+  uint32_t d = 0;
+  while ((k >> d) > 1) ++d;
+  return (top << d) + k - (1u << d);
+}
+
+template <uint32_t LV, bool MIN>
+static __device__ int per_cudai_subtree_t(per_real *node, per_real *mn,
+                                          uint32_t top, uint32_t own, int leaf,
+                                          const per_cudai_values &v,
+                                          int rewrite_base, int mark_top) {
+  const uint32_t W = 1u << LV, first = top << LV;
+  per_real t[2 * W], m[2 * W];
+  per_cudai_bits b[W];
+  bool chg[2 * W];
+  uint32_t k;
+  PER_CUDAI_UNROLL
+  for (k = 0; k < W; ++k)
+    b[k] = per_cudai_to_bits(PER_CUDAI_LD(&node[first + k]));
+  PER_CUDAI_UNROLL
+  for (k = 0; k < W; ++k) { // a changed base node left of the caller's
+    chg[W + k] = (b[k] & PER_CUDAI_SIGN) != 0;
+    if (k < own && chg[W + k]) return 0;
   }
-  for (d = levels; d-- > 0;) { // local level d holds local nodes [2^d, 2^d+1)
-    for (k = 1u << d; k < (2u << d); ++k) {
-      uint32_t at = (top << d) + (k - (1u << d)); // its node in the tree
-      chg[k] = chg[2 * k] | chg[2 * k + 1];
-      if (!chg[k]) {
-        t[k] = PER_CUDAI_LD(&node[at]);
-        if (mn) m[k] = PER_CUDAI_LD(&mn[at]);
+  // The stored values, kept where no child changed.
+  PER_CUDAI_UNROLL
+  for (k = 1; k < W; ++k) t[k] = PER_CUDAI_LD(&node[per_cudai_at(top, k)]);
+  if (MIN) {
+    PER_CUDAI_UNROLL
+    for (k = 1; k < 2 * W; ++k) m[k] = PER_CUDAI_LD(&mn[per_cudai_at(top, k)]);
+  }
+  if (leaf) { // claimed leaves take their pair's value
+    // Loaded for every leaf (pair 0's for an unclaimed one, then
+    // dropped): a load under a branch would wait before the next.
+    PER_CUDAI_UNROLL
+    for (k = 0; k < W; ++k)
+      t[W + k] = per_cudai_value(
+          v, chg[W + k] ? (uint32_t)(b[k] & ~PER_CUDAI_TAG) : 0u);
+    PER_CUDAI_UNROLL
+    for (k = 0; k < W; ++k) {
+      if (!chg[W + k]) {
+        t[W + k] = per_cudai_from_bits(b[k]);
         continue;
       }
-      if (mn) {
-        m[k] = peri_min_of(m[2 * k], m[2 * k + 1]);
-        PER_CUDAI_ST(&mn[at], m[k]);
-      }
-      per_tree_recompute(t, k);
-      if (k == 1 && mark_top)
-        PER_CUDAI_ST(&node[at], per_cudai_from_bits(per_cudai_to_bits(t[1]) |
-                                                    PER_CUDAI_SIGN));
-      else PER_CUDAI_ST(&node[at], t[k]);
+      if (t[W + k] == 0) t[W + k] = 0; // -0 as +0
+      if (MIN) m[W + k] = t[W + k] > 0 ? t[W + k] : PERI_NO_MIN;
     }
+  } else {
+    PER_CUDAI_UNROLL
+    for (k = 0; k < W; ++k)
+      t[W + k] =
+          per_cudai_from_bits(chg[W + k] ? b[k] & ~PER_CUDAI_SIGN : b[k]);
+  }
+  PER_CUDAI_UNROLL
+  for (k = W - 1; k >= 1; --k) { // children before parents
+    chg[k] = chg[2 * k] || chg[2 * k + 1];
+    if (!chg[k]) continue;
+    if (MIN) m[k] = peri_min_of(m[2 * k], m[2 * k + 1]);
+    per_tree_recompute(t, k);
+  }
+  PER_CUDAI_UNROLL
+  for (k = 0; k < W; ++k) { // the stores, after every load
+    if (!chg[W + k]) continue;
+    if (rewrite_base) PER_CUDAI_ST(&node[first + k], t[W + k]);
+    if (MIN && leaf) PER_CUDAI_ST(&mn[first + k], m[W + k]);
+  }
+  PER_CUDAI_UNROLL
+  for (k = 1; k < W; ++k) {
+    uint32_t at = per_cudai_at(top, k);
+    if (!chg[k]) continue;
+    if (MIN) PER_CUDAI_ST(&mn[at], m[k]);
+    if (k == 1 && mark_top)
+      PER_CUDAI_ST(&node[at], per_cudai_from_bits(per_cudai_to_bits(t[1]) |
+                                                  PER_CUDAI_SIGN));
+    else PER_CUDAI_ST(&node[at], t[k]);
+  }
+  return 1;
+}
+
+// per_cudai_subtree_t for `levels` (0 .. PER_CUDAI_GROUP) known at run time.
+template <bool MIN>
+static __device__ int per_cudai_subtree(per_real *node, per_real *mn,
+                                        uint32_t top, uint32_t levels,
+                                        uint32_t own, int leaf,
+                                        const per_cudai_values &v,
+                                        int rewrite_base, int mark_top) {
+  switch (levels) {
+    case 0:
+      return per_cudai_subtree_t<0, MIN>(node, mn, top, own, leaf, v,
+                                         rewrite_base, mark_top);
+    case 1:
+      return per_cudai_subtree_t<1, MIN>(node, mn, top, own, leaf, v,
+                                         rewrite_base, mark_top);
+    case 2:
+      return per_cudai_subtree_t<2, MIN>(node, mn, top, own, leaf, v,
+                                         rewrite_base, mark_top);
+    case 3:
+      return per_cudai_subtree_t<3, MIN>(node, mn, top, own, leaf, v,
+                                         rewrite_base, mark_top);
+    case 4:
+      return per_cudai_subtree_t<4, MIN>(node, mn, top, own, leaf, v,
+                                         rewrite_base, mark_top);
+    default:
+      return per_cudai_subtree_t<PER_CUDAI_GROUP, MIN>(
+          node, mn, top, own, leaf, v, rewrite_base, mark_top);
   }
 }
 
+// MIN: with the min tree mn (a buffer's); a kernel of its own, since
+// its registers would otherwise be the plain tree's too.
+template <bool MIN>
 static __global__ void per_cudai_k_group(per_real *node, per_real *mn,
                                          uint32_t L, uint32_t depth, uint32_t g,
                                          per_cudai_values v, uint32_t n,
                                          const unsigned long long *status,
                                          uint32_t *win) {
   uint32_t j = per_cudai_thread_id(), G = per_cudai_groups(depth), led;
-  uint32_t leaf, lo, hi, A, m, first;
+  uint32_t leaf, lo, hi, A, m;
   if (j >= n || PER_CUDAI_LD(status)) return;
   if (g == G) { // the top: one thread
     if (j == 0)
-      per_cudai_subtree(node, mn, 1, depth - per_cudai_base(G - 1, depth),
-                        G == 1, v, 1, 0);
+      per_cudai_subtree<MIN>(node, mn, 1, depth - per_cudai_base(G - 1, depth),
+                             0, G == 1, v, 1, 0);
     if (G == 1) return;
   }
   leaf = L + per_cudai_leaf_of(v, j); // a stale pair's leaf never has its tag
@@ -330,10 +420,9 @@ static __global__ void per_cudai_k_group(per_real *node, per_real *mn,
   hi = per_cudai_base(g, depth);
   A = leaf >> hi;
   m = leaf >> lo;
-  for (first = A << (hi - lo); first < m; ++first) // a changed node left of m
-    if (per_cudai_to_bits(PER_CUDAI_LD(&node[first])) & PER_CUDAI_SIGN) return;
-  per_cudai_subtree(node, mn, A, hi - lo, lo == 0, v, 0, 1);
-  PER_CUDAI_ST(&win[j], g);
+  if (per_cudai_subtree<MIN>(node, mn, A, hi - lo, m - (A << (hi - lo)),
+                             lo == 0, v, 0, 1))
+    PER_CUDAI_ST(&win[j], g);
 }
 
 // >>kernels: sample
@@ -466,7 +555,8 @@ struct per_cudai_agg {
 };
 
 // The workspace: the sample's plan and weights' minimum, three arrays of
-// max_batch, then an update's partial totals: part[t] of its
+// max_batch (win and val serve an update too: its subtree leaders and its
+// pairs' priorities), then an update's partial totals: part[t] of its
 // T = per_cudai_w_threads(n) aggregating threads, part2[u] of 32 of those
 // each.
 struct per_cudai_work {
@@ -838,21 +928,36 @@ static per_status per_cudai_scratch(void *d_scratch, size_t *scratch_bytes,
 }
 
 // Enqueue an update's kernels after its checks (n >= 1; *d_status
-// already cleared): validate (when `validate`), claim, the groups.
+// already cleared): validate (when `validate`), claim, the groups. With
+// TD errors, prio (n values) receives the pairs' priorities in the claim
+// and the groups read them from there.
 static void per_cudai_enqueue_update(const per_cuda_tree *t, per_real *d_min,
                                      per_cudai_values v, uint32_t n,
                                      int validate, uint32_t *win,
+                                     per_real *prio,
                                      unsigned long long *d_status,
                                      per_cuda_stream stream) {
   uint32_t g = per_cudai_grid(n), lv;
+  per_cudai_values vg = v;
   if (validate)
     PER_CUDA_LAUNCH(per_cudai_k_validate, g, PER_CUDAI_BLOCK, stream, v, n,
                     t->capacity, d_status);
   PER_CUDA_LAUNCH(per_cudai_k_claim, g, PER_CUDAI_BLOCK, stream, t->d_node,
-                  t->leaves, v, n, d_status);
-  for (lv = 1; lv <= per_cudai_groups(t->depth); ++lv)
-    PER_CUDA_LAUNCH(per_cudai_k_group, g, PER_CUDAI_BLOCK, stream, t->d_node,
-                    d_min, t->leaves, t->depth, lv, v, n, d_status, win);
+                  t->leaves, v, n, v.td ? prio : (per_real *)NULL, d_status);
+  if (v.td) {
+    vg.td = NULL;
+    vg.val = prio;
+  }
+  for (lv = 1; lv <= per_cudai_groups(t->depth); ++lv) {
+    if (d_min)
+      PER_CUDA_LAUNCH(per_cudai_k_group<true>, g, PER_CUDAI_BLOCK, stream,
+                      t->d_node, d_min, t->leaves, t->depth, lv, vg, n,
+                      d_status, win);
+    else
+      PER_CUDA_LAUNCH(per_cudai_k_group<false>, g, PER_CUDAI_BLOCK, stream,
+                      t->d_node, d_min, t->leaves, t->depth, lv, vg, n,
+                      d_status, win);
+  }
 }
 
 static per_status per_cudai_update(const per_cuda_tree *t,
@@ -862,12 +967,14 @@ static per_status per_cudai_update(const per_cuda_tree *t,
                                    unsigned long long *d_status,
                                    per_cuda_stream stream) {
   per_status s;
+  size_t win_bytes = per_cudai_round((size_t)n * sizeof(uint32_t));
+  size_t prio_bytes = v.td ? per_cudai_round((size_t)n * sizeof(per_real)) : 0;
   uint32_t *win = (uint32_t *)d_scratch;
+  per_real *prio = (per_real *)((unsigned char *)d_scratch + win_bytes);
   int go;
   if ((s = per_cudai_check_tree(t)) != PER_OK) return s;
   if (n > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
-  s = per_cudai_scratch(d_scratch, scratch_bytes,
-                        per_cudai_round((size_t)n * sizeof(uint32_t)), &go);
+  s = per_cudai_scratch(d_scratch, scratch_bytes, win_bytes + prio_bytes, &go);
   if (s != PER_OK || !go) return s;
   if (!d_status) return PER_ERR_NULL;
   if (n > 0 && (!d_idx || (!v.val && !v.td))) return PER_ERR_NULL;
@@ -880,7 +987,7 @@ static per_status per_cudai_update(const per_cuda_tree *t,
   s = per_cudai_device(cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
   if (s != PER_OK || n == 0) return s;
   v.idx = d_idx;
-  per_cudai_enqueue_update(t, NULL, v, n, 1, win, d_status, stream);
+  per_cudai_enqueue_update(t, NULL, v, n, 1, win, prio, d_status, stream);
   return per_cudai_launched();
 }
 
@@ -1250,8 +1357,8 @@ PER_CUDA_DEF per_status per_cuda_buffer_add_batch(const per_cuda_buffer *b,
                  stream);
   v.idx = w.idx;
   v.one = &st->max_leaf;
-  per_cudai_enqueue_update(&b->tree, b->d_min_node, v, keep, 0, w.win, d_status,
-                           stream);
+  per_cudai_enqueue_update(&b->tree, b->d_min_node, v, keep, 0, w.win, NULL,
+                           d_status, stream);
   PER_CUDA_LAUNCH(per_cudai_k_b_added, 1u, 1u, stream, st, n, cap,
                   (const unsigned long long *)d_status);
   return per_cudai_launched();
@@ -1347,8 +1454,8 @@ PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
   PER_CUDA_LAUNCH(per_cudai_k_b_agg, per_cudai_grid(T), PER_CUDAI_BLOCK, stream,
                   v, (const per_cudai_state *)st, n, b->cfg.capacity, w.part,
                   d_status);
-  per_cudai_enqueue_update(&b->tree, b->d_min_node, v, n, 0, w.win, d_status,
-                           stream);
+  per_cudai_enqueue_update(&b->tree, b->d_min_node, v, n, 0, w.win, w.val,
+                           d_status, stream);
   PER_CUDA_LAUNCH(per_cudai_k_b_fold, per_cudai_grid(U), PER_CUDAI_BLOCK,
                   stream, (const per_cudai_agg *)w.part, T, w.part2,
                   (const unsigned long long *)d_status);

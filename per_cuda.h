@@ -315,8 +315,10 @@ PER_CUDA_DEF per_status per_cuda_tree_set_batch(
    per_buffer_update's order: a TD error that is NaN (PER_ERR_NAN) or
    infinite (PER_ERR_INF), then PER_ERR_INDEX; the first bad pair in batch
    order sets *d_status and nothing is written. eps and alpha must be
-   finite and >= 0 (PER_ERR_ARG). Scratch, duplicates and the other errors
-   as per_cuda_tree_set_batch. */
+   finite and >= 0 (PER_ERR_ARG). Scratch: round_up(4n, 256) +
+   round_up(sizeof(per_real) n, 256) bytes (each pair's priority is
+   computed once, by its own thread, before the tree is written).
+   Duplicates and the other errors as per_cuda_tree_set_batch. */
 PER_CUDA_DEF per_status
 per_cuda_tree_set_td(const per_cuda_tree *t, const uint32_t *d_idx,
                      const float *d_td, uint32_t n, double eps, double alpha,

@@ -278,8 +278,8 @@ int main(int argc, char **argv) {
                                   cudaMemcpyHostToDevice, st));
       BENCH_CHECK(cudaMemcpyAsync(d_td, td, sizeof(float) * B,
                                   cudaMemcpyHostToDevice, st));
-      BENCH_OK(per_cuda_tree_set_batch(&dt, d_idx, d_val, B, NULL, &sb,
-                                       d_status, st));
+      BENCH_OK(per_cuda_tree_set_td(&dt, d_idx, d_td, B, 1e-6, 0.6, NULL, &sb,
+                                    d_status, st));
       BENCH_OK(
           per_cuda_is_weights(d_sval, B, 0.4, d_w, NULL, &sbw, d_status, st));
       if (sbw > sb) sb = sbw;

@@ -214,6 +214,13 @@ static void cc_case_scratch(void) {
   void *d_scratch = cc_dmalloc(4096);
   uint32_t ns[] = {0, 1, 64, 65, 1000, PER_CUDA_MAX_BATCH};
   size_t want[] = {256, 256, 256, 512, 4096, 4u * PER_CUDA_MAX_BATCH};
+  // set_td also holds the pairs' priorities: round_up(n sizeof(per_real))
+  size_t want_prio[] = {256,
+                        256,
+                        sizeof(per_real) == 8 ? 512u : 256u,
+                        sizeof(per_real) == 8 ? 768u : 512u,
+                        sizeof(per_real) == 8 ? 8192u : 4096u,
+                        sizeof(per_real) * PER_CUDA_MAX_BATCH};
   size_t bytes, i;
   uint32_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   per_real val[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -236,7 +243,7 @@ static void cc_case_scratch(void) {
     bytes = 1;
     CHECK_OK(per_cuda_tree_set_td(&d.t, d_idx, d_td, ns[i], 0.01, 0.5, NULL,
                                   &bytes, d_status, cc_stream));
-    CHECK_EQ_U(bytes, want[i]);
+    CHECK_EQ_U(bytes, want[i] + want_prio[i]);
   }
   bytes = 0;
   CHECK_OK(per_cuda_is_weights(d_val, 8, 0.4, d_w, NULL, &bytes, d_status,
@@ -411,7 +418,8 @@ static int cc_batch_make(cc_batch *b, uint32_t max) {
   b->d_val = (per_real *)cc_dmalloc(sizeof(per_real) * max);
   b->td = (float *)malloc(sizeof(float) * max);
   b->d_td = (float *)cc_dmalloc(sizeof(float) * max);
-  b->scratch_bytes = (size_t)4 * max + 256; // >= what the query says
+  // >= what the queries say (set_td's is the larger)
+  b->scratch_bytes = (4 + sizeof(per_real)) * (size_t)max + 512;
   b->d_scratch = cc_dmalloc(b->scratch_bytes);
   b->d_status = (unsigned long long *)cc_dmalloc(8);
   return b->idx && b->val && b->td && b->d_idx && b->d_val && b->d_td &&
