@@ -3339,17 +3339,25 @@ PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
 /* An id's check: PER_ERR_INDEX for one sample never handed out (slot
    outside the ring or not a multiple of stride, generation 0, or newer
    than the slot's while no slot can have wrapped). */
-static PER_HD per_status peri_id_status(uint64_t id, uint32_t cap,
-                                        uint32_t stride, const uint32_t *gen,
-                                        uint64_t added) {
+/* peri_id_status with the slot's generation already read: gen_slot is
+   gen[slot] when slot < cap (anything otherwise). */
+static PER_HD per_status peri_id_status_of(uint64_t id, uint32_t cap,
+                                           uint32_t stride, uint32_t gen_slot,
+                                           uint64_t added) {
   uint32_t slot = (uint32_t)id, g = (uint32_t)(id >> 32);
   /* a generation above the slot's was never handed out, unless some slot
      may have wrapped around (2^32 - 1 writes need that many adds) */
   int wrapped = added >= 0xffffffffull;
-  if (slot >= cap || slot % stride != 0 || g == 0 ||
-      (g > gen[slot] && !wrapped))
+  if (slot >= cap || slot % stride != 0 || g == 0 || (g > gen_slot && !wrapped))
     return PER_ERR_INDEX;
   return PER_OK;
+}
+
+static PER_HD per_status peri_id_status(uint64_t id, uint32_t cap,
+                                        uint32_t stride, const uint32_t *gen,
+                                        uint64_t added) {
+  return peri_id_status_of(id, cap, stride,
+                           (uint32_t)id < cap ? gen[(uint32_t)id] : 0u, added);
 }
 
 static per_status peri_id_check(const per_buffer *b, uint64_t id,

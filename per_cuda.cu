@@ -780,17 +780,6 @@ static __global__ void per_cudai_k_b_draw(const per_cudai_plan *plan,
                                     PER_CUDAI_LD(&plan->beta)));
 }
 
-// update: per_buffer_update's checks of pair j (the TD error, then the
-// id), PER_OK or why it is refused.
-static __host__ __device__ inline per_status per_cudai_id_status(
-    const per_cudai_values &v, const per_cudai_state *st, uint32_t j,
-    uint32_t cap) {
-  per_status s = peri_float_status(PER_CUDAI_LD(&v.td[j]));
-  if (s != PER_OK) return s;
-  return peri_id_status(PER_CUDAI_LD(&v.ids[j]), cap, 1, v.gen,
-                        PER_CUDAI_LD(&st->added));
-}
-
 // update, 32 pairs a thread: each pair checked (the first bad one in
 // batch order wins the status word), and over the good ones the stale
 // count, the largest priority and whether one is 0, written to the
@@ -800,25 +789,47 @@ static __global__ void per_cudai_k_b_agg(per_cudai_values v,
                                          const per_cudai_state *st, uint32_t n,
                                          uint32_t cap, per_cudai_agg *part,
                                          unsigned long long *status) {
-  uint32_t t = per_cudai_thread_id(), T = per_cudai_w_threads(n), j;
+  uint32_t t = per_cudai_thread_id(), T = per_cudai_w_threads(n), k;
   unsigned int stale = 0, zero = 0, live = 0;
-  unsigned long long mx = 0, bad = 0;
+  unsigned long long mx = 0, bad = 0, added;
+  uint64_t id[PER_CUDAI_W_EACH];
+  uint32_t gen[PER_CUDAI_W_EACH];
+  float td[PER_CUDAI_W_EACH];
   per_cudai_agg a;
   if (t >= T) return;
-  for (j = t; j < n; j += T) {
-    per_status s = per_cudai_id_status(v, st, j, cap);
+  // Pair k of this thread is j = t + k T (k T < n - t: no overflow). The
+  // loads first, all of them, then the generations they name, so the
+  // thread waits for memory twice, not twice per pair.
+  added = PER_CUDAI_LD(&st->added);
+  PER_CUDAI_UNROLL
+  for (k = 0; k < PER_CUDAI_W_EACH; ++k) {
+    if (k >= (n - t + T - 1) / T) break;
+    id[k] = PER_CUDAI_LD(&v.ids[t + k * T]);
+    td[k] = PER_CUDAI_LD(&v.td[t + k * T]);
+  }
+  PER_CUDAI_UNROLL
+  for (k = 0; k < PER_CUDAI_W_EACH; ++k) {
+    if (k >= (n - t + T - 1) / T) break;
+    gen[k] = (uint32_t)id[k] < cap ? PER_CUDAI_LD(&v.gen[(uint32_t)id[k]]) : 0u;
+  }
+  PER_CUDAI_UNROLL
+  for (k = 0; k < PER_CUDAI_W_EACH; ++k) {
+    per_status s;
+    if (k >= (n - t + T - 1) / T) break;
+    // per_buffer_update's checks, then liveness, on the values read
+    s = peri_float_status(td[k]);
+    if (s == PER_OK) s = peri_id_status_of(id[k], cap, 1, gen[k], added);
     if (s != PER_OK) {
-      if (!bad) bad = per_cudai_word(j, s); // j grows: the first is kept
-    } else if (!per_cudai_live(v, j)) {
+      if (!bad) bad = per_cudai_word(t + k * T, s); // the first is kept
+    } else if ((uint32_t)(id[k] >> 32) != gen[k]) {
       ++stale;
     } else {
-      per_real p = per_cudai_value(v, j);
+      per_real p = peri_priority(td[k], v.eps, v.alpha);
       unsigned long long b = (unsigned long long)per_cudai_to_bits(p);
       live = 1;
       if (b > mx) mx = b;
       if (!(p > 0)) zero = 1;
     }
-    if (n - j <= T) break;
   }
   if (bad) atomicMax(status, bad);
   a.maxbits = live ? mx : 0;
