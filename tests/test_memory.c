@@ -197,7 +197,7 @@ static void test_async_save(void) {
   for (v = 0; v < 4; ++v) {
     per_config c = variant_cfg(v);
     per_buffer b, x, y;
-    size_t cap, len, len2;
+    size_t cap, len = 0, len2 = 0;
     unsigned char *snap, *again;
     c.capacity *= 40; /* a few thousand items */
     c.max_unique = c.capacity < 65536 ? c.capacity : 65536;
@@ -257,7 +257,7 @@ static void test_parallel_writers(void) {
   unsigned char *snap[W], *again;
   save_job job[W];
   pthread_t th[W];
-  size_t cap, len;
+  size_t cap, len = 0;
   int k;
   static const char *const names[2][W] = {
       {"mem_double_p0.bin", "mem_double_p1.bin", "mem_double_p2.bin",
