@@ -37,7 +37,7 @@ int main(void) {
   bytes = 0;
   ok &= per_cuda_tree_set_td(&dt, idx, td, 100, 1e-6, 0.6, NULL, &bytes, NULL,
                              0) == PER_OK &&
-        bytes == 512;
+        bytes == 512 + (sizeof(per_real) == 8 ? 1024 : 512);
   ok &= per_cuda_tree_set_td(&dt, idx, td, 8, -1, 0.6, NULL, &bytes, NULL, 0) ==
         PER_ERR_ARG;
   ok &= per_cuda_tree_sample(&dt, 1, 0, NULL, 0, NULL, NULL, NULL, 0) ==
