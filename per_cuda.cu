@@ -24,9 +24,9 @@
 //     PER_CUDAI_LD / PER_CUDAI_ST (a plain access on the device), so that
 //     the shim can log each thread's accesses and report any two threads of
 //     one launch that conflict (a plain write and any other access, or a
-//     plain read and an atomic), the races a loop would hide. Only per.h's
-//     descent reads the tree directly, in the sampling kernel, which writes
-//     no node.
+//     plain read and an atomic), the races a loop would hide. Only the
+//     descents (per.h's and per_cudai_descend) read the tree directly, in
+//     the sampling kernels, which write no node.
 // The shim also replaces pow by a second implementation, so that the ulp
 // bounds of BIT FOR BIT (per_cuda.h) are exercised against a pow that is
 // not the CPU reference's own.
@@ -426,6 +426,44 @@ static __global__ void per_cudai_k_group(per_real *node, per_real *mn,
 }
 
 // >>kernels: sample
+// x[j] of four values, j in 0 .. 3, without an indexed array (which
+// would go to local memory).
+static __host__ __device__ inline per_real per_cudai_pick4(
+    per_real x0, per_real x1, per_real x2, per_real x3, uint32_t j) {
+  return j & 2u ? (j & 1u ? x3 : x2) : (j & 1u ? x1 : x0);
+}
+
+// per_tree_descend, three levels per memory round trip: from node k the
+// 2 children, 4 grandchildren and 8 great-grandchildren are three
+// contiguous runs, all loaded before the first step, then per_tree_step's
+// rule (peri_tree_go_right, the left mass taken off u) runs on them three
+// times: the same values, the same steps, the same leaf. At 2^24 leaves a
+// draw waits for memory 8 times instead of 24. The last levels (fewer
+// than three above the leaves) go one at a time.
+static __host__ __device__ inline uint32_t per_cudai_descend(
+    const per_real *node, uint32_t L, per_real u) {
+  uint32_t k = 1, r, j;
+  while (k < L / 4u) { // 4k + 3 < L: k, its children and grandchildren
+    const per_real *c = &node[2u * k], *g = &node[4u * k], *h = &node[8u * k];
+    per_real c0 = c[0], c1 = c[1], g0 = g[0], g1 = g[1], g2 = g[2], g3 = g[3];
+    per_real h0 = h[0], h1 = h[1], h2 = h[2], h3 = h[3], h4 = h[4], h5 = h[5];
+    per_real h6 = h[6], h7 = h[7], left;
+    r = peri_tree_go_right(c0, c1, u);
+    u -= r ? c0 : (per_real)0;
+    j = r; // the grandchildren g[2j], g[2j + 1]
+    left = r ? g2 : g0;
+    r = peri_tree_go_right(left, r ? g3 : g1, u);
+    u -= r ? left : (per_real)0;
+    j = 2u * j + r; // the great-grandchildren h[2j], h[2j + 1]
+    left = per_cudai_pick4(h0, h2, h4, h6, j);
+    r = peri_tree_go_right(left, per_cudai_pick4(h1, h3, h5, h7, j), u);
+    u -= r ? left : (per_real)0;
+    k = 8u * k + 2u * j + r;
+  }
+  while (k < L) k = per_tree_step(node, k, &u);
+  return k - L;
+}
+
 // Stratum i of a B-batch, exactly per_tree_sample_strata's arithmetic. On an
 // unsamplable root every thread writes the same status and nothing else.
 static __global__ void per_cudai_k_sample(const per_real *node, uint32_t L,
@@ -447,7 +485,7 @@ static __global__ void per_cudai_k_sample(const per_real *node, uint32_t L,
   if (d_counter) counter = PER_CUDAI_LD(d_counter);
   seg = total / (per_real)B;
   u = per_tree_stratum_u(seed, counter, i, seg);
-  leaf = per_tree_descend(node, L, u);
+  leaf = per_cudai_descend(node, L, u);
   PER_CUDAI_ST(&idx[i], leaf);
   if (val) PER_CUDAI_ST(&val[i], PER_CUDAI_LD(&node[L + leaf]));
 }
@@ -765,7 +803,7 @@ static __global__ void per_cudai_k_b_draw(const per_cudai_plan *plan,
     per_real u = per_tree_stratum_u(PER_CUDAI_LD(&plan->seed),
                                     PER_CUDAI_LD(&plan->counter), i,
                                     PER_CUDAI_LD(&plan->seg));
-    leaf = PER_CUDAI_LD(&plan->whole) ? per_tree_descend(node, L, u)
+    leaf = PER_CUDAI_LD(&plan->whole) ? per_cudai_descend(node, L, u)
                                       : peri_cover_find(&plan->cov, node, L, u);
     PER_CUDAI_ST(&idx[i], leaf);
   }

@@ -300,6 +300,45 @@ static __global__ void host_k_add(unsigned int *x, unsigned int v) {
   PER_CUDAI_ST(&x[threadIdx.x], PER_CUDAI_LD(&x[threadIdx.x]) + v);
 }
 
+// per_cudai_descend (three levels per round trip) finds per_tree_descend's
+// leaf for every u: trees of 1 to 2^11 leaves with runs of zero leaves,
+// u on every leaf's prefix boundary and one ulp either side, 0, the
+// total, past it, negative and NaN.
+static void host_case_descend(void) {
+  static const uint32_t caps[] = {1, 2, 3, 4, 5, 7, 8, 9, 31, 33, 100, 2048};
+  per_rng r;
+  size_t c;
+  per_rng_init(&r, 0xd35c);
+  for (c = 0; c < sizeof caps / sizeof caps[0]; ++c) {
+    per_tree t;
+    uint32_t i, k, mism = 0, n = 0;
+    per_real pre = 0;
+    if (per_tree_init(&t, caps[c], NULL) != PER_OK) return;
+    for (i = 0; i < caps[c]; ++i) { // about a third zero, in runs
+      per_real v = per_rng_below(&r, 3) == 0 ? (per_real)0
+                                             : per_rng_real(&r) + (per_real)0.5;
+      if (i % 16 < 5 && caps[c] > 16) v = 0;
+      CHECK_OK(per_tree_set(&t, i, v));
+    }
+    for (i = 0; i <= caps[c]; ++i) {
+      per_real us[6];
+      us[0] = pre;
+      us[1] = nextafter(pre, (per_real)-1);
+      us[2] = nextafter(pre, (per_real)1e30);
+      us[3] = per_tree_total(&t) * per_rng_real(&r);
+      us[4] = i == 0 ? (per_real)-1 : per_tree_total(&t) * (per_real)2;
+      us[5] = i == 0 ? (per_real)NAN : per_tree_total(&t);
+      for (k = 0; k < 6; ++k, ++n)
+        mism += per_cudai_descend(t.node, t.leaves, us[k]) !=
+                per_tree_descend(t.node, t.leaves, us[k]);
+      if (i < caps[c]) pre += t.node[t.leaves + i];
+    }
+    CHECK_EQ_U(mism, 0);
+    CHECK(n == 6 * (caps[c] + 1));
+    per_tree_free(&t);
+  }
+}
+
 static void host_case_capture(void) {
   unsigned int *d = (unsigned int *)cc_dmalloc(4 * sizeof(unsigned int));
   unsigned int h[4] = {1, 2, 3, 4}, v = 10;
@@ -367,6 +406,7 @@ int main(void) {
   host_case_race_detector();
   host_case_capture();
   host_case_runtime_errors();
+  host_case_descend();
   // grid sizes up to the largest sample (B = UINT32_MAX) do not overflow
   CHECK_EQ_U(per_cudai_grid(1), 1);
   CHECK_EQ_U(per_cudai_grid(256), 1);
