@@ -361,26 +361,18 @@ static __device__ int per_cudai_subtree(per_real *node, per_real *mn,
                                         uint32_t own, int leaf,
                                         const per_cudai_values &v,
                                         int rewrite_base, int mark_top) {
+#define PER_CUDAI_SUBTREE(LV)                                      \
+  return per_cudai_subtree_t<LV, MIN>(node, mn, top, own, leaf, v, \
+                                      rewrite_base, mark_top)
   switch (levels) {
-    case 0:
-      return per_cudai_subtree_t<0, MIN>(node, mn, top, own, leaf, v,
-                                         rewrite_base, mark_top);
-    case 1:
-      return per_cudai_subtree_t<1, MIN>(node, mn, top, own, leaf, v,
-                                         rewrite_base, mark_top);
-    case 2:
-      return per_cudai_subtree_t<2, MIN>(node, mn, top, own, leaf, v,
-                                         rewrite_base, mark_top);
-    case 3:
-      return per_cudai_subtree_t<3, MIN>(node, mn, top, own, leaf, v,
-                                         rewrite_base, mark_top);
-    case 4:
-      return per_cudai_subtree_t<4, MIN>(node, mn, top, own, leaf, v,
-                                         rewrite_base, mark_top);
-    default:
-      return per_cudai_subtree_t<PER_CUDAI_GROUP, MIN>(
-          node, mn, top, own, leaf, v, rewrite_base, mark_top);
+    case 0: PER_CUDAI_SUBTREE(0);
+    case 1: PER_CUDAI_SUBTREE(1);
+    case 2: PER_CUDAI_SUBTREE(2);
+    case 3: PER_CUDAI_SUBTREE(3);
+    case 4: PER_CUDAI_SUBTREE(4);
+    default: PER_CUDAI_SUBTREE(PER_CUDAI_GROUP);
   }
+#undef PER_CUDAI_SUBTREE
 }
 
 // MIN: with the min tree mn (a buffer's); a kernel of its own, since
