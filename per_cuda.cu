@@ -238,14 +238,17 @@ static __host__ __device__ inline uint32_t per_cudai_base(uint32_t g,
   return b < depth ? b : depth;
 }
 
+// A claimed leaf's value x as the leaf stores it: -0 as +0.
+static __host__ __device__ inline per_real per_cudai_leaf_final(per_real x) {
+  return x == 0 ? (per_real)0 : x;
+}
+
 // The final value a changed node or claimed leaf stands for.
 static __host__ __device__ inline per_real per_cudai_final(
     per_cudai_bits b, int leaf, const per_cudai_values &v) {
-  per_real x;
-  if (leaf) {
-    x = per_cudai_value(v, (uint32_t)(b & ~PER_CUDAI_TAG));
-    return x == 0 ? (per_real)0 : x; // -0 as +0
-  }
+  if (leaf)
+    return per_cudai_leaf_final(
+        per_cudai_value(v, (uint32_t)(b & ~PER_CUDAI_TAG)));
   return per_cudai_from_bits(b & ~PER_CUDAI_SIGN);
 }
 
@@ -255,6 +258,16 @@ static __host__ __device__ inline per_real per_cudai_final(
 #else
 #define PER_CUDAI_UNROLL
 #endif
+
+// The tree node of local node k (k >= 1) of the subtree of `top`: local
+// level d = floor(log2 k) holds local nodes [2^d, 2^(d+1)), tree nodes
+// (top << d) + k - 2^d. A constant once the loops below unroll.
+static __host__ __device__ inline uint32_t per_cudai_at(uint32_t top,
+                                                        uint32_t k) {
+  uint32_t d = 0;
+  while ((k >> d) > 1) ++d;
+  return (top << d) + k - (1u << d);
+}
 
 // Recompute the subtree of node `top` from its base nodes LV levels below
 // (2^LV <= 2^PER_CUDAI_GROUP of them), as described above, when the
@@ -271,15 +284,6 @@ static __host__ __device__ inline per_real per_cudai_final(
 // (its base, the stored values above it, then the batch values of the
 // claimed leaves) is issued before the first is used, and the thread
 // waits for memory about three times, not once per node.
-// The tree node of local node k (k >= 1) of the subtree of `top`: local
-// level d = floor(log2 k) holds local nodes [2^d, 2^(d+1)), tree nodes
-// (top << d) + k - 2^d. A constant once the loops below unroll.
-static __host__ __device__ inline uint32_t per_cudai_at(uint32_t top,
-                                                        uint32_t k) {
-  uint32_t d = 0;
-  while ((k >> d) > 1) ++d;
-  return (top << d) + k - (1u << d);
-}
 
 template <uint32_t LV, bool MIN>
 static __device__ int per_cudai_subtree_t(per_real *node, per_real *mn,
@@ -319,14 +323,14 @@ static __device__ int per_cudai_subtree_t(per_real *node, per_real *mn,
         t[W + k] = per_cudai_from_bits(b[k]);
         continue;
       }
-      if (t[W + k] == 0) t[W + k] = 0; // -0 as +0
+      t[W + k] = per_cudai_leaf_final(t[W + k]);
       if (MIN) m[W + k] = t[W + k] > 0 ? t[W + k] : PERI_NO_MIN;
     }
   } else {
     PER_CUDAI_UNROLL
     for (k = 0; k < W; ++k)
       t[W + k] =
-          per_cudai_from_bits(chg[W + k] ? b[k] & ~PER_CUDAI_SIGN : b[k]);
+          chg[W + k] ? per_cudai_final(b[k], 0, v) : per_cudai_from_bits(b[k]);
   }
   PER_CUDAI_UNROLL
   for (k = W - 1; k >= 1; --k) { // children before parents
@@ -813,13 +817,15 @@ static __global__ void per_cudai_k_b_draw(const per_cudai_plan *plan,
 // update, 32 pairs a thread: each pair checked (the first bad one in
 // batch order wins the status word), and over the good ones the stale
 // count, the largest priority and whether one is 0, written to the
-// thread's own part[t]: no atomic unless a pair is bad. The totals are
+// thread's own part[t]: no atomic unless a pair is bad. A live pair's
+// priority also goes to prio[j], for the tree update. The totals are
 // used only when no pair was bad.
 static __global__ void per_cudai_k_b_agg(per_cudai_values v,
                                          const per_cudai_state *st, uint32_t n,
                                          uint32_t cap, per_cudai_agg *part,
+                                         per_real *prio,
                                          unsigned long long *status) {
-  uint32_t t = per_cudai_thread_id(), T = per_cudai_w_threads(n), k;
+  uint32_t t = per_cudai_thread_id(), T = per_cudai_w_threads(n), k, count;
   unsigned int stale = 0, zero = 0, live = 0;
   unsigned long long mx = 0, bad = 0, added;
   uint64_t id[PER_CUDAI_W_EACH];
@@ -827,25 +833,26 @@ static __global__ void per_cudai_k_b_agg(per_cudai_values v,
   float td[PER_CUDAI_W_EACH];
   per_cudai_agg a;
   if (t >= T) return;
-  // Pair k of this thread is j = t + k T (k T < n - t: no overflow). The
-  // loads first, all of them, then the generations they name, so the
-  // thread waits for memory twice, not twice per pair.
+  // Pair k < count of this thread is j = t + k T (k T < n - t: no
+  // overflow). The loads first, all of them, then the generations they
+  // name, so the thread waits for memory twice, not twice per pair.
+  count = (n - t + T - 1) / T;
   added = PER_CUDAI_LD(&st->added);
   PER_CUDAI_UNROLL
   for (k = 0; k < PER_CUDAI_W_EACH; ++k) {
-    if (k >= (n - t + T - 1) / T) break;
+    if (k >= count) break;
     id[k] = PER_CUDAI_LD(&v.ids[t + k * T]);
     td[k] = PER_CUDAI_LD(&v.td[t + k * T]);
   }
   PER_CUDAI_UNROLL
   for (k = 0; k < PER_CUDAI_W_EACH; ++k) {
-    if (k >= (n - t + T - 1) / T) break;
+    if (k >= count) break;
     gen[k] = (uint32_t)id[k] < cap ? PER_CUDAI_LD(&v.gen[(uint32_t)id[k]]) : 0u;
   }
   PER_CUDAI_UNROLL
   for (k = 0; k < PER_CUDAI_W_EACH; ++k) {
     per_status s;
-    if (k >= (n - t + T - 1) / T) break;
+    if (k >= count) break;
     // per_buffer_update's checks, then liveness, on the values read
     s = peri_float_status(td[k]);
     if (s == PER_OK) s = peri_id_status_of(id[k], cap, 1, gen[k], added);
@@ -856,6 +863,7 @@ static __global__ void per_cudai_k_b_agg(per_cudai_values v,
     } else {
       per_real p = peri_priority(td[k], v.eps, v.alpha);
       unsigned long long b = (unsigned long long)per_cudai_to_bits(p);
+      PER_CUDAI_ST(&prio[t + k * T], p); // the tree update's value
       live = 1;
       if (b > mx) mx = b;
       if (!(p > 0)) zero = 1;
@@ -1494,8 +1502,12 @@ PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
   U = per_cudai_w_threads(T);
   PER_CUDA_LAUNCH(per_cudai_k_b_agg, per_cudai_grid(T), PER_CUDAI_BLOCK, stream,
                   v, (const per_cudai_state *)st, n, b->cfg.capacity, w.part,
-                  d_status);
-  per_cudai_enqueue_update(&b->tree, b->d_min_node, v, n, 0, w.win, w.val,
+                  w.val, d_status);
+  // the tree update takes the priorities the checks computed (one pow a
+  // pair), not the TD errors
+  v.td = NULL;
+  v.val = w.val;
+  per_cudai_enqueue_update(&b->tree, b->d_min_node, v, n, 0, w.win, NULL,
                            d_status, stream);
   PER_CUDA_LAUNCH(per_cudai_k_b_fold, per_cudai_grid(U), PER_CUDAI_BLOCK,
                   stream, (const per_cudai_agg *)w.part, T, w.part2,
