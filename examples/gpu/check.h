@@ -6,21 +6,17 @@
 
 #include <stdio.h>
 
-#define CK(x)                                                    \
-  do {                                                           \
-    cudaError_t ck_e = (x);                                      \
-    if (ck_e != cudaSuccess) {                                   \
-      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(ck_e)); \
-      return 1;                                                  \
-    }                                                            \
+// A call whose result has type T fails when it is not GOOD; STR names
+// the failure.
+#define CHECK_CALL(T, GOOD, STR, x)                  \
+  do {                                               \
+    T check_r = (x);                                 \
+    if (check_r != (GOOD)) {                         \
+      fprintf(stderr, "%s: %s\n", #x, STR(check_r)); \
+      return 1;                                      \
+    }                                                \
   } while (0)
-#define OK(x)                                                \
-  do {                                                       \
-    per_status ok_s = (x);                                   \
-    if (ok_s != PER_OK) {                                    \
-      fprintf(stderr, "%s: %s\n", #x, per_status_str(ok_s)); \
-      return 1;                                              \
-    }                                                        \
-  } while (0)
+#define CK(x) CHECK_CALL(cudaError_t, cudaSuccess, cudaGetErrorString, x)
+#define OK(x) CHECK_CALL(per_status, PER_OK, per_status_str, x)
 
 #endif
