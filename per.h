@@ -2052,6 +2052,27 @@ static void peri_strata_u(uint64_t seed, uint64_t counter, uint32_t i0,
 #endif
 }
 
+/* v when go is 1, +0 when go is 0, by masking the bits: the same value as
+   `go ? v : 0` with no branch to mispredict (compilers that do not
+   vectorize the lockstep lanes otherwise branch on each lane's coin). */
+PER_INLINE per_real peri_keep_if(per_real v, uint32_t go) {
+  if (sizeof(per_real) == sizeof(double)) {
+    uint64_t b;
+    double d = (double)v;
+    memcpy(&b, &d, sizeof b);
+    b &= (uint64_t)0 - (uint64_t)go;
+    memcpy(&d, &b, sizeof d);
+    return (per_real)d;
+  } else {
+    uint32_t b;
+    float f = (float)v;
+    memcpy(&b, &f, sizeof b);
+    b &= 0u - go;
+    memcpy(&f, &b, sizeof f);
+    return (per_real)f;
+  }
+}
+
 /* k[g] = node index of the leaf per_tree_descend finds for u[g], for
    PERI_LANES descents run in lockstep, one level at a time: a descent is a
    chain of dependent loads, and the lanes' loads are independent, so their
@@ -2077,7 +2098,7 @@ static void peri_descend_lanes(const per_real *node, uint32_t depth,
       per_real left = node[c], right = node[c + 1];
       for (g = 0; g < PERI_LANES; ++g) {
         uint32_t go_right = peri_tree_go_right(left, right, u[g]);
-        u[g] -= go_right ? left : (per_real)0;
+        u[g] -= peri_keep_if(left, go_right);
         k[g] = c + go_right;
       }
       continue;
@@ -2086,7 +2107,7 @@ static void peri_descend_lanes(const per_real *node, uint32_t depth,
       uint32_t c = 2 * k[g];
       per_real left = node[c];
       uint32_t go_right = peri_tree_go_right(left, node[c + 1], u[g]);
-      u[g] -= go_right ? left : (per_real)0;
+      u[g] -= peri_keep_if(left, go_right);
       k[g] = c + go_right;
     }
     /* Below the top levels (in L1 by then), fetch the four grandchildren
