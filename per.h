@@ -508,6 +508,28 @@ PER_INLINE PER_HD per_status per_leaf_status(per_real v) {
   return PER_OK;
 }
 
+/* 1 when v is a leaf value that is stored as it is: +0 or positive,
+   finite, <= PER_LEAF_MAX; 0 for -0 (valid, stored as +0) and for every
+   value per_leaf_status refuses. One unsigned compare of the bits: those
+   of non-negative floats order like their values, and every value with
+   the sign bit set (-0 included), infinity and NaN have bits above
+   PER_LEAF_MAX's. The fast check before per_leaf_status. */
+PER_INLINE PER_HD int peri_leaf_plain(per_real v) {
+  if (sizeof(per_real) == sizeof(double)) {
+    uint64_t b, m;
+    double d = (double)v, x = (double)PER_LEAF_MAX;
+    memcpy(&b, &d, sizeof b);
+    memcpy(&m, &x, sizeof m);
+    return b <= m;
+  } else {
+    uint32_t b, m;
+    float f = (float)v, x = (float)PER_LEAF_MAX;
+    memcpy(&b, &f, sizeof b);
+    memcpy(&m, &x, sizeof m);
+    return b <= m;
+  }
+}
+
 /* The descent rule (docs/DESIGN.md §2), written once: 1 to go to the right
    child, 0 to go left, at a node whose children hold `left` and `right`,
    with `u` the prefix mass still to cover. Go left when u < left;
@@ -1829,23 +1851,79 @@ PERDEF void per_tree_clear(per_tree *t) {
 
 /* Recompute the `levels` nearest ancestors of node k, bottom up. The
    running value stays in a register and only the sibling is loaded: cur
-   is node[k], so `sib + cur` or `cur + sib` is node[2p] + node[2p+1] with
-   the operands in the same order, the same bits as
-   per_tree_recompute(node, p), without reloading the value just stored. */
-static void peri_walk_up(per_real *node, uint32_t k, uint32_t levels) {
+   is node[k], so cur + sib is node[2p] + node[2p+1], the same bits as
+   per_tree_recompute(node, p) (IEEE addition is commutative: the sum is
+   the exactly rounded a + b whichever operand comes first), without
+   reloading the value just stored. Unrolled: the switch jumps into a
+   straight run of `levels` steps. A loop would end on a branch whose trip
+   count the predictor misses on deep trees, and each miss throws away the
+   work of the next walks already in flight; the jump goes to the same
+   place for every walk of the same length. */
+/* Marks the cases of peri_walk_up's switch that run on into the next (a
+   comment would not do: nvcc hands the host compiler the code without
+   its comments). */
+#if defined(__has_attribute)
+#if __has_attribute(fallthrough)
+#define PERI_FALLTHROUGH __attribute__((fallthrough))
+#endif
+#endif
+#ifndef PERI_FALLTHROUGH
+#define PERI_FALLTHROUGH ((void)0)
+#endif
+/* The batch loops call it once per leaf: inlined there, not called. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PERI_WALK_INLINE static inline __attribute__((always_inline))
+#else
+#define PERI_WALK_INLINE static inline
+#endif
+#define PERI_STEP_UP        \
+  cur = cur + node[k ^ 1u]; \
+  k >>= 1;                  \
+  node[k] = cur
+PERI_WALK_INLINE void peri_walk_up(per_real *node, size_t k, uint32_t levels) {
   per_real cur = node[k];
-  for (; levels > 0; --levels, k >>= 1) {
-    per_real sib = node[k ^ 1u];
-    cur = (k & 1u) ? sib + cur : cur + sib;
-    node[k >> 1] = cur;
+  switch (levels) {
+    case 31: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 30: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 29: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 28: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 27: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 26: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 25: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 24: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 23: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 22: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 21: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 20: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 19: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 18: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 17: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 16: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 15: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 14: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 13: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 12: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 11: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 10: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 9: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 8: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 7: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 6: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 5: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 4: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 3: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 2: PERI_STEP_UP; PERI_FALLTHROUGH;
+    case 1: PERI_STEP_UP; PERI_FALLTHROUGH;
+    default: break;
   }
 }
+#undef PERI_STEP_UP
 
 /* Make the ancestors of leaf i exact again after it changed: the walk,
    or (PER_REFERENCE) per_tree_recompute on each from the bottom. */
 static void peri_tree_fix_leaf(per_tree *t, uint32_t i) {
   uint32_t k;
-  if (PERI_FAST) peri_walk_up(t->node, t->leaves + i, t->depth);
+  if (PERI_FAST) peri_walk_up(t->node, (size_t)t->leaves + i, t->depth);
   else
     for (k = (t->leaves + i) >> 1; k >= 1; k >>= 1)
       per_tree_recompute(t->node, k);
@@ -1858,10 +1936,13 @@ static void peri_tree_recompute_range(per_real *node, uint32_t lo,
   for (k = lo; k <= hi; ++k) per_tree_recompute(node, k);
 }
 
-/* Make the tree exact again after the leaves idx[0..n) got their final
-   values. Level by level from the bottom: at level s every ancestor of a
-   changed leaf is recomputed from its children, which are final because
-   level s-1 is done. Two ways to cover a level, whichever is less work:
+/* Write val[j] (when val is not NULL: values that need no change, see
+   peri_leaf_plain) to leaf idx[j] for j in order, so the last of duplicate
+   indices wins, and make the tree exact again; with val NULL the leaves
+   already hold their final values. Level by level from the bottom: at
+   level s every ancestor of a changed leaf is recomputed from its
+   children, which are final because level s-1 is done. Two ways to cover
+   a level, whichever is less work:
    - one pass over idx recomputing each leaf's ancestor (a parent shared by
      several leaves is recomputed more than once, always from the same
      final children, so to the same bits; no marking, no sorting);
@@ -1871,14 +1952,16 @@ static void peri_tree_recompute_range(per_real *node, uint32_t lo,
      recomputed from unchanged children: in a valid tree that writes back
      the bits they already hold.
    A tree of at most PERI_WALK_MAX_BYTES does the levels below the spans by
-   walking up from each leaf in turn instead, the running value in a
-   register (fewer loads; a walk is a chain of dependent adds, which costs
-   more than it saves once the loads miss). Still exact: a node's last
-   recompute comes in the walk of the last changed leaf below it, after
-   the walks of all the others, so both its children are final by then.
-   Either way every internal node ends as node[2k] + node[2k+1] of final
-   children, which is what per_tree_set one leaf at a time gives. */
-static void peri_tree_fix_parents(per_tree *t, const uint32_t *idx, size_t n) {
+   writing each leaf and walking up from it at once, the running value in
+   a register (fewer loads; a walk is a chain of dependent adds, which
+   costs more than it saves once the loads miss). Still exact: a node's
+   last recompute comes in the walk of the last changed leaf below it,
+   after every leaf below it was written and the walks of all the others,
+   so both its children are final by then. Either way every internal node
+   ends as node[2k] + node[2k+1] of final children, which is what
+   per_tree_set one leaf at a time gives. */
+static void peri_tree_write_fix(per_tree *t, const uint32_t *idx,
+                                const per_real *val, size_t n) {
   per_real *node = t->node;
   uint32_t L = t->leaves, s, lo, hi;
   size_t j;
@@ -1898,8 +1981,17 @@ static void peri_tree_fix_parents(per_tree *t, const uint32_t *idx, size_t n) {
       hi >>= 1;
       ++walk;
     }
-    for (j = 0; j < n && walk > 0; ++j) peri_walk_up(node, L + idx[j], walk);
+    if (val) {
+      for (j = 0; j < n; ++j) {
+        node[L + idx[j]] = val[j];
+        peri_walk_up(node, (size_t)L + idx[j], walk);
+      }
+    } else {
+      for (j = 0; j < n; ++j) peri_walk_up(node, (size_t)L + idx[j], walk);
+    }
     s = walk + 1;
+  } else if (val) {
+    for (j = 0; j < n; ++j) node[L + idx[j]] = val[j];
   }
   for (; s <= t->depth; ++s) {
     lo >>= 1;
@@ -1916,9 +2008,11 @@ PERDEF per_status per_tree_set(per_tree *t, uint32_t i, per_real v) {
   per_status s;
   if (!t || !t->node) return PER_ERR_NULL;
   if (i >= t->capacity) return PER_ERR_INDEX;
-  s = per_leaf_status(v);
-  if (s != PER_OK) return s;
-  if (v == 0) v = 0; /* -0 becomes +0 */
+  if (!peri_leaf_plain(v)) {
+    s = per_leaf_status(v);
+    if (s != PER_OK) return s;
+    v = 0; /* the one valid value that is not plain: -0, stored as +0 */
+  }
   t->node[t->leaves + i] = v;
   peri_tree_fix_leaf(t, i);
   return PER_OK;
@@ -1927,12 +2021,23 @@ PERDEF per_status per_tree_set(per_tree *t, uint32_t i, per_real v) {
 PERDEF per_status per_tree_set_batch(per_tree *t, const uint32_t *idx,
                                      const per_real *val, size_t n) {
   size_t j;
+  uint32_t cap, bad = 0;
   if (!t || !t->node) return PER_ERR_NULL;
+  cap = t->capacity;
   if (n == 0) return PER_OK;
   if (!idx || !val) return PER_ERR_NULL;
+  /* The common case in one branch-free pass (it vectorizes): every index
+     in range and every value plain, so the values go in as they are. */
+  for (j = 0; j < n; ++j) bad |= (idx[j] >= cap) | !peri_leaf_plain(val[j]);
+  if (!bad) {
+    peri_tree_write_fix(t, idx, val, n);
+    return PER_OK;
+  }
+  /* Otherwise the first bad pair in order says why, or the batch holds a
+     -0, stored as +0. */
   for (j = 0; j < n; ++j) {
     per_status s;
-    if (idx[j] >= t->capacity) return PER_ERR_INDEX;
+    if (idx[j] >= cap) return PER_ERR_INDEX;
     s = per_leaf_status(val[j]);
     if (s != PER_OK) return s;
   }
@@ -1940,7 +2045,7 @@ PERDEF per_status per_tree_set_batch(per_tree *t, const uint32_t *idx,
     per_real v = val[j];
     t->node[t->leaves + idx[j]] = (v == 0) ? (per_real)0 : v;
   }
-  peri_tree_fix_parents(t, idx, n);
+  peri_tree_write_fix(t, idx, NULL, n);
   return PER_OK;
 }
 
@@ -2438,7 +2543,7 @@ static void peri_cat_restore(per_cat *c, per_tree *t, const uint32_t *idx,
                              uint32_t m) {
   uint32_t j;
   for (j = 0; j < m; ++j) t->node[t->leaves + idx[j]] = c->saved[j];
-  peri_tree_fix_parents(t, idx, m);
+  peri_tree_write_fix(t, idx, NULL, m);
 }
 
 PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
@@ -2486,7 +2591,7 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
        rest: given the picks so far, the next pick has the same law under
        both methods. */
     for (j = 0; j < m; ++j) t->node[L + idx[j]] = 0;
-    peri_tree_fix_parents(t, idx, m);
+    peri_tree_write_fix(t, idx, NULL, m);
     while (m < k) {
       uint32_t leaf;
       total = t->node[1];
