@@ -166,6 +166,50 @@ BC_FN bc_result bc_measure(const bc_opts *o, bc_kernel ka, void *ca,
   return r;
 }
 
+/* bc_measure for more than two sides (bench_peers: per.h and three
+   peers). Side s runs k[s] on ctx[s]; a NULL k[s] is not measured and its
+   figures are 0. Each side is calibrated on its own, then every round
+   times each side once: in order 0, 1, ..., sides - 1 on even rounds and
+   in reverse on odd ones, so that no side always runs first or last (with
+   two sides, bc_measure's A B, B A, ...). Figures as bc_measure's. */
+#define BC_MAX_SIDES 8
+
+typedef struct bc_result_n {
+  int sides, reps;
+  double ns[BC_MAX_SIDES]; /* median ns per item */
+  double min[BC_MAX_SIDES], max[BC_MAX_SIDES];
+  uint64_t iters[BC_MAX_SIDES]; /* iterations per timed loop */
+} bc_result_n;
+
+BC_FN bc_result_n bc_measure_n(const bc_opts *o, int sides, const bc_kernel *k,
+                               void *const *ctx, double items) {
+  bc_result_n r;
+  double t[BC_MAX_SIDES][BC_MAX_REPS];
+  int i, j, s, n = o->reps;
+  memset(&r, 0, sizeof r);
+  if (sides > BC_MAX_SIDES) sides = BC_MAX_SIDES;
+  if (n < 1) n = 1;
+  if (n > BC_MAX_REPS) n = BC_MAX_REPS;
+  r.sides = sides;
+  r.reps = n;
+  for (s = 0; s < sides; ++s)
+    if (k[s])
+      r.iters[s] =
+          o->iters ? o->iters : bc_calibrate(k[s], ctx[s], o->min_time);
+  for (i = 0; i < n; ++i)
+    for (j = 0; j < sides; ++j) {
+      s = (i & 1) ? sides - 1 - j : j;
+      if (k[s]) t[s][i] = bc_time(k[s], ctx[s], r.iters[s]);
+    }
+  for (s = 0; s < sides; ++s) {
+    if (!k[s]) continue;
+    for (i = 0; i < n; ++i)
+      t[s][i] = t[s][i] * 1e9 / ((double)r.iters[s] * items);
+    bc_spread(t[s], n, &r.ns[s], &r.min[s], &r.max[s]);
+  }
+  return r;
+}
+
 /* splitmix64: the inputs (indices, values) are drawn with it, once, before
    any timing; neither side's own RNG is involved. */
 BC_FN uint64_t bc_split(uint64_t *s) {

@@ -2,12 +2,19 @@
 """bench/report.py [RESULTS_DIR [README]]: turn the benchmark CSVs into the
 Markdown tables of bench/README.md.
 
+bench/report.py --peers-only [RESULTS_DIR]: print only the tables of per.h
+against its peers (peers_double.csv, peers_float.csv from bench/peers.sh);
+README is not touched.
+
 Reads RESULTS_DIR (default bench/results): machine.txt, tree_{double,float}
 .csv, samplers_{double,float}.csv, hyperfine_*.md (each optional), and
 replaces the text between the markers
     <!-- bench:begin -->  and  <!-- bench:end -->
-in README (default bench/README.md). Prints the section when README is '-'.
-Standard library only.
+in README (default bench/README.md), and, when RESULTS_DIR has
+peers_double.csv or peers_float.csv (bench/peers.sh), the text between
+    <!-- peers:begin -->  and  <!-- peers:end -->
+with the tables of per.h against its peers. Prints the section when README
+is '-'. Standard library only.
 """
 import csv
 import os
@@ -15,6 +22,8 @@ import sys
 
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"
+PEERS_BEGIN = "<!-- peers:begin -->"
+PEERS_END = "<!-- peers:end -->"
 
 # The project's targets (single thread, default double tree unless stated):
 # (label, csv file, op, N, B, limit in ns/item or None, minimum ratio
@@ -174,6 +183,73 @@ def targets_table(data):
     return out
 
 
+# bench_peers.csv: one row per (op, N, B, side); the sides as columns.
+PEER_SIDES = (("per.h", "per.h"), ("textbook", "textbook"),
+              ("torchrl", "TorchRL"), ("cpprb", "cpprb"))
+PEER_OPS = ("update", "set", "sample", "step")
+
+
+def peers_table(rows):
+    """Markdown table of bench_peers rows: op / N / B, then ns per item of
+    each side and best peer / per.h, the best peer being the fastest of
+    TorchRL, cpprb and the textbook tree (above 1: per.h is faster)."""
+    figs = {}
+    for r in rows:
+        key = (r["op"], int(r["n"]), int(r["b"]))
+        figs.setdefault(key, {})[r["side"]] = float(r["ns"])
+    head = " | ".join(f"{title} ns/item" for _, title in PEER_SIDES)
+    out = [f"| op | N | B | {head} | best peer / per.h |",
+           "|---|---|---|" + "---:|" * (len(PEER_SIDES) + 1)]
+
+    def order(key):
+        op, n, b = key
+        return (PEER_OPS.index(op) if op in PEER_OPS else len(PEER_OPS), op,
+                n, b)
+
+    for key in sorted(figs, key=order):
+        op, n, b = key
+        f = figs[key]
+        cells = [fnum(f[side]) if f.get(side, 0) > 0 else "-"
+                 for side, _ in PEER_SIDES]
+        peers = [(f[s], t) for s, t in (("torchrl", "TorchRL"),
+                                        ("cpprb", "cpprb"),
+                                        ("textbook", "textbook"))
+                 if f.get(s, 0) > 0]
+        per = f.get("per.h", 0)
+        if peers and per > 0:
+            best, who = min(peers)
+            rat = f"{best / per:.2f}x ({who})"
+        else:
+            rat = "-"
+        out.append(f"| {op} | {nname(n)} | {b if b else '-'} | "
+                   + " | ".join(cells) + f" | {rat} |")
+    return out
+
+
+def peers_section(res):
+    """The peers tables of RESULTS_DIR (double, then float), as lines; an
+    empty list when neither CSV exists."""
+    lines = []
+    mpath = os.path.join(res, "peers_machine.txt")
+    if os.path.exists(mpath):
+        with open(mpath) as f:
+            lines += ["Measured with: " + "; ".join(
+                l.strip() for l in f if l.strip()) + ".", ""]
+    for real in ("double", "float"):
+        rows = load(os.path.join(res, f"peers_{real}.csv"))
+        if not rows:
+            continue
+        lines += [f"### per.h against its peers, PER_REAL={real} "
+                  "(median ns per item)", "",
+                  "TorchRL 0.10.0 and cpprb 11.0.0 C++ sum trees with the "
+                  f"same {real} leaves, the textbook float32 tree, per.h; "
+                  "one process, same inputs, interleaved "
+                  "(bench/bench_peers.cpp via bench/peers.sh). best peer = "
+                  "the fastest of TorchRL, cpprb and the textbook tree.", ""]
+        lines += peers_table(rows) + [""]
+    return lines
+
+
 def section(res):
     data = {k: load(os.path.join(res, k + ".csv"))
             for k in ("tree_double", "tree_float", "samplers_double",
@@ -276,13 +352,31 @@ def section(res):
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    res = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "results")
-    readme = sys.argv[2] if len(sys.argv) > 2 else os.path.join(here, "README.md")
+    args = sys.argv[1:]
+    peers_only = "--peers-only" in args
+    args = [a for a in args if a != "--peers-only"]
+    res = args[0] if args else os.path.join(here, "results")
+    if peers_only:
+        lines = peers_section(res)
+        if not lines:
+            sys.stderr.write(f"report: no peers_double.csv or peers_float.csv "
+                             f"in {res} (run bench/peers.sh)\n")
+            return 1
+        sys.stdout.write("\n".join(lines))
+        return 0
+    readme = args[1] if len(args) > 1 else os.path.join(here, "README.md")
     sec = section(res)
     if readme == "-":
         sys.stdout.write(sec)
         return 0
     text = open(readme).read() if os.path.exists(readme) else ""
+    peers = peers_section(res)
+    if peers and PEERS_BEGIN in text and PEERS_END in text:
+        pre = text[:text.index(PEERS_BEGIN) + len(PEERS_BEGIN)]
+        post = text[text.index(PEERS_END):]
+        text = (pre + "\n<!-- generated by bench/report.py from "
+                "peers_*.csv; edit the script, not this section -->\n\n"
+                + "\n".join(peers) + "\n" + post)
     if BEGIN in text and END in text:
         pre = text[:text.index(BEGIN)]
         post = text[text.index(END) + len(END):].lstrip("\n")

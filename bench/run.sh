@@ -14,8 +14,14 @@
 #   --skip-hyperfine  no whole-program timings
 #   --peer            also the optional peer comparison (peer_cpprb.sh:
 #                     cpprb from PyPI in a virtualenv; needs network)
+#   --peers           also per.h against TorchRL's and cpprb's C++ sum
+#                     trees in one program (peers.sh: fetches their
+#                     headers from PyPI; needs network; peers_*.csv)
 #   --quick           tiny sizes and short loops: checks the pipeline only
 #                     (give it --out and --readme elsewhere)
+#   --allow-dirty     measure a per.h with uncommitted changes (refused
+#                     otherwise, except with --quick: published figures
+#                     come from a committed per.h; machine.txt says which)
 # BENCH_ARGS (environment) is appended to every in-process benchmark, e.g.
 #   BENCH_ARGS="--reps 7 --min-time 0.3" bench/run.sh
 #
@@ -23,7 +29,7 @@
 # 1024, 4096}; sample, update, add) for double and float, a sweep of more N
 # for the plot (sample and update at B = 1024), bench_samplers for double
 # and float, bench_replay (double), the largest sizes again with huge pages
-# (double), hyperfine.sh,
+# (double), hyperfine.sh, peer_cpprb.sh (--peer), peers.sh (--peers),
 # plot.gp, report.py. Run it on a quiet machine:
 # the figures are medians, but another busy process on a 2-core machine
 # still moves them (the load average is recorded in machine.txt).
@@ -31,7 +37,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/.." && pwd)
 build="" out="$here/results" readme="$here/README.md"
-do_build=1 hf=1 quick="" peer=0
+do_build=1 hf=1 quick="" peer=0 peers=0 dirty_ok=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) do_build=0 ;;
@@ -39,14 +45,23 @@ while [ $# -gt 0 ]; do
     --readme) readme=$2; shift ;;
     --skip-hyperfine) hf=0 ;;
     --peer) peer=1 ;;
+    --peers) peers=1 ;;
     --quick) quick="--quick" ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    --allow-dirty) dirty_ok=1 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     -*) echo "unknown option $1" >&2; exit 2 ;;
     *) build=$1 ;;
   esac
   shift
 done
 [ -n "$build" ] || build="$src/build-bench"
+if [ "$dirty_ok" -eq 0 ] && [ -z "$quick" ] &&
+  git -C "$src" rev-parse --git-dir >/dev/null 2>&1 &&
+  ! git -C "$src" diff --quiet HEAD -- per.h; then
+  echo "run.sh: per.h has uncommitted changes; the figures must come from a" \
+    "committed per.h (commit it first, or --allow-dirty)" >&2
+  exit 2
+fi
 mkdir -p "$out"
 args="$quick ${BENCH_ARGS:-}"
 
@@ -111,6 +126,12 @@ fi
 if [ "$peer" -eq 1 ]; then
   echo "== peer: cpprb"
   sh "$here/peer_cpprb.sh" "$out"
+fi
+
+if [ "$peers" -eq 1 ]; then
+  echo "== peers: TorchRL and cpprb sum trees (bench_peers)"
+  # shellcheck disable=SC2086 # one word an option
+  sh "$here/peers.sh" "$out" -- $args
 fi
 
 echo "== plot"
