@@ -82,6 +82,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include <torchrl/segment_tree.h>
@@ -200,26 +201,27 @@ static void k_update_textbook(void *p, uint64_t iters) {
   }
 }
 
-/* TorchRL's batch update (BatchUpdateImpl) is this loop. */
-static void k_update_torchrl(void *p, uint64_t iters) {
-  Ctx *c = ctx_of(p);
-  TrSum &tr = *c->tr;
-  for (uint64_t i = 0; i < iters; ++i) {
-    const uint32_t *idx = c->pool_idx.data() + c->off[TORCHRL];
-    const per_real *v = vals(c, TORCHRL);
-    for (uint32_t j = 0; j < c->B; ++j) tr.Update(idx[j], v[j]);
-    pool_next(c, TORCHRL, c->B);
-  }
+/* One leaf of a peer's tree, its own way: TorchRL's Update, cpprb's set.
+   The peer kernels below are written once for both. */
+static void peer_set(TrSum &t, uint32_t i, per_real v) { t.Update(i, v); }
+static void peer_set(CpTree &t, uint32_t i, per_real v) { t.set(i, v); }
+static TrSum &peer_tree(Ctx *c, std::integral_constant<int, TORCHRL>) {
+  return *c->tr;
+}
+static CpTree &peer_tree(Ctx *c, std::integral_constant<int, CPPRB>) {
+  return *c->cp;
 }
 
-static void k_update_cpprb(void *p, uint64_t iters) {
+/* B one-leaf updates: TorchRL's batch update (BatchUpdateImpl) is this
+   loop, and cpprb has no other. */
+template <int S> static void k_update_peer(void *p, uint64_t iters) {
   Ctx *c = ctx_of(p);
-  CpTree &cp = *c->cp;
+  auto &t = peer_tree(c, std::integral_constant<int, S>());
   for (uint64_t i = 0; i < iters; ++i) {
-    const uint32_t *idx = c->pool_idx.data() + c->off[CPPRB];
-    const per_real *v = vals(c, CPPRB);
-    for (uint32_t j = 0; j < c->B; ++j) cp.set(idx[j], v[j]);
-    pool_next(c, CPPRB, c->B);
+    const uint32_t *idx = c->pool_idx.data() + c->off[S];
+    const per_real *v = vals(c, S);
+    for (uint32_t j = 0; j < c->B; ++j) peer_set(t, idx[j], v[j]);
+    pool_next(c, S, c->B);
   }
 }
 
@@ -243,23 +245,13 @@ static void k_set_textbook(void *p, uint64_t iters) {
   }
 }
 
-static void k_set_torchrl(void *p, uint64_t iters) {
+template <int S> static void k_set_peer(void *p, uint64_t iters) {
   Ctx *c = ctx_of(p);
-  TrSum &tr = *c->tr;
+  auto &t = peer_tree(c, std::integral_constant<int, S>());
   for (uint64_t i = 0; i < iters; ++i) {
-    tr.Update(c->pos[TORCHRL], *vals(c, TORCHRL));
-    if (++c->pos[TORCHRL] == c->n) c->pos[TORCHRL] = 0;
-    pool_next(c, TORCHRL, 1);
-  }
-}
-
-static void k_set_cpprb(void *p, uint64_t iters) {
-  Ctx *c = ctx_of(p);
-  CpTree &cp = *c->cp;
-  for (uint64_t i = 0; i < iters; ++i) {
-    cp.set(c->pos[CPPRB], *vals(c, CPPRB));
-    if (++c->pos[CPPRB] == c->n) c->pos[CPPRB] = 0;
-    pool_next(c, CPPRB, 1);
+    peer_set(t, c->pos[S], *vals(c, S));
+    if (++c->pos[S] == c->n) c->pos[S] = 0;
+    pool_next(c, S, 1);
   }
 }
 
@@ -287,41 +279,37 @@ static int64_t torchrl_find(const TrSum &tr, per_real u, int64_t last) {
   return std::min(tr.ScanLowerBound(u), last);
 }
 
-static void k_sample_torchrl(void *p, uint64_t iters) {
-  Ctx *c = ctx_of(p);
-  const TrSum &tr = *c->tr;
-  const int64_t last = (int64_t)c->n - 1;
-  uint32_t *idx = c->idx[TORCHRL].data();
-  per_real *val = c->val[TORCHRL].data();
-  for (uint64_t i = 0; i < iters; ++i) {
-    const per_real seg = tr.Query(0, c->n) / (per_real)c->B;
-    for (uint32_t j = 0; j < c->B; ++j) {
-      per_real u = ((per_real)j + per_rng_real(&c->urng[TORCHRL])) * seg;
-      int64_t k = torchrl_find(tr, u, last);
-      idx[j] = (uint32_t)k;
-      val[j] = tr.At(k);
-    }
-  }
-}
-
 /* cpprb's descent for mass u, with CppPrioritizedSampler's condition: the
    largest index whose exclusive prefix sum is <= u, at most N - 1. */
 static std::size_t cpprb_find(CpTree &cp, per_real u, std::size_t n) {
   return cp.largest_region_index([=](auto v) { return v <= u; }, n);
 }
 
-static void k_sample_cpprb(void *p, uint64_t iters) {
+/* The rest of a peer's sampling, its own way, for k_sample_peer. */
+static per_real peer_total(const TrSum &t, uint32_t n) { return t.Query(0, n); }
+static per_real peer_total(CpTree &t, uint32_t n) { return t.reduce(0, n); }
+static uint32_t peer_find(const TrSum &t, per_real u, uint32_t n) {
+  return (uint32_t)torchrl_find(t, u, (int64_t)n - 1);
+}
+static uint32_t peer_find(CpTree &t, per_real u, uint32_t n) {
+  return (uint32_t)cpprb_find(t, u, n);
+}
+static per_real peer_get(const TrSum &t, uint32_t k) { return t.At(k); }
+static per_real peer_get(CpTree &t, uint32_t k) { return t.get(k); }
+
+/* A stratified batch: u_j = (j + U_j) * total / B from per.h's generator
+   (one stream per side), each found by the peer's descent. */
+template <int S> static void k_sample_peer(void *p, uint64_t iters) {
   Ctx *c = ctx_of(p);
-  CpTree &cp = *c->cp;
-  uint32_t *idx = c->idx[CPPRB].data();
-  per_real *val = c->val[CPPRB].data();
+  auto &t = peer_tree(c, std::integral_constant<int, S>());
+  uint32_t *idx = c->idx[S].data();
+  per_real *val = c->val[S].data();
   for (uint64_t i = 0; i < iters; ++i) {
-    const per_real seg = cp.reduce(0, c->n) / (per_real)c->B;
+    const per_real seg = peer_total(t, c->n) / (per_real)c->B;
     for (uint32_t j = 0; j < c->B; ++j) {
-      per_real u = ((per_real)j + per_rng_real(&c->urng[CPPRB])) * seg;
-      std::size_t k = cpprb_find(cp, u, c->n);
-      idx[j] = (uint32_t)k;
-      val[j] = cp.get(k);
+      per_real u = ((per_real)j + per_rng_real(&c->urng[S])) * seg;
+      idx[j] = peer_find(t, u, c->n);
+      val[j] = peer_get(t, idx[j]);
     }
   }
 }
@@ -800,11 +788,13 @@ int main(int argc, char **argv) {
          "ns/item", "ns/item", "ns/item");
 
   static const bc_kernel k_update[NSIDES] = {k_update_per, k_update_textbook,
-                                             k_update_torchrl, k_update_cpprb};
-  static const bc_kernel k_set[NSIDES] = {k_set_per, k_set_textbook,
-                                          k_set_torchrl, k_set_cpprb};
+                                             k_update_peer<TORCHRL>,
+                                             k_update_peer<CPPRB>};
+  static const bc_kernel k_set[NSIDES] = {
+      k_set_per, k_set_textbook, k_set_peer<TORCHRL>, k_set_peer<CPPRB>};
   static const bc_kernel k_sample[NSIDES] = {k_sample_per, k_sample_textbook,
-                                             k_sample_torchrl, k_sample_cpprb};
+                                             k_sample_peer<TORCHRL>,
+                                             k_sample_peer<CPPRB>};
   static const bc_kernel k_step[NSIDES] = {k_step_per, k_step_textbook,
                                            k_step_torchrl, k_step_cpprb};
 
