@@ -333,21 +333,11 @@ static void k_step_per(void *p, uint64_t iters) {
 
 static void k_step_textbook(void *p, uint64_t iters) {
   Ctx *c = ctx_of(p);
-  const float alpha = (float)k_alpha, beta = (float)k_beta, eps = (float)k_eps;
-  uint32_t *idx = c->idx[TEXTBOOK].data();
   for (uint64_t i = 0; i < iters; ++i) {
-    float total, wmax = 0;
-    const float *td = c->pool_valf.data() + c->off[TEXTBOOK];
-    classic_sample(&c->ct, c->B, idx, c->val_c.data());
-    total = classic_total(&c->ct);
-    for (uint32_t j = 0; j < c->B; ++j) {
-      c->w_c[j] = powf((float)c->n * c->val_c[j] / total, -beta);
-      if (c->w_c[j] > wmax) wmax = c->w_c[j];
-    }
-    for (uint32_t j = 0; j < c->B; ++j) c->w_c[j] /= wmax;
-    for (uint32_t j = 0; j < c->B; ++j)
-      c->prio_c[j] = powf(fabsf(td[j]) + eps, alpha);
-    classic_update_batch(&c->ct, idx, c->prio_c.data(), c->B);
+    classic_step(&c->ct, c->n, c->B, c->pool_valf.data() + c->off[TEXTBOOK],
+                 (float)k_alpha, (float)k_beta, (float)k_eps,
+                 c->idx[TEXTBOOK].data(), c->val_c.data(), c->w_c.data(),
+                 c->prio_c.data());
     pool_next(c, TEXTBOOK, c->B);
   }
 }

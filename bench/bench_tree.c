@@ -195,21 +195,10 @@ static void k_cycle_per(void *p, uint64_t iters) {
 
 static void k_cycle_classic(void *p, uint64_t iters) {
   ctx *c = (ctx *)p;
-  const float alpha = 0.6f, beta = 0.4f, eps = 1e-6f;
   uint64_t i;
-  uint32_t j;
   for (i = 0; i < iters; ++i) {
-    float total, wmax = 0;
-    const float *td = c->pool_valf + c->off_c;
-    classic_sample(&c->ct, c->B, c->idx_c, c->val_c);
-    total = classic_total(&c->ct);
-    for (j = 0; j < c->B; ++j) {
-      c->w_c[j] = powf((float)c->n * c->val_c[j] / total, -beta);
-      if (c->w_c[j] > wmax) wmax = c->w_c[j];
-    }
-    for (j = 0; j < c->B; ++j) c->w_c[j] /= wmax;
-    for (j = 0; j < c->B; ++j) c->prio_c[j] = powf(fabsf(td[j]) + eps, alpha);
-    classic_update_batch(&c->ct, c->idx_c, c->prio_c, c->B);
+    classic_step(&c->ct, c->n, c->B, c->pool_valf + c->off_c, 0.6f, 0.4f, 1e-6f,
+                 c->idx_c, c->val_c, c->w_c, c->prio_c);
     pool_next(c, &c->off_c, c->B);
   }
 }

@@ -16,12 +16,15 @@
    - add(): write the next ring slot, then the same delta walk-up.
    - Sampling without replacement: zero-and-restore (each pick is set to 0,
      the picks are put back at the end).
+   - The PER training step (classic_step): stratified sample, IS weights
+     with powf, priorities with powf, B single updates.
 
    No input validation: the baseline does what the textbook does, no more.
    Everything is static; include it in one .c file. */
 #ifndef CLASSIC_TREE_H
 #define CLASSIC_TREE_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +158,27 @@ CLASSIC_FN void classic_sample_wor(classic_tree *ct, uint32_t k, uint32_t *idx,
   for (i = 0; i < k; ++i)
     classic_update(ct, classic_draw(ct, idx + i, val + i), 0.0f);
   for (i = k; i-- > 0;) classic_update(ct, idx[i], val[i]);
+}
+
+/* The PER training step of B on a tree of n items, the textbook way:
+   classic_sample into idx/val, weights w[j] = (n P(j))^-beta divided by
+   the batch's largest, priorities prio[j] = (|td[j]| + eps)^alpha with
+   powf, and B classic_update calls. */
+CLASSIC_FN void classic_step(classic_tree *ct, uint32_t n, uint32_t B,
+                             const float *td, float alpha, float beta,
+                             float eps, uint32_t *idx, float *val, float *w,
+                             float *prio) {
+  float total, wmax = 0;
+  uint32_t j;
+  classic_sample(ct, B, idx, val);
+  total = classic_total(ct);
+  for (j = 0; j < B; ++j) {
+    w[j] = powf((float)n * val[j] / total, -beta);
+    if (w[j] > wmax) wmax = w[j];
+  }
+  for (j = 0; j < B; ++j) w[j] /= wmax;
+  for (j = 0; j < B; ++j) prio[j] = powf(fabsf(td[j]) + eps, alpha);
+  classic_update_batch(ct, idx, prio, B);
 }
 
 #endif /* CLASSIC_TREE_H */
