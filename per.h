@@ -1849,16 +1849,6 @@ PERDEF void per_tree_clear(per_tree *t) {
   memset(t->node, 0, (size_t)t->leaves * 2 * sizeof(per_real));
 }
 
-/* Recompute the `levels` nearest ancestors of node k, bottom up. The
-   running value stays in a register and only the sibling is loaded: cur
-   is node[k], so cur + sib is node[2p] + node[2p+1], the same bits as
-   per_tree_recompute(node, p) (IEEE addition is commutative: the sum is
-   the exactly rounded a + b whichever operand comes first), without
-   reloading the value just stored. Unrolled: the switch jumps into a
-   straight run of `levels` steps. A loop would end on a branch whose trip
-   count the predictor misses on deep trees, and each miss throws away the
-   work of the next walks already in flight; the jump goes to the same
-   place for every walk of the same length. */
 /* Marks the cases of peri_walk_up's switch that run on into the next (a
    comment would not do: nvcc hands the host compiler the code without
    its comments). */
@@ -1876,6 +1866,17 @@ PERDEF void per_tree_clear(per_tree *t) {
 #else
 #define PERI_WALK_INLINE static inline
 #endif
+
+/* Recompute the `levels` nearest ancestors of node k, bottom up. The
+   running value stays in a register and only the sibling is loaded: cur
+   is node[k], so cur + sib is node[2p] + node[2p+1], the same bits as
+   per_tree_recompute(node, p) (IEEE addition is commutative: the sum is
+   the exactly rounded a + b whichever operand comes first), without
+   reloading the value just stored. Unrolled: the switch jumps into a
+   straight run of `levels` steps. A loop would end on a branch whose trip
+   count the predictor misses on deep trees, and each miss throws away the
+   work of the next walks already in flight; the jump goes to the same
+   place for every walk of the same length. */
 #define PERI_STEP_UP        \
   cur = cur + node[k ^ 1u]; \
   k >>= 1;                  \
@@ -1936,8 +1937,8 @@ static void peri_tree_recompute_range(per_real *node, uint32_t lo,
   for (k = lo; k <= hi; ++k) per_tree_recompute(node, k);
 }
 
-/* Write val[j] (when val is not NULL: values that need no change, see
-   peri_leaf_plain) to leaf idx[j] for j in order, so the last of duplicate
+/* Write val[j] (when val is not NULL: each leaf's final bits, stored as
+   they are) to leaf idx[j] for j in order, so the last of duplicate
    indices wins, and make the tree exact again; with val NULL the leaves
    already hold their final values. Level by level from the bottom: at
    level s every ancestor of a changed leaf is recomputed from its
@@ -1986,7 +1987,7 @@ static void peri_tree_write_fix(per_tree *t, const uint32_t *idx,
         node[L + idx[j]] = val[j];
         peri_walk_up(node, (size_t)L + idx[j], walk);
       }
-    } else {
+    } else if (walk > 0) {
       for (j = 0; j < n; ++j) peri_walk_up(node, (size_t)L + idx[j], walk);
     }
     s = walk + 1;
@@ -2541,9 +2542,7 @@ static int peri_set_insert(uint32_t *table, uint32_t hbits, uint32_t key) {
    ancestors: the tree is again exactly what it was. */
 static void peri_cat_restore(per_cat *c, per_tree *t, const uint32_t *idx,
                              uint32_t m) {
-  uint32_t j;
-  for (j = 0; j < m; ++j) t->node[t->leaves + idx[j]] = c->saved[j];
-  peri_tree_write_fix(t, idx, NULL, m);
+  peri_tree_write_fix(t, idx, c->saved, m);
 }
 
 PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
