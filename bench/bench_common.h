@@ -132,46 +132,13 @@ BC_FN uint64_t bc_calibrate(bc_kernel k, void *ctx, double min_time) {
   }
 }
 
-/* Measure side a (per.h) against side b (baseline), interleaved. Either
-   kernel may be NULL (then its figures are 0). items = items per
-   iteration. */
-BC_FN bc_result bc_measure(const bc_opts *o, bc_kernel ka, void *ca,
-                           bc_kernel kb, void *cb, double items) {
-  bc_result r;
-  double ta[BC_MAX_REPS], tb[BC_MAX_REPS];
-  int i, n = o->reps;
-  memset(&r, 0, sizeof r);
-  if (n < 1) n = 1;
-  if (n > BC_MAX_REPS) n = BC_MAX_REPS;
-  if (o->iters) {
-    r.a_iters = r.b_iters = o->iters;
-  } else {
-    if (ka) r.a_iters = bc_calibrate(ka, ca, o->min_time);
-    if (kb) r.b_iters = bc_calibrate(kb, cb, o->min_time);
-  }
-  for (i = 0; i < n; ++i) {
-    /* A B, B A, A B, ...: neither side always runs first. */
-    int a_first = (i & 1) == 0;
-    if (a_first && ka) ta[i] = bc_time(ka, ca, r.a_iters);
-    if (kb) tb[i] = bc_time(kb, cb, r.b_iters);
-    if (!a_first && ka) ta[i] = bc_time(ka, ca, r.a_iters);
-  }
-  for (i = 0; i < n; ++i) {
-    if (ka) ta[i] = ta[i] * 1e9 / ((double)r.a_iters * items);
-    if (kb) tb[i] = tb[i] * 1e9 / ((double)r.b_iters * items);
-  }
-  r.reps = n;
-  if (ka) bc_spread(ta, n, &r.a_ns, &r.a_min, &r.a_max);
-  if (kb) bc_spread(tb, n, &r.b_ns, &r.b_min, &r.b_max);
-  return r;
-}
-
 /* bc_measure for more than two sides (bench_peers: per.h and three
    peers). Side s runs k[s] on ctx[s]; a NULL k[s] is not measured and its
    figures are 0. Each side is calibrated on its own, then every round
    times each side once: in order 0, 1, ..., sides - 1 on even rounds and
-   in reverse on odd ones, so that no side always runs first or last (with
-   two sides, bc_measure's A B, B A, ...). Figures as bc_measure's. */
+   in reverse on odd ones, so that no side always runs first or last
+   (bc_measure is the case of two sides: A B, B A, ...). Figures in ns
+   per item. */
 #define BC_MAX_SIDES 8
 
 typedef struct bc_result_n {
@@ -207,6 +174,28 @@ BC_FN bc_result_n bc_measure_n(const bc_opts *o, int sides, const bc_kernel *k,
       t[s][i] = t[s][i] * 1e9 / ((double)r.iters[s] * items);
     bc_spread(t[s], n, &r.ns[s], &r.min[s], &r.max[s]);
   }
+  return r;
+}
+
+/* Measure side a (per.h) against side b (baseline), interleaved: the two
+   sides of bc_measure_n. Either kernel may be NULL (then its figures are
+   0). items = items per iteration. */
+BC_FN bc_result bc_measure(const bc_opts *o, bc_kernel ka, void *ca,
+                           bc_kernel kb, void *cb, double items) {
+  const bc_kernel k[2] = {ka, kb};
+  void *const ctx[2] = {ca, cb};
+  bc_result_n m = bc_measure_n(o, 2, k, ctx, items);
+  bc_result r;
+  r.a_ns = m.ns[0];
+  r.a_min = m.min[0];
+  r.a_max = m.max[0];
+  r.a_iters = m.iters[0];
+  r.b_ns = m.ns[1];
+  r.b_min = m.min[1];
+  r.b_max = m.max[1];
+  r.b_iters = m.iters[1];
+  r.reps = m.reps;
+  if (o->iters) r.a_iters = r.b_iters = o->iters; /* reported for both */
   return r;
 }
 
