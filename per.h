@@ -732,7 +732,8 @@ PERDEF per_status per_tree_sample_iid(const per_tree *t, per_rng *rng,
    max_k. */
 typedef struct per_cat {
   uint32_t max_k;
-  uint32_t hbits;        /* hash table has 2^hbits slots */
+  uint32_t hbits;        /* table has 2^hbits slots; a batch of k uses the
+                            first ones (load factor <= 1/2 for that k) */
   uint32_t *table;       /* open addressing, key = index + 1, 0 = empty */
   per_real *saved;       /* leaf values zeroed by the fallback */
   uint32_t reject_limit; /* repeats tolerated before the fallback; see below */
@@ -2549,7 +2550,7 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
                                  uint32_t k, uint32_t *idx, per_real *val) {
   per_status s;
   per_real total;
-  uint32_t L, m = 0, j;
+  uint32_t L, m = 0, j, hb;
   uint64_t rejects = 0, limit;
   if (!c || !c->table || !t || !t->node || !rng) return PER_ERR_NULL;
   if (k == 0 || k > c->max_k) return PER_ERR_BATCH;
@@ -2559,7 +2560,9 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
   if (k > t->capacity) return PER_ERR_TOO_FEW;
   L = t->leaves;
   total = t->node[1];
-  memset(c->table, 0, ((size_t)1 << c->hbits) * sizeof(uint32_t));
+  /* The set is sized for this k, not max_k: clearing it is O(k). */
+  hb = peri_cat_hbits(k);
+  memset(c->table, 0, ((size_t)1 << hb) * sizeof(uint32_t));
   /* A bounded number of repeats: i.i.d. draws can need arbitrarily many
      when a few leaves hold nearly all the mass. */
   limit = (uint64_t)64 * k + 1024;
@@ -2575,7 +2578,7 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
     if (want > PERI_LANES) want = PERI_LANES;
     peri_iid_lanes(t, rng, total, want, leaf);
     for (g = 0; g < want; ++g) {
-      if (peri_set_insert(c->table, c->hbits, leaf[g])) {
+      if (peri_set_insert(c->table, hb, leaf[g])) {
         c->saved[m] = t->node[L + leaf[g]];
         idx[m++] = leaf[g];
       } else {
@@ -3293,12 +3296,12 @@ static per_status peri_plan_sample(per_buffer *b, uint32_t B,
 /* PERI_DRAW_PICKED, degenerate: B distinct uniform positions (Floyd's
    algorithm), as leaves. */
 static void peri_pick_uniform(per_buffer *b, const peri_plan *p) {
-  uint32_t j, i = 0, N = p->nvalid, B = p->B;
-  memset(b->cat.table, 0, ((size_t)1 << b->cat.hbits) * sizeof(uint32_t));
+  uint32_t j, i = 0, N = p->nvalid, B = p->B, hb = peri_cat_hbits(B);
+  memset(b->cat.table, 0, ((size_t)1 << hb) * sizeof(uint32_t));
   for (j = N - B; j < N; ++j, ++i) {
     uint32_t t = per_rng_below(&b->rng, j + 1);
-    if (!peri_set_insert(b->cat.table, b->cat.hbits, t)) {
-      peri_set_insert(b->cat.table, b->cat.hbits, j);
+    if (!peri_set_insert(b->cat.table, hb, t)) {
+      peri_set_insert(b->cat.table, hb, j);
       t = j;
     }
     b->scratch_idx[i] = peri_uniform_leaf(b, p, t);
