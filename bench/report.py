@@ -7,7 +7,8 @@ against its peers (peers_double.csv, peers_float.csv from bench/peers.sh);
 README is not touched.
 
 Reads RESULTS_DIR (default bench/results): machine.txt, tree_{double,float}
-.csv, samplers_{double,float}.csv, hyperfine_*.md (each optional), and
+.csv, samplers_{double,float}.csv, curve_k.csv, memory_double.csv,
+hyperfine_*.md (each optional), and
 replaces the text between the markers
     <!-- bench:begin -->  and  <!-- bench:end -->
 in README (default bench/README.md), and, when RESULTS_DIR has
@@ -226,6 +227,96 @@ def peers_table(rows):
     return out
 
 
+def curves_section(res):
+    """Sampling without replacement as curves (curve_cat_n.csv,
+    curve_k.csv): the plot, and the k curve's ratios as a table."""
+    rows = load(os.path.join(res, "curve_k.csv"))
+    if not rows:
+        return []
+    lines = ["### Sampling without replacement: time vs N and vs k "
+             "(PER_REAL=double)", "",
+             "The four panels of the sampling blog's runtime figure: "
+             "categorical sampling of k = 1024 vs N (per_cat_sample against "
+             "zero-and-restore on the classic float32 tree), categorical "
+             "and uniform sampling vs k at N = 64000 (per_swap_sample "
+             "against a hash-set rejection sampler), and the "
+             "categorical/uniform ratio (the blog reports 25-30x for its "
+             "zero-and-restore tree over its Fisher-Yates sampler).", "",
+             "![sampling without replacement](results/samplers.png)", "",
+             "| k | per_cat µs/batch | zero-and-restore µs/batch "
+             "| per_swap µs/batch | per_cat / per_swap "
+             "| zero-and-restore / per_swap |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    cat = {int(r["b"]): r for r in rows if r["op"] == "cat"}
+    swap = {int(r["b"]): r for r in rows if r["op"] == "swap"}
+    for k in sorted(cat):
+        c = cat[k]
+        w = swap.get(k)
+        pc, zc = float(c["per_batch_ns"]), float(c["base_batch_ns"])
+        ps = float(w["per_batch_ns"]) if w else 0
+        lines.append(
+            f"| {k} | {fnum(pc / 1e3)} | {fnum(zc / 1e3)} "
+            f"| {fnum(ps / 1e3) if ps else '-'} "
+            f"| {f'{pc / ps:.1f}x' if ps else '-'} "
+            f"| {f'{zc / ps:.1f}x' if ps else '-'} |")
+    return lines + [""]
+
+
+def memory_section(res):
+    """bench_memory's figures (memory_double.csv): latency and throughput
+    by working set, then per.h at its largest N beside the floor."""
+    rows = load(os.path.join(res, "memory_double.csv"))
+    if not rows:
+        return []
+
+    def size(b):
+        b = int(b)
+        for unit, sh in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+            if b >= 1 << sh and b % (1 << sh) == 0:
+                return f"{b >> sh} {unit}"
+        return f"{b} B"
+
+    lines = ["### Where the memory limit is (bench_memory, double)", "",
+             "chase: dependent loads over one random cycle of cache lines "
+             "(latency); gather: independent loads of random lines "
+             "(throughput); ns per load.", "",
+             "| working set | chase ns/load | gather ns/load |",
+             "|---|---:|---:|"]
+    mem = {}
+    for r in rows:
+        if r["op"] in ("chase", "gather"):
+            mem.setdefault(int(r["n"]), {})[r["op"]] = float(r["ns"])
+    for b in sorted(mem):
+        m = mem[b]
+        lines.append(f"| {size(b)} | {fnum(m.get('chase', 0))} "
+                     f"| {fnum(m.get('gather', 0))} |")
+    lines += ["", "per.h beside a memory-only floor in the same process: "
+              "the same kind of cache lines (B stratified root-to-leaf "
+              "paths; for update, the B leaves and their ancestors "
+              "recomputed level by level), every address known in "
+              "advance, no arithmetic beyond the sums. floor / per.h is "
+              "the fraction of the memory limit per.h reaches; "
+              "latency-bound is depth x the chase over the tree's bytes, "
+              "one descent alone with every level a miss.", "",
+              "| op | N | B | per.h ns/item | floor ns/item | floor / per.h "
+              "| latency-bound ns (one descent) |",
+              "|---|---|---|---:|---:|---:|---:|"]
+    figs = {}
+    for r in rows:
+        if r["op"] in ("sample", "update"):
+            key = (r["op"], int(r["n"]), int(r["b"]))
+            figs.setdefault(key, {})[r["side"]] = float(r["ns"])
+    for key in sorted(figs):
+        op, n, b = key
+        f = figs[key]
+        per, flo = f.get("per.h", 0), f.get("floor", 0)
+        rat = f"{flo / per:.2f}" if per > 0 and flo > 0 else "-"
+        lat = f.get("latency-bound", 0)
+        lines.append(f"| {op} | {nname(n)} | {b} | {fnum(per)} | {fnum(flo)} "
+                     f"| {rat} | {fnum(lat) if lat else '-'} |")
+    return lines + [""]
+
+
 def peers_section(res):
     """The peers tables of RESULTS_DIR (double, then float), as lines; an
     empty list when neither CSV exists."""
@@ -247,6 +338,9 @@ def peers_section(res):
                   "(bench/bench_peers.cpp via bench/peers.sh). best peer = "
                   "the fastest of TorchRL, cpprb and the textbook tree.", ""]
         lines += peers_table(rows) + [""]
+    if os.path.exists(os.path.join(res, "peers.png")):
+        lines += ["![per.h vs the peers, ns per item vs N](results/peers.png)",
+                  ""]
     return lines
 
 
@@ -311,6 +405,7 @@ def section(res):
         if rows:
             lines += [f"### Samplers, PER_REAL={real}", ""]
             lines += samplers_table(rows) + [""]
+    lines += curves_section(res)
     if any(r["op"] == "threads" for r in data["samplers_double"]):
         lines += ["### Stratified sampling split over 2 threads "
                   "(per_tree_sample_strata, µs per batch)", ""]
@@ -333,6 +428,7 @@ def section(res):
                          f"{fnum(r['cpprb_max'])} | {fnum(p) if p else '-'} "
                          f"| {f'{c / p:.2f}x' if p else '-'} |")
         lines += [""]
+    lines += memory_section(res)
     for name, title in (("demo", "examples/per_demo"),
                         ("dqn", "examples/dqn_cartpole, 10,000 training "
                                 "steps, prioritized vs uniform replay"),

@@ -29,8 +29,10 @@
 # 1024, 4096}; sample, update, add) for double and float, a sweep of more N
 # for the plot (sample and update at B = 1024), bench_samplers for double
 # and float, bench_replay (double), the largest sizes again with huge pages
-# (double), hyperfine.sh, peer_cpprb.sh (--peer), peers.sh (--peers),
-# plot.gp, report.py. Run it on a quiet machine:
+# (double), the curves of sampling without replacement (time vs N and vs
+# k), bench_memory (latency, throughput and the floor at 2^24), hyperfine.sh,
+# peer_cpprb.sh (--peer), peers.sh (--peers), plot.gp, plot_samplers.gp,
+# plot_peers.gp (when peers_double.csv is there), report.py. Run it on a quiet machine:
 # the figures are medians, but another busy process on a 2-core machine
 # still moves them (the load average is recorded in machine.txt).
 set -eu
@@ -105,6 +107,16 @@ for real in double float; do
   echo "== bench_samplers ($real)"
   "$b/bench_samplers_$real" $args --csv "$out/samplers_$real.csv" | tee "$out/samplers_$real.txt"
 done
+echo "== sampling without replacement, curves for the plot (double)"
+if [ -n "$quick" ]; then cn="1e3,1e4"; ck="1,16,256"; else
+  cn="1e3,1e4,1e5,1e6,1e7,1e8"; ck="1,4,16,64,256,1024,4096,16384,64000"; fi
+"$b/bench_samplers_double" $args --op cat --n "$cn" --b 1024 \
+  --csv "$out/curve_cat_n.csv" | tee "$out/curve_cat_n.txt"
+"$b/bench_samplers_double" $args --op cat,swap --n 64000 --swap-n 64000 \
+  --b "$ck" --csv "$out/curve_k.csv" | tee "$out/curve_k.txt"
+echo "== bench_memory (double): memory latency and throughput, the floor at 2^24"
+"$b/bench_memory_double" $args --csv "$out/memory_double.csv" |
+  tee "$out/memory_double.txt"
 echo "== bench_replay (double): snapshots, saves, sequence steps"
 mkdir -p "$build/bench-save"
 "$b/bench_replay_double" $args --dir "$build/bench-save" \
@@ -141,7 +153,12 @@ if ! command -v gnuplot >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gnuplot-nox >/dev/null
 fi
 gnuplot -e "dir='$out'" "$here/plot.gp"
-echo "wrote $out/tree.png"
+gnuplot -e "dir='$out'" "$here/plot_samplers.gp"
+echo "wrote $out/tree.png $out/samplers.png"
+if [ -f "$out/peers_double.csv" ]; then
+  gnuplot -e "dir='$out'" "$here/plot_peers.gp"
+  echo "wrote $out/peers.png"
+fi
 
 echo "== report"
 python3 "$here/report.py" "$out" "$readme"
