@@ -2527,6 +2527,14 @@ PERDEF void per_cat_free(per_cat *c) {
   memset(c, 0, sizeof *c);
 }
 
+/* Empty the first slots of the set for a batch of k (load factor <= 1/2
+   for k) and return their bits: clearing is O(k), not O(max_k). */
+static uint32_t peri_set_reset(uint32_t *table, uint32_t k) {
+  uint32_t hb = peri_cat_hbits(k);
+  memset(table, 0, ((size_t)1 << hb) * sizeof(uint32_t));
+  return hb;
+}
+
 /* Insert key into the open-addressing set of 2^hbits words in table (0:
    an empty slot, key + 1 a member); 1 when it was new, 0 when already
    present. The per_cat table and the buffer's unique draws use it. */
@@ -2565,9 +2573,7 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
   if (k > t->capacity) return PER_ERR_TOO_FEW;
   L = t->leaves;
   total = t->node[1];
-  /* The set is sized for this k, not max_k: clearing it is O(k). */
-  hb = peri_cat_hbits(k);
-  memset(c->table, 0, ((size_t)1 << hb) * sizeof(uint32_t));
+  hb = peri_set_reset(c->table, k);
   /* A bounded number of repeats: i.i.d. draws can need arbitrarily many
      when a few leaves hold nearly all the mass. */
   limit = (uint64_t)64 * k + 1024;
@@ -3301,8 +3307,8 @@ static per_status peri_plan_sample(per_buffer *b, uint32_t B,
 /* PERI_DRAW_PICKED, degenerate: B distinct uniform positions (Floyd's
    algorithm), as leaves. */
 static void peri_pick_uniform(per_buffer *b, const peri_plan *p) {
-  uint32_t j, i = 0, N = p->nvalid, B = p->B, hb = peri_cat_hbits(B);
-  memset(b->cat.table, 0, ((size_t)1 << hb) * sizeof(uint32_t));
+  uint32_t j, i = 0, N = p->nvalid, B = p->B;
+  uint32_t hb = peri_set_reset(b->cat.table, B);
   for (j = N - B; j < N; ++j, ++i) {
     uint32_t t = per_rng_below(&b->rng, j + 1);
     if (!peri_set_insert(b->cat.table, hb, t)) {
