@@ -199,6 +199,13 @@ BC_FN bc_result bc_measure(const bc_opts *o, bc_kernel ka, void *ca,
   return r;
 }
 
+/* A pool offset after n more values of a pool of `pool`: back to 0 where
+   the next n would run past the pool's end. */
+BC_FN void bc_pool_next(size_t *off, uint32_t n, size_t pool) {
+  *off += n;
+  if (*off + n > pool) *off = 0;
+}
+
 /* splitmix64: the inputs (indices, values) are drawn with it, once, before
    any timing; neither side's own RNG is involved. */
 BC_FN uint64_t bc_split(uint64_t *s) {

@@ -238,39 +238,38 @@ static double chase_at(uint64_t bytes) {
   return 0;
 }
 
+/* One figure of loads over m: measured, printed, written; ns per load. */
+static double load_figure(const bc_opts *o, FILE *csv, const char *op,
+                          bc_kernel k, mem *m, uint32_t loads, const char *sz,
+                          const char *note) {
+  void *ctx = m;
+  bc_result_n r = bc_measure_n(o, 1, &k, &ctx, loads);
+  printf("%-8s size %-16s  ns/load %7.2f%s\n", op, sz, r.ns[0], note);
+  fflush(stdout);
+  csv_row(csv, op, m->bytes, 0, "load", r.ns[0], r.min[0], r.max[0], r.reps,
+          r.iters[0]);
+  return r.ns[0];
+}
+
 /* One working set: its chase and/or gather figure, printed and kept. */
 static void run_mem(const bc_opts *o, FILE *csv, uint64_t bytes, int chase,
                     int gather, const char *note) {
   mem m;
   char sz[32];
-  bc_kernel k;
-  void *ctx;
-  bc_result_n r;
   mem_setup(&m, o, bytes);
   fmt_bytes(sz, sizeof sz, m.bytes);
   if (!mem_one_cycle(&m))
     fail("the chase is not one cycle over every line", m.bytes, 0);
-  ctx = &m;
   if (chase) {
-    k = k_chase;
-    r = bc_measure_n(o, 1, &k, &ctx, CHASE_STEPS);
-    printf("chase    size %-16s  ns/load %7.2f%s\n", sz, r.ns[0], note);
-    fflush(stdout);
-    csv_row(csv, "chase", m.bytes, 0, "load", r.ns[0], r.min[0], r.max[0],
-            r.reps, r.iters[0]);
+    double ns =
+        load_figure(o, csv, "chase", k_chase, &m, CHASE_STEPS, sz, note);
     if (nchase < 2 * BC_MAX_LIST) {
       chase_bytes[nchase] = m.bytes;
-      chase_ns[nchase++] = r.ns[0];
+      chase_ns[nchase++] = ns;
     }
   }
-  if (gather) {
-    k = k_gather;
-    r = bc_measure_n(o, 1, &k, &ctx, GATHER_LOADS);
-    printf("gather   size %-16s  ns/load %7.2f%s\n", sz, r.ns[0], note);
-    fflush(stdout);
-    csv_row(csv, "gather", m.bytes, 0, "load", r.ns[0], r.min[0], r.max[0],
-            r.reps, r.iters[0]);
-  }
+  if (gather)
+    load_figure(o, csv, "gather", k_gather, &m, GATHER_LOADS, sz, note);
   mem_free(&m);
 }
 
@@ -296,13 +295,6 @@ typedef struct tctx {
   per_real sink; /* the floor's sums */
   per_status err;
 } tctx;
-
-/* A pool offset after n more values: back to 0 where the next n would run
-   past the pool's end. */
-static void pool_next(const tctx *c, size_t *off, uint32_t n) {
-  *off += n;
-  if (*off + n > c->pool) *off = 0;
-}
 
 static void k_sample_per(void *p, uint64_t iters) {
   tctx *c = (tctx *)p;
@@ -358,7 +350,7 @@ static void k_update_per(void *p, uint64_t iters) {
     per_status s = per_tree_set_batch(&c->t, c->pool_idx + c->off_p,
                                       c->pool_val + c->off_p, c->B);
     if (s != PER_OK) c->err = s;
-    pool_next(c, &c->off_p, c->B);
+    bc_pool_next(&c->off_p, c->B, c->pool);
   }
 }
 
@@ -390,7 +382,7 @@ static void k_update_floor(void *p, uint64_t iters) {
   for (i = 0; i < iters; ++i) {
     floor_update(c->fnode, c->L, c->depth, c->pool_idx + c->off_f,
                  c->pool_val + c->off_f, c->B);
-    pool_next(c, &c->off_f, c->B);
+    bc_pool_next(&c->off_f, c->B, c->pool);
   }
 }
 

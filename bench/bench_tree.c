@@ -75,13 +75,6 @@ static void fail(const char *what, uint32_t n, uint32_t B) {
 
 /* ---- kernels: `iters` iterations each ---------------------------------- */
 
-/* A pool offset after n more values: back to 0 where the next n would run
-   past the pool's end. */
-static void pool_next(const ctx *c, size_t *off, uint32_t n) {
-  *off += n;
-  if (*off + n > c->pool) *off = 0;
-}
-
 static void k_sample_per(void *p, uint64_t iters) {
   ctx *c = (ctx *)p;
   uint64_t i;
@@ -104,7 +97,7 @@ static void k_update_per(void *p, uint64_t iters) {
     per_status s = per_tree_set_batch(&c->t, c->pool_idx + c->off_p,
                                       c->pool_val + c->off_p, c->B);
     if (s != PER_OK) c->err = s;
-    pool_next(c, &c->off_p, c->B);
+    bc_pool_next(&c->off_p, c->B, c->pool);
   }
 }
 
@@ -114,7 +107,7 @@ static void k_update_classic(void *p, uint64_t iters) {
   for (i = 0; i < iters; ++i) {
     classic_update_batch(&c->ct, c->pool_idx + c->off_c,
                          c->pool_valf + c->off_c, c->B);
-    pool_next(c, &c->off_c, c->B);
+    bc_pool_next(&c->off_c, c->B, c->pool);
   }
 }
 
@@ -126,7 +119,7 @@ static void k_add_per(void *p, uint64_t iters) {
     per_status s = per_tree_set(&c->t, c->pos_p, c->pool_val[c->off_p]);
     if (s != PER_OK) c->err = s;
     if (++c->pos_p == c->n) c->pos_p = 0;
-    pool_next(c, &c->off_p, 1);
+    bc_pool_next(&c->off_p, 1, c->pool);
   }
 }
 
@@ -135,7 +128,7 @@ static void k_add_classic(void *p, uint64_t iters) {
   uint64_t i;
   for (i = 0; i < iters; ++i) {
     classic_add(&c->ct, c->pool_valf[c->off_c]);
-    pool_next(c, &c->off_c, 1);
+    bc_pool_next(&c->off_c, 1, c->pool);
   }
 }
 
@@ -174,7 +167,7 @@ static void k_addrun_classic(void *p, uint64_t iters) {
   for (i = 0; i < iters; ++i)
     for (j = 0; j < c->B; ++j) {
       classic_add(&c->ct, c->pool_valf[c->off_c]);
-      pool_next(c, &c->off_c, 1);
+      bc_pool_next(&c->off_c, 1, c->pool);
     }
 }
 
@@ -189,7 +182,7 @@ static void k_cycle_per(void *p, uint64_t iters) {
       s = per_buffer_update(&c->buf, c->ids, c->pool_valf + c->off_p, c->B,
                             NULL);
     if (s != PER_OK) c->err = s;
-    pool_next(c, &c->off_p, c->B);
+    bc_pool_next(&c->off_p, c->B, c->pool);
   }
 }
 
@@ -199,7 +192,7 @@ static void k_cycle_classic(void *p, uint64_t iters) {
   for (i = 0; i < iters; ++i) {
     classic_step(&c->ct, c->n, c->B, c->pool_valf + c->off_c, 0.6f, 0.4f, 1e-6f,
                  c->idx_c, c->val_c, c->w_c, c->prio_c);
-    pool_next(c, &c->off_c, c->B);
+    bc_pool_next(&c->off_c, c->B, c->pool);
   }
 }
 
@@ -303,7 +296,7 @@ static void sync_addruns(ctx *c) {
   if (c->have_classic)
     for (i = 0; i < c->n; ++i) {
       classic_add(&c->ct, c->pool_valf[c->off_c]);
-      pool_next(c, &c->off_c, 1);
+      bc_pool_next(&c->off_c, 1, c->pool);
     }
   c->off_p = c->off_c = 0;
 }
