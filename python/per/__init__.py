@@ -1,0 +1,536 @@
+"""per: prioritized experience replay from Python, over per.h.
+
+The same sum tree, samplers, replay buffer and n-step adder as the C
+library (double nodes), with NumPy arrays in and out. For the same config,
+seed and calls, every id, item and weight is the one the C library gives,
+bit for bit, and checkpoints move between C and Python.
+
+    import numpy as np, per
+    buf = per.ReplayBuffer(100_000, {"obs": (np.float32, 4),
+                                     "action": np.int32,
+                                     "reward": np.float32}, seed=1)
+    buf.add(obs=np.zeros(4), action=1, reward=0.5)
+    batch = buf.sample(32)        # fields, "ids" and "weights"
+    buf.update(batch["ids"], td_errors)
+
+A failed call raises per.Error (status, name) and leaves the structure as
+it was; arguments of the wrong type or shape raise TypeError/ValueError
+before anything changes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _per
+from ._per import Error, Rng, crc32c, status_name
+
+__version__: str = _per.PER_VERSION_STRING
+
+END_NONE: int = _per.END_NONE
+END_TERMINATED: int = _per.END_TERMINATED
+END_TRUNCATED: int = _per.END_TRUNCATED
+
+__all__ = [
+    "Error",
+    "Rng",
+    "SumTree",
+    "UniformSampler",
+    "CategoricalSampler",
+    "ReplayBuffer",
+    "NStep",
+    "save_nstep",
+    "load_nstep",
+    "config_default",
+    "status_name",
+    "crc32c",
+    "END_NONE",
+    "END_TERMINATED",
+    "END_TRUNCATED",
+    "__version__",
+]
+
+ItemSpec = Union[np.dtype, str, type, Mapping[str, Any]]
+
+
+def _error(code_name: str, message: str) -> Error:
+    """A per.Error like the C calls raise, for a check made here."""
+    code = getattr(_per, code_name)
+    e = Error(f"{code_name}: {message}")
+    e.status = code
+    e.name = code_name
+    return e
+
+
+def _indices(a: Any, what: str, bits: int) -> np.ndarray:
+    """a as a C-contiguous uint32/uint64 array. Integers outside the
+    type's range raise PER_ERR_INDEX (they would wrap in a cast)."""
+    dt = np.uint32 if bits == 32 else np.uint64
+    arr = np.asarray(a)
+    if arr.dtype == dt:
+        return np.ascontiguousarray(arr).reshape(-1)
+    if arr.dtype.kind not in "iub" and arr.size > 0:
+        raise TypeError(f"{what} must hold integers, not {arr.dtype}")
+    if arr.size and (arr.min() < 0 or int(arr.max()) > np.iinfo(dt).max):
+        raise _error("PER_ERR_INDEX", f"{what} holds values outside "
+                     f"[0, 2^{bits})")
+    return np.ascontiguousarray(arr, dtype=dt).reshape(-1)
+
+
+def _floats(a: Any, what: str, dt: type) -> np.ndarray:
+    arr = np.asarray(a)
+    if arr.dtype.kind not in "fiub" and arr.size > 0:
+        raise TypeError(f"{what} must hold numbers, not {arr.dtype}")
+    return np.ascontiguousarray(arr, dtype=dt).reshape(-1)
+
+
+def _count(n: Any, what: str) -> int:
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"{what} must be an int")
+    return int(n)
+
+
+def config_default(capacity: int, item_size: int) -> Dict[str, Any]:
+    """per_config_default(capacity, item_size) as a dict."""
+    return _per.config_default(capacity, item_size)
+
+
+# ---------------------------------------------------------------------------
+# Sum tree and samplers
+# ---------------------------------------------------------------------------
+
+
+class SumTree(_per._SumTree):
+    """A per_tree of `capacity` leaves (double), all 0 at first.
+
+    set(i, v) / get(i) / total / prefix(i) / find(u) as in C; the batch
+    calls take arrays. Leaf values must be finite, >= 0 and <= 1e290:
+    others raise per.Error (PER_ERR_NAN, PER_ERR_INF, PER_ERR_NEGATIVE,
+    PER_ERR_RANGE) with nothing written.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity)
+
+    def __len__(self) -> int:
+        return self.capacity
+
+    def set_batch(self, idx: Any, val: Any) -> None:
+        """Leaves idx[j] = val[j]; validated first, the last duplicate
+        wins (per_tree_set_batch)."""
+        self._set_batch(_indices(idx, "idx", 32), _floats(val, "val", np.float64))
+
+    def set_range(self, first: int, val: Any) -> None:
+        """Leaves first + j = val[j] (per_tree_set_range)."""
+        self._set_range(first, _floats(val, "val", np.float64))
+
+    def build(self, val: Any) -> None:
+        """Leaf i = val[i], the rest 0, every node recomputed
+        (per_tree_build)."""
+        self._build(_floats(val, "val", np.float64))
+
+    def values(self, idx: Any = None) -> np.ndarray:
+        """The leaves idx (all `capacity` when None), as float64."""
+        if idx is None:
+            nodes = self.nodes()
+            return nodes[self.leaves : self.leaves + self.capacity].copy()
+        i = _indices(idx, "idx", 32)
+        out = np.empty(i.shape[0], np.float64)
+        self._get_into(i, out)
+        return out
+
+    def nodes(self) -> np.ndarray:
+        """A copy of the node array (2L float64, root at 1, leaves at
+        [L, L + capacity)): the layout per_cuda and the C library share."""
+        out = np.empty(2 * self.leaves, np.float64)
+        self._nodes_into(out)
+        return out
+
+    def sample(self, batch_size: int, rng: Rng) -> Tuple[np.ndarray, np.ndarray]:
+        """Stratified batch (per_tree_sample): (leaf indices uint32, their
+        values float64); P(i) = value / total."""
+        B = _count(batch_size, "batch_size")
+        idx = np.empty(max(B, 0), np.uint32)
+        val = np.empty(max(B, 0), np.float64)
+        self._sample(rng, B, idx, val)
+        return idx, val
+
+    def sample_iid(self, k: int, rng: Rng) -> Tuple[np.ndarray, np.ndarray]:
+        """k independent draws proportional to the leaves
+        (per_tree_sample_iid)."""
+        k = _count(k, "k")
+        idx = np.empty(max(k, 0), np.uint32)
+        val = np.empty(max(k, 0), np.float64)
+        self._sample_iid(rng, k, idx, val)
+        return idx, val
+
+
+class UniformSampler(_per._UniformSampler):
+    """Uniform sampling without replacement over [0, n) by partial
+    Fisher-Yates (per_swap): O(1) per draw, n grows with grow(n)."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity)
+
+    def sample(self, k: int, rng: Rng) -> np.ndarray:
+        """k distinct indices in [0, n), uniform, in random order."""
+        k = _count(k, "k")
+        out = np.empty(max(k, 0), np.uint32)
+        self._sample(rng, k, out)
+        return out
+
+
+class CategoricalSampler(_per._CategoricalSampler):
+    """Sampling without replacement proportional to a SumTree's leaves
+    (per_cat), for batches up to max_k."""
+
+    def __init__(self, max_k: int) -> None:
+        super().__init__(max_k)
+
+    def sample(self, tree: SumTree, k: int, rng: Rng) -> Tuple[np.ndarray, np.ndarray]:
+        """k distinct leaves by successive sampling, in pick order: (indices
+        uint32, values float64). The tree is unchanged afterwards."""
+        k = _count(k, "k")
+        idx = np.empty(max(k, 0), np.uint32)
+        val = np.empty(max(k, 0), np.float64)
+        self._sample(tree, rng, k, idx, val)
+        return idx, val
+
+
+# ---------------------------------------------------------------------------
+# Replay buffer
+# ---------------------------------------------------------------------------
+
+
+def _item_dtype(item: ItemSpec) -> np.dtype:
+    """The structured dtype of one stored item. A dict maps field names to
+    a dtype, a (dtype, shape) pair or an example array; a dtype without
+    fields becomes the single field "item"."""
+    if isinstance(item, Mapping):
+        fields = []
+        for name, spec in item.items():
+            if isinstance(spec, np.ndarray):
+                fields.append((name, spec.dtype, spec.shape))
+            elif isinstance(spec, tuple) and len(spec) == 2:
+                dt, shape = spec
+                shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+                fields.append((name, np.dtype(dt), shape))
+            else:
+                fields.append((name, np.dtype(spec), ()))
+        if not fields:
+            raise ValueError("an item needs at least one field")
+        dt = np.dtype(fields)
+    else:
+        dt = np.dtype(item)
+        if dt.names is None:
+            dt = np.dtype([("item", dt)])
+    if dt.hasobject:
+        raise TypeError("items are stored as bytes: no Python objects in the dtype")
+    return dt
+
+
+class ReplayBuffer(_per._Buffer):
+    """A prioritized replay buffer (per_buffer) of `capacity` items.
+
+    `item` describes one item: a structured NumPy dtype, or a dict of
+    field name -> dtype, (dtype, shape) or example array. The keyword
+    arguments are per_config's fields with the C defaults (alpha = 0 is
+    uniform replay, 0 is a value like any other). Flags are keywords:
+    weights_buffer_max (PER_WEIGHTS_BUFFER_MAX), cross_episodes
+    (PER_SEQ_CROSS_EPISODES). max_unique=None takes the C default
+    (min(capacity, 65536)).
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        item: ItemSpec,
+        *,
+        alpha: float = 0.6,
+        beta0: float = 0.4,
+        beta1: float = 1.0,
+        beta_steps: int = 200_000,
+        eps: float = 1e-6,
+        max_priority: float = 1.0,
+        seed: int = 0,
+        weights_buffer_max: bool = False,
+        max_unique: Optional[int] = None,
+        seq_len: int = 0,
+        seq_stride: int = 0,
+        seq_eta: float = 0.9,
+        cross_episodes: bool = False,
+    ) -> None:
+        dt = _item_dtype(item)
+        capacity = _count(capacity, "capacity")
+        if max_unique is None:
+            # the C default; a capacity C refuses is reported by the init
+            # below, not here
+            max_unique = (config_default(capacity, dt.itemsize)["max_unique"]
+                          if 0 < capacity <= 2**31 else 1)
+        flags = (_per.WEIGHTS_BUFFER_MAX if weights_buffer_max else 0) | (
+            _per.SEQ_CROSS_EPISODES if cross_episodes else 0)
+        super().__init__(capacity, dt.itemsize, float(alpha), float(beta0),
+                         float(beta1), beta_steps, float(eps),
+                         float(max_priority), seed, flags, max_unique,
+                         seq_len, seq_stride, float(seq_eta))
+        self.dtype: np.dtype = dt
+
+    # -- adding ------------------------------------------------------------
+
+    def _records(self, item: Any, fields: Dict[str, Any]) -> np.ndarray:
+        """The items to add as a 1-D contiguous array of self.dtype."""
+        dt = self.dtype
+        if item is not None and fields:
+            raise TypeError("pass the item(s) or fields as keywords, not both")
+        if item is None:
+            item = fields
+        if isinstance(item, Mapping):
+            names = set(dt.names)
+            got = set(item.keys())
+            if got != names:
+                missing, extra = sorted(names - got), sorted(got - names)
+                raise ValueError(f"fields do not match the item: missing "
+                                 f"{missing}, unknown {extra}")
+            n = None
+            values = {}
+            for name in dt.names:
+                v = np.asarray(item[name])
+                fshape = dt[name].shape
+                if v.shape == fshape:
+                    m = None
+                elif v.shape[1:] == fshape and v.ndim == len(fshape) + 1:
+                    m = v.shape[0]
+                else:
+                    raise ValueError(f"field {name!r}: shape {v.shape}, the "
+                                     f"item's is {fshape}")
+                if n is not None and m != n:
+                    raise ValueError("fields hold different numbers of items")
+                n = m
+                values[name] = v
+            rec = np.empty(1 if n is None else n, dt)
+            for name, v in values.items():
+                rec[name] = v
+            return rec
+        arr = np.asarray(item)
+        if arr.dtype != dt:
+            if dt.names == ("item",) and arr.dtype.names is None:
+                shape = dt["item"].shape
+                one = arr.shape == shape
+                rec = np.empty(1 if one else arr.shape[0], dt)
+                rec["item"] = arr
+                return rec
+            raise TypeError(f"items must have the buffer's dtype {dt}, not {arr.dtype}")
+        if arr.ndim > 1:
+            raise ValueError("items: a record or a 1-D array of records")
+        return np.ascontiguousarray(arr.reshape(-1))
+
+    def add(self, item: Any = None, *, ends: Any = None, **fields: Any) -> None:
+        """Store one item or a batch, as one trajectory.
+
+        item: a record or 1-D array of self.dtype, or a dict of field ->
+        value (one item) or field -> array with a leading batch axis; the
+        fields may also be keywords: add(obs=o, action=a, ...). ends: None
+        (no episode end), an END_* int for the last item of the batch, or
+        one END_* per item. New items get the largest priority seen."""
+        rec = self._records(item, fields)
+        n = rec.shape[0]
+        e = None
+        if ends is not None:
+            ea = np.asarray(ends)
+            if ea.dtype.kind not in "iub":
+                raise TypeError("ends must be END_* integers")
+            if ea.ndim == 0:
+                ea = np.concatenate([np.zeros(max(n - 1, 0), np.int64), ea.reshape(1)])
+            if ea.shape != (n,):
+                raise ValueError(f"{n} items but {ea.size} ends")
+            if ea.size and (ea.min() < 0 or ea.max() > 255):
+                raise _error("PER_ERR_ARG", "an end is not an END_* value")
+            e = np.ascontiguousarray(ea, dtype=np.uint8)
+        if n == 0:
+            return
+        self._add(rec, e)
+
+    # -- sampling ----------------------------------------------------------
+
+    def sample(
+        self,
+        batch_size: int,
+        *,
+        unique: bool = False,
+        beta: Optional[float] = None,
+        window: int = 0,
+        trajectories: bool = False,
+        sequences: bool = False,
+    ) -> Dict[str, np.ndarray]:
+        """Draw batch_size items (per_buffer_sample): a dict of the item's
+        fields (leading axis batch_size; with sequences, (batch_size,
+        seq_len)), "ids" (uint64, for update) and "weights" (float32 IS
+        weights, max 1), and with sequences "mask" (bool, False after an
+        episode's end). unique: distinct items; beta: this beta instead of
+        the schedule; window: only the `window` newest items (or
+        trajectories, with trajectories=True); sequences: seq_len steps
+        each. The arrays are views of one record array: no copies."""
+        B = _count(batch_size, "batch_size")
+        window = _count(window, "window")
+        flags = 0
+        b = 0.0
+        if unique:
+            flags |= _per.SAMPLE_UNIQUE
+        if beta is not None:
+            flags |= _per.SAMPLE_BETA
+            b = float(beta)
+        if trajectories:
+            flags |= _per.SAMPLE_TRAJECTORIES
+        L = 1
+        if sequences:
+            flags |= _per.SAMPLE_SEQUENCES
+            L = max(self.config["seq_len"], 1)
+        Bn = max(B, 0)
+        rec = np.empty((Bn, L) if sequences else Bn, self.dtype)
+        ids = np.empty(Bn, np.uint64)
+        weights = np.empty(Bn, np.float32)
+        mask = np.empty((Bn, L), np.uint8) if sequences else None
+        self._sample(B, flags, b, window, rec, ids, weights, mask)
+        out = {name: rec[name] for name in self.dtype.names}
+        out["ids"] = ids
+        out["weights"] = weights
+        if mask is not None:
+            out["mask"] = mask.view(np.bool_)
+        return out
+
+    def update(self, ids: Any, td: Any) -> int:
+        """Priorities (|td| + eps)^alpha for the sampled ids
+        (per_buffer_update; td is rounded to float32 as in C). Returns how
+        many ids were stale (their slot overwritten since the draw)."""
+        return self._update(_indices(ids, "ids", 64), _floats(td, "td", np.float32), False)
+
+    def update_sequences(self, ids: Any, td: Any) -> int:
+        """per_buffer_update_seq: td holds seq_len values per id, shape
+        (len(ids), seq_len)."""
+        return self._update(_indices(ids, "ids", 64), _floats(td, "td", np.float32), True)
+
+    # -- state -------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def capacity(self) -> int:
+        return self.config["capacity"]
+
+    @property
+    def step(self) -> int:
+        """Sample calls so far (the beta schedule's clock)."""
+        return self.counters["step"]
+
+    @property
+    def added(self) -> int:
+        """Items added in total."""
+        return self.counters["added"]
+
+    @property
+    def storage(self) -> np.ndarray:
+        """The item ring, slots [0, len(self)), as a read-only view (no
+        copy): slot order, not age order."""
+        return np.frombuffer(self, dtype=self.dtype)[: self.size]
+
+    def priorities(self) -> np.ndarray:
+        """A copy of the leaves of slots [0, capacity) (0 where empty)."""
+        out = np.empty(self.capacity, np.float64)
+        self._leaves_into(out, False)
+        return out
+
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        """per_buffer_save: the whole state, atomically replacing path."""
+        self._save(os.fspath(path))
+
+    def load(self, path: Union[str, os.PathLike]) -> None:
+        """per_buffer_load: replace the state with the file's (validated
+        completely first; the buffer is unchanged on error)."""
+        self._load(os.fspath(path))
+
+    def load_shard(self, path: Union[str, os.PathLike], rank: int, world: int) -> None:
+        """per_buffer_load_shard: items rank, rank + world, ... of the file."""
+        self._load_shard(os.fspath(path), rank, world)
+
+
+# ---------------------------------------------------------------------------
+# n-step adder
+# ---------------------------------------------------------------------------
+
+
+def _shape(s: Any) -> Tuple[int, ...]:
+    return (int(s),) if isinstance(s, (int, np.integer)) else tuple(int(x) for x in s)
+
+
+class NStep(_per._NStep):
+    """Turns environment steps into n-step items (per_nstep): obs, action,
+    reward (discounted sum), discount (gamma^m), done, next_obs.
+
+    item_dtype is the dtype of the items it emits: make the buffer with
+    ReplayBuffer(capacity, adder.item_dtype)."""
+
+    def __init__(
+        self,
+        n: int,
+        gamma: float,
+        obs_shape: Any = (),
+        obs_dtype: Any = np.float32,
+        action_shape: Any = (),
+        action_dtype: Any = np.int32,
+    ) -> None:
+        self.obs_dtype = np.dtype(obs_dtype)
+        self.obs_shape = _shape(obs_shape)
+        self.action_dtype = np.dtype(action_dtype)
+        self.action_shape = _shape(action_shape)
+        obs_size = self.obs_dtype.itemsize * int(np.prod(self.obs_shape, dtype=np.int64))
+        act_size = self.action_dtype.itemsize * int(np.prod(self.action_shape, dtype=np.int64))
+        super().__init__(n, float(gamma), obs_size, act_size)
+        lay = self.layout
+        self.item_dtype: np.dtype = np.dtype({
+            "names": ["obs", "action", "reward", "discount", "done", "next_obs"],
+            "formats": [(self.obs_dtype, self.obs_shape),
+                        (self.action_dtype, self.action_shape), np.float32,
+                        np.float32, np.uint32, (self.obs_dtype, self.obs_shape)],
+            "offsets": [lay["obs"], lay["action"], lay["reward"],
+                        lay["discount"], lay["done"], lay["next_obs"]],
+            "itemsize": lay["size"],
+        })
+
+    @staticmethod
+    def _array(o: Any, dtype: np.dtype, shape: Tuple[int, ...], what: str) -> np.ndarray:
+        a = np.asarray(o, dtype=dtype)
+        if a.shape != shape:
+            raise ValueError(f"{what}: shape {a.shape}, expected {shape}")
+        return a if a.flags.c_contiguous else a.copy()
+
+    def step(self, buffer: ReplayBuffer, obs: Any, action: Any, reward: float,
+             next_obs: Any, terminated: bool = False, truncated: bool = False) -> None:
+        """One environment step (per_nstep_step): emits to buffer the items
+        that are complete."""
+        self._step(buffer, self._array(obs, self.obs_dtype, self.obs_shape, "obs"),
+                   self._array(action, self.action_dtype, self.action_shape, "action"),
+                   float(reward),
+                   self._array(next_obs, self.obs_dtype, self.obs_shape, "next_obs"),
+                   bool(terminated), bool(truncated))
+
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        """The pending steps of this adder (save_nstep([self], path))."""
+        _per.nstep_save([self], os.fspath(path))
+
+    def load(self, path: Union[str, os.PathLike]) -> None:
+        _per.nstep_load([self], os.fspath(path))
+
+
+def save_nstep(adders: Sequence[NStep], path: Union[str, os.PathLike]) -> None:
+    """per_nstep_save: the pending steps of several adders in one file."""
+    _per.nstep_save(list(adders), os.fspath(path))
+
+
+def load_nstep(adders: Sequence[NStep], path: Union[str, os.PathLike]) -> None:
+    """per_nstep_load: the file's pending steps into adders made with the
+    same configs (all unchanged on error)."""
+    _per.nstep_load(list(adders), os.fspath(path))

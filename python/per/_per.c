@@ -1,0 +1,1344 @@
+/* per._per: the CPython extension over per.h (double nodes). The types
+   here take and fill buffer-protocol objects (NumPy arrays, bytearray,
+   memoryview) in place; per/__init__.py allocates and converts the NumPy
+   arrays, so this file needs no NumPy header. Every call holds the GIL:
+   a per structure is not safe for concurrent use, and the GIL is what
+   keeps two Python threads out of one. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+/* Private copy: this module's symbols cannot collide with another
+   extension that also embeds per.h. */
+#define PER_STATIC
+#define PER_IMPLEMENTATION
+#include "per.h"
+
+static PyObject *per_error; /* per.Error */
+
+/* The enum's names, from the same list as the enum. */
+#define PYPER_NAME(name, msg) #name,
+static const char *const status_names[] = {PER_STATUS_LIST(PYPER_NAME)};
+#undef PYPER_NAME
+
+static const char *status_name(per_status s) {
+  return (unsigned)s < (unsigned)PER_STATUS_COUNT ? status_names[s]
+                                                  : "PER_ERR_UNKNOWN";
+}
+
+/* Raise per.Error for status s: message "NAME: what (where)", attributes
+   status (the int) and name. Returns NULL for `return raise(...)`. */
+static PyObject *raise_status(per_status s, const char *where) {
+  PyObject *msg, *exc, *code, *name;
+  msg = PyUnicode_FromFormat("%s: %s (%s)", status_name(s), per_status_str(s),
+                             where);
+  if (!msg) return NULL;
+  exc = PyObject_CallOneArg(per_error, msg);
+  Py_DECREF(msg);
+  if (!exc) return NULL;
+  code = PyLong_FromLong((long)s);
+  name = PyUnicode_FromString(status_name(s));
+  if (!code || !name || PyObject_SetAttrString(exc, "status", code) < 0 ||
+      PyObject_SetAttrString(exc, "name", name) < 0) {
+    Py_XDECREF(code);
+    Py_XDECREF(name);
+    Py_DECREF(exc);
+    return NULL;
+  }
+  Py_DECREF(code);
+  Py_DECREF(name);
+  PyErr_SetObject(per_error, exc);
+  Py_DECREF(exc);
+  return NULL;
+}
+
+#define CHECK(call, where)                              \
+  do {                                                  \
+    per_status s_ = (call);                             \
+    if (s_ != PER_OK) return raise_status(s_, (where)); \
+  } while (0)
+
+/* ---------------------------------------------------------------------
+   Arrays through the buffer protocol
+   --------------------------------------------------------------------- */
+
+/* A C-contiguous buffer of elements of `kind` ('u' unsigned integer, 'f'
+   floating point, 0 any bytes) and `size` bytes each, in native byte
+   order. On success *n is the element count (bytes / size). Sets a
+   TypeError or ValueError and returns -1 otherwise (view released). */
+static int get_array(PyObject *obj, int writable, char kind, Py_ssize_t size,
+                     const char *what, Py_buffer *view, Py_ssize_t *n) {
+  int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0) |
+              (kind ? PyBUF_FORMAT : 0);
+  if (PyObject_GetBuffer(obj, view, flags) < 0) return -1;
+  if (kind) {
+    const char *f = view->format ? view->format : "B";
+    char c;
+    int ok;
+    /* native order only: '<' on a little-endian host, '>' or '!' on a
+       big-endian one */
+    if (*f == '@' || *f == '=' || *f == (PY_BIG_ENDIAN ? '>' : '<') ||
+        (PY_BIG_ENDIAN && *f == '!'))
+      f++;
+    c = f[0];
+    ok = f[1] == 0 && view->itemsize == size;
+    if (kind == 'u') ok = ok && strchr("BHILQN", c) && c != 0;
+    else ok = ok && (c == 'f' || c == 'd');
+    if (!ok) {
+      PyErr_Format(PyExc_TypeError,
+                   "%s: expected a C-contiguous array of %s%d-bit values, "
+                   "got format '%s' with %zd-byte elements",
+                   what, kind == 'u' ? "unsigned " : "float ", (int)(size * 8),
+                   view->format ? view->format : "B", view->itemsize);
+      PyBuffer_Release(view);
+      return -1;
+    }
+  }
+  if (view->len % size != 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: %zd bytes is not a whole number of "
+                 "%zd-byte elements",
+                 what, view->len, size);
+    PyBuffer_Release(view);
+    return -1;
+  }
+  *n = view->len / size;
+  return 0;
+}
+
+/* n must fit in a uint32_t count. */
+static int count32(Py_ssize_t n, const char *what) {
+  if ((uint64_t)n > UINT32_MAX) {
+    PyErr_Format(PyExc_ValueError, "%s: %zd elements, at most 2^32 - 1", what,
+                 n);
+    return -1;
+  }
+  return 0;
+}
+
+/* An integer (anything with __index__: int, NumPy integers) in [0,
+   2^bits) into *out; else a TypeError or OverflowError and -1. */
+static int to_uint(PyObject *o, int bits, uint64_t *out, const char *what) {
+  unsigned long long v;
+  PyObject *i = PyNumber_Index(o);
+  if (!i) return -1;
+  v = PyLong_AsUnsignedLongLong(i);
+  Py_DECREF(i);
+  if ((v == (unsigned long long)-1 && PyErr_Occurred()) ||
+      (bits < 64 && v >> bits)) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_OverflowError, "%s must be in [0, 2^%d)", what, bits);
+    return -1;
+  }
+  *out = (uint64_t)v;
+  return 0;
+}
+
+static int to_u32(PyObject *o, uint32_t *out, const char *what) {
+  uint64_t v;
+  if (to_uint(o, 32, &v, what) < 0) return -1;
+  *out = (uint32_t)v;
+  return 0;
+}
+
+static int conv_u32(PyObject *o, void *p) {
+  return to_u32(o, (uint32_t *)p, "argument") == 0;
+}
+static int conv_u64(PyObject *o, void *p) {
+  return to_uint(o, 64, (uint64_t *)p, "argument") == 0;
+}
+
+/* 1 when an object's init succeeded; else a RuntimeError (a subclass
+   whose __init__ did not call the base's) and 0. */
+static int is_ready(int ready, const char *type) {
+  if (!ready) PyErr_Format(PyExc_RuntimeError, "%s not initialised", type);
+  return ready;
+}
+
+/* The type object of a type with NAME_init, NAME_dealloc, NAME_methods
+   and NAME_getset, subclassed in per/__init__.py. */
+#define STRUCT_TYPE(NAME, OBJ, PYNAME)                             \
+  static PyTypeObject NAME##Type = {                               \
+      PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per._per." PYNAME, \
+      .tp_basicsize = sizeof(OBJ),                                 \
+      .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,        \
+      .tp_new = PyType_GenericNew,                                 \
+      .tp_init = (initproc)NAME##_init,                            \
+      .tp_dealloc = (destructor)NAME##_dealloc,                    \
+      .tp_methods = NAME##_methods,                                \
+      .tp_getset = NAME##_getset}
+
+/* The __init__ and dealloc of a type whose per structure (field F of
+   object type OBJ) is made from one count (capacity or max_k) by
+   INIT(&F, count, NULL) and released by FREE(&F). A second __init__
+   releases the first one's structure; `ready` is 1 only after a
+   successful init. */
+#define COUNT_TYPE(NAME, OBJ, F, INIT, FREE, LABEL, KW)                       \
+  static void NAME##_dealloc(OBJ *self) {                                     \
+    FREE(&self->F);                                                           \
+    Py_TYPE(self)->tp_free((PyObject *)self);                                 \
+  }                                                                           \
+  static int NAME##_init(OBJ *self, PyObject *args, PyObject *kw) {           \
+    static char *kwlist[] = {KW, NULL};                                       \
+    uint32_t n;                                                               \
+    per_status s;                                                             \
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:" LABEL, kwlist, conv_u32, \
+                                     &n))                                     \
+      return -1;                                                              \
+    FREE(&self->F);                                                           \
+    self->ready = 0;                                                          \
+    if ((s = INIT(&self->F, n, NULL)) != PER_OK) {                            \
+      raise_status(s, LABEL);                                                 \
+      return -1;                                                              \
+    }                                                                         \
+    self->ready = 1;                                                          \
+    return 0;                                                                 \
+  }
+
+/* ---------------------------------------------------------------------
+   Rng: a per_rng stream
+   --------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD per_rng r;
+} RngObject;
+
+static int Rng_init(RngObject *self, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"seed", NULL};
+  uint64_t seed = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|O&:Rng", kwlist, conv_u64,
+                                   &seed))
+    return -1;
+  per_rng_init(&self->r, seed);
+  return 0;
+}
+
+static PyObject *Rng_u32(RngObject *self, PyObject *unused) {
+  (void)unused;
+  return PyLong_FromUnsignedLong(per_rng_u32(&self->r));
+}
+
+static PyObject *Rng_below(RngObject *self, PyObject *arg) {
+  uint32_t n;
+  if (to_u32(arg, &n, "n") < 0) return NULL;
+  if (n == 0) {
+    PyErr_SetString(PyExc_ValueError, "n must be >= 1");
+    return NULL;
+  }
+  return PyLong_FromUnsignedLong(per_rng_below(&self->r, n));
+}
+
+static PyObject *Rng_random(RngObject *self, PyObject *unused) {
+  (void)unused;
+  return PyFloat_FromDouble(per_rng_double(&self->r));
+}
+
+static PyObject *Rng_get_seed(RngObject *self, void *c) {
+  (void)c;
+  return PyLong_FromUnsignedLongLong(self->r.seed);
+}
+static PyObject *Rng_get_counter(RngObject *self, void *c) {
+  (void)c;
+  return PyLong_FromUnsignedLongLong(self->r.counter);
+}
+static PyObject *Rng_get_state(RngObject *self, void *c) {
+  (void)c;
+  return PyBytes_FromStringAndSize((const char *)&self->r, sizeof self->r);
+}
+static int Rng_set_state(RngObject *self, PyObject *v, void *c) {
+  Py_buffer view;
+  Py_ssize_t n;
+  per_rng r;
+  (void)c;
+  if (!v) {
+    PyErr_SetString(PyExc_TypeError, "state cannot be deleted");
+    return -1;
+  }
+  if (get_array(v, 0, 0, 1, "state", &view, &n) < 0) return -1;
+  if (n != (Py_ssize_t)sizeof r) {
+    PyBuffer_Release(&view);
+    PyErr_Format(PyExc_ValueError, "state: %zd bytes, expected %zd", n,
+                 (Py_ssize_t)sizeof r);
+    return -1;
+  }
+  memcpy(&r, view.buf, sizeof r);
+  PyBuffer_Release(&view);
+  if (r.avail > 4 || r.pad != 0) {
+    PyErr_SetString(PyExc_ValueError, "state: not an Rng state");
+    return -1;
+  }
+  self->r = r;
+  return 0;
+}
+
+static PyMethodDef Rng_methods[] = {
+    {"u32", (PyCFunction)Rng_u32, METH_NOARGS,
+     "u32() -> int: the stream's next 32-bit word."},
+    {"below", (PyCFunction)Rng_below, METH_O,
+     "below(n) -> int: uniform in [0, n), n >= 1 (one word, Lemire)."},
+    {"random", (PyCFunction)Rng_random, METH_NOARGS,
+     "random() -> float: uniform in [0, 1) from two words (53 bits)."},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Rng_getset[] = {
+    {"seed", (getter)Rng_get_seed, NULL, "the stream's key", NULL},
+    {"counter", (getter)Rng_get_counter, NULL, "next Philox block", NULL},
+    {"state", (getter)Rng_get_state, (setter)Rng_set_state,
+     "the whole position (bytes of per_rng): save it and set it back to "
+     "replay the stream",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject RngType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per._per.Rng",
+    .tp_basicsize = sizeof(RngObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Rng(seed=0): per's counter-based Philox4x32-10 stream, the "
+              "one per_rng_init(seed) starts in C.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Rng_init,
+    .tp_methods = Rng_methods,
+    .tp_getset = Rng_getset,
+};
+
+static per_rng *rng_of(PyObject *o) {
+  if (!PyObject_TypeCheck(o, &RngType)) {
+    PyErr_SetString(PyExc_TypeError, "rng must be a per.Rng");
+    return NULL;
+  }
+  return &((RngObject *)o)->r;
+}
+
+/* ---------------------------------------------------------------------
+   SumTree: a per_tree
+   --------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD per_tree t;
+  int ready;
+} TreeObject;
+
+COUNT_TYPE(Tree, TreeObject, t, per_tree_init, per_tree_free, "SumTree",
+           "capacity")
+
+#define tree_ready(o) is_ready((o)->ready, "SumTree")
+
+static PyObject *Tree_set(TreeObject *self, PyObject *args) {
+  uint32_t i;
+  double v;
+  if (!tree_ready(self) || !PyArg_ParseTuple(args, "O&d:set", conv_u32, &i, &v))
+    return NULL;
+  CHECK(per_tree_set(&self->t, i, v), "SumTree.set");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Tree_set_batch(TreeObject *self, PyObject *args) {
+  PyObject *io, *vo;
+  Py_buffer iv, vv;
+  Py_ssize_t ni, nv;
+  per_status s;
+  if (!tree_ready(self) || !PyArg_ParseTuple(args, "OO:set_batch", &io, &vo))
+    return NULL;
+  if (get_array(io, 0, 'u', 4, "idx", &iv, &ni) < 0) return NULL;
+  if (get_array(vo, 0, 'f', 8, "val", &vv, &nv) < 0) {
+    PyBuffer_Release(&iv);
+    return NULL;
+  }
+  if (ni != nv) {
+    PyBuffer_Release(&iv);
+    PyBuffer_Release(&vv);
+    PyErr_Format(PyExc_ValueError, "idx has %zd entries, val %zd", ni, nv);
+    return NULL;
+  }
+  s = per_tree_set_batch(&self->t, (const uint32_t *)iv.buf,
+                         (const double *)vv.buf, (size_t)ni);
+  PyBuffer_Release(&iv);
+  PyBuffer_Release(&vv);
+  CHECK(s, "SumTree.set_batch");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Tree_set_range(TreeObject *self, PyObject *args) {
+  uint32_t first;
+  PyObject *vo;
+  Py_buffer vv;
+  Py_ssize_t nv;
+  per_status s;
+  if (!tree_ready(self) ||
+      !PyArg_ParseTuple(args, "O&O:set_range", conv_u32, &first, &vo))
+    return NULL;
+  if (get_array(vo, 0, 'f', 8, "val", &vv, &nv) < 0) return NULL;
+  s = per_tree_set_range(&self->t, first, (const double *)vv.buf, (size_t)nv);
+  PyBuffer_Release(&vv);
+  CHECK(s, "SumTree.set_range");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Tree_build(TreeObject *self, PyObject *vo) {
+  Py_buffer vv;
+  Py_ssize_t nv;
+  per_status s;
+  if (!tree_ready(self)) return NULL;
+  if (get_array(vo, 0, 'f', 8, "val", &vv, &nv) < 0) return NULL;
+  if (count32(nv, "val") < 0) {
+    PyBuffer_Release(&vv);
+    return NULL;
+  }
+  s = per_tree_build(&self->t, (const double *)vv.buf, (uint32_t)nv);
+  PyBuffer_Release(&vv);
+  CHECK(s, "SumTree.build");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Tree_get(TreeObject *self, PyObject *arg) {
+  uint32_t i;
+  if (!tree_ready(self) || to_u32(arg, &i, "i") < 0) return NULL;
+  if (i >= self->t.capacity) return raise_status(PER_ERR_INDEX, "SumTree.get");
+  return PyFloat_FromDouble(per_tree_get(&self->t, i));
+}
+
+/* get_into(idx, out): out[j] = leaf idx[j]; validated first. */
+static PyObject *Tree_get_into(TreeObject *self, PyObject *args) {
+  PyObject *io, *oo;
+  Py_buffer iv, ov;
+  Py_ssize_t ni, no, j;
+  const uint32_t *idx;
+  double *out;
+  if (!tree_ready(self) || !PyArg_ParseTuple(args, "OO:get_into", &io, &oo))
+    return NULL;
+  if (get_array(io, 0, 'u', 4, "idx", &iv, &ni) < 0) return NULL;
+  if (get_array(oo, 1, 'f', 8, "out", &ov, &no) < 0) {
+    PyBuffer_Release(&iv);
+    return NULL;
+  }
+  idx = (const uint32_t *)iv.buf;
+  out = (double *)ov.buf;
+  for (j = 0; j < ni; j++)
+    if (idx[j] >= self->t.capacity) break;
+  if (ni != no || j < ni) {
+    PyBuffer_Release(&iv);
+    PyBuffer_Release(&ov);
+    if (ni != no) {
+      PyErr_Format(PyExc_ValueError, "idx has %zd entries, out %zd", ni, no);
+      return NULL;
+    }
+    return raise_status(PER_ERR_INDEX, "SumTree.get");
+  }
+  for (j = 0; j < ni; j++) out[j] = per_tree_get(&self->t, idx[j]);
+  PyBuffer_Release(&iv);
+  PyBuffer_Release(&ov);
+  Py_RETURN_NONE;
+}
+
+/* nodes_into(out): the whole node array, 2L doubles. */
+static PyObject *Tree_nodes_into(TreeObject *self, PyObject *oo) {
+  Py_buffer ov;
+  Py_ssize_t no;
+  if (!tree_ready(self)) return NULL;
+  if (get_array(oo, 1, 'f', 8, "out", &ov, &no) < 0) return NULL;
+  if (no != 2 * (Py_ssize_t)self->t.leaves) {
+    PyBuffer_Release(&ov);
+    PyErr_Format(PyExc_ValueError, "out has %zd entries, the tree %zd", no,
+                 2 * (Py_ssize_t)self->t.leaves);
+    return NULL;
+  }
+  memcpy(ov.buf, self->t.node, (size_t)no * sizeof(double));
+  PyBuffer_Release(&ov);
+  Py_RETURN_NONE;
+}
+
+static PyObject *Tree_prefix(TreeObject *self, PyObject *arg) {
+  uint32_t i;
+  if (!tree_ready(self) || to_u32(arg, &i, "i") < 0) return NULL;
+  return PyFloat_FromDouble(per_tree_prefix(&self->t, i));
+}
+
+static PyObject *Tree_find(TreeObject *self, PyObject *arg) {
+  double u = PyFloat_AsDouble(arg);
+  uint32_t idx;
+  if (!tree_ready(self) || (u == -1.0 && PyErr_Occurred())) return NULL;
+  CHECK(per_tree_find(&self->t, u, &idx), "SumTree.find");
+  return PyLong_FromUnsignedLong(idx);
+}
+
+/* The output pair (idx, val) of the sampling calls: k entries each, val
+   may be None. */
+static int get_outputs(PyObject *io, PyObject *vo, Py_ssize_t k, Py_buffer *iv,
+                       Py_buffer *vv, int *have_val) {
+  Py_ssize_t ni, nv = k;
+  if (get_array(io, 1, 'u', 4, "idx", iv, &ni) < 0) return -1;
+  *have_val = vo != Py_None;
+  if (*have_val && get_array(vo, 1, 'f', 8, "val", vv, &nv) < 0) {
+    PyBuffer_Release(iv);
+    return -1;
+  }
+  if (ni != k || nv != k) {
+    PyBuffer_Release(iv);
+    if (*have_val) PyBuffer_Release(vv);
+    PyErr_Format(PyExc_ValueError,
+                 "outputs hold %zd and %zd entries; the batch is %zd", ni, nv,
+                 k);
+    return -1;
+  }
+  return 0;
+}
+
+/* _sample(rng, B, idx_out, val_out): per_tree_sample (stratified), or
+   per_tree_sample_iid when iid. */
+static PyObject *tree_draw(TreeObject *self, PyObject *args, int iid) {
+  PyObject *ro, *io, *vo;
+  uint32_t B;
+  Py_buffer iv, vv;
+  int hv;
+  per_rng *rng;
+  per_status s;
+  if (!tree_ready(self) ||
+      !PyArg_ParseTuple(args, "OO&OO:sample", &ro, conv_u32, &B, &io, &vo))
+    return NULL;
+  if (!(rng = rng_of(ro))) return NULL;
+  if (get_outputs(io, vo, B, &iv, &vv, &hv) < 0) return NULL;
+  s = (iid ? per_tree_sample_iid : per_tree_sample)(
+      &self->t, rng, B, (uint32_t *)iv.buf, hv ? (double *)vv.buf : NULL);
+  PyBuffer_Release(&iv);
+  if (hv) PyBuffer_Release(&vv);
+  CHECK(s, iid ? "SumTree.sample_iid" : "SumTree.sample");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Tree_sample(TreeObject *self, PyObject *args) {
+  return tree_draw(self, args, 0);
+}
+
+static PyObject *Tree_sample_iid(TreeObject *self, PyObject *args) {
+  return tree_draw(self, args, 1);
+}
+
+static PyObject *Tree_check(TreeObject *self, PyObject *unused) {
+  (void)unused;
+  if (!tree_ready(self)) return NULL;
+  CHECK(per_tree_check(&self->t), "SumTree.check");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Tree_clear(TreeObject *self, PyObject *unused) {
+  (void)unused;
+  if (!tree_ready(self)) return NULL;
+  per_tree_clear(&self->t);
+  Py_RETURN_NONE;
+}
+
+static PyObject *Tree_get_total(TreeObject *self, void *c) {
+  (void)c;
+  if (!tree_ready(self)) return NULL;
+  return PyFloat_FromDouble(per_tree_total(&self->t));
+}
+static PyObject *Tree_get_capacity(TreeObject *self, void *c) {
+  (void)c;
+  return PyLong_FromUnsignedLong(self->t.capacity);
+}
+static PyObject *Tree_get_leaves(TreeObject *self, void *c) {
+  (void)c;
+  return PyLong_FromUnsignedLong(self->t.leaves);
+}
+
+static PyMethodDef Tree_methods[] = {
+    {"set", (PyCFunction)Tree_set, METH_VARARGS, NULL},
+    {"_set_batch", (PyCFunction)Tree_set_batch, METH_VARARGS, NULL},
+    {"_set_range", (PyCFunction)Tree_set_range, METH_VARARGS, NULL},
+    {"_build", (PyCFunction)Tree_build, METH_O, NULL},
+    {"get", (PyCFunction)Tree_get, METH_O, NULL},
+    {"_get_into", (PyCFunction)Tree_get_into, METH_VARARGS, NULL},
+    {"_nodes_into", (PyCFunction)Tree_nodes_into, METH_O, NULL},
+    {"prefix", (PyCFunction)Tree_prefix, METH_O, NULL},
+    {"find", (PyCFunction)Tree_find, METH_O, NULL},
+    {"_sample", (PyCFunction)Tree_sample, METH_VARARGS, NULL},
+    {"_sample_iid", (PyCFunction)Tree_sample_iid, METH_VARARGS, NULL},
+    {"check", (PyCFunction)Tree_check, METH_NOARGS, NULL},
+    {"clear", (PyCFunction)Tree_clear, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Tree_getset[] = {
+    {"total", (getter)Tree_get_total, NULL, NULL, NULL},
+    {"capacity", (getter)Tree_get_capacity, NULL, NULL, NULL},
+    {"leaves", (getter)Tree_get_leaves, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+STRUCT_TYPE(Tree, TreeObject, "_SumTree");
+
+/* ---------------------------------------------------------------------
+   UniformSampler (per_swap) and CategoricalSampler (per_cat)
+   --------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD per_swap s;
+  int ready;
+} SwapObject;
+
+COUNT_TYPE(Swap, SwapObject, s, per_swap_init, per_swap_free, "UniformSampler",
+           "capacity")
+
+#define swap_ready(o) is_ready((o)->ready, "UniformSampler")
+
+static PyObject *Swap_grow(SwapObject *self, PyObject *arg) {
+  uint32_t n;
+  if (!swap_ready(self) || to_u32(arg, &n, "n") < 0) return NULL;
+  CHECK(per_swap_grow(&self->s, n), "UniformSampler.grow");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Swap_sample(SwapObject *self, PyObject *args) {
+  PyObject *ro, *oo;
+  uint32_t k;
+  Py_buffer ov;
+  Py_ssize_t no;
+  per_rng *rng;
+  per_status s;
+  if (!swap_ready(self) ||
+      !PyArg_ParseTuple(args, "OO&O:sample", &ro, conv_u32, &k, &oo))
+    return NULL;
+  if (!(rng = rng_of(ro))) return NULL;
+  if (get_array(oo, 1, 'u', 4, "out", &ov, &no) < 0) return NULL;
+  if (no != (Py_ssize_t)k) {
+    PyBuffer_Release(&ov);
+    PyErr_Format(PyExc_ValueError, "out has %zd entries; k is %u", no,
+                 (unsigned)k);
+    return NULL;
+  }
+  s = per_swap_sample(&self->s, rng, k, (uint32_t *)ov.buf);
+  PyBuffer_Release(&ov);
+  CHECK(s, "UniformSampler.sample");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Swap_get_n(SwapObject *self, void *c) {
+  (void)c;
+  return PyLong_FromUnsignedLong(self->s.n);
+}
+static PyObject *Swap_get_capacity(SwapObject *self, void *c) {
+  (void)c;
+  return PyLong_FromUnsignedLong(self->s.capacity);
+}
+
+static PyMethodDef Swap_methods[] = {
+    {"grow", (PyCFunction)Swap_grow, METH_O, NULL},
+    {"_sample", (PyCFunction)Swap_sample, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Swap_getset[] = {
+    {"n", (getter)Swap_get_n, NULL, NULL, NULL},
+    {"capacity", (getter)Swap_get_capacity, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+STRUCT_TYPE(Swap, SwapObject, "_UniformSampler");
+
+typedef struct {
+  PyObject_HEAD per_cat c;
+  int ready;
+} CatObject;
+
+COUNT_TYPE(Cat, CatObject, c, per_cat_init, per_cat_free, "CategoricalSampler",
+           "max_k")
+
+static PyObject *Cat_sample(CatObject *self, PyObject *args) {
+  PyObject *to, *ro, *io, *vo;
+  uint32_t k;
+  Py_buffer iv, vv;
+  int hv;
+  per_rng *rng;
+  TreeObject *tree;
+  per_status s;
+  if (!is_ready(self->ready, "CategoricalSampler")) return NULL;
+  if (!PyArg_ParseTuple(args, "O!OO&OO:sample", &TreeType, &to, &ro, conv_u32,
+                        &k, &io, &vo))
+    return NULL;
+  tree = (TreeObject *)to;
+  if (!tree_ready(tree) || !(rng = rng_of(ro))) return NULL;
+  if (get_outputs(io, vo, k, &iv, &vv, &hv) < 0) return NULL;
+  s = per_cat_sample(&self->c, &tree->t, rng, k, (uint32_t *)iv.buf,
+                     hv ? (double *)vv.buf : NULL);
+  PyBuffer_Release(&iv);
+  if (hv) PyBuffer_Release(&vv);
+  CHECK(s, "CategoricalSampler.sample");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Cat_get_max_k(CatObject *self, void *c) {
+  (void)c;
+  return PyLong_FromUnsignedLong(self->c.max_k);
+}
+
+static PyMethodDef Cat_methods[] = {
+    {"_sample", (PyCFunction)Cat_sample, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Cat_getset[] = {
+    {"max_k", (getter)Cat_get_max_k, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+STRUCT_TYPE(Cat, CatObject, "_CategoricalSampler");
+
+/* ---------------------------------------------------------------------
+   Buffer: a per_buffer. Exports its item ring (read only) through the
+   buffer protocol, so per/__init__.py can view the stored items without
+   a copy.
+   --------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD per_buffer b;
+  int ready;
+  Py_ssize_t exports; /* views of the ring handed out and not released */
+} BufObject;
+
+static void Buf_dealloc(BufObject *self) {
+  per_buffer_free(&self->b);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Buffer(capacity, item_size, alpha, beta0, beta1, beta_steps, eps,
+   max_priority, seed, flags, max_unique, seq_len, seq_stride, seq_eta):
+   every field of per_config, in order (per/__init__.py fills in the
+   defaults from config_default). */
+static int Buf_init(BufObject *self, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {
+      "capacity",   "item_size", "alpha",        "beta0",   "beta1",
+      "beta_steps", "eps",       "max_priority", "seed",    "flags",
+      "max_unique", "seq_len",   "seq_stride",   "seq_eta", NULL};
+  per_config c;
+  per_status s;
+  memset(&c, 0, sizeof c);
+  if (self->exports > 0) {
+    PyErr_SetString(PyExc_BufferError, "Buffer has exported views");
+    return -1;
+  }
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kw, "O&O&dddO&ddO&O&O&O&O&d:Buffer", kwlist, conv_u32,
+          &c.capacity, conv_u32, &c.item_size, &c.alpha, &c.beta0, &c.beta1,
+          conv_u64, &c.beta_steps, &c.eps, &c.max_priority, conv_u64, &c.seed,
+          conv_u32, &c.flags, conv_u32, &c.max_unique, conv_u32, &c.seq_len,
+          conv_u32, &c.seq_stride, &c.seq_eta))
+    return -1;
+  per_buffer_free(&self->b);
+  self->ready = 0;
+  if ((s = per_buffer_init(&self->b, &c, NULL)) != PER_OK) {
+    raise_status(s, "ReplayBuffer");
+    return -1;
+  }
+  self->ready = 1;
+  return 0;
+}
+
+#define buf_ready(o) is_ready((o)->ready, "ReplayBuffer")
+
+/* _add(items, ends): n = len(items) / item_size items as one trajectory,
+   ends None or n bytes (per_buffer_add_steps). */
+static PyObject *Buf_add(BufObject *self, PyObject *args) {
+  PyObject *io, *eo;
+  Py_buffer iv, ev;
+  Py_ssize_t bytes, ne;
+  int have_ends;
+  uint32_t n;
+  per_status s;
+  if (!buf_ready(self) || !PyArg_ParseTuple(args, "OO:add", &io, &eo))
+    return NULL;
+  if (get_array(io, 0, 0, 1, "items", &iv, &bytes) < 0) return NULL;
+  if (bytes % self->b.cfg.item_size != 0 ||
+      count32(bytes / self->b.cfg.item_size, "items") < 0) {
+    PyBuffer_Release(&iv);
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_ValueError,
+                   "items: %zd bytes is not a whole number of %u-byte items",
+                   bytes, (unsigned)self->b.cfg.item_size);
+    return NULL;
+  }
+  n = (uint32_t)(bytes / self->b.cfg.item_size);
+  have_ends = eo != Py_None;
+  if (have_ends) {
+    if (get_array(eo, 0, 'u', 1, "ends", &ev, &ne) < 0) {
+      PyBuffer_Release(&iv);
+      return NULL;
+    }
+    if (ne != (Py_ssize_t)n) {
+      PyBuffer_Release(&iv);
+      PyBuffer_Release(&ev);
+      PyErr_Format(PyExc_ValueError, "%u items but %zd ends", (unsigned)n, ne);
+      return NULL;
+    }
+  }
+  s = per_buffer_add_steps(&self->b, iv.buf, n,
+                           have_ends ? (const uint8_t *)ev.buf : NULL);
+  PyBuffer_Release(&iv);
+  if (have_ends) PyBuffer_Release(&ev);
+  CHECK(s, "ReplayBuffer.add");
+  Py_RETURN_NONE;
+}
+
+/* _sample(B, flags, beta, window, items_out, ids_out, weights_out,
+   mask_out): per_buffer_sample; every output may be None. */
+static PyObject *Buf_sample(BufObject *self, PyObject *args) {
+  uint32_t B, flags, window;
+  double beta;
+  PyObject *o[4];
+  Py_buffer v[4];
+  int have[4] = {0, 0, 0, 0}, j;
+  Py_ssize_t n[4], want[4];
+  uint32_t L;
+  per_sample_opts opts;
+  per_status s;
+  static const char *what[4] = {"items_out", "ids_out", "weights_out",
+                                "mask_out"};
+  static const char kinds[4] = {0, 'u', 'f', 'u'};
+  static const Py_ssize_t sizes[4] = {1, 8, 4, 1};
+  if (!buf_ready(self) ||
+      !PyArg_ParseTuple(args, "O&O&dO&OOOO:sample", conv_u32, &B, conv_u32,
+                        &flags, &beta, conv_u32, &window, &o[0], &o[1], &o[2],
+                        &o[3]))
+    return NULL;
+  L = (flags & PER_SAMPLE_SEQUENCES) && self->b.cfg.seq_len
+          ? self->b.cfg.seq_len
+          : 1;
+  want[0] = (Py_ssize_t)B * L * (Py_ssize_t)self->b.cfg.item_size;
+  want[1] = B;
+  want[2] = B;
+  want[3] = (Py_ssize_t)B * L;
+  for (j = 0; j < 4; j++) {
+    if (o[j] == Py_None) continue;
+    if (get_array(o[j], 1, kinds[j], sizes[j], what[j], &v[j], &n[j]) < 0)
+      goto fail;
+    have[j] = 1;
+    if (n[j] != want[j]) {
+      PyErr_Format(PyExc_ValueError, "%s holds %zd elements, needs %zd",
+                   what[j], n[j], want[j]);
+      goto fail;
+    }
+  }
+  memset(&opts, 0, sizeof opts);
+  opts.flags = flags;
+  opts.beta = beta;
+  opts.window = window;
+  opts.mask = have[3] ? (uint8_t *)v[3].buf : NULL;
+  s = per_buffer_sample(&self->b, B, &opts, have[0] ? v[0].buf : NULL,
+                        have[1] ? (uint64_t *)v[1].buf : NULL,
+                        have[2] ? (float *)v[2].buf : NULL);
+  for (j = 0; j < 4; j++)
+    if (have[j]) PyBuffer_Release(&v[j]);
+  CHECK(s, "ReplayBuffer.sample");
+  Py_RETURN_NONE;
+fail:
+  for (j = 0; j < 4; j++)
+    if (have[j]) PyBuffer_Release(&v[j]);
+  return NULL;
+}
+
+/* _update(ids, td, seq): per_buffer_update (or _seq); returns the stale
+   count. */
+static PyObject *Buf_update(BufObject *self, PyObject *args) {
+  PyObject *io, *to;
+  int seq;
+  Py_buffer iv, tv;
+  Py_ssize_t ni, nt, L;
+  uint32_t stale = 0;
+  per_status s;
+  if (!buf_ready(self) || !PyArg_ParseTuple(args, "OOp:update", &io, &to, &seq))
+    return NULL;
+  if (get_array(io, 0, 'u', 8, "ids", &iv, &ni) < 0) return NULL;
+  if (get_array(to, 0, 'f', 4, "td", &tv, &nt) < 0) {
+    PyBuffer_Release(&iv);
+    return NULL;
+  }
+  L = seq ? (self->b.cfg.seq_len ? self->b.cfg.seq_len : 1) : 1;
+  if (nt != ni * L || count32(ni, "ids") < 0) {
+    PyBuffer_Release(&iv);
+    PyBuffer_Release(&tv);
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_ValueError, "%zd ids need %zd td values, got %zd", ni,
+                   ni * L, nt);
+    return NULL;
+  }
+  if (seq)
+    s = per_buffer_update_seq(&self->b, (const uint64_t *)iv.buf,
+                              (const float *)tv.buf, (uint32_t)ni, &stale);
+  else
+    s = per_buffer_update(&self->b, (const uint64_t *)iv.buf,
+                          (const float *)tv.buf, (uint32_t)ni, &stale);
+  PyBuffer_Release(&iv);
+  PyBuffer_Release(&tv);
+  CHECK(s, seq ? "ReplayBuffer.update_sequences" : "ReplayBuffer.update");
+  return PyLong_FromUnsignedLong(stale);
+}
+
+static PyObject *Buf_save(BufObject *self, PyObject *arg) {
+  PyObject *bytes;
+  per_status s;
+  if (!buf_ready(self) || !PyUnicode_FSConverter(arg, &bytes)) return NULL;
+  s = per_buffer_save(&self->b, PyBytes_AS_STRING(bytes));
+  Py_DECREF(bytes);
+  CHECK(s, "ReplayBuffer.save");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Buf_load(BufObject *self, PyObject *arg) {
+  PyObject *bytes;
+  per_status s;
+  if (!buf_ready(self) || !PyUnicode_FSConverter(arg, &bytes)) return NULL;
+  s = per_buffer_load(&self->b, PyBytes_AS_STRING(bytes));
+  Py_DECREF(bytes);
+  CHECK(s, "ReplayBuffer.load");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Buf_load_shard(BufObject *self, PyObject *args) {
+  PyObject *bytes;
+  uint32_t rank, world;
+  per_status s;
+  if (!buf_ready(self) ||
+      !PyArg_ParseTuple(args, "O&O&O&:load_shard", PyUnicode_FSConverter,
+                        &bytes, conv_u32, &rank, conv_u32, &world))
+    return NULL;
+  s = per_buffer_load_shard(&self->b, PyBytes_AS_STRING(bytes), rank, world);
+  Py_DECREF(bytes);
+  CHECK(s, "ReplayBuffer.load_shard");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Buf_check(BufObject *self, PyObject *unused) {
+  (void)unused;
+  if (!buf_ready(self)) return NULL;
+  CHECK(per_buffer_check(&self->b), "ReplayBuffer.check");
+  Py_RETURN_NONE;
+}
+
+/* _leaves_into(out, seq): the leaves of the item tree (capacity doubles)
+   or of the sequence tree (capacity / seq_stride). */
+static PyObject *Buf_leaves_into(BufObject *self, PyObject *args) {
+  PyObject *oo;
+  int seq;
+  Py_buffer ov;
+  Py_ssize_t no;
+  const per_tree *t;
+  if (!buf_ready(self) || !PyArg_ParseTuple(args, "Op:leaves", &oo, &seq))
+    return NULL;
+  t = seq ? &self->b.seq_tree : &self->b.tree;
+  if (get_array(oo, 1, 'f', 8, "out", &ov, &no) < 0) return NULL;
+  if (no != (Py_ssize_t)t->capacity) {
+    PyBuffer_Release(&ov);
+    PyErr_Format(PyExc_ValueError, "out has %zd entries, the tree %u", no,
+                 (unsigned)t->capacity);
+    return NULL;
+  }
+  if (no) memcpy(ov.buf, t->node + t->leaves, (size_t)no * sizeof(double));
+  PyBuffer_Release(&ov);
+  Py_RETURN_NONE;
+}
+
+static PyObject *Buf_beta(BufObject *self, void *c) {
+  (void)c;
+  if (!buf_ready(self)) return NULL;
+  return PyFloat_FromDouble(per_buffer_beta(&self->b));
+}
+
+static PyObject *Buf_counters(BufObject *self, void *c) {
+  const per_buffer *b = &self->b;
+  (void)c;
+  if (!buf_ready(self)) return NULL;
+  return Py_BuildValue("{s:I,s:I,s:K,s:K,s:K,s:d,s:d}", "size", b->size, "pos",
+                       b->pos, "added", (unsigned long long)b->added,
+                       "trajectories", (unsigned long long)b->trajs, "step",
+                       (unsigned long long)b->step, "max_leaf",
+                       (double)b->max_leaf, "total",
+                       (double)per_tree_total(&b->tree));
+}
+
+static PyObject *Buf_size(BufObject *self, void *c) {
+  (void)c;
+  return PyLong_FromUnsignedLong(per_buffer_size(&self->b));
+}
+
+/* A per_config as a dict of its fields. */
+static PyObject *config_dict(const per_config *g) {
+  return Py_BuildValue(
+      "{s:I,s:I,s:d,s:d,s:d,s:K,s:d,s:d,s:K,s:I,s:I,s:I,s:I,s:d}", "capacity",
+      g->capacity, "item_size", g->item_size, "alpha", g->alpha, "beta0",
+      g->beta0, "beta1", g->beta1, "beta_steps",
+      (unsigned long long)g->beta_steps, "eps", g->eps, "max_priority",
+      g->max_priority, "seed", (unsigned long long)g->seed, "flags", g->flags,
+      "max_unique", g->max_unique, "seq_len", g->seq_len, "seq_stride",
+      g->seq_stride, "seq_eta", g->seq_eta);
+}
+
+static PyObject *Buf_config(BufObject *self, void *c) {
+  (void)c;
+  if (!buf_ready(self)) return NULL;
+  return config_dict(&self->b.cfg);
+}
+
+static int Buf_getbuffer(BufObject *self, Py_buffer *view, int flags) {
+  size_t bytes;
+  if (!self->ready) {
+    PyErr_SetString(PyExc_BufferError, "ReplayBuffer not initialised");
+    view->obj = NULL;
+    return -1;
+  }
+  bytes = (size_t)self->b.cfg.capacity * self->b.cfg.item_size;
+  if (PyBuffer_FillInfo(view, (PyObject *)self, self->b.items,
+                        (Py_ssize_t)bytes, 1, flags) < 0)
+    return -1;
+  self->exports++;
+  return 0;
+}
+
+static void Buf_releasebuffer(BufObject *self, Py_buffer *view) {
+  (void)view;
+  self->exports--;
+}
+
+static PyBufferProcs Buf_as_buffer = {(getbufferproc)Buf_getbuffer,
+                                      (releasebufferproc)Buf_releasebuffer};
+
+static PyMethodDef Buf_methods[] = {
+    {"_add", (PyCFunction)Buf_add, METH_VARARGS, NULL},
+    {"_sample", (PyCFunction)Buf_sample, METH_VARARGS, NULL},
+    {"_update", (PyCFunction)Buf_update, METH_VARARGS, NULL},
+    {"_save", (PyCFunction)Buf_save, METH_O, NULL},
+    {"_load", (PyCFunction)Buf_load, METH_O, NULL},
+    {"_load_shard", (PyCFunction)Buf_load_shard, METH_VARARGS, NULL},
+    {"check", (PyCFunction)Buf_check, METH_NOARGS, NULL},
+    {"_leaves_into", (PyCFunction)Buf_leaves_into, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Buf_getset[] = {
+    {"beta", (getter)Buf_beta, NULL,
+     "the beta the next scheduled sample uses (per_buffer_beta)", NULL},
+    {"counters", (getter)Buf_counters, NULL, NULL, NULL},
+    {"config", (getter)Buf_config, NULL, NULL, NULL},
+    {"size", (getter)Buf_size, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject BufType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per._per._Buffer",
+    .tp_basicsize = sizeof(BufObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Buf_init,
+    .tp_dealloc = (destructor)Buf_dealloc,
+    .tp_methods = Buf_methods,
+    .tp_getset = Buf_getset,
+    .tp_as_buffer = &Buf_as_buffer,
+};
+
+/* ---------------------------------------------------------------------
+   NStep: a per_nstep adder
+   --------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD per_nstep a;
+  int ready;
+} NStepObject;
+
+static void NStep_dealloc(NStepObject *self) {
+  per_nstep_free(&self->a);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int NStep_init(NStepObject *self, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"n", "gamma", "obs_size", "action_size", NULL};
+  per_nstep_config c;
+  per_status s;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&fO&O&:NStep", kwlist, conv_u32,
+                                   &c.n, &c.gamma, conv_u32, &c.obs_size,
+                                   conv_u32, &c.action_size))
+    return -1;
+  per_nstep_free(&self->a);
+  self->ready = 0;
+  if ((s = per_nstep_init(&self->a, &c, NULL)) != PER_OK) {
+    raise_status(s, "NStep");
+    return -1;
+  }
+  self->ready = 1;
+  return 0;
+}
+
+#define nstep_ready(o) is_ready((o)->ready, "NStep")
+
+/* _step(buffer, obs, action, reward, next_obs, terminated, truncated) */
+static PyObject *NStep_step(NStepObject *self, PyObject *args) {
+  PyObject *bo, *oo, *ao, *no;
+  float reward;
+  int term, trunc;
+  Py_buffer ov, av, nv;
+  Py_ssize_t on, an, nn;
+  per_status s;
+  if (!nstep_ready(self) ||
+      !PyArg_ParseTuple(args, "O!OOfOpp:step", &BufType, &bo, &oo, &ao, &reward,
+                        &no, &term, &trunc))
+    return NULL;
+  if (!buf_ready((BufObject *)bo)) return NULL;
+  if (get_array(oo, 0, 0, 1, "obs", &ov, &on) < 0) return NULL;
+  if (get_array(ao, 0, 0, 1, "action", &av, &an) < 0) {
+    PyBuffer_Release(&ov);
+    return NULL;
+  }
+  if (get_array(no, 0, 0, 1, "next_obs", &nv, &nn) < 0) {
+    PyBuffer_Release(&ov);
+    PyBuffer_Release(&av);
+    return NULL;
+  }
+  if (on != (Py_ssize_t)self->a.cfg.obs_size ||
+      nn != (Py_ssize_t)self->a.cfg.obs_size ||
+      an != (Py_ssize_t)self->a.cfg.action_size) {
+    PyBuffer_Release(&ov);
+    PyBuffer_Release(&av);
+    PyBuffer_Release(&nv);
+    PyErr_Format(PyExc_ValueError,
+                 "obs, action, next_obs are %zd, %zd, %zd bytes; the adder "
+                 "takes %u, %u, %u",
+                 on, an, nn, (unsigned)self->a.cfg.obs_size,
+                 (unsigned)self->a.cfg.action_size,
+                 (unsigned)self->a.cfg.obs_size);
+    return NULL;
+  }
+  s = per_nstep_step(&self->a, &((BufObject *)bo)->b, ov.buf, av.buf, reward,
+                     nv.buf, term, trunc);
+  PyBuffer_Release(&ov);
+  PyBuffer_Release(&av);
+  PyBuffer_Release(&nv);
+  CHECK(s, "NStep.step");
+  Py_RETURN_NONE;
+}
+
+static PyObject *NStep_reset(NStepObject *self, PyObject *unused) {
+  (void)unused;
+  if (!nstep_ready(self)) return NULL;
+  per_nstep_reset(&self->a);
+  Py_RETURN_NONE;
+}
+
+static PyObject *NStep_layout(NStepObject *self, void *c) {
+  const per_nstep_layout *l = &self->a.layout;
+  (void)c;
+  if (!nstep_ready(self)) return NULL;
+  return Py_BuildValue("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "obs", l->obs, "action",
+                       l->action, "reward", l->reward, "discount", l->discount,
+                       "done", l->done, "next_obs", l->next_obs, "size",
+                       l->size);
+}
+
+static PyObject *NStep_pending(NStepObject *self, void *c) {
+  (void)c;
+  return PyLong_FromUnsignedLong(self->a.count);
+}
+
+static PyMethodDef NStep_methods[] = {
+    {"_step", (PyCFunction)NStep_step, METH_VARARGS, NULL},
+    {"reset", (PyCFunction)NStep_reset, METH_NOARGS,
+     "reset(): drop the pending steps without emitting them."},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef NStep_getset[] = {
+    {"layout", (getter)NStep_layout, NULL, NULL, NULL},
+    {"pending", (getter)NStep_pending, NULL, "steps waiting to be emitted",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+STRUCT_TYPE(NStep, NStepObject, "_NStep");
+
+/* nstep_save(adders, path) / nstep_load(adders, path): per_nstep_save and
+   per_nstep_load over a list of adders (one file). The structs are
+   copied into one array for the call (their rings are shared, not
+   copied) and copied back after a load. */
+static per_nstep *nstep_array(PyObject *seq, Py_ssize_t *n) {
+  Py_ssize_t i;
+  per_nstep *arr;
+  PyObject *fast = PySequence_Fast(seq, "adders must be a sequence of NStep");
+  if (!fast) return NULL;
+  *n = PySequence_Fast_GET_SIZE(fast);
+  if (*n == 0 || count32(*n, "adders") < 0) {
+    Py_DECREF(fast);
+    if (!PyErr_Occurred()) raise_status(PER_ERR_ARG, "no adders");
+    return NULL;
+  }
+  arr = PyMem_Malloc((size_t)*n * sizeof *arr);
+  if (!arr) {
+    Py_DECREF(fast);
+    PyErr_NoMemory();
+    return NULL;
+  }
+  for (i = 0; i < *n; i++) {
+    PyObject *o = PySequence_Fast_GET_ITEM(fast, i);
+    if (!PyObject_TypeCheck(o, &NStepType) || !nstep_ready((NStepObject *)o)) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "adders must be NStep objects");
+      PyMem_Free(arr);
+      Py_DECREF(fast);
+      return NULL;
+    }
+    arr[i] = ((NStepObject *)o)->a;
+  }
+  Py_DECREF(fast);
+  return arr;
+}
+
+static PyObject *mod_nstep_save(PyObject *m, PyObject *args) {
+  PyObject *seq, *bytes;
+  Py_ssize_t n;
+  per_nstep *arr;
+  per_status s;
+  (void)m;
+  if (!PyArg_ParseTuple(args, "OO&:nstep_save", &seq, PyUnicode_FSConverter,
+                        &bytes))
+    return NULL;
+  if (!(arr = nstep_array(seq, &n))) {
+    Py_DECREF(bytes);
+    return NULL;
+  }
+  s = per_nstep_save(arr, (uint32_t)n, PyBytes_AS_STRING(bytes));
+  PyMem_Free(arr);
+  Py_DECREF(bytes);
+  CHECK(s, "nstep_save");
+  Py_RETURN_NONE;
+}
+
+static PyObject *mod_nstep_load(PyObject *m, PyObject *args) {
+  PyObject *seq, *bytes, *fast;
+  Py_ssize_t n, i;
+  per_nstep *arr;
+  per_status s;
+  (void)m;
+  if (!PyArg_ParseTuple(args, "OO&:nstep_load", &seq, PyUnicode_FSConverter,
+                        &bytes))
+    return NULL;
+  if (!(arr = nstep_array(seq, &n))) {
+    Py_DECREF(bytes);
+    return NULL;
+  }
+  s = per_nstep_load(arr, (uint32_t)n, PyBytes_AS_STRING(bytes));
+  Py_DECREF(bytes);
+  if (s == PER_OK) {
+    fast = PySequence_Fast(seq, "adders must be a sequence of NStep");
+    if (!fast) {
+      PyMem_Free(arr);
+      return NULL;
+    }
+    for (i = 0; i < n; i++)
+      ((NStepObject *)PySequence_Fast_GET_ITEM(fast, i))->a = arr[i];
+    Py_DECREF(fast);
+  }
+  PyMem_Free(arr);
+  CHECK(s, "nstep_load");
+  Py_RETURN_NONE;
+}
+
+/* config_default(capacity, item_size) -> dict: per_config_default. */
+static PyObject *mod_config_default(PyObject *m, PyObject *args) {
+  uint32_t capacity, item_size;
+  per_config g;
+  (void)m;
+  if (!PyArg_ParseTuple(args, "O&O&:config_default", conv_u32, &capacity,
+                        conv_u32, &item_size))
+    return NULL;
+  g = per_config_default(capacity, item_size);
+  return config_dict(&g);
+}
+
+static PyObject *mod_status_name(PyObject *m, PyObject *arg) {
+  long v = PyLong_AsLong(arg);
+  (void)m;
+  if (v == -1 && PyErr_Occurred()) return NULL;
+  if (v < 0 || v >= PER_STATUS_COUNT)
+    return PyUnicode_FromString("PER_ERR_UNKNOWN");
+  return PyUnicode_FromString(status_names[v]);
+}
+
+static PyObject *mod_crc32c(PyObject *m, PyObject *args) {
+  PyObject *o;
+  uint32_t crc = 0;
+  Py_buffer v;
+  Py_ssize_t n;
+  (void)m;
+  if (!PyArg_ParseTuple(args, "O|O&:crc32c", &o, conv_u32, &crc)) return NULL;
+  if (get_array(o, 0, 0, 1, "data", &v, &n) < 0) return NULL;
+  crc = per_crc32c(crc, v.buf, (size_t)n);
+  PyBuffer_Release(&v);
+  return PyLong_FromUnsignedLong(crc);
+}
+
+static PyMethodDef module_methods[] = {
+    {"config_default", mod_config_default, METH_VARARGS,
+     "config_default(capacity, item_size) -> dict: per_config_default."},
+    {"status_name", mod_status_name, METH_O,
+     "status_name(code) -> str: the per_status enumerator's name."},
+    {"crc32c", mod_crc32c, METH_VARARGS,
+     "crc32c(data, crc=0) -> int: per_crc32c."},
+    {"nstep_save", mod_nstep_save, METH_VARARGS, NULL},
+    {"nstep_load", mod_nstep_load, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    "_per",
+    "per.h's sum tree, samplers, replay buffer and n-step adder (double "
+    "nodes). Use them through the per package.",
+    -1,
+    module_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL};
+
+static int add_type(PyObject *m, PyTypeObject *t, const char *name) {
+  if (PyType_Ready(t) < 0) return -1;
+  Py_INCREF(t);
+  if (PyModule_AddObject(m, name, (PyObject *)t) < 0) {
+    Py_DECREF(t);
+    return -1;
+  }
+  return 0;
+}
+
+PyMODINIT_FUNC PyInit__per(void) {
+  PyObject *m = PyModule_Create(&module_def);
+  int i;
+  if (!m) return NULL;
+  per_error = PyErr_NewExceptionWithDoc(
+      "per.Error",
+      "A per call failed: status (the per_status code) and name (its "
+      "enumerator, e.g. 'PER_ERR_INDEX') say why. The structure is as it "
+      "was before the call.",
+      NULL, NULL);
+  if (!per_error) goto fail;
+  Py_INCREF(per_error);
+  if (PyModule_AddObject(m, "Error", per_error) < 0) {
+    Py_DECREF(per_error);
+    goto fail;
+  }
+  if (add_type(m, &RngType, "Rng") < 0 ||
+      add_type(m, &TreeType, "_SumTree") < 0 ||
+      add_type(m, &SwapType, "_UniformSampler") < 0 ||
+      add_type(m, &CatType, "_CategoricalSampler") < 0 ||
+      add_type(m, &BufType, "_Buffer") < 0 ||
+      add_type(m, &NStepType, "_NStep") < 0)
+    goto fail;
+  for (i = 0; i < PER_STATUS_COUNT; i++)
+    if (PyModule_AddIntConstant(m, status_names[i], i) < 0) goto fail;
+  if (PyModule_AddStringConstant(m, "PER_VERSION_STRING", PER_VERSION_STRING) <
+          0 ||
+      PyModule_AddIntConstant(m, "SAMPLE_UNIQUE", PER_SAMPLE_UNIQUE) < 0 ||
+      PyModule_AddIntConstant(m, "SAMPLE_BETA", PER_SAMPLE_BETA) < 0 ||
+      PyModule_AddIntConstant(m, "SAMPLE_SEQUENCES", PER_SAMPLE_SEQUENCES) <
+          0 ||
+      PyModule_AddIntConstant(m, "SAMPLE_TRAJECTORIES",
+                              PER_SAMPLE_TRAJECTORIES) < 0 ||
+      PyModule_AddIntConstant(m, "WEIGHTS_BUFFER_MAX", PER_WEIGHTS_BUFFER_MAX) <
+          0 ||
+      PyModule_AddIntConstant(m, "SEQ_CROSS_EPISODES", PER_SEQ_CROSS_EPISODES) <
+          0 ||
+      PyModule_AddIntConstant(m, "END_NONE", PER_END_NONE) < 0 ||
+      PyModule_AddIntConstant(m, "END_TERMINATED", PER_END_TERMINATED) < 0 ||
+      PyModule_AddIntConstant(m, "END_TRUNCATED", PER_END_TRUNCATED) < 0)
+    goto fail;
+  return m;
+fail:
+  Py_DECREF(m);
+  return NULL;
+}
