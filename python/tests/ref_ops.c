@@ -1,0 +1,128 @@
+/* The C side of test_c_bitwise.py: one fixed sequence of per_buffer calls,
+   printed so that the Python package's run of the same calls can be
+   compared with it line by line (ids, weight bits, item bytes).
+
+     ref_ops run FLAGS PATH      the script, then save to PATH
+     ref_ops resume FLAGS PATH   load PATH, then the resume script
+
+   Keep in step with script() and resume() in test_c_bitwise.py. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PER_IMPLEMENTATION
+#include "per.h"
+
+typedef struct item {
+  float obs[4];
+  int32_t action;
+  float reward;
+} item;
+
+static void fail(const char *what, per_status s) {
+  fprintf(stderr, "ref_ops: %s: %s\n", what, per_status_str(s));
+  exit(1);
+}
+
+static void print_batch(const char *tag, per_buffer *b, uint32_t B,
+                        const per_sample_opts *o) {
+  item *it = (item *)malloc(B * sizeof *it);
+  uint64_t *ids = (uint64_t *)malloc(B * sizeof *ids);
+  float *w = (float *)malloc(B * sizeof *w);
+  per_status s;
+  uint32_t j;
+  size_t k;
+  if (!it || !ids || !w) exit(1);
+  s = per_buffer_sample(b, B, o, it, ids, w);
+  if (s != PER_OK) fail(tag, s);
+  printf("%s ids", tag);
+  for (j = 0; j < B; j++) printf(" %" PRIu64, ids[j]);
+  printf("\n%s w", tag);
+  for (j = 0; j < B; j++) {
+    uint32_t bits;
+    memcpy(&bits, &w[j], 4);
+    printf(" %08" PRIx32, bits);
+  }
+  printf("\n%s items ", tag);
+  for (k = 0; k < B * sizeof *it; k++)
+    printf("%02x", ((const unsigned char *)it)[k]);
+  printf("\n");
+  free(it);
+  free(ids);
+  free(w);
+}
+
+/* td of a sampled id: from its slot, some negative, some zero. */
+static void update(per_buffer *b, uint32_t B) {
+  uint64_t *ids = (uint64_t *)malloc(B * sizeof *ids);
+  float *td = (float *)malloc(B * sizeof *td);
+  uint32_t j, stale = 0;
+  per_status s;
+  if (!ids || !td) exit(1);
+  if ((s = per_buffer_sample(b, B, NULL, NULL, ids, NULL)) != PER_OK)
+    fail("sample for update", s);
+  for (j = 0; j < B; j++)
+    td[j] = (float)(uint32_t)(ids[j] % 97u) * 0.03125f - 1.0f;
+  if ((s = per_buffer_update(b, ids, td, B, &stale)) != PER_OK)
+    fail("update", s);
+  printf("stale %" PRIu32 "\n", stale);
+  free(ids);
+  free(td);
+}
+
+int main(int argc, char **argv) {
+  per_config cfg;
+  per_buffer b;
+  per_sample_opts uniq = {PER_SAMPLE_UNIQUE, 0, 0, NULL};
+  per_sample_opts win = {0, 0, 200, NULL};
+  per_sample_opts beta = {PER_SAMPLE_BETA, 0.9, 0, NULL};
+  per_status s;
+  uint32_t next = 0, r;
+  if (argc != 4) {
+    fprintf(stderr, "usage: ref_ops run|resume FLAGS PATH\n");
+    return 2;
+  }
+  cfg = per_config_default(1000, sizeof(item));
+  cfg.alpha = 0.7;
+  cfg.beta0 = 0.5;
+  cfg.beta_steps = 50;
+  cfg.eps = 1e-3;
+  cfg.seed = 12345;
+  cfg.flags = (uint32_t)strtoul(argv[2], NULL, 10);
+  if ((s = per_buffer_init(&b, &cfg, NULL)) != PER_OK) fail("init", s);
+  if (strcmp(argv[1], "run") == 0) {
+    for (r = 0; r < 6; r++) {
+      uint32_t n = 37 + 113 * r, j;
+      item *it = (item *)malloc(n * sizeof *it);
+      uint8_t *ends = (uint8_t *)malloc(n);
+      if (!it || !ends) return 1;
+      for (j = 0; j < n; j++) {
+        uint32_t g = next + j, k;
+        for (k = 0; k < 4; k++) it[j].obs[k] = (float)g + 0.25f * (float)k;
+        it[j].action = (int32_t)(g % 7);
+        it[j].reward = (float)(g % 11) * 0.5f;
+        ends[j] = g % 50 == 49 ? PER_END_TERMINATED : PER_END_NONE;
+      }
+      if ((s = per_buffer_add_steps(&b, it, n, ends)) != PER_OK) fail("add", s);
+      next += n;
+      free(it);
+      free(ends);
+      print_batch("plain", &b, 64, NULL);
+      update(&b, 64);
+      print_batch("unique", &b, 32, &uniq);
+      print_batch("window", &b, 16, &win);
+      print_batch("beta", &b, 8, &beta);
+    }
+    if ((s = per_buffer_save(&b, argv[3])) != PER_OK) fail("save", s);
+  } else {
+    if ((s = per_buffer_load(&b, argv[3])) != PER_OK) fail("load", s);
+    for (r = 0; r < 3; r++) {
+      print_batch("plain", &b, 64, NULL);
+      update(&b, 48);
+      print_batch("unique", &b, 32, &uniq);
+    }
+  }
+  per_buffer_free(&b);
+  return 0;
+}
