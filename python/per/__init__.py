@@ -277,6 +277,11 @@ class ReplayBuffer(_per._Buffer):
                          float(max_priority), seed, flags, max_unique,
                          seq_len, seq_stride, float(seq_eta))
         self.dtype: np.dtype = dt
+        # fixed for the buffer's life (load refuses another capacity or
+        # seq_len); kept here so sample() does not build the config dict
+        cfg = self.config
+        self._capacity: int = cfg["capacity"]
+        self._seq_len: int = max(cfg["seq_len"], 1)
 
     # -- adding ------------------------------------------------------------
 
@@ -387,7 +392,7 @@ class ReplayBuffer(_per._Buffer):
         L = 1
         if sequences:
             flags |= _per.SAMPLE_SEQUENCES
-            L = max(self.config["seq_len"], 1)
+            L = self._seq_len
         Bn = max(B, 0)
         rec = np.empty((Bn, L) if sequences else Bn, self.dtype)
         ids = np.empty(Bn, np.uint64)
@@ -419,7 +424,7 @@ class ReplayBuffer(_per._Buffer):
 
     @property
     def capacity(self) -> int:
-        return self.config["capacity"]
+        return self._capacity
 
     @property
     def step(self) -> int:

@@ -78,7 +78,6 @@ def test_errors_leave_the_buffer_unchanged(tmp_path):
         empty.sample(1)
     assert e.value.name == "PER_ERR_EMPTY"
     b = filled()
-    before = state(b, tmp_path)
     ids = b.sample(4)["ids"]
     before = state(b, tmp_path)
     cases = [
