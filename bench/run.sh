@@ -12,8 +12,9 @@
 #   --out DIR         results directory (default bench/results)
 #   --readme FILE     README to update (default bench/README.md; - = print)
 #   --skip-hyperfine  no whole-program timings
-#   --peer            also the optional peer comparison (peer_cpprb.sh:
-#                     cpprb from PyPI in a virtualenv; needs network)
+#   --peer            also per's Python package against cpprb's and
+#                     TorchRL's PrioritizedReplayBuffer (peers_python.sh:
+#                     a virtualenv from PyPI; needs network)
 #   --peers           also per.h against TorchRL's and cpprb's C++ sum
 #                     trees in one program (peers.sh: fetches their
 #                     headers from PyPI; needs network; peers_*.csv)
@@ -31,7 +32,7 @@
 # and float, bench_replay (double), the largest sizes again with huge pages
 # (double), the curves of sampling without replacement (time vs N and vs
 # k), bench_memory (latency, throughput and the floor at 2^24), hyperfine.sh,
-# peer_cpprb.sh (--peer), peers.sh (--peers), plot.gp, plot_samplers.gp,
+# peers_python.sh (--peer), peers.sh (--peers), plot.gp, plot_samplers.gp,
 # plot_peers.gp (when peers_double.csv is there), report.py. Run it on a quiet machine:
 # the figures are medians, but another busy process on a 2-core machine
 # still moves them (the load average is recorded in machine.txt).
@@ -136,8 +137,8 @@ if [ "$hf" -eq 1 ]; then
 fi
 
 if [ "$peer" -eq 1 ]; then
-  echo "== peer: cpprb"
-  sh "$here/peer_cpprb.sh" "$out"
+  echo "== peer: per from Python against cpprb and TorchRL"
+  sh "$here/peers_python.sh" "$out"
 fi
 
 if [ "$peers" -eq 1 ]; then
