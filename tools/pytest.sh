@@ -1,31 +1,13 @@
 #!/bin/sh
-# Build the Python package from this checkout with pip (meson-python) into
-# a virtual environment, build-py/venv, and run its tests with pytest
-# (part of the README's test command, tools/test.sh). Needs Python >= 3.9
-# with its headers and venv module (installed from Debian when missing)
-# and PyPI (pip fetches meson-python, meson, ninja, numpy and pytest).
+# Build the Python package from this checkout into build-py/venv
+# (tools/pyvenv.sh) and run its tests with pytest (part of the README's
+# test command, tools/test.sh).
 #   sh tools/pytest.sh [PYTEST ARGS]
 # PYTHON picks the interpreter (default python3).
 set -e
 cd "$(dirname "$0")/.."
-py=${PYTHON:-python3}
-if ! command -v "$py" >/dev/null 2>&1; then
-  sh tools/deps.sh python3 python3-dev python3-venv
-fi
-"$py" - <<'PY' || sh tools/deps.sh python3-dev python3-venv
-import os, sys, sysconfig, venv, ensurepip
-inc = sysconfig.get_paths()["include"]
-sys.exit(0 if os.path.exists(os.path.join(inc, "Python.h")) else 1)
-PY
+sh tools/pyvenv.sh
 venv=$(pwd)/build-py/venv
-if [ ! -x "$venv/bin/python" ]; then
-  rm -rf "$venv"
-  "$py" -m venv "$venv"
-fi
-"$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest
-# The wheel is built from the working tree as it is (no cached build).
-"$venv/bin/python" -m pip install -q --disable-pip-version-check \
-  --force-reinstall --no-deps --config-settings=setup-args=-Dwerror=true .
 # From outside the repository, so that `import per` is the installed
 # package and not the python/per sources next to the tests.
 root=$(pwd)

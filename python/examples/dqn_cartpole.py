@@ -15,9 +15,11 @@ episodes (CartPole-v1's threshold).
     python python/examples/dqn_cartpole.py [--steps N] [--seed S] [--uniform]
 
 Needs numpy, gymnasium and per (pip install . from the repository root).
+Exits with 0 when it solves the task within --steps, 1 when not.
 """
 
 import argparse
+import sys
 import time
 
 import numpy as np
@@ -156,7 +158,8 @@ def main():
     else:
         avg = np.mean(returns[-100:]) if returns else 0.0
         print(f"not solved in {a.steps} steps: mean return {avg:.1f} over the last 100 episodes")
+    return 0 if solved is not None else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

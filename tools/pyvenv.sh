@@ -1,0 +1,29 @@
+#!/bin/sh
+# Build the Python package from this checkout with pip (meson-python) into
+# a virtual environment, build-py/venv, with numpy and pytest and the
+# packages named as arguments (for tools/pytest.sh and tools/pydemo.sh).
+# Needs Python >= 3.9 with its headers and venv module (installed from
+# Debian when missing) and PyPI (pip fetches meson-python, meson, ninja,
+# numpy, pytest and the arguments).
+#   sh tools/pyvenv.sh [PACKAGE ...]
+# PYTHON picks the interpreter (default python3).
+set -e
+cd "$(dirname "$0")/.."
+py=${PYTHON:-python3}
+if ! command -v "$py" >/dev/null 2>&1; then
+  sh tools/deps.sh python3 python3-dev python3-venv
+fi
+"$py" - <<'PY' || sh tools/deps.sh python3-dev python3-venv
+import os, sys, sysconfig, venv, ensurepip
+inc = sysconfig.get_paths()["include"]
+sys.exit(0 if os.path.exists(os.path.join(inc, "Python.h")) else 1)
+PY
+venv=$(pwd)/build-py/venv
+if [ ! -x "$venv/bin/python" ]; then
+  rm -rf "$venv"
+  "$py" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest "$@"
+# The wheel is built from the working tree as it is (no cached build).
+"$venv/bin/python" -m pip install -q --disable-pip-version-check \
+  --force-reinstall --no-deps --config-settings=setup-args=-Dwerror=true .
