@@ -434,6 +434,10 @@ def section(res):
     return "\n".join(lines) + "\n"
 
 
+def label(side):
+    return {"torchrl": "TorchRL"}.get(side, side)
+
+
 def python_section(res):
     """The table of per's Python package against cpprb's and TorchRL's
     PrioritizedReplayBuffer (peers_python.csv from bench/peers_python.sh),
@@ -457,8 +461,8 @@ def python_section(res):
     lines += ["Microseconds per batch (median; min-max): sample B with IS "
               "weights, then update B priorities; thread CPU time. peer / "
               "per above 1: per is faster.", "",
-              "| N | B | " + " | ".join(f"{s} µs" for s in sides) + " | "
-              + " | ".join(f"{s} / per" for s in peers) + " |",
+              "| N | B | " + " | ".join(f"{label(s)} µs" for s in sides) + " | "
+              + " | ".join(f"{label(s)} / per" for s in peers) + " |",
               "|---|---|" + "---:|" * (len(sides) + len(peers))]
     for (n, b), f in sorted(figs.items()):
         cells = [f"{fnum(f[s]['us_med'])} ({fnum(f[s]['us_min'])}–"
