@@ -285,8 +285,9 @@ class ReplayBuffer(_per._Buffer):
 
     # -- adding ------------------------------------------------------------
 
-    def _records(self, item: Any, fields: Dict[str, Any]) -> np.ndarray:
-        """The items to add as a 1-D contiguous array of self.dtype."""
+    def _records(self, item: Any, fields: Dict[str, Any], batch: bool = False) -> np.ndarray:
+        """The items to add as a 1-D contiguous array of self.dtype; with
+        batch, only input with a leading batch axis is taken."""
         dt = self.dtype
         if item is not None and fields:
             raise TypeError("pass the item(s) or fields as keywords, not both")
@@ -304,7 +305,7 @@ class ReplayBuffer(_per._Buffer):
             for name in dt.names:
                 v = np.asarray(item[name])
                 fshape = dt[name].shape
-                if v.shape == fshape:
+                if v.shape == fshape and not batch:
                     m = None
                 elif v.shape[1:] == fshape and v.ndim == len(fshape) + 1:
                     m = v.shape[0]
@@ -324,12 +325,16 @@ class ReplayBuffer(_per._Buffer):
             if dt.names == ("item",) and arr.dtype.names is None:
                 shape = dt["item"].shape
                 one = arr.shape == shape
+                if batch and (one or arr.shape[1:] != shape):
+                    raise ValueError(f"items: shape {arr.shape}, a batch of "
+                                     f"{shape} items is (n,) + {shape}")
                 rec = np.empty(1 if one else arr.shape[0], dt)
                 rec["item"] = arr
                 return rec
             raise TypeError(f"items must have the buffer's dtype {dt}, not {arr.dtype}")
-        if arr.ndim > 1:
-            raise ValueError("items: a record or a 1-D array of records")
+        if arr.ndim > 1 or (batch and arr.ndim != 1):
+            raise ValueError("items: a 1-D array of records" if batch else
+                             "items: a record or a 1-D array of records")
         return np.ascontiguousarray(arr.reshape(-1))
 
     def add(self, item: Any = None, *, ends: Any = None, **fields: Any) -> None:
@@ -340,7 +345,16 @@ class ReplayBuffer(_per._Buffer):
         fields may also be keywords: add(obs=o, action=a, ...). ends: None
         (no episode end), an END_* int for the last item of the batch, or
         one END_* per item. New items get the largest priority seen."""
-        rec = self._records(item, fields)
+        self._add_records(self._records(item, fields), ends)
+
+    def add_batch(self, items: Any = None, *, ends: Any = None, **fields: Any) -> None:
+        """add() for batches only: the records, or every field, must have a
+        leading batch axis (a batch of one is shape (1, ...), never read as
+        one item; a single record is refused with ValueError). Zero items
+        add nothing."""
+        self._add_records(self._records(items, fields, batch=True), ends)
+
+    def _add_records(self, rec: np.ndarray, ends: Any) -> None:
         n = rec.shape[0]
         e = None
         if ends is not None:

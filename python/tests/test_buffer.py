@@ -52,6 +52,32 @@ def test_add_forms_and_storage_view():
     assert plain.sample(3)["item"].shape == (3, 2)
 
 
+def test_add_batch_takes_batches_only(tmp_path):
+    g = np.arange(5)
+    fields = {"obs": np.stack([g, g, g], 1), "action": g, "reward": g * 0.5}
+    a, b = per.ReplayBuffer(8, ITEM, seed=1), per.ReplayBuffer(8, ITEM, seed=1)
+    a.add(fields, ends=per.END_TERMINATED)
+    b.add_batch(**fields, ends=per.END_TERMINATED)
+    assert state(a, tmp_path) == state(b, tmp_path)
+    before = state(b, tmp_path)
+    one = {"obs": np.ones(3), "action": 1, "reward": 1.0}      # one item, no batch axis
+    with pytest.raises(ValueError):
+        b.add_batch(one)
+    with pytest.raises(ValueError):
+        b.add_batch(np.zeros((), b.dtype))
+    with pytest.raises(ValueError):
+        b.add_batch(np.zeros((2, 2), b.dtype))
+    assert state(b, tmp_path) == before
+    b.add_batch({k: np.asarray(v)[None] for k, v in one.items()})   # a batch of one
+    b.add_batch(np.zeros(0, b.dtype))
+    assert len(b) == 6
+    plain = per.ReplayBuffer(4, (np.float32, 2))
+    with pytest.raises(ValueError):
+        plain.add_batch(np.array([1, 2], np.float32))
+    plain.add_batch(np.array([[1, 2]], np.float32))
+    assert len(plain) == 1
+
+
 def test_sample_shapes_ids_weights():
     b = filled(alpha=0.6)
     b.update(np.arange(50, dtype=np.uint64) | (np.uint64(1) << np.uint64(32)),
