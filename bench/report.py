@@ -322,15 +322,20 @@ def memory_section(res):
     return lines + [""]
 
 
+def measured_with(path):
+    """A "Measured with: ..." paragraph from a machine file's lines, as
+    lines; nothing when the file is not there."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return ["Measured with: " + "; ".join(
+            l.strip() for l in f if l.strip()) + ".", ""]
+
+
 def peers_section(res):
     """The peers tables of RESULTS_DIR (double, then float), as lines; an
     empty list when neither CSV exists."""
-    lines = []
-    mpath = os.path.join(res, "peers_machine.txt")
-    if os.path.exists(mpath):
-        with open(mpath) as f:
-            lines += ["Measured with: " + "; ".join(
-                l.strip() for l in f if l.strip()) + ".", ""]
+    lines = measured_with(os.path.join(res, "peers_machine.txt"))
     for real in ("double", "float"):
         rows = load(os.path.join(res, f"peers_{real}.csv"))
         if not rows:
@@ -445,12 +450,7 @@ def python_section(res):
     rows = load(os.path.join(res, "peers_python.csv"))
     if not rows:
         return []
-    lines = []
-    mpath = os.path.join(res, "peers_python_machine.txt")
-    if os.path.exists(mpath):
-        with open(mpath) as f:
-            lines += ["Measured with: " + "; ".join(
-                l.strip() for l in f if l.strip()) + ".", ""]
+    lines = measured_with(os.path.join(res, "peers_python_machine.txt"))
     sides = []
     figs = {}
     for r in rows:
