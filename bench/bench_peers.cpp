@@ -510,6 +510,7 @@ static void agreement(Ctx *c, uint32_t draws, double *agree) {
   per_rng r;
   std::vector<uint32_t> ip(draws);
   uint32_t same[NSIDES] = {0, 0, 0, 0};
+  for (int s = 0; s < NSIDES; ++s) agree[s] = 0; /* also when the sample fails */
   per_rng_init(&r, 0x5EED);
   if (per_tree_sample(&c->t, &r, draws, ip.data(), NULL) != PER_OK) {
     fail("per_tree_sample", c->n, draws);
