@@ -225,6 +225,29 @@ BC_FN uint32_t bc_below(uint64_t *s, uint32_t n) {
   return (uint32_t)(((bc_split(s) >> 32) * (uint64_t)n) >> 32);
 }
 
+/* The (index, value) pool of the update and add inputs: enough pairs for
+   batches up to max_b that batches do not repeat within a short loop. */
+BC_FN size_t bc_pool_size(uint32_t max_b) {
+  size_t pool = (size_t)max_b * 32;
+  return pool < 65536 ? 65536 : pool;
+}
+
+/* Fills a pool of `pool` pairs from the generator s, each an index in
+   [0, n) then a bc_prio value: val gets it as per_real, valf (when not
+   NULL) as the float it was drawn as. Every benchmark that fills its pool
+   this way from the same state gets the same pairs. */
+BC_FN void bc_fill_pool(uint64_t *s, uint32_t n, size_t pool, uint32_t *idx,
+                        per_real *val, float *valf) {
+  size_t i;
+  for (i = 0; i < pool; ++i) {
+    float v;
+    idx[i] = bc_below(s, n);
+    v = bc_prio(s);
+    val[i] = (per_real)v;
+    if (valf) valf[i] = v;
+  }
+}
+
 BC_FN void *bc_xmalloc(size_t bytes) {
   void *p = malloc(bytes ? bytes : 1);
   if (!p) {
@@ -395,6 +418,40 @@ BC_FN int bc_parse(bc_opts *o, int argc, char **argv, const char *usage,
     o->min_time = 0.002;
   }
   return 1;
+}
+
+/* The N and B lists of o within what the benchmarks take (N at most
+   PER_MAX_CAPACITY, B at most 2^24), *max_b the largest B. Returns 0
+   after a message on stderr when one is out of range. */
+BC_FN int bc_check_sizes(const bc_opts *o, uint32_t *max_b) {
+  int j;
+  *max_b = 0;
+  for (j = 0; j < o->nn; ++j)
+    if (o->n[j] > PER_MAX_CAPACITY) {
+      fprintf(stderr, "N too large\n");
+      return 0;
+    }
+  for (j = 0; j < o->nb; ++j) {
+    if (o->b[j] > (1u << 24)) {
+      fprintf(stderr, "B too large\n");
+      return 0;
+    }
+    if (o->b[j] > *max_b) *max_b = (uint32_t)o->b[j];
+  }
+  return 1;
+}
+
+/* iters stratified batches of B from t (per_tree_sample), the kernel of
+   every per.h sample figure. Returns PER_OK, or the last failure. */
+BC_FN per_status bc_sample_per(per_tree *t, per_rng *rng, uint32_t B,
+                               uint32_t *idx, per_real *val, uint64_t iters) {
+  per_status err = PER_OK;
+  uint64_t i;
+  for (i = 0; i < iters; ++i) {
+    per_status s = per_tree_sample(t, rng, B, idx, val);
+    if (s != PER_OK) err = s;
+  }
+  return err;
 }
 
 BC_FN const char *bc_real_name(void) {

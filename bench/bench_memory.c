@@ -298,11 +298,8 @@ typedef struct tctx {
 
 static void k_sample_per(void *p, uint64_t iters) {
   tctx *c = (tctx *)p;
-  uint64_t i;
-  for (i = 0; i < iters; ++i) {
-    per_status s = per_tree_sample(&c->t, &c->rng, c->B, c->idx_p, c->val_p);
-    if (s != PER_OK) c->err = s;
-  }
+  per_status s = bc_sample_per(&c->t, &c->rng, c->B, c->idx_p, c->val_p, iters);
+  if (s != PER_OK) c->err = s;
 }
 
 /* The floor's leaf in slice j of B: one uniform position in
@@ -433,7 +430,6 @@ static void sync_and_check(tctx *c, int quick) {
 
 static void setup(tctx *c, const bc_opts *o, uint32_t n, uint32_t maxB) {
   uint64_t s;
-  size_t i;
   memset(c, 0, sizeof *c);
   c->n = n;
   s = bc_build_trees(o, n, 1, 0, &c->t, &c->per_mem, NULL);
@@ -442,14 +438,10 @@ static void setup(tctx *c, const bc_opts *o, uint32_t n, uint32_t maxB) {
   per_rng_init(&c->rng, o->seed);
 
   /* The pool: as bench_tree's (the same pairs for the same N and B). */
-  c->pool = (size_t)maxB * 32;
-  if (c->pool < 65536) c->pool = 65536;
+  c->pool = bc_pool_size(maxB);
   c->pool_idx = (uint32_t *)bc_xmalloc(c->pool * sizeof(uint32_t));
   c->pool_val = (per_real *)bc_xmalloc(c->pool * sizeof(per_real));
-  for (i = 0; i < c->pool; ++i) {
-    c->pool_idx[i] = bc_below(&s, n);
-    c->pool_val[i] = (per_real)bc_prio(&s);
-  }
+  bc_fill_pool(&s, n, c->pool, c->pool_idx, c->pool_val, NULL);
   c->idx_p = (uint32_t *)bc_xmalloc((size_t)maxB * sizeof(uint32_t));
   c->val_p = (per_real *)bc_xmalloc((size_t)maxB * sizeof(per_real));
   c->lane_k = (uint32_t *)bc_xmalloc((size_t)maxB * sizeof(uint32_t));
@@ -533,18 +525,7 @@ int main(int argc, char **argv) {
                   o.quick ? 2 : 8);
   bc_default_list(o.n, &o.nn, o.quick ? quick_n : def_n, 1);
   bc_default_list(o.b, &o.nb, o.quick ? quick_b : def_b, 1);
-  for (j = 0; j < o.nn; ++j)
-    if (o.n[j] > PER_MAX_CAPACITY) {
-      fprintf(stderr, "N too large\n");
-      return 2;
-    }
-  for (j = 0; j < o.nb; ++j) {
-    if (o.b[j] > (1u << 24)) {
-      fprintf(stderr, "B too large\n");
-      return 2;
-    }
-    if (o.b[j] > maxB) maxB = (uint32_t)o.b[j];
-  }
+  if (!bc_check_sizes(&o, &maxB)) return 2;
   want_chase = bc_want_op(&o, "chase");
   want_gather = bc_want_op(&o, "gather");
   want_sample = bc_want_op(&o, "sample");

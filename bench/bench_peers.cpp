@@ -259,11 +259,9 @@ template <int S> static void k_set_peer(void *p, uint64_t iters) {
 
 static void k_sample_per(void *p, uint64_t iters) {
   Ctx *c = ctx_of(p);
-  for (uint64_t i = 0; i < iters; ++i) {
-    per_status s = per_tree_sample(&c->t, &c->rng, c->B, c->idx[PER].data(),
-                                   c->val[PER].data());
-    if (s != PER_OK) c->err = s;
-  }
+  per_status s = bc_sample_per(&c->t, &c->rng, c->B, c->idx[PER].data(),
+                               c->val[PER].data(), iters);
+  if (s != PER_OK) c->err = s;
 }
 
 static void k_sample_textbook(void *p, uint64_t iters) {
@@ -510,7 +508,8 @@ static void agreement(Ctx *c, uint32_t draws, double *agree) {
   per_rng r;
   std::vector<uint32_t> ip(draws);
   uint32_t same[NSIDES] = {0, 0, 0, 0};
-  for (int s = 0; s < NSIDES; ++s) agree[s] = 0; /* also when the sample fails */
+  for (int s = 0; s < NSIDES; ++s)
+    agree[s] = 0; /* also when the sample fails */
   per_rng_init(&r, 0x5EED);
   if (per_tree_sample(&c->t, &r, draws, ip.data(), NULL) != PER_OK) {
     fail("per_tree_sample", c->n, draws);
@@ -554,17 +553,12 @@ static void setup(Ctx *c, const bc_opts *o, uint32_t n, uint32_t maxB,
   /* The pool: enough pairs that batches do not repeat within a short loop
      (bench_tree's pairs from the same generator state, one more), then
      the values of odd passes. */
-  c->pool = (size_t)maxB * 32;
-  if (c->pool < 65536) c->pool = 65536;
-  c->pool += 1; /* odd: see pool_next */
+  c->pool = bc_pool_size(maxB) + 1; /* odd: see pool_next */
   c->pool_idx.resize(c->pool);
   c->pool_val.resize(c->pool);
   c->pool_valf.resize(c->pool);
-  for (size_t i = 0; i < c->pool; ++i) {
-    c->pool_idx[i] = bc_below(&s, n);
-    c->pool_valf[i] = bc_prio(&s);
-    c->pool_val[i] = (per_real)c->pool_valf[i];
-  }
+  bc_fill_pool(&s, n, c->pool, c->pool_idx.data(), c->pool_val.data(),
+               c->pool_valf.data());
   c->pool_val2.resize(c->pool);
   c->pool_valf2.resize(c->pool);
   for (size_t i = 0; i < c->pool; ++i) {
@@ -755,18 +749,7 @@ int main(int argc, char **argv) {
   if (o.side == 2) g_on[PER] = false;
   bc_default_list(o.n, &o.nn, o.quick ? quick_n : def_n, o.quick ? 2 : 9);
   bc_default_list(o.b, &o.nb, o.quick ? quick_b : def_b, o.quick ? 2 : 3);
-  for (int j = 0; j < o.nn; ++j)
-    if (o.n[j] > PER_MAX_CAPACITY) {
-      fprintf(stderr, "N too large\n");
-      return 2;
-    }
-  for (int j = 0; j < o.nb; ++j) {
-    if (o.b[j] > (1u << 24)) {
-      fprintf(stderr, "B too large\n");
-      return 2;
-    }
-    if (o.b[j] > maxB) maxB = (uint32_t)o.b[j];
-  }
+  if (!bc_check_sizes(&o, &maxB)) return 2;
   FILE *csv = csv_open(o.csv);
 
   printf("bench_peers: per.h (PER_REAL=%s) vs TorchRL 0.10.0 and cpprb "

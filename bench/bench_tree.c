@@ -77,11 +77,8 @@ static void fail(const char *what, uint32_t n, uint32_t B) {
 
 static void k_sample_per(void *p, uint64_t iters) {
   ctx *c = (ctx *)p;
-  uint64_t i;
-  for (i = 0; i < iters; ++i) {
-    per_status s = per_tree_sample(&c->t, &c->rng, c->B, c->idx_p, c->val_p);
-    if (s != PER_OK) c->err = s;
-  }
+  per_status s = bc_sample_per(&c->t, &c->rng, c->B, c->idx_p, c->val_p, iters);
+  if (s != PER_OK) c->err = s;
 }
 
 static void k_sample_classic(void *p, uint64_t iters) {
@@ -351,7 +348,6 @@ static double agreement(ctx *c, uint32_t draws) {
 
 static void setup(ctx *c, const bc_opts *o, uint32_t n, uint32_t maxB) {
   uint64_t s;
-  size_t i;
   memset(c, 0, sizeof *c);
   c->n = n;
   c->have_per = o->side != 2;
@@ -361,16 +357,11 @@ static void setup(ctx *c, const bc_opts *o, uint32_t n, uint32_t maxB) {
   if (c->have_per) per_rng_init(&c->rng, o->seed);
 
   /* The pool: enough pairs that batches do not repeat within a short loop. */
-  c->pool = (size_t)maxB * 32;
-  if (c->pool < 65536) c->pool = 65536;
+  c->pool = bc_pool_size(maxB);
   c->pool_idx = (uint32_t *)bc_xmalloc(c->pool * sizeof(uint32_t));
   c->pool_val = (per_real *)bc_xmalloc(c->pool * sizeof(per_real));
   c->pool_valf = (float *)bc_xmalloc(c->pool * sizeof(float));
-  for (i = 0; i < c->pool; ++i) {
-    c->pool_idx[i] = bc_below(&s, n);
-    c->pool_valf[i] = bc_prio(&s);
-    c->pool_val[i] = (per_real)c->pool_valf[i];
-  }
+  bc_fill_pool(&s, n, c->pool, c->pool_idx, c->pool_val, c->pool_valf);
   c->idx_p = (uint32_t *)bc_xmalloc((size_t)maxB * sizeof(uint32_t));
   c->idx_c = (uint32_t *)bc_xmalloc((size_t)maxB * sizeof(uint32_t));
   c->val_p = (per_real *)bc_xmalloc((size_t)maxB * sizeof(per_real));
@@ -433,24 +424,13 @@ int main(int argc, char **argv) {
   static const uint64_t quick_b[] = {16, 64};
   bc_opts o;
   FILE *csv;
-  int in, ib, j;
+  int in, ib;
   uint32_t maxB = 0;
 
   if (!bc_parse(&o, argc, argv, usage, NULL)) return 2;
   bc_default_list(o.n, &o.nn, o.quick ? quick_n : def_n, o.quick ? 2 : 3);
   bc_default_list(o.b, &o.nb, o.quick ? quick_b : def_b, o.quick ? 2 : 3);
-  for (j = 0; j < o.nn; ++j)
-    if (o.n[j] > PER_MAX_CAPACITY) {
-      fprintf(stderr, "N too large\n");
-      return 2;
-    }
-  for (j = 0; j < o.nb; ++j) {
-    if (o.b[j] > (1u << 24)) {
-      fprintf(stderr, "B too large\n");
-      return 2;
-    }
-    if (o.b[j] > maxB) maxB = (uint32_t)o.b[j];
-  }
+  if (!bc_check_sizes(&o, &maxB)) return 2;
   csv = bc_csv_open(&o);
 
   printf("bench_tree: per.h (PER_REAL=%s) vs classic float32 tree\n",
