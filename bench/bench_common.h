@@ -454,6 +454,23 @@ BC_FN per_status bc_sample_per(per_tree *t, per_rng *rng, uint32_t B,
   return err;
 }
 
+/* iters batch updates of B pairs from the pool (per_tree_set_batch), each
+   batch the next B pairs from *off on (bc_pool_next), the kernel of the
+   per.h update figures of bench_tree and bench_memory. Returns PER_OK, or
+   the last failure. */
+BC_FN per_status bc_update_per(per_tree *t, const uint32_t *pool_idx,
+                               const per_real *pool_val, size_t pool,
+                               size_t *off, uint32_t B, uint64_t iters) {
+  per_status err = PER_OK;
+  uint64_t i;
+  for (i = 0; i < iters; ++i) {
+    per_status s = per_tree_set_batch(t, pool_idx + *off, pool_val + *off, B);
+    if (s != PER_OK) err = s;
+    bc_pool_next(off, B, pool);
+  }
+  return err;
+}
+
 BC_FN const char *bc_real_name(void) {
   return sizeof(per_real) == sizeof(float) ? "float" : "double";
 }

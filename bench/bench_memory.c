@@ -342,13 +342,9 @@ static void k_sample_floor(void *p, uint64_t iters) {
 
 static void k_update_per(void *p, uint64_t iters) {
   tctx *c = (tctx *)p;
-  uint64_t i;
-  for (i = 0; i < iters; ++i) {
-    per_status s = per_tree_set_batch(&c->t, c->pool_idx + c->off_p,
-                                      c->pool_val + c->off_p, c->B);
-    if (s != PER_OK) c->err = s;
-    bc_pool_next(&c->off_p, c->B, c->pool);
-  }
+  per_status s = bc_update_per(&c->t, c->pool_idx, c->pool_val, c->pool,
+                               &c->off_p, c->B, iters);
+  if (s != PER_OK) c->err = s;
 }
 
 /* The floor's update: leaves idx[j] = val[j] in order, then every level
