@@ -272,6 +272,8 @@ typedef PER_REAL per_real;
 #define per_buffer_add_batch PERI_NAME(per_buffer_add_batch)
 #define per_buffer_sample PERI_NAME(per_buffer_sample)
 #define per_buffer_update PERI_NAME(per_buffer_update)
+#define per_buffer_update_check PERI_NAME(per_buffer_update_check)
+#define per_is_weight PERI_NAME(per_is_weight)
 #define per_buffer_check PERI_NAME(per_buffer_check)
 #define per_nstep_step PERI_NAME(per_nstep_step)
 #define per_buffer_save PERI_NAME(per_buffer_save)
@@ -1047,6 +1049,24 @@ PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
 PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
                                     const float *td, uint32_t n,
                                     uint32_t *stale);
+
+/* per_buffer_update's checks without its changes, for a layer that must
+   agree on a status before anything changes (per_mpi.h): the status
+   per_buffer_update(b, ids, td, n, ...) would return and, on PER_OK, the
+   number of stale ids it would skip (*stale) and the max_leaf b would
+   have after it (*max_leaf); either may be NULL. b is not changed.
+   O(n), plus one pow per current id when max_leaf is asked for. */
+PERDEF per_status per_buffer_update_check(const per_buffer *b,
+                                          const uint64_t *ids, const float *td,
+                                          uint32_t n, uint32_t *stale,
+                                          per_real *max_leaf);
+
+/* The IS weight per_buffer_sample gives a draw of leaf p when the
+   smallest leaf of the batch (or of the buffer, PER_WEIGHTS_BUFFER_MAX)
+   is pmin: (pmin / p)^beta computed in double, as a float; exactly 1 when
+   beta == 0 or p <= pmin. For layers that draw the leaves themselves
+   (per_mpi.h). */
+PERDEF float per_is_weight(per_real p, per_real pmin, double beta);
 
 /* Update the steps of sequences drawn with PER_SAMPLE_SEQUENCES: for
    ids[j], j < n, the leaf of its step t (t < seq_len) becomes
@@ -3504,11 +3524,10 @@ static per_status peri_id_check(const per_buffer *b, uint64_t id,
   return peri_id_status(id, b->cfg.capacity, stride, b->gen, b->added);
 }
 
-PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
-                                    const float *td, uint32_t n,
-                                    uint32_t *stale) {
-  uint32_t j, nstale = 0, m = 0, idx[PERI_CHUNK];
-  per_real val[PERI_CHUNK];
+/* per_buffer_update's validation of the whole batch. */
+static per_status peri_update_valid(const per_buffer *b, const uint64_t *ids,
+                                    const float *td, uint32_t n) {
+  uint32_t j;
   if (!b || !b->items) return PER_ERR_NULL;
   if (n > 0 && (!ids || !td)) return PER_ERR_NULL;
   for (j = 0; j < n; ++j) {
@@ -3516,6 +3535,42 @@ PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
     if (s == PER_OK) s = peri_id_check(b, ids[j], 1);
     if (s != PER_OK) return s;
   }
+  return PER_OK;
+}
+
+PERDEF per_status per_buffer_update_check(const per_buffer *b,
+                                          const uint64_t *ids, const float *td,
+                                          uint32_t n, uint32_t *stale,
+                                          per_real *max_leaf) {
+  uint32_t j, nstale = 0;
+  per_real mx;
+  per_status s = peri_update_valid(b, ids, td, n);
+  if (s != PER_OK) return s;
+  mx = b->max_leaf;
+  for (j = 0; j < n; ++j) {
+    if ((uint32_t)(ids[j] >> 32) != b->gen[(uint32_t)ids[j]]) {
+      ++nstale;
+    } else if (max_leaf) {
+      per_real v = peri_priority(td[j], b->cfg.eps, b->cfg.alpha);
+      if (v > mx) mx = v;
+    }
+  }
+  if (stale) *stale = nstale;
+  if (max_leaf) *max_leaf = mx;
+  return PER_OK;
+}
+
+PERDEF float per_is_weight(per_real p, per_real pmin, double beta) {
+  return peri_weight(p, pmin, beta);
+}
+
+PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
+                                    const float *td, uint32_t n,
+                                    uint32_t *stale) {
+  uint32_t j, nstale = 0, m = 0, idx[PERI_CHUNK];
+  per_real val[PERI_CHUNK];
+  per_status s = peri_update_valid(b, ids, td, n);
+  if (s != PER_OK) return s;
   for (j = 0; j < n; ++j) {
     uint32_t slot = (uint32_t)ids[j], g = (uint32_t)(ids[j] >> 32);
     if (g != b->gen[slot]) {

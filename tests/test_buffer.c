@@ -437,6 +437,78 @@ static void test_stale(void) {
   per_buffer_free(&b);
 }
 
+/* per_buffer_update_check: per_buffer_update's status, stale count and
+   max_leaf, with nothing changed; per_is_weight: the sample's weights. */
+static void test_update_check(void) {
+  per_config c = cfg_of(16, 4);
+  per_buffer b, copy;
+  uint64_t ids[8], saved;
+  float td[8], w[8];
+  uint32_t v, i, stale = 99, stale2 = 98;
+  per_real mx = -1, vmin;
+  double beta;
+  c.seed = 3;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  CHECK_OK(per_buffer_init(&copy, &c, NULL));
+  for (v = 0; v < 20; ++v) { /* wrapped: slots 0..3 at generation 2 */
+    CHECK_OK(per_buffer_add(&b, &v));
+    CHECK_OK(per_buffer_add(&copy, &v));
+  }
+  beta = per_buffer_beta(&b); /* the sample's */
+  CHECK_OK(per_buffer_sample(&b, 8, NULL, NULL, ids, w));
+  CHECK_OK(per_buffer_sample(&copy, 8, NULL, NULL, NULL, NULL));
+  /* the weights are per_is_weight over the batch's smallest leaf */
+  vmin = leaf(&b, (uint32_t)ids[0]);
+  for (i = 1; i < 8; ++i)
+    if (leaf(&b, (uint32_t)ids[i]) < vmin) vmin = leaf(&b, (uint32_t)ids[i]);
+  for (i = 0; i < 8; ++i)
+    CHECK(per_is_weight(leaf(&b, (uint32_t)ids[i]), vmin, beta) == w[i]);
+  CHECK(per_is_weight(2, 1, 0) == 1.0f);
+  CHECK(per_is_weight(1, 2, 0.5) == 1.0f);
+  CHECK(per_is_weight(4, 1, 0.5) == 0.5f);
+  for (i = 0; i < 8; ++i) td[i] = 0.5f * (float)i - 1.0f;
+  td[5] = 40.0f;                   /* a new largest leaf */
+  ids[6] = 2u | (uint64_t)1 << 32; /* overwritten since: stale */
+  ids[7] = 5u | (uint64_t)1 << 32;
+  CHECK_OK(per_buffer_update_check(&b, ids, td, 8, &stale, &mx));
+  CHECK_OK(per_buffer_update_check(&b, ids, td, 8, NULL, NULL));
+  CHECK_MEM(b.tree.node, copy.tree.node,
+            2 * (size_t)b.tree.leaves * sizeof(per_real));
+  CHECK(b.max_leaf == copy.max_leaf);
+  CHECK_OK(per_buffer_update(&b, ids, td, 8, &stale2));
+  CHECK_EQ_U(stale, stale2);
+  CHECK(stale >= 1);
+  CHECK(mx == b.max_leaf);
+  CHECK(mx == leaf_of(&b, 40.0f));
+  /* errors: the same status as the update, nothing written */
+  saved = ids[3];
+  stale = 77;
+  td[2] = NAN;
+  CHECK_STATUS(per_buffer_update_check(&b, ids, td, 8, &stale, &mx),
+               per_buffer_update(&b, ids, td, 8, NULL));
+  td[2] = INFINITY;
+  CHECK_STATUS(per_buffer_update_check(&b, ids, td, 8, &stale, &mx),
+               PER_ERR_INF);
+  td[2] = 1;
+  ids[3] = 3u | (uint64_t)9 << 32; /* a generation never handed out */
+  CHECK_STATUS(per_buffer_update_check(&b, ids, td, 8, &stale, &mx),
+               PER_ERR_INDEX);
+  ids[3] = 16; /* slot past the ring */
+  CHECK_STATUS(per_buffer_update_check(&b, ids, td, 8, &stale, &mx),
+               PER_ERR_INDEX);
+  ids[3] = saved;
+  CHECK_EQ_U(stale, 77);
+  CHECK_STATUS(per_buffer_update_check(NULL, ids, td, 8, NULL, NULL),
+               PER_ERR_NULL);
+  CHECK_STATUS(per_buffer_update_check(&b, NULL, td, 8, NULL, NULL),
+               PER_ERR_NULL);
+  CHECK_OK(per_buffer_update_check(&b, NULL, NULL, 0, &stale, &mx));
+  CHECK_EQ_U(stale, 0);
+  CHECK(mx == b.max_leaf);
+  per_buffer_free(&b);
+  per_buffer_free(&copy);
+}
+
 /* ---- add_batch equals single adds ------------------------------------- */
 
 static void test_add_batch(void) {
@@ -1238,6 +1310,7 @@ int main(void) {
   test_replay_runs();
   test_update_rules();
   test_stale();
+  test_update_check();
   test_add_batch();
   test_trajectories();
   test_distribution();
