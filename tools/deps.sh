@@ -1,7 +1,9 @@
 #!/bin/sh
 # Install what building per needs (a C compiler, a C++ compiler for the
 # C++ compile check, meson, ninja, pkg-config) from Debian packages, but only
-# what is missing. Runs apt-get directly as root, through sudo otherwise.
+# what is missing; extras by name (clang, clang-format, mpi: Open MPI for
+# per_mpi.h's tests) or as Debian packages. Runs apt-get directly as root,
+# through sudo otherwise.
 need=""
 command -v cc >/dev/null 2>&1 || need="$need gcc libc6-dev"
 command -v c++ >/dev/null 2>&1 || need="$need g++"
@@ -12,6 +14,7 @@ for extra in "$@"; do
   case "$extra" in
     clang) command -v clang >/dev/null 2>&1 || need="$need clang" ;;
     clang-format) command -v clang-format >/dev/null 2>&1 || need="$need clang-format" ;;
+    mpi) command -v mpicc >/dev/null 2>&1 || need="$need openmpi-bin libopenmpi-dev" ;;
     *) need="$need $extra" ;;
   esac
 done

@@ -1,0 +1,386 @@
+/* per_mpi.h under mpirun -np 1, 2, 3 and 4 (tests/meson.build): the
+   sharded buffer against one per_buffer (bit for bit where W and C are
+   powers of two), the global law, and errors agreed by every rank. */
+#include <stdlib.h>
+
+/* Every block per and per_mpi allocate, counted: all freed at the end
+   (LeakSanitizer cannot run over Open MPI, tests/mpi/meson.build). */
+static long t_live;
+static void *t_malloc(size_t n) {
+  void *p = malloc(n);
+  if (p) ++t_live;
+  return p;
+}
+static void t_free(void *p) {
+  if (p) --t_live;
+  free(p);
+}
+#define PER_MALLOC(sz, ctx) ((void)(ctx), t_malloc(sz))
+#define PER_FREE(p, ctx) ((void)(ctx), t_free(p))
+
+#define PER_IMPLEMENTATION
+#include "per.h"
+#define PER_MPI_IMPLEMENTATION
+#include "per_mpi.h"
+
+#include "stats.h"
+#include "t.h"
+
+static int me, W;
+
+/* Every rank's status must be `want`. */
+static void check_all(int got, int want, const char *what) {
+  int *all = (int *)malloc((size_t)W * sizeof *all), r;
+  REQUIRE(all);
+  MPI_Allgather(&got, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+  for (r = 0; r < W; ++r)
+    CHECK_MSG(all[r] == want, "%s: rank %d got %s, want %s", what, r,
+              per_status_str((per_status)all[r]),
+              per_status_str((per_status)want));
+  free(all);
+}
+
+typedef struct item {
+  uint32_t rank, slot, tag;
+} item;
+
+static item make_item(uint32_t r, uint32_t j, uint32_t tag) {
+  item it;
+  it.rank = r;
+  it.slot = j;
+  it.tag = tag;
+  return it;
+}
+
+/* FNV-1a of a shard's leaves, counters and rng: "nothing changed". */
+static uint64_t shard_hash(const per_buffer *b) {
+  uint64_t h = 1469598103934665603ull;
+  const unsigned char *p = (const unsigned char *)b->tree.node;
+  size_t i, n = 2 * (size_t)b->tree.leaves * sizeof(per_real);
+  for (i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  h = (h ^ b->rng.counter) * 1099511628211ull;
+  h = (h ^ b->step) * 1099511628211ull;
+  h = (h ^ b->size) * 1099511628211ull;
+  return h;
+}
+
+/* ---- bit for bit against one buffer of W * C leaves ---- */
+
+static void equivalence(uint32_t flags, double eps, int adds) {
+  const uint32_t C = 64, rounds = 48;
+  per_config cfg = per_config_default(C, sizeof(item));
+  per_config big_cfg;
+  per_mpi m;
+  per_buffer big;
+  per_rng trng;
+  uint32_t r, j, pass, round, added0 = 0, bad = 0, bad_w = 0, bad_items = 0;
+  uint32_t Bs[4] = {1, 7, 64, 200};
+  uint64_t *bids = (uint64_t *)malloc(256 * sizeof *bids);
+  per_mpi_id *gids = (per_mpi_id *)malloc(256 * sizeof *gids);
+  float *w1 = (float *)malloc(256 * sizeof *w1);
+  float *w2 = (float *)malloc(256 * sizeof *w2);
+  float *td = (float *)malloc(256 * sizeof *td);
+  item *i1 = (item *)malloc(256 * sizeof *i1);
+  item *i2 = (item *)malloc(256 * sizeof *i2);
+  REQUIRE(bids && gids && w1 && w2 && td && i1 && i2);
+  cfg.alpha = 0.7;
+  cfg.beta0 = 0.3;
+  cfg.beta_steps = 20; /* annealed within the rounds */
+  cfg.eps = eps;
+  cfg.seed = 1234;
+  cfg.flags = flags;
+  big_cfg = cfg;
+  big_cfg.capacity = C * (uint32_t)W;
+  big_cfg.max_unique = big_cfg.capacity;
+  cfg.max_unique = C;
+  REQUIRE(per_mpi_init(&m, MPI_COMM_WORLD, &cfg, NULL) == PER_OK);
+  REQUIRE(per_buffer_init(&big, &big_cfg, NULL) == PER_OK);
+  /* two passes: rank r's slot j is slot r * C + j of the big buffer, at
+     generation 2 */
+  for (pass = 0; pass < 2; ++pass)
+    for (r = 0; r < (uint32_t)W; ++r)
+      for (j = 0; j < C; ++j) {
+        item it = make_item(r, j, pass);
+        REQUIRE(per_buffer_add(&big, &it) == PER_OK);
+        if (r == (uint32_t)me) REQUIRE(per_buffer_add(&m.shard, &it) == PER_OK);
+      }
+  CHECK_EQ_U(per_mpi_size(&m), (uint64_t)C * (uint64_t)W);
+  per_rng_init(&trng, 99); /* the same TD errors on every rank */
+  for (round = 0; round < rounds; ++round) {
+    uint32_t B = Bs[round % 4], stale_big = 0, stale = 0, n;
+    int root = (int)(round % (uint32_t)(W + 1)) - 1; /* ALL, 0, 1, ... */
+    int learner = root == PER_MPI_ALL ? (int)(round % (uint32_t)W) : root;
+    int receive = root == PER_MPI_ALL || root == me;
+    per_sample_opts o;
+    const per_sample_opts *op = NULL;
+    memset(&o, 0, sizeof o);
+    if (round % 6 == 5) { /* a fixed beta now and then */
+      o.flags = PER_SAMPLE_BETA;
+      o.beta = 0.55;
+      op = &o;
+    }
+    REQUIRE(per_buffer_sample(&big, B, op, i1, bids, w1) == PER_OK);
+    memset(gids, 0, B * sizeof *gids);
+    CHECK_OK(per_mpi_sample(&m, B, root, op, receive ? i2 : NULL,
+                            receive ? gids : NULL, receive ? w2 : NULL));
+    if (receive) {
+      for (j = 0; j < B; ++j) {
+        uint64_t slot = (uint32_t)gids[j].id + gids[j].rank * C;
+        bad += slot != (uint32_t)bids[j] || gids[j].id >> 32 != bids[j] >> 32;
+        bad_items += memcmp(&i1[j], &i2[j], sizeof(item)) != 0;
+      }
+      bad_w += memcmp(w1, w2, B * sizeof *w1) != 0;
+    }
+    CHECK_EQ_U(m.shard.rng.counter, big.rng.counter);
+    CHECK_EQ_U(m.shard.step, big.step);
+    /* now and then, rank 0 adds before the update: some drawn ids go
+       stale and the new items get the agreed max_leaf */
+    if (adds && round % 5 == 4 && added0 + 3 <= C) {
+      for (j = 0; j < 3; ++j) {
+        item it = make_item(0, added0 + j, 100 + round);
+        REQUIRE(per_buffer_add(&big, &it) == PER_OK);
+        if (me == 0) REQUIRE(per_buffer_add(&m.shard, &it) == PER_OK);
+      }
+      added0 += 3;
+    }
+    for (j = 0; j < B; ++j)
+      td[j] = (float)(per_rng_double(&trng) * 4.0 - 2.0) *
+              (j % 9 == 3 ? 0.0f : 1.0f);
+    REQUIRE(per_buffer_update(&big, bids, td, B, &stale_big) == PER_OK);
+    /* the learner (a receiving rank) sends the whole batch back */
+    n = me == learner ? B : 0;
+    CHECK_OK(per_mpi_update(&m, gids, td, n, &stale));
+    CHECK_EQ_U(stale, stale_big);
+    CHECK_MSG(m.shard.max_leaf == big.max_leaf, "max_leaf %g != %g",
+              (double)m.shard.max_leaf, (double)big.max_leaf);
+  }
+  CHECK_EQ_U(bad, 0);
+  CHECK_EQ_U(bad_items, 0);
+  CHECK_EQ_U(bad_w, 0);
+  for (j = 0, bad = 0; j < C; ++j)
+    bad += per_tree_get(&m.shard.tree, j) !=
+           per_tree_get(&big.tree, (uint32_t)me * C + j);
+  CHECK_EQ_U(bad, 0);
+  CHECK_OK(per_buffer_check(&m.shard));
+
+  /* the uniform fallback: every leaf 0 (eps = 0), positions at 0 */
+  if (eps == 0 && !adds) {
+    uint32_t B = 100;
+    for (j = 0; j < C * (uint32_t)W; ++j) {
+      bids[0] = (uint64_t)j | ((uint64_t)big.gen[j] << 32);
+      td[0] = 0;
+      REQUIRE(per_buffer_update(&big, bids, td, 1, NULL) == PER_OK);
+    }
+    for (j = 0; j < C; ++j) { /* each rank zeroes its own */
+      gids[j].rank = (uint64_t)me;
+      gids[j].id = (uint64_t)j | ((uint64_t)m.shard.gen[j] << 32);
+      td[j] = 0;
+    }
+    CHECK_OK(per_mpi_update(&m, gids, td, C, NULL));
+    CHECK(m.shard.tree.node[1] == 0);
+    CHECK(big.tree.node[1] == 0);
+    REQUIRE(per_buffer_sample(&big, B, NULL, i1, bids, w1) == PER_OK);
+    CHECK_OK(per_mpi_sample(&m, B, PER_MPI_ALL, NULL, i2, gids, w2));
+    for (j = 0, bad = 0; j < B; ++j)
+      bad += (uint32_t)gids[j].id + gids[j].rank * C != (uint32_t)bids[j] ||
+             w2[j] != 1.0f || memcmp(&i1[j], &i2[j], sizeof(item)) != 0;
+    CHECK_EQ_U(bad, 0);
+  }
+  per_mpi_free(&m);
+  per_buffer_free(&big);
+  free(bids);
+  free(gids);
+  free(w1);
+  free(w2);
+  free(td);
+  free(i1);
+  free(i2);
+}
+
+/* ---- the law, for shards of different sizes ---- */
+
+static void law(void) {
+  /* rank r holds 5 + 3r items of leaves 1..5: P(i) = p_i / sum. Pearson's
+     chi-square over every (rank, slot) cell, failing at p < 1e-6: a
+     false-failure probability of at most 1e-6 (stratified draws vary
+     less than independent ones, so the statistic only gets smaller). */
+  const uint32_t B = 512, batches = 500;
+  uint32_t cap = 5 + 3 * (uint32_t)me, cells = 0, r, j, k;
+  per_config cfg = per_config_default(cap, sizeof(item));
+  per_mpi m;
+  static per_mpi_id ids[512];
+  static float w[512], td[512];
+  double *obs, *exp_, sum = 0;
+  int s = PER_OK;
+  for (r = 0; r < (uint32_t)W; ++r) cells += 5 + 3 * r;
+  obs = (double *)calloc(cells, sizeof *obs);
+  exp_ = (double *)calloc(cells, sizeof *exp_);
+  REQUIRE(obs && exp_);
+  cfg.alpha = 1;
+  cfg.eps = 0;
+  cfg.seed = 77;
+  cfg.max_unique = cap;
+  REQUIRE(per_mpi_init(&m, MPI_COMM_WORLD, &cfg, NULL) == PER_OK);
+  for (j = 0; j < cap; ++j) {
+    item it = make_item((uint32_t)me, j, 0);
+    REQUIRE(per_buffer_add(&m.shard, &it) == PER_OK);
+  }
+  /* leaves 1 + (7r + j) % 5, set by the owners through the collective */
+  for (j = 0; j < cap; ++j) {
+    ids[0].rank = (uint64_t)me;
+    ids[0].id = (uint64_t)j | ((uint64_t)1 << 32);
+    td[0] = (float)(1 + (7 * (uint32_t)me + j) % 5);
+    REQUIRE(per_mpi_update(&m, ids, td, 1, NULL) == PER_OK);
+  }
+  /* a collective: ranks with fewer items take part with nothing */
+  for (; j < 5 + 3 * (uint32_t)(W - 1); ++j)
+    REQUIRE(per_mpi_update(&m, ids, td, 0, NULL) == PER_OK);
+  for (r = 0, k = 0; r < (uint32_t)W; ++r)
+    for (j = 0; j < 5 + 3 * r; ++j, ++k) {
+      exp_[k] = 1 + (7 * r + j) % 5;
+      sum += exp_[k];
+    }
+  for (k = 0; k < cells; ++k) exp_[k] *= (double)B * batches / sum;
+  for (j = 0; j < batches; ++j) {
+    float wmax = 0;
+    s = per_mpi_sample(&m, B, 0, NULL, NULL, me == 0 ? ids : NULL,
+                       me == 0 ? w : NULL);
+    if (s != PER_OK) break;
+    if (me != 0) continue;
+    for (k = 0; k < B; ++k) {
+      uint32_t cell = 0;
+      for (r = 0; r < ids[k].rank; ++r) cell += 5 + 3 * r;
+      obs[cell + (uint32_t)ids[k].id] += 1;
+      if (w[k] > wmax) wmax = w[k];
+    }
+    if (wmax != 1.0f) s = PER_ERR_CORRUPT;
+  }
+  check_all(s, PER_OK, "law: sampling");
+  if (me == 0) {
+    double p = chi2_p(chi2_stat(obs, exp_, (int)cells), cells - 1.0);
+    CHECK_MSG(p > 1e-6, "law: chi-square p = %g over %u cells", p, cells);
+  }
+  per_mpi_free(&m);
+  free(obs);
+  free(exp_);
+}
+
+/* ---- errors: the same status everywhere, nothing changed ---- */
+
+static void errors(void) {
+  per_config cfg = per_config_default(32, sizeof(item));
+  per_mpi m;
+  per_mpi_id ids[4];
+  float td[4] = {1, 2, 3, 4};
+  per_sample_opts o;
+  uint64_t h;
+  uint32_t j;
+  int last = W - 1;
+  cfg.seed = 5;
+  /* init: one rank's config differs, or one rank's is invalid */
+  {
+    per_config c2 = cfg;
+    if (me == last) c2.alpha = 0.5;
+    check_all(per_mpi_init(&m, MPI_COMM_WORLD, &c2, NULL),
+              W > 1 ? PER_ERR_ARG : PER_OK, "init: configs differ");
+    if (W == 1) per_mpi_free(&m);
+    c2 = cfg;
+    if (me == last) c2.capacity = 0;
+    check_all(per_mpi_init(&m, MPI_COMM_WORLD, &c2, NULL), PER_ERR_CAPACITY,
+              "init: a zero capacity");
+    c2 = cfg;
+    if (me == 0) c2.seq_len = 4, c2.seq_stride = 4;
+    check_all(per_mpi_init(&m, MPI_COMM_WORLD, &c2, NULL), PER_ERR_ARG,
+              "init: sequences");
+    check_all(per_mpi_init(&m, MPI_COMM_WORLD, me == last ? NULL : &cfg, NULL),
+              PER_ERR_NULL, "init: a NULL config");
+  }
+  REQUIRE(per_mpi_init(&m, MPI_COMM_WORLD, &cfg, NULL) == PER_OK);
+  check_all(per_mpi_sample(&m, 4, 0, NULL, NULL, NULL, NULL), PER_ERR_EMPTY,
+            "sample: every shard empty");
+  for (j = 0; j < 8; ++j) {
+    item it = make_item((uint32_t)me, j, 0);
+    REQUIRE(per_buffer_add(&m.shard, &it) == PER_OK);
+  }
+  h = shard_hash(&m.shard);
+  check_all(per_mpi_sample(&m, me == last ? 5 : 4, 0, NULL, NULL, NULL, NULL),
+            W > 1 ? PER_ERR_ARG : PER_OK, "sample: B differs");
+  if (W == 1) h = shard_hash(&m.shard);
+  check_all(per_mpi_sample(&m, me == last ? 0 : 4, 0, NULL, NULL, NULL, NULL),
+            PER_ERR_BATCH, "sample: B = 0 on one rank");
+  check_all(per_mpi_sample(&m, 4, me == last ? W : 0, NULL, NULL, NULL, NULL),
+            PER_ERR_ARG, "sample: root outside");
+  memset(&o, 0, sizeof o);
+  o.flags = me == last ? PER_SAMPLE_UNIQUE : 0;
+  check_all(per_mpi_sample(&m, 4, 0, &o, NULL, NULL, NULL), PER_ERR_ARG,
+            "sample: unique");
+  o.flags = PER_SAMPLE_BETA;
+  o.beta = me == last ? -1.0 : 0.5;
+  check_all(per_mpi_sample(&m, 4, 0, &o, NULL, NULL, NULL), PER_ERR_ARG,
+            "sample: a negative beta");
+  check_all(shard_hash(&m.shard) == h ? PER_OK : PER_ERR_CORRUPT, PER_OK,
+            "sample errors change nothing");
+
+  /* updates: rank 0 sends a valid id to every rank, plus one bad thing */
+  for (j = 0; j < 3; ++j) {
+    ids[j].rank = (uint64_t)(j % (uint32_t)W);
+    ids[j].id = (uint64_t)j | ((uint64_t)1 << 32);
+  }
+  ids[3] = ids[0];
+  td[3] = me == last ? NAN : 1.0f;
+  check_all(per_mpi_update(&m, ids, td, 4, NULL), PER_ERR_NAN,
+            "update: a NaN on one rank");
+  td[3] = me == last ? INFINITY : 1.0f;
+  check_all(per_mpi_update(&m, ids, td, 4, NULL), PER_ERR_INF,
+            "update: an infinity on one rank");
+  td[3] = 1.0f;
+  ids[3].rank = me == last ? (uint64_t)W : 0;
+  check_all(per_mpi_update(&m, ids, td, 4, NULL), PER_ERR_INDEX,
+            "update: a rank outside");
+  /* found only by the owner: a generation never handed out */
+  ids[3].rank = (uint64_t)last;
+  ids[3].id = me == 0 ? (uint64_t)2 | ((uint64_t)7 << 32)
+                      : (uint64_t)2 | ((uint64_t)1 << 32);
+  check_all(per_mpi_update(&m, ids, td, 4, NULL), PER_ERR_INDEX,
+            "update: an id its owner never handed out");
+  ids[3].id = (uint64_t)40; /* slot beyond the shard */
+  check_all(per_mpi_update(&m, ids, td, me == last ? 4 : 3, NULL),
+            PER_ERR_INDEX, "update: a slot beyond the owner's shard");
+  check_all(per_mpi_update(&m, me == 0 ? NULL : ids, td, 2, NULL), PER_ERR_NULL,
+            "update: NULL ids on one rank");
+  check_all(shard_hash(&m.shard) == h ? PER_OK : PER_ERR_CORRUPT, PER_OK,
+            "update errors change nothing");
+  check_all(per_mpi_update(&m, ids, td, 3, NULL), PER_OK, "update: valid");
+  check_all(shard_hash(&m.shard) != h || me >= 3 ? PER_OK : PER_ERR_CORRUPT,
+            PER_OK, "a valid update changes the owners' leaves");
+  check_all(per_mpi_sample(&m, 4, PER_MPI_ALL, NULL, NULL, NULL, NULL), PER_OK,
+            "sample after the errors");
+  CHECK_EQ_U(per_mpi_size(&m), 8 * (uint64_t)W);
+  per_mpi_free(&m);
+  CHECK_EQ_U(per_mpi_size(&m), 0);
+  CHECK_STATUS(per_mpi_sample(NULL, 4, 0, NULL, NULL, NULL, NULL),
+               PER_ERR_NULL);
+  CHECK_STATUS(per_mpi_update(NULL, ids, td, 1, NULL), PER_ERR_NULL);
+}
+
+int main(int argc, char **argv) {
+  int rc, pow2;
+  char name[64];
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &W);
+  pow2 = (W & (W - 1)) == 0;
+  if (pow2) { /* bit for bit: W and C powers of two */
+    equivalence(0, 1e-3, 1);
+    equivalence(PER_WEIGHTS_BUFFER_MAX, 1e-3, 1);
+    equivalence(0, 0, 0);
+  }
+  law();
+  errors();
+  CHECK_MSG(t_live == 0, "%ld blocks of per's not freed", t_live);
+  snprintf(name, sizeof name, "mpi rank %d of %d (%s)", me, W,
+           sizeof(per_real) == 8 ? "double" : "float");
+  rc = t_done(name);
+  MPI_Finalize();
+  return rc;
+}
