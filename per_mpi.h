@@ -261,6 +261,16 @@ static int perm_float_status(float v) {
   return PER_OK;
 }
 
+static void perm_work_free(perm_work *w, void *ctx) {
+  if (!w) return;
+  PERM_FREE(w->info, ctx);
+  PERM_FREE(w->agree, ctx);
+  PERM_FREE(w->top, ctx);
+  PERM_FREE(w->hdr, ctx);
+  PERM_FREE(w->scount, ctx);
+  PERM_FREE(w, ctx);
+}
+
 static perm_work *perm_work_new(int world, void *ctx) {
   perm_work *w;
   uint32_t L = 1;
@@ -276,12 +286,7 @@ static perm_work *perm_work_new(int world, void *ctx) {
   w->hdr = (int32_t *)PERM_MALLOC(4 * W * sizeof *w->hdr, ctx);
   w->scount = (int *)PERM_MALLOC(4 * W * sizeof *w->scount, ctx);
   if (!w->info || !w->agree || !w->top || !w->hdr || !w->scount) {
-    PERM_FREE(w->info, ctx);
-    PERM_FREE(w->agree, ctx);
-    PERM_FREE(w->top, ctx);
-    PERM_FREE(w->hdr, ctx);
-    PERM_FREE(w->scount, ctx);
-    PERM_FREE(w, ctx);
+    perm_work_free(w, ctx);
     return NULL;
   }
   w->got = w->hdr + 2 * W;
@@ -289,16 +294,6 @@ static perm_work *perm_work_new(int world, void *ctx) {
   w->rcount = w->scount + 2 * W;
   w->rdisp = w->scount + 3 * W;
   return w;
-}
-
-static void perm_work_free(perm_work *w, void *ctx) {
-  if (!w) return;
-  PERM_FREE(w->info, ctx);
-  PERM_FREE(w->agree, ctx);
-  PERM_FREE(w->top, ctx);
-  PERM_FREE(w->hdr, ctx);
-  PERM_FREE(w->scount, ctx);
-  PERM_FREE(w, ctx);
 }
 
 /* ---- init ---- */
