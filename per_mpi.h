@@ -113,23 +113,24 @@ typedef struct per_mpi {
 
 /* Collective. Each rank initialises its shard from its cfg
    (per_buffer_init; capacity and max_unique may differ between ranks,
-   every other field must be the same, seq_len must be 0) over a duplicate of comm. The
-   shards' rngs start at the same seed: the stream of the global batches.
+   every other field must be the same, seq_len must be 0) and duplicates
+   comm. The shards' rngs start at the same seed: the stream of the
+   global batches.
    Errors, the same on every rank (then *m is zeroed and nothing is
    leaked): PER_ERR_NULL (m or cfg, on any rank), those of
    per_buffer_init on any rank (the first rank's in rank order),
    PER_ERR_ARG (seq_len > 0, or the ranks' configs or PER_REAL differ).
    m == NULL returns PER_ERR_NULL on that rank only, before any
    communication: every rank must pass a valid m. */
-int per_mpi_init(per_mpi *m, MPI_Comm comm, const per_config *cfg,
-                 void *alloc_ctx);
+PERDEF per_status per_mpi_init(per_mpi *m, MPI_Comm comm, const per_config *cfg,
+                               void *alloc_ctx);
 
 /* Collective. Frees the shard and the communicator and zeroes *m. Safe
    on a zeroed per_mpi (then local). */
-void per_mpi_free(per_mpi *m);
+PERDEF void per_mpi_free(per_mpi *m);
 
 /* Collective: items stored over all ranks (0 for NULL m, then local). */
-uint64_t per_mpi_size(const per_mpi *m);
+PERDEF uint64_t per_mpi_size(const per_mpi *m);
 
 /* Collective. Draws B items from all the shards as one buffer of all
    their items would (per_buffer_sample with replacement: B strata of the
@@ -149,9 +150,9 @@ uint64_t per_mpi_size(const per_mpi *m);
    == 0 or > INT_MAX), PER_ERR_EMPTY (no rank has an item), PER_ERR_NOMEM
    (a rank's workspace: O(B) words, plus B records of item_size + 16
    bytes on the receiving ranks). */
-int per_mpi_sample(per_mpi *m, uint32_t B, int root,
-                   const per_sample_opts *opts, void *items_out,
-                   per_mpi_id *ids, float *weights);
+PERDEF per_status per_mpi_sample(per_mpi *m, uint32_t B, int root,
+                                 const per_sample_opts *opts, void *items_out,
+                                 per_mpi_id *ids, float *weights);
 
 /* Collective. Every rank passes its own n (0 is fine) global ids and TD
    errors; each goes to the rank that owns it and is applied there as
@@ -166,8 +167,8 @@ int per_mpi_sample(per_mpi *m, uint32_t B, int root,
    PER_ERR_INDEX (a rank outside the communicator, or an id its owner
    never handed out, as per_buffer_update), PER_ERR_BATCH (n > INT_MAX),
    PER_ERR_NOMEM. */
-int per_mpi_update(per_mpi *m, const per_mpi_id *ids, const float *td,
-                   uint32_t n, uint32_t *stale);
+PERDEF per_status per_mpi_update(per_mpi *m, const per_mpi_id *ids,
+                                 const float *td, uint32_t n, uint32_t *stale);
 
 #ifdef __cplusplus
 }
@@ -318,8 +319,8 @@ static void perm_cfg_words(const per_config *c, uint64_t *w) {
   w[10] = c->seq_len;
 }
 
-int per_mpi_init(per_mpi *m, MPI_Comm comm, const per_config *cfg,
-                 void *alloc_ctx) {
+PERDEF per_status per_mpi_init(per_mpi *m, MPI_Comm comm, const per_config *cfg,
+                               void *alloc_ctx) {
   enum { N = PERM_CFG_WORDS + 1 };
   uint64_t mine[N], *all;
   int s, r, k;
@@ -360,10 +361,10 @@ int per_mpi_init(per_mpi *m, MPI_Comm comm, const per_config *cfg,
     MPI_Comm_free(&m->comm);
     memset(m, 0, sizeof *m);
   }
-  return s;
+  return (per_status)s;
 }
 
-void per_mpi_free(per_mpi *m) {
+PERDEF void per_mpi_free(per_mpi *m) {
   if (!m) return;
   per_buffer_free(&m->shard);
   perm_work_free((perm_work *)m->work, m->alloc_ctx);
@@ -371,7 +372,7 @@ void per_mpi_free(per_mpi *m) {
   memset(m, 0, sizeof *m);
 }
 
-uint64_t per_mpi_size(const per_mpi *m) {
+PERDEF uint64_t per_mpi_size(const per_mpi *m) {
   uint64_t mine, all = 0;
   if (!m || m->world == 0) return 0;
   mine = per_buffer_size(&m->shard);
@@ -440,9 +441,9 @@ static uint64_t perm_below(per_rng *rng, uint64_t n) {
   return x % n;
 }
 
-int per_mpi_sample(per_mpi *m, uint32_t B, int root,
-                   const per_sample_opts *opts, void *items_out,
-                   per_mpi_id *ids, float *weights) {
+PERDEF per_status per_mpi_sample(per_mpi *m, uint32_t B, int root,
+                                 const per_sample_opts *opts, void *items_out,
+                                 per_mpi_id *ids, float *weights) {
   per_buffer *b;
   perm_work *w;
   perm_info mine;
@@ -593,7 +594,7 @@ int per_mpi_sample(per_mpi *m, uint32_t B, int root,
 
 done:
   perm_batch_free(&t, m->alloc_ctx);
-  return s;
+  return (per_status)s;
 }
 
 /* ---- update ---- */
@@ -601,8 +602,8 @@ done:
 /* A routed update record: the shard's id and the TD error. */
 #define PERM_UREC 12
 
-int per_mpi_update(per_mpi *m, const per_mpi_id *ids, const float *td,
-                   uint32_t n, uint32_t *stale) {
+PERDEF per_status per_mpi_update(per_mpi *m, const per_mpi_id *ids,
+                                 const float *td, uint32_t n, uint32_t *stale) {
   perm_work *w;
   unsigned char *send = NULL, *recv = NULL;
   uint64_t *rid = NULL, nstale = 0;
@@ -705,7 +706,7 @@ done:
   PERM_FREE(recv, ctx);
   PERM_FREE(rid, ctx);
   PERM_FREE(rtd, ctx);
-  return s;
+  return (per_status)s;
 }
 
 #if defined(__cplusplus) && (defined(__GNUC__) || defined(__clang__))
