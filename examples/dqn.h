@@ -18,7 +18,9 @@
    evaluation after training with --smoke's check.
 
    Needs per.h, cartpole.h, args.h and mlp.h included before it.
-   Everything is static; include it once. */
+   Everything is static; include it once. The run's helpers that not
+   every example uses (the epsilon schedule, the episode record's lines)
+   are inline, so that a program need not use them all. */
 #ifndef PER_EXAMPLE_DQN_H
 #define PER_EXAMPLE_DQN_H
 
@@ -165,7 +167,7 @@ static int greedy(mlp *net, const float *x) {
 
 /* Epsilon at environment step `step`: linear from 1 to eps_final over
    explore_steps, then eps_final. */
-static double epsilon_at(const dqn_options *o, long step) {
+static inline double epsilon_at(const dqn_options *o, long step) {
   return step >= o->explore_steps
              ? o->eps_final
              : 1.0 - (1.0 - o->eps_final) * (double)step / o->explore_steps;
@@ -293,15 +295,15 @@ static double record_episode(dqn_record *rec) {
 
 /* 1, and the step noted, when the last WINDOW episodes average SOLVED_AT
    or more (Gymnasium's definition of solved). */
-static int record_solved(dqn_record *rec, long step) {
+static inline int record_solved(dqn_record *rec, long step) {
   if (rec->episodes < WINDOW || rec->avg < SOLVED_AT) return 0;
   rec->solved_step = step;
   return 1;
 }
 
 /* The progress line, every report_every steps unless --quiet. */
-static void record_progress(dqn_record *rec, const dqn_options *o, long step,
-                            double eps, double beta) {
+static inline void record_progress(dqn_record *rec, const dqn_options *o,
+                                   long step, double eps, double beta) {
   double now, dt;
   if (o->quiet || step % o->report_every != 0) return;
   now = seconds();
@@ -317,8 +319,8 @@ static void record_progress(dqn_record *rec, const dqn_options *o, long step,
 
 /* The summary line after training, which ended at `step` (past the
    budget when the loop ran out). */
-static void record_summary(const dqn_record *rec, const dqn_options *o,
-                           long step) {
+static inline void record_summary(const dqn_record *rec, const dqn_options *o,
+                                  long step) {
   if (step > o->steps) step = o->steps;
   if (rec->solved_step >= 0)
     printf("solved at step %ld (episode %ld): avg100 %.1f, %.1f s\n",
