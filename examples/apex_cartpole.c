@@ -221,19 +221,8 @@ static int learn(rank_state *s, const options *o) {
              "per_mpi_sample"))
     return 1;
   if (me) {
-    for (i = 0; i < B; ++i) {
-      const unsigned char *it = s->items + (size_t)i * lay->size;
-      uint32_t done;
-      memcpy(b->x + i * CARTPOLE_OBS, it + lay->obs,
-             CARTPOLE_OBS * sizeof(float));
-      memcpy(b->x2 + i * CARTPOLE_OBS, it + lay->next_obs,
-             CARTPOLE_OBS * sizeof(float));
-      memcpy(&b->action[i], it + lay->action, sizeof(uint32_t));
-      memcpy(&b->ret[i], it + lay->reward, sizeof(float));
-      memcpy(&b->disc[i], it + lay->discount, sizeof(float));
-      memcpy(&done, it + lay->done, sizeof done);
-      if (done) b->disc[i] = 0.0f;
-    }
+    for (i = 0; i < B; ++i)
+      rows_from_nstep(b, i, s->items + (size_t)i * lay->size, lay);
     dqn_learn(&s->ag, b, B, &o->run);
   }
   /* the actors kept adding since the draw: some ids may be stale, and

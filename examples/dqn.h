@@ -226,6 +226,23 @@ static int rows_init(dqn_rows *b, size_t rows, size_t inputs) {
   return -1;
 }
 
+/* Row i of b from an n-step item `it` of per's adder (layout lay): the
+   state, action, discounted reward sum and bootstrap state, the
+   discount 0 when the episode terminated (no bootstrap). */
+static inline void rows_from_nstep(dqn_rows *b, uint32_t i,
+                                   const unsigned char *it,
+                                   const per_nstep_layout *lay) {
+  uint32_t done;
+  memcpy(b->x + i * CARTPOLE_OBS, it + lay->obs, CARTPOLE_OBS * sizeof(float));
+  memcpy(b->x2 + i * CARTPOLE_OBS, it + lay->next_obs,
+         CARTPOLE_OBS * sizeof(float));
+  memcpy(&b->action[i], it + lay->action, sizeof(uint32_t));
+  memcpy(&b->ret[i], it + lay->reward, sizeof(float));
+  memcpy(&b->disc[i], it + lay->discount, sizeof(float));
+  memcpy(&done, it + lay->done, sizeof done);
+  if (done) b->disc[i] = 0.0f;
+}
+
 /* One gradient step on the first `rows` rows of b (at least one): the
    double-DQN targets into b->ret, the TD errors into b->td, Adam on the
    online network, then the target network follows by tau. */

@@ -164,19 +164,8 @@ static int train(const options *o, replay *rp, trainer *tr, dqn_agent *ag) {
           per_buffer_sample(&rp->buf, B, NULL, tr->items, tr->ids, b->weight),
           "per_buffer_sample"))
     return 1;
-  for (i = 0; i < B; ++i) {
-    const unsigned char *it = tr->items + (size_t)i * lay->size;
-    uint32_t done;
-    memcpy(b->x + i * CARTPOLE_OBS, it + lay->obs,
-           CARTPOLE_OBS * sizeof(float));
-    memcpy(b->x2 + i * CARTPOLE_OBS, it + lay->next_obs,
-           CARTPOLE_OBS * sizeof(float));
-    memcpy(&b->action[i], it + lay->action, sizeof(uint32_t));
-    memcpy(&b->ret[i], it + lay->reward, sizeof(float));
-    memcpy(&b->disc[i], it + lay->discount, sizeof(float));
-    memcpy(&done, it + lay->done, sizeof done);
-    if (done) b->disc[i] = 0.0f; /* the episode terminated: no bootstrap */
-  }
+  for (i = 0; i < B; ++i)
+    rows_from_nstep(b, i, tr->items + (size_t)i * lay->size, lay);
   dqn_learn(ag, b, B, &o->run);
   /* stale counts the items overwritten since the sample, whose update is
      ignored: none here, since nothing is added in between */
