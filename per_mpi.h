@@ -242,11 +242,28 @@ typedef struct perm_work {
   uint32_t top_leaves;
 } perm_work;
 
-static int perm_first_error(const int32_t *st, int world, size_t stride) {
+/* The first error in rank order among `world` statuses, the int32_t at
+   `first` and every `stride` bytes after it (a field of an array of
+   records). */
+static int perm_first_error(const void *first, size_t stride, int world) {
+  int32_t st;
   int r;
-  for (r = 0; r < world; ++r)
-    if (st[(size_t)r * stride] != PER_OK) return st[(size_t)r * stride];
+  for (r = 0; r < world; ++r) {
+    memcpy(&st, (const unsigned char *)first + (size_t)r * stride, sizeof st);
+    if (st != PER_OK) return st;
+  }
   return PER_OK;
+}
+
+/* displ[r] = count[0] + ... + count[r - 1] for every rank; the sum of
+   all. */
+static int perm_displs(const int *count, int *displ, int world) {
+  int r, off = 0;
+  for (r = 0; r < world; ++r) {
+    displ[r] = off;
+    off += count[r];
+  }
+  return off;
 }
 
 /* The status every rank agrees on from its own (one MAX reduction). */
@@ -417,9 +434,8 @@ static int perm_batch_alloc(perm_batch *t, uint32_t B, size_t rec, int receive,
 
 /* The agreed status of a sample call, from every rank's info. */
 static int perm_sample_agree(const perm_info *in, int world) {
-  int r;
-  for (r = 0; r < world; ++r)
-    if (in[r].status != PER_OK) return in[r].status;
+  int r, s = perm_first_error(&in[0].status, sizeof *in, world);
+  if (s != PER_OK) return s;
   for (r = 1; r < world; ++r)
     if (in[r].B != in[0].B || in[r].root != in[0].root ||
         memcmp(&in[r].beta, &in[0].beta, sizeof(double)) != 0)
@@ -450,7 +466,7 @@ PERDEF per_status per_mpi_sample(per_mpi *m, uint32_t B, int root,
   perm_batch t;
   per_real total, seg = 0, pmin = (per_real)HUGE_VAL;
   uint64_t ntotal = 0;
-  uint32_t i, L, Lt, flags = opts ? opts->flags : 0, nmine = 0;
+  uint32_t i, L, Lt, cap, start, flags = opts ? opts->flags : 0, nmine = 0;
   size_t isz, rec;
   int s = PER_OK, r, world, receive, degenerate, bufmax = 0;
   if (!m || m->world == 0) return PER_ERR_NULL;
@@ -517,21 +533,19 @@ PERDEF per_status per_mpi_sample(per_mpi *m, uint32_t B, int root,
     }
   }
 
-  /* this rank's draws, in batch order, as records */
+  /* this rank's draws, in batch order, as records (the uniform
+     fallback's positions count from the oldest item, at slot start) */
   L = b->tree.leaves;
+  cap = b->cfg.capacity;
+  start = (uint32_t)(((uint64_t)b->pos + cap - b->size) % cap);
   for (i = 0; i < B; ++i) {
     unsigned char *p;
     uint32_t slot;
     uint64_t id;
     per_real v;
     if (t.owner[i] != (uint32_t)m->rank) continue;
-    if (!degenerate) {
-      slot = per_tree_descend(b->tree.node, L, t.u[i]);
-    } else {
-      uint32_t cap = b->cfg.capacity;
-      uint32_t start = (uint32_t)(((uint64_t)b->pos + cap - b->size) % cap);
-      slot = (uint32_t)(((uint64_t)start + t.pos[i]) % cap);
-    }
+    if (!degenerate) slot = per_tree_descend(b->tree.node, L, t.u[i]);
+    else slot = (uint32_t)(((uint64_t)start + t.pos[i]) % cap);
     id = (uint64_t)slot | ((uint64_t)b->gen[slot] << 32);
     v = b->tree.node[L + slot];
     p = t.send + (size_t)nmine * rec;
@@ -542,13 +556,9 @@ PERDEF per_status per_mpi_sample(per_mpi *m, uint32_t B, int root,
   }
   {
     MPI_Datatype dt;
-    int off = 0;
     for (r = 0; r < world; ++r) w->rcount[r] = 0;
     for (i = 0; i < B; ++i) ++w->rcount[t.owner[i]];
-    for (r = 0; r < world; ++r) {
-      w->rdisp[r] = off;
-      off += w->rcount[r];
-    }
+    perm_displs(w->rcount, w->rdisp, world);
     MPI_Type_contiguous((int)rec, MPI_BYTE, &dt);
     MPI_Type_commit(&dt);
     if (root == PER_MPI_ALL)
@@ -609,7 +619,7 @@ PERDEF per_status per_mpi_update(per_mpi *m, const per_mpi_id *ids,
   uint64_t *rid = NULL, nstale = 0;
   float *rtd = NULL;
   uint32_t j, nrecv = 0, st = 0;
-  int s = PER_OK, r, world, off;
+  int s = PER_OK, r, world;
   per_real mx;
   perm_agree a;
   MPI_Datatype dt;
@@ -636,17 +646,12 @@ PERDEF per_status per_mpi_update(per_mpi *m, const per_mpi_id *ids,
     w->hdr[2 * r + 1] = s == PER_OK ? w->scount[r] : 0;
   }
   MPI_Alltoall(w->hdr, 2, MPI_INT32_T, w->got, 2, MPI_INT32_T, m->comm);
-  s = perm_first_error(w->got, world, 2);
+  s = perm_first_error(w->got, 2 * sizeof *w->got, world);
   if (s != PER_OK) goto done;
 
   /* 2. room to receive, agreed (a rank without it must not be sent to) */
-  off = 0;
-  for (r = 0; r < world; ++r) {
-    w->rcount[r] = w->got[2 * r + 1];
-    w->rdisp[r] = off;
-    off += w->rcount[r];
-  }
-  nrecv = (uint32_t)off;
+  for (r = 0; r < world; ++r) w->rcount[r] = w->got[2 * r + 1];
+  nrecv = (uint32_t)perm_displs(w->rcount, w->rdisp, world);
   if (nrecv > 0) {
     recv = (unsigned char *)PERM_MALLOC((size_t)nrecv * PERM_UREC, ctx);
     rid = (uint64_t *)PERM_MALLOC((size_t)nrecv * sizeof *rid, ctx);
@@ -657,12 +662,8 @@ PERDEF per_status per_mpi_update(per_mpi *m, const per_mpi_id *ids,
   if (s != PER_OK) goto done;
 
   /* 3. route: a stable counting sort by owner, then one alltoallv */
-  off = 0;
-  for (r = 0; r < world; ++r) {
-    w->sdisp[r] = off;
-    off += w->scount[r];
-    w->scount[r] = 0;
-  }
+  perm_displs(w->scount, w->sdisp, world);
+  for (r = 0; r < world; ++r) w->scount[r] = 0;
   for (j = 0; j < n; ++j) {
     int o = (int)ids[j].rank;
     unsigned char *p =
@@ -689,8 +690,7 @@ PERDEF per_status per_mpi_update(per_mpi *m, const per_mpi_id *ids,
   a.max_leaf = (double)mx;
   MPI_Allgather(&a, (int)sizeof a, MPI_BYTE, w->agree, (int)sizeof a, MPI_BYTE,
                 m->comm);
-  s = PER_OK;
-  for (r = 0; r < world && s == PER_OK; ++r) s = w->agree[r].status;
+  s = perm_first_error(&w->agree[0].status, sizeof *w->agree, world);
   if (s != PER_OK) goto done;
   for (r = 0; r < world; ++r) {
     nstale += w->agree[r].stale;
