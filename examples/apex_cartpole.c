@@ -134,15 +134,10 @@ typedef struct rank_state {
 /* Returns 0, or 1 after printing what failed (the same on every rank for
    the collective parts). */
 static int rank_init(rank_state *s, const options *o) {
-  per_nstep_config nc;
+  per_nstep_config nc = dqn_nstep_config(&o->run);
   per_config pc;
   long per_round = (long)(s->world - 1) * (long)o->actor_steps;
   int actors = s->world - 1;
-  memset(&nc, 0, sizeof nc);
-  nc.n = o->run.n;
-  nc.gamma = o->run.gamma;
-  nc.obs_size = CARTPOLE_OBS * sizeof(float);
-  nc.action_size = sizeof(uint32_t);
   s->lay = per_nstep_layout_of(&nc);
   /* beta is annealed over the learner's updates: one per round */
   pc = dqn_replay_config(&o->run, s->lay.size, per_round);

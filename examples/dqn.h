@@ -110,6 +110,18 @@ static void dqn_smoke(dqn_options *o, long steps) {
   o->quiet = 1;
 }
 
+/* The n-step adder of a CartPole agent: n and gamma from the options,
+   observations of CARTPOLE_OBS floats, one uint32_t action. */
+static inline per_nstep_config dqn_nstep_config(const dqn_options *o) {
+  per_nstep_config nc;
+  memset(&nc, 0, sizeof nc);
+  nc.n = o->n;
+  nc.gamma = o->gamma;
+  nc.obs_size = CARTPOLE_OBS * sizeof(float);
+  nc.action_size = sizeof(uint32_t);
+  return nc;
+}
+
 /* per's config for the replay: items of item_size bytes, beta annealed
    over the run's updates (one every train_every steps from learn_start
    on). */

@@ -96,13 +96,8 @@ typedef struct replay {
 
 /* Returns 0, or -1 after printing what failed (then nothing to free). */
 static int replay_init(replay *rp, const options *o) {
-  per_nstep_config nc;
+  per_nstep_config nc = dqn_nstep_config(&o->run);
   per_config pc;
-  memset(&nc, 0, sizeof nc);
-  nc.n = o->run.n;
-  nc.gamma = o->run.gamma;
-  nc.obs_size = CARTPOLE_OBS * sizeof(float);
-  nc.action_size = sizeof(uint32_t);
   rp->lay = per_nstep_layout_of(&nc);
   pc = dqn_replay_config(&o->run, rp->lay.size, 1);
   if (o->uniform) pc.alpha = 0.0;
