@@ -129,6 +129,7 @@
       PER_ASSERT(x)       internal invariant checks, default assert(x)
       PER_NO_STDIO        leave out the checkpoint files (per_buffer_save,
                           per_buffer_load, per_buffer_load_shard,
+                          per_buffer_load_append, per_file_write,
                           per_snapshot_write, per_nstep_save,
                           per_nstep_load) and <stdio.h>
       PER_REFERENCE       run only the plain paths: one descent at a time,
@@ -279,6 +280,7 @@ typedef PER_REAL per_real;
 #define per_buffer_save PERI_NAME(per_buffer_save)
 #define per_buffer_load PERI_NAME(per_buffer_load)
 #define per_buffer_load_shard PERI_NAME(per_buffer_load_shard)
+#define per_buffer_load_append PERI_NAME(per_buffer_load_append)
 
 #ifdef __cplusplus
 extern "C" {
@@ -1281,6 +1283,15 @@ PERDEF per_status per_buffer_save(const per_buffer *b, const char *path);
    (as per_buffer_save; the existing file at path stays as it was). */
 PERDEF per_status per_snapshot_write(const void *snap, size_t len,
                                      const char *path, void *alloc_ctx);
+/* Write data[0..len) followed by its CRC-32C (4 bytes, little-endian) to
+   path, as per_buffer_save writes a checkpoint (the same temporary file,
+   fsyncs and atomic replace, with the same guarantees): for files that
+   sit beside checkpoints, such as per_mpi.h's manifest. alloc_ctx goes
+   to PER_MALLOC/PER_FREE (the temporary file's name). Errors:
+   PER_ERR_NULL (path, or data with len > 0), PER_ERR_NOMEM, PER_ERR_IO
+   (as per_buffer_save; the existing file at path stays as it was). */
+PERDEF per_status per_file_write(const void *data, size_t len, const char *path,
+                                 void *alloc_ctx);
 /* Replace the whole state of b (initialised) with the file's: items,
    leaves, generations, episode ends, trajectory ids, ring position,
    counters, rng, beta step, max_leaf
@@ -1314,6 +1325,24 @@ PERDEF per_status per_buffer_load(per_buffer *b, const char *path);
    (world == 0 or rank >= world). */
 PERDEF per_status per_buffer_load_shard(per_buffer *b, const char *path,
                                         uint32_t rank, uint32_t world);
+/* Append the items first .. first + count - 1 of the checkpoint at path,
+   in the file's age order (0 is its oldest item), to b after the items b
+   holds, oldest first, without evicting any: b->size + count must not
+   exceed b's capacity. Each item keeps its leaf (1 with alpha = 0 in b)
+   and its episode end, and its slot's generation counts one write (as an
+   add's does); items that arrive next to each other from one trajectory
+   of the file share one new trajectory id, numbered on from b->trajs.
+   b->added grows by count, b->trajs by the ids used, b->max_leaf becomes
+   the larger of its own and the file's; b keeps its config, rng and step.
+   With per_buffer_init it merges saved buffers into one or splits one
+   into several (per_mpi_load re-shards a sharded replay so). The file is
+   read and checked completely, as per_buffer_load does, before b
+   changes. Errors (b unchanged): those of per_buffer_load (PER_ERR_MISMATCH:
+   another item_size or PER_REAL, or count items do not fit in b), plus
+   PER_ERR_ARG (first + count above the file's items). count == 0 only
+   checks the file. */
+PERDEF per_status per_buffer_load_append(per_buffer *b, const char *path,
+                                         uint32_t first, uint32_t count);
 
 /* The pending steps of n-step adders a[0..n) (one per environment, up to
    n_i - 1 steps each) in one file, so that a run resumed from a buffer
@@ -4359,6 +4388,17 @@ PERDEF per_status per_snapshot_write(const void *snap, size_t len,
   return peri_writer_finish(&w, path);
 }
 
+PERDEF per_status per_file_write(const void *data, size_t len, const char *path,
+                                 void *alloc_ctx) {
+  peri_writer w;
+  per_status s;
+  if (!path || (!data && len > 0)) return PER_ERR_NULL;
+  s = peri_writer_open(&w, path, alloc_ctx);
+  if (s != PER_OK) return s;
+  peri_wbytes(&w, data, len);
+  return peri_writer_finish(&w, path);
+}
+
 /* A checkpoint read into memory and checked: everything but the fit with
    the buffer it goes into. */
 typedef struct peri_ckpt {
@@ -4549,6 +4589,12 @@ static uint32_t peri_ckpt_traj(const peri_ckpt *k, uint32_t slot) {
   return (uint32_t)(k->trajs - 1 - age);
 }
 
+/* The file's item at age position t (0 = its oldest). */
+static uint32_t peri_ckpt_age_slot(const peri_ckpt *k, uint32_t t) {
+  uint32_t oldest = k->size == k->cfg.capacity ? k->pos : 0;
+  return (uint32_t)(((uint64_t)oldest + t) % k->cfg.capacity);
+}
+
 /* A load's selection: world == 0, every file slot in place (a full
    load); else the shard `rank` of `world`. */
 typedef struct peri_sel {
@@ -4560,13 +4606,11 @@ typedef struct peri_sel {
    first). Returns 0 when position t of the file's order is not taken. */
 static int peri_ckpt_pick(const peri_ckpt *k, uint32_t t, peri_sel sel,
                           uint32_t *slot) {
-  uint32_t oldest;
   if (sel.world == 0) {
     *slot = t;
     return 1;
   }
-  oldest = k->size == k->cfg.capacity ? k->pos : 0;
-  *slot = (uint32_t)(((uint64_t)oldest + t) % k->cfg.capacity);
+  *slot = peri_ckpt_age_slot(k, t);
   return *slot % sel.world == sel.rank;
 }
 
@@ -4727,6 +4771,67 @@ PERDEF per_status per_buffer_load_shard(per_buffer *b, const char *path,
   if (!b || !b->items || !path) return PER_ERR_NULL;
   if (world == 0 || rank >= world) return PER_ERR_ARG;
   return peri_load(b, path, rank, world);
+}
+
+PERDEF per_status per_buffer_load_append(per_buffer *b, const char *path,
+                                         uint32_t first, uint32_t count) {
+  peri_ckpt k;
+  per_real val[PERI_CHUNK];
+  uint32_t cap, d0, t, m = 0, prev = 0, runs = 0;
+  size_t isz;
+  per_status s;
+  if (!b || !b->items || !path) return PER_ERR_NULL;
+  s = peri_ckpt_open(path, b, 1, &k); /* any capacity */
+  if (s != PER_OK) return s;
+  cap = b->cfg.capacity;
+  isz = b->cfg.item_size;
+  if (first > k.size || count > k.size - first) s = PER_ERR_ARG;
+  else if (count > cap - b->size) s = PER_ERR_MISMATCH;
+  if (s == PER_OK && k.traj) { /* every trajectory id, newest first */
+    peri_tcheck tc;
+    memset(&tc, 0, sizeof tc);
+    tc.trajs = k.trajs;
+    for (t = k.size; t-- > 0;)
+      peri_tcheck_feed(&tc, peri_ckpt_traj(&k, peri_ckpt_age_slot(&k, t)));
+    if (tc.bad) s = PER_ERR_CORRUPT;
+  }
+  if (s != PER_OK || count == 0) {
+    PER_FREE(k.mem, b->alloc_ctx);
+    return s;
+  }
+  /* b is not full, so it has not wrapped: its free slots are
+     [size, capacity) and pos == size */
+  d0 = b->size;
+  for (t = 0; t < count; ++t) {
+    uint32_t slot = peri_ckpt_age_slot(&k, first + t), d = d0 + t;
+    uint32_t id = peri_ckpt_traj(&k, slot);
+    memcpy(b->items + (size_t)d * isz, k.items + (size_t)slot * isz, isz);
+    b->gen[d] = peri_gen_add(b->gen[d], 1);
+    b->ends[d] = k.ends ? k.ends[slot] : (uint8_t)PER_END_NONE;
+    if (t > 0 && id != prev) ++runs;
+    prev = id;
+    b->traj[d] = (uint32_t)(b->trajs + runs);
+    val[m++] = b->cfg.alpha == 0
+                   ? (per_real)1
+                   : peri_get_real(k.leaves + (size_t)slot * sizeof(per_real));
+    if (m == PERI_CHUNK || t + 1 == count) {
+      peri_set_run(b, d + 1 - m, val, m);
+      m = 0;
+    }
+  }
+  if (b->cfg.alpha != 0 && (per_real)k.h.max_leaf > b->max_leaf)
+    b->max_leaf = (per_real)k.h.max_leaf;
+  b->size += count;
+  b->pos = (uint32_t)(((uint64_t)d0 + count) % cap);
+  b->added += count;
+  b->trajs += (uint64_t)runs + 1;
+  if (b->swap.perm) {
+    s = per_swap_grow(&b->swap, b->size);
+    PER_ASSERT(s == PER_OK);
+  }
+  peri_seq_touch(b, d0, count);
+  PER_FREE(k.mem, b->alloc_ctx);
+  return PER_OK;
 }
 
 /* ---- n-step adders' pending steps ---- */

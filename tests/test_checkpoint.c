@@ -2,7 +2,7 @@
    the same future batches, every single-byte corruption and every
    truncation refused with the buffer unchanged, foreign files, failed
    saves, concurrent savers, directories, lying headers, generation wrap,
-   sharded loads and allocation failure. Files go to the current directory
+   sharded loads, merging appends and allocation failure. Files go to the current directory
    (the build directory under meson), named per PER_REAL. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -677,6 +677,179 @@ static void test_shards(void) {
   remove(NAME("shard.bin"));
 }
 
+/* Two saved buffers merged and split by appends: ranks 0..w-1 take
+   balanced blocks of the files' items in order (a's oldest first, then
+   c's), each with its leaf and episode end; trajectories stay grouped;
+   the counters count what was appended. Bad ranges, a full buffer,
+   another item size and a damaged file change nothing. */
+static void test_append(void) {
+  per_config ca = cfg_of(23, 4), cc = cfg_of(16, 4);
+  per_buffer a, c, b;
+  unsigned char ends[5] = {0, 0, PER_END_TERMINATED, 0, PER_END_TRUNCATED};
+  uint32_t v, w, i, item[5];
+  const char *fa = NAME("app_a.bin"), *fc = NAME("app_c.bin");
+  per_real init_max;
+  bsnap s;
+  CHECK_OK(per_buffer_init(&a, &ca, NULL));
+  CHECK_OK(per_buffer_init(&c, &cc, NULL));
+  for (v = 0; v < 40; v += 5) { /* wrapped: items 17..39, in batches */
+    for (i = 0; i < 5; ++i) item[i] = v + i;
+    CHECK_OK(per_buffer_add_steps(&a, item, 5, ends));
+  }
+  for (v = 100; v < 109; ++v) CHECK_OK(per_buffer_add(&c, &v));
+  {
+    uint64_t ids[10];
+    float td[10];
+    CHECK_OK(per_buffer_sample(&a, 10, NULL, NULL, ids, NULL));
+    for (i = 0; i < 10; ++i) td[i] = (float)i * 0.7f;
+    CHECK_OK(per_buffer_update(&a, ids, td, 10, NULL));
+    CHECK_OK(per_buffer_sample(&c, 5, NULL, NULL, ids, NULL));
+    for (i = 0; i < 5; ++i) td[i] = (float)i * 9.0f; /* c's max above a's */
+    CHECK_OK(per_buffer_update(&c, ids, td, 5, NULL));
+  }
+  CHECK(c.max_leaf > a.max_leaf);
+  CHECK_OK(per_buffer_save(&a, fa));
+  CHECK_OK(per_buffer_save(&c, fc));
+  for (w = 1; w <= 4; ++w) {
+    uint32_t seen[110] = {0}, r, total = 0, S = 23 + 9;
+    for (r = 0; r < w; ++r) {
+      per_config d = cfg_of(32, 4);
+      uint32_t lo = r * S / w, hi = (r + 1) * S / w, n = hi - lo, prev = 0;
+      d.alpha = 0.9; /* b keeps its own config; leaves come from the files */
+      CHECK_OK(per_buffer_init(&b, &d, NULL));
+      init_max = b.max_leaf;
+      if (lo < 23) /* a's part, then c's */
+        CHECK_OK(per_buffer_load_append(&b, fa, lo, (hi < 23 ? hi : 23) - lo));
+      if (hi > 23)
+        CHECK_OK(per_buffer_load_append(&b, fc, lo > 23 ? lo - 23 : 0,
+                                        hi - (lo > 23 ? lo : 23)));
+      CHECK_OK(per_buffer_check(&b));
+      CHECK_EQ_U(b.size, n);
+      CHECK_EQ_U(b.pos, n % 32);
+      CHECK_EQ_U(b.added, n);
+      CHECK_EQ_F(b.max_leaf, hi > 23                 ? c.max_leaf
+                             : init_max > a.max_leaf ? init_max
+                                                     : a.max_leaf);
+      for (i = 0; i < n; ++i) {
+        uint32_t it, g = lo + i;
+        const per_buffer *src = g < 23 ? &a : &c;
+        uint32_t slot = g < 23 ? (17 + g) % 23 : g - 23;
+        memcpy(&it, b.items + 4 * i, 4);
+        CHECK_EQ_U(it, g < 23 ? 17 + g : 100 + (g - 23));
+        CHECK_EQ_F(per_tree_get(&b.tree, i), per_tree_get(&src->tree, slot));
+        CHECK_EQ_U(b.ends[i], src->ends[slot]);
+        CHECK_EQ_U(b.gen[i], 1);
+        /* one new id per run of one source trajectory, from 0 */
+        if (i == 0) {
+          CHECK_EQ_U(b.traj[i], 0);
+        } else {
+          uint32_t ps = g - 1 < 23 ? (17 + g - 1) % 23 : g - 1 - 23;
+          const per_buffer *pv = g - 1 < 23 ? &a : &c;
+          int same = pv == src && pv->traj[ps] == src->traj[slot];
+          CHECK_EQ_U(b.traj[i], prev + (same ? 0u : 1u));
+        }
+        prev = b.traj[i];
+        seen[it] += 1;
+      }
+      CHECK_EQ_U(b.trajs, n ? (uint64_t)prev + 1 : 0);
+      total += n;
+      if (n) {
+        uint64_t ids[4];
+        CHECK_OK(per_buffer_sample(&b, 4, NULL, NULL, ids, NULL));
+      }
+      per_buffer_free(&b);
+    }
+    CHECK_EQ_U(total, S);
+    for (i = 17; i < 40; ++i) CHECK_EQ_U(seen[i], 1);
+    for (i = 100; i < 109; ++i) CHECK_EQ_U(seen[i], 1);
+  }
+  /* after items of its own; alpha = 0 makes every leaf 1 */
+  {
+    per_config d = cfg_of(12, 4);
+    d.alpha = 0;
+    CHECK_OK(per_buffer_init(&b, &d, NULL));
+    for (v = 0; v < 3; ++v) CHECK_OK(per_buffer_add(&b, &v));
+    CHECK_OK(per_buffer_load_append(&b, fc, 2, 7));
+    CHECK_OK(per_buffer_check(&b));
+    CHECK_EQ_U(b.size, 10);
+    CHECK_EQ_U(b.trajs, 10); /* each of c's adds was its own trajectory */
+    CHECK_EQ_U(b.traj[3], 3);
+    CHECK_EQ_U(b.traj[9], 9);
+    for (i = 0; i < 10; ++i) CHECK_EQ_F(per_tree_get(&b.tree, i), 1);
+    CHECK_OK(sample_unique(&b, 10));
+    /* errors: past the file's items, more than fits, a full buffer,
+       another item size, a damaged file; count 0 only checks */
+    s = bsnap_take(&b);
+    CHECK_STATUS(per_buffer_load_append(&b, fc, 5, 5), PER_ERR_ARG);
+    CHECK_STATUS(per_buffer_load_append(&b, fc, 10, 0), PER_ERR_ARG);
+    CHECK_STATUS(per_buffer_load_append(&b, fc, 0, 3), PER_ERR_MISMATCH);
+    CHECK_STATUS(per_buffer_load_append(NULL, fc, 0, 1), PER_ERR_NULL);
+    CHECK_STATUS(per_buffer_load_append(&b, NULL, 0, 1), PER_ERR_NULL);
+    CHECK_OK(per_buffer_load_append(&b, fc, 9, 0));
+    CHECK_UNCHANGED(s, &b);
+    CHECK_OK(per_buffer_load_append(&b, fc, 0, 2));
+    s = bsnap_take(&b);
+    CHECK_STATUS(per_buffer_load_append(&b, fc, 0, 1), PER_ERR_MISMATCH);
+    CHECK_UNCHANGED(s, &b);
+    per_buffer_free(&b);
+  }
+  {
+    per_config d = cfg_of(32, 8);
+    unsigned char img[4096];
+    long n;
+    FILE *f = fopen(fc, "rb");
+    CHECK(f != NULL);
+    n = (long)fread(img, 1, sizeof img, f);
+    fclose(f);
+    CHECK_OK(per_buffer_init(&b, &d, NULL));
+    s = bsnap_take(&b);
+    CHECK_STATUS(per_buffer_load_append(&b, fc, 0, 1), PER_ERR_MISMATCH);
+    CHECK_UNCHANGED(s, &b);
+    per_buffer_free(&b);
+    d.item_size = 4;
+    CHECK_OK(per_buffer_init(&b, &d, NULL));
+    img[HDR + 5] ^= 1;
+    CHECK(file_write(NAME("app_bad.bin"), img, n));
+    s = bsnap_take(&b);
+    CHECK_STATUS(per_buffer_load_append(&b, NAME("app_bad.bin"), 0, 1),
+                 PER_ERR_CHECKSUM);
+    CHECK_UNCHANGED(s, &b);
+    per_buffer_free(&b);
+  }
+  per_buffer_free(&a);
+  per_buffer_free(&c);
+  remove(fa);
+  remove(fc);
+  remove(NAME("app_bad.bin"));
+}
+
+/* per_file_write: the bytes and their CRC-32C, replacing the old file;
+   a failed sync leaves the old one as it was and no temporary file. */
+static void test_file_write(void) {
+  const char *path = NAME("raw.bin");
+  unsigned char img[64];
+  const unsigned char msg[] = "123456789", two[] = "ab";
+  long n;
+  CHECK_OK(per_file_write(msg, 9, path, NULL));
+  n = file_read(path, img, sizeof img);
+  CHECK_EQ_U(n, 13);
+  CHECK(memcmp(img, msg, 9) == 0);
+  CHECK_EQ_U(img[9] | (uint32_t)img[10] << 8 | (uint32_t)img[11] << 16 |
+                 (uint32_t)img[12] << 24,
+             0xE3069283u); /* the check value of CRC-32C */
+  t_sync.fail_file = 1;
+  CHECK_STATUS(per_file_write(two, 2, path, NULL), PER_ERR_IO);
+  t_sync.fail_file = 0;
+  CHECK_EQ_U(file_read(path, img, sizeof img), 13);
+  CHECK_EQ_U(count_tmp(path), 0);
+  CHECK_OK(per_file_write(NULL, 0, path, NULL)); /* the CRC of nothing */
+  CHECK_EQ_U(file_read(path, img, sizeof img), 4);
+  CHECK_EQ_U(img[0] | img[1] | img[2] | img[3], 0);
+  CHECK_STATUS(per_file_write(NULL, 1, path, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_file_write(msg, 1, NULL, NULL), PER_ERR_NULL);
+  remove(path);
+}
+
 /* Allocation failure at each allocation of load (and of save): the error,
    the buffer unchanged, nothing leaked. */
 static void test_alloc_failure(void) {
@@ -711,6 +884,15 @@ static void test_alloc_failure(void) {
     heap.fail_at = heap.calls + k; /* the shard path too */
     s = bsnap_take(&b);
     CHECK_STATUS(per_buffer_load_shard(&b, NAME("al.bin"), 0, 2),
+                 PER_ERR_NOMEM);
+    CHECK_UNCHANGED(s, &b);
+    CHECK_EQ_U(heap.live, live);
+  }
+  { /* an append allocates once: the file's bytes */
+    long live = heap.live;
+    bsnap s = bsnap_take(&b);
+    heap.fail_at = heap.calls + 1;
+    CHECK_STATUS(per_buffer_load_append(&b, NAME("al.bin"), 0, 1),
                  PER_ERR_NOMEM);
     CHECK_UNCHANGED(s, &b);
     CHECK_EQ_U(heap.live, live);
@@ -786,6 +968,8 @@ int main(void) {
   test_lying_header();
   test_generation_wrap();
   test_shards();
+  test_append();
+  test_file_write();
   test_alloc_failure();
   test_version1();
   return t_done(IS_FLOAT ? "checkpoint (float)" : "checkpoint (double)");

@@ -1,7 +1,8 @@
 /* fuzz_ckpt.c - libFuzzer target for the checkpoint loader.
    Input: one mode byte, then the file. Mode bit 0 recomputes the CRC so
    that the field checks behind it are reached; bits 1..5 choose a sharded
-   load and bits 6..7 the capacity of the buffer it goes into. The file is
+   load (rank < world) or an append (rank >= world) and bits 6..7 the
+   capacity of the buffer it goes into. The file is
    loaded into four buffers (plain, alpha = 0, with
    PER_WEIGHTS_BUFFER_MAX, with sequences of 4 steps every 2 slots across
    episode ends). A refused file must leave the buffer byte for
@@ -60,8 +61,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     snap = bsnap_take(&b);
     if (mode & 2u) {
       uint32_t world = 1 + ((mode >> 2) & 3u), rank = (mode >> 4) & 3u;
-      s = per_buffer_load_shard(&b, path, rank, world);
-      if (rank >= world) CHECK_STATUS(s, PER_ERR_ARG);
+      if (rank < world) s = per_buffer_load_shard(&b, path, rank, world);
+      else /* items rank .. rank + 2 world - 1, after b's five */
+        s = per_buffer_load_append(&b, path, rank, 2 * world);
     } else {
       s = per_buffer_load(&b, path);
     }
