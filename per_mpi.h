@@ -51,6 +51,8 @@
       per_buffer_add(&m.shard, &t);                       local, any rank
       per_mpi_sample(&m, 256, 0, NULL, items, ids, w);    collective
       per_mpi_update(&m, ids, td, n, &stale);             collective
+      per_mpi_save(&m, "ckpt/replay");                    collective
+      per_mpi_load(&m, "ckpt/replay");    collective, any world size
       per_mpi_free(&m);                                   collective
 
    CONTRACT
@@ -89,6 +91,8 @@ extern "C" {
 #define per_mpi_sample PERI_NAME(per_mpi_sample)
 #define per_mpi_update PERI_NAME(per_mpi_update)
 #define per_mpi_size PERI_NAME(per_mpi_size)
+#define per_mpi_save PERI_NAME(per_mpi_save)
+#define per_mpi_load PERI_NAME(per_mpi_load)
 
 /* per_mpi_sample's root for "every rank receives the batch". */
 #define PER_MPI_ALL (-1)
@@ -170,6 +174,65 @@ PERDEF per_status per_mpi_sample(per_mpi *m, uint32_t B, int root,
 PERDEF per_status per_mpi_update(per_mpi *m, const per_mpi_id *ids,
                                  const float *td, uint32_t n, uint32_t *stale);
 
+#ifndef PER_NO_STDIO
+/* Collective. Checkpoints the whole replay under `path`, the same string
+   on every rank. Rank r saves its shard with per_buffer_save to
+   "path.S.r", S being this save's number (one more than that of the
+   checkpoint now at path, 1 for the first); once every rank has, rank 0
+   writes the manifest to path itself with per_file_write: the world size,
+   S, each shard file's length, CRC-32C, size, capacity and counters, and
+   what the ranks share (the batch stream, step, max_leaf and config).
+   Writing the manifest is the commit: a crash at any point leaves path
+   naming the previous checkpoint or this one, each whole, since shard
+   files are never written in place of ones a manifest names. Then each
+   rank removes its share of the previous checkpoint's shard files (a
+   crash before that leaves them behind, as files that no manifest names:
+   safe to delete). The shards are not changed. Rank 0 needs to see the
+   directory of path; loading at another world size needs every rank to
+   see every shard file (a shared file system), loading at the same world
+   size only its own. One save or load at a time per path.
+   Errors, the same on every rank; the checkpoint at path, if any, stays
+   as it was and this save's files are removed: PER_ERR_NULL (m: local;
+   path NULL on some rank), PER_ERR_ARG (the ranks' paths differ),
+   PER_ERR_NOMEM, PER_ERR_IO (a shard file or the manifest could not be
+   written; if the manifest was written but not synced, the new
+   checkpoint stands and the old files are kept). */
+PERDEF per_status per_mpi_save(per_mpi *m, const char *path);
+
+/* Collective. Replaces every rank's shard with the checkpoint at path
+   (per_mpi_save's), whatever the world size it was saved with.
+   - The same world size: rank r loads "path.S.r" with per_buffer_load,
+     and the run goes on exactly as the saved one would have: the same
+     batches, and ids drawn before the save still valid. Each rank needs
+     the capacity its saved shard had.
+   - Another world size (a re-shard): the saved items in order (saved
+     rank 0's oldest first, then rank 1's, ...) are cut into `world`
+     consecutive blocks whose sizes differ by at most one, larger ones
+     first; rank r appends block r with per_buffer_load_append (each item
+     with its leaf and episode end), from every file the block spans. The
+     batch stream, step, beta schedule, alpha, eps, max_priority, seed and
+     max_leaf come from the manifest, so sampling goes on from the saved
+     stream with the saved buffer's law. Slots and generations are new:
+     ids drawn before the load must not reach per_mpi_update after it.
+     Each rank counts the items and trajectories it holds, and rank 0
+     also those no longer stored, so the sums of added and trajs over the
+     ranks are the saved ones (a trajectory that a block boundary cuts
+     counts once on each side).
+   Every file a rank reads is checked whole (its CRC-32C against the
+   manifest's, then per_buffer_load's checks) into a staged shard before
+   any shard changes: a rank holds two shards' memory during the call.
+   Errors, the same on every rank, every shard unchanged: PER_ERR_NULL
+   (m: local; path NULL on some rank), PER_ERR_ARG (the ranks' paths
+   differ), PER_ERR_IO (a file missing or unreadable), PER_ERR_FORMAT,
+   PER_ERR_VERSION, PER_ERR_TRUNCATED, PER_ERR_CORRUPT (the manifest or a
+   shard file damaged), PER_ERR_CHECKSUM (that, or a shard file is not
+   the one the manifest names), PER_ERR_MISMATCH (another item_size or
+   PER_REAL, alpha = 0 on one side only, a capacity other than the saved
+   one at the same world size, or a block larger than a rank's capacity),
+   PER_ERR_NOMEM. */
+PERDEF per_status per_mpi_load(per_mpi *m, const char *path);
+#endif
+
 #ifdef __cplusplus
 }
 #endif
@@ -196,6 +259,9 @@ PERDEF per_status per_mpi_update(per_mpi *m, const per_mpi_id *ids,
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifndef PER_NO_STDIO
+#include <stdio.h>
+#endif
 
 #ifndef PER_MALLOC
 #define PERM_MALLOC(sz, ctx) ((void)(ctx), malloc(sz))
@@ -708,6 +774,499 @@ done:
   PERM_FREE(rtd, ctx);
   return (per_status)s;
 }
+
+#ifndef PER_NO_STDIO
+/* ---- checkpoints ---- */
+
+/* The manifest, little-endian: the head, one record per saved rank, then
+   the CRC-32C of everything before it (per_file_write). */
+enum { PERM_MF_HEAD = 152, PERM_MF_REC = 40, PERM_MF_VERSION = 1 };
+static const unsigned char perm_mf_magic[8] = {0x89, 'P', 'E', 'R',
+                                               'M',  'P', 'I', '\n'};
+
+/* Head: 0 magic, 8 u32 version, 12 u32 0x01020304, 16 u32 world, 20 u32
+   sizeof(per_real), 24 u32 item_size, 28 u32 0, 32 u64 save number, 40
+   u64 step, 48 rng (u64 seed, u64 counter, 4 x u32 buf, u32 avail, u32
+   0), 88 f64 max_leaf, 96 f64 alpha, beta0, beta1, eps, max_priority,
+   136 u64 beta_steps, 144 u64 seed. Record: u64 file bytes, u64 added,
+   u64 trajs, u32 CRC-32C of the file, u32 size, u32 capacity, u32 0. */
+
+static void perm_put32(unsigned char *p, uint32_t v) {
+  int i;
+  for (i = 0; i < 4; ++i) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void perm_put64(unsigned char *p, uint64_t v) {
+  perm_put32(p, (uint32_t)v);
+  perm_put32(p + 4, (uint32_t)(v >> 32));
+}
+static uint32_t perm_get32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+         (uint32_t)p[3] << 24;
+}
+static uint64_t perm_get64(const unsigned char *p) {
+  return (uint64_t)perm_get32(p) | (uint64_t)perm_get32(p + 4) << 32;
+}
+static void perm_putf(unsigned char *p, double v) {
+  uint64_t u;
+  memcpy(&u, &v, 8);
+  perm_put64(p, u);
+}
+static double perm_getf(const unsigned char *p) {
+  uint64_t u = perm_get64(p);
+  double v;
+  memcpy(&v, &u, 8);
+  return v;
+}
+
+/* One saved rank's record, as the manifest holds it. */
+typedef struct perm_rec {
+  uint64_t bytes, added, trajs;
+  uint32_t crc, size, capacity;
+} perm_rec;
+
+static perm_rec perm_mf_rec(const unsigned char *mf, uint32_t q) {
+  const unsigned char *p = mf + PERM_MF_HEAD + (size_t)q * PERM_MF_REC;
+  perm_rec r;
+  r.bytes = perm_get64(p);
+  r.added = perm_get64(p + 8);
+  r.trajs = perm_get64(p + 16);
+  r.crc = perm_get32(p + 24);
+  r.size = perm_get32(p + 28);
+  r.capacity = perm_get32(p + 32);
+  return r;
+}
+
+/* The manifest's bytes for the shards' records rec[0..world) and rank
+   0's shared state b, CRC not included (per_file_write adds it). */
+static void perm_mf_build(unsigned char *mf, const per_buffer *b, uint64_t save,
+                          const perm_rec *rec, int world) {
+  const per_config *c = &b->cfg;
+  int q, i;
+  memset(mf, 0, PERM_MF_HEAD + (size_t)world * PERM_MF_REC);
+  memcpy(mf, perm_mf_magic, 8);
+  perm_put32(mf + 8, PERM_MF_VERSION);
+  perm_put32(mf + 12, 0x01020304u);
+  perm_put32(mf + 16, (uint32_t)world);
+  perm_put32(mf + 20, (uint32_t)sizeof(per_real));
+  perm_put32(mf + 24, c->item_size);
+  perm_put64(mf + 32, save);
+  perm_put64(mf + 40, b->step);
+  perm_put64(mf + 48, b->rng.seed);
+  perm_put64(mf + 56, b->rng.counter);
+  for (i = 0; i < 4; ++i) perm_put32(mf + 64 + 4 * i, b->rng.buf[i]);
+  perm_put32(mf + 80, b->rng.avail);
+  perm_putf(mf + 88, (double)b->max_leaf);
+  perm_putf(mf + 96, c->alpha);
+  perm_putf(mf + 104, c->beta0);
+  perm_putf(mf + 112, c->beta1);
+  perm_putf(mf + 120, c->eps);
+  perm_putf(mf + 128, c->max_priority);
+  perm_put64(mf + 136, c->beta_steps);
+  perm_put64(mf + 144, c->seed);
+  for (q = 0; q < world; ++q) {
+    unsigned char *p = mf + PERM_MF_HEAD + (size_t)q * PERM_MF_REC;
+    perm_put64(p, rec[q].bytes);
+    perm_put64(p + 8, rec[q].added);
+    perm_put64(p + 16, rec[q].trajs);
+    perm_put32(p + 24, rec[q].crc);
+    perm_put32(p + 28, rec[q].size);
+    perm_put32(p + 32, rec[q].capacity);
+  }
+}
+
+/* Read and check the manifest at path into *mf (allocated; *len bytes,
+   CRC included). Checks what needs no shard: magic, version, byte order,
+   length, CRC, and every record (size <= capacity, counters). */
+static int perm_mf_read(const char *path, void *ctx, unsigned char **mf,
+                        size_t *len) {
+  unsigned char head[PERM_MF_HEAD];
+  FILE *f;
+  size_t got, n;
+  uint32_t world, q;
+  int s = PER_OK;
+  *mf = NULL;
+  *len = 0;
+  f = fopen(path, "rb");
+  if (!f) return PER_ERR_IO;
+  got = fread(head, 1, sizeof head, f);
+  if (ferror(f)) s = PER_ERR_IO;
+  else if (got == 0 || (got >= 8 && memcmp(head, perm_mf_magic, 8) != 0))
+    s = PER_ERR_FORMAT;
+  else if (got < sizeof head) s = PER_ERR_TRUNCATED;
+  else if (perm_get32(head + 8) != PERM_MF_VERSION) s = PER_ERR_VERSION;
+  else if (perm_get32(head + 12) != 0x01020304u) s = PER_ERR_FORMAT;
+  world = s == PER_OK ? perm_get32(head + 16) : 0;
+  if (s == PER_OK &&
+      (world == 0 ||
+       world > ((uint32_t)INT_MAX - PERM_MF_HEAD - 4) / PERM_MF_REC))
+    s = PER_ERR_CORRUPT;
+  n = PERM_MF_HEAD + (size_t)world * PERM_MF_REC + 4;
+  if (s == PER_OK) {
+    *mf = (unsigned char *)PERM_MALLOC(n, ctx);
+    if (!*mf) s = PER_ERR_NOMEM;
+  }
+  if (s == PER_OK) {
+    memcpy(*mf, head, sizeof head);
+    got = fread(*mf + sizeof head, 1, n - sizeof head, f);
+    if (ferror(f)) s = PER_ERR_IO;
+    else if (got < n - sizeof head) s = PER_ERR_TRUNCATED;
+    else if (fgetc(f) != EOF) s = PER_ERR_CORRUPT; /* longer than it says */
+    else if (per_crc32c(0, *mf, n - 4) != perm_get32(*mf + n - 4))
+      s = PER_ERR_CHECKSUM;
+  }
+  fclose(f);
+  for (q = 0; q < world && s == PER_OK; ++q) {
+    perm_rec r = perm_mf_rec(*mf, q);
+    if (r.capacity == 0 || r.size > r.capacity || r.added < r.size ||
+        r.trajs > r.added)
+      s = PER_ERR_CORRUPT;
+  }
+  if (s != PER_OK) {
+    PERM_FREE(*mf, ctx);
+    *mf = NULL;
+  } else {
+    *len = n;
+  }
+  return s;
+}
+
+/* The shard file of rank q in save `save` under path: "path.save.q"
+   (allocated; NULL when memory ran out). */
+static char *perm_shard_name(const char *path, uint64_t save, uint32_t q,
+                             void *ctx) {
+  size_t n = strlen(path) + 2 * 21 + 3;
+  char *name = (char *)PERM_MALLOC(n, ctx);
+  if (name)
+    snprintf(name, n, "%s.%llu.%lu", path, (unsigned long long)save,
+             (unsigned long)q);
+  return name;
+}
+
+/* A file's length and its last 4 bytes (a per file's CRC-32C). */
+static int perm_file_tail(const char *name, uint64_t *bytes, uint32_t *crc) {
+  unsigned char t[4];
+  long end;
+  int s = PER_OK;
+  FILE *f = fopen(name, "rb");
+  if (!f) return PER_ERR_IO;
+  if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 4 ||
+      fseek(f, end - 4, SEEK_SET) != 0 || fread(t, 1, 4, f) != 4)
+    s = PER_ERR_IO;
+  else {
+    *bytes = (uint64_t)end;
+    *crc = perm_get32(t);
+  }
+  fclose(f);
+  return s;
+}
+
+/* Whether the file `name` is the one record r names (PER_ERR_CHECKSUM
+   when it is another). */
+static int perm_file_is(const char *name, const perm_rec *r) {
+  uint64_t bytes = 0;
+  uint32_t crc = 0;
+  int s = perm_file_tail(name, &bytes, &crc);
+  if (s == PER_OK && (bytes != r->bytes || crc != r->crc)) s = PER_ERR_CHECKSUM;
+  return s;
+}
+
+/* What a rank tells the others after its part of a save or a load. */
+enum { PERM_CK_WORDS = 8 };
+
+/* The first error in rank order among words[r * PERM_CK_WORDS] (a
+   status as int64). */
+static int perm_ck_first(const uint64_t *all, int world) {
+  int r;
+  for (r = 0; r < world; ++r)
+    if (all[(size_t)r * PERM_CK_WORDS] != 0)
+      return (int)(int64_t)all[(size_t)r * PERM_CK_WORDS];
+  return PER_OK;
+}
+
+/* Every rank's words[PERM_CK_WORDS] (status first) into all; the agreed
+   status, with PER_ERR_ARG when the ranks' words[1] (the path's CRC)
+   differ. */
+static int perm_ck_gather(per_mpi *m, uint64_t *mine, uint64_t *all) {
+  int r, s;
+  MPI_Allgather(mine, PERM_CK_WORDS, MPI_UINT64_T, all, PERM_CK_WORDS,
+                MPI_UINT64_T, m->comm);
+  s = perm_ck_first(all, m->world);
+  for (r = 1; r < m->world && s == PER_OK; ++r)
+    if (all[(size_t)r * PERM_CK_WORDS + 1] != all[1]) s = PER_ERR_ARG;
+  return s;
+}
+
+static uint64_t perm_path_crc(const char *path) {
+  return path ? 1u + (uint64_t)per_crc32c(0, path, strlen(path)) : 0;
+}
+
+/* Remove the shard files of ranks q = rank, rank + world, ... below
+   saved of save `save` under path (errors ignored: they are files no
+   manifest names). */
+static void perm_remove_save(const per_mpi *m, const char *path, uint64_t save,
+                             uint64_t saved) {
+  uint64_t q;
+  for (q = (uint64_t)m->rank; q < saved; q += (uint64_t)m->world) {
+    char *name = perm_shard_name(path, save, (uint32_t)q, m->alloc_ctx);
+    if (name) remove(name);
+    PERM_FREE(name, m->alloc_ctx);
+  }
+}
+
+PERDEF per_status per_mpi_save(per_mpi *m, const char *path) {
+  uint64_t mine[PERM_CK_WORDS], *all = NULL, save, old_save = 0, old_world = 0;
+  unsigned char *mf = NULL;
+  char *name = NULL;
+  int s = PER_OK, r, saved = 0, world;
+  int64_t fin[2] = {PER_OK, 0};
+  void *ctx;
+  if (!m || m->world == 0) return PER_ERR_NULL;
+  world = m->world;
+  ctx = m->alloc_ctx;
+  memset(mine, 0, sizeof mine);
+  all = (uint64_t *)PERM_MALLOC((size_t)world * sizeof mine, ctx);
+  if (!path) s = PER_ERR_NULL;
+  else if (!all) s = PER_ERR_NOMEM;
+  if (s == PER_OK && m->rank == 0) { /* the checkpoint there now, if any */
+    size_t len;
+    if (perm_mf_read(path, ctx, &mf, &len) == PER_OK) {
+      old_save = perm_get64(mf + 32);
+      old_world = perm_get32(mf + 16);
+      PERM_FREE(mf, ctx);
+      mf = NULL;
+    }
+  }
+  /* 1. every rank's status and path; rank 0's numbers */
+  mine[0] = (uint64_t)(int64_t)s;
+  mine[1] = perm_path_crc(path);
+  mine[2] = old_save;
+  mine[3] = old_world;
+  if (perm_any_error(m->comm, all ? PER_OK : PER_ERR_NOMEM) != PER_OK) {
+    PERM_FREE(all, ctx);
+    return PER_ERR_NOMEM; /* no rank can hear the others */
+  }
+  s = perm_ck_gather(m, mine, all);
+  if (s != PER_OK) goto done;
+  old_save = all[2];
+  old_world = all[3];
+  save = old_save + 1;
+
+  /* 2. every rank saves its shard; the files' records are agreed */
+  memset(mine, 0, sizeof mine);
+  name = perm_shard_name(path, save, (uint32_t)m->rank, ctx);
+  s = name ? per_buffer_save(&m->shard, name) : PER_ERR_NOMEM;
+  saved = s == PER_OK;
+  if (s == PER_OK) {
+    uint32_t crc = 0;
+    s = perm_file_tail(name, &mine[2], &crc);
+    mine[3] = crc;
+  }
+  mine[0] = (uint64_t)(int64_t)s;
+  mine[1] = perm_path_crc(path);
+  mine[4] = m->shard.added;
+  mine[5] = m->shard.trajs;
+  mine[6] = m->shard.size;
+  mine[7] = m->shard.cfg.capacity;
+  s = perm_ck_gather(m, mine, all);
+
+  /* 3. rank 0 writes the manifest: the commit */
+  if (s == PER_OK && m->rank == 0) {
+    perm_rec *rec = (perm_rec *)PERM_MALLOC((size_t)world * sizeof *rec, ctx);
+    size_t n = PERM_MF_HEAD + (size_t)world * PERM_MF_REC;
+    mf = (unsigned char *)PERM_MALLOC(n, ctx);
+    fin[0] = rec && mf ? PER_OK : PER_ERR_NOMEM;
+    if (fin[0] == PER_OK) {
+      for (r = 0; r < world; ++r) {
+        const uint64_t *w = all + (size_t)r * PERM_CK_WORDS;
+        rec[r].bytes = w[2];
+        rec[r].crc = (uint32_t)w[3];
+        rec[r].added = w[4];
+        rec[r].trajs = w[5];
+        rec[r].size = (uint32_t)w[6];
+        rec[r].capacity = (uint32_t)w[7];
+      }
+      perm_mf_build(mf, &m->shard, save, rec, world);
+      fin[0] = per_file_write(mf, n, path, ctx);
+    }
+    PERM_FREE(rec, ctx);
+    PERM_FREE(mf, ctx);
+    mf = NULL;
+    /* committed: the manifest at path is this save's (also when only
+       the directory sync failed after the rename) */
+    if (fin[0] == PER_OK) {
+      fin[1] = 1;
+    } else {
+      size_t len;
+      if (perm_mf_read(path, ctx, &mf, &len) == PER_OK)
+        fin[1] = perm_get64(mf + 32) == save;
+      PERM_FREE(mf, ctx);
+      mf = NULL;
+    }
+  }
+  if (s == PER_OK) {
+    MPI_Bcast(fin, 2, MPI_INT64_T, 0, m->comm);
+    s = (int)fin[0];
+  }
+
+  /* 4. the files no manifest names any more */
+  if (fin[1]) {
+    if (old_save != 0 && old_save != save)
+      perm_remove_save(m, path, old_save, old_world);
+  } else if (saved) {
+    remove(name);
+  }
+done:
+  PERM_FREE(name, ctx);
+  PERM_FREE(all, ctx);
+  return (per_status)s;
+}
+
+/* Stage this rank's part of a load into st (initialised by the caller
+   with the shard's config): its own file at the same world size, else
+   its block of the saved items. */
+static int perm_load_stage(const per_mpi *m, const char *path,
+                           const unsigned char *mf, per_buffer *st) {
+  uint32_t sw = perm_get32(mf + 16), q;
+  uint64_t save = perm_get64(mf + 32), S = 0, lo, hi, start = 0, per, rem;
+  void *ctx = m->alloc_ctx;
+  int s = PER_OK, i;
+  if (perm_get32(mf + 20) != sizeof(per_real) ||
+      perm_get32(mf + 24) != st->cfg.item_size ||
+      (perm_getf(mf + 96) == 0) != (st->cfg.alpha == 0))
+    return PER_ERR_MISMATCH;
+  if (sw == (uint32_t)m->world) {
+    perm_rec r = perm_mf_rec(mf, (uint32_t)m->rank);
+    char *name = perm_shard_name(path, save, (uint32_t)m->rank, ctx);
+    if (!name) return PER_ERR_NOMEM;
+    s = perm_file_is(name, &r);
+    if (s == PER_OK) s = per_buffer_load(st, name);
+    PERM_FREE(name, ctx);
+    return s;
+  }
+  /* block rank of world of the S saved items: sizes per + 1 first */
+  for (q = 0; q < sw; ++q) S += perm_mf_rec(mf, q).size;
+  per = S / (uint64_t)m->world;
+  rem = S % (uint64_t)m->world;
+  lo = per * (uint64_t)m->rank +
+       ((uint64_t)m->rank < rem ? (uint64_t)m->rank : rem);
+  hi = lo + per + ((uint64_t)m->rank < rem);
+  if (hi - lo > st->cfg.capacity) return PER_ERR_MISMATCH;
+  if (st->cfg.alpha != 0) st->max_leaf = 0; /* then the files' largest */
+  for (q = 0; q < sw && s == PER_OK; start += perm_mf_rec(mf, q).size, ++q) {
+    perm_rec r = perm_mf_rec(mf, q);
+    uint64_t a = lo > start ? lo : start, e = start + r.size;
+    char *name;
+    if (hi < e) e = hi;
+    if (a >= e) continue;
+    name = perm_shard_name(path, save, q, ctx);
+    if (!name) return PER_ERR_NOMEM;
+    s = perm_file_is(name, &r);
+    if (s == PER_OK)
+      s = per_buffer_load_append(st, name, (uint32_t)(a - start),
+                                 (uint32_t)(e - a));
+    PERM_FREE(name, ctx);
+  }
+  if (s != PER_OK) return s;
+  /* what the ranks share, as saved */
+  st->step = perm_get64(mf + 40);
+  st->rng.seed = perm_get64(mf + 48);
+  st->rng.counter = perm_get64(mf + 56);
+  for (i = 0; i < 4; ++i) st->rng.buf[i] = perm_get32(mf + 64 + 4 * i);
+  st->rng.avail = perm_get32(mf + 80);
+  st->cfg.alpha = perm_getf(mf + 96);
+  st->cfg.beta0 = perm_getf(mf + 104);
+  st->cfg.beta1 = perm_getf(mf + 112);
+  st->cfg.eps = perm_getf(mf + 120);
+  st->cfg.max_priority = perm_getf(mf + 128);
+  st->cfg.beta_steps = perm_get64(mf + 136);
+  st->cfg.seed = perm_get64(mf + 144);
+  if (st->rng.avail > 4) return PER_ERR_CORRUPT;
+  if (st->cfg.alpha != 0) {
+    per_real mx = (per_real)perm_getf(mf + 88);
+    if (!(mx > 0) || per_leaf_status(mx) != PER_OK || mx < st->max_leaf)
+      return PER_ERR_CORRUPT; /* a leaf above the saved max_leaf */
+    st->max_leaf = mx;
+  }
+  return PER_OK;
+}
+
+PERDEF per_status per_mpi_load(per_mpi *m, const char *path) {
+  uint64_t mine[PERM_CK_WORDS], *all = NULL;
+  unsigned char *mf = NULL;
+  size_t len = 0;
+  int64_t hdr[2] = {PER_OK, 0};
+  int s = PER_OK, r, world;
+  per_buffer st;
+  void *ctx;
+  if (!m || m->world == 0) return PER_ERR_NULL;
+  world = m->world;
+  ctx = m->alloc_ctx;
+  memset(&st, 0, sizeof st);
+  memset(mine, 0, sizeof mine);
+  /* 1. rank 0 reads the manifest; every rank gets it */
+  if (m->rank == 0) {
+    hdr[0] = path ? perm_mf_read(path, ctx, &mf, &len) : PER_ERR_NULL;
+    hdr[1] = (int64_t)len;
+  }
+  MPI_Bcast(hdr, 2, MPI_INT64_T, 0, m->comm);
+  s = (int)hdr[0];
+  if (s == PER_OK && m->rank != 0) {
+    len = (size_t)hdr[1];
+    mf = (unsigned char *)PERM_MALLOC(len, ctx);
+  }
+  all = (uint64_t *)PERM_MALLOC((size_t)world * sizeof mine, ctx);
+  /* whether every rank has room, and the same path */
+  {
+    int64_t v[4], top[4];
+    v[0] = all && (s != PER_OK || mf) ? PER_OK : PER_ERR_NOMEM;
+    v[1] = !path;
+    v[2] = (int64_t)perm_path_crc(path);
+    v[3] = -v[2];
+    MPI_Allreduce(v, top, 4, MPI_INT64_T, MPI_MAX, m->comm);
+    if (top[0] != PER_OK) s = PER_ERR_NOMEM;
+    else if (s == PER_OK && top[1]) s = PER_ERR_NULL;
+    else if (s == PER_OK && top[2] != -top[3]) s = PER_ERR_ARG;
+  }
+  if (s != PER_OK) goto done;
+  MPI_Bcast(mf, (int)len, MPI_BYTE, 0, m->comm);
+
+  /* 2. every rank stages its part; the statuses are agreed */
+  s = per_buffer_init(&st, &m->shard.cfg, ctx);
+  if (s == PER_OK) s = perm_load_stage(m, path, mf, &st);
+  mine[0] = (uint64_t)(int64_t)s;
+  mine[1] = perm_path_crc(path);
+  mine[2] = st.trajs;
+  s = perm_ck_gather(m, mine, all);
+  if (s != PER_OK) goto done;
+
+  /* 3. rank 0 of a re-shard also counts what is no longer stored */
+  if (m->rank == 0 && perm_get32(mf + 16) != (uint32_t)world) {
+    uint64_t added = 0, trajs = 0, held = 0, S = 0;
+    uint32_t q, i;
+    for (q = 0; q < perm_get32(mf + 16); ++q) {
+      perm_rec rc = perm_mf_rec(mf, q);
+      added += rc.added;
+      trajs += rc.trajs;
+      S += rc.size;
+    }
+    for (r = 0; r < world; ++r) held += all[(size_t)r * PERM_CK_WORDS + 2];
+    st.added += added - S;
+    if (trajs > held) {
+      uint64_t more = trajs - held;
+      for (i = 0; i < st.size; ++i) st.traj[i] += (uint32_t)more;
+      st.trajs += more;
+    }
+  }
+  per_buffer_free(&m->shard);
+  m->shard = st;
+  memset(&st, 0, sizeof st);
+done:
+  per_buffer_free(&st);
+  PERM_FREE(mf, ctx);
+  PERM_FREE(all, ctx);
+  return (per_status)s;
+}
+#endif /* PER_NO_STDIO */
 
 #if defined(__cplusplus) && (defined(__GNUC__) || defined(__clang__))
 #pragma GCC diagnostic pop

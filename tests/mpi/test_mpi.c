@@ -28,16 +28,22 @@ static void t_free(void *p) {
 
 static int me, W;
 
-/* Every rank's status must be `want`. */
-static void check_all(int got, int want, const char *what) {
-  int *all = (int *)malloc((size_t)W * sizeof *all), r;
+/* Every rank of comm's status must be `want`. */
+static void check_on(MPI_Comm comm, int got, int want, const char *what) {
+  int n, r, *all;
+  MPI_Comm_size(comm, &n);
+  all = (int *)malloc((size_t)n * sizeof *all);
   REQUIRE(all);
-  MPI_Allgather(&got, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
-  for (r = 0; r < W; ++r)
+  MPI_Allgather(&got, 1, MPI_INT, all, 1, MPI_INT, comm);
+  for (r = 0; r < n; ++r)
     CHECK_MSG(all[r] == want, "%s: rank %d got %s, want %s", what, r,
               per_status_str((per_status)all[r]),
               per_status_str((per_status)want));
   free(all);
+}
+
+static void check_all(int got, int want, const char *what) {
+  check_on(MPI_COMM_WORLD, got, want, what);
 }
 
 typedef struct item {
@@ -363,6 +369,349 @@ static void errors(void) {
   CHECK_STATUS(per_mpi_update(NULL, ids, td, 1, NULL), PER_ERR_NULL);
 }
 
+/* ---- checkpoints: the same world size and every other ---- */
+
+/* One stored item as the test compares them: the item, its leaf's bits
+   and its episode end. */
+typedef struct saved {
+  item it;
+  double leaf;
+  uint32_t end, pad;
+} saved;
+
+/* Every shard's items oldest first, ranks in order, on rank 0 of m's
+   communicator (*n of them; NULL elsewhere). */
+static saved *collect(const per_mpi *m, uint32_t *n) {
+  const per_buffer *b = &m->shard;
+  uint32_t cap = b->cfg.capacity, start = (b->pos + cap - b->size) % cap, i;
+  int mine = (int)(b->size * sizeof(saved)), *cnt = NULL, *dsp = NULL, r;
+  saved *out = NULL, *loc = (saved *)calloc(b->size + 1, sizeof *loc);
+  REQUIRE(loc);
+  for (i = 0; i < b->size; ++i) {
+    uint32_t slot = (start + i) % cap;
+    memcpy(&loc[i].it, b->items + (size_t)slot * sizeof(item), sizeof(item));
+    loc[i].leaf = (double)per_tree_get(&b->tree, slot);
+    loc[i].end = b->ends[slot];
+  }
+  if (m->rank == 0) {
+    cnt = (int *)malloc((size_t)m->world * sizeof *cnt);
+    dsp = (int *)malloc((size_t)m->world * sizeof *dsp);
+    REQUIRE(cnt && dsp);
+  }
+  MPI_Gather(&mine, 1, MPI_INT, cnt, 1, MPI_INT, 0, m->comm);
+  if (m->rank == 0) {
+    int off = 0;
+    for (r = 0; r < m->world; ++r) dsp[r] = off, off += cnt[r];
+    out = (saved *)malloc((size_t)off + 1);
+    REQUIRE(out);
+    *n = (uint32_t)(off / (int)sizeof(saved));
+  }
+  MPI_Gatherv(loc, mine, MPI_BYTE, out, cnt, dsp, MPI_BYTE, 0, m->comm);
+  free(loc);
+  free(cnt);
+  free(dsp);
+  return out;
+}
+
+/* The sums of added and trajs over m's ranks. */
+static void counters(const per_mpi *m, uint64_t *sum) {
+  uint64_t mine[2];
+  mine[0] = m->shard.added;
+  mine[1] = m->shard.trajs;
+  MPI_Allreduce(mine, sum, 2, MPI_UINT64_T, MPI_SUM, m->comm);
+}
+
+static int file_exists(const char *name) {
+  FILE *f = fopen(name, "rb");
+  if (f) fclose(f);
+  return f != NULL;
+}
+
+/* The config of the test's shards: capacity cap, the rest alike. */
+static per_config ck_cfg(uint32_t cap) {
+  per_config c = per_config_default(cap, sizeof(item));
+  c.alpha = 0.8;
+  c.beta0 = 0.4;
+  c.beta_steps = 50;
+  c.seed = 4242;
+  c.flags = PER_WEIGHTS_BUFFER_MAX;
+  c.max_unique = cap;
+  return c;
+}
+
+/* A sharded replay with history on comm (ws ranks): rank q holds up to
+   16 + 8q items after 20 + 5q adds (ranks 0 and 1 wrapped), one episode
+   end every 4 steps, and 6 rounds of sample and update. */
+static void ck_fill(per_mpi *m, MPI_Comm comm) {
+  per_config c = ck_cfg(16 + 8 * (uint32_t)me);
+  per_mpi_id ids[16];
+  float td[16];
+  uint32_t j, k;
+  REQUIRE(per_mpi_init(m, comm, &c, NULL) == PER_OK);
+  for (j = 0; j < 20 + 5 * (uint32_t)me; ++j) {
+    item it = make_item((uint32_t)me, j, 7);
+    REQUIRE(per_buffer_add_step(&m->shard, &it,
+                                j % 4 == 3 ? PER_END_TERMINATED
+                                           : PER_END_NONE) == PER_OK);
+  }
+  for (k = 0; k < 6; ++k) {
+    REQUIRE(per_mpi_sample(m, 16, PER_MPI_ALL, NULL, NULL, ids, NULL) ==
+            PER_OK);
+    for (j = 0; j < 16; ++j) td[j] = 0.25f * (float)((j * 7 + k) % 13);
+    REQUIRE(per_mpi_update(m, ids, td, m->rank == 0 ? 16 : 0, NULL) == PER_OK);
+  }
+}
+
+/* Save on the first ws ranks, load on the first wl: every item once, in
+   order, with its leaf and end; the shared state and the counters'
+   sums as saved; at ws == wl the same state and the same next batches
+   as the saved replay. */
+static void ck_round(int ws, int wl, const char *path) {
+  MPI_Comm cs, cl;
+  per_mpi ms, ml;
+  saved *before = NULL, *after = NULL;
+  uint32_t nb = 0, na = 0;
+  uint64_t sb[2], sa[2];
+  MPI_Comm_split(MPI_COMM_WORLD, me < ws ? 0 : MPI_UNDEFINED, me, &cs);
+  MPI_Comm_split(MPI_COMM_WORLD, me < wl ? 0 : MPI_UNDEFINED, me, &cl);
+  memset(&ms, 0, sizeof ms);
+  if (me < ws) {
+    ck_fill(&ms, cs);
+    check_on(cs, per_mpi_save(&ms, path), PER_OK, "save");
+    before = collect(&ms, &nb);
+    counters(&ms, sb);
+  }
+  MPI_Bcast(&nb, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD);
+  MPI_Bcast(sb, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (me < wl) {
+    /* another world size: room for any block */
+    per_config c = ck_cfg(ws == wl ? 16 + 8 * (uint32_t)me : 128);
+    per_rng rng;
+    uint64_t step;
+    double mx;
+    c.alpha = 0.3; /* alpha, beta, seed and the stream come from the file */
+    c.seed = 1;
+    REQUIRE(per_mpi_init(&ml, cl, &c, NULL) == PER_OK);
+    check_on(cl, per_mpi_load(&ml, path), PER_OK, "load");
+    after = collect(&ml, &na);
+    counters(&ml, sa);
+    CHECK_OK(per_buffer_check(&ml.shard));
+    if (me == 0) {
+      CHECK_EQ_U(na, nb);
+      CHECK_MSG(na == nb && memcmp(before, after, na * sizeof *after) == 0,
+                "saved at %d, loaded at %d: the items differ", ws, wl);
+    }
+    CHECK_EQ_U(sa[0], sb[0]);
+    CHECK_EQ_U(sa[1], sb[1]);
+    /* the shared state, as rank 0 saved it */
+    rng = ml.shard.rng;
+    step = ml.shard.step;
+    mx = (double)ml.shard.max_leaf;
+    if (me == 0) {
+      rng = ms.shard.rng;
+      step = ms.shard.step;
+      mx = (double)ms.shard.max_leaf;
+    }
+    MPI_Bcast(&rng, (int)sizeof rng, MPI_BYTE, 0, cl);
+    MPI_Bcast(&step, 1, MPI_UINT64_T, 0, cl);
+    MPI_Bcast(&mx, 1, MPI_DOUBLE, 0, cl);
+    CHECK(memcmp(&rng, &ml.shard.rng, sizeof rng) == 0);
+    CHECK_EQ_U(ml.shard.step, step);
+    CHECK_EQ_F(ml.shard.max_leaf, (per_real)mx);
+    CHECK_EQ_F(ml.shard.cfg.alpha, 0.8);
+    CHECK_EQ_U(ml.shard.cfg.seed, 4242);
+    if (ws == wl) { /* the same replay: the next batches bit for bit */
+      per_mpi_id i1[32], i2[32];
+      float w1[32], w2[32];
+      item t1[32], t2[32];
+      uint32_t k;
+      CHECK(memcmp(ml.shard.gen, ms.shard.gen,
+                   ms.shard.cfg.capacity * sizeof(uint32_t)) == 0);
+      CHECK_EQ_U(ml.shard.pos, ms.shard.pos);
+      for (k = 0; k < 3; ++k) {
+        float td[32];
+        uint32_t j;
+        CHECK_OK(per_mpi_sample(&ms, 32, PER_MPI_ALL, NULL, t1, i1, w1));
+        CHECK_OK(per_mpi_sample(&ml, 32, PER_MPI_ALL, NULL, t2, i2, w2));
+        CHECK(memcmp(i1, i2, sizeof i1) == 0);
+        CHECK(memcmp(w1, w2, sizeof w1) == 0);
+        CHECK(memcmp(t1, t2, sizeof t1) == 0);
+        for (j = 0; j < 32; ++j) td[j] = (float)j * 0.1f;
+        CHECK_OK(per_mpi_update(&ms, i1, td, me == 0 ? 32 : 0, NULL));
+        CHECK_OK(per_mpi_update(&ml, i2, td, me == 0 ? 32 : 0, NULL));
+      }
+    } else { /* a re-shard samples and updates as any replay */
+      per_mpi_id ids[32];
+      float td[32];
+      uint32_t j;
+      CHECK_OK(per_mpi_sample(&ml, 32, 0, NULL, NULL, ids, NULL));
+      for (j = 0; j < 32; ++j) td[j] = 1.0f;
+      CHECK_OK(per_mpi_update(&ml, ids, td, me == 0 ? 32 : 0, NULL));
+      CHECK_OK(per_buffer_check(&ml.shard));
+    }
+    per_mpi_free(&ml);
+    MPI_Comm_free(&cl);
+  }
+  if (me < ws) {
+    per_mpi_free(&ms);
+    MPI_Comm_free(&cs);
+  }
+  free(before);
+  free(after);
+}
+
+/* Saves replace the previous checkpoint's files; bad input, missing and
+   damaged files fail on every rank with every shard unchanged. */
+static void ck_errors(const char *path) {
+  per_mpi m, m2;
+  per_config c;
+  char name[256], other[256];
+  uint64_t h;
+  int last = W - 1, k;
+  snprintf(other, sizeof other, "%s-elsewhere", path);
+  if (me == 0) { /* saves numbered from 1 */
+    remove(path);
+    remove(other);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  ck_fill(&m, MPI_COMM_WORLD);
+  check_all(per_mpi_save(&m, path), PER_OK, "save 1");
+  check_all(per_mpi_save(&m, path), PER_OK, "save 2");
+  snprintf(name, sizeof name, "%s.1.%d", path, me);
+  check_all(file_exists(name) ? PER_ERR_IO : PER_OK, PER_OK,
+            "save 2 removed save 1's files");
+  snprintf(name, sizeof name, "%s.2.%d", path, me);
+  check_all(file_exists(name) ? PER_OK : PER_ERR_IO, PER_OK,
+            "save 2's files are there");
+  /* a save cut short before its manifest: files no manifest names */
+  snprintf(other, sizeof other, "%s.3.%d", path, me);
+  {
+    FILE *f = fopen(other, "wb");
+    REQUIRE(f);
+    fputs("left by a crash", f);
+    fclose(f);
+  }
+  h = shard_hash(&m.shard);
+  check_all(per_mpi_load(&m, path), PER_OK, "load save 2 beside stray files");
+  check_all(shard_hash(&m.shard) == h ? PER_OK : PER_ERR_CORRUPT, PER_OK,
+            "load of the state it holds");
+  check_all(per_mpi_save(&m, path), PER_OK, "save 3 over the stray files");
+  snprintf(name, sizeof name, "%s.2.%d", path, me);
+  check_all(file_exists(name) ? PER_ERR_IO : PER_OK, PER_OK,
+            "save 3 removed save 2's files");
+  /* bad arguments (with W == 1 the save to `other` is one) */
+  snprintf(other, sizeof other, "%s-elsewhere", path);
+  check_all(per_mpi_save(&m, me == last ? other : path),
+            W > 1 ? PER_ERR_ARG : PER_OK, "save: paths differ");
+  check_all(per_mpi_save(&m, me == last ? NULL : path), PER_ERR_NULL,
+            "save: a NULL path");
+  check_all(per_mpi_save(&m, "no-such-dir/ck"), PER_ERR_IO,
+            "save: no directory");
+  h = shard_hash(&m.shard);
+  check_all(per_mpi_load(&m, me == last ? other : path),
+            W > 1 ? PER_ERR_ARG : PER_OK, "load: paths differ");
+  check_all(per_mpi_load(&m, me == last ? NULL : path), PER_ERR_NULL,
+            "load: a NULL path");
+  check_all(per_mpi_load(&m, "no-such-dir/ck"), PER_ERR_IO,
+            "load: no manifest");
+  check_all(shard_hash(&m.shard) == h ? PER_OK : PER_ERR_CORRUPT, PER_OK,
+            "failed loads change nothing");
+  /* another capacity at the same world size; too small for a block */
+  c = ck_cfg(me == last ? 64 : 16 + 8 * (uint32_t)me);
+  REQUIRE(per_mpi_init(&m2, MPI_COMM_WORLD, &c, NULL) == PER_OK);
+  check_all(per_mpi_load(&m2, path), PER_ERR_MISMATCH,
+            "load: another capacity");
+  per_mpi_free(&m2);
+  c = ck_cfg(8);
+  {
+    MPI_Comm one;
+    MPI_Comm_split(MPI_COMM_WORLD, me == 0 ? 0 : MPI_UNDEFINED, me, &one);
+    if (me == 0) {
+      REQUIRE(per_mpi_init(&m2, one, &c, NULL) == PER_OK);
+      CHECK_STATUS(per_mpi_load(&m2, path), PER_ERR_MISMATCH);
+      c = ck_cfg(128);
+      c.item_size = 4;
+      per_mpi_free(&m2);
+      REQUIRE(per_mpi_init(&m2, one, &c, NULL) == PER_OK);
+      CHECK_STATUS(per_mpi_load(&m2, path), PER_ERR_MISMATCH);
+      per_mpi_free(&m2);
+      MPI_Comm_free(&one);
+    }
+  }
+  /* damaged files: a byte of the manifest; the last rank's shard file
+     with another CRC (not the file the manifest names), then gone */
+  for (k = 0; k < 3; ++k) {
+    char target[256];
+    unsigned char buf[65536];
+    size_t n = 0;
+    FILE *f;
+    if (k == 0) snprintf(target, sizeof target, "%s", path);
+    else snprintf(target, sizeof target, "%s.3.%d", path, last);
+    if (me == 0) {
+      f = fopen(target, "rb");
+      REQUIRE(f);
+      n = fread(buf, 1, sizeof buf, f);
+      fclose(f);
+      if (k == 2) {
+        REQUIRE(rename(target, "moved-away") == 0);
+      } else {
+        buf[k == 0 ? n / 2 : n - 1] ^= 0x20;
+        f = fopen(target, "wb");
+        REQUIRE(f && fwrite(buf, 1, n, f) == n);
+        fclose(f);
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    h = shard_hash(&m.shard);
+    check_all(per_mpi_load(&m, path),
+              k == 0 ? PER_ERR_CHECKSUM
+                     : (k == 1 ? PER_ERR_CHECKSUM : PER_ERR_IO),
+              k == 0 ? "load: a damaged manifest"
+                     : (k == 1 ? "load: a damaged shard file"
+                               : "load: a missing shard file"));
+    check_all(shard_hash(&m.shard) == h ? PER_OK : PER_ERR_CORRUPT, PER_OK,
+              "a refused load changes nothing");
+    if (me == 0) { /* put it back */
+      if (k == 2) {
+        REQUIRE(rename("moved-away", target) == 0);
+      } else {
+        buf[k == 0 ? n / 2 : n - 1] ^= 0x20;
+        f = fopen(target, "wb");
+        REQUIRE(f && fwrite(buf, 1, n, f) == n);
+        fclose(f);
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  check_all(per_mpi_load(&m, path), PER_OK, "load once repaired");
+  per_mpi_free(&m);
+}
+
+/* Every save and load pair of world sizes 1..W, then the errors. */
+static void checkpoints(void) {
+  char path[128];
+  int ws, wl, k;
+  snprintf(path, sizeof path, "mpi_ck_%s_%d",
+           sizeof(per_real) == 8 ? "double" : "float", W);
+  for (ws = 1; ws <= W; ++ws)
+    for (wl = 1; wl <= W; ++wl) ck_round(ws, wl, path);
+  ck_errors(path);
+  /* leave nothing behind */
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (me == 0) {
+    char name[160];
+    remove(path);
+    for (k = 0; k < (W * W + 8) * W; ++k) {
+      snprintf(name, sizeof name, "%s.%d.%d", path, k / W + 1, k % W);
+      remove(name);
+    }
+    snprintf(name, sizeof name, "%s-elsewhere", path);
+    remove(name);
+    snprintf(name, sizeof name, "%s-elsewhere.1.0", path); /* W == 1 */
+    remove(name);
+  }
+}
+
 int main(int argc, char **argv) {
   int rc, pow2;
   char name[64];
@@ -377,6 +726,7 @@ int main(int argc, char **argv) {
   }
   law();
   errors();
+  checkpoints();
   CHECK_MSG(t_live == 0, "%ld blocks of per's not freed", t_live);
   snprintf(name, sizeof name, "mpi rank %d of %d (%s)", me, W,
            sizeof(per_real) == 8 ? "double" : "float");
