@@ -18,7 +18,10 @@ with the tables of per.h against its peers, and, when it has
 peers_python.csv (bench/peers_python.sh), the text between
     <!-- python:begin -->  and  <!-- python:end -->
 with the table of per's Python package against cpprb's and TorchRL's
-buffers. Prints the section when README is '-'. Standard library only.
+buffers, and, when it has mpi.csv (bench/mpi.sh), the text between
+    <!-- mpi:begin -->  and  <!-- mpi:end -->
+with the table of per_mpi.h against one per_buffer. Prints the section
+when README is '-'. Standard library only.
 """
 import csv
 import os
@@ -30,6 +33,8 @@ PEERS_BEGIN = "<!-- peers:begin -->"
 PEERS_END = "<!-- peers:end -->"
 PYTHON_BEGIN = "<!-- python:begin -->"
 PYTHON_END = "<!-- python:end -->"
+MPI_BEGIN = "<!-- mpi:begin -->"
+MPI_END = "<!-- mpi:end -->"
 
 # The project's targets (single thread, default double tree unless stated):
 # (label, csv file, op, N, B, limit in ns/item or None, minimum ratio
@@ -475,6 +480,37 @@ def python_section(res):
     return lines + [""]
 
 
+def mpi_section(res):
+    """The table of per_mpi.h's sample + update per batch on 1, 2 and 4
+    ranks against one per_buffer (mpi.csv from bench/mpi.sh), as lines;
+    an empty list when the CSV is not there."""
+    rows = load(os.path.join(res, "mpi.csv"))
+    if not rows:
+        return []
+    lines = measured_with(os.path.join(res, "mpi_machine.txt"))
+    r0 = rows[0]
+    lines += [f"Microseconds per batch on rank 0 (median of "
+              f"{r0['rounds']} rounds, wall clock): one `per_mpi_sample` "
+              f"of B = {r0['b']} to rank 0 and one `per_mpi_update` of "
+              f"its B TD errors, {nname(int(r0['n']))} items of "
+              f"{r0['item']} bytes per rank; the time inside MPI's "
+              "collectives (measured through the profiling interface) "
+              "and the rest (local); one `per_buffer` of W x N items "
+              "doing the same sample + update in the same run; and "
+              "their ratio.", "",
+              "| ranks W | items in all | per_mpi µs | collectives µs | "
+              "local µs | one per_buffer µs | per_mpi / one |",
+              "|---:|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        w, n = int(r["w"]), int(r["n"])
+        tot, one = float(r["total_us"]), float(r["single_us"])
+        lines.append(f"| {w} | {nname(w * n)} | {fnum(tot)} | "
+                     f"{fnum(float(r['coll_us']))} | "
+                     f"{fnum(float(r['local_us']))} | {fnum(one)} | "
+                     f"{tot / one:.2f}x |")
+    return lines + [""]
+
+
 def between(text, begin, end, body, source):
     """text with the part between the markers begin and end replaced by
     body (a list of lines) under a generated-by comment; text unchanged
@@ -515,6 +551,9 @@ def main():
     if python:
         text = between(text, PYTHON_BEGIN, PYTHON_END, python,
                        "peers_python.csv")
+    mpi = mpi_section(res)
+    if mpi:
+        text = between(text, MPI_BEGIN, MPI_END, mpi, "mpi.csv")
     if BEGIN in text and END in text:
         pre = text[:text.index(BEGIN)]
         post = text[text.index(END) + len(END):].lstrip("\n")
