@@ -38,11 +38,15 @@ def fields(per_h):
 
 
 def table(format_md):
+    """The rows of the file's first offset table (the checkpoint header;
+    the MPI manifest's table comes later)."""
     rows = []
     for line in open(format_md, encoding='utf-8'):
         m = re.match(r'^\|\s*(\d+)\s*\|\s*(\d+)\s*\|', line)
         if m:
             rows.append((int(m.group(1)), int(m.group(2)), line.strip()))
+        elif rows and not line.startswith('|'):
+            break
     return rows
 
 
