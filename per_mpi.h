@@ -1152,19 +1152,20 @@ static int perm_load_stage(const per_mpi *m, const char *path,
   hi = lo + per + ((uint64_t)m->rank < rem);
   if (hi - lo > st->cfg.capacity) return PER_ERR_MISMATCH;
   if (st->cfg.alpha != 0) st->max_leaf = 0; /* then the files' largest */
-  for (q = 0; q < sw && s == PER_OK; start += perm_mf_rec(mf, q).size, ++q) {
+  for (q = 0; q < sw && s == PER_OK; ++q) {
     perm_rec r = perm_mf_rec(mf, q);
     uint64_t a = lo > start ? lo : start, e = start + r.size;
-    char *name;
     if (hi < e) e = hi;
-    if (a >= e) continue;
-    name = perm_shard_name(path, save, q, ctx);
-    if (!name) return PER_ERR_NOMEM;
-    s = perm_file_is(name, &r);
-    if (s == PER_OK)
-      s = per_buffer_load_append(st, name, (uint32_t)(a - start),
-                                 (uint32_t)(e - a));
-    PERM_FREE(name, ctx);
+    if (a < e) { /* file q holds [a, e) of the block */
+      char *name = perm_shard_name(path, save, q, ctx);
+      if (!name) return PER_ERR_NOMEM;
+      s = perm_file_is(name, &r);
+      if (s == PER_OK)
+        s = per_buffer_load_append(st, name, (uint32_t)(a - start),
+                                   (uint32_t)(e - a));
+      PERM_FREE(name, ctx);
+    }
+    start += r.size;
   }
   if (s != PER_OK) return s;
   /* what the ranks share, as saved */

@@ -560,6 +560,29 @@ static void ck_round(int ws, int wl, const char *path) {
   free(after);
 }
 
+/* Rank 0 damages the file `target` (k 0: its middle byte flipped; 1: its
+   last byte, the CRC, flipped; 2: moved away), or with undo repairs it
+   (a flip is its own inverse); then every rank waits for it. */
+static void damage(const char *target, int k, int undo) {
+  static unsigned char buf[65536];
+  if (me == 0 && k == 2) {
+    REQUIRE(undo ? rename("moved-away", target) == 0
+                 : rename(target, "moved-away") == 0);
+  } else if (me == 0) {
+    size_t n;
+    FILE *f = fopen(target, "rb");
+    REQUIRE(f);
+    n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    REQUIRE(n > 0 && n < sizeof buf);
+    buf[k == 0 ? n / 2 : n - 1] ^= 0x20;
+    f = fopen(target, "wb");
+    REQUIRE(f && fwrite(buf, 1, n, f) == n);
+    fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* Saves replace the previous checkpoint's files; bad input, missing and
    damaged files fail on every rank with every shard unchanged. */
 static void ck_errors(const char *path) {
@@ -642,26 +665,9 @@ static void ck_errors(const char *path) {
      with another CRC (not the file the manifest names), then gone */
   for (k = 0; k < 3; ++k) {
     char target[256];
-    unsigned char buf[65536];
-    size_t n = 0;
-    FILE *f;
     if (k == 0) snprintf(target, sizeof target, "%s", path);
     else snprintf(target, sizeof target, "%s.3.%d", path, last);
-    if (me == 0) {
-      f = fopen(target, "rb");
-      REQUIRE(f);
-      n = fread(buf, 1, sizeof buf, f);
-      fclose(f);
-      if (k == 2) {
-        REQUIRE(rename(target, "moved-away") == 0);
-      } else {
-        buf[k == 0 ? n / 2 : n - 1] ^= 0x20;
-        f = fopen(target, "wb");
-        REQUIRE(f && fwrite(buf, 1, n, f) == n);
-        fclose(f);
-      }
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
+    damage(target, k, 0);
     h = shard_hash(&m.shard);
     check_all(per_mpi_load(&m, path),
               k == 0 ? PER_ERR_CHECKSUM
@@ -671,17 +677,7 @@ static void ck_errors(const char *path) {
                                : "load: a missing shard file"));
     check_all(shard_hash(&m.shard) == h ? PER_OK : PER_ERR_CORRUPT, PER_OK,
               "a refused load changes nothing");
-    if (me == 0) { /* put it back */
-      if (k == 2) {
-        REQUIRE(rename("moved-away", target) == 0);
-      } else {
-        buf[k == 0 ? n / 2 : n - 1] ^= 0x20;
-        f = fopen(target, "wb");
-        REQUIRE(f && fwrite(buf, 1, n, f) == n);
-        fclose(f);
-      }
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
+    damage(target, k, 1);
   }
   check_all(per_mpi_load(&m, path), PER_OK, "load once repaired");
   per_mpi_free(&m);
