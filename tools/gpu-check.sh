@@ -38,6 +38,7 @@ echo "== machine: $out/gpu_machine.txt"
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "per.h sha256: $(sha256sum per.h | cut -d' ' -f1)"
+  echo "per_cuda.cu sha256: $(sha256sum per_cuda.cu | cut -d' ' -f1)"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo none)$(
     git diff --quiet HEAD -- per.h per_cuda.h per_cuda.cu 2>/dev/null ||
     echo ' + uncommitted changes to per.h / per_cuda')"
