@@ -1623,10 +1623,12 @@ PERDEF const char *per_traj_error(const per_traj *a);
 
 /* Batch updates of a tree of at most this many bytes fix the levels
    near the leaves by walking up from each leaf, the running sum in a
-   register (fewer loads: a win while the tree is in cache, a loss once
-   the walks' dependent adds wait on misses); larger trees and the levels
-   above go level by level. */
-#define PERI_WALK_MAX_BYTES ((size_t)1 << 20)
+   register (fewer loads: a win while the tree is in L2 or L3, a loss
+   once the walks' dependent adds wait on DRAM misses); larger trees and
+   the levels above go level by level. 16 MiB (2^20 leaves in double)
+   won at 10^6 leaves on both an AMD EPYC and an Intel Xeon; above it
+   the two disagree (bench/README.md, "What is left"). */
+#define PERI_WALK_MAX_BYTES ((size_t)1 << 24)
 
 /* Lockstep descents prefetch the grandchildren of each lane's node from
    this level down (the levels above are in L1 after the first groups). */
