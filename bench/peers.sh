@@ -7,6 +7,9 @@
 #   sh bench/peers.sh                        the full grid into bench/results
 #   sh bench/peers.sh /tmp/p -- --quick      smoke check: tiny sizes
 #   sh bench/peers.sh /tmp/p -- --op sample --n 2^16 --b 1024 --reps 7
+#   sh bench/peers.sh --jobs 8               8 programs at once, one per
+#                                            node type and op (update, set,
+#                                            sample, step), CSVs merged
 #
 # A per.h with uncommitted changes is refused (--allow-dirty measures it
 # anyway; --quick runs are never refused). RESULTS_DIR/peers_machine.txt
@@ -40,18 +43,23 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/.." && pwd)
 res="$here/results"
-dirty_ok=0
+dirty_ok=0 jobs=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --) shift; break ;;
     --allow-dirty) dirty_ok=1 ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    --jobs) jobs=$2; shift ;;
+    -h|--help) sed -n '/^set -eu/q;2,$p' "$0"; exit 0 ;;
     -*) echo "peers.sh: unknown option $1 (program options go after --)" >&2
         exit 2 ;;
     *) res=$1 ;;
   esac
   shift
 done
+case "$jobs" in
+  '' | *[!0-9]* | 0) echo "peers.sh: --jobs takes a count of at least 1" >&2
+                     exit 2 ;;
+esac
 # Published figures come from a committed per.h (as bench/run.sh).
 quick=0
 for a in "$@"; do [ "$a" = "--quick" ] && quick=1; done
@@ -177,23 +185,55 @@ done
   echo "per.h: sha256 $(sha256sum "$src/per.h" | cut -c1-16), git $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$src" diff --quiet HEAD -- per.h 2>/dev/null || echo ' + uncommitted changes')"
   echo "peers: torchrl 0.10.0 ($tr_whl), cpprb 11.0.0 ($cp_tgz)"
   echo "measured: $(date -u '+%Y-%m-%d %H:%M UTC'); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "arguments: $*"
+  echo "arguments: $*$([ "$jobs" -gt 1 ] && echo " (--jobs $jobs: programs at once)")"
 } > "$res/peers_machine.txt"
 cat "$res/peers_machine.txt"
 
 status=0
-for real in double float; do
-  echo "== bench_peers ($real)"
-  rc_file="$build/rc_$real"
-  { rc=0
-    "$build/bench_peers_$real" --csv "$res/peers_$real.csv" "$@" || rc=$?
-    echo "$rc" > "$rc_file"; } | tee "$res/peers_$real.txt"
-  rc=$(cat "$rc_file")
-  if [ "$rc" -ne 0 ]; then
-    echo "peers.sh: bench_peers_$real exited $rc" >&2
-    status=1
-  fi
-done
+if [ "$jobs" -gt 1 ]; then
+  # One job per (node type, op), each a script writing its own CSV and
+  # console output; merged in op order (one CSV header) once all ended.
+  parts="$build/parts"
+  rm -rf "$parts"
+  mkdir -p "$parts"
+  quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+  ops="update set sample step"
+  for real in double float; do
+    for op in $ops; do
+      {
+        printf '%s --op %s' "$(quote "$build/bench_peers_$real")" "$op"
+        for a in "$@"; do printf ' %s' "$(quote "$a")"; done
+        printf ' --csv %s >%s 2>&1\n' "$(quote "$parts/$real.$op.csv")" \
+          "$(quote "$parts/$real.$op.txt")"
+      } >"$parts/$real.$op.sh"
+      echo "$parts/$real.$op.sh"
+    done
+  done | xargs -P "$jobs" -n 1 sh || status=1
+  for real in double float; do
+    echo "== bench_peers ($real)"
+    first=1
+    for op in $ops; do
+      if [ "$first" -eq 1 ]; then cat "$parts/$real.$op.csv"; first=0
+      else tail -n +2 "$parts/$real.$op.csv"; fi
+    done >"$res/peers_$real.csv" || status=1
+    for op in $ops; do cat "$parts/$real.$op.txt"; done |
+      tee "$res/peers_$real.txt"
+  done
+  [ "$status" -eq 0 ] || echo "peers.sh: a bench_peers job failed" >&2
+else
+  for real in double float; do
+    echo "== bench_peers ($real)"
+    rc_file="$build/rc_$real"
+    { rc=0
+      "$build/bench_peers_$real" --csv "$res/peers_$real.csv" "$@" || rc=$?
+      echo "$rc" > "$rc_file"; } | tee "$res/peers_$real.txt"
+    rc=$(cat "$rc_file")
+    if [ "$rc" -ne 0 ]; then
+      echo "peers.sh: bench_peers_$real exited $rc" >&2
+      status=1
+    fi
+  done
+fi
 [ "$status" -eq 0 ] &&
   echo "peers.sh: wrote $res/peers_{double,float}.{csv,txt}"
 exit $status

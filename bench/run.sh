@@ -23,6 +23,16 @@
 #   --allow-dirty     measure a per.h with uncommitted changes (refused
 #                     otherwise, except with --quick: published figures
 #                     come from a committed per.h; machine.txt says which)
+#   --jobs N          run N benchmark programs at once (default 1), for a
+#                     machine with N idle cores or more: each op of a
+#                     program becomes its own job, and their CSVs are
+#                     merged. bench_memory and hyperfine still run alone
+#                     (they measure the machine and wall time); the
+#                     other jobs share the L3 and the DRAM, which the
+#                     in-run ratios see on both sides
+#   --no-report       measure only: no plots, no README update
+#   --report-only     no measurement: the plots and the README from the
+#                     results already in --out
 # BENCH_ARGS (environment) is appended to every in-process benchmark, e.g.
 #   BENCH_ARGS="--reps 7 --min-time 0.3" bench/run.sh
 #
@@ -40,7 +50,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/.." && pwd)
 build="" out="$here/results" readme="$here/README.md"
-do_build=1 hf=1 quick="" peer=0 peers=0 dirty_ok=0
+do_build=1 hf=1 quick="" peer=0 peers=0 dirty_ok=0 jobs=1 measure=1 report=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) do_build=0 ;;
@@ -51,14 +61,20 @@ while [ $# -gt 0 ]; do
     --peers) peers=1 ;;
     --quick) quick="--quick" ;;
     --allow-dirty) dirty_ok=1 ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    --jobs) jobs=$2; shift ;;
+    --no-report) report=0 ;;
+    --report-only) measure=0 do_build=0 ;;
+    -h|--help) sed -n '/^set -eu/q;2,$p' "$0"; exit 0 ;;
     -*) echo "unknown option $1" >&2; exit 2 ;;
     *) build=$1 ;;
   esac
   shift
 done
 [ -n "$build" ] || build="$src/build-bench"
-if [ "$dirty_ok" -eq 0 ] && [ -z "$quick" ] &&
+case "$jobs" in
+  '' | *[!0-9]* | 0) echo "--jobs takes a count of at least 1" >&2; exit 2 ;;
+esac
+if [ "$measure" -eq 1 ] && [ "$dirty_ok" -eq 0 ] && [ -z "$quick" ] &&
   git -C "$src" rev-parse --git-dir >/dev/null 2>&1 &&
   ! git -C "$src" diff --quiet HEAD -- per.h; then
   echo "run.sh: per.h has uncommitted changes; the figures must come from a" \
@@ -72,10 +88,11 @@ if [ "$do_build" -eq 1 ]; then
   if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" "$src" --buildtype=release -Dtests=false
   fi
-  meson compile -C "$build" -j 2
+  meson compile -C "$build" -j "$(( jobs > 2 ? jobs : 2 ))"
 fi
 b="$build/bench"
 
+if [ "$measure" -eq 1 ]; then
 # The machine, the build, and which per.h was measured.
 {
   model=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)
@@ -90,44 +107,95 @@ b="$build/bench"
   echo "flags (per.h and baselines alike): $("$b/bench_tree_double" --quick --op none ${BENCH_ARGS:-} | sed -n 's/^flags: //p')"
   echo "per.h: sha256 $(sha256sum "$src/per.h" | cut -c1-16), git $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$src" diff --quiet HEAD -- per.h 2>/dev/null || echo ' + uncommitted changes')"
   echo "measured: $(date -u '+%Y-%m-%d %H:%M UTC'); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "command: bench/run.sh${quick:+ --quick}${BENCH_ARGS:+ (BENCH_ARGS=$BENCH_ARGS)}"
+  echo "command: bench/run.sh${quick:+ --quick}$([ "$jobs" -gt 1 ] && echo " --jobs $jobs")${BENCH_ARGS:+ (BENCH_ARGS=$BENCH_ARGS)}"
 } > "$out/machine.txt"
 cat "$out/machine.txt"
 
-for real in double float; do
-  echo "== bench_tree ($real)"
-  "$b/bench_tree_$real" $args --csv "$out/tree_$real.csv" | tee "$out/tree_$real.txt"
-done
-for real in double float; do
-  echo "== bench_tree sweep for the plot ($real)"
-  if [ -n "$quick" ]; then sweep="2^10,2^12"; else sweep="2^10,2^12,2^14,2^18,2^22,2^26"; fi
-  "$b/bench_tree_$real" $args --op sample,update --b 1024 --n "$sweep" \
-    --csv "$out/sweep_$real.csv" | tee "$out/sweep_$real.txt"
-done
-for real in double float; do
-  echo "== bench_samplers ($real)"
-  "$b/bench_samplers_$real" $args --csv "$out/samplers_$real.csv" | tee "$out/samplers_$real.txt"
-done
-echo "== sampling without replacement, curves for the plot (double)"
-if [ -n "$quick" ]; then cn="1e3,1e4"; ck="1,16,256"; else
-  cn="1e3,1e4,1e5,1e6,1e7,1e8"; ck="1,4,16,64,256,1024,4096,16384,64000"; fi
-"$b/bench_samplers_double" $args --op cat --n "$cn" --b 1024 \
-  --csv "$out/curve_cat_n.csv" | tee "$out/curve_cat_n.txt"
-"$b/bench_samplers_double" $args --op cat,swap --n 64000 --swap-n 64000 \
-  --b "$ck" --csv "$out/curve_k.csv" | tee "$out/curve_k.txt"
+# Alone first: bench_memory measures the machine itself (latency and
+# throughput, and the floor beside per.h at 2^24).
 echo "== bench_memory (double): memory latency and throughput, the floor at 2^24"
+# shellcheck disable=SC2086 # $args: one word an option
 "$b/bench_memory_double" $args --csv "$out/memory_double.csv" |
   tee "$out/memory_double.txt"
-echo "== bench_replay (double): snapshots, saves, sequence steps"
+
+# The other benchmark runs, as jobs: one per program, or with --jobs one
+# per op of each program. A job is a script in $steps that writes its
+# CSV and its console output (parts with --jobs, merged below).
+steps="$build/bench-jobs"
+rm -rf "$steps"
+mkdir -p "$steps"
+: >"$steps/parts"
+njob=0
+quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+# bench NAME PROGRAM OPS [ARGS...]: PROGRAM --op OPS $args ARGS, into
+# $out/NAME.csv and $out/NAME.txt.
+bench() {
+  name=$1 prog=$2 ops=$3
+  shift 3
+  if [ "$jobs" -gt 1 ]; then split=$(echo "$ops" | tr , ' '); else split=$ops; fi
+  for op in $split; do
+    njob=$((njob + 1))
+    if [ "$jobs" -gt 1 ]; then
+      dst="$steps/$name.$op" && echo "$name $op" >>"$steps/parts"
+    else
+      dst="$out/$name"
+    fi
+    {
+      echo "echo '== $name ($op)'"
+      printf '%s --op %s' "$(quote "$b/$prog")" "$(quote "$op")"
+      # shellcheck disable=SC2086 # $args: one word an option
+      for a in $args "$@"; do printf ' %s' "$(quote "$a")"; done
+      printf ' --csv %s | tee %s\n' "$(quote "$dst.csv")" "$(quote "$dst.txt")"
+    } >"$steps/$(printf %03d "$njob").sh"
+  done
+}
+
+# Longest first, so that --jobs ends together.
+for real in double float; do
+  bench "tree_$real" "bench_tree_$real" sample,update,add,addrun,cycle
+done
+if [ -n "$quick" ]; then sweep="2^10,2^12"; else sweep="2^10,2^12,2^14,2^18,2^22,2^26"; fi
+if [ -n "$quick" ]; then cn="1e3,1e4"; ck="1,16,256"; else
+  cn="1e3,1e4,1e5,1e6,1e7,1e8"; ck="1,4,16,64,256,1024,4096,16384,64000"; fi
+# The curves of sampling without replacement (double): time vs N, vs k.
+bench curve_cat_n bench_samplers_double cat --n "$cn" --b 1024
+bench curve_k bench_samplers_double cat,swap --n 64000 --swap-n 64000 --b "$ck"
+for real in double float; do
+  bench "sweep_$real" "bench_tree_$real" sample,update --b 1024 --n "$sweep"
+  bench "samplers_$real" "bench_samplers_$real" swap,cat,iid,threads
+done
 mkdir -p "$build/bench-save"
-"$b/bench_replay_double" $args --dir "$build/bench-save" \
-  --csv "$out/replay_double.csv" | tee "$out/replay_double.txt"
-echo "== huge pages (--huge: 2 MiB aligned, madvise(MADV_HUGEPAGE)), double"
+bench replay_double bench_replay_double snapshot,save,seq --dir "$build/bench-save"
+# The largest sizes again with huge pages (2 MiB aligned, madvise).
 if [ -n "$quick" ]; then hn=""; else hn="--n 2^24"; fi
-"$b/bench_tree_double" $args --huge --op sample,update,addrun --b 1024 $hn \
-  --csv "$out/huge_tree_double.csv" | tee "$out/huge_tree_double.txt"
-"$b/bench_samplers_double" $args --huge --op cat,iid \
-  --csv "$out/huge_samplers_double.csv" | tee "$out/huge_samplers_double.txt"
+# shellcheck disable=SC2086 # $hn: one word an option
+bench huge_tree_double bench_tree_double sample,update,addrun --huge --b 1024 $hn
+bench huge_samplers_double bench_samplers_double cat,iid --huge
+
+if [ "$jobs" -gt 1 ]; then
+  echo "== $njob jobs, $jobs at once"
+  # One log per job, printed in order once all have ended.
+  find "$steps" -name '*.sh' | sort |
+    xargs -P "$jobs" -n 1 sh -c 'sh "$1" >"$1.log" 2>&1' sh || {
+    cat "$steps"/*.log
+    echo "run.sh: a benchmark job failed" >&2
+    exit 1
+  }
+  cat "$steps"/*.log
+  # Merge the parts in op order: one header per CSV.
+  for name in $(cut -d' ' -f1 "$steps/parts" | uniq); do
+    first=1
+    for op in $(sed -n "s/^$name //p" "$steps/parts"); do
+      if [ "$first" -eq 1 ]; then cat "$steps/$name.$op.csv"; first=0
+      else tail -n +2 "$steps/$name.$op.csv"; fi
+    done >"$out/$name.csv"
+    for op in $(sed -n "s/^$name //p" "$steps/parts"); do
+      cat "$steps/$name.$op.txt"
+    done >"$out/$name.txt"
+  done
+else
+  for f in $(find "$steps" -name '*.sh' | sort); do sh "$f"; done
+fi
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
 
 if [ "$hf" -eq 1 ]; then
@@ -143,10 +211,15 @@ fi
 
 if [ "$peers" -eq 1 ]; then
   echo "== peers: TorchRL and cpprb sum trees (bench_peers)"
+  pj=""
+  [ "$jobs" -gt 1 ] && pj="--jobs $jobs"
+  [ "$dirty_ok" -eq 1 ] && pj="$pj --allow-dirty"
   # shellcheck disable=SC2086 # one word an option
-  sh "$here/peers.sh" "$out" -- $args
+  sh "$here/peers.sh" $pj "$out" -- $args
 fi
+fi # measure
 
+[ "$report" -eq 1 ] || exit 0
 echo "== plot"
 if ! command -v gnuplot >/dev/null 2>&1; then
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
