@@ -53,6 +53,27 @@
                       node once, as per.h does there. The same cache lines
                       as per.h's update, no validation, no arithmetic
                       beyond the sums.
+     set     one leaf at a time, filling a ring from leaf 0 on, per N
+             (no B), ns per leaf, interleaved, each side on a tree of its
+             own with the same leaves and the same values in the same
+             order:
+               per.h   per_tree_set(pos, v);
+               exact   the least code that computes per_tree_set's bits:
+                       the leaf written, then a plain loop up to the root,
+                       the running sum in a register, each parent the sum
+                       of the value just computed and its sibling's, no
+                       checks, inlined into the timed loop (per.h's is
+                       a call); each step's add waits on the one before;
+               delta   the textbook's walk at the same width: the change
+                       v - old added to every ancestor (independent
+                       read-modify-writes, no chain; the sums drift);
+               stores  memory only: the leaf and every ancestor written
+                       with v, nothing loaded, no adds.
+             per.h against exact is what per_tree_set's call, checks and
+             code cost; exact against delta, what recomputing every parent
+             from its children costs (the chain of depth dependent adds
+             that a sum of exact children needs); stores, the memory's
+             part.
    Printed per figure; for sample and update also floor / per.h, the
    fraction of the memory limit per.h reaches (1 would be the limit).
 
@@ -60,6 +81,7 @@
      real,op,n,b,side,ns,min,max,reps,iters
    chase, gather: n = the working set in bytes, b = 0, side "load".
    sample, update: n = N, b = B, side in {per.h, floor, latency-bound};
+   set: n = N, b = 0, side in {per.h, exact, delta, stores};
    ns, min, max: median, fastest and slowest loop in ns per item
    (latency-bound: the computed figure, min = max = ns, reps = iters = 0).
 
@@ -69,7 +91,10 @@
    then per.h's tree passes per_tree_check, the floor's tree keeps every
    parent the sum of its children (every one with --quick or in a tree of
    fewer than 10^5, 10^5 random ones otherwise) and the two trees are
-   identical bit for bit. The exit status is 0 only when every check
+   identical bit for bit; after set, one more lap of the ring, every leaf
+   given the same value on per.h's tree and exact's, then the two are
+   identical bit for bit and per.h's passes per_tree_check (delta's and
+   stores' are not compared: neither keeps exact sums). The exit status is 0 only when every check
    passes. --quick runs tiny sizes with short loops: the smoke test.
 
    Build: C99 + POSIX (clock_gettime). PER_REAL is a compile-time choice. */
@@ -89,8 +114,9 @@
 static const char *usage =
     "usage: bench_memory [options]\n"
     "  memory latency and throughput, and per.h's sum tree beside a\n"
-    "  memory-only floor. ops: chase, gather, sample, update. --n and --b\n"
-    "  apply to sample and update (default 2^24 and 1024); also:\n"
+    "  memory-only floor. ops: chase, gather, sample, update, set. --n\n"
+    "  applies to sample, update and set (default 2^24), --b to sample and\n"
+    "  update (default 1024); also:\n"
     "  --bytes LIST     working sets of chase and gather (default\n"
     "                   32768,131072,524288,2^21,2^23,2^25,2^27,2^29)\n"
     "  --floor-lanes K  descents of the sample floor in lockstep (default:\n"
@@ -275,6 +301,11 @@ static void run_mem(const bc_opts *o, FILE *csv, uint64_t bytes, int chase,
 
 /* ---- the tree: per.h and the floor ------------------------------------- */
 
+/* The sides of set, in the order they are measured and printed. */
+enum { SET_PER, SET_EXACT, SET_DELTA, SET_STORES, SET_SIDES };
+static const char *const set_side[SET_SIDES] = {"per.h", "exact", "delta",
+                                                "stores"};
+
 typedef struct tctx {
   uint32_t n, B, L, depth;
   per_tree t;
@@ -294,6 +325,11 @@ typedef struct tctx {
   per_real *val_p;
   per_real sink; /* the floor's sums */
   per_status err;
+  /* set: the trees of exact, delta and stores (per.h's is t), and each
+     side's ring position and pool offset (sides in SET_* order) */
+  per_real *snode[SET_SIDES];
+  uint32_t spos[SET_SIDES];
+  size_t soff[SET_SIDES];
 } tctx;
 
 static void k_sample_per(void *p, uint64_t iters) {
@@ -376,6 +412,128 @@ static void k_update_floor(void *p, uint64_t iters) {
     floor_update(c->fnode, c->L, c->depth, c->pool_idx + c->off_f,
                  c->pool_val + c->off_f, c->B);
     bc_pool_next(&c->off_f, c->B, c->pool);
+  }
+}
+
+/* ---- set: one leaf at a time ------------------------------------------- */
+
+static void print_ns(const char *side, double ns);
+
+/* Side s's next leaf and value: the ring position and the pool walked
+   through one value at a time. */
+#define SET_NEXT(c, s)                              \
+  do {                                              \
+    if (++(c)->spos[s] == (c)->n) (c)->spos[s] = 0; \
+    bc_pool_next(&(c)->soff[s], 1, (c)->pool);      \
+  } while (0)
+
+static void k_set_per(void *p, uint64_t iters) {
+  tctx *c = (tctx *)p;
+  uint64_t i;
+  for (i = 0; i < iters; ++i) {
+    per_status s =
+        per_tree_set(&c->t, c->spos[SET_PER], c->pool_val[c->soff[SET_PER]]);
+    if (s != PER_OK) c->err = s;
+    SET_NEXT(c, SET_PER);
+  }
+}
+
+/* per_tree_set's bits with nothing else: node[k] = cur, and each parent
+   the sum of the value just computed and its sibling (in the layout's
+   order or not: IEEE addition is commutative). */
+static void exact_set(per_real *node, uint32_t L, uint32_t i, per_real v) {
+  size_t k = (size_t)L + i;
+  per_real cur = v;
+  node[k] = cur;
+  for (; k > 1; k >>= 1) {
+    cur = cur + node[k ^ 1];
+    node[k >> 1] = cur;
+  }
+}
+
+static void k_set_exact(void *p, uint64_t iters) {
+  tctx *c = (tctx *)p;
+  per_real *node = c->snode[SET_EXACT];
+  uint64_t i;
+  for (i = 0; i < iters; ++i) {
+    exact_set(node, c->L, c->spos[SET_EXACT], c->pool_val[c->soff[SET_EXACT]]);
+    SET_NEXT(c, SET_EXACT);
+  }
+}
+
+static void k_set_delta(void *p, uint64_t iters) {
+  tctx *c = (tctx *)p;
+  per_real *node = c->snode[SET_DELTA];
+  uint64_t i;
+  for (i = 0; i < iters; ++i) {
+    size_t k = (size_t)c->L + c->spos[SET_DELTA];
+    per_real d = c->pool_val[c->soff[SET_DELTA]] - node[k];
+    for (; k >= 1; k >>= 1) node[k] += d;
+    SET_NEXT(c, SET_DELTA);
+  }
+}
+
+static void k_set_stores(void *p, uint64_t iters) {
+  tctx *c = (tctx *)p;
+  per_real *node = c->snode[SET_STORES];
+  uint64_t i;
+  for (i = 0; i < iters; ++i) {
+    size_t k = (size_t)c->L + c->spos[SET_STORES];
+    per_real v = c->pool_val[c->soff[SET_STORES]];
+    for (; k >= 1; k >>= 1) node[k] = v;
+    SET_NEXT(c, SET_STORES);
+  }
+}
+
+/* Not timed: one more lap of the ring on per.h's tree and exact's, every
+   leaf from 0 on given the same value on both, so that the two hold the
+   same leaves whatever number of loops each side ran; then the trees must
+   be the same bits and per.h's must be valid. */
+static void check_sets(tctx *c) {
+  uint32_t i;
+  size_t off = 0;
+  per_status st;
+  for (i = 0; i < c->n; ++i) {
+    if (per_tree_set(&c->t, i, c->pool_val[off]) != PER_OK)
+      fail("per_tree_set", c->n, 0);
+    exact_set(c->snode[SET_EXACT], c->L, i, c->pool_val[off]);
+    bc_pool_next(&off, 1, c->pool);
+  }
+  if ((st = per_tree_check(&c->t)) != PER_OK) fail(per_status_str(st), c->n, 0);
+  if (memcmp(c->snode[SET_EXACT], c->t.node, per_tree_bytes(c->n)) != 0)
+    fail("exact's tree and per.h's differ after the same sets", c->n, 0);
+}
+
+static void run_set(const bc_opts *o, FILE *csv, tctx *c) {
+  bc_kernel k[SET_SIDES] = {k_set_per, k_set_exact, k_set_delta, k_set_stores};
+  void *ctx[SET_SIDES];
+  bc_result_n r;
+  size_t bytes = per_tree_bytes(c->n);
+  int s;
+  for (s = 0; s < SET_SIDES; ++s) {
+    ctx[s] = c;
+    c->spos[s] = 0;
+    c->soff[s] = 0;
+    if (s != SET_PER) {
+      c->snode[s] = (per_real *)bc_big_alloc(bytes, o->huge);
+      memcpy(c->snode[s], c->t.node, bytes);
+    }
+  }
+  r = bc_measure_n(o, SET_SIDES, k, ctx, 1);
+  printf("%-8s N %-10u       ", "set", c->n);
+  for (s = 0; s < SET_SIDES; ++s) print_ns(set_side[s], r.ns[s]);
+  printf("  exact/per.h %5.2f  delta/exact %5.2f\n", r.ns[1] / r.ns[0],
+         r.ns[2] / r.ns[1]);
+  fflush(stdout);
+  for (s = 0; s < SET_SIDES; ++s)
+    csv_row(csv, "set", c->n, 0, set_side[s], r.ns[s], r.min[s], r.max[s],
+            r.reps, r.iters[s]);
+  if (c->err != PER_OK) fail(per_status_str(c->err), c->n, 0);
+  c->err = PER_OK;
+  check_sets(c);
+  for (s = 0; s < SET_SIDES; ++s) {
+    if (s != SET_PER) free(c->snode[s]);
+    c->snode[s] = NULL;
   }
 }
 
@@ -513,7 +671,7 @@ int main(int argc, char **argv) {
   static const uint64_t quick_b[] = {64};
   bc_opts o;
   FILE *csv = NULL;
-  int in, ib, j, want_chase, want_gather, want_sample, want_update;
+  int in, ib, j, want_chase, want_gather, want_sample, want_update, want_set;
   uint32_t maxB = 0;
 
   if (!bc_parse(&o, argc, argv, usage, extra_opt)) return 2;
@@ -526,6 +684,7 @@ int main(int argc, char **argv) {
   want_gather = bc_want_op(&o, "gather");
   want_sample = bc_want_op(&o, "sample");
   want_update = bc_want_op(&o, "update");
+  want_set = bc_want_op(&o, "set");
   if (o.csv) {
     csv = fopen(o.csv, "w");
     if (!csv) {
@@ -540,7 +699,7 @@ int main(int argc, char **argv) {
          bc_real_name());
   bc_print_setup(&o, "iterations", "");
   printf("chase: %d dependent loads per iteration; gather: %d independent "
-         "loads; sample, update: ns per item\n",
+         "loads; sample, update: ns per item; set: ns per leaf\n",
          CHASE_STEPS, GATHER_LOADS);
 
   if (want_chase || want_gather)
@@ -578,9 +737,11 @@ int main(int argc, char **argv) {
         sync_and_check(&c, o.quick);
       }
     }
+    if (want_set) run_set(&o, csv, &c);
     teardown(&c);
   }
   return bc_finish(csv, "bench_memory", failures,
                    "all sampled indices valid, the floor's tree equal to "
-                   "per.h's after the same updates");
+                   "per.h's after the same updates, exact's equal to per.h's "
+                   "after the same sets");
 }

@@ -5,6 +5,7 @@
 # around it, PER_REAL=double.
 #
 #   gnuplot -e "dir='bench/results'" bench/plot_peers.gp
+#   gnuplot -e "dir='/tmp/q'; bs='16 64'" bench/plot_peers.gp
 #
 # Reads DIR/peers_double.csv (bench/peers.sh: one process, interleaved,
 # same inputs); writes DIR/peers.png. Needs gnuplot 5 and awk.
@@ -12,6 +13,8 @@
 if (!exists("dir")) dir = "bench/results"
 if (!exists("real")) real = "double"
 if (!exists("out")) out = dir . "/peers.png"
+# The batch sizes, one panel column each (run.sh --quick: "16 64").
+if (!exists("bs")) bs = "256 1024 4096"
 
 # Rows of one op, B and side, sorted by N: column 2 op, 3 N, 4 B, 5 side,
 # 6 ns per item.
@@ -33,7 +36,7 @@ set xtics ("2^10" 1024, "2^12" 4096, "2^14" 16384, "2^16" 65536, \
 set xrange [800:2.2e7]
 
 do for [op in "sample update"] {
-  do for [b in "256 1024 4096"] {
+  do for [b in bs] {
     set title sprintf("%s, B = %s", op eq "sample" ? "stratified sample" : "batch update", b)
     plot sel(op, int(b), "cpprb") using 1:2 with linespoints lw 2 pt 9 lc rgb "#8e44ad" title "cpprb", \
          sel(op, int(b), "torchrl") using 1:2 with linespoints lw 2 pt 11 lc rgb "#e67e22" title "TorchRL", \

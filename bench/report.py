@@ -8,6 +8,7 @@ README is not touched.
 
 Reads RESULTS_DIR (default bench/results): machine.txt, tree_{double,float}
 .csv, samplers_{double,float}.csv, curve_k.csv, memory_double.csv,
+memory_set_double.csv,
 hyperfine_*.md (each optional), and
 replaces the text between the markers
     <!-- bench:begin -->  and  <!-- bench:end -->
@@ -324,6 +325,43 @@ def memory_section(res):
         lat = f.get("latency-bound", 0)
         lines.append(f"| {op} | {nname(n)} | {b} | {fnum(per)} | {fnum(flo)} "
                      f"| {rat} | {fnum(lat) if lat else '-'} |")
+    return lines + [""] + set_section(res)
+
+
+def set_section(res):
+    """bench_memory --op set (memory_set_double.csv): per_tree_set beside
+    the bare exact walk, the delta walk and stores alone."""
+    rows = load(os.path.join(res, "memory_set_double.csv"))
+    figs = {}
+    for r in rows:
+        if r["op"] == "set":
+            figs.setdefault(int(r["n"]), {})[r["side"]] = float(r["ns"])
+    if not figs:
+        return []
+    lines = ["### One leaf at a time: what an exact walk costs "
+             "(bench_memory --op set, double)", "",
+             "A ring filled one leaf at a time, four sides in one process, "
+             "interleaved, the same values in the same order: per.h's "
+             "`per_tree_set`; exact, the least code with its bits (a plain "
+             "loop, each parent the value just computed plus its sibling, "
+             "no checks, inlined where per_tree_set is a call: a chain of "
+             "dependent adds); delta, the textbook "
+             "walk at the same width (the change added to every ancestor: "
+             "independent read-modify-writes, sums that drift); stores, "
+             "the same lines written with no loads or adds. exact / per.h "
+             "is what per_tree_set's call and checks cost (1: nothing); "
+             "exact / delta, what exact sums cost.", "",
+             "| N | per.h ns/leaf | exact ns/leaf | delta ns/leaf "
+             "| stores ns/leaf | exact / per.h | exact / delta |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for n in sorted(figs):
+        f = figs[n]
+        per, ex = f.get("per.h", 0), f.get("exact", 0)
+        de, st = f.get("delta", 0), f.get("stores", 0)
+        r1 = f"{ex / per:.2f}" if per > 0 and ex > 0 else "-"
+        r2 = f"{ex / de:.2f}" if de > 0 and ex > 0 else "-"
+        lines.append(f"| {nname(n)} | {fnum(per)} | {fnum(ex)} | {fnum(de)} "
+                     f"| {fnum(st)} | {r1} | {r2} |")
     return lines + [""]
 
 

@@ -27,7 +27,8 @@
 #                     machine with N idle cores or more: each op of a
 #                     program becomes its own job, and their CSVs are
 #                     merged. bench_memory and hyperfine still run alone
-#                     (they measure the machine and wall time); the
+#                     (they measure the machine and wall time), and so
+#                     does the samplers' threads op (two cores); the
 #                     other jobs share the L3 and the DRAM, which the
 #                     in-run ratios see on both sides
 #   --no-report       measure only: no plots, no README update
@@ -41,7 +42,8 @@
 # for the plot (sample and update at B = 1024), bench_samplers for double
 # and float, bench_replay (double), the largest sizes again with huge pages
 # (double), the curves of sampling without replacement (time vs N and vs
-# k), bench_memory (latency, throughput and the floor at 2^24), hyperfine.sh,
+# k), bench_memory (latency, throughput and the floor at 2^24; one leaf at
+# a time against the bare exact walk and the delta walk), hyperfine.sh,
 # peers_python.sh (--peer), peers.sh (--peers), plot.gp, plot_samplers.gp,
 # plot_peers.gp (when peers_double.csv is there), report.py. Run it on a quiet machine:
 # the figures are medians, but another busy process on a 2-core machine
@@ -115,7 +117,8 @@ cat "$out/machine.txt"
 # throughput, and the floor beside per.h at 2^24).
 echo "== bench_memory (double): memory latency and throughput, the floor at 2^24"
 # shellcheck disable=SC2086 # $args: one word an option
-"$b/bench_memory_double" $args --csv "$out/memory_double.csv" |
+"$b/bench_memory_double" --op chase,gather,sample,update $args \
+  --csv "$out/memory_double.csv" |
   tee "$out/memory_double.txt"
 
 # The other benchmark runs, as jobs: one per program, or with --jobs one
@@ -162,8 +165,14 @@ bench curve_cat_n bench_samplers_double cat --n "$cn" --b 1024
 bench curve_k bench_samplers_double cat,swap --n 64000 --swap-n 64000 --b "$ck"
 for real in double float; do
   bench "sweep_$real" "bench_tree_$real" sample,update --b 1024 --n "$sweep"
-  bench "samplers_$real" "bench_samplers_$real" swap,cat,iid,threads
+  # threads runs on both cores: with --jobs it runs alone after the jobs
+  if [ "$jobs" -gt 1 ]; then sops=swap,cat,iid; else sops=swap,cat,iid,threads; fi
+  bench "samplers_$real" "bench_samplers_$real" "$sops"
 done
+# One leaf at a time: per_tree_set beside the bare exact walk, the delta
+# walk and stores alone (bench_memory --op set), in cache and beyond it.
+if [ -n "$quick" ]; then sn="1000,4096"; else sn="2^10,2^16,1e6,2^24"; fi
+bench memory_set_double bench_memory_double set --n "$sn"
 mkdir -p "$build/bench-save"
 bench replay_double bench_replay_double snapshot,save,seq --dir "$build/bench-save"
 # The largest sizes again with huge pages (2 MiB aligned, madvise).
@@ -192,6 +201,14 @@ if [ "$jobs" -gt 1 ]; then
     for op in $(sed -n "s/^$name //p" "$steps/parts"); do
       cat "$steps/$name.$op.txt"
     done >"$out/$name.txt"
+  done
+  for real in double float; do
+    echo "== samplers_$real (threads), alone: it uses two cores"
+    # shellcheck disable=SC2086 # $args: one word an option
+    "$b/bench_samplers_$real" --op threads $args \
+      --csv "$steps/threads_$real.csv" | tee "$steps/threads_$real.txt"
+    tail -n +2 "$steps/threads_$real.csv" >>"$out/samplers_$real.csv"
+    cat "$steps/threads_$real.txt" >>"$out/samplers_$real.txt"
   done
 else
   for f in $(find "$steps" -name '*.sh' | sort); do sh "$f"; done
@@ -230,7 +247,9 @@ gnuplot -e "dir='$out'" "$here/plot.gp"
 gnuplot -e "dir='$out'" "$here/plot_samplers.gp"
 echo "wrote $out/tree.png $out/samplers.png"
 if [ -f "$out/peers_double.csv" ]; then
-  gnuplot -e "dir='$out'" "$here/plot_peers.gp"
+  # --quick measures the peers at B = 16 and 64 only (bench_peers.cpp)
+  if [ -n "$quick" ]; then pbs="; bs='16 64'"; else pbs=""; fi
+  gnuplot -e "dir='$out'$pbs" "$here/plot_peers.gp"
   echo "wrote $out/peers.png"
 fi
 
