@@ -325,7 +325,7 @@ def memory_section(res):
         lat = f.get("latency-bound", 0)
         lines.append(f"| {op} | {nname(n)} | {b} | {fnum(per)} | {fnum(flo)} "
                      f"| {rat} | {fnum(lat) if lat else '-'} |")
-    return lines + [""] + set_section(res)
+    return lines + [""]
 
 
 def set_section(res):
@@ -464,7 +464,7 @@ def section(res):
                   "(per_tree_sample_strata, µs per batch)", ""]
         lines += threads_table(data["samplers_double"], data["samplers_float"])
         lines += [""]
-    lines += memory_section(res)
+    lines += memory_section(res) + set_section(res)
     for name, title in (("demo", "examples/per_demo"),
                         ("dqn", "examples/dqn_cartpole, 10,000 training "
                                 "steps, prioritized vs uniform replay"),
