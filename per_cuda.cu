@@ -21,11 +21,11 @@
 //   - ordering between phases comes only from kernel boundaries on one
 //     stream;
 //   - every plain load and store of device memory in a kernel is written
-//     PER_CUDAI_LD / PER_CUDAI_ST (a plain access on the device), so that
+//     PERI_CUDA_LD / PERI_CUDA_ST (a plain access on the device), so that
 //     the shim can log each thread's accesses and report any two threads of
 //     one launch that conflict (a plain write and any other access, or a
 //     plain read and an atomic), the races a loop would hide. Only the
-//     descents (per.h's and per_cudai_descend) read the tree directly, in
+//     descents (per.h's and peri_cuda_descend) read the tree directly, in
 //     the sampling kernels, which write no node.
 // The shim also replaces pow by a second implementation, so that the ulp
 // bounds of BIT FOR BIT (per_cuda.h) are exercised against a pow that is
@@ -50,40 +50,40 @@
 #define PER_CUDA_LAUNCH(kernel, grid, block, stream, ...) \
   kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #endif
-#ifndef PER_CUDAI_LD
-#define PER_CUDAI_LD(p) (*(p))
-#define PER_CUDAI_ST(p, v) (*(p) = (v))
+#ifndef PERI_CUDA_LD
+#define PERI_CUDA_LD(p) (*(p))
+#define PERI_CUDA_ST(p, v) (*(p) = (v))
 #endif
 
 // >>internals
 
-#define PER_CUDAI_BLOCK 256u
+#define PERI_CUDA_BLOCK_THREADS 256u
 
 // The unsigned integer type with the size of per_real: atomics on a node's
 // bit pattern use it.
-template <size_t N> struct per_cudai_uint_of;
-template <> struct per_cudai_uint_of<4> { typedef unsigned int type; };
-template <> struct per_cudai_uint_of<8> { typedef unsigned long long type; };
-typedef per_cudai_uint_of<sizeof(per_real)>::type per_cudai_bits;
+template <size_t N> struct peri_cuda_uint_of;
+template <> struct peri_cuda_uint_of<4> { typedef unsigned int type; };
+template <> struct peri_cuda_uint_of<8> { typedef unsigned long long type; };
+typedef peri_cuda_uint_of<sizeof(per_real)>::type peri_cuda_bits;
 
 // A status word: 0 is PER_OK; otherwise the high half holds
 // 0xFFFFFFFF - pos and the low half the code, so that atomicMax keeps the
 // smallest batch position: the first bad pair, which is what the CPU
 // reports. Positions are < PER_CUDA_MAX_BATCH.
-static __host__ __device__ inline unsigned long long per_cudai_word(
+static __host__ __device__ inline unsigned long long peri_cuda_status_word(
     uint32_t pos, per_status code) {
   return ((unsigned long long)(0xFFFFFFFFu - pos) << 32) |
          (unsigned long long)(uint32_t)code;
 }
 
-static __host__ __device__ inline per_cudai_bits per_cudai_to_bits(per_real v) {
-  per_cudai_bits b;
+static __host__ __device__ inline peri_cuda_bits peri_cuda_to_bits(per_real v) {
+  peri_cuda_bits b;
   memcpy(&b, &v, sizeof b);
   return b;
 }
 
-static __host__ __device__ inline per_real per_cudai_from_bits(
-    per_cudai_bits b) {
+static __host__ __device__ inline per_real peri_cuda_from_bits(
+    peri_cuda_bits b) {
   per_real v;
   memcpy(&v, &b, sizeof v);
   return v;
@@ -91,16 +91,17 @@ static __host__ __device__ inline per_real per_cudai_from_bits(
 
 // The storage of a node seen as its bit pattern, for integer atomics.
 // (The CUDA guide's own double atomics use this cast.)
-static __host__ __device__ inline per_cudai_bits *per_cudai_as_bits(
+static __host__ __device__ inline peri_cuda_bits *peri_cuda_as_bits(
     per_real *p) {
-  return reinterpret_cast<per_cudai_bits *>(p);
+  return reinterpret_cast<peri_cuda_bits *>(p);
 }
 
-// A leaf claimed by batch position j during an update holds TAG | j: a
-// negative NaN, above every valid leaf's pattern as an unsigned integer
-// (valid leaves are >= +0, sign bit clear), and larger for larger j, so
-// atomicMax leaves the last position: the last one wins.
-#define PER_CUDAI_TAG ((per_cudai_bits)(~(per_cudai_bits)0) << 22)
+// A leaf claimed by batch position j during an update holds TAG | j
+// (TAG: PERI_CUDA_CLAIM_TAG): a negative NaN, above every valid leaf's
+// pattern as an unsigned integer (valid leaves are >= +0, sign bit clear),
+// and larger for larger j, so atomicMax leaves the last position: the last
+// one wins.
+#define PERI_CUDA_CLAIM_TAG ((peri_cuda_bits)(~(peri_cuda_bits)0) << 22)
 
 // The priority, IS weight, TD status, samplable and leaves-for-capacity
 // rules are per.h's own PER_HD functions (peri_priority, peri_weight,
@@ -111,7 +112,7 @@ static __host__ __device__ inline per_cudai_bits *per_cudai_as_bits(
 // ids[j] (a buffer's ids: slot | generation << 32; a pair whose generation
 // is not its slot's, gen[slot], is stale: it takes part in nothing). Value
 // j is val[j], the priority of td[j], or *one for every pair (an add).
-struct per_cudai_values {
+struct peri_cuda_pairs {
   const uint32_t *idx; // one of idx / ids is NULL
   const uint64_t *ids;
   const uint32_t *gen; // with ids
@@ -121,63 +122,63 @@ struct per_cudai_values {
   double eps, alpha;
 };
 
-static per_cudai_values per_cudai_values_none(void) {
-  per_cudai_values v;
+static peri_cuda_pairs peri_cuda_pairs_none(void) {
+  peri_cuda_pairs v;
   memset(&v, 0, sizeof v);
   return v;
 }
 
-static __host__ __device__ inline per_real per_cudai_value(
-    const per_cudai_values &v, uint32_t j) {
-  if (v.td) return peri_priority(PER_CUDAI_LD(&v.td[j]), v.eps, v.alpha);
-  return v.one ? PER_CUDAI_LD(v.one) : PER_CUDAI_LD(&v.val[j]);
+static __host__ __device__ inline per_real peri_cuda_pair_value(
+    const peri_cuda_pairs &v, uint32_t j) {
+  if (v.td) return peri_priority(PERI_CUDA_LD(&v.td[j]), v.eps, v.alpha);
+  return v.one ? PERI_CUDA_LD(v.one) : PERI_CUDA_LD(&v.val[j]);
 }
 
-static __host__ __device__ inline uint32_t per_cudai_leaf_of(
-    const per_cudai_values &v, uint32_t j) {
-  return v.idx ? PER_CUDAI_LD(&v.idx[j]) : (uint32_t)PER_CUDAI_LD(&v.ids[j]);
+static __host__ __device__ inline uint32_t peri_cuda_pair_leaf(
+    const peri_cuda_pairs &v, uint32_t j) {
+  return v.idx ? PERI_CUDA_LD(&v.idx[j]) : (uint32_t)PERI_CUDA_LD(&v.ids[j]);
 }
 
 // Pair j is applied: not a stale id.
-static __host__ __device__ inline int per_cudai_live(const per_cudai_values &v,
-                                                     uint32_t j) {
+static __host__ __device__ inline int peri_cuda_pair_live(
+    const peri_cuda_pairs &v, uint32_t j) {
   uint64_t id;
   if (!v.ids) return 1;
-  id = PER_CUDAI_LD(&v.ids[j]);
-  return (uint32_t)(id >> 32) == PER_CUDAI_LD(&v.gen[(uint32_t)id]);
+  id = PERI_CUDA_LD(&v.ids[j]);
+  return (uint32_t)(id >> 32) == PERI_CUDA_LD(&v.gen[(uint32_t)id]);
 }
 
 // Why pair j cannot be applied, or PER_OK, in the CPU's order: for values,
 // per_tree_set_batch's (the index, then the value); for TD errors,
 // per_buffer_update's (the TD error, then the index; the priority of a
 // finite TD error is always a valid leaf).
-static __host__ __device__ inline per_status per_cudai_pair_status(
-    const per_cudai_values &v, uint32_t j, uint32_t capacity) {
+static __host__ __device__ inline per_status peri_cuda_pair_status(
+    const peri_cuda_pairs &v, uint32_t j, uint32_t capacity) {
   per_status s;
   if (v.td) {
-    s = peri_float_status(PER_CUDAI_LD(&v.td[j]));
+    s = peri_float_status(PERI_CUDA_LD(&v.td[j]));
     if (s != PER_OK) return s;
-    return per_cudai_leaf_of(v, j) >= capacity ? PER_ERR_INDEX : PER_OK;
+    return peri_cuda_pair_leaf(v, j) >= capacity ? PER_ERR_INDEX : PER_OK;
   }
-  if (per_cudai_leaf_of(v, j) >= capacity) return PER_ERR_INDEX;
-  return per_leaf_status(per_cudai_value(v, j));
+  if (peri_cuda_pair_leaf(v, j) >= capacity) return PER_ERR_INDEX;
+  return per_leaf_status(peri_cuda_pair_value(v, j));
 }
 
-static __device__ inline uint32_t per_cudai_thread_id(void) {
+static __device__ inline uint32_t peri_cuda_thread_id(void) {
   return (uint32_t)blockIdx.x * (uint32_t)blockDim.x + (uint32_t)threadIdx.x;
 }
 
 // >>kernels: update
 // Phase 1. Validate every pair; the first bad one (smallest j) ends up in
 // *status. Writes: *status, by atomicMax only.
-static __global__ void per_cudai_k_validate(per_cudai_values v, uint32_t n,
-                                            uint32_t capacity,
-                                            unsigned long long *status) {
-  uint32_t j = per_cudai_thread_id();
+static __global__ void peri_cuda_validate_pairs_kernel(
+    peri_cuda_pairs v, uint32_t n, uint32_t capacity,
+    unsigned long long *status) {
+  uint32_t j = peri_cuda_thread_id();
   per_status s;
   if (j >= n) return;
-  s = per_cudai_pair_status(v, j, capacity);
-  if (s != PER_OK) atomicMax(status, per_cudai_word(j, s));
+  s = peri_cuda_pair_status(v, j, capacity);
+  if (s != PER_OK) atomicMax(status, peri_cuda_status_word(j, s));
 }
 
 // Phase 2. Each pair claims its leaf with atomicMax(TAG | j): afterwards the
@@ -185,20 +186,20 @@ static __global__ void per_cudai_k_validate(per_cudai_values v, uint32_t n,
 // leaves in this launch. For TD errors (prio not NULL) each pair also
 // stores its priority in prio[j], so that the pows run here, one per
 // thread, and not one after another in the thread that leads a subtree.
-static __global__ void per_cudai_k_claim(per_real *node, uint32_t L,
-                                         per_cudai_values v, uint32_t n,
-                                         per_real *prio,
-                                         const unsigned long long *status) {
-  uint32_t j = per_cudai_thread_id();
-  if (j >= n || PER_CUDAI_LD(status) || !per_cudai_live(v, j)) return;
-  if (prio) PER_CUDAI_ST(&prio[j], per_cudai_value(v, j));
-  atomicMax(per_cudai_as_bits(&node[L + per_cudai_leaf_of(v, j)]),
-            PER_CUDAI_TAG | j);
+static __global__ void peri_cuda_claim_leaves_kernel(
+    per_real *node, uint32_t L, peri_cuda_pairs v, uint32_t n, per_real *prio,
+    const unsigned long long *status) {
+  uint32_t j = peri_cuda_thread_id();
+  if (j >= n || PERI_CUDA_LD(status) || !peri_cuda_pair_live(v, j)) return;
+  if (prio) PERI_CUDA_ST(&prio[j], peri_cuda_pair_value(v, j));
+  atomicMax(peri_cuda_as_bits(&node[L + peri_cuda_pair_leaf(v, j)]),
+            PERI_CUDA_CLAIM_TAG | j);
 }
 
 // Phase 3, once per group of levels. The tree above the leaves is cut
-// into G groups of at most PER_CUDAI_GROUP levels, bases b_0 = 0 < b_1 <
-// ... < b_G = depth (b_g = g * PER_CUDAI_GROUP, the last one shorter).
+// into G groups of at most PERI_CUDA_GROUP_LEVELS levels, bases
+// b_0 = 0 < b_1 < ... < b_G = depth (b_g = g * PERI_CUDA_GROUP_LEVELS, the
+// last one shorter).
 // A node of level b_g recomputed by group g is published with its sign
 // bit set (no valid node has it: nodes are >= +0), and a claimed leaf
 // carries its tag (also negative): in both cases "changed". So each group
@@ -214,63 +215,67 @@ static __global__ void per_cudai_k_claim(per_real *node, uint32_t L,
 //     a child changed, others keep their stored value, exactly the nodes
 //     per_tree_set_batch recomputes. It writes the changed nodes, A with
 //     its sign bit set. Losers stop climbing.
-//   - the last group (the top of the tree, at most 2^PER_CUDAI_GROUP base
-//     nodes) is one thread's: it also writes its base nodes back with the
-//     sign cleared (the leaves' values when G == 1);
+//   - the last group (the top of the tree, at most
+//     2^PERI_CUDA_GROUP_LEVELS base nodes) is one thread's: it also writes
+//     its base nodes back with the sign cleared (the leaves' values when
+//     G == 1);
 //   - in group g, a pair that led group g - 2 (or g - 1, which implies it)
 //     clears the sign of its level-b_{g-2} node, or at g = 2 writes its
 //     leaf's value (-0 as +0). Nobody reads that level in group g.
 // win[j] holds the last group pair j led (0: it won its leaf), or
-// PER_CUDAI_LOST. Per launch, every location is written by one thread and
+// PERI_CUDA_LOST. Per launch, every location is written by one thread and
 // read only by threads that do not write it: no race, no atomics, and the
-// launch count is 2 + G with G = ceil(depth / PER_CUDAI_GROUP).
-#define PER_CUDAI_GROUP 5u
-#define PER_CUDAI_LOST 0xFFFFFFFFu
-#define PER_CUDAI_SIGN ((per_cudai_bits)1 << (8 * sizeof(per_real) - 1))
+// launch count is 2 + G with G = ceil(depth / PERI_CUDA_GROUP_LEVELS).
+#define PERI_CUDA_GROUP_LEVELS 5u
+#define PERI_CUDA_LOST 0xFFFFFFFFu
+#define PERI_CUDA_SIGN_BIT ((peri_cuda_bits)1 << (8 * sizeof(per_real) - 1))
 
-static __host__ __device__ inline uint32_t per_cudai_groups(uint32_t depth) {
-  return depth == 0 ? 1u : (depth + PER_CUDAI_GROUP - 1) / PER_CUDAI_GROUP;
+static __host__ __device__ inline uint32_t peri_cuda_group_count(
+    uint32_t depth) {
+  return depth == 0
+             ? 1u
+             : (depth + PERI_CUDA_GROUP_LEVELS - 1) / PERI_CUDA_GROUP_LEVELS;
 }
 
-static __host__ __device__ inline uint32_t per_cudai_base(uint32_t g,
-                                                          uint32_t depth) {
-  uint32_t b = g * PER_CUDAI_GROUP;
+static __host__ __device__ inline uint32_t peri_cuda_group_base(
+    uint32_t g, uint32_t depth) {
+  uint32_t b = g * PERI_CUDA_GROUP_LEVELS;
   return b < depth ? b : depth;
 }
 
 // A claimed leaf's value x as the leaf stores it: -0 as +0.
-static __host__ __device__ inline per_real per_cudai_leaf_final(per_real x) {
+static __host__ __device__ inline per_real peri_cuda_leaf_final(per_real x) {
   return x == 0 ? (per_real)0 : x;
 }
 
 // The final value a changed node or claimed leaf stands for.
-static __host__ __device__ inline per_real per_cudai_final(
-    per_cudai_bits b, int leaf, const per_cudai_values &v) {
+static __host__ __device__ inline per_real peri_cuda_final_value(
+    peri_cuda_bits b, int leaf, const peri_cuda_pairs &v) {
   if (leaf)
-    return per_cudai_leaf_final(
-        per_cudai_value(v, (uint32_t)(b & ~PER_CUDAI_TAG)));
-  return per_cudai_from_bits(b & ~PER_CUDAI_SIGN);
+    return peri_cuda_leaf_final(
+        peri_cuda_pair_value(v, (uint32_t)(b & ~PERI_CUDA_CLAIM_TAG)));
+  return peri_cuda_from_bits(b & ~PERI_CUDA_SIGN_BIT);
 }
 
 // Unrolled by nvcc; the host build runs the same loops as written.
 #if defined(__CUDACC__) && !defined(PER_CUDA_HOST_SHIM)
-#define PER_CUDAI_UNROLL _Pragma("unroll")
+#define PERI_CUDA_UNROLL _Pragma("unroll")
 #else
-#define PER_CUDAI_UNROLL
+#define PERI_CUDA_UNROLL
 #endif
 
 // The tree node of local node k (k >= 1) of the subtree of `top`: local
 // level d = floor(log2 k) holds local nodes [2^d, 2^(d+1)), tree nodes
 // (top << d) + k - 2^d. A constant once the loops below unroll.
-static __host__ __device__ inline uint32_t per_cudai_at(uint32_t top,
-                                                        uint32_t k) {
+static __host__ __device__ inline uint32_t peri_cuda_subtree_node(uint32_t top,
+                                                                  uint32_t k) {
   uint32_t d = 0;
   while ((k >> d) > 1) ++d;
   return (top << d) + k - (1u << d);
 }
 
 // Recompute the subtree of node `top` from its base nodes LV levels below
-// (2^LV <= 2^PER_CUDAI_GROUP of them), as described above, when the
+// (2^LV <= 2^PERI_CUDA_GROUP_LEVELS of them), as described above, when the
 // caller leads it: `own` is the base position (0 .. 2^LV - 1) of the
 // caller's node, and the caller leads when no base node left of it
 // changed (own = 0: always). Returns whether it led. The base nodes are
@@ -286,145 +291,147 @@ static __host__ __device__ inline uint32_t per_cudai_at(uint32_t top,
 // waits for memory about three times, not once per node.
 
 template <uint32_t LV, bool MIN>
-static __device__ int per_cudai_subtree_t(per_real *node, per_real *mn,
-                                          uint32_t top, uint32_t own, int leaf,
-                                          const per_cudai_values &v,
-                                          int rewrite_base, int mark_top) {
+static __device__ int peri_cuda_recompute_subtree_fixed(
+    per_real *node, per_real *mn, uint32_t top, uint32_t own, int leaf,
+    const peri_cuda_pairs &v, int rewrite_base, int mark_top) {
   const uint32_t W = 1u << LV, first = top << LV;
   per_real t[2 * W], m[2 * W];
-  per_cudai_bits b[W];
+  peri_cuda_bits b[W];
   bool chg[2 * W];
   uint32_t k;
-  PER_CUDAI_UNROLL
+  PERI_CUDA_UNROLL
   for (k = 0; k < W; ++k)
-    b[k] = per_cudai_to_bits(PER_CUDAI_LD(&node[first + k]));
-  PER_CUDAI_UNROLL
+    b[k] = peri_cuda_to_bits(PERI_CUDA_LD(&node[first + k]));
+  PERI_CUDA_UNROLL
   for (k = 0; k < W; ++k) { // a changed base node left of the caller's
-    chg[W + k] = (b[k] & PER_CUDAI_SIGN) != 0;
+    chg[W + k] = (b[k] & PERI_CUDA_SIGN_BIT) != 0;
     if (k < own && chg[W + k]) return 0;
   }
   // The stored values, kept where no child changed.
-  PER_CUDAI_UNROLL
-  for (k = 1; k < W; ++k) t[k] = PER_CUDAI_LD(&node[per_cudai_at(top, k)]);
+  PERI_CUDA_UNROLL
+  for (k = 1; k < W; ++k)
+    t[k] = PERI_CUDA_LD(&node[peri_cuda_subtree_node(top, k)]);
   if (MIN) {
-    PER_CUDAI_UNROLL
-    for (k = 1; k < 2 * W; ++k) m[k] = PER_CUDAI_LD(&mn[per_cudai_at(top, k)]);
+    PERI_CUDA_UNROLL
+    for (k = 1; k < 2 * W; ++k)
+      m[k] = PERI_CUDA_LD(&mn[peri_cuda_subtree_node(top, k)]);
   }
   if (leaf) { // claimed leaves take their pair's value
     // Loaded for every leaf (pair 0's for an unclaimed one, then
     // dropped): a load under a branch would wait before the next.
-    PER_CUDAI_UNROLL
+    PERI_CUDA_UNROLL
     for (k = 0; k < W; ++k)
-      t[W + k] = per_cudai_value(
-          v, chg[W + k] ? (uint32_t)(b[k] & ~PER_CUDAI_TAG) : 0u);
-    PER_CUDAI_UNROLL
+      t[W + k] = peri_cuda_pair_value(
+          v, chg[W + k] ? (uint32_t)(b[k] & ~PERI_CUDA_CLAIM_TAG) : 0u);
+    PERI_CUDA_UNROLL
     for (k = 0; k < W; ++k) {
       if (!chg[W + k]) {
-        t[W + k] = per_cudai_from_bits(b[k]);
+        t[W + k] = peri_cuda_from_bits(b[k]);
         continue;
       }
-      t[W + k] = per_cudai_leaf_final(t[W + k]);
+      t[W + k] = peri_cuda_leaf_final(t[W + k]);
       if (MIN) m[W + k] = t[W + k] > 0 ? t[W + k] : PERI_NO_MIN;
     }
   } else {
-    PER_CUDAI_UNROLL
+    PERI_CUDA_UNROLL
     for (k = 0; k < W; ++k)
-      t[W + k] =
-          chg[W + k] ? per_cudai_final(b[k], 0, v) : per_cudai_from_bits(b[k]);
+      t[W + k] = chg[W + k] ? peri_cuda_final_value(b[k], 0, v)
+                            : peri_cuda_from_bits(b[k]);
   }
-  PER_CUDAI_UNROLL
+  PERI_CUDA_UNROLL
   for (k = W - 1; k >= 1; --k) { // children before parents
     chg[k] = chg[2 * k] || chg[2 * k + 1];
     if (!chg[k]) continue;
     if (MIN) m[k] = peri_min_of(m[2 * k], m[2 * k + 1]);
     per_tree_recompute(t, k);
   }
-  PER_CUDAI_UNROLL
+  PERI_CUDA_UNROLL
   for (k = 0; k < W; ++k) { // the stores, after every load
     if (!chg[W + k]) continue;
-    if (rewrite_base) PER_CUDAI_ST(&node[first + k], t[W + k]);
-    if (MIN && leaf) PER_CUDAI_ST(&mn[first + k], m[W + k]);
+    if (rewrite_base) PERI_CUDA_ST(&node[first + k], t[W + k]);
+    if (MIN && leaf) PERI_CUDA_ST(&mn[first + k], m[W + k]);
   }
-  PER_CUDAI_UNROLL
+  PERI_CUDA_UNROLL
   for (k = 1; k < W; ++k) {
-    uint32_t at = per_cudai_at(top, k);
+    uint32_t at = peri_cuda_subtree_node(top, k);
     if (!chg[k]) continue;
-    if (MIN) PER_CUDAI_ST(&mn[at], m[k]);
+    if (MIN) PERI_CUDA_ST(&mn[at], m[k]);
     if (k == 1 && mark_top)
-      PER_CUDAI_ST(&node[at], per_cudai_from_bits(per_cudai_to_bits(t[1]) |
-                                                  PER_CUDAI_SIGN));
-    else PER_CUDAI_ST(&node[at], t[k]);
+      PERI_CUDA_ST(&node[at], peri_cuda_from_bits(peri_cuda_to_bits(t[1]) |
+                                                  PERI_CUDA_SIGN_BIT));
+    else PERI_CUDA_ST(&node[at], t[k]);
   }
   return 1;
 }
 
-// per_cudai_subtree_t for `levels` (0 .. PER_CUDAI_GROUP) known at run time.
+// peri_cuda_recompute_subtree_fixed for `levels`
+// (0 .. PERI_CUDA_GROUP_LEVELS) known at run time.
 template <bool MIN>
-static __device__ int per_cudai_subtree(per_real *node, per_real *mn,
-                                        uint32_t top, uint32_t levels,
-                                        uint32_t own, int leaf,
-                                        const per_cudai_values &v,
-                                        int rewrite_base, int mark_top) {
-#define PER_CUDAI_SUBTREE(LV)                                      \
-  return per_cudai_subtree_t<LV, MIN>(node, mn, top, own, leaf, v, \
-                                      rewrite_base, mark_top)
+static __device__ int peri_cuda_recompute_subtree(
+    per_real *node, per_real *mn, uint32_t top, uint32_t levels, uint32_t own,
+    int leaf, const peri_cuda_pairs &v, int rewrite_base, int mark_top) {
+#define PERI_CUDA_RECOMPUTE_SUBTREE(LV)                                       \
+  return peri_cuda_recompute_subtree_fixed<LV, MIN>(node, mn, top, own, leaf, \
+                                                    v, rewrite_base, mark_top)
   switch (levels) {
-    case 0: PER_CUDAI_SUBTREE(0);
-    case 1: PER_CUDAI_SUBTREE(1);
-    case 2: PER_CUDAI_SUBTREE(2);
-    case 3: PER_CUDAI_SUBTREE(3);
-    case 4: PER_CUDAI_SUBTREE(4);
-    default: PER_CUDAI_SUBTREE(PER_CUDAI_GROUP);
+    case 0: PERI_CUDA_RECOMPUTE_SUBTREE(0);
+    case 1: PERI_CUDA_RECOMPUTE_SUBTREE(1);
+    case 2: PERI_CUDA_RECOMPUTE_SUBTREE(2);
+    case 3: PERI_CUDA_RECOMPUTE_SUBTREE(3);
+    case 4: PERI_CUDA_RECOMPUTE_SUBTREE(4);
+    default: PERI_CUDA_RECOMPUTE_SUBTREE(PERI_CUDA_GROUP_LEVELS);
   }
-#undef PER_CUDAI_SUBTREE
+#undef PERI_CUDA_RECOMPUTE_SUBTREE
 }
 
-// MIN: with the min tree mn (a buffer's); a kernel of its own, since
-// its registers would otherwise be the plain tree's too.
+// Phase 3, group g of the update, as described above. MIN: with the min
+// tree mn (a buffer's); a kernel of its own, since its registers would
+// otherwise be the plain tree's too.
 template <bool MIN>
-static __global__ void per_cudai_k_group(per_real *node, per_real *mn,
-                                         uint32_t L, uint32_t depth, uint32_t g,
-                                         per_cudai_values v, uint32_t n,
-                                         const unsigned long long *status,
-                                         uint32_t *win) {
-  uint32_t j = per_cudai_thread_id(), G = per_cudai_groups(depth), led;
+static __global__ void peri_cuda_recompute_levels_kernel(
+    per_real *node, per_real *mn, uint32_t L, uint32_t depth, uint32_t g,
+    peri_cuda_pairs v, uint32_t n, const unsigned long long *status,
+    uint32_t *win) {
+  uint32_t j = peri_cuda_thread_id(), G = peri_cuda_group_count(depth), led;
   uint32_t leaf, lo, hi, A, m;
-  if (j >= n || PER_CUDAI_LD(status)) return;
+  if (j >= n || PERI_CUDA_LD(status)) return;
   if (g == G) { // the top: one thread
     if (j == 0)
-      per_cudai_subtree<MIN>(node, mn, 1, depth - per_cudai_base(G - 1, depth),
-                             0, G == 1, v, 1, 0);
+      peri_cuda_recompute_subtree<MIN>(
+          node, mn, 1, depth - peri_cuda_group_base(G - 1, depth), 0, G == 1, v,
+          1, 0);
     if (G == 1) return;
   }
-  leaf = L + per_cudai_leaf_of(v, j); // a stale pair's leaf never has its tag
+  leaf = L + peri_cuda_pair_leaf(v, j); // a stale pair's leaf never has its tag
   if (g == 1) {
-    led = per_cudai_to_bits(PER_CUDAI_LD(&node[leaf])) == (PER_CUDAI_TAG | j)
+    led = peri_cuda_to_bits(PERI_CUDA_LD(&node[leaf])) ==
+                  (PERI_CUDA_CLAIM_TAG | j)
               ? 0u
-              : PER_CUDAI_LOST;
-    PER_CUDAI_ST(&win[j], led);
+              : PERI_CUDA_LOST;
+    PERI_CUDA_ST(&win[j], led);
   } else {
-    led = PER_CUDAI_LD(&win[j]);
+    led = PERI_CUDA_LD(&win[j]);
   }
-  if (led == PER_CUDAI_LOST) return;
+  if (led == PERI_CUDA_LOST) return;
   if (g >= 2 && led + 2 >= g) { // led group g - 2 (or g - 1): clean up
-    uint32_t c = leaf >> per_cudai_base(g - 2, depth);
-    per_cudai_bits b = per_cudai_to_bits(PER_CUDAI_LD(&node[c]));
-    PER_CUDAI_ST(&node[c], per_cudai_final(b, g == 2, v));
+    uint32_t c = leaf >> peri_cuda_group_base(g - 2, depth);
+    peri_cuda_bits b = peri_cuda_to_bits(PERI_CUDA_LD(&node[c]));
+    PERI_CUDA_ST(&node[c], peri_cuda_final_value(b, g == 2, v));
   }
   if (g == G || led + 1 != g) return; // not alive at level b_{g-1}
-  lo = per_cudai_base(g - 1, depth);
-  hi = per_cudai_base(g, depth);
+  lo = peri_cuda_group_base(g - 1, depth);
+  hi = peri_cuda_group_base(g, depth);
   A = leaf >> hi;
   m = leaf >> lo;
-  if (per_cudai_subtree<MIN>(node, mn, A, hi - lo, m - (A << (hi - lo)),
-                             lo == 0, v, 0, 1))
-    PER_CUDAI_ST(&win[j], g);
+  if (peri_cuda_recompute_subtree<MIN>(node, mn, A, hi - lo,
+                                       m - (A << (hi - lo)), lo == 0, v, 0, 1))
+    PERI_CUDA_ST(&win[j], g);
 }
 
 // >>kernels: sample
 // x[j] of four values, j in 0 .. 3, without an indexed array (which
 // would go to local memory).
-static __host__ __device__ inline per_real per_cudai_pick4(
+static __host__ __device__ inline per_real peri_cuda_pick4(
     per_real x0, per_real x1, per_real x2, per_real x3, uint32_t j) {
   return j & 2u ? (j & 1u ? x3 : x2) : (j & 1u ? x1 : x0);
 }
@@ -436,7 +443,7 @@ static __host__ __device__ inline per_real per_cudai_pick4(
 // times: the same values, the same steps, the same leaf. At 2^24 leaves a
 // draw waits for memory 8 times instead of 24. The last levels (fewer
 // than three above the leaves) go one at a time.
-static __host__ __device__ inline uint32_t per_cudai_descend(
+static __host__ __device__ inline uint32_t peri_cuda_descend(
     const per_real *node, uint32_t L, per_real u) {
   uint32_t k = 1, r, j;
   while (k < L / 4u) { // 4k + 3 < L: k, its children and grandchildren
@@ -451,8 +458,8 @@ static __host__ __device__ inline uint32_t per_cudai_descend(
     r = peri_tree_go_right(left, r ? g3 : g1, u);
     u -= r ? left : (per_real)0;
     j = 2u * j + r; // the great-grandchildren h[2j], h[2j + 1]
-    left = per_cudai_pick4(h0, h2, h4, h6, j);
-    r = peri_tree_go_right(left, per_cudai_pick4(h1, h3, h5, h7, j), u);
+    left = peri_cuda_pick4(h0, h2, h4, h6, j);
+    r = peri_tree_go_right(left, peri_cuda_pick4(h1, h3, h5, h7, j), u);
     u -= r ? left : (per_real)0;
     k = 8u * k + 2u * j + r;
   }
@@ -462,36 +469,34 @@ static __host__ __device__ inline uint32_t per_cudai_descend(
 
 // Stratum i of a B-batch, exactly per_tree_sample_strata's arithmetic. On an
 // unsamplable root every thread writes the same status and nothing else.
-static __global__ void per_cudai_k_sample(const per_real *node, uint32_t L,
-                                          uint64_t seed, uint64_t counter,
-                                          const unsigned long long *d_counter,
-                                          uint32_t B, uint32_t *idx,
-                                          per_real *val,
-                                          unsigned long long *status) {
-  uint32_t i = per_cudai_thread_id(), leaf;
+static __global__ void peri_cuda_sample_strata_kernel(
+    const per_real *node, uint32_t L, uint64_t seed, uint64_t counter,
+    const unsigned long long *d_counter, uint32_t B, uint32_t *idx,
+    per_real *val, unsigned long long *status) {
+  uint32_t i = peri_cuda_thread_id(), leaf;
   per_real total, seg, u;
   per_status s;
   if (i >= B) return;
-  total = PER_CUDAI_LD(&node[1]);
+  total = PERI_CUDA_LD(&node[1]);
   s = peri_samplable(total);
   if (s != PER_OK) { // every thread sees it; the first one says it
-    if (i == 0) PER_CUDAI_ST(status, per_cudai_word(0, s));
+    if (i == 0) PERI_CUDA_ST(status, peri_cuda_status_word(0, s));
     return;
   }
-  if (d_counter) counter = PER_CUDAI_LD(d_counter);
+  if (d_counter) counter = PERI_CUDA_LD(d_counter);
   seg = total / (per_real)B;
   u = per_tree_stratum_u(seed, counter, i, seg);
-  leaf = per_cudai_descend(node, L, u);
-  PER_CUDAI_ST(&idx[i], leaf);
-  if (val) PER_CUDAI_ST(&val[i], PER_CUDAI_LD(&node[L + leaf]));
+  leaf = peri_cuda_descend(node, L, u);
+  PERI_CUDA_ST(&idx[i], leaf);
+  if (val) PERI_CUDA_ST(&val[i], PERI_CUDA_LD(&node[L + leaf]));
 }
 
 // One thread: on success the device counter moves on by B.
-static __global__ void per_cudai_k_advance(unsigned long long *d_counter,
-                                           uint32_t B,
-                                           const unsigned long long *status) {
-  if (per_cudai_thread_id() != 0 || PER_CUDAI_LD(status)) return;
-  PER_CUDAI_ST(d_counter, PER_CUDAI_LD(d_counter) + B);
+static __global__ void peri_cuda_advance_counter_kernel(
+    unsigned long long *d_counter, uint32_t B,
+    const unsigned long long *status) {
+  if (peri_cuda_thread_id() != 0 || PERI_CUDA_LD(status)) return;
+  PERI_CUDA_ST(d_counter, PERI_CUDA_LD(d_counter) + B);
 }
 
 // >>kernels: IS weights
@@ -499,18 +504,21 @@ static __global__ void per_cudai_k_advance(unsigned long long *d_counter,
 // an update) and find the batch minimum: positive reals order like their
 // bit patterns, so an integer atomicMin on the patterns finds it exactly,
 // whatever the order of the threads. Each thread takes the values i = t,
-// t + T, t + 2T, ... (T threads, PER_CUDAI_W_EACH values each) and does at
-// most one atomicMin and one atomicMax: B / PER_CUDAI_W_EACH atomics on the
-// minimum's address instead of B.
-#define PER_CUDAI_W_EACH 32u
+// t + T, t + 2T, ... (T threads, PERI_CUDA_VALUES_PER_THREAD values each)
+// and does at most one atomicMin and one atomicMax:
+// B / PERI_CUDA_VALUES_PER_THREAD atomics on the minimum's address instead
+// of B.
+#define PERI_CUDA_VALUES_PER_THREAD 32u
 
-static __host__ __device__ inline uint32_t per_cudai_w_threads(uint32_t B) {
-  return B / PER_CUDAI_W_EACH + (B % PER_CUDAI_W_EACH != 0);
+static __host__ __device__ inline uint32_t peri_cuda_reduce_threads(
+    uint32_t B) {
+  return B / PERI_CUDA_VALUES_PER_THREAD +
+         (B % PERI_CUDA_VALUES_PER_THREAD != 0);
 }
 
 // What a replay buffer's sample call draws from, found by its first kernel
 // (one thread): peri_plan_sample's plan for items, with replacement.
-struct per_cudai_plan {
+struct peri_cuda_sample_plan {
   peri_cover cov; // !whole: the window's subtrees
   double beta;
   per_real total, seg, pmin;        // pmin: buffer-max weights' minimum
@@ -522,28 +530,27 @@ struct per_cudai_plan {
 // buffer's sample, which passes its plan: beta is the plan's, and nothing
 // is left to do when the call already failed (an empty buffer) or the draw
 // kernel wrote the weights (degenerate mass: 1; buffer-max weights).
-static __device__ inline int per_cudai_w_done(
-    const per_cudai_plan *plan, const unsigned long long *status) {
-  return plan && (PER_CUDAI_LD(status) || PER_CUDAI_LD(&plan->degenerate) ||
-                  PER_CUDAI_LD(&plan->bufmax));
+static __device__ inline int peri_cuda_weights_done(
+    const peri_cuda_sample_plan *plan, const unsigned long long *status) {
+  return plan && (PERI_CUDA_LD(status) || PERI_CUDA_LD(&plan->degenerate) ||
+                  PERI_CUDA_LD(&plan->bufmax));
 }
 
-static __global__ void per_cudai_k_w_min(const per_cudai_plan *plan,
-                                         const per_real *val, uint32_t B,
-                                         per_cudai_bits *minbits,
-                                         unsigned long long *status) {
-  uint32_t t = per_cudai_thread_id(), T = per_cudai_w_threads(B), i;
-  per_cudai_bits m = ~(per_cudai_bits)0; // above every valid pattern
+static __global__ void peri_cuda_batch_min_kernel(
+    const peri_cuda_sample_plan *plan, const per_real *val, uint32_t B,
+    peri_cuda_bits *minbits, unsigned long long *status) {
+  uint32_t t = peri_cuda_thread_id(), T = peri_cuda_reduce_threads(B), i;
+  peri_cuda_bits m = ~(peri_cuda_bits)0; // above every valid pattern
   unsigned long long bad = 0;
-  if (t >= T || per_cudai_w_done(plan, status)) return;
+  if (t >= T || peri_cuda_weights_done(plan, status)) return;
   for (i = t; i < B; i += T) {
-    per_real x = PER_CUDAI_LD(&val[i]);
+    per_real x = PERI_CUDA_LD(&val[i]);
     per_status s = per_leaf_status(x);
     if (s == PER_OK && !(x > 0)) s = PER_ERR_ARG;
     if (s != PER_OK) {
-      if (!bad) bad = per_cudai_word(i, s); // i grows: the first is kept
-    } else if (per_cudai_to_bits(x) < m) {
-      m = per_cudai_to_bits(x);
+      if (!bad) bad = peri_cuda_status_word(i, s); // i grows: the first is kept
+    } else if (peri_cuda_to_bits(x) < m) {
+      m = peri_cuda_to_bits(x);
     }
     if (B - i <= T) break; // i + T would be past B (or wrap)
   }
@@ -552,21 +559,21 @@ static __global__ void per_cudai_k_w_min(const per_cudai_plan *plan,
 }
 
 // w[i] = peri_weight(val[i], min, beta); thread i alone writes w[i].
-static __global__ void per_cudai_k_w_apply(const per_cudai_plan *plan,
-                                           const per_real *val, uint32_t B,
-                                           double beta, float *w,
-                                           const per_cudai_bits *minbits,
-                                           const unsigned long long *status) {
-  uint32_t i = per_cudai_thread_id();
-  if (i >= B || PER_CUDAI_LD(status) || per_cudai_w_done(plan, status)) return;
-  if (plan) beta = PER_CUDAI_LD(&plan->beta);
-  PER_CUDAI_ST(&w[i],
-               peri_weight(PER_CUDAI_LD(&val[i]),
-                           per_cudai_from_bits(PER_CUDAI_LD(minbits)), beta));
+static __global__ void peri_cuda_is_weights_kernel(
+    const peri_cuda_sample_plan *plan, const per_real *val, uint32_t B,
+    double beta, float *w, const peri_cuda_bits *minbits,
+    const unsigned long long *status) {
+  uint32_t i = peri_cuda_thread_id();
+  if (i >= B || PERI_CUDA_LD(status) || peri_cuda_weights_done(plan, status))
+    return;
+  if (plan) beta = PERI_CUDA_LD(&plan->beta);
+  PERI_CUDA_ST(&w[i],
+               peri_weight(PERI_CUDA_LD(&val[i]),
+                           peri_cuda_from_bits(PERI_CUDA_LD(minbits)), beta));
 }
 
 // bytes rounded up to a multiple of 256 (at least 256).
-static __host__ __device__ inline size_t per_cudai_round(size_t bytes) {
+static __host__ __device__ inline size_t peri_cuda_round256(size_t bytes) {
   size_t r = (bytes + 255u) & ~(size_t)255u;
   return r ? r : 256u;
 }
@@ -574,7 +581,7 @@ static __host__ __device__ inline size_t per_cudai_round(size_t bytes) {
 // >>kernels: replay buffer
 // The device buffer's counters (per_cuda_buffer.d_state): per_buffer's
 // fields of the same names.
-struct per_cudai_state {
+struct peri_cuda_buffer_state {
   per_rng rng;
   unsigned long long step, added, trajs;
   per_real max_leaf;
@@ -583,7 +590,7 @@ struct per_cudai_state {
 
 // An update's totals over its live pairs, or over part of them (the
 // partial records in per_cuda_buffer.d_work).
-struct per_cudai_agg {
+struct peri_cuda_totals {
   unsigned long long maxbits; // the largest priority's pattern
   unsigned int stale, zero;
 };
@@ -591,69 +598,70 @@ struct per_cudai_agg {
 // The workspace: the sample's plan and weights' minimum, three arrays of
 // max_batch (win and val serve an update too: its subtree leaders and its
 // pairs' priorities), then an update's partial totals: part[t] of its
-// T = per_cudai_w_threads(n) aggregating threads, part2[u] of 32 of those
-// each.
-struct per_cudai_work {
-  per_cudai_plan *plan;
-  per_cudai_bits *minbits;
+// T = peri_cuda_reduce_threads(n) aggregating threads, part2[u] of 32 of
+// those each.
+struct peri_cuda_workspace {
+  peri_cuda_sample_plan *plan;
+  peri_cuda_bits *minbits;
   uint32_t *win, *idx;
   per_real *val;
-  per_cudai_agg *part, *part2;
+  peri_cuda_totals *part, *part2;
 };
 
 // The next `bytes` (rounded to 256) of a block at base, from *off; NULL
 // when base is (a size query).
-static unsigned char *per_cudai_carve(unsigned char *base, size_t *off,
+static unsigned char *peri_cuda_carve(unsigned char *base, size_t *off,
                                       size_t bytes) {
   unsigned char *p = base ? base + *off : NULL;
-  *off += per_cudai_round(bytes);
+  *off += peri_cuda_round256(bytes);
   return p;
 }
 
 // The workspace for batches of up to max_batch laid out from base into *w
 // (base NULL: only the size); returns the bytes it spans.
-static size_t per_cudai_work_layout(unsigned char *base, uint32_t max_batch,
-                                    per_cudai_work *w) {
-  size_t off = 0, t1 = per_cudai_w_threads(max_batch);
-  size_t t2 = per_cudai_w_threads((uint32_t)t1);
-  w->plan =
-      (per_cudai_plan *)per_cudai_carve(base, &off, sizeof(per_cudai_plan));
+static size_t peri_cuda_workspace_layout(unsigned char *base,
+                                         uint32_t max_batch,
+                                         peri_cuda_workspace *w) {
+  size_t off = 0, t1 = peri_cuda_reduce_threads(max_batch);
+  size_t t2 = peri_cuda_reduce_threads((uint32_t)t1);
+  w->plan = (peri_cuda_sample_plan *)peri_cuda_carve(
+      base, &off, sizeof(peri_cuda_sample_plan));
   w->minbits =
-      (per_cudai_bits *)per_cudai_carve(base, &off, sizeof(per_cudai_bits));
-  w->win = (uint32_t *)per_cudai_carve(base, &off,
+      (peri_cuda_bits *)peri_cuda_carve(base, &off, sizeof(peri_cuda_bits));
+  w->win = (uint32_t *)peri_cuda_carve(base, &off,
                                        (size_t)max_batch * sizeof(uint32_t));
-  w->idx = (uint32_t *)per_cudai_carve(base, &off,
+  w->idx = (uint32_t *)peri_cuda_carve(base, &off,
                                        (size_t)max_batch * sizeof(uint32_t));
-  w->val = (per_real *)per_cudai_carve(base, &off,
+  w->val = (per_real *)peri_cuda_carve(base, &off,
                                        (size_t)max_batch * sizeof(per_real));
-  w->part =
-      (per_cudai_agg *)per_cudai_carve(base, &off, t1 * sizeof(per_cudai_agg));
-  w->part2 =
-      (per_cudai_agg *)per_cudai_carve(base, &off, t2 * sizeof(per_cudai_agg));
+  w->part = (peri_cuda_totals *)peri_cuda_carve(base, &off,
+                                                t1 * sizeof(peri_cuda_totals));
+  w->part2 = (peri_cuda_totals *)peri_cuda_carve(base, &off,
+                                                 t2 * sizeof(peri_cuda_totals));
   return off;
 }
 
-static size_t per_cudai_work_bytes(uint32_t max_batch) {
-  per_cudai_work w;
-  return per_cudai_work_layout(NULL, max_batch, &w);
+static size_t peri_cuda_workspace_bytes(uint32_t max_batch) {
+  peri_cuda_workspace w;
+  return peri_cuda_workspace_layout(NULL, max_batch, &w);
 }
 
-static per_cudai_work per_cudai_work_of(const per_cuda_buffer *b) {
-  per_cudai_work w;
-  per_cudai_work_layout((unsigned char *)b->d_work, b->max_batch, &w);
+static peri_cuda_workspace peri_cuda_workspace_of(const per_cuda_buffer *b) {
+  peri_cuda_workspace w;
+  peri_cuda_workspace_layout((unsigned char *)b->d_work, b->max_batch, &w);
   return w;
 }
 
 // The state record = s; with a min tree mn of L leaves (a reset), every
 // node of it PERI_NO_MIN: no positive leaf anywhere.
-static __global__ void per_cudai_k_b_set_state(per_cudai_state *st,
-                                               per_cudai_state s, per_real *mn,
-                                               uint32_t L) {
-  uint32_t k = per_cudai_thread_id();
-  if (k == 0) PER_CUDAI_ST(st, s);
+static __global__ void peri_cuda_set_state_kernel(peri_cuda_buffer_state *st,
+                                                  peri_cuda_buffer_state s,
+                                                  per_real *mn, uint32_t L) {
+  uint32_t k = peri_cuda_thread_id();
+  if (k == 0) PERI_CUDA_ST(st, s);
   if (mn && k < L) { // node k and leaf k
-    PER_CUDAI_ST(&mn[k], PERI_NO_MIN);
-    PER_CUDAI_ST(&mn[L + k], PERI_NO_MIN);
+    PERI_CUDA_ST(&mn[k], PERI_NO_MIN);
+    PERI_CUDA_ST(&mn[L + k], PERI_NO_MIN);
   }
 }
 
@@ -662,17 +670,15 @@ static __global__ void per_cudai_k_b_set_state(per_cudai_state *st,
 // copies call row skip + t to ring slot (pos + skip + t) % cap, a sample
 // ring slot idx[t] to batch row t.
 template <typename U>
-static __global__ void per_cudai_k_b_rows(U *dst, const U *src,
-                                          const per_cudai_state *st,
-                                          const uint32_t *idx, uint32_t rows,
-                                          uint32_t skip, uint32_t units,
-                                          uint32_t cap, int add,
-                                          const unsigned long long *status) {
-  uint64_t e = per_cudai_thread_id(), all = (uint64_t)rows * units;
+static __global__ void peri_cuda_copy_rows_kernel(
+    U *dst, const U *src, const peri_cuda_buffer_state *st, const uint32_t *idx,
+    uint32_t rows, uint32_t skip, uint32_t units, uint32_t cap, int add,
+    const unsigned long long *status) {
+  uint64_t e = peri_cuda_thread_id(), all = (uint64_t)rows * units;
   uint64_t step = (uint64_t)gridDim.x * blockDim.x;
   uint32_t pos;
-  if (e >= all || PER_CUDAI_LD(status)) return;
-  pos = add ? PER_CUDAI_LD(&st->pos) : 0;
+  if (e >= all || PERI_CUDA_LD(status)) return;
+  pos = add ? PERI_CUDA_LD(&st->pos) : 0;
   for (; e < all; e += step) {
     uint32_t t = (uint32_t)(e / units), u = (uint32_t)(e % units);
     uint64_t from, to;
@@ -680,72 +686,73 @@ static __global__ void per_cudai_k_b_rows(U *dst, const U *src,
       from = (uint64_t)skip + t;
       to = ((uint64_t)pos + skip + t) % cap;
     } else {
-      from = PER_CUDAI_LD(&idx[t]);
+      from = PERI_CUDA_LD(&idx[t]);
       to = t;
     }
-    PER_CUDAI_ST(&dst[to * units + u], PER_CUDAI_LD(&src[from * units + u]));
+    PERI_CUDA_ST(&dst[to * units + u], PERI_CUDA_LD(&src[from * units + u]));
   }
 }
 
 // add: the first bad episode end wins.
-static __global__ void per_cudai_k_b_ends(const uint8_t *ends, uint32_t n,
-                                          unsigned long long *status) {
-  uint32_t j = per_cudai_thread_id();
+static __global__ void peri_cuda_check_ends_kernel(const uint8_t *ends,
+                                                   uint32_t n,
+                                                   unsigned long long *status) {
+  uint32_t j = peri_cuda_thread_id();
   if (j >= n) return;
-  if (PER_CUDAI_LD(&ends[j]) > PER_END_TRUNCATED)
-    atomicMax(status, per_cudai_word(j, PER_ERR_ARG));
+  if (PERI_CUDA_LD(&ends[j]) > PER_END_TRUNCATED)
+    atomicMax(status, peri_cuda_status_word(j, PER_ERR_ARG));
 }
 
 // add: slot t of the kept ones, as per_buffer_add_steps: its generation,
 // trajectory id, episode end, and its index for the tree update.
-static __global__ void per_cudai_k_b_slots(const per_cudai_state *st,
-                                           uint32_t *gen, uint32_t *traj,
-                                           uint8_t *ends, const uint8_t *in,
-                                           uint32_t *idx, uint32_t n,
-                                           uint32_t cap,
-                                           const unsigned long long *status) {
-  uint32_t t = per_cudai_thread_id(), keep = n < cap ? n : cap, pos, age;
+static __global__ void peri_cuda_fill_slots_kernel(
+    const peri_cuda_buffer_state *st, uint32_t *gen, uint32_t *traj,
+    uint8_t *ends, const uint8_t *in, uint32_t *idx, uint32_t n, uint32_t cap,
+    const unsigned long long *status) {
+  uint32_t t = peri_cuda_thread_id(), keep = n < cap ? n : cap, pos, age;
   uint32_t slot;
-  if (t >= keep || PER_CUDAI_LD(status)) return;
-  pos = PER_CUDAI_LD(&st->pos);
+  if (t >= keep || PERI_CUDA_LD(status)) return;
+  pos = PERI_CUDA_LD(&st->pos);
   age = (uint32_t)(((uint64_t)(n - keep) + t) % cap); // from pos
   slot = (uint32_t)(((uint64_t)pos + age) % cap);
-  PER_CUDAI_ST(&gen[slot], peri_gen_add(PER_CUDAI_LD(&gen[slot]),
+  PERI_CUDA_ST(&gen[slot], peri_gen_add(PERI_CUDA_LD(&gen[slot]),
                                         peri_add_writes(age, n, cap)));
-  PER_CUDAI_ST(&traj[slot], (uint32_t)PER_CUDAI_LD(&st->trajs));
-  PER_CUDAI_ST(&ends[slot],
-               in ? PER_CUDAI_LD(&in[n - keep + t]) : (uint8_t)PER_END_NONE);
-  PER_CUDAI_ST(&idx[t], slot);
+  PERI_CUDA_ST(&traj[slot], (uint32_t)PERI_CUDA_LD(&st->trajs));
+  PERI_CUDA_ST(&ends[slot],
+               in ? PERI_CUDA_LD(&in[n - keep + t]) : (uint8_t)PER_END_NONE);
+  PERI_CUDA_ST(&idx[t], slot);
 }
 
-static __global__ void per_cudai_k_b_added(per_cudai_state *st, uint32_t n,
-                                           uint32_t cap,
-                                           const unsigned long long *status) {
-  per_cudai_state s;
-  if (per_cudai_thread_id() != 0 || PER_CUDAI_LD(status)) return;
-  s = PER_CUDAI_LD(st);
+// add, one thread: the ring position, size and counters moved on by the
+// n added items (a trajectory more).
+static __global__ void peri_cuda_record_add_kernel(
+    peri_cuda_buffer_state *st, uint32_t n, uint32_t cap,
+    const unsigned long long *status) {
+  peri_cuda_buffer_state s;
+  if (peri_cuda_thread_id() != 0 || PERI_CUDA_LD(status)) return;
+  s = PERI_CUDA_LD(st);
   s.pos = (uint32_t)(((uint64_t)s.pos + n) % cap);
   s.size = (uint64_t)s.size + n >= cap ? cap : s.size + n;
   s.added += n;
   s.trajs += 1;
-  PER_CUDAI_ST(st, s);
+  PERI_CUDA_ST(st, s);
 }
 
 // sample, one thread: the plan (peri_plan_sample for items, with
 // replacement), the stream and step advanced. Degenerate mass: the
 // uniform draws here, in order, as the CPU's.
-static __global__ void per_cudai_k_b_plan(
-    per_cudai_state *st, per_config cfg, uint32_t cap, uint32_t L,
+static __global__ void peri_cuda_plan_sample_kernel(
+    peri_cuda_buffer_state *st, per_config cfg, uint32_t cap, uint32_t L,
     const per_real *node, const per_real *mn, const uint32_t *traj, uint32_t B,
-    uint32_t flags, double beta, uint32_t window, per_cudai_plan *plan,
+    uint32_t flags, double beta, uint32_t window, peri_cuda_sample_plan *plan,
     uint32_t *idx, unsigned long long *status) {
-  per_cudai_state s;
-  per_cudai_plan p;
+  peri_cuda_buffer_state s;
+  peri_cuda_sample_plan p;
   uint32_t q, nr, lo[2], hi[2], i;
-  if (per_cudai_thread_id() != 0) return;
-  s = PER_CUDAI_LD(st);
+  if (peri_cuda_thread_id() != 0) return;
+  s = PERI_CUDA_LD(st);
   if (s.size == 0) {
-    PER_CUDAI_ST(status, per_cudai_word(0, PER_ERR_EMPTY));
+    PERI_CUDA_ST(status, peri_cuda_status_word(0, PER_ERR_EMPTY));
     return;
   }
   memset(&p, 0, sizeof p);
@@ -769,7 +776,7 @@ static __global__ void per_cudai_k_b_plan(
   p.counter = s.rng.counter;
   if (p.degenerate) {
     for (i = 0; i < B; ++i)
-      PER_CUDAI_ST(
+      PERI_CUDA_ST(
           &idx[i],
           (uint32_t)(((uint64_t)p.start + peri_rng_below(&s.rng, p.W)) % cap));
   } else {
@@ -778,40 +785,38 @@ static __global__ void per_cudai_k_b_plan(
     s.rng.avail = 0;
   }
   s.step += 1;
-  PER_CUDAI_ST(plan, p);
-  PER_CUDAI_ST(st, s);
+  PERI_CUDA_ST(plan, p);
+  PERI_CUDA_ST(st, s);
 }
 
 // sample: draw i (stratum i, or the plan's uniform pick), its id and, when
 // they need no batch minimum, its weight.
-static __global__ void per_cudai_k_b_draw(const per_cudai_plan *plan,
-                                          const per_real *node, uint32_t L,
-                                          const uint32_t *gen, uint32_t B,
-                                          uint32_t *idx, per_real *val,
-                                          uint64_t *ids, float *w,
-                                          const unsigned long long *status) {
-  uint32_t i = per_cudai_thread_id(), leaf;
+static __global__ void peri_cuda_draw_batch_kernel(
+    const peri_cuda_sample_plan *plan, const per_real *node, uint32_t L,
+    const uint32_t *gen, uint32_t B, uint32_t *idx, per_real *val,
+    uint64_t *ids, float *w, const unsigned long long *status) {
+  uint32_t i = peri_cuda_thread_id(), leaf;
   per_real v;
-  if (i >= B || PER_CUDAI_LD(status)) return;
-  if (PER_CUDAI_LD(&plan->degenerate)) {
-    leaf = PER_CUDAI_LD(&idx[i]);
+  if (i >= B || PERI_CUDA_LD(status)) return;
+  if (PERI_CUDA_LD(&plan->degenerate)) {
+    leaf = PERI_CUDA_LD(&idx[i]);
   } else {
-    per_real u = per_tree_stratum_u(PER_CUDAI_LD(&plan->seed),
-                                    PER_CUDAI_LD(&plan->counter), i,
-                                    PER_CUDAI_LD(&plan->seg));
-    leaf = PER_CUDAI_LD(&plan->whole) ? per_cudai_descend(node, L, u)
+    per_real u = per_tree_stratum_u(PERI_CUDA_LD(&plan->seed),
+                                    PERI_CUDA_LD(&plan->counter), i,
+                                    PERI_CUDA_LD(&plan->seg));
+    leaf = PERI_CUDA_LD(&plan->whole) ? peri_cuda_descend(node, L, u)
                                       : peri_cover_find(&plan->cov, node, L, u);
-    PER_CUDAI_ST(&idx[i], leaf);
+    PERI_CUDA_ST(&idx[i], leaf);
   }
   v = node[L + leaf];
-  PER_CUDAI_ST(&val[i], v);
+  PERI_CUDA_ST(&val[i], v);
   if (ids)
-    PER_CUDAI_ST(&ids[i],
-                 (uint64_t)leaf | ((uint64_t)PER_CUDAI_LD(&gen[leaf]) << 32));
-  if (w && PER_CUDAI_LD(&plan->degenerate)) PER_CUDAI_ST(&w[i], 1.0f);
-  else if (w && PER_CUDAI_LD(&plan->bufmax))
-    PER_CUDAI_ST(&w[i], peri_weight(v, PER_CUDAI_LD(&plan->pmin),
-                                    PER_CUDAI_LD(&plan->beta)));
+    PERI_CUDA_ST(&ids[i],
+                 (uint64_t)leaf | ((uint64_t)PERI_CUDA_LD(&gen[leaf]) << 32));
+  if (w && PERI_CUDA_LD(&plan->degenerate)) PERI_CUDA_ST(&w[i], 1.0f);
+  else if (w && PERI_CUDA_LD(&plan->bufmax))
+    PERI_CUDA_ST(&w[i], peri_weight(v, PERI_CUDA_LD(&plan->pmin),
+                                    PERI_CUDA_LD(&plan->beta)));
 }
 
 // update, 32 pairs a thread: each pair checked (the first bad one in
@@ -820,50 +825,49 @@ static __global__ void per_cudai_k_b_draw(const per_cudai_plan *plan,
 // thread's own part[t]: no atomic unless a pair is bad. A live pair's
 // priority also goes to prio[j], for the tree update. The totals are
 // used only when no pair was bad.
-static __global__ void per_cudai_k_b_agg(per_cudai_values v,
-                                         const per_cudai_state *st, uint32_t n,
-                                         uint32_t cap, per_cudai_agg *part,
-                                         per_real *prio,
-                                         unsigned long long *status) {
-  uint32_t t = per_cudai_thread_id(), T = per_cudai_w_threads(n), k, count;
+static __global__ void peri_cuda_pair_totals_kernel(
+    peri_cuda_pairs v, const peri_cuda_buffer_state *st, uint32_t n,
+    uint32_t cap, peri_cuda_totals *part, per_real *prio,
+    unsigned long long *status) {
+  uint32_t t = peri_cuda_thread_id(), T = peri_cuda_reduce_threads(n), k, count;
   unsigned int stale = 0, zero = 0, live = 0;
   unsigned long long mx = 0, bad = 0, added;
-  uint64_t id[PER_CUDAI_W_EACH];
-  uint32_t gen[PER_CUDAI_W_EACH];
-  float td[PER_CUDAI_W_EACH];
-  per_cudai_agg a;
+  uint64_t id[PERI_CUDA_VALUES_PER_THREAD];
+  uint32_t gen[PERI_CUDA_VALUES_PER_THREAD];
+  float td[PERI_CUDA_VALUES_PER_THREAD];
+  peri_cuda_totals a;
   if (t >= T) return;
   // Pair k < count of this thread is j = t + k T (k T < n - t: no
   // overflow). The loads first, all of them, then the generations they
   // name, so the thread waits for memory twice, not twice per pair.
   count = (n - t + T - 1) / T;
-  added = PER_CUDAI_LD(&st->added);
-  PER_CUDAI_UNROLL
-  for (k = 0; k < PER_CUDAI_W_EACH; ++k) {
+  added = PERI_CUDA_LD(&st->added);
+  PERI_CUDA_UNROLL
+  for (k = 0; k < PERI_CUDA_VALUES_PER_THREAD; ++k) {
     if (k >= count) break;
-    id[k] = PER_CUDAI_LD(&v.ids[t + k * T]);
-    td[k] = PER_CUDAI_LD(&v.td[t + k * T]);
+    id[k] = PERI_CUDA_LD(&v.ids[t + k * T]);
+    td[k] = PERI_CUDA_LD(&v.td[t + k * T]);
   }
-  PER_CUDAI_UNROLL
-  for (k = 0; k < PER_CUDAI_W_EACH; ++k) {
+  PERI_CUDA_UNROLL
+  for (k = 0; k < PERI_CUDA_VALUES_PER_THREAD; ++k) {
     if (k >= count) break;
-    gen[k] = (uint32_t)id[k] < cap ? PER_CUDAI_LD(&v.gen[(uint32_t)id[k]]) : 0u;
+    gen[k] = (uint32_t)id[k] < cap ? PERI_CUDA_LD(&v.gen[(uint32_t)id[k]]) : 0u;
   }
-  PER_CUDAI_UNROLL
-  for (k = 0; k < PER_CUDAI_W_EACH; ++k) {
+  PERI_CUDA_UNROLL
+  for (k = 0; k < PERI_CUDA_VALUES_PER_THREAD; ++k) {
     per_status s;
     if (k >= count) break;
     // per_buffer_update's checks, then liveness, on the values read
     s = peri_float_status(td[k]);
     if (s == PER_OK) s = peri_id_status_of(id[k], cap, 1, gen[k], added);
     if (s != PER_OK) {
-      if (!bad) bad = per_cudai_word(t + k * T, s); // the first is kept
+      if (!bad) bad = peri_cuda_status_word(t + k * T, s); // the first is kept
     } else if ((uint32_t)(id[k] >> 32) != gen[k]) {
       ++stale;
     } else {
       per_real p = peri_priority(td[k], v.eps, v.alpha);
-      unsigned long long b = (unsigned long long)per_cudai_to_bits(p);
-      PER_CUDAI_ST(&prio[t + k * T], p); // the tree update's value
+      unsigned long long b = (unsigned long long)peri_cuda_to_bits(p);
+      PERI_CUDA_ST(&prio[t + k * T], p); // the tree update's value
       live = 1;
       if (b > mx) mx = b;
       if (!(p > 0)) zero = 1;
@@ -873,22 +877,21 @@ static __global__ void per_cudai_k_b_agg(per_cudai_values v,
   a.maxbits = live ? mx : 0;
   a.stale = stale;
   a.zero = zero;
-  PER_CUDAI_ST(&part[t], a);
+  PERI_CUDA_ST(&part[t], a);
 }
 
 // The totals of part[first, first + count): stale counts added, the
 // largest pattern and the zero flag kept (a pattern of 0 is no live pair:
 // every live priority's pattern is above it or is +0, which adds nothing).
-static __device__ inline per_cudai_agg per_cudai_fold(const per_cudai_agg *part,
-                                                      uint32_t first,
-                                                      uint32_t count) {
-  per_cudai_agg a;
+static __device__ inline peri_cuda_totals peri_cuda_combine_totals(
+    const peri_cuda_totals *part, uint32_t first, uint32_t count) {
+  peri_cuda_totals a;
   uint32_t i;
   a.maxbits = 0;
   a.stale = 0;
   a.zero = 0;
   for (i = first; i < first + count; ++i) {
-    per_cudai_agg x = PER_CUDAI_LD(&part[i]);
+    peri_cuda_totals x = PERI_CUDA_LD(&part[i]);
     a.stale += x.stale;
     if (x.maxbits > a.maxbits) a.maxbits = x.maxbits;
     if (x.zero) a.zero = 1;
@@ -898,61 +901,61 @@ static __device__ inline per_cudai_agg per_cudai_fold(const per_cudai_agg *part,
 
 // update: thread u folds part[32u, 32u + 32) of the T partial totals into
 // part2[u].
-static __global__ void per_cudai_k_b_fold(const per_cudai_agg *part, uint32_t T,
-                                          per_cudai_agg *part2,
-                                          const unsigned long long *status) {
-  uint32_t u = per_cudai_thread_id(), first = u * PER_CUDAI_W_EACH;
-  if (first >= T || PER_CUDAI_LD(status)) return;
-  PER_CUDAI_ST(&part2[u],
-               per_cudai_fold(part, first,
-                              T - first < PER_CUDAI_W_EACH ? T - first
-                                                           : PER_CUDAI_W_EACH));
+static __global__ void peri_cuda_fold_totals_kernel(
+    const peri_cuda_totals *part, uint32_t T, peri_cuda_totals *part2,
+    const unsigned long long *status) {
+  uint32_t u = peri_cuda_thread_id(), first = u * PERI_CUDA_VALUES_PER_THREAD;
+  if (first >= T || PERI_CUDA_LD(status)) return;
+  PERI_CUDA_ST(&part2[u],
+               peri_cuda_combine_totals(part, first,
+                                        T - first < PERI_CUDA_VALUES_PER_THREAD
+                                            ? T - first
+                                            : PERI_CUDA_VALUES_PER_THREAD));
 }
 
 // update, one thread: the U folded totals into the state and *stale.
-static __global__ void per_cudai_k_b_updated(per_cudai_state *st,
-                                             const per_cudai_agg *part2,
-                                             uint32_t U, uint32_t *stale,
-                                             const unsigned long long *status) {
-  per_cudai_agg a;
+static __global__ void peri_cuda_apply_totals_kernel(
+    peri_cuda_buffer_state *st, const peri_cuda_totals *part2, uint32_t U,
+    uint32_t *stale, const unsigned long long *status) {
+  peri_cuda_totals a;
   per_real mx;
-  if (per_cudai_thread_id() != 0 || PER_CUDAI_LD(status)) return;
-  a = per_cudai_fold(part2, 0, U);
-  if (stale) PER_CUDAI_ST(stale, a.stale);
-  mx = per_cudai_from_bits((per_cudai_bits)a.maxbits);
-  if (mx > PER_CUDAI_LD(&st->max_leaf)) PER_CUDAI_ST(&st->max_leaf, mx);
-  if (a.zero) PER_CUDAI_ST(&st->zero_hint, 1u);
+  if (peri_cuda_thread_id() != 0 || PERI_CUDA_LD(status)) return;
+  a = peri_cuda_combine_totals(part2, 0, U);
+  if (stale) PERI_CUDA_ST(stale, a.stale);
+  mx = peri_cuda_from_bits((peri_cuda_bits)a.maxbits);
+  if (mx > PERI_CUDA_LD(&st->max_leaf)) PERI_CUDA_ST(&st->max_leaf, mx);
+  if (a.zero) PERI_CUDA_ST(&st->zero_hint, 1u);
 }
 
 // >>launchers
 // Blocks for n threads; no overflow for n up to UINT32_MAX (a sample's B).
-static uint32_t per_cudai_grid(uint32_t n) {
-  return n / PER_CUDAI_BLOCK + (n % PER_CUDAI_BLOCK != 0);
+static uint32_t peri_cuda_blocks_for(uint32_t n) {
+  return n / PERI_CUDA_BLOCK_THREADS + (n % PERI_CUDA_BLOCK_THREADS != 0);
 }
 
 // The cudaError_t behind the last PER_ERR_DEVICE of this thread.
-static thread_local int per_cudai_last_error = 0;
+static thread_local int peri_cuda_last_error = 0;
 
 // PER_OK for cudaSuccess; otherwise keep e for per_cuda_last_error and
 // return PER_ERR_DEVICE.
-static per_status per_cudai_device(cudaError_t e) {
+static per_status peri_cuda_device_status(cudaError_t e) {
   if (e == cudaSuccess) return PER_OK;
-  per_cudai_last_error = (int)e;
+  peri_cuda_last_error = (int)e;
   return PER_ERR_DEVICE;
 }
 
-static per_status per_cudai_launched(void) {
-  return per_cudai_device(cudaPeekAtLastError());
+static per_status peri_cuda_launch_status(void) {
+  return peri_cuda_device_status(cudaPeekAtLastError());
 }
 
 // p is NULL or aligned to `align` bytes: a misaligned atomic or vector
 // access is a sticky error of the whole CUDA context, so it is refused
 // on the host first.
-static int per_cudai_aligned(const void *p, size_t align) {
+static int peri_cuda_aligned(const void *p, size_t align) {
   return ((uintptr_t)p % align) == 0;
 }
 
-static per_status per_cudai_check_tree(const per_cuda_tree *t) {
+static per_status peri_cuda_check_tree(const per_cuda_tree *t) {
   uint32_t d, L;
   if (!t || !t->d_node) return PER_ERR_NULL;
   if (t->capacity == 0 || t->capacity > PER_MAX_CAPACITY)
@@ -963,8 +966,9 @@ static per_status per_cudai_check_tree(const per_cuda_tree *t) {
 }
 
 // The two-phase scratch protocol: PER_OK with *go = 0 for a size query.
-static per_status per_cudai_scratch(void *d_scratch, size_t *scratch_bytes,
-                                    size_t need, int *go) {
+static per_status peri_cuda_check_scratch(void *d_scratch,
+                                          size_t *scratch_bytes, size_t need,
+                                          int *go) {
   *go = 0;
   if (!scratch_bytes) return PER_ERR_NULL;
   if (!d_scratch) {
@@ -980,82 +984,86 @@ static per_status per_cudai_scratch(void *d_scratch, size_t *scratch_bytes,
 // already cleared): validate (when `validate`), claim, the groups. With
 // TD errors, prio (n values) receives the pairs' priorities in the claim
 // and the groups read them from there.
-static void per_cudai_enqueue_update(const per_cuda_tree *t, per_real *d_min,
-                                     per_cudai_values v, uint32_t n,
+static void peri_cuda_enqueue_update(const per_cuda_tree *t, per_real *d_min,
+                                     peri_cuda_pairs v, uint32_t n,
                                      int validate, uint32_t *win,
                                      per_real *prio,
                                      unsigned long long *d_status,
                                      per_cuda_stream stream) {
-  uint32_t g = per_cudai_grid(n), lv;
-  per_cudai_values vg = v;
+  uint32_t g = peri_cuda_blocks_for(n), lv;
+  peri_cuda_pairs vg = v;
   if (validate)
-    PER_CUDA_LAUNCH(per_cudai_k_validate, g, PER_CUDAI_BLOCK, stream, v, n,
-                    t->capacity, d_status);
-  PER_CUDA_LAUNCH(per_cudai_k_claim, g, PER_CUDAI_BLOCK, stream, t->d_node,
-                  t->leaves, v, n, v.td ? prio : (per_real *)NULL, d_status);
+    PER_CUDA_LAUNCH(peri_cuda_validate_pairs_kernel, g, PERI_CUDA_BLOCK_THREADS,
+                    stream, v, n, t->capacity, d_status);
+  PER_CUDA_LAUNCH(peri_cuda_claim_leaves_kernel, g, PERI_CUDA_BLOCK_THREADS,
+                  stream, t->d_node, t->leaves, v, n,
+                  v.td ? prio : (per_real *)NULL, d_status);
   if (v.td) {
     vg.td = NULL;
     vg.val = prio;
   }
-  for (lv = 1; lv <= per_cudai_groups(t->depth); ++lv) {
+  for (lv = 1; lv <= peri_cuda_group_count(t->depth); ++lv) {
     if (d_min)
-      PER_CUDA_LAUNCH(per_cudai_k_group<true>, g, PER_CUDAI_BLOCK, stream,
-                      t->d_node, d_min, t->leaves, t->depth, lv, vg, n,
-                      d_status, win);
+      PER_CUDA_LAUNCH(peri_cuda_recompute_levels_kernel<true>, g,
+                      PERI_CUDA_BLOCK_THREADS, stream, t->d_node, d_min,
+                      t->leaves, t->depth, lv, vg, n, d_status, win);
     else
-      PER_CUDA_LAUNCH(per_cudai_k_group<false>, g, PER_CUDAI_BLOCK, stream,
-                      t->d_node, d_min, t->leaves, t->depth, lv, vg, n,
-                      d_status, win);
+      PER_CUDA_LAUNCH(peri_cuda_recompute_levels_kernel<false>, g,
+                      PERI_CUDA_BLOCK_THREADS, stream, t->d_node, d_min,
+                      t->leaves, t->depth, lv, vg, n, d_status, win);
   }
 }
 
-static per_status per_cudai_update(const per_cuda_tree *t,
-                                   const uint32_t *d_idx, per_cudai_values v,
-                                   uint32_t n, void *d_scratch,
-                                   size_t *scratch_bytes,
-                                   unsigned long long *d_status,
-                                   per_cuda_stream stream) {
+static per_status peri_cuda_tree_update(const per_cuda_tree *t,
+                                        const uint32_t *d_idx,
+                                        peri_cuda_pairs v, uint32_t n,
+                                        void *d_scratch, size_t *scratch_bytes,
+                                        unsigned long long *d_status,
+                                        per_cuda_stream stream) {
   per_status s;
-  size_t win_bytes = per_cudai_round((size_t)n * sizeof(uint32_t));
-  size_t prio_bytes = v.td ? per_cudai_round((size_t)n * sizeof(per_real)) : 0;
+  size_t win_bytes = peri_cuda_round256((size_t)n * sizeof(uint32_t));
+  size_t prio_bytes =
+      v.td ? peri_cuda_round256((size_t)n * sizeof(per_real)) : 0;
   uint32_t *win = (uint32_t *)d_scratch;
   per_real *prio = (per_real *)((unsigned char *)d_scratch + win_bytes);
   int go;
-  if ((s = per_cudai_check_tree(t)) != PER_OK) return s;
+  if ((s = peri_cuda_check_tree(t)) != PER_OK) return s;
   if (n > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
-  s = per_cudai_scratch(d_scratch, scratch_bytes, win_bytes + prio_bytes, &go);
+  s = peri_cuda_check_scratch(d_scratch, scratch_bytes, win_bytes + prio_bytes,
+                              &go);
   if (s != PER_OK || !go) return s;
   if (!d_status) return PER_ERR_NULL;
   if (n > 0 && (!d_idx || (!v.val && !v.td))) return PER_ERR_NULL;
-  if (!per_cudai_aligned(d_status, sizeof *d_status) ||
-      !per_cudai_aligned(d_scratch, sizeof(uint32_t)) ||
-      !per_cudai_aligned(d_idx, sizeof *d_idx) ||
-      !per_cudai_aligned(v.val, sizeof *v.val) ||
-      !per_cudai_aligned(v.td, sizeof *v.td))
+  if (!peri_cuda_aligned(d_status, sizeof *d_status) ||
+      !peri_cuda_aligned(d_scratch, sizeof(uint32_t)) ||
+      !peri_cuda_aligned(d_idx, sizeof *d_idx) ||
+      !peri_cuda_aligned(v.val, sizeof *v.val) ||
+      !peri_cuda_aligned(v.td, sizeof *v.td))
     return PER_ERR_MEMORY;
-  s = per_cudai_device(cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  s = peri_cuda_device_status(
+      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
   if (s != PER_OK || n == 0) return s;
   v.idx = d_idx;
-  per_cudai_enqueue_update(t, NULL, v, n, 1, win, prio, d_status, stream);
-  return per_cudai_launched();
+  peri_cuda_enqueue_update(t, NULL, v, n, 1, win, prio, d_status, stream);
+  return peri_cuda_launch_status();
 }
 
 // >>launchers: replay buffer
 // The parts of a buffer's device memory, in order, each 256-byte aligned:
 // items, generations, ends, trajectory ids, tree, min tree, state, work.
-static size_t per_cudai_buffer_parts(const per_config *c, uint32_t max_batch,
+static size_t peri_cuda_buffer_parts(const per_config *c, uint32_t max_batch,
                                      size_t part[8]) {
   size_t total = 0, cap = c->capacity, tb = per_tree_bytes(c->capacity);
   int i;
   if (tb == 0 || cap * c->item_size / c->item_size != cap) return 0;
-  part[0] = per_cudai_round(cap * c->item_size);
-  part[1] = per_cudai_round(cap * sizeof(uint32_t));
-  part[2] = per_cudai_round(cap);
+  part[0] = peri_cuda_round256(cap * c->item_size);
+  part[1] = peri_cuda_round256(cap * sizeof(uint32_t));
+  part[2] = peri_cuda_round256(cap);
   part[3] = part[1];
-  part[4] = per_cudai_round(tb);
+  part[4] = peri_cuda_round256(tb);
   part[5] = (c->flags & PER_WEIGHTS_BUFFER_MAX) ? part[4] : 0;
-  part[6] = per_cudai_round(sizeof(per_cudai_state));
-  part[7] = per_cudai_work_bytes(max_batch);
+  part[6] = peri_cuda_round256(sizeof(peri_cuda_buffer_state));
+  part[7] = peri_cuda_workspace_bytes(max_batch);
   for (i = 0; i < 8; ++i) {
     if (total + part[i] < total) return 0;
     total += part[i];
@@ -1063,8 +1071,8 @@ static size_t per_cudai_buffer_parts(const per_config *c, uint32_t max_batch,
   return total;
 }
 
-static per_status per_cudai_buffer_config(const per_config *cfg,
-                                          uint32_t max_batch) {
+static per_status peri_cuda_check_buffer_config(const per_config *cfg,
+                                                uint32_t max_batch) {
   per_status s;
   if (!cfg) return PER_ERR_NULL;
   s = peri_config_check(cfg);
@@ -1075,39 +1083,42 @@ static per_status per_cudai_buffer_config(const per_config *cfg,
 }
 
 // 4-byte units when the item size and every base address allow them.
-static uint32_t per_cudai_unit(const per_cuda_buffer *b, const void *p) {
-  return (b->cfg.item_size % 4 == 0 && per_cudai_aligned(p, 4)) ? 4u : 1u;
+static uint32_t peri_cuda_copy_unit(const per_cuda_buffer *b, const void *p) {
+  return (b->cfg.item_size % 4 == 0 && peri_cuda_aligned(p, 4)) ? 4u : 1u;
 }
 
-static void per_cudai_rows(const per_cuda_buffer *b, void *dst, const void *src,
-                           const uint32_t *idx, uint32_t rows, uint32_t skip,
-                           int add, const unsigned long long *d_status,
-                           per_cuda_stream stream) {
-  uint32_t unit = per_cudai_unit(b, add ? src : dst);
+static void peri_cuda_copy_rows(const per_cuda_buffer *b, void *dst,
+                                const void *src, const uint32_t *idx,
+                                uint32_t rows, uint32_t skip, int add,
+                                const unsigned long long *d_status,
+                                per_cuda_stream stream) {
+  uint32_t unit = peri_cuda_copy_unit(b, add ? src : dst);
   uint32_t units = b->cfg.item_size / unit;
   uint64_t all = (uint64_t)rows * units;
-  uint64_t blocks = all / PER_CUDAI_BLOCK + (all % PER_CUDAI_BLOCK != 0);
-  per_cudai_state *st = (per_cudai_state *)b->d_state;
+  uint64_t blocks =
+      all / PERI_CUDA_BLOCK_THREADS + (all % PERI_CUDA_BLOCK_THREADS != 0);
+  peri_cuda_buffer_state *st = (peri_cuda_buffer_state *)b->d_state;
   if (blocks > (1u << 20)) blocks = 1u << 20; // the rest by the loop
   if (unit == 4)
-    PER_CUDA_LAUNCH(per_cudai_k_b_rows<uint32_t>, (uint32_t)blocks,
-                    PER_CUDAI_BLOCK, stream, (uint32_t *)dst,
-                    (const uint32_t *)src, (const per_cudai_state *)st, idx,
-                    rows, skip, units, b->cfg.capacity, add, d_status);
-  else
-    PER_CUDA_LAUNCH(per_cudai_k_b_rows<unsigned char>, (uint32_t)blocks,
-                    PER_CUDAI_BLOCK, stream, (unsigned char *)dst,
-                    (const unsigned char *)src, (const per_cudai_state *)st,
+    PER_CUDA_LAUNCH(peri_cuda_copy_rows_kernel<uint32_t>, (uint32_t)blocks,
+                    PERI_CUDA_BLOCK_THREADS, stream, (uint32_t *)dst,
+                    (const uint32_t *)src, (const peri_cuda_buffer_state *)st,
                     idx, rows, skip, units, b->cfg.capacity, add, d_status);
+  else
+    PER_CUDA_LAUNCH(peri_cuda_copy_rows_kernel<unsigned char>, (uint32_t)blocks,
+                    PERI_CUDA_BLOCK_THREADS, stream, (unsigned char *)dst,
+                    (const unsigned char *)src,
+                    (const peri_cuda_buffer_state *)st, idx, rows, skip, units,
+                    b->cfg.capacity, add, d_status);
 }
 
-static per_status per_cudai_check_buffer(const per_cuda_buffer *b) {
+static per_status peri_cuda_check_buffer(const per_cuda_buffer *b) {
   if (!b || !b->d_items || !b->d_state || !b->d_work) return PER_ERR_NULL;
-  return per_cudai_check_tree(&b->tree);
+  return peri_cuda_check_tree(&b->tree);
 }
 
 // A CPU buffer that can trade state with b.
-static per_status per_cudai_host_match(const per_cuda_buffer *b,
+static per_status peri_cuda_host_match(const per_cuda_buffer *b,
                                        const per_buffer *h) {
   if (!h || !h->items || !h->gen || !h->tree.node) return PER_ERR_NULL;
   if (h->cfg.capacity != b->cfg.capacity ||
@@ -1119,8 +1130,8 @@ static per_status per_cudai_host_match(const per_cuda_buffer *b,
 }
 
 // The state's copies between a CPU buffer and the device, in the order of
-// per_cudai_buffer_parts (items, gen, ends, traj, tree, min tree).
-static per_status per_cudai_buffer_copy(const per_cuda_buffer *b,
+// peri_cuda_buffer_parts (items, gen, ends, traj, tree, min tree).
+static per_status peri_cuda_buffer_copy(const per_cuda_buffer *b,
                                         const per_buffer *h, int up,
                                         per_cuda_stream stream) {
   size_t cap = b->cfg.capacity, tb = per_tree_bytes(b->cfg.capacity);
@@ -1142,7 +1153,7 @@ static per_status per_cudai_buffer_copy(const per_cuda_buffer *b,
                              stream)
            : cudaMemcpyAsync(host[i], dev[i], n[i], cudaMemcpyDeviceToHost,
                              stream);
-    if (e != cudaSuccess) return per_cudai_device(e);
+    if (e != cudaSuccess) return peri_cuda_device_status(e);
   }
   return PER_OK;
 }
@@ -1152,7 +1163,7 @@ extern "C" {
 
 PER_CUDA_DEF size_t per_cuda_real_bytes(void) { return sizeof(per_real); }
 
-PER_CUDA_DEF int per_cuda_last_error(void) { return per_cudai_last_error; }
+PER_CUDA_DEF int per_cuda_last_error(void) { return peri_cuda_last_error; }
 
 PER_CUDA_DEF size_t per_cuda_tree_bytes(uint32_t capacity) {
   return per_tree_bytes(capacity);
@@ -1177,15 +1188,16 @@ PER_CUDA_DEF per_status per_cuda_tree_init_mem(per_cuda_tree *t,
 
 PER_CUDA_DEF per_status per_cuda_tree_clear(const per_cuda_tree *t,
                                             per_cuda_stream stream) {
-  per_status s = per_cudai_check_tree(t);
+  per_status s = peri_cuda_check_tree(t);
   if (s != PER_OK) return s;
-  return per_cudai_device(
+  return peri_cuda_device_status(
       cudaMemsetAsync(t->d_node, 0, per_tree_bytes(t->capacity), stream));
 }
 
-static per_status per_cudai_copy(const per_cuda_tree *t, const per_tree *host,
-                                 int upload, per_cuda_stream stream) {
-  per_status s = per_cudai_check_tree(t);
+static per_status peri_cuda_tree_copy(const per_cuda_tree *t,
+                                      const per_tree *host, int upload,
+                                      per_cuda_stream stream) {
+  per_status s = peri_cuda_check_tree(t);
   cudaError_t e;
   size_t bytes;
   if (s != PER_OK) return s;
@@ -1199,19 +1211,19 @@ static per_status per_cudai_copy(const per_cuda_tree *t, const per_tree *host,
   else
     e = cudaMemcpyAsync(host->node, t->d_node, bytes, cudaMemcpyDeviceToHost,
                         stream);
-  return per_cudai_device(e);
+  return peri_cuda_device_status(e);
 }
 
 PER_CUDA_DEF per_status per_cuda_tree_upload(const per_cuda_tree *t,
                                              const per_tree *host,
                                              per_cuda_stream stream) {
-  return per_cudai_copy(t, host, 1, stream);
+  return peri_cuda_tree_copy(t, host, 1, stream);
 }
 
 PER_CUDA_DEF per_status per_cuda_tree_download(const per_cuda_tree *t,
                                                per_tree *host,
                                                per_cuda_stream stream) {
-  return per_cudai_copy(t, host, 0, stream);
+  return peri_cuda_tree_copy(t, host, 0, stream);
 }
 
 PER_CUDA_DEF per_status per_cuda_status_decode(unsigned long long word,
@@ -1226,8 +1238,8 @@ PER_CUDA_DEF per_status per_cuda_status_decode(unsigned long long word,
 PER_CUDA_DEF per_status per_cuda_status_clear(unsigned long long *d_status,
                                               per_cuda_stream stream) {
   if (!d_status) return PER_ERR_NULL;
-  if (!per_cudai_aligned(d_status, sizeof *d_status)) return PER_ERR_MEMORY;
-  return per_cudai_device(
+  if (!peri_cuda_aligned(d_status, sizeof *d_status)) return PER_ERR_MEMORY;
+  return peri_cuda_device_status(
       cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
 }
 
@@ -1235,14 +1247,14 @@ PER_CUDA_DEF per_status per_cuda_tree_set_batch(
     const per_cuda_tree *t, const uint32_t *d_idx, const per_real *d_val,
     uint32_t n, void *d_scratch, size_t *scratch_bytes,
     unsigned long long *d_status, per_cuda_stream stream) {
-  per_cudai_values v = per_cudai_values_none();
+  peri_cuda_pairs v = peri_cuda_pairs_none();
   v.val = d_val;
-  return per_cudai_update(t, d_idx, v, n, d_scratch, scratch_bytes, d_status,
-                          stream);
+  return peri_cuda_tree_update(t, d_idx, v, n, d_scratch, scratch_bytes,
+                               d_status, stream);
 }
 
 // x is finite and >= 0 (read from the bits: immune to -ffast-math).
-static int per_cudai_nonneg_finite(double x) {
+static int peri_cuda_nonneg_finite(double x) {
   return peri_dfinite(x) && x >= 0;
 }
 
@@ -1251,38 +1263,39 @@ per_cuda_tree_set_td(const per_cuda_tree *t, const uint32_t *d_idx,
                      const float *d_td, uint32_t n, double eps, double alpha,
                      void *d_scratch, size_t *scratch_bytes,
                      unsigned long long *d_status, per_cuda_stream stream) {
-  per_cudai_values v = per_cudai_values_none();
-  if (!per_cudai_nonneg_finite(eps) || !per_cudai_nonneg_finite(alpha))
+  peri_cuda_pairs v = peri_cuda_pairs_none();
+  if (!peri_cuda_nonneg_finite(eps) || !peri_cuda_nonneg_finite(alpha))
     return PER_ERR_ARG;
   v.td = d_td;
   v.eps = eps;
   v.alpha = alpha;
-  return per_cudai_update(t, d_idx, v, n, d_scratch, scratch_bytes, d_status,
-                          stream);
+  return peri_cuda_tree_update(t, d_idx, v, n, d_scratch, scratch_bytes,
+                               d_status, stream);
 }
 
 PER_CUDA_DEF per_status per_cuda_tree_sample(
     const per_cuda_tree *t, uint64_t seed, uint64_t counter,
     unsigned long long *d_counter, uint32_t B, uint32_t *d_idx, per_real *d_val,
     unsigned long long *d_status, per_cuda_stream stream) {
-  per_status s = per_cudai_check_tree(t);
+  per_status s = peri_cuda_check_tree(t);
   if (s != PER_OK) return s;
   if (!d_idx || !d_status) return PER_ERR_NULL;
   if (B == 0) return PER_ERR_BATCH;
-  if (!per_cudai_aligned(d_status, sizeof *d_status) ||
-      !per_cudai_aligned(d_counter, sizeof *d_counter) ||
-      !per_cudai_aligned(d_idx, sizeof *d_idx) ||
-      !per_cudai_aligned(d_val, sizeof *d_val))
+  if (!peri_cuda_aligned(d_status, sizeof *d_status) ||
+      !peri_cuda_aligned(d_counter, sizeof *d_counter) ||
+      !peri_cuda_aligned(d_idx, sizeof *d_idx) ||
+      !peri_cuda_aligned(d_val, sizeof *d_val))
     return PER_ERR_MEMORY;
-  s = per_cudai_device(cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  s = peri_cuda_device_status(
+      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
   if (s != PER_OK) return s;
-  PER_CUDA_LAUNCH(per_cudai_k_sample, per_cudai_grid(B), PER_CUDAI_BLOCK,
-                  stream, t->d_node, t->leaves, seed, counter, d_counter, B,
-                  d_idx, d_val, d_status);
+  PER_CUDA_LAUNCH(peri_cuda_sample_strata_kernel, peri_cuda_blocks_for(B),
+                  PERI_CUDA_BLOCK_THREADS, stream, t->d_node, t->leaves, seed,
+                  counter, d_counter, B, d_idx, d_val, d_status);
   if (d_counter)
-    PER_CUDA_LAUNCH(per_cudai_k_advance, 1u, 1u, stream, d_counter, B,
-                    d_status);
-  return per_cudai_launched();
+    PER_CUDA_LAUNCH(peri_cuda_advance_counter_kernel, 1u, 1u, stream, d_counter,
+                    B, d_status);
+  return peri_cuda_launch_status();
 }
 
 PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
@@ -1291,41 +1304,45 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
                                             size_t *scratch_bytes,
                                             unsigned long long *d_status,
                                             per_cuda_stream stream) {
-  per_cudai_bits *minbits = (per_cudai_bits *)d_scratch;
+  peri_cuda_bits *minbits = (peri_cuda_bits *)d_scratch;
   per_status s;
   uint32_t g;
   int go;
   if (B == 0 || B > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
-  if (!per_cudai_nonneg_finite(beta)) return PER_ERR_ARG;
-  s = per_cudai_scratch(d_scratch, scratch_bytes, per_cudai_round(0), &go);
+  if (!peri_cuda_nonneg_finite(beta)) return PER_ERR_ARG;
+  s = peri_cuda_check_scratch(d_scratch, scratch_bytes, peri_cuda_round256(0),
+                              &go);
   if (s != PER_OK || !go) return s;
   if (!d_val || !d_w || !d_status) return PER_ERR_NULL;
-  if (!per_cudai_aligned(d_status, sizeof *d_status) ||
-      !per_cudai_aligned(minbits, sizeof *minbits) ||
-      !per_cudai_aligned(d_val, sizeof *d_val) ||
-      !per_cudai_aligned(d_w, sizeof *d_w))
+  if (!peri_cuda_aligned(d_status, sizeof *d_status) ||
+      !peri_cuda_aligned(minbits, sizeof *minbits) ||
+      !peri_cuda_aligned(d_val, sizeof *d_val) ||
+      !peri_cuda_aligned(d_w, sizeof *d_w))
     return PER_ERR_MEMORY;
   // minbits starts above every valid pattern (all ones: a negative NaN)
-  s = per_cudai_device(cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  s = peri_cuda_device_status(
+      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
   if (s == PER_OK)
-    s = per_cudai_device(
+    s = peri_cuda_device_status(
         cudaMemsetAsync(minbits, 0xFF, sizeof *minbits, stream));
   if (s != PER_OK) return s;
-  g = per_cudai_grid(B);
-  PER_CUDA_LAUNCH(per_cudai_k_w_min, per_cudai_grid(per_cudai_w_threads(B)),
-                  PER_CUDAI_BLOCK, stream, (const per_cudai_plan *)NULL, d_val,
-                  B, minbits, d_status);
-  PER_CUDA_LAUNCH(per_cudai_k_w_apply, g, PER_CUDAI_BLOCK, stream,
-                  (const per_cudai_plan *)NULL, d_val, B, beta, d_w,
-                  (const per_cudai_bits *)minbits, d_status);
-  return per_cudai_launched();
+  g = peri_cuda_blocks_for(B);
+  PER_CUDA_LAUNCH(peri_cuda_batch_min_kernel,
+                  peri_cuda_blocks_for(peri_cuda_reduce_threads(B)),
+                  PERI_CUDA_BLOCK_THREADS, stream,
+                  (const peri_cuda_sample_plan *)NULL, d_val, B, minbits,
+                  d_status);
+  PER_CUDA_LAUNCH(peri_cuda_is_weights_kernel, g, PERI_CUDA_BLOCK_THREADS,
+                  stream, (const peri_cuda_sample_plan *)NULL, d_val, B, beta,
+                  d_w, (const peri_cuda_bits *)minbits, d_status);
+  return peri_cuda_launch_status();
 }
 
 PER_CUDA_DEF size_t per_cuda_buffer_bytes(const per_config *cfg,
                                           uint32_t max_batch) {
   size_t part[8];
-  if (per_cudai_buffer_config(cfg, max_batch) != PER_OK) return 0;
-  return per_cudai_buffer_parts(cfg, max_batch, part);
+  if (peri_cuda_check_buffer_config(cfg, max_batch) != PER_OK) return 0;
+  return peri_cuda_buffer_parts(cfg, max_batch, part);
 }
 
 PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
@@ -1335,16 +1352,16 @@ PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
                                                  per_cuda_stream stream) {
   size_t part[8], need;
   unsigned char *p = (unsigned char *)d_mem;
-  per_cudai_state st;
+  peri_cuda_buffer_state st;
   per_status s;
   uint32_t L;
   if (!b) return PER_ERR_NULL;
   memset(b, 0, sizeof *b);
-  if ((s = per_cudai_buffer_config(cfg, max_batch)) != PER_OK) return s;
+  if ((s = peri_cuda_check_buffer_config(cfg, max_batch)) != PER_OK) return s;
   if (!d_mem) return PER_ERR_NULL;
-  need = per_cudai_buffer_parts(cfg, max_batch, part);
+  need = peri_cuda_buffer_parts(cfg, max_batch, part);
   if (need == 0) return PER_ERR_CAPACITY;
-  if (bytes < need || !per_cudai_aligned(d_mem, 256)) return PER_ERR_MEMORY;
+  if (bytes < need || !peri_cuda_aligned(d_mem, 256)) return PER_ERR_MEMORY;
   b->cfg = *cfg;
   b->max_batch = max_batch;
   b->d_items = p;
@@ -1358,7 +1375,8 @@ PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
   b->d_work = p + part[6];
   // everything but the min tree and the state is zero when empty
   if (s == PER_OK)
-    s = per_cudai_device(cudaMemsetAsync(d_mem, 0, need - part[7], stream));
+    s = peri_cuda_device_status(
+        cudaMemsetAsync(d_mem, 0, need - part[7], stream));
   if (s != PER_OK) {
     memset(b, 0, sizeof *b);
     return s;
@@ -1367,9 +1385,10 @@ PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
   per_rng_init(&st.rng, cfg->seed);
   st.max_leaf = cfg->alpha == 0 ? (per_real)1 : (per_real)cfg->max_priority;
   L = b->tree.leaves;
-  PER_CUDA_LAUNCH(per_cudai_k_b_set_state, per_cudai_grid(L), PER_CUDAI_BLOCK,
-                  stream, (per_cudai_state *)b->d_state, st, b->d_min_node, L);
-  s = per_cudai_launched();
+  PER_CUDA_LAUNCH(peri_cuda_set_state_kernel, peri_cuda_blocks_for(L),
+                  PERI_CUDA_BLOCK_THREADS, stream,
+                  (peri_cuda_buffer_state *)b->d_state, st, b->d_min_node, L);
+  s = peri_cuda_launch_status();
   if (s != PER_OK) memset(b, 0, sizeof *b);
   return s;
 }
@@ -1380,92 +1399,98 @@ PER_CUDA_DEF per_status per_cuda_buffer_add_batch(const per_cuda_buffer *b,
                                                   const uint8_t *d_ends,
                                                   unsigned long long *d_status,
                                                   per_cuda_stream stream) {
-  per_status s = per_cudai_check_buffer(b);
-  per_cudai_state *st;
-  per_cudai_work w;
-  per_cudai_values v = per_cudai_values_none();
+  per_status s = peri_cuda_check_buffer(b);
+  peri_cuda_buffer_state *st;
+  peri_cuda_workspace w;
+  peri_cuda_pairs v = peri_cuda_pairs_none();
   uint32_t cap, keep;
   if (s != PER_OK) return s;
   if (!d_status || (n > 0 && !d_items)) return PER_ERR_NULL;
   if (n > b->max_batch) return PER_ERR_BATCH;
-  if (!per_cudai_aligned(d_status, sizeof *d_status)) return PER_ERR_MEMORY;
-  s = per_cudai_device(cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  if (!peri_cuda_aligned(d_status, sizeof *d_status)) return PER_ERR_MEMORY;
+  s = peri_cuda_device_status(
+      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
   if (s != PER_OK || n == 0) return s;
-  st = (per_cudai_state *)b->d_state;
-  w = per_cudai_work_of(b);
+  st = (peri_cuda_buffer_state *)b->d_state;
+  w = peri_cuda_workspace_of(b);
   cap = b->cfg.capacity;
   keep = n < cap ? n : cap;
   if (d_ends)
-    PER_CUDA_LAUNCH(per_cudai_k_b_ends, per_cudai_grid(n), PER_CUDAI_BLOCK,
-                    stream, d_ends, n, d_status);
-  PER_CUDA_LAUNCH(per_cudai_k_b_slots, per_cudai_grid(keep), PER_CUDAI_BLOCK,
-                  stream, (const per_cudai_state *)st, b->d_gen, b->d_traj,
+    PER_CUDA_LAUNCH(peri_cuda_check_ends_kernel, peri_cuda_blocks_for(n),
+                    PERI_CUDA_BLOCK_THREADS, stream, d_ends, n, d_status);
+  PER_CUDA_LAUNCH(peri_cuda_fill_slots_kernel, peri_cuda_blocks_for(keep),
+                  PERI_CUDA_BLOCK_THREADS, stream,
+                  (const peri_cuda_buffer_state *)st, b->d_gen, b->d_traj,
                   b->d_ends, d_ends, w.idx, n, cap,
                   (const unsigned long long *)d_status);
-  per_cudai_rows(b, b->d_items, d_items, NULL, keep, n - keep, 1, d_status,
-                 stream);
+  peri_cuda_copy_rows(b, b->d_items, d_items, NULL, keep, n - keep, 1, d_status,
+                      stream);
   v.idx = w.idx;
   v.one = &st->max_leaf;
-  per_cudai_enqueue_update(&b->tree, b->d_min_node, v, keep, 0, w.win, NULL,
+  peri_cuda_enqueue_update(&b->tree, b->d_min_node, v, keep, 0, w.win, NULL,
                            d_status, stream);
-  PER_CUDA_LAUNCH(per_cudai_k_b_added, 1u, 1u, stream, st, n, cap,
+  PER_CUDA_LAUNCH(peri_cuda_record_add_kernel, 1u, 1u, stream, st, n, cap,
                   (const unsigned long long *)d_status);
-  return per_cudai_launched();
+  return peri_cuda_launch_status();
 }
 
 PER_CUDA_DEF per_status per_cuda_buffer_sample(
     const per_cuda_buffer *b, uint32_t B, const per_sample_opts *opts,
     void *d_items_out, uint64_t *d_ids, float *d_weights,
     unsigned long long *d_status, per_cuda_stream stream) {
-  per_status s = per_cudai_check_buffer(b);
+  per_status s = peri_cuda_check_buffer(b);
   uint32_t flags = opts ? opts->flags : 0, g;
   double beta = 0;
-  per_cudai_work w;
-  per_cudai_state *st;
+  peri_cuda_workspace w;
+  peri_cuda_buffer_state *st;
   if (s != PER_OK) return s;
   if (flags & ~(uint32_t)(PER_SAMPLE_BETA | PER_SAMPLE_TRAJECTORIES))
     return PER_ERR_ARG;
   if (flags & PER_SAMPLE_BETA) {
     beta = opts->beta;
-    if (!per_cudai_nonneg_finite(beta)) return PER_ERR_ARG;
+    if (!peri_cuda_nonneg_finite(beta)) return PER_ERR_ARG;
   }
   if (B == 0 || B > b->max_batch) return PER_ERR_BATCH;
   if (!d_status) return PER_ERR_NULL;
-  if (!per_cudai_aligned(d_status, sizeof *d_status) ||
-      !per_cudai_aligned(d_ids, sizeof *d_ids) ||
-      !per_cudai_aligned(d_weights, sizeof *d_weights))
+  if (!peri_cuda_aligned(d_status, sizeof *d_status) ||
+      !peri_cuda_aligned(d_ids, sizeof *d_ids) ||
+      !peri_cuda_aligned(d_weights, sizeof *d_weights))
     return PER_ERR_MEMORY;
-  w = per_cudai_work_of(b);
-  st = (per_cudai_state *)b->d_state;
-  s = per_cudai_device(cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  w = peri_cuda_workspace_of(b);
+  st = (peri_cuda_buffer_state *)b->d_state;
+  s = peri_cuda_device_status(
+      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
   if (s == PER_OK)
-    s = per_cudai_device(
+    s = peri_cuda_device_status(
         cudaMemsetAsync(w.minbits, 0xFF, sizeof *w.minbits, stream));
   if (s != PER_OK) return s;
-  g = per_cudai_grid(B);
+  g = peri_cuda_blocks_for(B);
   PER_CUDA_LAUNCH(
-      per_cudai_k_b_plan, 1u, 1u, stream, st, b->cfg, b->cfg.capacity,
+      peri_cuda_plan_sample_kernel, 1u, 1u, stream, st, b->cfg, b->cfg.capacity,
       b->tree.leaves, (const per_real *)b->tree.d_node,
       (const per_real *)b->d_min_node, (const uint32_t *)b->d_traj, B, flags,
       beta, opts ? opts->window : 0u, w.plan, w.idx, d_status);
-  PER_CUDA_LAUNCH(per_cudai_k_b_draw, g, PER_CUDAI_BLOCK, stream,
-                  (const per_cudai_plan *)w.plan,
+  PER_CUDA_LAUNCH(peri_cuda_draw_batch_kernel, g, PERI_CUDA_BLOCK_THREADS,
+                  stream, (const peri_cuda_sample_plan *)w.plan,
                   (const per_real *)b->tree.d_node, b->tree.leaves,
                   (const uint32_t *)b->d_gen, B, w.idx, w.val, d_ids, d_weights,
                   (const unsigned long long *)d_status);
   if (d_weights) {
-    PER_CUDA_LAUNCH(per_cudai_k_w_min, per_cudai_grid(per_cudai_w_threads(B)),
-                    PER_CUDAI_BLOCK, stream, (const per_cudai_plan *)w.plan,
+    PER_CUDA_LAUNCH(peri_cuda_batch_min_kernel,
+                    peri_cuda_blocks_for(peri_cuda_reduce_threads(B)),
+                    PERI_CUDA_BLOCK_THREADS, stream,
+                    (const peri_cuda_sample_plan *)w.plan,
                     (const per_real *)w.val, B, w.minbits, d_status);
-    PER_CUDA_LAUNCH(per_cudai_k_w_apply, g, PER_CUDAI_BLOCK, stream,
-                    (const per_cudai_plan *)w.plan, (const per_real *)w.val, B,
-                    0.0, d_weights, (const per_cudai_bits *)w.minbits,
+    PER_CUDA_LAUNCH(peri_cuda_is_weights_kernel, g, PERI_CUDA_BLOCK_THREADS,
+                    stream, (const peri_cuda_sample_plan *)w.plan,
+                    (const per_real *)w.val, B, 0.0, d_weights,
+                    (const peri_cuda_bits *)w.minbits,
                     (const unsigned long long *)d_status);
   }
   if (d_items_out)
-    per_cudai_rows(b, d_items_out, b->d_items, w.idx, B, 0, 0, d_status,
-                   stream);
-  return per_cudai_launched();
+    peri_cuda_copy_rows(b, d_items_out, b->d_items, w.idx, B, 0, 0, d_status,
+                        stream);
+  return peri_cuda_launch_status();
 }
 
 PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
@@ -1474,58 +1499,62 @@ PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
                                                uint32_t *d_stale,
                                                unsigned long long *d_status,
                                                per_cuda_stream stream) {
-  per_status s = per_cudai_check_buffer(b);
-  per_cudai_values v = per_cudai_values_none();
-  per_cudai_state *st;
-  per_cudai_work w;
+  per_status s = peri_cuda_check_buffer(b);
+  peri_cuda_pairs v = peri_cuda_pairs_none();
+  peri_cuda_buffer_state *st;
+  peri_cuda_workspace w;
   uint32_t T, U;
   if (s != PER_OK) return s;
   if (!d_status || (n > 0 && (!d_ids || !d_td))) return PER_ERR_NULL;
   if (n > b->max_batch) return PER_ERR_BATCH;
-  if (!per_cudai_aligned(d_status, sizeof *d_status) ||
-      !per_cudai_aligned(d_ids, sizeof *d_ids) ||
-      !per_cudai_aligned(d_td, sizeof *d_td) ||
-      !per_cudai_aligned(d_stale, sizeof *d_stale))
+  if (!peri_cuda_aligned(d_status, sizeof *d_status) ||
+      !peri_cuda_aligned(d_ids, sizeof *d_ids) ||
+      !peri_cuda_aligned(d_td, sizeof *d_td) ||
+      !peri_cuda_aligned(d_stale, sizeof *d_stale))
     return PER_ERR_MEMORY;
-  w = per_cudai_work_of(b);
-  st = (per_cudai_state *)b->d_state;
-  s = per_cudai_device(cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  w = peri_cuda_workspace_of(b);
+  st = (peri_cuda_buffer_state *)b->d_state;
+  s = peri_cuda_device_status(
+      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
   if (s == PER_OK && n == 0 && d_stale)
-    s = per_cudai_device(cudaMemsetAsync(d_stale, 0, sizeof *d_stale, stream));
+    s = peri_cuda_device_status(
+        cudaMemsetAsync(d_stale, 0, sizeof *d_stale, stream));
   if (s != PER_OK || n == 0) return s;
   v.ids = d_ids;
   v.gen = b->d_gen;
   v.td = d_td;
   v.eps = b->cfg.eps;
   v.alpha = b->cfg.alpha;
-  T = per_cudai_w_threads(n);
-  U = per_cudai_w_threads(T);
-  PER_CUDA_LAUNCH(per_cudai_k_b_agg, per_cudai_grid(T), PER_CUDAI_BLOCK, stream,
-                  v, (const per_cudai_state *)st, n, b->cfg.capacity, w.part,
-                  w.val, d_status);
+  T = peri_cuda_reduce_threads(n);
+  U = peri_cuda_reduce_threads(T);
+  PER_CUDA_LAUNCH(peri_cuda_pair_totals_kernel, peri_cuda_blocks_for(T),
+                  PERI_CUDA_BLOCK_THREADS, stream, v,
+                  (const peri_cuda_buffer_state *)st, n, b->cfg.capacity,
+                  w.part, w.val, d_status);
   // the tree update takes the priorities the checks computed (one pow a
   // pair), not the TD errors
   v.td = NULL;
   v.val = w.val;
-  per_cudai_enqueue_update(&b->tree, b->d_min_node, v, n, 0, w.win, NULL,
+  peri_cuda_enqueue_update(&b->tree, b->d_min_node, v, n, 0, w.win, NULL,
                            d_status, stream);
-  PER_CUDA_LAUNCH(per_cudai_k_b_fold, per_cudai_grid(U), PER_CUDAI_BLOCK,
-                  stream, (const per_cudai_agg *)w.part, T, w.part2,
+  PER_CUDA_LAUNCH(peri_cuda_fold_totals_kernel, peri_cuda_blocks_for(U),
+                  PERI_CUDA_BLOCK_THREADS, stream,
+                  (const peri_cuda_totals *)w.part, T, w.part2,
                   (const unsigned long long *)d_status);
-  PER_CUDA_LAUNCH(per_cudai_k_b_updated, 1u, 1u, stream, st,
-                  (const per_cudai_agg *)w.part2, U, d_stale,
+  PER_CUDA_LAUNCH(peri_cuda_apply_totals_kernel, 1u, 1u, stream, st,
+                  (const peri_cuda_totals *)w.part2, U, d_stale,
                   (const unsigned long long *)d_status);
-  return per_cudai_launched();
+  return peri_cuda_launch_status();
 }
 
 PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
                                                const per_buffer *host,
                                                per_cuda_stream stream) {
-  per_status s = per_cudai_check_buffer(b);
-  per_cudai_state st;
+  per_status s = peri_cuda_check_buffer(b);
+  peri_cuda_buffer_state st;
   if (s != PER_OK) return s;
-  if ((s = per_cudai_host_match(b, host)) != PER_OK) return s;
-  s = per_cudai_buffer_copy(b, host, 1, stream);
+  if ((s = peri_cuda_host_match(b, host)) != PER_OK) return s;
+  s = peri_cuda_buffer_copy(b, host, 1, stream);
   if (s != PER_OK) return s;
   memset(&st, 0, sizeof st);
   st.rng = host->rng;
@@ -1536,9 +1565,10 @@ PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
   st.size = host->size;
   st.pos = host->pos;
   st.zero_hint = host->zero_hint;
-  PER_CUDA_LAUNCH(per_cudai_k_b_set_state, 1u, 1u, stream,
-                  (per_cudai_state *)b->d_state, st, (per_real *)NULL, 0u);
-  s = per_cudai_launched();
+  PER_CUDA_LAUNCH(peri_cuda_set_state_kernel, 1u, 1u, stream,
+                  (peri_cuda_buffer_state *)b->d_state, st, (per_real *)NULL,
+                  0u);
+  s = peri_cuda_launch_status();
   if (s == PER_OK) b->cfg = host->cfg;
   return s;
 }
@@ -1546,16 +1576,16 @@ PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
 PER_CUDA_DEF per_status per_cuda_buffer_download(const per_cuda_buffer *b,
                                                  per_buffer *host,
                                                  per_cuda_stream stream) {
-  per_status s = per_cudai_check_buffer(b);
-  per_cudai_state st;
+  per_status s = peri_cuda_check_buffer(b);
+  peri_cuda_buffer_state st;
   uint32_t i;
   if (s != PER_OK) return s;
-  if ((s = per_cudai_host_match(b, host)) != PER_OK) return s;
-  s = per_cudai_buffer_copy(b, host, 0, stream);
+  if ((s = peri_cuda_host_match(b, host)) != PER_OK) return s;
+  s = peri_cuda_buffer_copy(b, host, 0, stream);
   if (s == PER_OK)
-    s = per_cudai_device(cudaMemcpyAsync(&st, b->d_state, sizeof st,
-                                         cudaMemcpyDeviceToHost, stream));
-  if (s == PER_OK) s = per_cudai_device(cudaStreamSynchronize(stream));
+    s = peri_cuda_device_status(cudaMemcpyAsync(
+        &st, b->d_state, sizeof st, cudaMemcpyDeviceToHost, stream));
+  if (s == PER_OK) s = peri_cuda_device_status(cudaStreamSynchronize(stream));
   if (s != PER_OK) return s;
   host->cfg = b->cfg;
   host->rng = st.rng;

@@ -25,6 +25,24 @@ nvcc, src = sys.argv[1], sys.argv[2]
 args = [a for a in sys.argv[3:]
         if not a.startswith('-gencode') and not a.startswith('arch=')
         and a not in ('-Werror', 'all-warnings')]
+
+
+def kernel_name(mangled):
+    """The kernel's name from its mangled one: _Z<length><name>, then the
+    template argument of the templated kernels (a bool or an integer
+    type); anything else as it is."""
+    m = re.match(r'_Z(\d+)', mangled)
+    if not m:
+        return mangled
+    end = m.end() + int(m.group(1))
+    name = mangled[m.end():end]
+    t = re.match(r'I(Lb[01]E|[a-z])E', mangled[end:])
+    if t:
+        name += '<%s>' % {'Lb1E': 'true', 'Lb0E': 'false', 'j': 'uint32_t',
+                          'h': 'unsigned char'}.get(t.group(1), t.group(1))
+    return name
+
+
 bad = 0
 for arch, real in [(a, r) for a in ('80', '90') for r in ('double', 'float')]:
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,9 +96,8 @@ for arch, real in [(a, r) for a in ('80', '90') for r in ('double', 'float')]:
         calls = [c for c in calls if 'pow' not in c]
         if calls:
             problems.append('calls ' + ','.join(calls))
-        short = re.sub(r'^_Z\d+', '', name)[:32]
-        print('sm_%s %-6s %-32s atomics %-12s %s' % (
-            arch, real, short, ','.join(atoms) or '-',
+        print('sm_%s %-6s %-42s atomics %-8s %s' % (
+            arch, real, kernel_name(name), ','.join(atoms) or '-',
             'NOT OK: ' + ', '.join(problems) if problems else 'OK'))
         bad += bool(problems)
 print('check_ptx: %s' % ('NOT OK' if bad else 'OK'))

@@ -14,7 +14,7 @@
 //     unsigned long long, atomicAdd on unsigned int (memcpy on the target,
 //     so any object may be the target);
 //   - a race detector: per_cuda.cu's kernels access device memory through
-//     PER_CUDAI_LD / PER_CUDAI_ST, which the shim defines to log every
+//     PERI_CUDA_LD / PERI_CUDA_ST, which the shim defines to log every
 //     plain load, plain store and atomic of the running thread. Two
 //     different threads of one launch conflict when one stores and the
 //     other touches the same location in any way, or one loads plainly
@@ -209,8 +209,8 @@ static inline void per_shim_st(T *p, typename per_shim_same<T>::type v) {
   per_shim_note(p, sizeof *p, PER_SHIM_ST);
   *p = v;
 }
-#define PER_CUDAI_LD(p) per_shim_ld(p)
-#define PER_CUDAI_ST(p, v) per_shim_st((p), (v))
+#define PERI_CUDA_LD(p) per_shim_ld(p)
+#define PERI_CUDA_ST(p, v) per_shim_st((p), (v))
 
 // Pointer arguments of a kernel must be NULL or device memory.
 template <typename T> static inline void per_shim_arg(T *p) {

@@ -15,25 +15,25 @@
 
 // The race detector catches what a loop of whole threads would hide.
 static __global__ void host_k_store_same(uint32_t *x) {
-  PER_CUDAI_ST(&x[0], (uint32_t)threadIdx.x); // every thread: one location
+  PERI_CUDA_ST(&x[0], (uint32_t)threadIdx.x); // every thread: one location
 }
 static __global__ void host_k_load_vs_atomic(unsigned int *x) {
-  if (threadIdx.x == 0) (void)PER_CUDAI_LD(&x[0]);
+  if (threadIdx.x == 0) (void)PERI_CUDA_LD(&x[0]);
   else atomicMax(&x[0], 1u);
 }
 static __global__ void host_k_private(unsigned int *x, unsigned int *m) {
   unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
-  PER_CUDAI_ST(&x[t], 1u); // each thread its own location,
-  (void)PER_CUDAI_LD(&x[t]);
+  PERI_CUDA_ST(&x[t], 1u); // each thread its own location,
+  (void)PERI_CUDA_LD(&x[t]);
   atomicMax(m, t); // shared ones only atomically
   atomicCAS(m, 0u, 0u);
 }
 static __global__ void host_k_read(const unsigned int *x) {
-  (void)PER_CUDAI_LD(&x[0]);
+  (void)PERI_CUDA_LD(&x[0]);
 }
 static __global__ void host_k_overlap(const double *v, float *w) {
-  (void)PER_CUDAI_LD(&v[threadIdx.x]); // w[1] is half of v[0]
-  PER_CUDAI_ST(&w[threadIdx.x], 1.0f);
+  (void)PERI_CUDA_LD(&v[threadIdx.x]); // w[1] is half of v[0]
+  PERI_CUDA_ST(&w[threadIdx.x], 1.0f);
 }
 
 static void host_case_race_detector(void) {
@@ -88,10 +88,10 @@ static void host_case_launches(void) {
     t0 = per_shim_threads;
     CHECK_OK(per_cuda_tree_set_batch(&d.t, b.d_idx, b.d_val, n, b.d_scratch,
                                      &sb, b.d_status, cc_stream));
-    // validate, claim and one launch per group of PER_CUDAI_GROUP levels
-    CHECK_EQ_U(per_shim_launches - l0, 2 + per_cudai_groups(d.t.depth));
+    // validate, claim and one launch per group of PERI_CUDA_GROUP_LEVELS levels
+    CHECK_EQ_U(per_shim_launches - l0, 2 + peri_cuda_group_count(d.t.depth));
     CHECK_EQ_U(per_shim_threads - t0,
-               (2 + per_cudai_groups(d.t.depth)) * 512ull);
+               (2 + peri_cuda_group_count(d.t.depth)) * 512ull);
     l0 = per_shim_launches;
     CHECK_OK(per_cuda_tree_sample(&d.t, 1, 2, NULL, 64, b.d_idx, NULL,
                                   b.d_status, cc_stream));
@@ -159,7 +159,7 @@ static void host_case_update_targets(void) {
 static void host_case_buffer_step(void) {
   const uint32_t C = 1u << 20, B = 4096;
   per_config cfg = per_config_default(C, 8);
-  uint32_t G = per_cudai_groups(20), j, k;
+  uint32_t G = peri_cuda_group_count(20), j, k;
   cb_dev d;
   cb_host h;
   per_buffer cpu;
@@ -221,9 +221,9 @@ static void host_case_buffer_step(void) {
   cb_host_free(&h);
 }
 
-// The IS weights' minimum takes one atomicMin per PER_CUDAI_W_EACH values
-// (not one per value), and a sample of an empty tree reports its status
-// with one store (not B atomics).
+// The IS weights' minimum takes one atomicMin per
+// PERI_CUDA_VALUES_PER_THREAD values (not one per value), and a sample of
+// an empty tree reports its status with one store (not B atomics).
 static void host_case_weights_sample_atomics(void) {
   const uint32_t B = 65536;
   cc_dev_tree d;
@@ -243,8 +243,8 @@ static void host_case_weights_sample_atomics(void) {
                                b.d_status, cc_stream));
   CHECK_STATUS(per_cuda_status_decode(cc_status_word(b.d_status), NULL),
                PER_OK);
-  CHECK_EQ_U(per_shim_atomics - a0, B / PER_CUDAI_W_EACH);
-  CHECK_EQ_U(per_shim_atomic_peak, B / PER_CUDAI_W_EACH);
+  CHECK_EQ_U(per_shim_atomics - a0, B / PERI_CUDA_VALUES_PER_THREAD);
+  CHECK_EQ_U(per_shim_atomic_peak, B / PERI_CUDA_VALUES_PER_THREAD);
   CHECK_OK(per_cuda_tree_clear(&d.t, cc_stream));
   per_shim_atomic_peak = 0;
   a0 = per_shim_atomics;
@@ -297,10 +297,10 @@ static void host_case_runtime_errors(void) {
 // capture (a synchronisation, an allocation) breaks it as on a GPU, so a
 // call that waits for the device cannot pass the buffer's graph test.
 static __global__ void host_k_add(unsigned int *x, unsigned int v) {
-  PER_CUDAI_ST(&x[threadIdx.x], PER_CUDAI_LD(&x[threadIdx.x]) + v);
+  PERI_CUDA_ST(&x[threadIdx.x], PERI_CUDA_LD(&x[threadIdx.x]) + v);
 }
 
-// per_cudai_descend (three levels per round trip) finds per_tree_descend's
+// peri_cuda_descend (three levels per round trip) finds per_tree_descend's
 // leaf for every u: trees of 1 to 2^11 leaves with runs of zero leaves,
 // u on every leaf's prefix boundary and one ulp either side, 0, the
 // total, past it, negative and NaN.
@@ -329,7 +329,7 @@ static void host_case_descend(void) {
       us[4] = i == 0 ? (per_real)-1 : per_tree_total(&t) * (per_real)2;
       us[5] = i == 0 ? (per_real)NAN : per_tree_total(&t);
       for (k = 0; k < 6; ++k, ++n)
-        mism += per_cudai_descend(t.node, t.leaves, us[k]) !=
+        mism += peri_cuda_descend(t.node, t.leaves, us[k]) !=
                 per_tree_descend(t.node, t.leaves, us[k]);
       if (i < caps[c]) pre += t.node[t.leaves + i];
     }
@@ -408,10 +408,10 @@ int main(void) {
   host_case_runtime_errors();
   host_case_descend();
   // grid sizes up to the largest sample (B = UINT32_MAX) do not overflow
-  CHECK_EQ_U(per_cudai_grid(1), 1);
-  CHECK_EQ_U(per_cudai_grid(256), 1);
-  CHECK_EQ_U(per_cudai_grid(257), 2);
-  CHECK_EQ_U(per_cudai_grid(UINT32_MAX), 16777216);
+  CHECK_EQ_U(peri_cuda_blocks_for(1), 1);
+  CHECK_EQ_U(peri_cuda_blocks_for(256), 1);
+  CHECK_EQ_U(peri_cuda_blocks_for(257), 2);
+  CHECK_EQ_U(peri_cuda_blocks_for(UINT32_MAX), 16777216);
   CHECK_EQ_U(per_shim_races, 0);
   CHECK_EQ_U(per_shim_allocs.size(), 0); // every "device" buffer was freed
   CHECK_EQ_U(cudaGetLastError(), cudaSuccess);
