@@ -20,7 +20,10 @@
       7. n-step adder ........ per_nstep_*                         >>nstep
       8. Checkpoints ......... per_buffer_save/load/snapshot       >>ckpt
       9. Trajectories ........ per_traj_*                          >>traj
-      (grep the implementation for the >>markers)
+      Internals shared with the companion files, not the API:
+         in the declarations: byte order, allocator ....           >>internal
+         in the implementation: per_cuda.cu's helpers ..           >>rules
+      (grep for the >>markers)
 
    QUICK START
       per_tree t;
@@ -116,7 +119,7 @@
       exactly, the tree never drifts, and the same leaves always give the
       same bits. A tree can move between host and device by memcpy.
 
-   COMPILE-TIME OPTIONS (define before including)
+   COMPILE-TIME OPTIONS (define before the first include in a file)
       PER_REAL            node type, `double` (default) or `float`. Double
                           keeps sampling exact at 2^24 leaves; float halves
                           memory. Must be the same in every file and on the
@@ -125,7 +128,8 @@
                           files that disagree fail to link.
       PER_STATIC          make every function static to the including file
       PER_MALLOC(sz,ctx)  allocator, default malloc; `ctx` is the alloc_ctx
-      PER_FREE(p,ctx)     given to the init function. Define both or neither.
+      PER_FREE(p,ctx)     given to the init function. Define both or neither
+                          (the companion headers allocate through them too).
       PER_ASSERT(x)       internal invariant checks, default assert(x)
       PER_NO_STDIO        leave out the checkpoint files (per_buffer_save,
                           per_buffer_load, per_buffer_load_shard,
@@ -175,7 +179,14 @@
              windows of trajectories; the trajectory accumulator
              (per_traj_*); snapshots written from any thread; the item
              ring and the cat workspace in caller memory; checkpoint
-             version 2 (version 1 still loads)
+             version 2 (version 1 still loads); for layers that keep one
+             replay in several buffers: per_buffer_shared_of,
+             per_buffer_set_shared, per_buffer_advance_strata,
+             per_buffer_draw_uniform, per_buffer_raise_max_leaf,
+             per_buffer_count_evicted; PER_MALLOC and PER_FREE are
+             read at a file's first include of per.h (the companions
+             allocate through them too); per_mpi.h: one buffer's uniform
+             fallback, windows refused
       0.2.0  per_config_default; config fields read as written (PER_ZERO
              and per_config_resolve removed); PER_VERSION; the node type
              in the linker names; clean under C++ -Wold-style-cast,
@@ -274,6 +285,12 @@ typedef PER_REAL per_real;
 #define per_buffer_sample PERI_NAME(per_buffer_sample)
 #define per_buffer_update PERI_NAME(per_buffer_update)
 #define per_buffer_update_check PERI_NAME(per_buffer_update_check)
+#define per_buffer_shared_of PERI_NAME(per_buffer_shared_of)
+#define per_buffer_set_shared PERI_NAME(per_buffer_set_shared)
+#define per_buffer_advance_strata PERI_NAME(per_buffer_advance_strata)
+#define per_buffer_draw_uniform PERI_NAME(per_buffer_draw_uniform)
+#define per_buffer_raise_max_leaf PERI_NAME(per_buffer_raise_max_leaf)
+#define per_buffer_count_evicted PERI_NAME(per_buffer_count_evicted)
 #define per_is_weight PERI_NAME(per_is_weight)
 #define per_buffer_check PERI_NAME(per_buffer_check)
 #define per_nstep_step PERI_NAME(per_nstep_step)
@@ -1070,6 +1087,67 @@ PERDEF per_status per_buffer_update_check(const per_buffer *b,
    (per_mpi.h). */
 PERDEF float per_is_weight(per_real p, per_real pmin, double beta);
 
+/* A layer that keeps one replay in several buffers, its shards
+   (per_mpi.h), draws the strata or uniform positions itself and keeps
+   what the shards share equal. The functions below change that state as
+   per_buffer_sample, per_buffer_update and per_buffer_load do, so that
+   such a layer never writes a per_buffer's fields. */
+
+/* What the shards of one replay share: the batch stream, the step,
+   max_leaf and the config fields a checkpoint restores besides the
+   buffer's shape (per_buffer_load restores these with the items). */
+typedef struct per_buffer_shared {
+  per_rng rng;                                   /* the batch stream */
+  uint64_t step;                                 /* sample calls so far */
+  double alpha, beta0, beta1, eps, max_priority; /* as in per_config */
+  uint64_t beta_steps, seed;                     /* as in per_config */
+  per_real max_leaf;                             /* the leaf new items get */
+} per_buffer_shared;
+
+/* b's shared state (all zero for NULL b). */
+PERDEF per_buffer_shared per_buffer_shared_of(const per_buffer *b);
+/* Replace b's shared state with *s (a checkpoint's, or another shard's):
+   the rng, step, max_leaf and the config's alpha, beta0, beta1, eps,
+   max_priority, beta_steps and seed; the items and leaves stay. Checked
+   first: the config fields as per_buffer_init checks them, alpha 0
+   exactly when b's is (then every leaf is 1 and b has its swap sampler),
+   rng.avail <= 4 and rng.pad 0, max_leaf a leaf value (per_leaf_status)
+   > 0, at least every stored leaf, and 1 when alpha is 0. O(size).
+   Errors (b unchanged): PER_ERR_NULL (b, s, or b not initialised),
+   PER_ERR_ARG (a field outside those bounds). */
+PERDEF per_status per_buffer_set_shared(per_buffer *b,
+                                        const per_buffer_shared *s);
+/* Advance b past a batch of B strata drawn from its stream by the caller
+   (stratum i from per_tree_stratum_u(b->rng.seed, b->rng.counter, i,
+   seg)): the counter by B with the buffered words dropped, and the step
+   by one, as per_buffer_sample leaves them after B strata. Errors (b
+   unchanged): PER_ERR_NULL, PER_ERR_BATCH (B == 0). */
+PERDEF per_status per_buffer_advance_strata(per_buffer *b, uint32_t B);
+/* B positions uniform in [0, n) from b's stream into pos[0..B), in order,
+   and the step advanced by one: the draws of per_buffer_sample's uniform
+   fallback over n eligible items (per_rng_below(n) each, the item at that
+   position counted from the oldest); for n >= 2^32, 64 bits (two words,
+   the first the high half) by rejection below the largest multiple of
+   n. Errors (b unchanged): PER_ERR_NULL (b, pos), PER_ERR_BATCH (B ==
+   0), PER_ERR_EMPTY (n == 0). */
+PERDEF per_status per_buffer_draw_uniform(per_buffer *b, uint64_t n, uint32_t B,
+                                          uint64_t *pos);
+/* max_leaf, the leaf new items get, becomes v if v is larger (it never
+   decreases), as after an update that wrote a leaf v. Errors (b
+   unchanged): PER_ERR_NULL, those of per_leaf_status(v) (PER_ERR_NAN,
+   PER_ERR_INF, PER_ERR_NEGATIVE, PER_ERR_RANGE), PER_ERR_ARG (v == 0, or
+   v > 1 with alpha 0, where every leaf is 1). */
+PERDEF per_status per_buffer_raise_max_leaf(per_buffer *b, per_real v);
+/* Count `items` items and `trajs` trajectories as added before every
+   item b holds and stored nowhere now: added grows by items, trajs by
+   trajs and every stored item's trajectory id by trajs, so that ids stay
+   numbered in add order (per_mpi_load: what a re-shard leaves out).
+   Errors (b unchanged): PER_ERR_NULL, PER_ERR_ARG (trajs > items, since
+   every trajectory stored an item; or added or trajs would pass 2^64 -
+   1). */
+PERDEF per_status per_buffer_count_evicted(per_buffer *b, uint64_t items,
+                                           uint64_t trajs);
+
 /* Update the steps of sequences drawn with PER_SAMPLE_SEQUENCES: for
    ids[j], j < n, the leaf of its step t (t < seq_len) becomes
    (|td[j * seq_len + t]| + eps)^alpha, as per_buffer_update; masked
@@ -1537,6 +1615,70 @@ PERDEF const char *per_traj_error(const per_traj *a);
 }
 #endif
 
+/* ======================================================================
+   Internals shared with the companion files                    >>internal
+   ======================================================================
+   Not the API. What per.h's implementation and its companions both use,
+   written once where every file that includes per.h sees it: a companion
+   may be compiled without per.h's implementation (per_mpi.h's may sit in
+   a file of its own). The implementation's share for per_cuda.cu is its
+   >>rules section; tools/seams.py checks that the companions use nothing
+   else of per.h's internals. */
+
+/* The allocator: the caller's PER_MALLOC and PER_FREE, or malloc and
+   free. Set by a file's first include of per.h. */
+#if defined(PER_MALLOC) && defined(PER_FREE)
+/* the caller's allocator */
+#elif !defined(PER_MALLOC) && !defined(PER_FREE)
+#include <stdlib.h>
+#define PER_MALLOC(sz, ctx) ((void)(ctx), malloc(sz))
+#define PER_FREE(p, ctx) ((void)(ctx), free(p))
+#else
+#error "per.h: define both PER_MALLOC and PER_FREE, or neither"
+#endif
+
+/* Little-endian encoding, whatever the host (checkpoints, manifests):
+   v into p[0..4) or p[0..8), and back; a double as the u64 of its bits. */
+PER_INLINE void peri_put32(unsigned char *p, uint32_t v) {
+  p[0] = (unsigned char)v;
+  p[1] = (unsigned char)(v >> 8);
+  p[2] = (unsigned char)(v >> 16);
+  p[3] = (unsigned char)(v >> 24);
+}
+PER_INLINE void peri_put64(unsigned char *p, uint64_t v) {
+  peri_put32(p, (uint32_t)v);
+  peri_put32(p + 4, (uint32_t)(v >> 32));
+}
+PER_INLINE void peri_putf64(unsigned char *p, double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  peri_put64(p, u);
+}
+PER_INLINE uint32_t peri_get32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+         (uint32_t)p[3] << 24;
+}
+PER_INLINE uint64_t peri_get64(const unsigned char *p) {
+  return (uint64_t)peri_get32(p) | (uint64_t)peri_get32(p + 4) << 32;
+}
+PER_INLINE double peri_getf64(const unsigned char *p) {
+  uint64_t u = peri_get64(p);
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+/* PER_ERR_NAN or PER_ERR_INF for a float that is not finite (a TD error,
+   a reward), else PER_OK; read from the bits so -ffinite-math-only cannot
+   drop it. */
+PER_INLINE PER_HD per_status peri_float_status(float v) {
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  if (((u >> 23) & 0xffu) == 0xffu)
+    return (u & 0x7fffffu) ? PER_ERR_NAN : PER_ERR_INF;
+  return PER_OK;
+}
+
 #if defined(__cplusplus) && (defined(__GNUC__) || defined(__clang__))
 #pragma GCC diagnostic pop
 #endif
@@ -1557,8 +1699,9 @@ PERDEF const char *per_traj_error(const per_traj *a);
 #endif
 #endif
 
-/* Every header the implementation uses, here and only here (string.h
-   and the fixed-width types come with the declarations). */
+/* Every header the implementation uses, here and only here (string.h,
+   the fixed-width types and the default allocator's stdlib.h come with
+   the declarations). */
 #include <math.h>
 #ifndef PER_NO_STDIO
 #include <errno.h>
@@ -1571,16 +1714,6 @@ PERDEF const char *per_traj_error(const per_traj *a);
 #elif defined(_WIN32)
 #include <io.h>
 #endif
-#endif
-
-#if defined(PER_MALLOC) && defined(PER_FREE)
-/* user allocator */
-#elif !defined(PER_MALLOC) && !defined(PER_FREE)
-#include <stdlib.h>
-#define PER_MALLOC(sz, ctx) ((void)(ctx), malloc(sz))
-#define PER_FREE(p, ctx) ((void)(ctx), free(p))
-#else
-#error "per.h: define both PER_MALLOC and PER_FREE, or neither"
 #endif
 
 #ifndef PER_ASSERT
@@ -1646,6 +1779,278 @@ __declspec(dllimport) int __stdcall MoveFileExA(const char *from,
                                                 unsigned long flags);
 #endif
 
+/* >>rules: what the implementation shares with the companions that
+   compile it (per_cuda.cu, with PER_STATIC), written once: the formulas
+   and the buffer's helpers that the kernels run too, PER_HD where they
+   do. A companion uses these and what the declarations define
+   (>>internal among it), nothing else of the implementation
+   (tools/seams.py checks). Each is per.h's own as well. */
+
+/* ---- formulas ---- */
+
+/* pow for the two formulas that use it. Out of line on the device, so the
+   kernels' own code can be checked to hold no fused multiply-add
+   (tests/cuda/check_ptx.py: pow's implementation uses fma by design,
+   within its documented ulp bound). PERI_POW replaces pow (the CUDA host
+   shim uses a wider one inside its kernels). */
+#ifndef PERI_POW
+#define PERI_POW pow
+#endif
+#ifdef __CUDACC__
+#define PERI_POW_LINKAGE static __noinline__
+#else
+#define PERI_POW_LINKAGE static inline
+#endif
+PERI_POW_LINKAGE PER_HD double peri_pow(double x, double y) {
+  return PERI_POW(x, y);
+}
+
+/* L, the smallest power of two >= capacity, and log2(L) in *depth (when
+   not NULL): the tree's shape for a capacity. */
+PER_INLINE PER_HD uint32_t peri_leaves_for(uint32_t capacity, uint32_t *depth) {
+  uint32_t L = 1, d = 0;
+  while (L < capacity) {
+    L <<= 1;
+    ++d;
+  }
+  if (depth) *depth = d;
+  return L;
+}
+
+/* Why a tree whose root is `total` cannot be sampled, or PER_OK. */
+PER_INLINE PER_HD per_status peri_samplable(per_real total) {
+  per_status s = per_leaf_status(total);
+  if (s == PER_ERR_NAN || s == PER_ERR_INF) return PER_ERR_DEGENERATE;
+  if (!(total > 0)) return PER_ERR_EMPTY;
+  return PER_OK;
+}
+
+/* The leaf of a finite TD error: (|td| + eps)^alpha in double, exactly 1
+   when alpha == 0 and no pow when alpha == 1, capped at PER_LEAF_MAX,
+   rounded to per_real. */
+PER_INLINE PER_HD per_real peri_priority(float td, double eps, double alpha) {
+  double p = fabs((double)td) + eps;
+  if (alpha != 1) p = alpha == 0 ? 1.0 : peri_pow(p, alpha);
+  if (!(p <= (double)PER_LEAF_MAX)) p = (double)PER_LEAF_MAX;
+  return (per_real)p;
+}
+
+/* The importance-sampling weight of a draw with leaf p when the smallest
+   leaf of the batch (or the buffer) is pmin: (N P)^-beta / max (N P)^-beta
+   = (pmin / p)^beta in double, as a float; exactly 1 when beta == 0 and
+   for p <= pmin. */
+PER_INLINE PER_HD float peri_weight(per_real p, per_real pmin, double beta) {
+  if (beta == 0 || !(p > pmin)) return 1.0f;
+  return (float)peri_pow((double)pmin / (double)p, beta);
+}
+
+/* ---- checks ---- */
+
+/* Finite (from the bits: robust under -ffinite-math-only). */
+static PER_HD int peri_dfinite(double v) {
+  uint64_t u;
+  memcpy(&u, &v, sizeof u);
+  return ((u >> 52) & 0x7ffu) != 0x7ffu;
+}
+
+/* PER_OK when per_buffer_init accepts the config, else why not
+   (PER_ERR_CAPACITY or PER_ERR_ARG). */
+static per_status peri_config_check(const per_config *c) {
+  uint64_t bytes;
+  if (c->capacity == 0 || c->capacity > PER_MAX_CAPACITY)
+    return PER_ERR_CAPACITY;
+  if (c->item_size == 0) return PER_ERR_ARG;
+  bytes = (uint64_t)c->capacity * c->item_size;
+  if ((uint64_t)(size_t)bytes != bytes) return PER_ERR_CAPACITY;
+  if (!peri_dfinite(c->alpha) || !(c->alpha >= 0) || !peri_dfinite(c->beta0) ||
+      !(c->beta0 >= 0) || !peri_dfinite(c->beta1) || !(c->beta1 >= 0) ||
+      !peri_dfinite(c->eps) || !(c->eps >= 0))
+    return PER_ERR_ARG;
+  if (!peri_dfinite(c->max_priority) || !(c->max_priority > 0) ||
+      c->max_priority > (double)PER_LEAF_MAX)
+    return PER_ERR_ARG;
+  if (c->flags & ~(uint32_t)(PER_WEIGHTS_BUFFER_MAX | PER_SEQ_CROSS_EPISODES))
+    return PER_ERR_ARG;
+  if (c->max_unique == 0 || c->max_unique > c->capacity ||
+      c->max_unique > (1u << 30))
+    return PER_ERR_ARG;
+  if (!peri_dfinite(c->seq_eta) || !(c->seq_eta >= 0) || !(c->seq_eta <= 1))
+    return PER_ERR_ARG;
+  if (c->seq_len == 0)
+    return (c->seq_stride != 0 || (c->flags & PER_SEQ_CROSS_EPISODES))
+               ? PER_ERR_ARG
+               : PER_OK;
+  if (c->seq_len > c->capacity || c->seq_stride == 0 ||
+      c->capacity % c->seq_stride != 0)
+    return PER_ERR_ARG;
+  return PER_OK;
+}
+
+/* An id's check: PER_ERR_INDEX for one sample never handed out (slot
+   outside the ring or not a multiple of stride, generation 0, or newer
+   than the slot's while no slot can have wrapped), given the slot's
+   generation gen_slot = gen[slot] (anything when slot >= cap) and the
+   adds so far. */
+static PER_HD per_status peri_id_status_of(uint64_t id, uint32_t cap,
+                                           uint32_t stride, uint32_t gen_slot,
+                                           uint64_t added) {
+  uint32_t slot = (uint32_t)id, g = (uint32_t)(id >> 32);
+  /* a generation above the slot's was never handed out, unless some slot
+     may have wrapped around (2^32 - 1 writes need that many adds) */
+  int wrapped = added >= 0xffffffffull;
+  if (slot >= cap || slot % stride != 0 || g == 0 || (g > gen_slot && !wrapped))
+    return PER_ERR_INDEX;
+  return PER_OK;
+}
+
+/* ---- the stream, the beta schedule, generations ---- */
+
+/* per_rng_u32: the stream's next word (a device buffer's degenerate
+   draws walk the buffer's stream as per_buffer_sample does). */
+PER_INLINE PER_HD uint32_t peri_rng_u32(per_rng *r) {
+  if (r->avail == 0) {
+    per_rng_block(r->seed, r->counter, r->buf);
+    r->counter += 1;
+    r->avail = 4;
+  }
+  return r->buf[4 - r->avail--];
+}
+
+/* per_rng_below: uniform in [0, n), Lemire's multiply-shift with
+   rejection; 0 for n == 0. */
+PER_INLINE PER_HD uint32_t peri_rng_below(per_rng *r, uint32_t n) {
+  uint64_t m;
+  uint32_t lo;
+  if (n == 0) return 0;
+  m = (uint64_t)peri_rng_u32(r) * n;
+  lo = (uint32_t)m;
+  if (lo < n) {
+    uint32_t threshold = (uint32_t)(0u - n) % n; /* 2^32 mod n */
+    while (lo < threshold) {
+      m = (uint64_t)peri_rng_u32(r) * n;
+      lo = (uint32_t)m;
+    }
+  }
+  return (uint32_t)(m >> 32);
+}
+
+/* The scheduled beta after `step` sample calls. */
+static PER_HD double peri_beta_at(const per_config *c, uint64_t step) {
+  if (step >= c->beta_steps) return c->beta1;
+  return c->beta0 + peri_dmul_rn(c->beta1 - c->beta0,
+                                 (double)step / (double)c->beta_steps);
+}
+
+/* Generations cycle through 1 .. 2^32 - 1: g after k more writes. */
+static PER_HD uint32_t peri_gen_add(uint32_t g, uint64_t k) {
+  return (uint32_t)(((uint64_t)g + k - 1) % 0xffffffffull + 1);
+}
+
+/* Writes an add of n items makes to the slot `age` slots after the write
+   position (0 for age >= n when n < capacity). */
+static PER_HD uint64_t peri_add_writes(uint32_t age, uint32_t n, uint32_t cap) {
+  return (uint64_t)(n / cap) + (age < n % cap);
+}
+
+/* ---- the min tree (PER_WEIGHTS_BUFFER_MAX) ---- */
+
+/* Value of a min-tree node with no positive leaf below it. */
+#define PERI_NO_MIN (PER_LEAF_MAX * 2)
+
+/* The smaller of a and b: a min-tree node from its children. */
+static PER_HD per_real peri_min_of(per_real a, per_real b) {
+  return a < b ? a : b;
+}
+
+/* ---- windows: the slots and subtrees a window samples from ---- */
+
+/* The whole subtrees that exactly cover the eligible leaf ranges, in leaf
+   order (oldest range first); a stratum's u is located among their masses
+   and then descends inside one of them. */
+typedef struct peri_cover {
+  uint32_t n;
+  uint32_t k[128]; /* 2 ranges, at most 2 * 31 nodes each */
+} peri_cover;
+
+/* Append to the cover the subtrees that exactly cover leaves [a, e) of a
+   tree of L leaves, in leaf order. */
+static PER_HD void peri_cover_range(peri_cover *c, uint32_t L, uint32_t a,
+                                    uint32_t e) {
+  uint64_t l = (uint64_t)a + L, r = (uint64_t)e + L;
+  uint32_t right[64], nr = 0;
+  while (l < r) {
+    if (l & 1u) c->k[c->n++] = (uint32_t)l++;
+    if (r & 1u) right[nr++] = (uint32_t)--r;
+    l >>= 1;
+    r >>= 1;
+  }
+  while (nr) c->k[c->n++] = right[--nr];
+}
+
+/* The cover's mass: its subtrees' roots summed in order. */
+static PER_HD per_real peri_cover_total(const peri_cover *c,
+                                        const per_real *node) {
+  per_real s = 0;
+  uint32_t j;
+  for (j = 0; j < c->n; ++j) s += node[c->k[j]];
+  return s;
+}
+
+/* Leaf of prefix mass u within the cover; requires some mass in it. Past
+   the end (rounding) gives the last leaf with mass, like the tree. */
+static PER_HD uint32_t peri_cover_find(const peri_cover *c,
+                                       const per_real *node, uint32_t L,
+                                       per_real u) {
+  uint32_t j, last = 0, k;
+  for (j = 0; j < c->n; ++j) {
+    per_real m = node[c->k[j]];
+    if (!(m > 0)) continue;
+    last = j;
+    if (u < m) break;
+    u -= m;
+  }
+  if (j == c->n) {
+    j = last;
+    u = node[c->k[j]];
+  }
+  k = c->k[j];
+  while (k < L) k = per_tree_step(node, k, &u);
+  return k - L;
+}
+
+/* The slots of the W most recently written items of a ring at pos: the
+   first in *start, and as one or two ranges [lo, hi) (the count). */
+static PER_HD uint32_t peri_window(uint32_t cap, uint32_t pos, uint32_t W,
+                                   uint32_t *start, uint32_t lo[2],
+                                   uint32_t hi[2]) {
+  *start = (uint32_t)(((uint64_t)pos + cap - W) % cap);
+  lo[0] = *start;
+  hi[0] = *start + W;
+  if ((uint64_t)*start + W <= cap) return 1;
+  hi[0] = cap;
+  lo[1] = 0;
+  hi[1] = (uint32_t)((uint64_t)*start + W - cap);
+  return 2;
+}
+
+/* Items stored by the w most recent trajectories (w >= 1, size >= 1),
+   counted from the newest item's: the newest k items, found by binary
+   search over age, since the distance d of an item's trajectory from
+   the newest one never decreases with age. O(log size). */
+static PER_HD uint32_t peri_traj_window_of(const uint32_t *traj, uint32_t cap,
+                                           uint32_t pos, uint32_t size,
+                                           uint32_t w) {
+  uint32_t lo = 1, hi = size;
+  uint32_t ref = traj[((uint64_t)pos + cap - 1) % cap];
+  while (lo < hi) { /* ages < lo are in, ages >= hi out */
+    uint32_t mid = lo + (hi - lo) / 2;
+    uint32_t slot = (uint32_t)(((uint64_t)pos + cap - 1 - mid) % cap);
+    if (ref - traj[slot] < w) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /* >>status */
 PERDEF const char *per_status_str(per_status s) {
   switch (s) {
@@ -1665,33 +2070,6 @@ PERDEF void per_rng_init(per_rng *r, uint64_t seed) {
   r->buf[0] = r->buf[1] = r->buf[2] = r->buf[3] = 0;
   r->avail = 0;
   r->pad = 0;
-}
-
-/* per_rng_u32 and per_rng_below, also for the kernels (a device buffer's
-   degenerate draws walk the same stream). */
-PER_INLINE PER_HD uint32_t peri_rng_u32(per_rng *r) {
-  if (r->avail == 0) {
-    per_rng_block(r->seed, r->counter, r->buf);
-    r->counter += 1;
-    r->avail = 4;
-  }
-  return r->buf[4 - r->avail--];
-}
-
-PER_INLINE PER_HD uint32_t peri_rng_below(per_rng *r, uint32_t n) {
-  uint64_t m;
-  uint32_t lo;
-  if (n == 0) return 0;
-  m = (uint64_t)peri_rng_u32(r) * n;
-  lo = (uint32_t)m;
-  if (lo < n) {
-    uint32_t threshold = (uint32_t)(0u - n) % n; /* 2^32 mod n */
-    while (lo < threshold) {
-      m = (uint64_t)peri_rng_u32(r) * n;
-      lo = (uint32_t)m;
-    }
-  }
-  return (uint32_t)(m >> 32);
 }
 
 PERDEF uint32_t per_rng_u32(per_rng *r) { return peri_rng_u32(r); }
@@ -1760,74 +2138,6 @@ static void peri_rng_commit(per_rng *r, const uint32_t *w, uint32_t used) {
   r->counter += blocks;
   memcpy(r->buf, w + 4 * (blocks - 1), sizeof r->buf);
   r->avail = 4 * blocks - used;
-}
-
-/* >>rules: the formulas per_cuda.cu's kernels share (PER_HD), written once */
-
-/* pow for the two formulas that use it. Out of line on the device, so the
-   kernels' own code can be checked to hold no fused multiply-add
-   (tests/cuda/check_ptx.py: pow's implementation uses fma by design,
-   within its documented ulp bound). PERI_POW replaces pow (the CUDA host
-   shim uses a wider one inside its kernels). */
-#ifndef PERI_POW
-#define PERI_POW pow
-#endif
-#ifdef __CUDACC__
-#define PERI_POW_LINKAGE static __noinline__
-#else
-#define PERI_POW_LINKAGE static inline
-#endif
-PERI_POW_LINKAGE PER_HD double peri_pow(double x, double y) {
-  return PERI_POW(x, y);
-}
-
-/* L, the smallest power of two >= capacity, and log2(L) in *depth (when
-   not NULL): the tree's shape for a capacity. */
-PER_INLINE PER_HD uint32_t peri_leaves_for(uint32_t capacity, uint32_t *depth) {
-  uint32_t L = 1, d = 0;
-  while (L < capacity) {
-    L <<= 1;
-    ++d;
-  }
-  if (depth) *depth = d;
-  return L;
-}
-
-/* Why a tree whose root is `total` cannot be sampled, or PER_OK. */
-PER_INLINE PER_HD per_status peri_samplable(per_real total) {
-  per_status s = per_leaf_status(total);
-  if (s == PER_ERR_NAN || s == PER_ERR_INF) return PER_ERR_DEGENERATE;
-  if (!(total > 0)) return PER_ERR_EMPTY;
-  return PER_OK;
-}
-
-/* PER_ERR_NAN or PER_ERR_INF for a float that is not finite (a TD error,
-   a reward), read from the bits so -ffinite-math-only cannot drop it. */
-PER_INLINE PER_HD per_status peri_float_status(float v) {
-  uint32_t u;
-  memcpy(&u, &v, sizeof u);
-  if (((u >> 23) & 0xffu) == 0xffu)
-    return (u & 0x7fffffu) ? PER_ERR_NAN : PER_ERR_INF;
-  return PER_OK;
-}
-
-/* The leaf of a finite TD error: (|td| + eps)^alpha in double, exactly 1
-   when alpha == 0 and no pow when alpha == 1, capped at PER_LEAF_MAX,
-   rounded to per_real. */
-PER_INLINE PER_HD per_real peri_priority(float td, double eps, double alpha) {
-  double p = fabs((double)td) + eps;
-  if (alpha != 1) p = alpha == 0 ? 1.0 : peri_pow(p, alpha);
-  if (!(p <= (double)PER_LEAF_MAX)) p = (double)PER_LEAF_MAX;
-  return (per_real)p;
-}
-
-/* The importance-sampling weight of a draw with leaf p when the smallest
-   leaf of the batch (or the buffer) is pmin: (N P)^-beta / max (N P)^-beta
-   = (pmin / p)^beta in double, as a float; exactly 1 when beta == 0 and
-   for p <= pmin. */
-PER_INLINE PER_HD float peri_weight(per_real p, per_real pmin, double beta) {
-  if (beta == 0 || !(p > pmin)) return 1.0f;
-  return (float)peri_pow((double)pmin / (double)p, beta);
 }
 
 /* >>tree */
@@ -2682,18 +2992,9 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
 /* Batches are processed in pieces of this many slots (stack arrays: no
    allocation per call). */
 #define PERI_CHUNK 256
-/* Value of a min-tree node with no positive leaf below it. */
-#define PERI_NO_MIN (PER_LEAF_MAX * 2)
 #define PERI_SAMPLE_FLAGS                                       \
   (PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA | PER_SAMPLE_SEQUENCES | \
    PER_SAMPLE_TRAJECTORIES)
-
-/* Finite (from the bits: robust under -ffinite-math-only). */
-static PER_HD int peri_dfinite(double v) {
-  uint64_t u;
-  memcpy(&u, &v, sizeof u);
-  return ((u >> 52) & 0x7ffu) != 0x7ffu;
-}
 
 PERDEF per_config per_config_default(uint32_t capacity, uint32_t item_size) {
   per_config c;
@@ -2711,54 +3012,7 @@ PERDEF per_config per_config_default(uint32_t capacity, uint32_t item_size) {
   return c;
 }
 
-/* Validate a config. */
-static per_status peri_config_check(const per_config *c) {
-  uint64_t bytes;
-  if (c->capacity == 0 || c->capacity > PER_MAX_CAPACITY)
-    return PER_ERR_CAPACITY;
-  if (c->item_size == 0) return PER_ERR_ARG;
-  bytes = (uint64_t)c->capacity * c->item_size;
-  if ((uint64_t)(size_t)bytes != bytes) return PER_ERR_CAPACITY;
-  if (!peri_dfinite(c->alpha) || !(c->alpha >= 0) || !peri_dfinite(c->beta0) ||
-      !(c->beta0 >= 0) || !peri_dfinite(c->beta1) || !(c->beta1 >= 0) ||
-      !peri_dfinite(c->eps) || !(c->eps >= 0))
-    return PER_ERR_ARG;
-  if (!peri_dfinite(c->max_priority) || !(c->max_priority > 0) ||
-      c->max_priority > (double)PER_LEAF_MAX)
-    return PER_ERR_ARG;
-  if (c->flags & ~(uint32_t)(PER_WEIGHTS_BUFFER_MAX | PER_SEQ_CROSS_EPISODES))
-    return PER_ERR_ARG;
-  if (c->max_unique == 0 || c->max_unique > c->capacity ||
-      c->max_unique > (1u << 30))
-    return PER_ERR_ARG;
-  if (!peri_dfinite(c->seq_eta) || !(c->seq_eta >= 0) || !(c->seq_eta <= 1))
-    return PER_ERR_ARG;
-  if (c->seq_len == 0)
-    return (c->seq_stride != 0 || (c->flags & PER_SEQ_CROSS_EPISODES))
-               ? PER_ERR_ARG
-               : PER_OK;
-  if (c->seq_len > c->capacity || c->seq_stride == 0 ||
-      c->capacity % c->seq_stride != 0)
-    return PER_ERR_ARG;
-  return PER_OK;
-}
-
-/* Generations cycle through 1 .. 2^32 - 1: g after k more writes. */
-static PER_HD uint32_t peri_gen_add(uint32_t g, uint64_t k) {
-  return (uint32_t)(((uint64_t)g + k - 1) % 0xffffffffull + 1);
-}
-
-/* Writes an add of n items makes to the slot `age` slots after the write
-   position (0 for age >= n when n < capacity). */
-static PER_HD uint64_t peri_add_writes(uint32_t age, uint32_t n, uint32_t cap) {
-  return (uint64_t)(n / cap) + (age < n % cap);
-}
-
 /* ---- min tree (PER_WEIGHTS_BUFFER_MAX) ---- */
-
-static PER_HD per_real peri_min_of(per_real a, per_real b) {
-  return a < b ? a : b;
-}
 
 /* Leaf i of the min tree m (over a tree of L leaves) for leaf value v. */
 static void peri_min_set(per_real *m, uint32_t L, uint32_t i, per_real v) {
@@ -2783,7 +3037,6 @@ static void peri_min_build(per_real *m, const per_tree *t) {
   m[0] = PERI_NO_MIN;
 }
 
-/* Leaves idx[0..n) = val[0..n) in both trees (values already valid). */
 /* The buffer's own bookkeeping of leaf i having become v. */
 static void peri_note_leaf(per_buffer *b, uint32_t i, per_real v) {
   if (v > b->max_leaf) b->max_leaf = v;
@@ -2791,6 +3044,7 @@ static void peri_note_leaf(per_buffer *b, uint32_t i, per_real v) {
   if (b->min_node) peri_min_set(b->min_node, b->tree.leaves, i, v);
 }
 
+/* Leaves idx[0..n) = val[0..n) in both trees (values already valid). */
 static void peri_set_leaves(per_buffer *b, const uint32_t *idx,
                             const per_real *val, uint32_t n) {
   uint32_t j;
@@ -2913,108 +3167,118 @@ static void peri_tcheck_feed(peri_tcheck *c, uint32_t id) {
   c->prev = d;
 }
 
-/* Items stored by the w most recent trajectories (w >= 1, size >= 1),
-   counted from the newest item's: the newest k items, found by binary
-   search over age, since the distance d of an item's trajectory from
-   the newest one never decreases with age. O(log size). */
-static PER_HD uint32_t peri_traj_window_of(const uint32_t *traj, uint32_t cap,
-                                           uint32_t pos, uint32_t size,
-                                           uint32_t w) {
-  uint32_t lo = 1, hi = size;
-  uint32_t ref = traj[((uint64_t)pos + cap - 1) % cap];
-  while (lo < hi) { /* ages < lo are in, ages >= hi out */
-    uint32_t mid = lo + (hi - lo) / 2;
-    uint32_t slot = (uint32_t)(((uint64_t)pos + cap - 1 - mid) % cap);
-    if (ref - traj[slot] < w) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
+/* peri_traj_window_of over b's ring. */
 static uint32_t peri_traj_window(const per_buffer *b, uint32_t w) {
   return peri_traj_window_of(b->traj, b->cfg.capacity, b->pos, b->size, w);
 }
 
+/* ---- init ---- */
+
+/* `bytes` from PER_MALLOC, zeroed; NULL when memory ran out. */
+static void *peri_zalloc(size_t bytes, void *ctx) {
+  void *p = PER_MALLOC(bytes, ctx);
+  if (p) memset(p, 0, bytes);
+  return p;
+}
+
+/* b's per-slot arrays for b->cfg: the item ring (the caller's `items`,
+   as they are, or allocated and zeroed), the generations, episode ends
+   and trajectory ids (zeroed), and the sum tree. */
+static per_status peri_init_slots(per_buffer *b, void *items,
+                                  size_t items_bytes) {
+  uint32_t cap = b->cfg.capacity;
+  size_t bytes = (size_t)cap * b->cfg.item_size;
+  void *ctx = b->alloc_ctx;
+  if (items) {
+    if (items_bytes < bytes) return PER_ERR_MEMORY;
+    b->items = (unsigned char *)items;
+  } else {
+    b->items = (unsigned char *)peri_zalloc(bytes, ctx);
+    if (!b->items) return PER_ERR_NOMEM;
+    b->own_items = 1;
+  }
+  b->gen = (uint32_t *)peri_zalloc((size_t)cap * sizeof(uint32_t), ctx);
+  if (!b->gen) return PER_ERR_NOMEM;
+  b->ends = (uint8_t *)peri_zalloc(cap, ctx);
+  if (!b->ends) return PER_ERR_NOMEM;
+  b->traj = (uint32_t *)peri_zalloc((size_t)cap * sizeof(uint32_t), ctx);
+  if (!b->traj) return PER_ERR_NOMEM;
+  return per_tree_init(&b->tree, cap, ctx);
+}
+
+/* The trees beside the sum tree: its min tree (PER_WEIGHTS_BUFFER_MAX),
+   and with seq_len the sequence tree, its validity flags and its min
+   tree. */
+static per_status peri_init_trees(per_buffer *b) {
+  const per_config *c = &b->cfg;
+  void *ctx = b->alloc_ctx;
+  uint32_t ns;
+  per_status s;
+  if (c->flags & PER_WEIGHTS_BUFFER_MAX) {
+    b->min_node = (per_real *)PER_MALLOC(per_tree_bytes(c->capacity), ctx);
+    if (!b->min_node) return PER_ERR_NOMEM;
+    peri_min_build(b->min_node, &b->tree);
+  }
+  if (c->seq_len == 0) return PER_OK;
+  ns = c->capacity / c->seq_stride;
+  s = per_tree_init(&b->seq_tree, ns, ctx);
+  if (s != PER_OK) return s;
+  b->seq_ok = (uint8_t *)peri_zalloc(ns, ctx);
+  if (!b->seq_ok) return PER_ERR_NOMEM;
+  if (c->flags & PER_WEIGHTS_BUFFER_MAX) {
+    b->seq_min_node = (per_real *)PER_MALLOC(per_tree_bytes(ns), ctx);
+    if (!b->seq_min_node) return PER_ERR_NOMEM;
+    peri_min_build(b->seq_min_node, &b->seq_tree);
+  }
+  return PER_OK;
+}
+
+/* The samplers' workspaces: the swap sampler (alpha = 0), the unique
+   draws' workspace and scratch. */
+static per_status peri_init_samplers(per_buffer *b) {
+  const per_config *c = &b->cfg;
+  void *ctx = b->alloc_ctx;
+  per_status s;
+  if (c->alpha == 0) {
+    s = per_swap_init(&b->swap, c->capacity, ctx);
+    if (s != PER_OK) return s;
+  }
+  s = per_cat_init(&b->cat, c->max_unique, ctx);
+  if (s != PER_OK) return s;
+  b->scratch_idx =
+      (uint32_t *)PER_MALLOC((size_t)c->max_unique * sizeof(uint32_t), ctx);
+  if (!b->scratch_idx) return PER_ERR_NOMEM;
+  b->scratch_val =
+      (per_real *)PER_MALLOC((size_t)c->max_unique * sizeof(per_real), ctx);
+  if (!b->scratch_val) return PER_ERR_NOMEM;
+  return PER_OK;
+}
+
 /* per_buffer_init (items == NULL: allocated and zeroed) and
-   per_buffer_init_mem (the caller's items, as they are). */
+   per_buffer_init_mem (the caller's items, as they are): validate, then
+   allocate slots, trees and samplers in that order; on error everything
+   is freed and *b zeroed. */
 static per_status peri_buffer_init(per_buffer *b, const per_config *cfg,
                                    void *items, size_t items_bytes,
                                    void *alloc_ctx) {
-  per_config c;
   per_status s;
-  size_t bytes;
   if (!b) return PER_ERR_NULL;
   memset(b, 0, sizeof *b);
   if (!cfg) return PER_ERR_NULL;
-  c = *cfg;
-  s = peri_config_check(&c);
+  s = peri_config_check(cfg);
   if (s != PER_OK) return s;
   b->alloc_ctx = alloc_ctx;
-  b->cfg = c;
-  bytes = (size_t)c.capacity * c.item_size;
-  if (items) {
-    if (items_bytes < bytes) {
-      memset(b, 0, sizeof *b);
-      return PER_ERR_MEMORY;
-    }
-    b->items = (unsigned char *)items;
-  } else {
-    b->items = (unsigned char *)PER_MALLOC(bytes, alloc_ctx);
-    if (!b->items) goto nomem;
-    memset(b->items, 0, bytes);
-    b->own_items = 1;
+  b->cfg = *cfg;
+  s = peri_init_slots(b, items, items_bytes);
+  if (s == PER_OK) s = peri_init_trees(b);
+  if (s == PER_OK) s = peri_init_samplers(b);
+  if (s != PER_OK) {
+    per_buffer_free(b);
+    return s;
   }
-  b->gen =
-      (uint32_t *)PER_MALLOC((size_t)c.capacity * sizeof(uint32_t), alloc_ctx);
-  if (!b->gen) goto nomem;
-  memset(b->gen, 0, (size_t)c.capacity * sizeof(uint32_t));
-  b->ends = (uint8_t *)PER_MALLOC(c.capacity, alloc_ctx);
-  if (!b->ends) goto nomem;
-  memset(b->ends, 0, c.capacity);
-  b->traj =
-      (uint32_t *)PER_MALLOC((size_t)c.capacity * sizeof(uint32_t), alloc_ctx);
-  if (!b->traj) goto nomem;
-  memset(b->traj, 0, (size_t)c.capacity * sizeof(uint32_t));
-  s = per_tree_init(&b->tree, c.capacity, alloc_ctx);
-  if (s != PER_OK) goto fail;
-  if (c.flags & PER_WEIGHTS_BUFFER_MAX) {
-    b->min_node = (per_real *)PER_MALLOC(per_tree_bytes(c.capacity), alloc_ctx);
-    if (!b->min_node) goto nomem;
-    peri_min_build(b->min_node, &b->tree);
-  }
-  if (c.seq_len) {
-    uint32_t ns = c.capacity / c.seq_stride;
-    s = per_tree_init(&b->seq_tree, ns, alloc_ctx);
-    if (s != PER_OK) goto fail;
-    b->seq_ok = (uint8_t *)PER_MALLOC(ns, alloc_ctx);
-    if (!b->seq_ok) goto nomem;
-    memset(b->seq_ok, 0, ns);
-    if (c.flags & PER_WEIGHTS_BUFFER_MAX) {
-      b->seq_min_node = (per_real *)PER_MALLOC(per_tree_bytes(ns), alloc_ctx);
-      if (!b->seq_min_node) goto nomem;
-      peri_min_build(b->seq_min_node, &b->seq_tree);
-    }
-  }
-  if (c.alpha == 0) {
-    s = per_swap_init(&b->swap, c.capacity, alloc_ctx);
-    if (s != PER_OK) goto fail;
-  }
-  s = per_cat_init(&b->cat, c.max_unique, alloc_ctx);
-  if (s != PER_OK) goto fail;
-  b->scratch_idx = (uint32_t *)PER_MALLOC(
-      (size_t)c.max_unique * sizeof(uint32_t), alloc_ctx);
-  if (!b->scratch_idx) goto nomem;
-  b->scratch_val = (per_real *)PER_MALLOC(
-      (size_t)c.max_unique * sizeof(per_real), alloc_ctx);
-  if (!b->scratch_val) goto nomem;
-  per_rng_init(&b->rng, c.seed);
-  b->max_leaf = c.alpha == 0 ? (per_real)1 : (per_real)c.max_priority;
+  per_rng_init(&b->rng, b->cfg.seed);
+  b->max_leaf = b->cfg.alpha == 0 ? (per_real)1 : (per_real)b->cfg.max_priority;
   return PER_OK;
-nomem:
-  s = PER_ERR_NOMEM;
-fail:
-  per_buffer_free(b);
-  return s;
 }
 
 PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
@@ -3051,13 +3315,6 @@ PERDEF void per_buffer_free(per_buffer *b) {
 }
 
 PERDEF uint32_t per_buffer_size(const per_buffer *b) { return b ? b->size : 0; }
-
-/* The scheduled beta after `step` sample calls. */
-static PER_HD double peri_beta_at(const per_config *c, uint64_t step) {
-  if (step >= c->beta_steps) return c->beta1;
-  return c->beta0 + peri_dmul_rn(c->beta1 - c->beta0,
-                                 (double)step / (double)c->beta_steps);
-}
 
 PERDEF double per_buffer_beta(const per_buffer *b) {
   if (!b) return 0;
@@ -3157,72 +3414,6 @@ PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
    batch's leaves and their values in scratch, and one emit pass writes
    items, ids, weights and the mask. A new mode is a draw function and a
    flag. */
-
-/* The whole subtrees that exactly cover the eligible leaf ranges, in leaf
-   order (oldest range first); a stratum's u is located among their masses
-   and then descends inside one of them. */
-typedef struct peri_cover {
-  uint32_t n;
-  uint32_t k[128]; /* 2 ranges, at most 2 * 31 nodes each */
-} peri_cover;
-
-static PER_HD void peri_cover_range(peri_cover *c, uint32_t L, uint32_t a,
-                                    uint32_t e) {
-  uint64_t l = (uint64_t)a + L, r = (uint64_t)e + L;
-  uint32_t right[64], nr = 0;
-  while (l < r) {
-    if (l & 1u) c->k[c->n++] = (uint32_t)l++;
-    if (r & 1u) right[nr++] = (uint32_t)--r;
-    l >>= 1;
-    r >>= 1;
-  }
-  while (nr) c->k[c->n++] = right[--nr];
-}
-
-static PER_HD per_real peri_cover_total(const peri_cover *c,
-                                        const per_real *node) {
-  per_real s = 0;
-  uint32_t j;
-  for (j = 0; j < c->n; ++j) s += node[c->k[j]];
-  return s;
-}
-
-/* Leaf of prefix mass u within the cover; requires some mass in it. Past
-   the end (rounding) gives the last leaf with mass, like the tree. */
-static PER_HD uint32_t peri_cover_find(const peri_cover *c,
-                                       const per_real *node, uint32_t L,
-                                       per_real u) {
-  uint32_t j, last = 0, k;
-  for (j = 0; j < c->n; ++j) {
-    per_real m = node[c->k[j]];
-    if (!(m > 0)) continue;
-    last = j;
-    if (u < m) break;
-    u -= m;
-  }
-  if (j == c->n) {
-    j = last;
-    u = node[c->k[j]];
-  }
-  k = c->k[j];
-  while (k < L) k = per_tree_step(node, k, &u);
-  return k - L;
-}
-
-/* The slots of the W most recently written items of a ring at pos: the
-   first in *start, and as one or two ranges [lo, hi) (the count). */
-static PER_HD uint32_t peri_window(uint32_t cap, uint32_t pos, uint32_t W,
-                                   uint32_t *start, uint32_t lo[2],
-                                   uint32_t hi[2]) {
-  *start = (uint32_t)(((uint64_t)pos + cap - W) % cap);
-  lo[0] = *start;
-  hi[0] = *start + W;
-  if ((uint64_t)*start + W <= cap) return 1;
-  hi[0] = cap;
-  lo[1] = 0;
-  hi[1] = (uint32_t)((uint64_t)*start + W - cap);
-  return 2;
-}
 
 /* How a plan's leaves are drawn. */
 enum {
@@ -3440,6 +3631,14 @@ static void peri_draw_chunk(per_buffer *b, const peri_plan *p, uint32_t base,
 
 /* ---- emit ---- */
 
+/* The stream after a batch of B strata, which read blocks counter ..
+   counter + B - 1 (per_tree_stratum_u): the next call starts at a fresh
+   block. */
+static void peri_rng_skip(per_rng *r, uint32_t B) {
+  r->counter += B;
+  r->avail = 0;
+}
+
 /* Unit i of the batch, leaf `leaf`: its steps into items_out, its id, its
    mask. */
 static void peri_emit_unit(const per_buffer *b, const peri_plan *p, uint32_t i,
@@ -3506,10 +3705,7 @@ static void peri_emit_batch(per_buffer *b, const peri_plan *p, void *items_out,
       }
     }
   }
-  if (p->mode == PERI_DRAW_STRATA) {
-    b->rng.counter += B;
-    b->rng.avail = 0;
-  }
+  if (p->mode == PERI_DRAW_STRATA) peri_rng_skip(&b->rng, B);
 }
 
 PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
@@ -3526,23 +3722,7 @@ PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
   return PER_OK;
 }
 
-/* An id's check: PER_ERR_INDEX for one sample never handed out (slot
-   outside the ring or not a multiple of stride, generation 0, or newer
-   than the slot's while no slot can have wrapped). */
-/* peri_id_status with the slot's generation already read: gen_slot is
-   gen[slot] when slot < cap (anything otherwise). */
-static PER_HD per_status peri_id_status_of(uint64_t id, uint32_t cap,
-                                           uint32_t stride, uint32_t gen_slot,
-                                           uint64_t added) {
-  uint32_t slot = (uint32_t)id, g = (uint32_t)(id >> 32);
-  /* a generation above the slot's was never handed out, unless some slot
-     may have wrapped around (2^32 - 1 writes need that many adds) */
-  int wrapped = added >= 0xffffffffull;
-  if (slot >= cap || slot % stride != 0 || g == 0 || (g > gen_slot && !wrapped))
-    return PER_ERR_INDEX;
-  return PER_OK;
-}
-
+/* peri_id_status_of, reading the slot's generation from gen. */
 static PER_HD per_status peri_id_status(uint64_t id, uint32_t cap,
                                         uint32_t stride, const uint32_t *gen,
                                         uint64_t added) {
@@ -3666,6 +3846,109 @@ PERDEF per_status per_buffer_update_seq(per_buffer *b, const uint64_t *ids,
     if ((uint32_t)(ids[j] >> 32) == b->gen[(uint32_t)ids[j]])
       peri_seq_touch(b, (uint32_t)ids[j], len);
   if (stale) *stale = nstale;
+  return PER_OK;
+}
+
+/* ---- for layers over several buffers (per_mpi.h) ---- */
+
+PERDEF per_buffer_shared per_buffer_shared_of(const per_buffer *b) {
+  per_buffer_shared s;
+  memset(&s, 0, sizeof s);
+  if (!b) return s;
+  s.rng = b->rng;
+  s.step = b->step;
+  s.alpha = b->cfg.alpha;
+  s.beta0 = b->cfg.beta0;
+  s.beta1 = b->cfg.beta1;
+  s.eps = b->cfg.eps;
+  s.max_priority = b->cfg.max_priority;
+  s.beta_steps = b->cfg.beta_steps;
+  s.seed = b->cfg.seed;
+  s.max_leaf = b->max_leaf;
+  return s;
+}
+
+PERDEF per_status per_buffer_set_shared(per_buffer *b,
+                                        const per_buffer_shared *s) {
+  per_config c;
+  uint32_t i, L;
+  if (!b || !b->items || !s) return PER_ERR_NULL;
+  c = b->cfg;
+  c.alpha = s->alpha;
+  c.beta0 = s->beta0;
+  c.beta1 = s->beta1;
+  c.eps = s->eps;
+  c.max_priority = s->max_priority;
+  c.beta_steps = s->beta_steps;
+  c.seed = s->seed;
+  if (peri_config_check(&c) != PER_OK || (c.alpha == 0) != (b->cfg.alpha == 0))
+    return PER_ERR_ARG;
+  if (s->rng.avail > 4 || s->rng.pad != 0) return PER_ERR_ARG;
+  if (per_leaf_status(s->max_leaf) != PER_OK || !(s->max_leaf > 0) ||
+      (c.alpha == 0 && s->max_leaf != 1))
+    return PER_ERR_ARG;
+  L = b->tree.leaves;
+  for (i = 0; i < b->size; ++i) /* filled slots: [0, size) */
+    if (b->tree.node[L + i] > s->max_leaf) return PER_ERR_ARG;
+  b->cfg = c;
+  b->rng = s->rng;
+  b->step = s->step;
+  b->max_leaf = s->max_leaf;
+  return PER_OK;
+}
+
+PERDEF per_status per_buffer_advance_strata(per_buffer *b, uint32_t B) {
+  if (!b || !b->items) return PER_ERR_NULL;
+  if (B == 0) return PER_ERR_BATCH;
+  peri_rng_skip(&b->rng, B);
+  b->step += 1;
+  return PER_OK;
+}
+
+/* Uniform in [0, n), n >= 1: per_rng_below's draw when n < 2^32, else
+   64 bits (the high word first) by rejection. */
+static uint64_t peri_rng_below64(per_rng *r, uint64_t n) {
+  uint64_t x, all = ~(uint64_t)0, lim;
+  if (n <= 0xffffffffu) return peri_rng_below(r, (uint32_t)n);
+  lim = all - all % n;
+  do {
+    x = (uint64_t)peri_rng_u32(r) << 32;
+    x |= peri_rng_u32(r);
+  } while (x >= lim);
+  return x % n;
+}
+
+PERDEF per_status per_buffer_draw_uniform(per_buffer *b, uint64_t n, uint32_t B,
+                                          uint64_t *pos) {
+  uint32_t i;
+  if (!b || !b->items || !pos) return PER_ERR_NULL;
+  if (B == 0) return PER_ERR_BATCH;
+  if (n == 0) return PER_ERR_EMPTY;
+  for (i = 0; i < B; ++i) pos[i] = peri_rng_below64(&b->rng, n);
+  b->step += 1;
+  return PER_OK;
+}
+
+PERDEF per_status per_buffer_raise_max_leaf(per_buffer *b, per_real v) {
+  per_status s;
+  if (!b || !b->items) return PER_ERR_NULL;
+  s = per_leaf_status(v);
+  if (s != PER_OK) return s;
+  if (!(v > 0) || (b->cfg.alpha == 0 && v > 1)) return PER_ERR_ARG;
+  if (v > b->max_leaf) b->max_leaf = v;
+  return PER_OK;
+}
+
+PERDEF per_status per_buffer_count_evicted(per_buffer *b, uint64_t items,
+                                           uint64_t trajs) {
+  uint64_t all = ~(uint64_t)0;
+  uint32_t i;
+  if (!b || !b->items) return PER_ERR_NULL;
+  if (trajs > items || items > all - b->added || trajs > all - b->trajs)
+    return PER_ERR_ARG;
+  b->added += items;
+  b->trajs += trajs;
+  for (i = 0; i < b->size; ++i) b->traj[i] += (uint32_t)trajs;
   return PER_OK;
 }
 
@@ -3916,22 +4199,8 @@ PERDEF uint32_t per_crc32c(uint32_t crc, const void *p, size_t n) {
   return ~peri_crc_run(t, ~crc, p, n);
 }
 
-/* Little-endian encoding, whatever the host. */
-static void peri_put32(unsigned char *p, uint32_t v) {
-  p[0] = (unsigned char)v;
-  p[1] = (unsigned char)(v >> 8);
-  p[2] = (unsigned char)(v >> 16);
-  p[3] = (unsigned char)(v >> 24);
-}
-static void peri_put64(unsigned char *p, uint64_t v) {
-  peri_put32(p, (uint32_t)v);
-  peri_put32(p + 4, (uint32_t)(v >> 32));
-}
-static void peri_putf64(unsigned char *p, double d) {
-  uint64_t u;
-  memcpy(&u, &d, sizeof u);
-  peri_put64(p, u);
-}
+/* A per_real in the file's encoding (the byte-order helpers are in
+   >>internal). */
 static void peri_put_real(unsigned char *p, per_real v) {
   if (sizeof(per_real) == sizeof(float)) {
     uint32_t u;
@@ -3943,19 +4212,6 @@ static void peri_put_real(unsigned char *p, per_real v) {
   }
 }
 #ifndef PER_NO_STDIO
-static uint32_t peri_get32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-         (uint32_t)p[3] << 24;
-}
-static uint64_t peri_get64(const unsigned char *p) {
-  return (uint64_t)peri_get32(p) | (uint64_t)peri_get32(p + 4) << 32;
-}
-static double peri_getf64(const unsigned char *p) {
-  uint64_t u = peri_get64(p);
-  double d;
-  memcpy(&d, &u, sizeof d);
-  return d;
-}
 static per_real peri_get_real(const unsigned char *p) {
   if (sizeof(per_real) == sizeof(float)) {
     uint32_t u = peri_get32(p);

@@ -11,8 +11,8 @@
       rank that owns the item.
 
       The global sum tree is a top tree over the shards' totals. A sample
-      call gathers every rank's total, size and smallest leaf (one
-      allgather of O(world) bytes, which also carries every rank's
+      call gathers every rank's total, smallest leaf, size, capacity and
+      adds (one allgather of O(world) bytes, which also carries every rank's
       arguments and status), builds the top tree from them the same way on
       every rank, derives the batch's B stratified u's from the buffers'
       common counter-based stream (no u is sent), descends the top tree to
@@ -26,8 +26,10 @@
       bit for bit (each parent is the sum of its two children, in the same
       order), so the ranks draw exactly the ids, items and weights that
       one per_buffer of capacity W * C holding the same leaves draws (rank
-      r's slot j as its slot r * C + j). Other shapes draw with the same
-      law (the tests check both: tests/mpi/test_mpi.c).
+      r's slot j as its slot r * C + j); in the uniform fallback too, when
+      that buffer's adds number as many as the shards' together (see
+      CONTRACT). Other shapes draw with the same law (the tests check
+      both: tests/mpi/test_mpi.c).
 
    HOW TO USE IT
       Build with the MPI compiler wrapper (Open MPI: mpicc) or against
@@ -68,9 +70,20 @@
       - Supported: prioritized sampling with replacement of items, the
         beta schedule and PER_SAMPLE_BETA, batch-max and buffer-max
         (PER_WEIGHTS_BUFFER_MAX) weights, the uniform fallback when the
-        total mass is 0 or not finite (uniform over every stored item,
-        ranks in order, oldest first within a rank). Not supported:
-        windows, PER_SAMPLE_UNIQUE, sequences (PER_ERR_ARG).
+        total mass is 0 or not finite. Not supported: windows,
+        PER_SAMPLE_UNIQUE, sequences (PER_ERR_ARG).
+      - The uniform fallback draws as one buffer does, over one ring made
+        of every shard's slots in rank order (capacity: the sum of the
+        capacities; write position: the adds of all ranks together
+        modulo that): each draw takes the item at position x =
+        per_rng_below(n) (per_buffer_draw_uniform), n the items of all
+        ranks, counted from the ring's oldest item, which is at its write
+        position once every shard is full and at its first slot before
+        (a shard's items fill its first slots until it is full). So it is
+        one buffer's bit for bit in the shape above whenever that buffer
+        had as many adds as the shards together; otherwise the same law,
+        uniform over every stored item, with the positions counted from
+        another item.
       - Deterministic: the same seed, adds and calls give the same
         batches on every run and for every rank count whose shards hold
         the same leaves in the same top-tree order.
@@ -141,7 +154,8 @@ PERDEF uint64_t per_mpi_size(const per_mpi *m);
    global mass, the beta schedule or opts->beta with PER_SAMPLE_BETA,
    weights (pmin / p)^beta over the batch's or, with
    PER_WEIGHTS_BUFFER_MAX, all shards' smallest leaf; uniform over every
-   stored item when the global mass is 0 or not finite, every weight 1).
+   stored item when the global mass is 0 or not finite, as CONTRACT says,
+   every weight 1).
    The batch goes to rank `root`, or to every rank with PER_MPI_ALL;
    there items_out (B * item_size bytes), ids (B) and weights (B) are
    written, each may be NULL; on other ranks they are not read. Every rank
@@ -149,7 +163,7 @@ PERDEF uint64_t per_mpi_size(const per_mpi *m);
    state stays equal everywhere. Every rank returns the same status.
    Errors (nothing changed, no output written): PER_ERR_NULL (m NULL:
    local, see per_mpi_init), PER_ERR_ARG (opts->flags other than
-   PER_SAMPLE_BETA, beta NaN, infinite or negative, root not a rank or
+   PER_SAMPLE_BETA, a window (opts->window != 0), beta NaN, infinite or negative, root not a rank or
    PER_MPI_ALL, or the ranks' B, root or beta differ), PER_ERR_BATCH (B
    == 0 or > INT_MAX), PER_ERR_EMPTY (no rank has an item), PER_ERR_NOMEM
    (a rank's workspace: O(B) words, plus B records of item_size + 16
@@ -255,20 +269,15 @@ PERDEF per_status per_mpi_load(per_mpi *m, const char *path);
 #endif
 #endif
 
+/* PER_MALLOC and PER_FREE (the caller's or malloc and free), the
+   byte-order helpers and peri_float_status come from per.h's >>internal
+   section: this file uses nothing of per.h's implementation, which may
+   be in another file. */
 #include <limits.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 #ifndef PER_NO_STDIO
 #include <stdio.h>
-#endif
-
-#ifndef PER_MALLOC
-#define PERM_MALLOC(sz, ctx) ((void)(ctx), malloc(sz))
-#define PERM_FREE(p, ctx) ((void)(ctx), free(p))
-#else
-#define PERM_MALLOC(sz, ctx) PER_MALLOC(sz, ctx)
-#define PERM_FREE(p, ctx) PER_FREE(p, ctx)
 #endif
 
 /* Every collective runs the same sequence of MPI calls on every rank,
@@ -279,39 +288,42 @@ PERDEF per_status per_mpi_load(per_mpi *m, const char *path);
    also finds whether any rank failed). */
 
 /* What a rank tells the others before a batch: its shard's total mass,
-   smallest leaf and size, its arguments and its status. */
-typedef struct perm_info {
+   smallest leaf, adds, size and capacity, its arguments and its status. */
+typedef struct peri_mpi_info {
   double total; /* a per_real, exactly */
   double min_leaf;
   double beta;
+  uint64_t added;
   int32_t status;
   uint32_t B;
   int32_t root;
   uint32_t size;
-} perm_info;
+  uint32_t capacity;
+  uint32_t pad;
+} peri_mpi_info;
 
 /* What an owner tells the others after checking its part of an update. */
-typedef struct perm_agree {
+typedef struct peri_mpi_agree {
   double max_leaf; /* a per_real, exactly */
   int32_t status;
   uint32_t stale;
-} perm_agree;
+} peri_mpi_agree;
 
 /* The O(world) workspace, allocated once by per_mpi_init so that no
    collective can fail to allocate it halfway. */
-typedef struct perm_work {
-  perm_info *info;    /* world */
-  perm_agree *agree;  /* world */
-  per_real *top;      /* 2 * top_leaves: the top tree */
-  int32_t *hdr, *got; /* 2 * world: (status, count) sent and received */
+typedef struct peri_mpi_work {
+  peri_mpi_info *info;   /* world */
+  peri_mpi_agree *agree; /* world */
+  per_real *top;         /* 2 * top_leaves: the top tree */
+  int32_t *hdr, *got;    /* 2 * world: (status, count) sent and received */
   int *scount, *sdisp, *rcount, *rdisp; /* world each */
   uint32_t top_leaves;
-} perm_work;
+} peri_mpi_work;
 
 /* The first error in rank order among `world` statuses, the int32_t at
    `first` and every `stride` bytes after it (a field of an array of
    records). */
-static int perm_first_error(const void *first, size_t stride, int world) {
+static int peri_mpi_first_error(const void *first, size_t stride, int world) {
   int32_t st;
   int r;
   for (r = 0; r < world; ++r) {
@@ -323,7 +335,7 @@ static int perm_first_error(const void *first, size_t stride, int world) {
 
 /* displ[r] = count[0] + ... + count[r - 1] for every rank; the sum of
    all. */
-static int perm_displs(const int *count, int *displ, int world) {
+static int peri_mpi_displs(const int *count, int *displ, int world) {
   int r, off = 0;
   for (r = 0; r < world; ++r) {
     displ[r] = off;
@@ -333,44 +345,38 @@ static int perm_displs(const int *count, int *displ, int world) {
 }
 
 /* The status every rank agrees on from its own (one MAX reduction). */
-static int perm_any_error(MPI_Comm comm, int s) {
+static int peri_mpi_any_error(MPI_Comm comm, int s) {
   int32_t v = s, worst = PER_OK;
   MPI_Allreduce(&v, &worst, 1, MPI_INT32_T, MPI_MAX, comm);
   return worst;
 }
 
-static int perm_float_status(float v) {
-  if (v != v) return PER_ERR_NAN;
-  if (v - v != 0) return PER_ERR_INF;
-  return PER_OK;
-}
-
-static void perm_work_free(perm_work *w, void *ctx) {
+static void peri_mpi_work_free(peri_mpi_work *w, void *ctx) {
   if (!w) return;
-  PERM_FREE(w->info, ctx);
-  PERM_FREE(w->agree, ctx);
-  PERM_FREE(w->top, ctx);
-  PERM_FREE(w->hdr, ctx);
-  PERM_FREE(w->scount, ctx);
-  PERM_FREE(w, ctx);
+  PER_FREE(w->info, ctx);
+  PER_FREE(w->agree, ctx);
+  PER_FREE(w->top, ctx);
+  PER_FREE(w->hdr, ctx);
+  PER_FREE(w->scount, ctx);
+  PER_FREE(w, ctx);
 }
 
-static perm_work *perm_work_new(int world, void *ctx) {
-  perm_work *w;
+static peri_mpi_work *peri_mpi_work_new(int world, void *ctx) {
+  peri_mpi_work *w;
   uint32_t L = 1;
   size_t W = (size_t)world;
   while (L < (uint32_t)world) L *= 2;
-  w = (perm_work *)PERM_MALLOC(sizeof *w, ctx);
+  w = (peri_mpi_work *)PER_MALLOC(sizeof *w, ctx);
   if (!w) return NULL;
   memset(w, 0, sizeof *w);
   w->top_leaves = L;
-  w->info = (perm_info *)PERM_MALLOC(W * sizeof *w->info, ctx);
-  w->agree = (perm_agree *)PERM_MALLOC(W * sizeof *w->agree, ctx);
-  w->top = (per_real *)PERM_MALLOC(2 * (size_t)L * sizeof *w->top, ctx);
-  w->hdr = (int32_t *)PERM_MALLOC(4 * W * sizeof *w->hdr, ctx);
-  w->scount = (int *)PERM_MALLOC(4 * W * sizeof *w->scount, ctx);
+  w->info = (peri_mpi_info *)PER_MALLOC(W * sizeof *w->info, ctx);
+  w->agree = (peri_mpi_agree *)PER_MALLOC(W * sizeof *w->agree, ctx);
+  w->top = (per_real *)PER_MALLOC(2 * (size_t)L * sizeof *w->top, ctx);
+  w->hdr = (int32_t *)PER_MALLOC(4 * W * sizeof *w->hdr, ctx);
+  w->scount = (int *)PER_MALLOC(4 * W * sizeof *w->scount, ctx);
   if (!w->info || !w->agree || !w->top || !w->hdr || !w->scount) {
-    perm_work_free(w, ctx);
+    peri_mpi_work_free(w, ctx);
     return NULL;
   }
   w->got = w->hdr + 2 * W;
@@ -385,10 +391,10 @@ static perm_work *perm_work_new(int world, void *ctx) {
 /* What ranks must agree on at init: the config but its capacity and
    max_unique (which follow the shard's size), and PER_REAL, as integers
    (doubles by their bits). */
-enum { PERM_CFG_WORDS = 11 };
+enum { PERI_MPI_CFG_WORDS = 11 };
 
-static void perm_cfg_words(const per_config *c, uint64_t *w) {
-  memset(w, 0, PERM_CFG_WORDS * sizeof *w);
+static void peri_mpi_cfg_words(const per_config *c, uint64_t *w) {
+  memset(w, 0, PERI_MPI_CFG_WORDS * sizeof *w);
   w[0] = sizeof(per_real);
   w[1] = c->item_size;
   memcpy(&w[2], &c->alpha, 8);
@@ -404,7 +410,7 @@ static void perm_cfg_words(const per_config *c, uint64_t *w) {
 
 PERDEF per_status per_mpi_init(per_mpi *m, MPI_Comm comm, const per_config *cfg,
                                void *alloc_ctx) {
-  enum { N = PERM_CFG_WORDS + 1 };
+  enum { N = PERI_MPI_CFG_WORDS + 1 };
   uint64_t mine[N], *all;
   int s, r, k;
   if (!m) return PER_ERR_NULL;
@@ -416,17 +422,17 @@ PERDEF per_status per_mpi_init(per_mpi *m, MPI_Comm comm, const per_config *cfg,
   if (!cfg) s = PER_ERR_NULL;
   else if (cfg->seq_len > 0) s = PER_ERR_ARG;
   else s = per_buffer_init(&m->shard, cfg, alloc_ctx);
-  all = (uint64_t *)PERM_MALLOC((size_t)m->world * sizeof mine, alloc_ctx);
-  m->work = perm_work_new(m->world, alloc_ctx);
+  all = (uint64_t *)PER_MALLOC((size_t)m->world * sizeof mine, alloc_ctx);
+  m->work = peri_mpi_work_new(m->world, alloc_ctx);
   /* 1. whether every rank has room to hear the others */
-  if (perm_any_error(m->comm, !all || !m->work ? PER_ERR_NOMEM : PER_OK) !=
+  if (peri_mpi_any_error(m->comm, !all || !m->work ? PER_ERR_NOMEM : PER_OK) !=
       PER_OK) {
     s = PER_ERR_NOMEM;
   } else {
     /* 2. every rank's status and config: the first error in rank order,
        else the configs must match */
     mine[0] = (uint64_t)(int64_t)s;
-    if (cfg) perm_cfg_words(cfg, mine + 1);
+    if (cfg) peri_mpi_cfg_words(cfg, mine + 1);
     else memset(mine + 1, 0, sizeof mine - sizeof mine[0]);
     MPI_Allgather(mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
                   MPI_BYTE, m->comm);
@@ -437,10 +443,10 @@ PERDEF per_status per_mpi_init(per_mpi *m, MPI_Comm comm, const per_config *cfg,
       for (k = 1; k < N; ++k)
         if (all[(size_t)r * N + k] != all[k]) s = PER_ERR_ARG;
   }
-  PERM_FREE(all, alloc_ctx);
+  PER_FREE(all, alloc_ctx);
   if (s != PER_OK) {
     per_buffer_free(&m->shard);
-    perm_work_free((perm_work *)m->work, alloc_ctx);
+    peri_mpi_work_free((peri_mpi_work *)m->work, alloc_ctx);
     MPI_Comm_free(&m->comm);
     memset(m, 0, sizeof *m);
   }
@@ -450,7 +456,7 @@ PERDEF per_status per_mpi_init(per_mpi *m, MPI_Comm comm, const per_config *cfg,
 PERDEF void per_mpi_free(per_mpi *m) {
   if (!m) return;
   per_buffer_free(&m->shard);
-  perm_work_free((perm_work *)m->work, m->alloc_ctx);
+  peri_mpi_work_free((peri_mpi_work *)m->work, m->alloc_ctx);
   if (m->world > 0) MPI_Comm_free(&m->comm);
   memset(m, 0, sizeof *m);
 }
@@ -463,44 +469,79 @@ PERDEF uint64_t per_mpi_size(const per_mpi *m) {
   return all;
 }
 
-/* ---- sample ---- */
+/* ---- sample ----
+   A call runs in phases, each its own function: every rank's info
+   (peri_mpi_sample_info, one allgather, peri_mpi_sample_agree); the
+   batch's plan, alike on every rank (peri_mpi_plan_of: the top tree);
+   every draw's owner (peri_mpi_owners); this rank's draws as records
+   (peri_mpi_pack); the records to the receivers (peri_mpi_gather); the
+   batch in order with its weights (peri_mpi_unpack); then the stream
+   and the step advance. */
 
 /* A batch record: the id, the leaf, then the item's bytes. */
-#define PERM_REC_HEAD (8 + sizeof(per_real))
+#define PERI_MPI_REC_HEAD (8 + sizeof(per_real))
 
-typedef struct perm_batch {
+typedef struct peri_mpi_batch {
   uint32_t *owner; /* B: the rank of each draw */
   per_real *u;     /* B: the mass left for the owner's descent; then the
                       leaf drawn */
-  uint32_t *pos;   /* B: uniform fallback: position among the owner's
-                      items, oldest first */
+  uint64_t *pos;   /* B: uniform fallback: the position drawn, then the
+                      slot in the owner's shard */
   unsigned char *send, *recv; /* B records each (recv: receivers only) */
-} perm_batch;
+} peri_mpi_batch;
 
-static void perm_batch_free(perm_batch *t, void *ctx) {
-  PERM_FREE(t->owner, ctx);
-  PERM_FREE(t->u, ctx);
-  PERM_FREE(t->pos, ctx);
-  PERM_FREE(t->send, ctx);
-  PERM_FREE(t->recv, ctx);
+static void peri_mpi_batch_free(peri_mpi_batch *t, void *ctx) {
+  PER_FREE(t->owner, ctx);
+  PER_FREE(t->u, ctx);
+  PER_FREE(t->pos, ctx);
+  PER_FREE(t->send, ctx);
+  PER_FREE(t->recv, ctx);
 }
 
-static int perm_batch_alloc(perm_batch *t, uint32_t B, size_t rec, int receive,
-                            void *ctx) {
+static int peri_mpi_batch_alloc(peri_mpi_batch *t, uint32_t B, size_t rec,
+                                int receive, void *ctx) {
   if ((size_t)B > ((size_t)-1) / rec) return PER_ERR_NOMEM;
-  t->owner = (uint32_t *)PERM_MALLOC((size_t)B * sizeof *t->owner, ctx);
-  t->u = (per_real *)PERM_MALLOC((size_t)B * sizeof *t->u, ctx);
-  t->pos = (uint32_t *)PERM_MALLOC((size_t)B * sizeof *t->pos, ctx);
-  t->send = (unsigned char *)PERM_MALLOC((size_t)B * rec, ctx);
-  if (receive) t->recv = (unsigned char *)PERM_MALLOC((size_t)B * rec, ctx);
+  t->owner = (uint32_t *)PER_MALLOC((size_t)B * sizeof *t->owner, ctx);
+  t->u = (per_real *)PER_MALLOC((size_t)B * sizeof *t->u, ctx);
+  t->pos = (uint64_t *)PER_MALLOC((size_t)B * sizeof *t->pos, ctx);
+  t->send = (unsigned char *)PER_MALLOC((size_t)B * rec, ctx);
+  if (receive) t->recv = (unsigned char *)PER_MALLOC((size_t)B * rec, ctx);
   if (!t->owner || !t->u || !t->pos || !t->send || (receive && !t->recv))
     return PER_ERR_NOMEM;
   return PER_OK;
 }
 
+/* This rank's info for a sample call: its arguments and their status,
+   its shard's total, smallest leaf, adds, size and capacity. */
+static void peri_mpi_sample_info(const per_mpi *m, uint32_t B, int root,
+                                 const per_sample_opts *opts,
+                                 peri_mpi_info *in) {
+  const per_buffer *b = &m->shard;
+  uint32_t flags = opts ? opts->flags : 0;
+  int s = PER_OK;
+  memset(in, 0, sizeof *in);
+  in->B = B;
+  in->root = root;
+  in->beta = per_buffer_beta(b);
+  if ((flags & ~(uint32_t)PER_SAMPLE_BETA) || (opts && opts->window != 0)) {
+    s = PER_ERR_ARG;
+  } else if (flags & PER_SAMPLE_BETA) {
+    in->beta = opts->beta;
+    if (!(in->beta >= 0) || in->beta - in->beta != 0) s = PER_ERR_ARG;
+  }
+  if (s == PER_OK && (root < PER_MPI_ALL || root >= m->world)) s = PER_ERR_ARG;
+  if (s == PER_OK && (B == 0 || B > (uint32_t)INT_MAX)) s = PER_ERR_BATCH;
+  in->status = s;
+  in->total = (double)b->tree.node[1];
+  in->min_leaf = b->min_node ? (double)b->min_node[1] : HUGE_VAL;
+  in->added = b->added;
+  in->size = per_buffer_size(b);
+  in->capacity = b->cfg.capacity;
+}
+
 /* The agreed status of a sample call, from every rank's info. */
-static int perm_sample_agree(const perm_info *in, int world) {
-  int r, s = perm_first_error(&in[0].status, sizeof *in, world);
+static int peri_mpi_sample_agree(const peri_mpi_info *in, int world) {
+  int r, s = peri_mpi_first_error(&in[0].status, sizeof *in, world);
   if (s != PER_OK) return s;
   for (r = 1; r < world; ++r)
     if (in[r].B != in[0].B || in[r].root != in[0].root ||
@@ -509,269 +550,366 @@ static int perm_sample_agree(const perm_info *in, int world) {
   return PER_OK;
 }
 
-/* A uniform integer below n (n >= 1): per_rng_below's draw when n fits
-   32 bits (one buffer of up to 2^31 items draws the same); else 64 bits
-   by rejection. */
-static uint64_t perm_below(per_rng *rng, uint64_t n) {
-  uint64_t x, lim;
-  if (n <= UINT32_MAX) return per_rng_below(rng, (uint32_t)n);
-  lim = UINT64_MAX - UINT64_MAX % n;
-  do {
-    x = (uint64_t)per_rng_u32(rng) << 32;
-    x |= per_rng_u32(rng);
-  } while (x >= lim);
-  return x % n;
+/* What every rank knows alike about an agreed batch. */
+typedef struct peri_mpi_plan {
+  uint32_t B;
+  int root;
+  double beta;
+  per_real total, seg; /* the global mass; total / B */
+  per_real pmin;       /* PER_WEIGHTS_BUFFER_MAX: the smallest leaf */
+  int degenerate;      /* mass 0 or not finite: the uniform fallback */
+  int bufmax;          /* weights over pmin (else the batch's smallest) */
+  uint64_t n;          /* items over all ranks */
+  uint64_t head;       /* uniform: the position of the oldest item */
+  size_t isz, rec;     /* item and record bytes */
+} peri_mpi_plan;
+
+/* The plan of the batch every rank's info in[] agreed on: the top tree
+   (leaf r = rank r's total, parents as per_tree's), its mass, the
+   weights' minimum and the uniform fallback's ring. */
+static void peri_mpi_plan_of(per_mpi *m, const peri_mpi_info *in,
+                             peri_mpi_plan *p) {
+  peri_mpi_work *w = (peri_mpi_work *)m->work;
+  uint32_t i, Lt = w->top_leaves;
+  uint64_t cap = 0, added = 0;
+  int r, world = m->world;
+  p->B = in[0].B;
+  p->root = in[0].root;
+  p->beta = in[0].beta;
+  p->isz = m->shard.cfg.item_size;
+  p->rec = PERI_MPI_REC_HEAD + p->isz;
+  for (i = 0; i < Lt; ++i)
+    w->top[Lt + i] = i < (uint32_t)world ? (per_real)in[i].total : 0;
+  for (i = Lt - 1; i >= 1; --i) per_tree_recompute(w->top, i);
+  p->total = w->top[1];
+  p->degenerate = !(p->total > 0) || p->total - p->total != 0;
+  p->seg = p->degenerate ? 0 : p->total / (per_real)p->B;
+  p->pmin = (per_real)HUGE_VAL;
+  p->bufmax = 0;
+  if (m->shard.cfg.flags & PER_WEIGHTS_BUFFER_MAX) {
+    for (r = 0; r < world; ++r)
+      if ((per_real)in[r].min_leaf < p->pmin)
+        p->pmin = (per_real)in[r].min_leaf;
+    p->bufmax = p->pmin <= PER_LEAF_MAX;
+  }
+  /* one ring of every shard's slots in rank order: its items are n, its
+     capacity cap, its write position (adds over all ranks) % cap; as one
+     buffer's, its oldest item is at that position once it is full, at
+     its first slot before */
+  p->n = 0;
+  for (r = 0; r < world; ++r) {
+    p->n += in[r].size;
+    cap += in[r].capacity;
+  }
+  for (r = 0; r < world; ++r) added = (added + in[r].added % cap) % cap;
+  p->head = p->n == cap ? added : 0;
+}
+
+/* Every draw's owner, found alike by every rank: a stratum's by the top
+   tree (and in u what is left of its mass), a uniform draw's by its
+   position in the ring of peri_mpi_plan_of, counted from the oldest item
+   (and in pos its slot). The uniform draws advance the shard's stream
+   and step (per_buffer_draw_uniform: PER_OK for the agreed B >= 1 and n
+   >= 1; were it not, every position would be 0, so that every rank still
+   runs the same collectives). */
+static per_status peri_mpi_owners(per_mpi *m, const peri_mpi_plan *p,
+                                  peri_mpi_batch *t) {
+  per_buffer *b = &m->shard;
+  const peri_mpi_work *w = (const peri_mpi_work *)m->work;
+  uint32_t i, Lt = w->top_leaves;
+  per_status s = PER_OK;
+  if (p->degenerate) {
+    s = per_buffer_draw_uniform(b, p->n, p->B, t->pos);
+    if (s != PER_OK) memset(t->pos, 0, (size_t)p->B * sizeof *t->pos);
+    for (i = 0; i < p->B; ++i) {
+      uint64_t x = (t->pos[i] + p->head) % p->n;
+      int r = 0;
+      while (x >= w->info[r].size) x -= w->info[r].size, ++r;
+      t->owner[i] = (uint32_t)r;
+      t->pos[i] = x;
+    }
+    return s;
+  }
+  for (i = 0; i < p->B; ++i) {
+    per_real u = per_tree_stratum_u(b->rng.seed, b->rng.counter, i, p->seg);
+    uint32_t k = 1;
+    while (k < Lt) k = per_tree_step(w->top, k, &u);
+    t->owner[i] = k - Lt;
+    t->u[i] = u;
+  }
+  return s;
+}
+
+/* This rank's draws in batch order as records in t->send: the shard
+   descends its own tree with what is left of each stratum's mass (a
+   uniform draw has its slot). The number of records. */
+static uint32_t peri_mpi_pack(const per_mpi *m, const peri_mpi_plan *p,
+                              peri_mpi_batch *t) {
+  const per_buffer *b = &m->shard;
+  uint32_t i, n = 0, L = b->tree.leaves;
+  for (i = 0; i < p->B; ++i) {
+    unsigned char *q;
+    uint32_t slot;
+    uint64_t id;
+    per_real v;
+    if (t->owner[i] != (uint32_t)m->rank) continue;
+    if (!p->degenerate) slot = per_tree_descend(b->tree.node, L, t->u[i]);
+    else slot = (uint32_t)t->pos[i];
+    id = (uint64_t)slot | ((uint64_t)b->gen[slot] << 32);
+    v = b->tree.node[L + slot];
+    q = t->send + (size_t)n * p->rec;
+    memcpy(q, &id, 8);
+    memcpy(q + 8, &v, sizeof v);
+    memcpy(q + PERI_MPI_REC_HEAD, b->items + (size_t)slot * p->isz, p->isz);
+    ++n;
+  }
+  return n;
+}
+
+/* Every rank's records to the root, or to every rank: rank r's are its
+   draws in batch order, at w->rdisp[r] in t->recv. */
+static void peri_mpi_gather(per_mpi *m, const peri_mpi_plan *p,
+                            peri_mpi_batch *t, uint32_t nmine) {
+  peri_mpi_work *w = (peri_mpi_work *)m->work;
+  MPI_Datatype dt;
+  uint32_t i;
+  int r;
+  for (r = 0; r < m->world; ++r) w->rcount[r] = 0;
+  for (i = 0; i < p->B; ++i) ++w->rcount[t->owner[i]];
+  peri_mpi_displs(w->rcount, w->rdisp, m->world);
+  MPI_Type_contiguous((int)p->rec, MPI_BYTE, &dt);
+  MPI_Type_commit(&dt);
+  if (p->root == PER_MPI_ALL)
+    MPI_Allgatherv(t->send, (int)nmine, dt, t->recv, w->rcount, w->rdisp, dt,
+                   m->comm);
+  else
+    MPI_Gatherv(t->send, (int)nmine, dt, t->recv, w->rcount, w->rdisp, dt,
+                p->root, m->comm);
+  MPI_Type_free(&dt);
+}
+
+/* A receiver hands the records out in batch order (each rank's are its
+   draws in that order): items, ids, and the weights over the batch's or
+   the shards' smallest leaf. */
+static void peri_mpi_unpack(per_mpi *m, const peri_mpi_plan *p,
+                            peri_mpi_batch *t, void *items_out, per_mpi_id *ids,
+                            float *weights) {
+  peri_mpi_work *w = (peri_mpi_work *)m->work;
+  per_real bmin = (per_real)HUGE_VAL, pmin = p->pmin;
+  uint32_t i;
+  int r;
+  for (r = 0; r < m->world; ++r) w->rcount[r] = 0;
+  for (i = 0; i < p->B; ++i) {
+    uint32_t o = t->owner[i];
+    const unsigned char *q =
+        t->recv + (size_t)(w->rdisp[o] + w->rcount[o]++) * p->rec;
+    per_real v;
+    memcpy(&v, q + 8, sizeof v);
+    t->u[i] = v;
+    if (v < bmin) bmin = v;
+    if (ids) {
+      memcpy(&ids[i].id, q, 8);
+      ids[i].rank = o;
+    }
+    if (items_out)
+      memcpy((unsigned char *)items_out + (size_t)i * p->isz,
+             q + PERI_MPI_REC_HEAD, p->isz);
+  }
+  if (!p->bufmax) pmin = bmin;
+  if (weights)
+    for (i = 0; i < p->B; ++i)
+      weights[i] = p->degenerate ? 1.0f : per_is_weight(t->u[i], pmin, p->beta);
 }
 
 PERDEF per_status per_mpi_sample(per_mpi *m, uint32_t B, int root,
                                  const per_sample_opts *opts, void *items_out,
                                  per_mpi_id *ids, float *weights) {
-  per_buffer *b;
-  perm_work *w;
-  perm_info mine;
-  perm_batch t;
-  per_real total, seg = 0, pmin = (per_real)HUGE_VAL;
-  uint64_t ntotal = 0;
-  uint32_t i, L, Lt, cap, start, flags = opts ? opts->flags : 0, nmine = 0;
-  size_t isz, rec;
-  int s = PER_OK, r, world, receive, degenerate, bufmax = 0;
+  peri_mpi_work *w;
+  peri_mpi_info mine;
+  peri_mpi_batch t;
+  peri_mpi_plan p;
+  int s, r, receive;
+  uint64_t n = 0;
   if (!m || m->world == 0) return PER_ERR_NULL;
-  b = &m->shard;
-  w = (perm_work *)m->work;
-  world = m->world;
-  isz = b->cfg.item_size;
-  rec = PERM_REC_HEAD + isz;
+  w = (peri_mpi_work *)m->work;
   receive = root == PER_MPI_ALL || root == m->rank;
-  memset(&mine, 0, sizeof mine);
   memset(&t, 0, sizeof t);
-  mine.B = B;
-  mine.root = root;
-  mine.beta = per_buffer_beta(b);
-  if (flags & ~(uint32_t)PER_SAMPLE_BETA) {
-    s = PER_ERR_ARG;
-  } else if (flags & PER_SAMPLE_BETA) {
-    mine.beta = opts->beta;
-    if (!(mine.beta >= 0) || mine.beta - mine.beta != 0) s = PER_ERR_ARG;
-  }
-  if (s == PER_OK && (root < PER_MPI_ALL || root >= world)) s = PER_ERR_ARG;
-  if (s == PER_OK && (B == 0 || B > (uint32_t)INT_MAX)) s = PER_ERR_BATCH;
-  if (s == PER_OK) s = perm_batch_alloc(&t, B, rec, receive, m->alloc_ctx);
-  mine.status = s;
-  mine.total = (double)b->tree.node[1];
-  mine.min_leaf = b->min_node ? (double)b->min_node[1] : HUGE_VAL;
-  mine.size = b->size;
+  /* 1. every rank's info and status */
+  peri_mpi_sample_info(m, B, root, opts, &mine);
+  if (mine.status == PER_OK)
+    mine.status =
+        peri_mpi_batch_alloc(&t, B, PERI_MPI_REC_HEAD + m->shard.cfg.item_size,
+                             receive, m->alloc_ctx);
   MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, w->info, (int)sizeof mine,
                 MPI_BYTE, m->comm);
-  s = perm_sample_agree(w->info, world);
-  for (r = 0; r < world; ++r) ntotal += w->info[r].size;
-  if (s == PER_OK && ntotal == 0) s = PER_ERR_EMPTY;
+  s = peri_mpi_sample_agree(w->info, m->world);
+  for (r = 0; r < m->world; ++r) n += w->info[r].size;
+  if (s == PER_OK && n == 0) s = PER_ERR_EMPTY;
   if (s != PER_OK) goto done;
-
-  /* the top tree: leaf r = rank r's total, parents as per_tree's */
-  Lt = w->top_leaves;
-  for (i = 0; i < Lt; ++i)
-    w->top[Lt + i] = i < (uint32_t)world ? (per_real)w->info[i].total : 0;
-  for (i = Lt - 1; i >= 1; --i) per_tree_recompute(w->top, i);
-  total = w->top[1];
-  degenerate = !(total > 0) || total - total != 0;
-  if (b->cfg.flags & PER_WEIGHTS_BUFFER_MAX) {
-    for (r = 0; r < world; ++r)
-      if ((per_real)w->info[r].min_leaf < pmin)
-        pmin = (per_real)w->info[r].min_leaf;
-    bufmax = pmin <= PER_LEAF_MAX;
-  }
-  if (!degenerate) seg = total / (per_real)B;
-
-  /* every draw's owner, found alike by every rank */
-  for (i = 0; i < B; ++i) {
-    if (!degenerate) {
-      per_real u = per_tree_stratum_u(b->rng.seed, b->rng.counter, i, seg);
-      uint32_t k = 1;
-      while (k < Lt) k = per_tree_step(w->top, k, &u);
-      t.owner[i] = k - Lt;
-      t.u[i] = u;
-    } else {
-      uint64_t x = perm_below(&b->rng, ntotal);
-      r = 0;
-      while (x >= w->info[r].size) x -= w->info[r].size, ++r;
-      t.owner[i] = (uint32_t)r;
-      t.pos[i] = (uint32_t)x;
-    }
-  }
-
-  /* this rank's draws, in batch order, as records (the uniform
-     fallback's positions count from the oldest item, at slot start) */
-  L = b->tree.leaves;
-  cap = b->cfg.capacity;
-  start = (uint32_t)(((uint64_t)b->pos + cap - b->size) % cap);
-  for (i = 0; i < B; ++i) {
-    unsigned char *p;
-    uint32_t slot;
-    uint64_t id;
-    per_real v;
-    if (t.owner[i] != (uint32_t)m->rank) continue;
-    if (!degenerate) slot = per_tree_descend(b->tree.node, L, t.u[i]);
-    else slot = (uint32_t)(((uint64_t)start + t.pos[i]) % cap);
-    id = (uint64_t)slot | ((uint64_t)b->gen[slot] << 32);
-    v = b->tree.node[L + slot];
-    p = t.send + (size_t)nmine * rec;
-    memcpy(p, &id, 8);
-    memcpy(p + 8, &v, sizeof v);
-    memcpy(p + PERM_REC_HEAD, b->items + (size_t)slot * isz, isz);
-    ++nmine;
-  }
-  {
-    MPI_Datatype dt;
-    for (r = 0; r < world; ++r) w->rcount[r] = 0;
-    for (i = 0; i < B; ++i) ++w->rcount[t.owner[i]];
-    perm_displs(w->rcount, w->rdisp, world);
-    MPI_Type_contiguous((int)rec, MPI_BYTE, &dt);
-    MPI_Type_commit(&dt);
-    if (root == PER_MPI_ALL)
-      MPI_Allgatherv(t.send, (int)nmine, dt, t.recv, w->rcount, w->rdisp, dt,
-                     m->comm);
-    else
-      MPI_Gatherv(t.send, (int)nmine, dt, t.recv, w->rcount, w->rdisp, dt, root,
-                  m->comm);
-    MPI_Type_free(&dt);
-  }
-
-  if (receive) {
-    /* rank r's records are its draws in batch order: hand them out */
-    per_real bmin = (per_real)HUGE_VAL;
-    for (r = 0; r < world; ++r) w->rcount[r] = 0;
-    for (i = 0; i < B; ++i) {
-      uint32_t o = t.owner[i];
-      const unsigned char *p =
-          t.recv + (size_t)(w->rdisp[o] + w->rcount[o]++) * rec;
-      per_real v;
-      memcpy(&v, p + 8, sizeof v);
-      t.u[i] = v;
-      if (v < bmin) bmin = v;
-      if (ids) {
-        memcpy(&ids[i].id, p, 8);
-        ids[i].rank = o;
-      }
-      if (items_out)
-        memcpy((unsigned char *)items_out + (size_t)i * isz, p + PERM_REC_HEAD,
-               isz);
-    }
-    if (!bufmax) pmin = bmin;
-    if (weights)
-      for (i = 0; i < B; ++i)
-        weights[i] =
-            degenerate ? 1.0f : per_is_weight(t.u[i], pmin, w->info[0].beta);
-  }
-  if (!degenerate) {
-    b->rng.counter += B;
-    b->rng.avail = 0;
-  }
-  b->step += 1;
-
+  /* 2. the batch, alike on every rank, then each owner's draws */
+  peri_mpi_plan_of(m, w->info, &p);
+  s = peri_mpi_owners(m, &p, &t);
+  peri_mpi_gather(m, &p, &t, peri_mpi_pack(m, &p, &t));
+  if (receive) peri_mpi_unpack(m, &p, &t, items_out, ids, weights);
+  /* 3. the strata's stream and the step, as one buffer's (the uniform
+     draws advanced them as they drew); B >= 1: PER_OK */
+  if (s == PER_OK && !p.degenerate) s = per_buffer_advance_strata(&m->shard, B);
 done:
-  perm_batch_free(&t, m->alloc_ctx);
+  peri_mpi_batch_free(&t, m->alloc_ctx);
   return (per_status)s;
 }
 
-/* ---- update ---- */
+/* ---- update ----
+   Four collectives, a phase each: every rank's status and counts per
+   owner (one alltoall), room to receive (one allreduce), the records
+   routed to their owners (one alltoallv), and each owner's check of its
+   part (one allgather), after which every owner applies its part. */
 
 /* A routed update record: the shard's id and the TD error. */
-#define PERM_UREC 12
+#define PERI_MPI_UREC 12
 
-PERDEF per_status per_mpi_update(per_mpi *m, const per_mpi_id *ids,
-                                 const float *td, uint32_t n, uint32_t *stale) {
-  perm_work *w;
-  unsigned char *send = NULL, *recv = NULL;
-  uint64_t *rid = NULL, nstale = 0;
-  float *rtd = NULL;
-  uint32_t j, nrecv = 0, st = 0;
-  int s = PER_OK, r, world;
-  per_real mx;
-  perm_agree a;
-  MPI_Datatype dt;
-  void *ctx;
-  if (!m || m->world == 0) return PER_ERR_NULL;
-  w = (perm_work *)m->work;
-  world = m->world;
-  ctx = m->alloc_ctx;
-  for (r = 0; r < world; ++r) w->scount[r] = 0;
+/* An update's own memory: the records this rank sends and receives, and
+   the received ones as ids and TD errors. */
+typedef struct peri_mpi_route {
+  unsigned char *send, *recv;
+  uint64_t *rid;
+  float *rtd;
+  uint32_t nrecv;
+} peri_mpi_route;
+
+static void peri_mpi_route_free(peri_mpi_route *q, void *ctx) {
+  PER_FREE(q->send, ctx);
+  PER_FREE(q->recv, ctx);
+  PER_FREE(q->rid, ctx);
+  PER_FREE(q->rtd, ctx);
+}
+
+/* This rank's part before any exchange: its arguments' status, how many
+   records go to each owner (w->scount) and the memory to send them. */
+static int peri_mpi_update_args(per_mpi *m, const per_mpi_id *ids,
+                                const float *td, uint32_t n,
+                                peri_mpi_route *q) {
+  peri_mpi_work *w = (peri_mpi_work *)m->work;
+  uint32_t j;
+  int s = PER_OK, r;
+  for (r = 0; r < m->world; ++r) w->scount[r] = 0;
   if (n > (uint32_t)INT_MAX) s = PER_ERR_BATCH;
   else if (n > 0 && (!ids || !td)) s = PER_ERR_NULL;
   for (j = 0; j < n && s == PER_OK; ++j) {
-    s = perm_float_status(td[j]);
-    if (s == PER_OK && ids[j].rank >= (uint64_t)world) s = PER_ERR_INDEX;
+    s = peri_float_status(td[j]);
+    if (s == PER_OK && ids[j].rank >= (uint64_t)m->world) s = PER_ERR_INDEX;
     if (s == PER_OK) ++w->scount[ids[j].rank];
   }
   if (s == PER_OK && n > 0) {
-    send = (unsigned char *)PERM_MALLOC((size_t)n * PERM_UREC, ctx);
-    if (!send) s = PER_ERR_NOMEM;
+    q->send =
+        (unsigned char *)PER_MALLOC((size_t)n * PERI_MPI_UREC, m->alloc_ctx);
+    if (!q->send) s = PER_ERR_NOMEM;
   }
-  /* 1. every rank's status and what it sends to each, in one exchange */
-  for (r = 0; r < world; ++r) {
-    w->hdr[2 * r] = s;
-    w->hdr[2 * r + 1] = s == PER_OK ? w->scount[r] : 0;
-  }
-  MPI_Alltoall(w->hdr, 2, MPI_INT32_T, w->got, 2, MPI_INT32_T, m->comm);
-  s = perm_first_error(w->got, 2 * sizeof *w->got, world);
-  if (s != PER_OK) goto done;
+  return s;
+}
 
-  /* 2. room to receive, agreed (a rank without it must not be sent to) */
-  for (r = 0; r < world; ++r) w->rcount[r] = w->got[2 * r + 1];
-  nrecv = (uint32_t)perm_displs(w->rcount, w->rdisp, world);
-  if (nrecv > 0) {
-    recv = (unsigned char *)PERM_MALLOC((size_t)nrecv * PERM_UREC, ctx);
-    rid = (uint64_t *)PERM_MALLOC((size_t)nrecv * sizeof *rid, ctx);
-    rtd = (float *)PERM_MALLOC((size_t)nrecv * sizeof *rtd, ctx);
-    if (!recv || !rid || !rtd) s = PER_ERR_NOMEM;
+/* Room for the records the other ranks announced (w->got), agreed: a
+   rank without it must not be sent to. */
+static int peri_mpi_update_room(per_mpi *m, peri_mpi_route *q) {
+  peri_mpi_work *w = (peri_mpi_work *)m->work;
+  void *ctx = m->alloc_ctx;
+  int s = PER_OK, r;
+  for (r = 0; r < m->world; ++r) w->rcount[r] = w->got[2 * r + 1];
+  q->nrecv = (uint32_t)peri_mpi_displs(w->rcount, w->rdisp, m->world);
+  if (q->nrecv > 0) {
+    q->recv =
+        (unsigned char *)PER_MALLOC((size_t)q->nrecv * PERI_MPI_UREC, ctx);
+    q->rid = (uint64_t *)PER_MALLOC((size_t)q->nrecv * sizeof *q->rid, ctx);
+    q->rtd = (float *)PER_MALLOC((size_t)q->nrecv * sizeof *q->rtd, ctx);
+    if (!q->recv || !q->rid || !q->rtd) s = PER_ERR_NOMEM;
   }
-  s = perm_any_error(m->comm, s);
-  if (s != PER_OK) goto done;
+  return peri_mpi_any_error(m->comm, s);
+}
 
-  /* 3. route: a stable counting sort by owner, then one alltoallv */
-  perm_displs(w->scount, w->sdisp, world);
-  for (r = 0; r < world; ++r) w->scount[r] = 0;
+/* The records to their owners: a stable counting sort by owner, then one
+   alltoallv; the received ones into rid and rtd. */
+static void peri_mpi_update_route(per_mpi *m, const per_mpi_id *ids,
+                                  const float *td, uint32_t n,
+                                  peri_mpi_route *q) {
+  peri_mpi_work *w = (peri_mpi_work *)m->work;
+  MPI_Datatype dt;
+  uint32_t j;
+  int r;
+  peri_mpi_displs(w->scount, w->sdisp, m->world);
+  for (r = 0; r < m->world; ++r) w->scount[r] = 0;
   for (j = 0; j < n; ++j) {
     int o = (int)ids[j].rank;
     unsigned char *p =
-        send + (size_t)(w->sdisp[o] + w->scount[o]++) * PERM_UREC;
+        q->send + (size_t)(w->sdisp[o] + w->scount[o]++) * PERI_MPI_UREC;
     memcpy(p, &ids[j].id, 8);
     memcpy(p + 8, &td[j], 4);
   }
-  MPI_Type_contiguous(PERM_UREC, MPI_BYTE, &dt);
+  MPI_Type_contiguous(PERI_MPI_UREC, MPI_BYTE, &dt);
   MPI_Type_commit(&dt);
-  MPI_Alltoallv(send, w->scount, w->sdisp, dt, recv, w->rcount, w->rdisp, dt,
-                m->comm);
+  MPI_Alltoallv(q->send, w->scount, w->sdisp, dt, q->recv, w->rcount, w->rdisp,
+                dt, m->comm);
   MPI_Type_free(&dt);
-
-  /* 4. each owner checks its part; the statuses, stale counts and new
-     max leaves are agreed in one exchange; then every owner applies */
-  for (j = 0; j < nrecv; ++j) {
-    memcpy(&rid[j], recv + (size_t)j * PERM_UREC, 8);
-    memcpy(&rtd[j], recv + (size_t)j * PERM_UREC + 8, 4);
+  for (j = 0; j < q->nrecv; ++j) {
+    memcpy(&q->rid[j], q->recv + (size_t)j * PERI_MPI_UREC, 8);
+    memcpy(&q->rtd[j], q->recv + (size_t)j * PERI_MPI_UREC + 8, 4);
   }
-  mx = m->shard.max_leaf;
+}
+
+/* Each owner checks its part; the statuses, stale counts and new max
+   leaves are agreed in one exchange; then every owner applies its part
+   and takes the largest max_leaf of all, as one buffer's would be. */
+static int peri_mpi_update_apply(per_mpi *m, const peri_mpi_route *q,
+                                 uint32_t *stale) {
+  peri_mpi_work *w = (peri_mpi_work *)m->work;
+  per_buffer *b = &m->shard;
+  peri_mpi_agree a;
+  uint64_t nstale = 0;
+  uint32_t st = 0;
+  per_real mx = b->max_leaf;
+  int s, r;
   memset(&a, 0, sizeof a);
-  a.status = per_buffer_update_check(&m->shard, rid, rtd, nrecv, &st, &mx);
+  a.status = per_buffer_update_check(b, q->rid, q->rtd, q->nrecv, &st, &mx);
   a.stale = st;
   a.max_leaf = (double)mx;
   MPI_Allgather(&a, (int)sizeof a, MPI_BYTE, w->agree, (int)sizeof a, MPI_BYTE,
                 m->comm);
-  s = perm_first_error(&w->agree[0].status, sizeof *w->agree, world);
-  if (s != PER_OK) goto done;
-  for (r = 0; r < world; ++r) {
+  s = peri_mpi_first_error(&w->agree[0].status, sizeof *w->agree, m->world);
+  if (s != PER_OK) return s;
+  for (r = 0; r < m->world; ++r) {
     nstale += w->agree[r].stale;
     if ((per_real)w->agree[r].max_leaf > mx)
       mx = (per_real)w->agree[r].max_leaf;
   }
-  s = per_buffer_update(&m->shard, rid, rtd, nrecv, NULL); /* checked: OK */
-  if (mx > m->shard.max_leaf) m->shard.max_leaf = mx;
+  /* checked: PER_OK; mx is a leaf some owner's check found, or b's */
+  s = per_buffer_update(b, q->rid, q->rtd, q->nrecv, NULL);
+  if (s == PER_OK) s = per_buffer_raise_max_leaf(b, mx);
   if (stale) *stale = nstale > UINT32_MAX ? UINT32_MAX : (uint32_t)nstale;
+  return s;
+}
 
-done:
-  PERM_FREE(send, ctx);
-  PERM_FREE(recv, ctx);
-  PERM_FREE(rid, ctx);
-  PERM_FREE(rtd, ctx);
+PERDEF per_status per_mpi_update(per_mpi *m, const per_mpi_id *ids,
+                                 const float *td, uint32_t n, uint32_t *stale) {
+  peri_mpi_work *w;
+  peri_mpi_route q;
+  int s, r;
+  if (!m || m->world == 0) return PER_ERR_NULL;
+  w = (peri_mpi_work *)m->work;
+  memset(&q, 0, sizeof q);
+  s = peri_mpi_update_args(m, ids, td, n, &q);
+  /* 1. every rank's status and what it sends to each, in one exchange */
+  for (r = 0; r < m->world; ++r) {
+    w->hdr[2 * r] = s;
+    w->hdr[2 * r + 1] = s == PER_OK ? w->scount[r] : 0;
+  }
+  MPI_Alltoall(w->hdr, 2, MPI_INT32_T, w->got, 2, MPI_INT32_T, m->comm);
+  s = peri_mpi_first_error(w->got, 2 * sizeof *w->got, m->world);
+  /* 2. room to receive; 3. route; 4. check, agree and apply */
+  if (s == PER_OK) s = peri_mpi_update_room(m, &q);
+  if (s == PER_OK) {
+    peri_mpi_update_route(m, ids, td, n, &q);
+    s = peri_mpi_update_apply(m, &q, stale);
+  }
+  peri_mpi_route_free(&q, m->alloc_ctx);
   return (per_status)s;
 }
 
@@ -780,106 +918,81 @@ done:
 
 /* The manifest, little-endian: the head, one record per saved rank, then
    the CRC-32C of everything before it (per_file_write). */
-enum { PERM_MF_HEAD = 152, PERM_MF_REC = 40, PERM_MF_VERSION = 1 };
-static const unsigned char perm_mf_magic[8] = {0x89, 'P', 'E', 'R',
-                                               'M',  'P', 'I', '\n'};
+enum { PERI_MPI_MF_HEAD = 152, PERI_MPI_MF_REC = 40, PERI_MPI_MF_VERSION = 1 };
+static const unsigned char peri_mpi_mf_magic[8] = {0x89, 'P', 'E', 'R',
+                                                   'M',  'P', 'I', '\n'};
 
 /* Head: 0 magic, 8 u32 version, 12 u32 0x01020304, 16 u32 world, 20 u32
    sizeof(per_real), 24 u32 item_size, 28 u32 0, 32 u64 save number, 40
    u64 step, 48 rng (u64 seed, u64 counter, 4 x u32 buf, u32 avail, u32
    0), 88 f64 max_leaf, 96 f64 alpha, beta0, beta1, eps, max_priority,
    136 u64 beta_steps, 144 u64 seed. Record: u64 file bytes, u64 added,
-   u64 trajs, u32 CRC-32C of the file, u32 size, u32 capacity, u32 0. */
-
-static void perm_put32(unsigned char *p, uint32_t v) {
-  int i;
-  for (i = 0; i < 4; ++i) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void perm_put64(unsigned char *p, uint64_t v) {
-  perm_put32(p, (uint32_t)v);
-  perm_put32(p + 4, (uint32_t)(v >> 32));
-}
-static uint32_t perm_get32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-         (uint32_t)p[3] << 24;
-}
-static uint64_t perm_get64(const unsigned char *p) {
-  return (uint64_t)perm_get32(p) | (uint64_t)perm_get32(p + 4) << 32;
-}
-static void perm_putf(unsigned char *p, double v) {
-  uint64_t u;
-  memcpy(&u, &v, 8);
-  perm_put64(p, u);
-}
-static double perm_getf(const unsigned char *p) {
-  uint64_t u = perm_get64(p);
-  double v;
-  memcpy(&v, &u, 8);
-  return v;
-}
+   u64 trajs, u32 CRC-32C of the file, u32 size, u32 capacity, u32 0.
+   Written and read with per.h's peri_put32 / peri_get32 family. */
 
 /* One saved rank's record, as the manifest holds it. */
-typedef struct perm_rec {
+typedef struct peri_mpi_rec {
   uint64_t bytes, added, trajs;
   uint32_t crc, size, capacity;
-} perm_rec;
+} peri_mpi_rec;
 
-static perm_rec perm_mf_rec(const unsigned char *mf, uint32_t q) {
-  const unsigned char *p = mf + PERM_MF_HEAD + (size_t)q * PERM_MF_REC;
-  perm_rec r;
-  r.bytes = perm_get64(p);
-  r.added = perm_get64(p + 8);
-  r.trajs = perm_get64(p + 16);
-  r.crc = perm_get32(p + 24);
-  r.size = perm_get32(p + 28);
-  r.capacity = perm_get32(p + 32);
+static peri_mpi_rec peri_mpi_mf_rec(const unsigned char *mf, uint32_t q) {
+  const unsigned char *p = mf + PERI_MPI_MF_HEAD + (size_t)q * PERI_MPI_MF_REC;
+  peri_mpi_rec r;
+  r.bytes = peri_get64(p);
+  r.added = peri_get64(p + 8);
+  r.trajs = peri_get64(p + 16);
+  r.crc = peri_get32(p + 24);
+  r.size = peri_get32(p + 28);
+  r.capacity = peri_get32(p + 32);
   return r;
 }
 
 /* The manifest's bytes for the shards' records rec[0..world) and rank
-   0's shared state b, CRC not included (per_file_write adds it). */
-static void perm_mf_build(unsigned char *mf, const per_buffer *b, uint64_t save,
-                          const perm_rec *rec, int world) {
-  const per_config *c = &b->cfg;
+   0's shared state, from b, CRC not included (per_file_write adds it). */
+static void peri_mpi_mf_build(unsigned char *mf, const per_buffer *b,
+                              uint64_t save, const peri_mpi_rec *rec,
+                              int world) {
+  per_buffer_shared sh = per_buffer_shared_of(b);
   int q, i;
-  memset(mf, 0, PERM_MF_HEAD + (size_t)world * PERM_MF_REC);
-  memcpy(mf, perm_mf_magic, 8);
-  perm_put32(mf + 8, PERM_MF_VERSION);
-  perm_put32(mf + 12, 0x01020304u);
-  perm_put32(mf + 16, (uint32_t)world);
-  perm_put32(mf + 20, (uint32_t)sizeof(per_real));
-  perm_put32(mf + 24, c->item_size);
-  perm_put64(mf + 32, save);
-  perm_put64(mf + 40, b->step);
-  perm_put64(mf + 48, b->rng.seed);
-  perm_put64(mf + 56, b->rng.counter);
-  for (i = 0; i < 4; ++i) perm_put32(mf + 64 + 4 * i, b->rng.buf[i]);
-  perm_put32(mf + 80, b->rng.avail);
-  perm_putf(mf + 88, (double)b->max_leaf);
-  perm_putf(mf + 96, c->alpha);
-  perm_putf(mf + 104, c->beta0);
-  perm_putf(mf + 112, c->beta1);
-  perm_putf(mf + 120, c->eps);
-  perm_putf(mf + 128, c->max_priority);
-  perm_put64(mf + 136, c->beta_steps);
-  perm_put64(mf + 144, c->seed);
+  memset(mf, 0, PERI_MPI_MF_HEAD + (size_t)world * PERI_MPI_MF_REC);
+  memcpy(mf, peri_mpi_mf_magic, 8);
+  peri_put32(mf + 8, PERI_MPI_MF_VERSION);
+  peri_put32(mf + 12, 0x01020304u);
+  peri_put32(mf + 16, (uint32_t)world);
+  peri_put32(mf + 20, (uint32_t)sizeof(per_real));
+  peri_put32(mf + 24, b->cfg.item_size);
+  peri_put64(mf + 32, save);
+  peri_put64(mf + 40, sh.step);
+  peri_put64(mf + 48, sh.rng.seed);
+  peri_put64(mf + 56, sh.rng.counter);
+  for (i = 0; i < 4; ++i) peri_put32(mf + 64 + 4 * i, sh.rng.buf[i]);
+  peri_put32(mf + 80, sh.rng.avail);
+  peri_putf64(mf + 88, (double)sh.max_leaf);
+  peri_putf64(mf + 96, sh.alpha);
+  peri_putf64(mf + 104, sh.beta0);
+  peri_putf64(mf + 112, sh.beta1);
+  peri_putf64(mf + 120, sh.eps);
+  peri_putf64(mf + 128, sh.max_priority);
+  peri_put64(mf + 136, sh.beta_steps);
+  peri_put64(mf + 144, sh.seed);
   for (q = 0; q < world; ++q) {
-    unsigned char *p = mf + PERM_MF_HEAD + (size_t)q * PERM_MF_REC;
-    perm_put64(p, rec[q].bytes);
-    perm_put64(p + 8, rec[q].added);
-    perm_put64(p + 16, rec[q].trajs);
-    perm_put32(p + 24, rec[q].crc);
-    perm_put32(p + 28, rec[q].size);
-    perm_put32(p + 32, rec[q].capacity);
+    unsigned char *p = mf + PERI_MPI_MF_HEAD + (size_t)q * PERI_MPI_MF_REC;
+    peri_put64(p, rec[q].bytes);
+    peri_put64(p + 8, rec[q].added);
+    peri_put64(p + 16, rec[q].trajs);
+    peri_put32(p + 24, rec[q].crc);
+    peri_put32(p + 28, rec[q].size);
+    peri_put32(p + 32, rec[q].capacity);
   }
 }
 
 /* Read and check the manifest at path into *mf (allocated; *len bytes,
    CRC included). Checks what needs no shard: magic, version, byte order,
    length, CRC, and every record (size <= capacity, counters). */
-static int perm_mf_read(const char *path, void *ctx, unsigned char **mf,
-                        size_t *len) {
-  unsigned char head[PERM_MF_HEAD];
+static int peri_mpi_mf_read(const char *path, void *ctx, unsigned char **mf,
+                            size_t *len) {
+  unsigned char head[PERI_MPI_MF_HEAD];
   FILE *f;
   size_t got, n;
   uint32_t world, q;
@@ -890,19 +1003,19 @@ static int perm_mf_read(const char *path, void *ctx, unsigned char **mf,
   if (!f) return PER_ERR_IO;
   got = fread(head, 1, sizeof head, f);
   if (ferror(f)) s = PER_ERR_IO;
-  else if (got == 0 || (got >= 8 && memcmp(head, perm_mf_magic, 8) != 0))
+  else if (got == 0 || (got >= 8 && memcmp(head, peri_mpi_mf_magic, 8) != 0))
     s = PER_ERR_FORMAT;
   else if (got < sizeof head) s = PER_ERR_TRUNCATED;
-  else if (perm_get32(head + 8) != PERM_MF_VERSION) s = PER_ERR_VERSION;
-  else if (perm_get32(head + 12) != 0x01020304u) s = PER_ERR_FORMAT;
-  world = s == PER_OK ? perm_get32(head + 16) : 0;
+  else if (peri_get32(head + 8) != PERI_MPI_MF_VERSION) s = PER_ERR_VERSION;
+  else if (peri_get32(head + 12) != 0x01020304u) s = PER_ERR_FORMAT;
+  world = s == PER_OK ? peri_get32(head + 16) : 0;
   if (s == PER_OK &&
       (world == 0 ||
-       world > ((uint32_t)INT_MAX - PERM_MF_HEAD - 4) / PERM_MF_REC))
+       world > ((uint32_t)INT_MAX - PERI_MPI_MF_HEAD - 4) / PERI_MPI_MF_REC))
     s = PER_ERR_CORRUPT;
-  n = PERM_MF_HEAD + (size_t)world * PERM_MF_REC + 4;
+  n = PERI_MPI_MF_HEAD + (size_t)world * PERI_MPI_MF_REC + 4;
   if (s == PER_OK) {
-    *mf = (unsigned char *)PERM_MALLOC(n, ctx);
+    *mf = (unsigned char *)PER_MALLOC(n, ctx);
     if (!*mf) s = PER_ERR_NOMEM;
   }
   if (s == PER_OK) {
@@ -911,18 +1024,18 @@ static int perm_mf_read(const char *path, void *ctx, unsigned char **mf,
     if (ferror(f)) s = PER_ERR_IO;
     else if (got < n - sizeof head) s = PER_ERR_TRUNCATED;
     else if (fgetc(f) != EOF) s = PER_ERR_CORRUPT; /* longer than it says */
-    else if (per_crc32c(0, *mf, n - 4) != perm_get32(*mf + n - 4))
+    else if (per_crc32c(0, *mf, n - 4) != peri_get32(*mf + n - 4))
       s = PER_ERR_CHECKSUM;
   }
   fclose(f);
   for (q = 0; q < world && s == PER_OK; ++q) {
-    perm_rec r = perm_mf_rec(*mf, q);
+    peri_mpi_rec r = peri_mpi_mf_rec(*mf, q);
     if (r.capacity == 0 || r.size > r.capacity || r.added < r.size ||
         r.trajs > r.added)
       s = PER_ERR_CORRUPT;
   }
   if (s != PER_OK) {
-    PERM_FREE(*mf, ctx);
+    PER_FREE(*mf, ctx);
     *mf = NULL;
   } else {
     *len = n;
@@ -932,10 +1045,10 @@ static int perm_mf_read(const char *path, void *ctx, unsigned char **mf,
 
 /* The shard file of rank q in save `save` under path: "path.save.q"
    (allocated; NULL when memory ran out). */
-static char *perm_shard_name(const char *path, uint64_t save, uint32_t q,
-                             void *ctx) {
+static char *peri_mpi_shard_name(const char *path, uint64_t save, uint32_t q,
+                                 void *ctx) {
   size_t n = strlen(path) + 2 * 21 + 3;
-  char *name = (char *)PERM_MALLOC(n, ctx);
+  char *name = (char *)PER_MALLOC(n, ctx);
   if (name)
     snprintf(name, n, "%s.%llu.%lu", path, (unsigned long long)save,
              (unsigned long)q);
@@ -943,7 +1056,8 @@ static char *perm_shard_name(const char *path, uint64_t save, uint32_t q,
 }
 
 /* A file's length and its last 4 bytes (a per file's CRC-32C). */
-static int perm_file_tail(const char *name, uint64_t *bytes, uint32_t *crc) {
+static int peri_mpi_file_tail(const char *name, uint64_t *bytes,
+                              uint32_t *crc) {
   unsigned char t[4];
   long end;
   int s = PER_OK;
@@ -954,7 +1068,7 @@ static int perm_file_tail(const char *name, uint64_t *bytes, uint32_t *crc) {
     s = PER_ERR_IO;
   else {
     *bytes = (uint64_t)end;
-    *crc = perm_get32(t);
+    *crc = peri_get32(t);
   }
   fclose(f);
   return s;
@@ -962,309 +1076,374 @@ static int perm_file_tail(const char *name, uint64_t *bytes, uint32_t *crc) {
 
 /* Whether the file `name` is the one record r names (PER_ERR_CHECKSUM
    when it is another). */
-static int perm_file_is(const char *name, const perm_rec *r) {
+static int peri_mpi_file_is(const char *name, const peri_mpi_rec *r) {
   uint64_t bytes = 0;
   uint32_t crc = 0;
-  int s = perm_file_tail(name, &bytes, &crc);
+  int s = peri_mpi_file_tail(name, &bytes, &crc);
   if (s == PER_OK && (bytes != r->bytes || crc != r->crc)) s = PER_ERR_CHECKSUM;
   return s;
 }
 
 /* What a rank tells the others after its part of a save or a load. */
-enum { PERM_CK_WORDS = 8 };
+enum { PERI_MPI_CK_WORDS = 8 };
 
-/* The first error in rank order among words[r * PERM_CK_WORDS] (a
+/* The first error in rank order among words[r * PERI_MPI_CK_WORDS] (a
    status as int64). */
-static int perm_ck_first(const uint64_t *all, int world) {
+static int peri_mpi_ck_first(const uint64_t *all, int world) {
   int r;
   for (r = 0; r < world; ++r)
-    if (all[(size_t)r * PERM_CK_WORDS] != 0)
-      return (int)(int64_t)all[(size_t)r * PERM_CK_WORDS];
+    if (all[(size_t)r * PERI_MPI_CK_WORDS] != 0)
+      return (int)(int64_t)all[(size_t)r * PERI_MPI_CK_WORDS];
   return PER_OK;
 }
 
-/* Every rank's words[PERM_CK_WORDS] (status first) into all; the agreed
-   status, with PER_ERR_ARG when the ranks' words[1] (the path's CRC)
-   differ. */
-static int perm_ck_gather(per_mpi *m, uint64_t *mine, uint64_t *all) {
+/* Every rank's words[PERI_MPI_CK_WORDS] (status first) into all; the
+   agreed status, with PER_ERR_ARG when the ranks' words[1] (the path's
+   CRC) differ. */
+static int peri_mpi_ck_gather(per_mpi *m, uint64_t *mine, uint64_t *all) {
   int r, s;
-  MPI_Allgather(mine, PERM_CK_WORDS, MPI_UINT64_T, all, PERM_CK_WORDS,
+  MPI_Allgather(mine, PERI_MPI_CK_WORDS, MPI_UINT64_T, all, PERI_MPI_CK_WORDS,
                 MPI_UINT64_T, m->comm);
-  s = perm_ck_first(all, m->world);
+  s = peri_mpi_ck_first(all, m->world);
   for (r = 1; r < m->world && s == PER_OK; ++r)
-    if (all[(size_t)r * PERM_CK_WORDS + 1] != all[1]) s = PER_ERR_ARG;
+    if (all[(size_t)r * PERI_MPI_CK_WORDS + 1] != all[1]) s = PER_ERR_ARG;
   return s;
 }
 
-static uint64_t perm_path_crc(const char *path) {
+static uint64_t peri_mpi_path_crc(const char *path) {
   return path ? 1u + (uint64_t)per_crc32c(0, path, strlen(path)) : 0;
 }
 
 /* Remove the shard files of ranks q = rank, rank + world, ... below
    saved of save `save` under path (errors ignored: they are files no
    manifest names). */
-static void perm_remove_save(const per_mpi *m, const char *path, uint64_t save,
-                             uint64_t saved) {
+static void peri_mpi_remove_save(const per_mpi *m, const char *path,
+                                 uint64_t save, uint64_t saved) {
   uint64_t q;
   for (q = (uint64_t)m->rank; q < saved; q += (uint64_t)m->world) {
-    char *name = perm_shard_name(path, save, (uint32_t)q, m->alloc_ctx);
+    char *name = peri_mpi_shard_name(path, save, (uint32_t)q, m->alloc_ctx);
     if (name) remove(name);
-    PERM_FREE(name, m->alloc_ctx);
+    PER_FREE(name, m->alloc_ctx);
+  }
+}
+
+/* ---- save ----
+   Phases: the checkpoint at path now (rank 0, peri_mpi_current) and
+   every rank's status and path, agreed; every rank's shard file and its
+   record, agreed (peri_mpi_save_shard); the manifest, the commit (rank 0,
+   peri_mpi_commit), broadcast; then the files no manifest names. */
+
+/* The save number and world size of the checkpoint at path now (left as
+   they are when there is none or it cannot be read). */
+static void peri_mpi_current(const char *path, void *ctx, uint64_t *save,
+                             uint64_t *world) {
+  unsigned char *mf = NULL;
+  size_t len;
+  if (peri_mpi_mf_read(path, ctx, &mf, &len) != PER_OK) return;
+  *save = peri_get64(mf + 32);
+  *world = peri_get32(mf + 16);
+  PER_FREE(mf, ctx);
+}
+
+/* This rank saves its shard to its file of save `save` (*name, allocated;
+   *saved: whether the file was written) and fills its record words:
+   status, the path's CRC, the file's length and CRC, added, trajs, size
+   and capacity. */
+static void peri_mpi_save_shard(per_mpi *m, const char *path, uint64_t save,
+                                char **name, int *saved, uint64_t *mine) {
+  const per_buffer *b = &m->shard;
+  int s;
+  memset(mine, 0, PERI_MPI_CK_WORDS * sizeof *mine);
+  *name = peri_mpi_shard_name(path, save, (uint32_t)m->rank, m->alloc_ctx);
+  s = *name ? per_buffer_save(b, *name) : PER_ERR_NOMEM;
+  *saved = s == PER_OK;
+  if (s == PER_OK) {
+    uint32_t crc = 0;
+    s = peri_mpi_file_tail(*name, &mine[2], &crc);
+    mine[3] = crc;
+  }
+  mine[0] = (uint64_t)(int64_t)s;
+  mine[1] = peri_mpi_path_crc(path);
+  mine[4] = b->added;
+  mine[5] = b->trajs;
+  mine[6] = per_buffer_size(b);
+  mine[7] = b->cfg.capacity;
+}
+
+/* Rank 0 writes the manifest of save `save` from every rank's record
+   words `all`: fin[0] its status, fin[1] whether the manifest at path is
+   now this save's (also when only the directory sync failed after the
+   rename). */
+static void peri_mpi_commit(per_mpi *m, const char *path, uint64_t save,
+                            const uint64_t *all, int64_t fin[2]) {
+  void *ctx = m->alloc_ctx;
+  size_t n = PERI_MPI_MF_HEAD + (size_t)m->world * PERI_MPI_MF_REC, len;
+  peri_mpi_rec *rec =
+      (peri_mpi_rec *)PER_MALLOC((size_t)m->world * sizeof *rec, ctx);
+  unsigned char *mf = (unsigned char *)PER_MALLOC(n, ctx);
+  int r;
+  fin[0] = rec && mf ? PER_OK : PER_ERR_NOMEM;
+  if (fin[0] == PER_OK) {
+    for (r = 0; r < m->world; ++r) {
+      const uint64_t *w = all + (size_t)r * PERI_MPI_CK_WORDS;
+      rec[r].bytes = w[2];
+      rec[r].crc = (uint32_t)w[3];
+      rec[r].added = w[4];
+      rec[r].trajs = w[5];
+      rec[r].size = (uint32_t)w[6];
+      rec[r].capacity = (uint32_t)w[7];
+    }
+    peri_mpi_mf_build(mf, &m->shard, save, rec, m->world);
+    fin[0] = per_file_write(mf, n, path, ctx);
+  }
+  PER_FREE(rec, ctx);
+  PER_FREE(mf, ctx);
+  mf = NULL;
+  if (fin[0] == PER_OK) {
+    fin[1] = 1;
+  } else {
+    if (peri_mpi_mf_read(path, ctx, &mf, &len) == PER_OK)
+      fin[1] = peri_get64(mf + 32) == save;
+    PER_FREE(mf, ctx);
   }
 }
 
 PERDEF per_status per_mpi_save(per_mpi *m, const char *path) {
-  uint64_t mine[PERM_CK_WORDS], *all = NULL, save, old_save = 0, old_world = 0;
-  unsigned char *mf = NULL;
+  uint64_t mine[PERI_MPI_CK_WORDS], *all = NULL, save, old_save = 0,
+                                    old_world = 0;
   char *name = NULL;
-  int s = PER_OK, r, saved = 0, world;
+  int s = PER_OK, saved = 0;
   int64_t fin[2] = {PER_OK, 0};
   void *ctx;
   if (!m || m->world == 0) return PER_ERR_NULL;
-  world = m->world;
   ctx = m->alloc_ctx;
   memset(mine, 0, sizeof mine);
-  all = (uint64_t *)PERM_MALLOC((size_t)world * sizeof mine, ctx);
+  all = (uint64_t *)PER_MALLOC((size_t)m->world * sizeof mine, ctx);
   if (!path) s = PER_ERR_NULL;
   else if (!all) s = PER_ERR_NOMEM;
-  if (s == PER_OK && m->rank == 0) { /* the checkpoint there now, if any */
-    size_t len;
-    if (perm_mf_read(path, ctx, &mf, &len) == PER_OK) {
-      old_save = perm_get64(mf + 32);
-      old_world = perm_get32(mf + 16);
-      PERM_FREE(mf, ctx);
-      mf = NULL;
-    }
-  }
+  if (s == PER_OK && m->rank == 0)
+    peri_mpi_current(path, ctx, &old_save, &old_world);
   /* 1. every rank's status and path; rank 0's numbers */
   mine[0] = (uint64_t)(int64_t)s;
-  mine[1] = perm_path_crc(path);
+  mine[1] = peri_mpi_path_crc(path);
   mine[2] = old_save;
   mine[3] = old_world;
-  if (perm_any_error(m->comm, all ? PER_OK : PER_ERR_NOMEM) != PER_OK) {
-    PERM_FREE(all, ctx);
+  if (peri_mpi_any_error(m->comm, all ? PER_OK : PER_ERR_NOMEM) != PER_OK) {
+    PER_FREE(all, ctx);
     return PER_ERR_NOMEM; /* no rank can hear the others */
   }
-  s = perm_ck_gather(m, mine, all);
+  s = peri_mpi_ck_gather(m, mine, all);
   if (s != PER_OK) goto done;
   old_save = all[2];
   old_world = all[3];
   save = old_save + 1;
-
   /* 2. every rank saves its shard; the files' records are agreed */
-  memset(mine, 0, sizeof mine);
-  name = perm_shard_name(path, save, (uint32_t)m->rank, ctx);
-  s = name ? per_buffer_save(&m->shard, name) : PER_ERR_NOMEM;
-  saved = s == PER_OK;
-  if (s == PER_OK) {
-    uint32_t crc = 0;
-    s = perm_file_tail(name, &mine[2], &crc);
-    mine[3] = crc;
-  }
-  mine[0] = (uint64_t)(int64_t)s;
-  mine[1] = perm_path_crc(path);
-  mine[4] = m->shard.added;
-  mine[5] = m->shard.trajs;
-  mine[6] = m->shard.size;
-  mine[7] = m->shard.cfg.capacity;
-  s = perm_ck_gather(m, mine, all);
-
+  peri_mpi_save_shard(m, path, save, &name, &saved, mine);
+  s = peri_mpi_ck_gather(m, mine, all);
   /* 3. rank 0 writes the manifest: the commit */
-  if (s == PER_OK && m->rank == 0) {
-    perm_rec *rec = (perm_rec *)PERM_MALLOC((size_t)world * sizeof *rec, ctx);
-    size_t n = PERM_MF_HEAD + (size_t)world * PERM_MF_REC;
-    mf = (unsigned char *)PERM_MALLOC(n, ctx);
-    fin[0] = rec && mf ? PER_OK : PER_ERR_NOMEM;
-    if (fin[0] == PER_OK) {
-      for (r = 0; r < world; ++r) {
-        const uint64_t *w = all + (size_t)r * PERM_CK_WORDS;
-        rec[r].bytes = w[2];
-        rec[r].crc = (uint32_t)w[3];
-        rec[r].added = w[4];
-        rec[r].trajs = w[5];
-        rec[r].size = (uint32_t)w[6];
-        rec[r].capacity = (uint32_t)w[7];
-      }
-      perm_mf_build(mf, &m->shard, save, rec, world);
-      fin[0] = per_file_write(mf, n, path, ctx);
-    }
-    PERM_FREE(rec, ctx);
-    PERM_FREE(mf, ctx);
-    mf = NULL;
-    /* committed: the manifest at path is this save's (also when only
-       the directory sync failed after the rename) */
-    if (fin[0] == PER_OK) {
-      fin[1] = 1;
-    } else {
-      size_t len;
-      if (perm_mf_read(path, ctx, &mf, &len) == PER_OK)
-        fin[1] = perm_get64(mf + 32) == save;
-      PERM_FREE(mf, ctx);
-      mf = NULL;
-    }
-  }
+  if (s == PER_OK && m->rank == 0) peri_mpi_commit(m, path, save, all, fin);
   if (s == PER_OK) {
     MPI_Bcast(fin, 2, MPI_INT64_T, 0, m->comm);
     s = (int)fin[0];
   }
-
   /* 4. the files no manifest names any more */
   if (fin[1]) {
     if (old_save != 0 && old_save != save)
-      perm_remove_save(m, path, old_save, old_world);
+      peri_mpi_remove_save(m, path, old_save, old_world);
   } else if (saved) {
     remove(name);
   }
 done:
-  PERM_FREE(name, ctx);
-  PERM_FREE(all, ctx);
+  PER_FREE(name, ctx);
+  PER_FREE(all, ctx);
   return (per_status)s;
 }
 
-/* Stage this rank's part of a load into st (initialised by the caller
-   with the shard's config): its own file at the same world size, else
-   its block of the saved items. */
-static int perm_load_stage(const per_mpi *m, const char *path,
-                           const unsigned char *mf, per_buffer *st) {
-  uint32_t sw = perm_get32(mf + 16), q;
-  uint64_t save = perm_get64(mf + 32), S = 0, lo, hi, start = 0, per, rem;
-  void *ctx = m->alloc_ctx;
-  int s = PER_OK, i;
-  if (perm_get32(mf + 20) != sizeof(per_real) ||
-      perm_get32(mf + 24) != st->cfg.item_size ||
-      (perm_getf(mf + 96) == 0) != (st->cfg.alpha == 0))
-    return PER_ERR_MISMATCH;
-  if (sw == (uint32_t)m->world) {
-    perm_rec r = perm_mf_rec(mf, (uint32_t)m->rank);
-    char *name = perm_shard_name(path, save, (uint32_t)m->rank, ctx);
-    if (!name) return PER_ERR_NOMEM;
-    s = perm_file_is(name, &r);
-    if (s == PER_OK) s = per_buffer_load(st, name);
-    PERM_FREE(name, ctx);
-    return s;
-  }
-  /* block rank of world of the S saved items: sizes per + 1 first */
-  for (q = 0; q < sw; ++q) S += perm_mf_rec(mf, q).size;
-  per = S / (uint64_t)m->world;
-  rem = S % (uint64_t)m->world;
-  lo = per * (uint64_t)m->rank +
-       ((uint64_t)m->rank < rem ? (uint64_t)m->rank : rem);
-  hi = lo + per + ((uint64_t)m->rank < rem);
-  if (hi - lo > st->cfg.capacity) return PER_ERR_MISMATCH;
-  if (st->cfg.alpha != 0) st->max_leaf = 0; /* then the files' largest */
-  for (q = 0; q < sw && s == PER_OK; ++q) {
-    perm_rec r = perm_mf_rec(mf, q);
-    uint64_t a = lo > start ? lo : start, e = start + r.size;
-    if (hi < e) e = hi;
-    if (a < e) { /* file q holds [a, e) of the block */
-      char *name = perm_shard_name(path, save, q, ctx);
-      if (!name) return PER_ERR_NOMEM;
-      s = perm_file_is(name, &r);
-      if (s == PER_OK)
-        s = per_buffer_load_append(st, name, (uint32_t)(a - start),
-                                   (uint32_t)(e - a));
-      PERM_FREE(name, ctx);
-    }
-    start += r.size;
-  }
-  if (s != PER_OK) return s;
-  /* what the ranks share, as saved */
-  st->step = perm_get64(mf + 40);
-  st->rng.seed = perm_get64(mf + 48);
-  st->rng.counter = perm_get64(mf + 56);
-  for (i = 0; i < 4; ++i) st->rng.buf[i] = perm_get32(mf + 64 + 4 * i);
-  st->rng.avail = perm_get32(mf + 80);
-  st->cfg.alpha = perm_getf(mf + 96);
-  st->cfg.beta0 = perm_getf(mf + 104);
-  st->cfg.beta1 = perm_getf(mf + 112);
-  st->cfg.eps = perm_getf(mf + 120);
-  st->cfg.max_priority = perm_getf(mf + 128);
-  st->cfg.beta_steps = perm_get64(mf + 136);
-  st->cfg.seed = perm_get64(mf + 144);
-  if (st->rng.avail > 4) return PER_ERR_CORRUPT;
-  if (st->cfg.alpha != 0) {
-    per_real mx = (per_real)perm_getf(mf + 88);
-    if (!(mx > 0) || per_leaf_status(mx) != PER_OK || mx < st->max_leaf)
-      return PER_ERR_CORRUPT; /* a leaf above the saved max_leaf */
-    st->max_leaf = mx;
-  }
-  return PER_OK;
-}
+/* ---- load ----
+   Phases: the manifest from rank 0 to every rank, room and path agreed
+   (peri_mpi_mf_share); every rank's staged shard, agreed
+   (peri_mpi_stage); a re-shard's count of what no rank holds, checked
+   alike by every rank and counted by rank 0 (peri_mpi_evicted); then the
+   staged shards replace the old ones. */
 
-PERDEF per_status per_mpi_load(per_mpi *m, const char *path) {
-  uint64_t mine[PERM_CK_WORDS], *all = NULL;
-  unsigned char *mf = NULL;
-  size_t len = 0;
-  int64_t hdr[2] = {PER_OK, 0};
-  int s = PER_OK, r, world;
-  per_buffer st;
-  void *ctx;
-  if (!m || m->world == 0) return PER_ERR_NULL;
-  world = m->world;
-  ctx = m->alloc_ctx;
-  memset(&st, 0, sizeof st);
-  memset(mine, 0, sizeof mine);
-  /* 1. rank 0 reads the manifest; every rank gets it */
+/* Rank 0 reads the manifest at path and every rank gets it (*mf, *len
+   bytes), with the record words' memory *all; the status agreed first:
+   rank 0's reading, whether every rank has room, and the same path. */
+static int peri_mpi_mf_share(per_mpi *m, const char *path, unsigned char **mf,
+                             size_t *len, uint64_t **all) {
+  int64_t hdr[2] = {PER_OK, 0}, v[4], top[4];
+  void *ctx = m->alloc_ctx;
+  int s;
   if (m->rank == 0) {
-    hdr[0] = path ? perm_mf_read(path, ctx, &mf, &len) : PER_ERR_NULL;
-    hdr[1] = (int64_t)len;
+    hdr[0] = path ? peri_mpi_mf_read(path, ctx, mf, len) : PER_ERR_NULL;
+    hdr[1] = (int64_t)*len;
   }
   MPI_Bcast(hdr, 2, MPI_INT64_T, 0, m->comm);
   s = (int)hdr[0];
   if (s == PER_OK && m->rank != 0) {
-    len = (size_t)hdr[1];
-    mf = (unsigned char *)PERM_MALLOC(len, ctx);
+    *len = (size_t)hdr[1];
+    *mf = (unsigned char *)PER_MALLOC(*len, ctx);
   }
-  all = (uint64_t *)PERM_MALLOC((size_t)world * sizeof mine, ctx);
+  *all = (uint64_t *)PER_MALLOC(
+      (size_t)m->world * PERI_MPI_CK_WORDS * sizeof **all, ctx);
   /* whether every rank has room, and the same path */
-  {
-    int64_t v[4], top[4];
-    v[0] = all && (s != PER_OK || mf) ? PER_OK : PER_ERR_NOMEM;
-    v[1] = !path;
-    v[2] = (int64_t)perm_path_crc(path);
-    v[3] = -v[2];
-    MPI_Allreduce(v, top, 4, MPI_INT64_T, MPI_MAX, m->comm);
-    if (top[0] != PER_OK) s = PER_ERR_NOMEM;
-    else if (s == PER_OK && top[1]) s = PER_ERR_NULL;
-    else if (s == PER_OK && top[2] != -top[3]) s = PER_ERR_ARG;
-  }
-  if (s != PER_OK) goto done;
-  MPI_Bcast(mf, (int)len, MPI_BYTE, 0, m->comm);
+  v[0] = *all && (s != PER_OK || *mf) ? PER_OK : PER_ERR_NOMEM;
+  v[1] = !path;
+  v[2] = (int64_t)peri_mpi_path_crc(path);
+  v[3] = -v[2];
+  MPI_Allreduce(v, top, 4, MPI_INT64_T, MPI_MAX, m->comm);
+  if (top[0] != PER_OK) s = PER_ERR_NOMEM;
+  else if (s == PER_OK && top[1]) s = PER_ERR_NULL;
+  else if (s == PER_OK && top[2] != -top[3]) s = PER_ERR_ARG;
+  if (s == PER_OK) MPI_Bcast(*mf, (int)*len, MPI_BYTE, 0, m->comm);
+  return s;
+}
 
+/* At the saved world size: this rank's own file, checked against its
+   record, loaded whole. */
+static int peri_mpi_stage_own(const per_mpi *m, const char *path,
+                              const unsigned char *mf, per_buffer *st) {
+  peri_mpi_rec r = peri_mpi_mf_rec(mf, (uint32_t)m->rank);
+  char *name = peri_mpi_shard_name(path, peri_get64(mf + 32), (uint32_t)m->rank,
+                                   m->alloc_ctx);
+  int s;
+  if (!name) return PER_ERR_NOMEM;
+  s = peri_mpi_file_is(name, &r);
+  if (s == PER_OK) s = per_buffer_load(st, name);
+  PER_FREE(name, m->alloc_ctx);
+  return s;
+}
+
+/* At another world size: this rank's block of the S saved items, in
+   order (sizes per + 1 first), appended from every file it spans. */
+static int peri_mpi_stage_block(const per_mpi *m, const char *path,
+                                const unsigned char *mf, per_buffer *st) {
+  uint32_t sw = peri_get32(mf + 16), q;
+  uint64_t save = peri_get64(mf + 32), S = 0, lo, hi, start = 0, per, rem;
+  uint64_t rank = (uint64_t)m->rank, world = (uint64_t)m->world;
+  int s = PER_OK;
+  for (q = 0; q < sw; ++q) S += peri_mpi_mf_rec(mf, q).size;
+  per = S / world;
+  rem = S % world;
+  lo = per * rank + (rank < rem ? rank : rem);
+  hi = lo + per + (rank < rem);
+  if (hi - lo > st->cfg.capacity) return PER_ERR_MISMATCH;
+  for (q = 0; q < sw && s == PER_OK; ++q) {
+    peri_mpi_rec r = peri_mpi_mf_rec(mf, q);
+    uint64_t a = lo > start ? lo : start, e = start + r.size;
+    if (hi < e) e = hi;
+    if (a < e) { /* file q holds [a, e) of the block */
+      char *name = peri_mpi_shard_name(path, save, q, m->alloc_ctx);
+      if (!name) return PER_ERR_NOMEM;
+      s = peri_mpi_file_is(name, &r);
+      if (s == PER_OK)
+        s = per_buffer_load_append(st, name, (uint32_t)(a - start),
+                                   (uint32_t)(e - a));
+      PER_FREE(name, m->alloc_ctx);
+    }
+    start += r.size;
+  }
+  return s;
+}
+
+/* What the ranks share, as the manifest saved it, into st (the block's
+   leaves must not exceed its max_leaf): PER_ERR_CORRUPT when it cannot
+   be a buffer's. */
+static int peri_mpi_restore(per_buffer *st, const unsigned char *mf) {
+  per_buffer_shared sh = per_buffer_shared_of(st);
+  int i;
+  sh.step = peri_get64(mf + 40);
+  sh.rng.seed = peri_get64(mf + 48);
+  sh.rng.counter = peri_get64(mf + 56);
+  for (i = 0; i < 4; ++i) sh.rng.buf[i] = peri_get32(mf + 64 + 4 * i);
+  sh.rng.avail = peri_get32(mf + 80);
+  sh.alpha = peri_getf64(mf + 96);
+  sh.beta0 = peri_getf64(mf + 104);
+  sh.beta1 = peri_getf64(mf + 112);
+  sh.eps = peri_getf64(mf + 120);
+  sh.max_priority = peri_getf64(mf + 128);
+  sh.beta_steps = peri_get64(mf + 136);
+  sh.seed = peri_get64(mf + 144);
+  if (sh.alpha != 0) sh.max_leaf = (per_real)peri_getf64(mf + 88);
+  return per_buffer_set_shared(st, &sh) == PER_OK ? PER_OK : PER_ERR_CORRUPT;
+}
+
+/* Stage this rank's part of a load into st (initialised by the caller
+   with the shard's config): its own file at the same world size, else
+   its block of the saved items with the shared state of the manifest. */
+static int peri_mpi_stage(const per_mpi *m, const char *path,
+                          const unsigned char *mf, per_buffer *st) {
+  int s;
+  if (peri_get32(mf + 20) != sizeof(per_real) ||
+      peri_get32(mf + 24) != st->cfg.item_size ||
+      (peri_getf64(mf + 96) == 0) != (st->cfg.alpha == 0))
+    return PER_ERR_MISMATCH;
+  if (peri_get32(mf + 16) == (uint32_t)m->world)
+    return peri_mpi_stage_own(m, path, mf, st);
+  s = peri_mpi_stage_block(m, path, mf, st);
+  if (s == PER_OK) s = peri_mpi_restore(st, mf);
+  return s;
+}
+
+/* A re-shard's count of the saved replay's items and trajectories that
+   no rank holds now, alike on every rank from the manifest and every
+   rank's trajectories held (the record words' all[r * WORDS + 2]): the
+   saved sums of added less the items, and of trajs less those held.
+   PER_ERR_CORRUPT when the manifest's counters cannot be its files'
+   (a sum past 2^64 - 1, more trajectories than items left out). */
+static int peri_mpi_evicted(const unsigned char *mf, const uint64_t *all,
+                            int world, uint64_t *items, uint64_t *trajs) {
+  uint64_t added = 0, tr = 0, S = 0, held = 0, top = ~(uint64_t)0;
+  uint32_t q, sw = peri_get32(mf + 16);
+  int r;
+  for (q = 0; q < sw; ++q) {
+    peri_mpi_rec rc = peri_mpi_mf_rec(mf, q);
+    if (rc.added > top - added || rc.trajs > top - tr) return PER_ERR_CORRUPT;
+    added += rc.added;
+    tr += rc.trajs;
+    S += rc.size;
+  }
+  for (r = 0; r < world; ++r) held += all[(size_t)r * PERI_MPI_CK_WORDS + 2];
+  *items = added - S; /* every record's added >= its size */
+  *trajs = tr > held ? tr - held : 0;
+  return *trajs > *items ? PER_ERR_CORRUPT : PER_OK;
+}
+
+PERDEF per_status per_mpi_load(per_mpi *m, const char *path) {
+  uint64_t mine[PERI_MPI_CK_WORDS], *all = NULL, items = 0, trajs = 0;
+  unsigned char *mf = NULL;
+  size_t len = 0;
+  int s, reshard = 0;
+  per_buffer st;
+  if (!m || m->world == 0) return PER_ERR_NULL;
+  memset(&st, 0, sizeof st);
+  memset(mine, 0, sizeof mine);
+  /* 1. rank 0 reads the manifest; every rank gets it */
+  s = peri_mpi_mf_share(m, path, &mf, &len, &all);
+  if (s != PER_OK) goto done;
   /* 2. every rank stages its part; the statuses are agreed */
-  s = per_buffer_init(&st, &m->shard.cfg, ctx);
-  if (s == PER_OK) s = perm_load_stage(m, path, mf, &st);
+  s = per_buffer_init(&st, &m->shard.cfg, m->alloc_ctx);
+  if (s == PER_OK) s = peri_mpi_stage(m, path, mf, &st);
   mine[0] = (uint64_t)(int64_t)s;
-  mine[1] = perm_path_crc(path);
+  mine[1] = peri_mpi_path_crc(path);
   mine[2] = st.trajs;
-  s = perm_ck_gather(m, mine, all);
+  s = peri_mpi_ck_gather(m, mine, all);
+  /* 3. a re-shard: rank 0 also counts what no rank holds (checked by
+     every rank alike, so that the count cannot fail) */
+  reshard = peri_get32(mf + 16) != (uint32_t)m->world;
+  if (s == PER_OK && reshard)
+    s = peri_mpi_evicted(mf, all, m->world, &items, &trajs);
+  if (s == PER_OK && reshard && m->rank == 0)
+    s = per_buffer_count_evicted(&st, items, trajs);
   if (s != PER_OK) goto done;
-
-  /* 3. rank 0 of a re-shard also counts what is no longer stored */
-  if (m->rank == 0 && perm_get32(mf + 16) != (uint32_t)world) {
-    uint64_t added = 0, trajs = 0, held = 0, S = 0;
-    uint32_t q, i;
-    for (q = 0; q < perm_get32(mf + 16); ++q) {
-      perm_rec rc = perm_mf_rec(mf, q);
-      added += rc.added;
-      trajs += rc.trajs;
-      S += rc.size;
-    }
-    for (r = 0; r < world; ++r) held += all[(size_t)r * PERM_CK_WORDS + 2];
-    st.added += added - S;
-    if (trajs > held) {
-      uint64_t more = trajs - held;
-      for (i = 0; i < st.size; ++i) st.traj[i] += (uint32_t)more;
-      st.trajs += more;
-    }
-  }
+  /* 4. the staged shard replaces the old one */
   per_buffer_free(&m->shard);
   m->shard = st;
   memset(&st, 0, sizeof st);
 done:
   per_buffer_free(&st);
-  PERM_FREE(mf, ctx);
-  PERM_FREE(all, ctx);
+  PER_FREE(mf, m->alloc_ctx);
+  PER_FREE(all, m->alloc_ctx);
   return (per_status)s;
 }
 #endif /* PER_NO_STDIO */

@@ -1198,6 +1198,279 @@ static void test_bad_input(void) {
 
 /* ---- allocation failure -------------------------------------------------- */
 
+/* ---- for layers over several buffers (per_mpi.h) ------------------------ */
+
+/* Two buffers with the same config (but seed) and the same history of
+   adds (two trajectories per call of add_batch, the ring wrapped) and
+   updates. */
+static void shard_pair(per_buffer *a, per_buffer *b, per_config c,
+                       uint64_t seed_b) {
+  uint32_t v[40], k;
+  uint64_t ids[8];
+  float td[8];
+  CHECK_OK(per_buffer_init(a, &c, NULL));
+  c.seed = seed_b;
+  CHECK_OK(per_buffer_init(b, &c, NULL));
+  for (k = 0; k < 40; ++k) v[k] = k;
+  CHECK_OK(per_buffer_add_batch(a, v, 25));
+  CHECK_OK(per_buffer_add_batch(b, v, 25));
+  CHECK_OK(per_buffer_add_batch(a, v + 25, 15));
+  CHECK_OK(per_buffer_add_batch(b, v + 25, 15));
+  for (k = 0; k < 8; ++k) {
+    ids[k] = (uint64_t)(3 * k) | (uint64_t)a->gen[3 * k] << 32;
+    td[k] = 0.25f * (float)(k + 1);
+  }
+  CHECK_OK(per_buffer_update(a, ids, td, 8, NULL));
+  CHECK_OK(per_buffer_update(b, ids, td, 8, NULL));
+}
+
+/* per_buffer_advance_strata: a caller draws the strata from the stream
+   (per_tree_stratum_u, per_tree_descend) and advances: the leaves of
+   per_buffer_sample, then the same state and the same batches. */
+static void test_advance_strata(void) {
+  per_config c = cfg_of(32, 4);
+  per_buffer a, b;
+  uint64_t ids[16];
+  uint32_t i, bad = 0;
+  per_real seg;
+  bsnap s;
+  shard_pair(&a, &b, c, c.seed);
+  (void)per_rng_u32(&a.rng); /* buffered words: dropped by both */
+  (void)per_rng_u32(&b.rng);
+  seg = per_tree_total(&b.tree) / 16;
+  CHECK_OK(per_buffer_sample(&a, 16, NULL, NULL, ids, NULL));
+  for (i = 0; i < 16; ++i)
+    bad += per_tree_descend(b.tree.node, b.tree.leaves,
+                            per_tree_stratum_u(b.rng.seed, b.rng.counter, i,
+                                               seg)) != (uint32_t)ids[i];
+  CHECK_EQ_U(bad, 0);
+  CHECK_OK(per_buffer_advance_strata(&b, 16));
+  CHECK(state_equal(&a, &b));
+  same_draws(&a, &b, 12, 10);
+  s = bsnap_take(&b);
+  CHECK_STATUS(per_buffer_advance_strata(&b, 0), PER_ERR_BATCH);
+  CHECK_STATUS(per_buffer_advance_strata(NULL, 4), PER_ERR_NULL);
+  CHECK_UNCHANGED(s, &b);
+  per_buffer_free(&a);
+  per_buffer_free(&b);
+}
+
+/* per_buffer_draw_uniform: the positions of the uniform fallback (every
+   leaf 0), counted from the oldest item, then the same state and the
+   same batches; 64-bit draws above 2^32 - 1 items. */
+static void test_draw_uniform(void) {
+  per_config c = cfg_of(32, 4);
+  per_buffer a, b;
+  uint64_t ids[40], pos[40], n = 5000000000ull;
+  float td[40];
+  uint32_t i, k, bad = 0, oldest;
+  per_rng r;
+  bsnap s;
+  c.eps = 0;
+  shard_pair(&a, &b, c, c.seed);
+  for (i = 0; i < 32; ++i) {
+    ids[i] = (uint64_t)i | (uint64_t)a.gen[i] << 32;
+    td[i] = 0;
+  }
+  CHECK_OK(per_buffer_update(&a, ids, td, 32, NULL));
+  CHECK_OK(per_buffer_update(&b, ids, td, 32, NULL));
+  CHECK_EQ_F(per_tree_total(&a.tree), 0);
+  oldest = b.pos; /* full: the oldest item is at pos */
+  CHECK_OK(per_buffer_sample(&a, 40, NULL, NULL, ids, NULL));
+  CHECK_OK(per_buffer_draw_uniform(&b, per_buffer_size(&b), 40, pos));
+  for (i = 0; i < 40; ++i)
+    bad += (uint32_t)ids[i] != (uint32_t)((oldest + pos[i]) % 32);
+  CHECK_EQ_U(bad, 0);
+  CHECK(state_equal(&a, &b));
+  for (k = 0; k < 4; ++k) { /* the next batches, uniform too */
+    CHECK_OK(per_buffer_sample(&a, 16, NULL, NULL, ids, NULL));
+    CHECK_OK(per_buffer_sample(&b, 16, NULL, NULL, ids + 16, NULL));
+    CHECK_MEM(ids, ids + 16, 16 * sizeof *ids);
+  }
+  CHECK(state_equal(&a, &b));
+  /* beyond 32 bits: two words a draw, the high one first, by rejection */
+  r = b.rng;
+  CHECK_OK(per_buffer_draw_uniform(&b, n, 8, pos));
+  for (i = 0, bad = 0; i < 8; ++i) {
+    uint64_t x, lim = ~(uint64_t)0 - ~(uint64_t)0 % n;
+    do {
+      x = (uint64_t)per_rng_u32(&r) << 32;
+      x |= per_rng_u32(&r);
+    } while (x >= lim);
+    bad += pos[i] != x % n;
+  }
+  CHECK_EQ_U(bad, 0);
+  CHECK(memcmp(&r, &b.rng, sizeof r) == 0);
+  s = bsnap_take(&b);
+  CHECK_STATUS(per_buffer_draw_uniform(&b, 32, 0, pos), PER_ERR_BATCH);
+  CHECK_STATUS(per_buffer_draw_uniform(&b, 0, 4, pos), PER_ERR_EMPTY);
+  CHECK_STATUS(per_buffer_draw_uniform(&b, 32, 4, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_buffer_draw_uniform(NULL, 32, 4, pos), PER_ERR_NULL);
+  CHECK_UNCHANGED(s, &b);
+  per_buffer_free(&a);
+  per_buffer_free(&b);
+}
+
+/* per_buffer_shared_of and per_buffer_set_shared: a buffer given another's
+   shared state samples as that one does; every bad field is refused with
+   the buffer unchanged. */
+static void test_shared_state(void) {
+  per_config c = cfg_of(32, 4);
+  per_buffer a, b, z;
+  per_buffer_shared sh, bad;
+  per_real top = 0;
+  uint32_t i, k;
+  bsnap s;
+  c.beta_steps = 30;
+  shard_pair(&a, &b, c, 777);
+  for (k = 0; k < 5; ++k) CHECK_OK(sample_unique(&a, 4));
+  (void)per_rng_u32(&a.rng); /* a stream in the middle of a block */
+  b.cfg.beta0 = 0.1;         /* fields the state replaces */
+  b.cfg.beta1 = 0.9;
+  b.cfg.beta_steps = 7;
+  sh = per_buffer_shared_of(&a);
+  CHECK(memcmp(&sh.rng, &a.rng, sizeof sh.rng) == 0);
+  CHECK_EQ_U(sh.step, a.step);
+  CHECK_EQ_F(sh.max_leaf, a.max_leaf);
+  CHECK_EQ_F(sh.beta0, a.cfg.beta0);
+  CHECK_EQ_U(sh.seed, a.cfg.seed);
+  CHECK_OK(per_buffer_set_shared(&b, &sh));
+  CHECK(state_equal(&a, &b));
+  same_draws(&a, &b, 12, 10);
+  memset(&z, 0, sizeof z);
+  sh = per_buffer_shared_of(NULL);
+  CHECK_EQ_U(sh.step, 0);
+  CHECK_EQ_F(sh.max_leaf, 0);
+
+  /* bad fields, one at a time */
+  sh = per_buffer_shared_of(&b);
+  for (i = 0; i < 32; ++i)
+    if (per_tree_get(&b.tree, i) > top) top = per_tree_get(&b.tree, i);
+  for (k = 0; k < 14; ++k) {
+    bad = sh;
+    switch (k) {
+      case 0: bad.alpha = NAN; break;
+      case 1: bad.alpha = -1; break;
+      case 2: bad.alpha = 0; break; /* b's alpha is not 0 */
+      case 3: bad.beta0 = INFINITY; break;
+      case 4: bad.beta1 = -0.5; break;
+      case 5: bad.eps = NAN; break;
+      case 6: bad.max_priority = 0; break;
+      case 7: bad.max_priority = (double)PER_LEAF_MAX * 2; break;
+      case 8: bad.rng.avail = 5; break;
+      case 9: bad.rng.pad = 1; break;
+      case 10: bad.max_leaf = (per_real)NAN; break;
+      case 11: bad.max_leaf = 0; break;
+      case 12: bad.max_leaf = -1; break;
+      default: bad.max_leaf = top * (per_real)0.5; break; /* below a leaf */
+    }
+    s = bsnap_take(&b);
+    CHECK_STATUS(per_buffer_set_shared(&b, &bad), PER_ERR_ARG);
+    CHECK_UNCHANGED(s, &b);
+  }
+  s = bsnap_take(&b);
+  CHECK_STATUS(per_buffer_set_shared(&b, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_buffer_set_shared(NULL, &sh), PER_ERR_NULL);
+  CHECK_STATUS(per_buffer_set_shared(&z, &sh), PER_ERR_NULL);
+  CHECK_UNCHANGED(s, &b);
+  /* max_leaf exactly the largest leaf is fine */
+  sh.max_leaf = top;
+  CHECK_OK(per_buffer_set_shared(&b, &sh));
+  CHECK_OK(per_buffer_check(&b));
+  per_buffer_free(&a);
+  per_buffer_free(&b);
+
+  /* alpha 0: every leaf 1, so max_leaf must be 1 */
+  c.alpha = 0;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  for (i = 0; i < 5; ++i) CHECK_OK(per_buffer_add(&b, &i));
+  sh = per_buffer_shared_of(&b);
+  sh.max_leaf = 2;
+  s = bsnap_take(&b);
+  CHECK_STATUS(per_buffer_set_shared(&b, &sh), PER_ERR_ARG);
+  sh.max_leaf = 1;
+  sh.alpha = 0.5;
+  CHECK_STATUS(per_buffer_set_shared(&b, &sh), PER_ERR_ARG);
+  CHECK_UNCHANGED(s, &b);
+  sh.alpha = 0;
+  sh.step = 99;
+  CHECK_OK(per_buffer_set_shared(&b, &sh));
+  CHECK_EQ_U(b.step, 99);
+  CHECK_OK(per_buffer_check(&b));
+  per_buffer_free(&b);
+}
+
+/* per_buffer_raise_max_leaf: never lowers it; new items get it; bad
+   values refused with the buffer unchanged. */
+static void test_raise_max_leaf(void) {
+  per_config c = cfg_of(8, 4);
+  per_buffer b;
+  per_real m, bad[5];
+  per_status want[5] = {PER_ERR_NAN, PER_ERR_INF, PER_ERR_NEGATIVE,
+                        PER_ERR_RANGE, PER_ERR_ARG};
+  uint32_t v = 1, k;
+  bsnap s;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  CHECK_OK(per_buffer_add(&b, &v));
+  m = b.max_leaf;
+  CHECK_OK(per_buffer_raise_max_leaf(&b, m / 2));
+  CHECK_EQ_F(b.max_leaf, m);
+  CHECK_OK(per_buffer_raise_max_leaf(&b, m * 3));
+  CHECK_EQ_F(b.max_leaf, m * 3);
+  CHECK_OK(per_buffer_add(&b, &v));
+  CHECK_EQ_F(per_tree_get(&b.tree, 1), m * 3);
+  CHECK_OK(per_buffer_check(&b));
+  bad[0] = (per_real)NAN;
+  bad[1] = (per_real)INFINITY;
+  bad[2] = -1;
+  bad[3] = PER_LEAF_MAX * 2;
+  bad[4] = 0;
+  for (k = 0; k < 5; ++k) {
+    s = bsnap_take(&b);
+    CHECK_STATUS(per_buffer_raise_max_leaf(&b, bad[k]), want[k]);
+    CHECK_UNCHANGED(s, &b);
+  }
+  CHECK_STATUS(per_buffer_raise_max_leaf(NULL, 1), PER_ERR_NULL);
+  per_buffer_free(&b);
+  c.alpha = 0; /* every leaf 1 */
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  s = bsnap_take(&b);
+  CHECK_STATUS(per_buffer_raise_max_leaf(&b, 2), PER_ERR_ARG);
+  CHECK_OK(per_buffer_raise_max_leaf(&b, 1));
+  CHECK_OK(per_buffer_raise_max_leaf(&b, (per_real)0.5));
+  CHECK_UNCHANGED(s, &b);
+  per_buffer_free(&b);
+}
+
+/* per_buffer_count_evicted: the counters grow, every stored trajectory
+   id moves with trajs, and the buffer stays valid; bad counts refused
+   with the buffer unchanged. */
+static void test_count_evicted(void) {
+  per_config c = cfg_of(32, 4);
+  per_buffer a, b;
+  uint32_t traj[32], i, bad = 0;
+  uint64_t added, trajs;
+  bsnap s;
+  shard_pair(&a, &b, c, c.seed);
+  memcpy(traj, b.traj, sizeof traj);
+  added = b.added;
+  trajs = b.trajs;
+  CHECK_OK(per_buffer_count_evicted(&b, 10, 3));
+  CHECK_EQ_U(b.added, added + 10);
+  CHECK_EQ_U(b.trajs, trajs + 3);
+  for (i = 0; i < 32; ++i) bad += b.traj[i] != traj[i] + 3;
+  CHECK_EQ_U(bad, 0);
+  CHECK_OK(per_buffer_check(&b));
+  CHECK_OK(per_buffer_count_evicted(&b, 0, 0));
+  s = bsnap_take(&b);
+  CHECK_STATUS(per_buffer_count_evicted(&b, 3, 4), PER_ERR_ARG);
+  CHECK_STATUS(per_buffer_count_evicted(&b, ~(uint64_t)0, 1), PER_ERR_ARG);
+  CHECK_STATUS(per_buffer_count_evicted(NULL, 1, 1), PER_ERR_NULL);
+  CHECK_UNCHANGED(s, &b);
+  per_buffer_free(&a);
+  per_buffer_free(&b);
+}
+
 static void test_alloc_failure(void) {
   static const uint32_t flags[3] = {0, PER_WEIGHTS_BUFFER_MAX, 0};
   int variant;
@@ -1321,6 +1594,11 @@ int main(void) {
   test_buffer_max();
   test_determinism();
   test_bad_input();
+  test_advance_strata();
+  test_draw_uniform();
+  test_shared_state();
+  test_raise_max_leaf();
+  test_count_evicted();
   test_alloc_failure();
   test_random_ops();
   return t_done(IS_FLOAT ? "buffer (float)" : "buffer (double)");

@@ -203,6 +203,85 @@ static void equivalence(uint32_t flags, double eps, int adds) {
   free(i2);
 }
 
+/* ---- the uniform fallback against one buffer, with the ring wrapped ---- */
+
+/* `adds` items in the slot order of one buffer of W * C: item a goes to
+   its slot a % (W * C), which is rank r's slot j for r * C + j; every
+   leaf then 0 (eps = 0), so both draw by the uniform fallback. The first
+   `adds` below W * C leave the buffer not full; above 2 * W * C the
+   write head is away from slot 0 (at slot adds % (W * C)). Two batches
+   of each kind must be one buffer's bit for bit, with the same stream
+   and step after them. */
+static void uniform_one(uint32_t adds, uint64_t seed) {
+  const uint32_t C = 64, B = 64;
+  per_config cfg = per_config_default(C, sizeof(item)), big_cfg;
+  per_mpi m;
+  per_buffer big;
+  uint32_t a, j, k, n, bad = 0, bad_items = 0, bad_w = 0;
+  uint64_t bids[64];
+  per_mpi_id gids[64];
+  float w1[64], w2[64], td[64];
+  item i1[64], i2[64];
+  cfg.alpha = 0.7;
+  cfg.eps = 0;
+  cfg.seed = seed;
+  big_cfg = cfg;
+  big_cfg.capacity = C * (uint32_t)W;
+  big_cfg.max_unique = big_cfg.capacity;
+  REQUIRE(per_mpi_init(&m, MPI_COMM_WORLD, &cfg, NULL) == PER_OK);
+  REQUIRE(per_buffer_init(&big, &big_cfg, NULL) == PER_OK);
+  for (a = 0; a < adds; ++a) {
+    uint32_t slot = a % (C * (uint32_t)W);
+    item it = make_item(slot / C, slot % C, a);
+    REQUIRE(per_buffer_add(&big, &it) == PER_OK);
+    if (slot / C == (uint32_t)me)
+      REQUIRE(per_buffer_add(&m.shard, &it) == PER_OK);
+  }
+  for (j = 0; j < big.size; ++j) {
+    bids[0] = (uint64_t)j | ((uint64_t)big.gen[j] << 32);
+    td[0] = 0;
+    REQUIRE(per_buffer_update(&big, bids, td, 1, NULL) == PER_OK);
+  }
+  n = per_buffer_size(&m.shard); /* each rank zeroes its own */
+  for (j = 0; j < n; ++j) {
+    gids[j].rank = (uint64_t)me;
+    gids[j].id = (uint64_t)j | ((uint64_t)m.shard.gen[j] << 32);
+    td[j] = 0;
+  }
+  CHECK_OK(per_mpi_update(&m, gids, td, n, NULL));
+  CHECK(m.shard.tree.node[1] == 0);
+  CHECK(big.tree.node[1] == 0);
+  for (k = 0; k < 2; ++k) {
+    REQUIRE(per_buffer_sample(&big, B, NULL, i1, bids, w1) == PER_OK);
+    memset(gids, 0, sizeof gids);
+    CHECK_OK(per_mpi_sample(&m, B, PER_MPI_ALL, NULL, i2, gids, w2));
+    for (j = 0; j < B; ++j) {
+      bad += (uint32_t)gids[j].id + gids[j].rank * C != (uint32_t)bids[j] ||
+             gids[j].id >> 32 != bids[j] >> 32;
+      bad_items += memcmp(&i1[j], &i2[j], sizeof(item)) != 0;
+      bad_w += w2[j] != 1.0f || w1[j] != 1.0f;
+    }
+    CHECK(memcmp(&m.shard.rng, &big.rng, sizeof big.rng) == 0);
+    CHECK_EQ_U(m.shard.step, big.step);
+  }
+  CHECK_MSG(bad == 0, "uniform after %u adds (W = %d): %u of %u draws differ",
+            adds, W, bad, 2 * B);
+  CHECK_EQ_U(bad_items, 0);
+  CHECK_EQ_U(bad_w, 0);
+  CHECK_OK(per_buffer_check(&m.shard));
+  per_mpi_free(&m);
+  per_buffer_free(&big);
+}
+
+static void uniform_wrapped(void) {
+  uint32_t WC = 64 * (uint32_t)W;
+  uniform_one(WC / 2 + 7, 11);  /* not full: from slot 0 */
+  uniform_one(2 * WC, 12);      /* full, the head at slot 0 */
+  uniform_one(2 * WC + 3, 13);  /* the head in rank 0's shard */
+  uniform_one(2 * WC + 69, 14); /* the head in rank 1's (rank 0's at W 1) */
+  uniform_one(3 * WC - 1, 15);  /* the head in the last rank's */
+}
+
 /* ---- the law, for shards of different sizes ---- */
 
 static void law(void) {
@@ -320,6 +399,11 @@ static void errors(void) {
   o.flags = me == last ? PER_SAMPLE_UNIQUE : 0;
   check_all(per_mpi_sample(&m, 4, 0, &o, NULL, NULL, NULL), PER_ERR_ARG,
             "sample: unique");
+  o.flags = 0;
+  o.window = me == last ? 5 : 0; /* windows are not supported */
+  check_all(per_mpi_sample(&m, 4, 0, &o, NULL, NULL, NULL), PER_ERR_ARG,
+            "sample: a window");
+  o.window = 0;
   o.flags = PER_SAMPLE_BETA;
   o.beta = me == last ? -1.0 : 0.5;
   check_all(per_mpi_sample(&m, 4, 0, &o, NULL, NULL, NULL), PER_ERR_ARG,
@@ -719,6 +803,7 @@ int main(int argc, char **argv) {
     equivalence(0, 1e-3, 1);
     equivalence(PER_WEIGHTS_BUFFER_MAX, 1e-3, 1);
     equivalence(0, 0, 0);
+    uniform_wrapped();
   }
   law();
   errors();

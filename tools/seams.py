@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""Check the seams between per.h and its companion files.
+
+Usage: python3 tools/seams.py [ROOT]   (ROOT: the repository, default
+the directory above this script). Exit status 0 when every check passes,
+1 when one fails (each failure is printed as FILE:LINE: message, a
+missing companion file as one), 2 when per.h or a part of it that the
+checks read is missing. Python 3, standard library only.
+
+What is checked:
+
+1. Internal names. per.h's internal names start with peri_ / PERI_. A
+   companion may use those that per.h shares with it:
+   - every one that per.h's declarations define (the part before
+     `#endif /* PER_H_INCLUDED */`: its >>internal section, the PER_HD
+     helpers, PERI_NAME), since every file that includes per.h sees them;
+   - and, for a companion that compiles per.h's implementation
+     (per_cuda.cu, python/per/_per.c), those defined in the
+     implementation's >>rules section;
+   plus its own private names: peri_cuda_ / PERI_CUDA_ in per_cuda.cu,
+   peri_mpi_ / PERI_MPI_ in per_mpi.h. per_mpi.h's implementation may be
+   compiled without per.h's, so it may not use >>rules. Any other peri_ /
+   PERI_ identifier a companion uses is a violation. Comments and string
+   literals are ignored.
+
+   "Defined" is read from the code with comments removed: a `#define`
+   (less those `#undef`ed again), a `typedef struct NAME` or `} NAME;`,
+   an enum constant, and a line that starts at column 0 (per.h is
+   clang-formatted, so declarations and definitions do and statements do
+   not) with the name followed by `(`, `[`, `=` or `;`.
+
+2. No field writes. per_mpi.h and python/per/_per.c change a per_buffer
+   only through per.h's functions. The field names are parsed from
+   per.h's `typedef struct per_buffer { ... } per_buffer;`. The variables
+   that hold a per_buffer are the names declared with the type
+   per_buffer in the file (`per_buffer *b`, `const per_buffer *b`,
+   `per_buffer st`, a struct member `per_buffer shard`). A violation is
+   VAR->FIELD or VAR.FIELD, FIELD a per_buffer field, followed by any
+   chain of `.x`, `->x` or `[i]` and then an assignment operator (`=`,
+   `+=`, `-=`, `*=`, `/=`, `%=`, `&=`, `|=`, `^=`, `<<=`, `>>=`) or `++`
+   / `--`, or preceded by `++` / `--`. Not seen: writes through a pointer
+   to a field (`memcpy(&b->rng, ...)`, `int *p = &b->size`), through a
+   variable of another name or a cast; replacing the whole struct
+   (`m->shard = st`) is not a field write.
+
+3. Markers. Every `>>marker` that per.h's comments use (section banners
+   and cross references) is listed in the CONTENTS table of its top
+   comment, and every marker CONTENTS lists occurs in per.h outside it.
+
+The last line is a summary: seams: C companions, N shared names,
+V violations (N counts the names of rule 1's first two kinds).
+"""
+
+import os
+import re
+import sys
+
+# The companion files: the prefixes of their own names, and whether they
+# compile per.h's implementation (then they may use >>rules) and may not
+# write per_buffer fields.
+COMPANIONS = [
+    # path, private prefixes, compiles the implementation, field writes
+    ("per_cuda.cu", ("peri_cuda_", "PERI_CUDA_"), True, True),
+    ("per_mpi.h", ("peri_mpi_", "PERI_MPI_"), False, False),
+    ("python/per/_per.c", (), True, False),
+]
+
+DECL_END = "#endif /* PER_H_INCLUDED */"
+IMPL_START = "#if defined(PER_IMPLEMENTATION) && !defined(PER_IMPLEMENTATION_INCLUDED)"
+INTERNAL = re.compile(r"\b(peri_\w+|PERI_\w+)\b")
+MARKER = re.compile(r">>([A-Za-z_]\w*)")
+ASSIGN_OPS = r"(?:<<=|>>=|\+=|-=|\*=|/=|%=|&=|\|=|\^=|\+\+|--|=(?!=))"
+
+
+class Missing(Exception):
+    pass
+
+
+def split(text):
+    """(code, comments): text with its comments, or with everything but
+    its comments, replaced by spaces; string and char literals blank in
+    both; newlines kept, so positions and line numbers stay."""
+    code, comments = [], []
+
+    def keep(chunk, to_code):
+        blank = re.sub(r"[^\n]", " ", chunk)
+        code.append(chunk if to_code else blank)
+        comments.append(blank if to_code else chunk)
+
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            keep(text[i:j], False)
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            keep(text[i:j], False)
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n)
+            keep(c, True)
+            keep(re.sub(r"[^\n]", " ", text[i + 1:j - 1]), True)
+            keep(text[j - 1:j] if j - 1 > i else "", True)
+        else:
+            j = i + 1
+            while j < n and text[j] not in "/\"'":
+                j += 1
+            keep(text[i:j], True)
+        i = j
+    return "".join(code), "".join(comments)
+
+
+def code_of(text):
+    return split(text)[0]
+
+
+def line_of(text, pos):
+    return text.count("\n", 0, pos) + 1
+
+
+def defined_names(code):
+    """peri_ / PERI_ names a region of code (comments removed) defines."""
+    names = set()
+    for m in re.finditer(r"^\s*#\s*define\s+(\w+)", code, re.M):
+        names.add(m.group(1))
+    for m in re.finditer(r"^\s*#\s*undef\s+(\w+)", code, re.M):
+        names.discard(m.group(1))
+    for m in re.finditer(r"\btypedef\s+(?:struct|union|enum)\s+(\w+)", code):
+        names.add(m.group(1))
+    for m in re.finditer(r"^\}\s*(\w+)\s*;", code, re.M):
+        names.add(m.group(1))
+    for m in re.finditer(r"\benum\b[^{;]*\{([^}]*)\}", code):
+        for part in m.group(1).split(","):
+            word = re.match(r"\s*(\w+)", part)
+            if word:
+                names.add(word.group(1))
+    for m in re.finditer(r"^[A-Za-z_][^\n#]*?\b((?:peri|PERI)_\w+)\s*[(\[=;]", code,
+                         re.M):
+        names.add(m.group(1))
+    return {x for x in names if INTERNAL.fullmatch(x)}
+
+
+def section(text, start_pat, end_pats, what):
+    """The part of text from the first match of start_pat to the first of
+    end_pats after it (or the end)."""
+    m = re.search(start_pat, text, re.M)
+    if not m:
+        raise Missing(f"per.h: no {what}")
+    end = len(text)
+    for pat in end_pats:
+        e = re.compile(pat, re.M).search(text, m.end())
+        if e:
+            end = min(end, e.start())
+    return m.start(), text[m.start():end]
+
+
+def per_h_parts(per_h):
+    decl_end = per_h.find(DECL_END)
+    impl_start = per_h.find(IMPL_START)
+    if decl_end < 0 or impl_start < 0:
+        raise Missing("per.h: the declarations' end or the implementation's "
+                      "start is not where this script looks")
+    decl = per_h[:decl_end]
+    impl = per_h[impl_start:]
+    _, rules = section(impl, r"^/\* >>rules\b", [r"^/\* >>\w+ \*/"],
+                       "/* >>rules section")
+    section(decl, r"={10,}\n[^\n]*>>internal\b", [],
+            ">>internal section (a banner line after a line of =)")
+    return decl, impl, rules
+
+
+def buffer_fields(per_h_code):
+    m = re.search(r"typedef struct per_buffer \{(.*?)\} per_buffer;", per_h_code, re.S)
+    if not m:
+        raise Missing("per.h: no `typedef struct per_buffer { ... } per_buffer;`")
+    fields = set()
+    for decl in m.group(1).split(";"):
+        for part in decl.split(","):
+            word = re.search(r"(\w+)\s*(?:\[[^\]]*\])?\s*$", part.strip())
+            if word:
+                fields.add(word.group(1))
+    return fields
+
+
+def buffer_vars(code):
+    return set(re.findall(r"\bper_buffer\b\s*(?:const\s*)?\**\s*(?:const\s+)?(\w+)",
+                          code))
+
+
+def field_writes(code, fields, variables):
+    """(pos, text) of every write to a per_buffer field (rule 2)."""
+    if not variables:
+        return []
+    var = "|".join(sorted(map(re.escape, variables)))
+    fld = "|".join(sorted(map(re.escape, fields)))
+    chain = r"(?:\s*(?:\.|->)\s*\w+|\s*\[[^\]\n]*\])*"
+    post = re.compile(rf"\b(?:{var})\s*(?:->|\.)\s*(?:{fld})\b{chain}\s*{ASSIGN_OPS}")
+    pre = re.compile(rf"(?:\+\+|--)\s*(?:\w+\s*(?:->|\.)\s*)*\b(?:{var})\s*"
+                     rf"(?:->|\.)\s*(?:{fld})\b")
+    hits = [(m.start(), m.group(0)) for m in post.finditer(code)]
+    hits += [(m.start(), m.group(0)) for m in pre.finditer(code)]
+    return sorted(hits)
+
+
+def check(root):
+    problems = []  # (file, line, message)
+    per_h_path = os.path.join(root, "per.h")
+    with open(per_h_path, encoding="utf-8") as f:
+        per_h = f.read()
+    decl, _, rules = per_h_parts(per_h)
+    decl_names = defined_names(code_of(decl))
+    rules_names = defined_names(code_of(rules))
+    fields = buffer_fields(code_of(per_h))
+
+    checked = 0
+    for rel, private, with_impl, may_write in COMPANIONS:
+        path = os.path.join(root, rel)
+        if not os.path.exists(path):
+            problems.append((rel, 0, "companion file missing"))
+            continue
+        checked += 1
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        code = code_of(text)
+        allowed = decl_names | (rules_names if with_impl else set())
+        first = {}
+        for m in INTERNAL.finditer(code):
+            name = m.group(1)
+            if name in allowed or name.startswith(private):
+                continue
+            first.setdefault(name, m.start())
+        for name, pos in sorted(first.items(), key=lambda kv: kv[1]):
+            where = ("defined in its declarations or its >>rules section"
+                     if with_impl else "defined in its declarations: this "
+                     "file may be compiled without per.h's implementation")
+            own = " or ".join(p + "*" for p in private) or "none"
+            problems.append((rel, line_of(code, pos),
+                             f"{name}: not a name per.h shares with this file "
+                             f"({where}), nor one of its own ({own})"))
+        if not may_write:
+            for pos, hit in field_writes(code, fields, buffer_vars(code)):
+                hit = " ".join(hit.split())
+                problems.append((rel, line_of(code, pos),
+                                 f"writes a per_buffer field: `{hit}` (use "
+                                 f"per.h's functions)"))
+
+    # 3. markers
+    m = re.search(r"^\s*CONTENTS\n(.*?)\n\s*\n", per_h, re.S | re.M)
+    if not m:
+        raise Missing("per.h: no CONTENTS table in the top comment")
+    listed = set(re.findall(r">>(\w+)\s*$", m.group(1), re.M))
+    rest = split(per_h[:m.start()] + " " * (m.end() - m.start()) +
+                 per_h[m.end():])[1]
+    used = {}
+    for mm in MARKER.finditer(rest):
+        used.setdefault(mm.group(1), mm.start())
+    for name, pos in sorted(used.items(), key=lambda kv: kv[1]):
+        if name not in listed:
+            problems.append(("per.h", line_of(per_h, pos),
+                             f">>{name}: a marker that CONTENTS does not list"))
+    for name in sorted(listed - set(used)):
+        problems.append(("per.h", line_of(per_h, m.start()),
+                         f">>{name}: listed in CONTENTS but found nowhere else"))
+    return checked, len(decl_names | rules_names), problems
+
+
+def main(argv):
+    root = argv[1] if len(argv) > 1 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..")
+    try:
+        checked, shared, problems = check(root)
+    except (Missing, OSError) as e:
+        print(f"seams: {e}", file=sys.stderr)
+        return 2
+    for rel, line, msg in problems:
+        print(f"{rel}:{line}: {msg}")
+    print(f"seams: {checked} companions, {shared} shared names, "
+          f"{len(problems)} violations")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
