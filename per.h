@@ -1760,7 +1760,7 @@ PER_INLINE PER_HD per_status peri_float_status(float v) {
    once the walks' dependent adds wait on DRAM misses); larger trees and
    the levels above go level by level. 16 MiB (2^20 leaves in double)
    won at 10^6 leaves on both an AMD EPYC and an Intel Xeon; above it
-   the two disagree (bench/README.md, "What is left"). */
+   the two disagree (docs/DESIGN.md §14, "What is left"). */
 #define PERI_WALK_MAX_BYTES ((size_t)1 << 24)
 
 /* Lockstep descents prefetch the grandchildren of each lane's node from

@@ -4,7 +4,12 @@
 Markdown table on stdout: per row N, B and operation, the graph time of
 per_cuda in microseconds for each node type, the launches, and the ratio
 against the cumsum + binary-search baseline (above 1: per_cuda is
-faster). gpu_machine.txt, when present, heads the table."""
+faster). gpu_machine.txt, when present, heads the table.
+tools/gpu-check.sh writes that table to RESULTS_DIR/gpu.md.
+
+summary_lines(RESULTS_DIR) gives the shorter section of bench/README.md
+(between <!-- gpu:begin --> and <!-- gpu:end -->): the double rows at
+B = 1024 and 65536, and the targets; bench/report.py writes it."""
 import csv
 import os
 import sys
@@ -52,6 +57,88 @@ def main():
           'binary searches (sample), a scatter (update), or both (step, '
           'buffer). buffer: per_cuda_buffer add_batch + sample (items '
           'gathered) + update on a full buffer of N 16-byte items.')
+
+
+# The GPU targets (PER_REAL=double): (label, op, N, B, limit in µs).
+GPU_TARGETS = [
+    ("update", "update", 1 << 24, 1024, 15.0),
+    ("sample", "sample", 1 << 24, 1024, 8.0),
+    ("tree step", "step", 1 << 24, 1024, 30.0),
+]
+SUMMARY_OPS = (("update", "× scatter"), ("sample", "× scan + search"),
+               ("step", "×"), ("buffer", "×"))
+SUMMARY_NAMES = {"update": "update", "sample": "sample",
+                 "step": "tree step", "buffer": "buffer step"}
+
+
+def nname(n):
+    return f"2^{n.bit_length() - 1}" if n >= 1024 and n & (n - 1) == 0 \
+        else str(n)
+
+
+def summary_lines(out):
+    """The GPU section of bench/README.md as lines (an empty list when
+    gpu_double.csv is not there): the machine, per_cuda's µs per captured
+    operation in double at B = 1024 for every N and at B = 65536, with
+    the ratio to the baseline, the launches and the targets."""
+    d = load(os.path.join(out, 'gpu_double.csv'))
+    if not d:
+        return []
+    lines = []
+    machine = os.path.join(out, 'gpu_machine.txt')
+    if os.path.exists(machine):
+        with open(machine) as f:
+            lines += ["Measured with: " + "; ".join(
+                ln.strip() for ln in f if ln.strip()) + ".", ""]
+    lines += ["µs per captured operation (a CUDA graph, mean of 50 replays "
+              "after a warm-up), PER_REAL=double, and × the baseline in the "
+              "same run: a CUB inclusive scan over all N priorities plus B "
+              "binary searches for a sample, a scatter of the B values for "
+              "an update, both for a step (above 1: per_cuda is faster). "
+              "Every row, float too: `results/gpu.md`.", "",
+              "| N | B | " + " | ".join(
+                  f"{SUMMARY_NAMES[op]} | {x}" for op, x in SUMMARY_OPS)
+              + " |",
+              "|---:|---:|" + "---:|---:|" * len(SUMMARY_OPS)]
+    keys = sorted({(n, b) for n, b, _ in d if b in (1024, 65536)},
+                  key=lambda k: (k[1] != 1024, k[0], k[1]))
+    for n, b in keys:
+        cells = []
+        for op, _ in SUMMARY_OPS:
+            r = d.get((n, b, op))
+            cells += [f"{float(r['graph_us']):.1f}" if r else "–",
+                      f"{float(r['ratio']):.2f}x" if r and r['ratio']
+                      else "–"]
+        lines.append(f"| {nname(n)} | {b} | " + " | ".join(cells) + " |")
+    launches = {}
+    for (n, b, op), r in d.items():
+        launches.setdefault(op, set()).add(int(r['launches']))
+
+    def span(op):
+        v = sorted(launches.get(op, ()))
+        if not v:
+            return "-"
+        return str(v[0]) if v[0] == v[-1] else f"{v[0]} to {v[-1]}"
+
+    lines += ["", "tree step: sample B + IS weights + update from TD errors; "
+              "buffer step: `per_cuda_buffer` add_batch(B) + sample(B) with "
+              "the 16-byte items gathered + update(B) on a full buffer. "
+              f"Launches per operation: update {span('update')}, sample "
+              f"{span('sample')}, weights {span('weights')}, tree step "
+              f"{span('step')}, buffer step {span('buffer')}.", "",
+              "| target (double) | N | B | limit | per_cuda | met? |",
+              "|---|---|---|---:|---:|---|"]
+    for label, op, n, b, lim in GPU_TARGETS:
+        r = d.get((n, b, op))
+        if not r:
+            lines.append(f"| {label} | {nname(n)} | {b} | ≤ {lim:g} µs "
+                         "| not measured | |")
+            continue
+        us = float(r['graph_us'])
+        lines.append(f"| {label} | {nname(n)} | {b} | ≤ {lim:g} µs "
+                     f"| {us:.1f} µs | "
+                     f"{'**met**' if us <= lim else 'not met'} |")
+    return lines + [""]
 
 
 if __name__ == '__main__':

@@ -1,32 +1,38 @@
 #!/usr/bin/env python3
-"""bench/report.py [RESULTS_DIR [README]]: turn the benchmark CSVs into the
-Markdown tables of bench/README.md.
+"""bench/report.py [RESULTS_DIR [README]]: write the tables of
+bench/README.md from the results in RESULTS_DIR (default bench/results)
+into README (default bench/README.md; '-' prints the bench section only).
+It measures nothing: `python3 bench/report.py` regenerates every table
+from the committed results. Standard library only.
 
 bench/report.py --peers-only [RESULTS_DIR]: print only the tables of per.h
 against its peers (peers_double.csv, peers_float.csv from bench/peers.sh);
 README is not touched.
 
-Reads RESULTS_DIR (default bench/results): machine.txt, tree_{double,float}
-.csv, samplers_{double,float}.csv, curve_k.csv, memory_double.csv,
-memory_set_double.csv,
-hyperfine_*.md (each optional), and
-replaces the text between the markers
-    <!-- bench:begin -->  and  <!-- bench:end -->
-in README (default bench/README.md), and, when RESULTS_DIR has
-peers_double.csv or peers_float.csv (bench/peers.sh), the text between
-    <!-- peers:begin -->  and  <!-- peers:end -->
-with the tables of per.h against its peers, and, when it has
-peers_python.csv (bench/peers_python.sh), the text between
-    <!-- python:begin -->  and  <!-- python:end -->
-with the table of per's Python package against cpprb's and TorchRL's
-buffers, and, when it has mpi.csv (bench/mpi.sh), the text between
-    <!-- mpi:begin -->  and  <!-- mpi:end -->
-with the table of per_mpi.h against one per_buffer. Prints the section
-when README is '-'. Standard library only.
+Each section replaces the text between its two markers in README, and is
+written only when its results are there:
+    <!-- bench:begin --> ... <!-- bench:end -->    machine.txt, tree_*.csv,
+        samplers_*.csv, replay_double.csv (+ .txt), huge_*.csv,
+        curve_k.csv, memory_double.csv, memory_set_double.csv,
+        hyperfine_*.md (bench/run.sh)
+    <!-- peers:begin --> ... <!-- peers:end -->    peers_*.csv,
+        peers_machine.txt (bench/peers.sh)
+    <!-- python:begin --> ... <!-- python:end -->  peers_python.csv,
+        peers_python_machine.txt (bench/peers_python.sh)
+    <!-- mpi:begin --> ... <!-- mpi:end -->        mpi.csv, mpi_machine.txt
+        (bench/mpi.sh)
+    <!-- gpu:begin --> ... <!-- gpu:end -->        gpu_double.csv,
+        gpu_machine.txt (tools/gpu-check.sh), through
+        bench/gpu_report.py's summary_lines
 """
 import csv
 import os
+import re
 import sys
+
+sys.dont_write_bytecode = True  # no bench/__pycache__ from the import below
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_report  # noqa: E402  (bench/gpu_report.py, beside this file)
 
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"
@@ -36,6 +42,8 @@ PYTHON_BEGIN = "<!-- python:begin -->"
 PYTHON_END = "<!-- python:end -->"
 MPI_BEGIN = "<!-- mpi:begin -->"
 MPI_END = "<!-- mpi:end -->"
+GPU_BEGIN = "<!-- gpu:begin -->"
+GPU_END = "<!-- gpu:end -->"
 
 # The project's targets (single thread, default double tree unless stated):
 # (label, csv file, op, N, B, limit in ns/item or None, minimum ratio
@@ -365,6 +373,101 @@ def set_section(res):
     return lines + [""]
 
 
+def replay_section(res):
+    """bench_replay's figures (replay_double.csv; the item and snapshot
+    sizes from replay_double.txt when it is there), as lines."""
+    rows = load(os.path.join(res, "replay_double.csv"))
+    if not rows:
+        return []
+    txt = os.path.join(res, "replay_double.txt")
+    text = open(txt).read() if os.path.exists(txt) else ""
+    m = re.search(r"(\d+)-byte items", text)
+    item = f"{m.group(1)}-byte items" if m else "items"
+    n = nname(rows[0]["n"])
+    m = re.search(r"L = (\d+), stride (\d+)", text)
+    seq = f"L = {m.group(1)} steps, stride {m.group(2)}" if m else "L steps"
+    lines = ["### Snapshots, saves and sequences (bench_replay)", "",
+             f"A full buffer of {n} {item}, double. snapshot: "
+             "`per_buffer_snapshot` (the whole checkpoint into memory) "
+             "against a memcpy of the same bytes; save: the same snapshot "
+             "against the synchronous `per_buffer_save` (checksum, write, "
+             "fsync, rename), the time `per_snapshot_write` takes off the "
+             "training thread; seq: a sequence training step "
+             f"(`per_buffer_sample` of B sequences of {seq}, + "
+             "`per_buffer_update_seq`) against sampling and updating the "
+             "same B x L steps as independent items (ns per step).", "",
+             "| op | N | B | per.h | µs per call | ns per item "
+             "| baseline | µs per call | ns per item | baseline / per.h |",
+             "|---|---|---|---|---:|---:|---|---:|---:|---:|"]
+    for r in rows:
+        b = r["b"] if int(r["b"]) else "-"
+        lines.append(
+            f"| {r['op']} | {nname(r['n'])} | {b} | {r['per_name']} "
+            f"| {fnum(float(r['per_batch_ns']) / 1e3)} | {fnum(r['per_ns'])} "
+            f"| {r['base_name']} | {fnum(float(r['base_batch_ns']) / 1e3)} "
+            f"| {fnum(r['base_ns'])} | {ratio(r)} |")
+    m = re.search(r"snapshot (\d+) MB \((\d+) bytes per item\)", text)
+    snap = find(rows, "snapshot", int(rows[0]["n"]), 0)
+    if m and snap:
+        per_item = int(m.group(2))
+        gbs = [per_item / float(snap[k]) for k in ("per_ns", "base_ns")]
+        lines += ["", f"snapshot: {m.group(1)} MB ({per_item} bytes per item) "
+                  f"at {gbs[0]:.2f} GB/s, memcpy at {gbs[1]:.2f} GB/s."]
+    return lines + [""]
+
+
+def peers_summary(rows_by_real):
+    """One line per op and node type summing up the peers tables: the
+    range over every (N, B) of each peer's time / per.h's and of the best
+    peer's, and the rows where the best peer is faster."""
+    out = ["What the tables below hold, in ranges over every N and B "
+           "(time / per.h's: above 1, per.h is faster; behind: the rows "
+           "where the best peer is faster).", "",
+           "| op | PER_REAL | best peer / per.h | behind | TorchRL / per.h "
+           "| cpprb / per.h | textbook / per.h |",
+           "|---|---|---:|---|---:|---:|---:|"]
+    for op in PEER_OPS:
+        for real, rows in rows_by_real:
+            figs = {}
+            for r in rows:
+                if r["op"] == op:
+                    figs.setdefault((int(r["n"]), int(r["b"])),
+                                    {})[r["side"]] = float(r["ns"])
+            rat = {s: [] for s in ("best", "torchrl", "cpprb", "textbook")}
+            behind = []
+            for key in sorted(figs):
+                f = figs[key]
+                per = f.get("per.h", 0)
+                if per <= 0:
+                    continue
+                peers = [f[s] for s in ("torchrl", "cpprb", "textbook")
+                         if f.get(s, 0) > 0]
+                for s in ("torchrl", "cpprb", "textbook"):
+                    if f.get(s, 0) > 0:
+                        rat[s].append(f[s] / per)
+                if peers:
+                    rat["best"].append(min(peers) / per)
+                    if min(peers) < per:
+                        behind.append(key)
+            if not rat["best"]:
+                continue
+
+            def span(v):
+                return (f"{min(v):.2f}x–{max(v):.2f}x" if v else "-")
+
+            if len(behind) <= 3:
+                where = ", ".join(f"{nname(n)}" + (f"/{b}" if b else "")
+                                  for n, b in behind)
+                nb = f"{len(behind)} of {len(rat['best'])}" + (
+                    f": {where}" if behind else "")
+            else:
+                nb = f"{len(behind)} of {len(rat['best'])}"
+            out.append(f"| {op} | {real} | {span(rat['best'])} | {nb} "
+                       f"| {span(rat['torchrl'])} | {span(rat['cpprb'])} "
+                       f"| {span(rat['textbook'])} |")
+    return out + [""]
+
+
 def measured_with(path):
     """A "Measured with: ..." paragraph from a machine file's lines, as
     lines; nothing when the file is not there."""
@@ -379,10 +482,12 @@ def peers_section(res):
     """The peers tables of RESULTS_DIR (double, then float), as lines; an
     empty list when neither CSV exists."""
     lines = measured_with(os.path.join(res, "peers_machine.txt"))
-    for real in ("double", "float"):
-        rows = load(os.path.join(res, f"peers_{real}.csv"))
-        if not rows:
-            continue
+    by_real = [(real, load(os.path.join(res, f"peers_{real}.csv")))
+               for real in ("double", "float")]
+    by_real = [(real, rows) for real, rows in by_real if rows]
+    if by_real:
+        lines += peers_summary(by_real)
+    for real, rows in by_real:
         lines += [f"### per.h against its peers, PER_REAL={real} "
                   "(median ns per item)", "",
                   "TorchRL 0.10.0 and cpprb 11.0.0 C++ sum trees with the "
@@ -435,6 +540,7 @@ def section(res):
         lines += tree_table(data["tree_double"], data["tree_float"],
                             ops=("cycle",))
         lines += [""]
+    lines += replay_section(res)
     huge = load(os.path.join(res, "huge_tree_double.csv")) + load(
         os.path.join(res, "huge_samplers_double.csv"))
     if huge:
@@ -592,6 +698,10 @@ def main():
     mpi = mpi_section(res)
     if mpi:
         text = between(text, MPI_BEGIN, MPI_END, mpi, "mpi.csv")
+    gpu = gpu_report.summary_lines(res)
+    if gpu:
+        text = between(text, GPU_BEGIN, GPU_END, gpu,
+                       "gpu_*.csv through bench/gpu_report.py")
     if BEGIN in text and END in text:
         pre = text[:text.index(BEGIN)]
         post = text[text.index(END) + len(END):].lstrip("\n")
