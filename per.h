@@ -1,4 +1,4 @@
-/* per.h - prioritized experience replay in one C header.       v0.2.0
+/* per.h - prioritized experience replay in one C header.       v0.3.0
    MIT license (no warranty): see the end of this file or LICENSE
 
    Do this:
@@ -175,7 +175,7 @@
       snapshot: it may run on any thread while the buffer keeps training.
 
    REVISION HISTORY
-      next   episode ends; sequence replay (R2D2); trajectory ids and
+      0.3.0  episode ends; sequence replay (R2D2); trajectory ids and
              windows of trajectories; the trajectory accumulator
              (per_traj_*); snapshots written from any thread; the item
              ring and the cat workspace in caller memory; checkpoint
@@ -214,12 +214,12 @@
 #include <stdint.h>
 #include <string.h>
 
-/* 0.2.0 as one number, major * 10000 + minor * 100 + patch. */
+/* 0.3.0 as one number, major * 10000 + minor * 100 + patch. */
 #define PER_VERSION_MAJOR 0
-#define PER_VERSION_MINOR 2
+#define PER_VERSION_MINOR 3
 #define PER_VERSION_PATCH 0
-#define PER_VERSION 200
-#define PER_VERSION_STRING "0.2.0"
+#define PER_VERSION 300
+#define PER_VERSION_STRING "0.3.0"
 
 #ifndef PER_REAL
 #define PER_REAL double
