@@ -72,6 +72,31 @@ static uint64_t shard_hash(const per_buffer *b) {
 
 /* ---- bit for bit against one buffer of W * C leaves ---- */
 
+/* Every leaf of big and of every shard becomes 0 (eps = 0: a TD error of
+   0 gives leaf 0), so that both sample by the uniform fallback: big one
+   slot at a time, each shard its own slots in one per_mpi_update. */
+static void zero_leaves(per_mpi *m, per_buffer *big) {
+  uint32_t j, n = per_buffer_size(&m->shard);
+  per_mpi_id *gids = (per_mpi_id *)malloc((n ? n : 1) * sizeof *gids);
+  float *td = (float *)calloc(n ? n : 1, sizeof *td);
+  uint64_t id;
+  float zero = 0;
+  REQUIRE(gids && td);
+  for (j = 0; j < big->size; ++j) {
+    id = (uint64_t)j | ((uint64_t)big->gen[j] << 32);
+    REQUIRE(per_buffer_update(big, &id, &zero, 1, NULL) == PER_OK);
+  }
+  for (j = 0; j < n; ++j) {
+    gids[j].rank = (uint64_t)me;
+    gids[j].id = (uint64_t)j | ((uint64_t)m->shard.gen[j] << 32);
+  }
+  CHECK_OK(per_mpi_update(m, gids, td, n, NULL));
+  CHECK(m->shard.tree.node[1] == 0);
+  CHECK(big->tree.node[1] == 0);
+  free(gids);
+  free(td);
+}
+
 static void equivalence(uint32_t flags, double eps, int adds) {
   const uint32_t C = 64, rounds = 48;
   per_config cfg = per_config_default(C, sizeof(item));
@@ -172,19 +197,7 @@ static void equivalence(uint32_t flags, double eps, int adds) {
   /* the uniform fallback: every leaf 0 (eps = 0), positions at 0 */
   if (eps == 0 && !adds) {
     uint32_t B = 100;
-    for (j = 0; j < C * (uint32_t)W; ++j) {
-      bids[0] = (uint64_t)j | ((uint64_t)big.gen[j] << 32);
-      td[0] = 0;
-      REQUIRE(per_buffer_update(&big, bids, td, 1, NULL) == PER_OK);
-    }
-    for (j = 0; j < C; ++j) { /* each rank zeroes its own */
-      gids[j].rank = (uint64_t)me;
-      gids[j].id = (uint64_t)j | ((uint64_t)m.shard.gen[j] << 32);
-      td[j] = 0;
-    }
-    CHECK_OK(per_mpi_update(&m, gids, td, C, NULL));
-    CHECK(m.shard.tree.node[1] == 0);
-    CHECK(big.tree.node[1] == 0);
+    zero_leaves(&m, &big);
     REQUIRE(per_buffer_sample(&big, B, NULL, i1, bids, w1) == PER_OK);
     CHECK_OK(per_mpi_sample(&m, B, PER_MPI_ALL, NULL, i2, gids, w2));
     for (j = 0, bad = 0; j < B; ++j)
@@ -217,10 +230,10 @@ static void uniform_one(uint32_t adds, uint64_t seed) {
   per_config cfg = per_config_default(C, sizeof(item)), big_cfg;
   per_mpi m;
   per_buffer big;
-  uint32_t a, j, k, n, bad = 0, bad_items = 0, bad_w = 0;
+  uint32_t a, j, k, bad = 0, bad_items = 0, bad_w = 0;
   uint64_t bids[64];
   per_mpi_id gids[64];
-  float w1[64], w2[64], td[64];
+  float w1[64], w2[64];
   item i1[64], i2[64];
   cfg.alpha = 0.7;
   cfg.eps = 0;
@@ -237,20 +250,7 @@ static void uniform_one(uint32_t adds, uint64_t seed) {
     if (slot / C == (uint32_t)me)
       REQUIRE(per_buffer_add(&m.shard, &it) == PER_OK);
   }
-  for (j = 0; j < big.size; ++j) {
-    bids[0] = (uint64_t)j | ((uint64_t)big.gen[j] << 32);
-    td[0] = 0;
-    REQUIRE(per_buffer_update(&big, bids, td, 1, NULL) == PER_OK);
-  }
-  n = per_buffer_size(&m.shard); /* each rank zeroes its own */
-  for (j = 0; j < n; ++j) {
-    gids[j].rank = (uint64_t)me;
-    gids[j].id = (uint64_t)j | ((uint64_t)m.shard.gen[j] << 32);
-    td[j] = 0;
-  }
-  CHECK_OK(per_mpi_update(&m, gids, td, n, NULL));
-  CHECK(m.shard.tree.node[1] == 0);
-  CHECK(big.tree.node[1] == 0);
+  zero_leaves(&m, &big);
   for (k = 0; k < 2; ++k) {
     REQUIRE(per_buffer_sample(&big, B, NULL, i1, bids, w1) == PER_OK);
     memset(gids, 0, sizeof gids);
