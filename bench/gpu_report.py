@@ -7,7 +7,7 @@ against the cumsum + binary-search baseline (above 1: per_cuda is
 faster). gpu_machine.txt, when present, heads the table.
 tools/gpu-check.sh writes that table to RESULTS_DIR/gpu.md.
 
-summary_lines(RESULTS_DIR) gives the shorter section of bench/README.md
+summary_lines(RESULTS_DIR, nname) gives the shorter section of bench/README.md
 (between <!-- gpu:begin --> and <!-- gpu:end -->): the double rows at
 B = 1024 and 65536, and the targets; bench/report.py writes it."""
 import csv
@@ -71,26 +71,17 @@ SUMMARY_NAMES = {"update": "update", "sample": "sample",
                  "step": "tree step", "buffer": "buffer step"}
 
 
-def nname(n):
-    return f"2^{n.bit_length() - 1}" if n >= 1024 and n & (n - 1) == 0 \
-        else str(n)
-
-
-def summary_lines(out):
+def summary_lines(out, nname):
     """The GPU section of bench/README.md as lines (an empty list when
-    gpu_double.csv is not there): the machine, per_cuda's µs per captured
-    operation in double at B = 1024 for every N and at B = 65536, with
-    the ratio to the baseline, the launches and the targets."""
+    gpu_double.csv is not there), without the machine (bench/report.py
+    heads it with gpu_machine.txt): per_cuda's µs per captured operation
+    in double at B = 1024 for every N and at B = 65536, with the ratio to
+    the baseline, the launches and the targets. nname(N) names a size as
+    report.py's other tables do."""
     d = load(os.path.join(out, 'gpu_double.csv'))
     if not d:
         return []
-    lines = []
-    machine = os.path.join(out, 'gpu_machine.txt')
-    if os.path.exists(machine):
-        with open(machine) as f:
-            lines += ["Measured with: " + "; ".join(
-                ln.strip() for ln in f if ln.strip()) + ".", ""]
-    lines += ["µs per captured operation (a CUDA graph, mean of 50 replays "
+    lines = ["µs per captured operation (a CUDA graph, mean of 50 replays "
               "after a warm-up), PER_REAL=double, and × the baseline in the "
               "same run: a CUB inclusive scan over all N priorities plus B "
               "binary searches for a sample, a scatter of the B values for "

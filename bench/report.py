@@ -698,8 +698,9 @@ def main():
     mpi = mpi_section(res)
     if mpi:
         text = between(text, MPI_BEGIN, MPI_END, mpi, "mpi.csv")
-    gpu = gpu_report.summary_lines(res)
+    gpu = gpu_report.summary_lines(res, nname)
     if gpu:
+        gpu = measured_with(os.path.join(res, "gpu_machine.txt")) + gpu
         text = between(text, GPU_BEGIN, GPU_END, gpu,
                        "gpu_*.csv through bench/gpu_report.py")
     if BEGIN in text and END in text:
