@@ -1177,7 +1177,7 @@ static void peri_mpi_save_shard(per_mpi *m, const char *path, uint64_t save,
 static void peri_mpi_commit(per_mpi *m, const char *path, uint64_t save,
                             const uint64_t *all, int64_t fin[2]) {
   void *ctx = m->alloc_ctx;
-  size_t n = PERI_MPI_MF_HEAD + (size_t)m->world * PERI_MPI_MF_REC, len;
+  size_t n = PERI_MPI_MF_HEAD + (size_t)m->world * PERI_MPI_MF_REC;
   peri_mpi_rec *rec =
       (peri_mpi_rec *)PER_MALLOC((size_t)m->world * sizeof *rec, ctx);
   unsigned char *mf = (unsigned char *)PER_MALLOC(n, ctx);
@@ -1198,13 +1198,12 @@ static void peri_mpi_commit(per_mpi *m, const char *path, uint64_t save,
   }
   PER_FREE(rec, ctx);
   PER_FREE(mf, ctx);
-  mf = NULL;
   if (fin[0] == PER_OK) {
     fin[1] = 1;
-  } else {
-    if (peri_mpi_mf_read(path, ctx, &mf, &len) == PER_OK)
-      fin[1] = peri_get64(mf + 32) == save;
-    PER_FREE(mf, ctx);
+  } else { /* the rename may have happened: what the manifest says now */
+    uint64_t now = 0, world = 0;
+    peri_mpi_current(path, ctx, &now, &world);
+    fin[1] = now == save;
   }
 }
 
