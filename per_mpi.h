@@ -191,26 +191,43 @@ PERDEF per_status per_mpi_update(per_mpi *m, const per_mpi_id *ids,
 #ifndef PER_NO_STDIO
 /* Collective. Checkpoints the whole replay under `path`, the same string
    on every rank. Rank r saves its shard with per_buffer_save to
-   "path.S.r", S being this save's number (one more than that of the
-   checkpoint now at path, 1 for the first); once every rank has, rank 0
-   writes the manifest to path itself with per_file_write: the world size,
-   S, each shard file's length, CRC-32C, size, capacity and counters, and
-   what the ranks share (the batch stream, step, max_leaf and config).
-   Writing the manifest is the commit: a crash at any point leaves path
-   naming the previous checkpoint or this one, each whole, since shard
-   files are never written in place of ones a manifest names. Then each
-   rank removes its share of the previous checkpoint's shard files (a
-   crash before that leaves them behind, as files that no manifest names:
-   safe to delete). The shards are not changed. Rank 0 needs to see the
-   directory of path; loading at another world size needs every rank to
-   see every shard file (a shared file system), loading at the same world
-   size only its own. One save or load at a time per path.
-   Errors, the same on every rank; the checkpoint at path, if any, stays
-   as it was and this save's files are removed: PER_ERR_NULL (m: local;
-   path NULL on some rank), PER_ERR_ARG (the ranks' paths differ),
-   PER_ERR_NOMEM, PER_ERR_IO (a shard file or the manifest could not be
-   written; if the manifest was written but not synced, the new
-   checkpoint stands and the old files are kept). */
+   "path.S.r", S being this save's number: one more than that of the
+   checkpoint now at path, 1 only when path does not exist. Once every
+   rank has, rank 0 writes the manifest to path itself with
+   per_file_write: the world size, S, each shard file's length, CRC-32C,
+   size, capacity and counters, and what the ranks share (the batch
+   stream, step, max_leaf and config). Writing the manifest is the
+   commit: a crash at any point leaves path naming the previous
+   checkpoint or this one, each whole, since shard files are never
+   written in place of ones a manifest names. Then each rank removes its
+   share of the previous checkpoint's shard files. The shards are not
+   changed. Rank 0 needs to see the directory of path; loading at another
+   world size needs every rank to see every shard file (a shared file
+   system), loading at the same world size only its own. One save or load
+   at a time per path.
+   Files under path afterwards, besides the manifest:
+   - PER_OK: this save's files. The previous save's are removed; one that
+     cannot be is left (the status stays PER_OK).
+   - An error: the checkpoint at path as it was, this save's files
+     removed (one whose removal fails is left); except that when the manifest was renamed into place but
+     the directory sync after it failed, or its write failed and it
+     could not be read back, the new manifest stands or may, and both
+     saves' files are kept (until a power loss the new checkpoint is the
+     one at path; after one, either may be).
+   - A crash: besides the files the manifest names, files that no
+     manifest names: the other save's shard files, and temporary files
+     "path.tmp-*" and "path.S.r.tmp-*". So may the two error cases above,
+     once a later save commits. They are safe to delete while no save
+     runs.
+   Errors, the same on every rank: PER_ERR_NULL (m: local; path NULL on
+   some rank), PER_ERR_ARG (the ranks' paths differ), PER_ERR_NOMEM,
+   PER_ERR_IO (a shard file or the manifest could not be written, or the
+   manifest now at path could not be read: then nothing is written, since
+   the files it names are not known), PER_ERR_FORMAT, PER_ERR_VERSION,
+   PER_ERR_TRUNCATED, PER_ERR_CORRUPT, PER_ERR_CHECKSUM (the manifest now
+   at path is damaged, as per_mpi_load would find it: nothing is written;
+   remove it to save there again, and its shard files "path.S.r" become
+   files no manifest names). */
 PERDEF per_status per_mpi_save(per_mpi *m, const char *path);
 
 /* Collective. Replaces every rank's shard with the checkpoint at path
@@ -277,6 +294,7 @@ PERDEF per_status per_mpi_load(per_mpi *m, const char *path);
 #include <math.h>
 #include <string.h>
 #ifndef PER_NO_STDIO
+#include <errno.h>
 #include <stdio.h>
 #endif
 
@@ -989,9 +1007,11 @@ static void peri_mpi_mf_build(unsigned char *mf, const per_buffer *b,
 
 /* Read and check the manifest at path into *mf (allocated; *len bytes,
    CRC included). Checks what needs no shard: magic, version, byte order,
-   length, CRC, and every record (size <= capacity, counters). */
+   length, CRC, and every record (size <= capacity, counters). *absent
+   (may be NULL): 1 when the status is PER_ERR_IO because path does not
+   exist (ENOENT), else 0. */
 static int peri_mpi_mf_read(const char *path, void *ctx, unsigned char **mf,
-                            size_t *len) {
+                            size_t *len, int *absent) {
   unsigned char head[PERI_MPI_MF_HEAD];
   FILE *f;
   size_t got, n;
@@ -999,8 +1019,13 @@ static int peri_mpi_mf_read(const char *path, void *ctx, unsigned char **mf,
   int s = PER_OK;
   *mf = NULL;
   *len = 0;
+  if (absent) *absent = 0;
+  errno = 0;
   f = fopen(path, "rb");
-  if (!f) return PER_ERR_IO;
+  if (!f) {
+    if (absent) *absent = errno == ENOENT;
+    return PER_ERR_IO;
+  }
   got = fread(head, 1, sizeof head, f);
   if (ferror(f)) s = PER_ERR_IO;
   else if (got == 0 || (got >= 8 && memcmp(head, peri_mpi_mf_magic, 8) != 0))
@@ -1133,20 +1158,28 @@ static void peri_mpi_remove_save(const per_mpi *m, const char *path,
    record, agreed (peri_mpi_save_shard); the manifest, the commit (rank 0,
    peri_mpi_commit), broadcast; then the files no manifest names. */
 
-/* The save number and world size of the checkpoint at path now (left as
-   they are when there is none or it cannot be read). */
-static void peri_mpi_current(const char *path, void *ctx, uint64_t *save,
-                             uint64_t *world) {
+/* The save number and world size of the checkpoint at path now: PER_OK
+   with both 0 only when path does not exist. Any other failure to read
+   the manifest (PER_ERR_IO, NOMEM, a damaged file's status) is returned:
+   then which files the checkpoint names is not known, and a save number
+   taken blindly could be the live checkpoint's. */
+static int peri_mpi_current(const char *path, void *ctx, uint64_t *save,
+                            uint64_t *world) {
   unsigned char *mf = NULL;
   size_t len;
-  if (peri_mpi_mf_read(path, ctx, &mf, &len) != PER_OK) return;
+  int absent, s = peri_mpi_mf_read(path, ctx, &mf, &len, &absent);
+  *save = 0;
+  *world = 0;
+  if (s != PER_OK) return absent ? PER_OK : s;
   *save = peri_get64(mf + 32);
   *world = peri_get32(mf + 16);
   PER_FREE(mf, ctx);
+  return PER_OK;
 }
 
 /* This rank saves its shard to its file of save `save` (*name, allocated;
-   *saved: whether the file was written) and fills its record words:
+   *saved: whether the file may be there, even after an error: a failed
+   directory sync comes after the rename) and fills its record words:
    status, the path's CRC, the file's length and CRC, added, trajs, size
    and capacity. */
 static void peri_mpi_save_shard(per_mpi *m, const char *path, uint64_t save,
@@ -1156,7 +1189,7 @@ static void peri_mpi_save_shard(per_mpi *m, const char *path, uint64_t save,
   memset(mine, 0, PERI_MPI_CK_WORDS * sizeof *mine);
   *name = peri_mpi_shard_name(path, save, (uint32_t)m->rank, m->alloc_ctx);
   s = *name ? per_buffer_save(b, *name) : PER_ERR_NOMEM;
-  *saved = s == PER_OK;
+  *saved = *name != NULL;
   if (s == PER_OK) {
     uint32_t crc = 0;
     s = peri_mpi_file_tail(*name, &mine[2], &crc);
@@ -1171,9 +1204,11 @@ static void peri_mpi_save_shard(per_mpi *m, const char *path, uint64_t save,
 }
 
 /* Rank 0 writes the manifest of save `save` from every rank's record
-   words `all`: fin[0] its status, fin[1] whether the manifest at path is
-   now this save's (also when only the directory sync failed after the
-   rename). */
+   words `all`: fin[0] its status; fin[1] 1 when the manifest at path is
+   this save's (also when only the directory sync failed after the
+   rename), 0 when it is not (the write failed before the rename), -1
+   when that cannot be told (the write failed, then so did reading the
+   manifest back). */
 static void peri_mpi_commit(per_mpi *m, const char *path, uint64_t save,
                             const uint64_t *all, int64_t fin[2]) {
   void *ctx = m->alloc_ctx;
@@ -1201,9 +1236,9 @@ static void peri_mpi_commit(per_mpi *m, const char *path, uint64_t save,
   if (fin[0] == PER_OK) {
     fin[1] = 1;
   } else { /* the rename may have happened: what the manifest says now */
-    uint64_t now = 0, world = 0;
-    peri_mpi_current(path, ctx, &now, &world);
-    fin[1] = now == save;
+    uint64_t now, world;
+    if (peri_mpi_current(path, ctx, &now, &world) != PER_OK) fin[1] = -1;
+    else fin[1] = now == save;
   }
 }
 
@@ -1221,7 +1256,7 @@ PERDEF per_status per_mpi_save(per_mpi *m, const char *path) {
   if (!path) s = PER_ERR_NULL;
   else if (!all) s = PER_ERR_NOMEM;
   if (s == PER_OK && m->rank == 0)
-    peri_mpi_current(path, ctx, &old_save, &old_world);
+    s = peri_mpi_current(path, ctx, &old_save, &old_world);
   /* 1. every rank's status and path; rank 0's numbers */
   mine[0] = (uint64_t)(int64_t)s;
   mine[1] = peri_mpi_path_crc(path);
@@ -1245,11 +1280,15 @@ PERDEF per_status per_mpi_save(per_mpi *m, const char *path) {
     MPI_Bcast(fin, 2, MPI_INT64_T, 0, m->comm);
     s = (int)fin[0];
   }
-  /* 4. the files no manifest names any more */
-  if (fin[1]) {
+  /* 4. the files no manifest names any more: the old save's once the
+     new manifest is durable; this save's when it is certain that the
+     manifest does not name them. Anything else is kept: after a failed
+     directory sync the old manifest may come back, and after a failed
+     write that cannot be read back the new one may be in place. */
+  if (fin[1] == 1 && fin[0] == PER_OK) {
     if (old_save != 0 && old_save != save)
       peri_mpi_remove_save(m, path, old_save, old_world);
-  } else if (saved) {
+  } else if (fin[1] == 0 && saved) {
     remove(name);
   }
 done:
@@ -1274,7 +1313,7 @@ static int peri_mpi_mf_share(per_mpi *m, const char *path, unsigned char **mf,
   void *ctx = m->alloc_ctx;
   int s;
   if (m->rank == 0) {
-    hdr[0] = path ? peri_mpi_mf_read(path, ctx, mf, len) : PER_ERR_NULL;
+    hdr[0] = path ? peri_mpi_mf_read(path, ctx, mf, len, NULL) : PER_ERR_NULL;
     hdr[1] = (int64_t)*len;
   }
   MPI_Bcast(hdr, 2, MPI_INT64_T, 0, m->comm);
