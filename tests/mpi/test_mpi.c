@@ -3,20 +3,9 @@
    powers of two), the global law, and errors agreed by every rank. */
 #include <stdlib.h>
 
-/* Every block per and per_mpi allocate, counted: all freed at the end
-   (LeakSanitizer cannot run over Open MPI, tests/mpi/meson.build). */
-static long t_live;
-static void *t_malloc(size_t n) {
-  void *p = malloc(n);
-  if (p) ++t_live;
-  return p;
-}
-static void t_free(void *p) {
-  if (p) --t_live;
-  free(p);
-}
-#define PER_MALLOC(sz, ctx) ((void)(ctx), t_malloc(sz))
-#define PER_FREE(p, ctx) ((void)(ctx), t_free(p))
+/* Every block per and per_mpi allocate, counted (heap.h): all freed at
+   the end (LeakSanitizer cannot run over Open MPI, tests/mpi/meson.build). */
+#include "heap.h"
 
 #define PER_IMPLEMENTATION
 #include "per.h"
@@ -808,7 +797,8 @@ int main(int argc, char **argv) {
   law();
   errors();
   checkpoints();
-  CHECK_MSG(t_live == 0, "%ld blocks of per's not freed", t_live);
+  CHECK_MSG(t_default_heap.live == 0, "%ld blocks of per's not freed",
+            t_default_heap.live);
   snprintf(name, sizeof name, "mpi rank %d of %d (%s)", me, W,
            sizeof(per_real) == 8 ? "double" : "float");
   rc = t_done(name);

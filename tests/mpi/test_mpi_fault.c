@@ -39,20 +39,9 @@
 
 #include <mpi.h>
 
-/* Every block per and per_mpi allocate, counted: all freed at the end,
-   a death included (the dying rank runs on, without effects). */
-static long t_live;
-static void *t_malloc(size_t n) {
-  void *p = malloc(n);
-  if (p) ++t_live;
-  return p;
-}
-static void t_free(void *p) {
-  if (p) --t_live;
-  free(p);
-}
-#define PER_MALLOC(sz, ctx) ((void)(ctx), t_malloc(sz))
-#define PER_FREE(p, ctx) ((void)(ctx), t_free(p))
+/* Every block per and per_mpi allocate, counted (heap.h): all freed at
+   the end, a death included (the dying rank runs on, without effects). */
+#include "heap.h"
 
 static int me, W;
 
@@ -209,15 +198,6 @@ static int t_bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c) {
   return MPI_Bcast(b, n, t, root, c);
 }
 
-#undef fopen
-#undef fread
-#undef fgetc
-#undef fseek
-#undef ftell
-#undef ferror
-#undef fwrite
-#undef fflush
-#undef fclose
 #define fopen t_fopen
 #define open t_open
 #define fread t_fread
@@ -813,7 +793,8 @@ int main(int argc, char **argv) {
   load_matrix();
   clean();
   if (sub != MPI_COMM_NULL) MPI_Comm_free(&sub);
-  CHECK_MSG(t_live == 0, "%ld blocks of per's not freed", t_live);
+  CHECK_MSG(t_default_heap.live == 0, "%ld blocks of per's not freed",
+            t_default_heap.live);
   if (me == 0)
     printf("%ld saves and %ld loads under a fault\n", n_cases[0], n_cases[1]);
   snprintf(name, sizeof name, "mpi faults, rank %d of %d (%s)", me, W,
