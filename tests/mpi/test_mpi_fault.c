@@ -602,10 +602,36 @@ static void dry_count(long *all, int load, int wl, MPI_Comm c) {
   MPI_Allgather(F.calls, OP_N, MPI_LONG, all, OP_N, MPI_LONG, MPI_COMM_WORLD);
 }
 
-static void save_matrix(void) {
-  long *all = (long *)calloc((size_t)W * OP_N, sizeof *all);
+/* The faults of a dry run's counts `all` on ranks 0..ranks-1, in turn:
+   every call of every kind fails, or its rank dies there; and every
+   rank dies at each of its collectives. run(f, arg) for each. */
+static void each_fault(const long *all, int ranks,
+                       void (*run)(const fault *, void *), void *arg) {
   int r, op, die;
   long k;
+  for (r = 0; r < ranks; ++r)
+    for (op = 0; op < OP_N; ++op)
+      for (die = 0; die < 2; ++die)
+        for (k = 1; k <= all[r * OP_N + op] && (die || op != OP_COLL); ++k) {
+          fault f;
+          f.rank = r;
+          f.op = op;
+          f.at = k;
+          f.die = die;
+          run(&f, arg);
+        }
+}
+
+static void save_one(const fault *f, void *arg) {
+  char what[96];
+  (void)arg;
+  describe(what, sizeof what, f);
+  save_case(f, NULL, 0, what);
+}
+
+static void save_matrix(void) {
+  long *all = (long *)calloc((size_t)W * OP_N, sizeof *all);
+  int r;
   REQUIRE(all);
   dry_count(all, 0, W, MPI_COMM_WORLD);
   if (me == 0)
@@ -614,22 +640,7 @@ static void save_matrix(void) {
                     all[r * OP_N + OP_COLL] >= 4,
                 "rank %d: the dry run saw no writes, renames or collectives",
                 r);
-  for (r = 0; r < W; ++r)
-    for (op = 0; op < OP_N; ++op)
-      for (die = 0; die < 2; ++die) {
-        long n = all[r * OP_N + op];
-        if (op == OP_COLL && !die) continue;
-        for (k = 1; k <= n; ++k) {
-          fault f;
-          char what[96];
-          f.rank = r;
-          f.op = op;
-          f.at = k;
-          f.die = die;
-          describe(what, sizeof what, &f);
-          save_case(&f, NULL, 0, what);
-        }
-      }
+  each_fault(all, W, save_one, NULL);
   free(all);
 }
 
@@ -674,33 +685,30 @@ static void load_case(const fault *f, int wl, MPI_Comm c) {
               "load at %d ranks, %s: the files changed", wl, what);
 }
 
+/* load_case's world: wl ranks on c. */
+typedef struct load_at {
+  int wl;
+  MPI_Comm c;
+} load_at;
+
+static void load_one(const fault *f, void *arg) {
+  const load_at *at = (const load_at *)arg;
+  load_case(f, at->wl, at->c);
+}
+
 static void load_matrix(void) {
   long *all = (long *)calloc((size_t)W * OP_N, sizeof *all);
-  int wl, r, op, die;
-  long k;
+  load_at at;
   per_mpi m;
   REQUIRE(all);
   clean();
   fill(&m, 1);
   REQUIRE(per_mpi_save(&m, P) == PER_OK);
   per_mpi_free(&m);
-  for (wl = W; wl >= 1 && wl >= W - 1; --wl) {
-    MPI_Comm c = wl == W ? MPI_COMM_WORLD : sub;
-    dry_count(all, 1, wl, c);
-    for (r = 0; r < wl; ++r)
-      for (op = 0; op < OP_N; ++op)
-        for (die = 0; die < 2; ++die) {
-          long n = all[r * OP_N + op];
-          if (op == OP_COLL && !die) continue;
-          for (k = 1; k <= n; ++k) {
-            fault f;
-            f.rank = r;
-            f.op = op;
-            f.at = k;
-            f.die = die;
-            load_case(&f, wl, c);
-          }
-        }
+  for (at.wl = W; at.wl >= 1 && at.wl >= W - 1; --at.wl) {
+    at.c = at.wl == W ? MPI_COMM_WORLD : sub;
+    dry_count(all, 1, at.wl, at.c);
+    each_fault(all, at.wl, load_one, &at);
   }
   free(all);
 }
