@@ -358,6 +358,14 @@ static uint64_t fingerprint(const per_mpi *m) {
   return out;
 }
 
+/* Whether every rank of c has the same status s (collective over c). */
+static int agreed(int s, MPI_Comm c) {
+  int lo, hi;
+  MPI_Allreduce(&s, &lo, 1, MPI_INT, MPI_MIN, c);
+  MPI_Allreduce(&s, &hi, 1, MPI_INT, MPI_MAX, c);
+  return lo == hi;
+}
+
 /* The first wl ranks' communicator (MPI_COMM_NULL on the others). */
 static MPI_Comm first(int wl) {
   MPI_Comm c;
@@ -374,16 +382,14 @@ static uint64_t load_on(MPI_Comm c, int wl, int *status) {
   per_mpi l;
   per_config k = cfg(wl == W ? cap_of(me) : 256);
   uint64_t fp = 0;
-  int s, lo, hi;
+  int s;
   *status = PER_OK;
   if (c == MPI_COMM_NULL) return 0;
   k.alpha = 0.2; /* a re-shard takes alpha and the rest from the manifest */
   k.seed = 3;
   REQUIRE(per_mpi_init(&l, c, &k, NULL) == PER_OK);
   s = per_mpi_load(&l, P);
-  MPI_Allreduce(&s, &lo, 1, MPI_INT, MPI_MIN, c);
-  MPI_Allreduce(&s, &hi, 1, MPI_INT, MPI_MAX, c);
-  CHECK_MSG(lo == hi, "load on %d ranks: the statuses differ", wl);
+  CHECK_MSG(agreed(s, c), "load on %d ranks: the statuses differ", wl);
   if (s == PER_OK) {
     CHECK_OK(per_buffer_check(&l.shard));
     fp = fingerprint(&l);
@@ -519,7 +525,7 @@ static void save_case(const fault *f0, const fault *f1, int opens_fail,
                       const char *what) {
   per_mpi m;
   files fs;
-  int s, lo, hi, got, fired, dies = f0->die || (f1 && f1->die);
+  int s, same, got, fired, dies = f0->die || (f1 && f1->die);
   ++n_cases[0];
   clean();
   fill(&m, 0);
@@ -530,9 +536,8 @@ static void save_case(const fault *f0, const fault *f1, int opens_fail,
   s = per_mpi_save(&m, P);
   fired = disarm(MPI_COMM_WORLD);
   CHECK_MSG(fired, "%s: the fault never happened", what);
-  MPI_Allreduce(&s, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(&s, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (!dies) CHECK_MSG(lo == hi, "%s: the statuses differ", what);
+  same = agreed(s, MPI_COMM_WORLD);
+  if (!dies) CHECK_MSG(same, "%s: the statuses differ", what);
   got = which(what);
   fs = list();
   if (me == 0 && !dies) {
@@ -652,7 +657,7 @@ static void load_case(const fault *f, int wl, MPI_Comm c) {
   per_mpi l;
   files before = list(), after;
   uint64_t h0 = 0, h1 = 0, fp;
-  int s = PER_OK, lo = 0, hi = 0, ok = 0;
+  int s = PER_OK, same = 0, ok = 0;
   ++n_cases[1];
   describe(what, sizeof what, f);
   if (c != MPI_COMM_NULL) {
@@ -666,13 +671,11 @@ static void load_case(const fault *f, int wl, MPI_Comm c) {
   ok = disarm(MPI_COMM_WORLD);
   CHECK_MSG(ok, "load at %d ranks, %s: the fault never happened", wl, what);
   if (c != MPI_COMM_NULL) {
-    MPI_Allreduce(&s, &lo, 1, MPI_INT, MPI_MIN, c);
-    MPI_Allreduce(&s, &hi, 1, MPI_INT, MPI_MAX, c);
+    same = agreed(s, c);
     fp = fingerprint(&l);
     h1 = s == PER_OK ? ref[1][wl == W ? 0 : 1] : h0;
     if (!f->die) {
-      CHECK_MSG(lo == hi, "load at %d ranks, %s: the statuses differ", wl,
-                what);
+      CHECK_MSG(same, "load at %d ranks, %s: the statuses differ", wl, what);
       CHECK_MSG(fp == h1, "load at %d ranks, %s: %s, yet %s", wl, what,
                 per_status_str((per_status)s),
                 s == PER_OK ? "not the saved replay" : "a shard changed");
@@ -744,10 +747,8 @@ static void defects(void) {
   MPI_Barrier(MPI_COMM_WORLD);
   before = list();
   {
-    int s = per_mpi_save(&m, P), lo, hi;
-    MPI_Allreduce(&s, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&s, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    CHECK_MSG(lo == hi && s == PER_ERR_CHECKSUM,
+    int s = per_mpi_save(&m, P);
+    CHECK_MSG(agreed(s, MPI_COMM_WORLD) && s == PER_ERR_CHECKSUM,
               "save over a damaged manifest: %s, want PER_ERR_CHECKSUM",
               per_status_str((per_status)s));
   }
