@@ -37,7 +37,7 @@
       if (s != PER_OK) fprintf(stderr, "%s\n", per_status_str(s));
       per_tree_free(&t);
 
-   QUICK START: THE REPLAY BUFFER (a DQN-style loop; link with -lm)
+   QUICK START: THE REPLAY BUFFER (a DQN-style loop)
       typedef struct transition {
         float obs[4], next_obs[4], reward;
         int32_t action;
@@ -150,13 +150,14 @@
       added to or subtracted from is either exact or rounded through a
       barrier no compiler can fuse into a multiply-add, so the same seed
       gives the same batches, weights and checkpoints on every build
-      (tools/determinism.sh builds one program with gcc, clang, g++ and
-      clang++, -O0 to -O3 -march=native and forced FMA, and compares).
-      The exceptions: libm's pow (priorities and IS weights) gives the
-      same bits wherever the same libm runs, unless the compiler folds a
-      call with constant arguments at build time; 32-bit x86 with x87
-      arithmetic (-m32 without -mfpmath=sse) keeps excess precision and
-      is not covered; -ffast-math is not supported (it removes the
+      (tools/determinism.sh builds one program with gcc, clang, g++,
+      clang++ and musl-gcc, -O0 to -O3 -march=native and forced FMA,
+      tools/windows.sh with MinGW under Wine, and compares). That
+      includes the priorities and IS weights: their pow is per.h's own,
+      from the same operations (no libm function whose last bit varies),
+      so they are also the bits per_cuda's kernels compute. Not covered:
+      32-bit x86 with x87 arithmetic (-m32 without -mfpmath=sse) keeps
+      excess precision; -ffast-math is not supported (it removes the
       NaN/infinity checks and reorders sums).
 
    ERRORS
@@ -1788,21 +1789,505 @@ __declspec(dllimport) int __stdcall MoveFileExA(const char *from,
 
 /* ---- formulas ---- */
 
-/* pow for the two formulas that use it. Out of line on the device, so the
-   kernels' own code can be checked to hold no fused multiply-add
-   (tests/cuda/check_ptx.py: pow's implementation uses fma by design,
-   within its documented ulp bound). PERI_POW replaces pow (the CUDA host
-   shim uses a wider one inside its kernels). */
-#ifndef PERI_POW
-#define PERI_POW pow
-#endif
+/* x^y for the priority and IS-weight formulas, written once for the CPU
+   and the device from IEEE basic operations only (+, -, *, / on doubles,
+   conversions between doubles and integers, a double's bits): every
+   product that is later added to or subtracted from is exact or goes
+   through peri_dmul_rn, so the same x and y give the same bits under
+   every compiler, libm, flag set (FMA contraction included) and GPU. No
+   libm call. x^y = e^(y ln x):
+   - ln x = e ln 2 + ln(1/c) + ln(1 + r): x = 2^e m with m in [0.709,
+     1.418), c from a table of 128 (10 significant bits, 1 exactly for
+     the row holding 1.0, so that ln x near 1 keeps its relative
+     accuracy), r = m c - 1 exactly, as two doubles (m's top 43 bits
+     times c and the rest times c are exact products), |r| < 2^-7.87, and
+     ln(1 + r) by its Taylor series to r^9.
+   - t = y ln x and e^t = 2^(k/128) e^z with k = round(t 128 / ln 2),
+     |z| <= ln 2 / 256, 2^(j/128) from a second table, e^z - 1 by its
+     Taylor series.
+   peri_pow carries ln x, t and the table values as double-doubles
+   (Dekker's exact products, no FMA): within 1 ulp of the correctly
+   rounded x^y (0.51 measured), results below 2^-1022 included
+   (tests/test_pow.c). peri_pow_f is the same in plain doubles, within
+   2^-42 relative for |y ln x| <= 104 (2^-44.4 measured), for results
+   that are rounded to float: the float is then within 1 ulp of the
+   correctly rounded one. Both: x >= 0 or +inf (NaN for x < 0 or NaN), y
+   finite and >= 0; x^0 = 1^y = 1; x^1 = x; 0^y = 0 for y > 0; overflow
+   gives +inf, underflow 0 (peri_pow_f: past |y ln x| = 760). The tables and constants are tools/pow_tables.py's. */
+/* pow tables: written by tools/pow_tables.py (which says what they
+   are), checked in CI; do not edit by hand. */
+#define PERI_POW_OFF 0x3FE6B00000000000ULL
+#define PERI_POW_LN_ROWS                                             \
+  {1.40625, -0.3409265869705932, -1.7467136443544747e-17},           \
+      {1.3984375, -0.3353555419211378, -1.834564437059473e-17},      \
+      {1.390625, -0.329753286372468, -2.122020616196946e-18},        \
+      {1.3828125, -0.324119468654212, 7.958214381893813e-18},        \
+      {1.376953125, -0.31987317777276086, -4.226777461860662e-18},   \
+      {1.369140625, -0.3141832619950823, -1.9945107763958697e-17},   \
+      {1.361328125, -0.3084607857210161, -4.0879808229846266e-18},   \
+      {1.35546875, -0.3041473354672967, 2.963837507561865e-18},      \
+      {1.34765625, -0.2983669725517973, 1.1440869858035824e-18},     \
+      {1.33984375, -0.29255300268637746, 2.1327310101814576e-17},    \
+      {1.333984375, -0.28817023453128227, -1.3116746400885017e-17},  \
+      {1.326171875, -0.28229650251918836, 2.1210941373299616e-17},   \
+      {1.3203125, -0.2778684510034563, 9.16018294909263e-19},        \
+      {1.3125, -0.27193371548364176, -7.83319637697442e-19},         \
+      {1.306640625, -0.26745943508872067, -2.016149769976068e-19},   \
+      {1.298828125, -0.26146241561634637, 1.1449266754676084e-17},   \
+      {1.29296875, -0.2569409308975004, -6.30788074376329e-18},      \
+      {1.287109375, -0.2523989094629994, -1.3243886304043958e-17},   \
+      {1.279296875, -0.24631061059574413, -1.4011576532971364e-19},  \
+      {1.2734375, -0.24171993688714516, -8.900990022166643e-18},     \
+      {1.267578125, -0.23710809166458222, 5.717872604233848e-18},    \
+      {1.26171875, -0.23247487874309405, -1.049773658067578e-17},    \
+      {1.255859375, -0.2278200991981116, 6.075458515600861e-18},     \
+      {1.248046875, -0.22157982933802703, 9.597232225307235e-18},    \
+      {1.2421875, -0.21687393830061436, -4.551026193234283e-18},     \
+      {1.236328125, -0.2121457971046684, 7.511578341069786e-18},     \
+      {1.23046875, -0.2073951943460706, 6.623981508424082e-18},      \
+      {1.224609375, -0.20262191559341292, 4.9792806181107735e-18},   \
+      {1.21875, -0.19782574332991987, -1.2821194372980142e-17},      \
+      {1.212890625, -0.19300645689397097, -6.750015036761848e-18},   \
+      {1.20703125, -0.188163832418183, 4.497983271338944e-18},       \
+      {1.201171875, -0.18329764276701008, -7.916064890804867e-18},   \
+      {1.1953125, -0.1784076574728183, 1.2432553788701131e-17},      \
+      {1.19140625, -0.17513433212784915, 3.59146702814679e-18},      \
+      {1.185546875, -0.17020416601999047, -5.824871705125833e-18},   \
+      {1.1796875, -0.16524957289530717, 1.0094935622322628e-17},     \
+      {1.173828125, -0.1602703094956998, -8.056249348852825e-18},    \
+      {1.169921875, -0.15693697307594157, 1.925318924654277e-18},    \
+      {1.1640625, -0.15191604202584197, -6.4838631244022194e-18},    \
+      {1.158203125, -0.14686977395821768, 1.3095486658506112e-17},   \
+      {1.15234375, -0.14179791186025734, -1.3587228662372945e-17},   \
+      {1.1484375, -0.13840232285911913, -4.447777301357527e-18},     \
+      {1.142578125, -0.1332872221923487, -5.4138932268586174e-18},   \
+      {1.138671875, -0.1298625613109846, -6.7913679708942475e-18},   \
+      {1.1328125, -0.12470347850095724, 4.6522609636496624e-18},     \
+      {1.126953125, -0.11951764146859177, -6.317546480577967e-18},   \
+      {1.123046875, -0.11604541575784265, -6.523568250648718e-18},   \
+      {1.1171875, -0.11081436634029011, -1.183748342825649e-18},     \
+      {1.11328125, -0.10731173578908805, -4.480328406815626e-19},    \
+      {1.107421875, -0.10203467868824428, -1.270120514141349e-18},   \
+      {1.103515625, -0.09850110610693316, 3.2823579183838276e-18},   \
+      {1.099609375, -0.0949550031001826, -2.757005002303505e-18},    \
+      {1.09375, -0.08961215868968714, 5.4268129336647135e-18},       \
+      {1.08984375, -0.08603433734180316, 4.235394883227454e-18},     \
+      {1.083984375, -0.08064348870692672, -8.3511763690095115e-19},  \
+      {1.080078125, -0.07703337648282702, 5.849476510698109e-19},    \
+      {1.076171875, -0.0734101841134067, 1.583444187336235e-18},     \
+      {1.0703125, -0.06795066190850775, 1.2802141240611733e-18},     \
+      {1.06640625, -0.06429435070539725, -2.607864228825769e-18},    \
+      {1.0625, -0.06062462181643484, -2.6424025938726934e-18},       \
+      {1.05859375, -0.056941376400138424, -4.849020418096643e-19},   \
+      {1.052734375, -0.05139094586948937, 2.507748248897374e-19},    \
+      {1.048828125, -0.047673469469356904, 7.870678899236812e-19},   \
+      {1.044921875, -0.04394212185649876, -1.6937468575336251e-18},  \
+      {1.041015625, -0.04019679912633675, -3.2701228202402602e-18},  \
+      {1.037109375, -0.03643739620243105, -6.646489732166908e-19},   \
+      {1.033203125, -0.032663806818791594, -3.2137479899873427e-18}, \
+      {1.02734375, -0.026976587698202076, 5.651841481310676e-20},    \
+      {1.0234375, -0.02316705928153438, 1.1769544932063305e-18},     \
+      {1.01953125, -0.019342962843130935, 2.2760589303784623e-19},   \
+      {1.015625, -0.015504186535965254, 3.278321022892429e-19},      \
+      {1.01171875, -0.011650617219975274, 2.3618788515509035e-19},   \
+      {1.0078125, -0.007782140442054949, 1.2819179123343845e-20},    \
+      {1.00390625, -0.003898640415657323, -1.2541659038304973e-19},  \
+      {1.0, 0.0, 0.0},                                               \
+      {0.9921875, 0.007843177461025893, 2.764708154124904e-19},      \
+      {0.984375, 0.015748356968139168, 1.0021578630528974e-18},      \
+      {0.9775390625, 0.02271702628423251, -1.3787590545321193e-18},  \
+      {0.9697265625, 0.030741141554280503, -1.0529562910593368e-18}, \
+      {0.962890625, 0.03781545099681768, -1.4251832364060063e-19},   \
+      {0.955078125, 0.045962135564635756, 3.29282833444454e-18},     \
+      {0.9482421875, 0.053145337308128184, -6.050335379809878e-19},  \
+      {0.94140625, 0.06038051098890748, -2.1569637373409678e-18},    \
+      {0.9345703125, 0.06766841414649884, -5.482182836575732e-18},   \
+      {0.927734375, 0.07500982100486657, 5.762099730680593e-18},     \
+      {0.9208984375, 0.0824055229659956, 1.603887941218665e-18},     \
+      {0.9140625, 0.08985632912186105, -6.273760163689594e-19},      \
+      {0.908203125, 0.09628721945215148, -3.4322603532248472e-18},   \
+      {0.9013671875, 0.10384257109660093, 6.5755190594195396e-18},   \
+      {0.8955078125, 0.11036433334298824, 9.819437814998601e-19},    \
+      {0.888671875, 0.11802720608855737, 3.6022683425363865e-18},    \
+      {0.8828125, 0.1246424452072766, -5.808912678940971e-18},       \
+      {0.876953125, 0.1313017372972535, -9.789371668371751e-18},     \
+      {0.87109375, 0.13800567301944372, -3.082753002960249e-18},     \
+      {0.865234375, 0.14475485499437216, -9.638054543649367e-18},    \
+      {0.859375, 0.15154989812720093, 5.1669593684615594e-18},       \
+      {0.853515625, 0.15839142994391764, -4.805867816472488e-18},    \
+      {0.84765625, 0.16528009093910292, -6.262313551919987e-19},     \
+      {0.841796875, 0.17221653493576, -4.7047460454344384e-18},      \
+      {0.8369140625, 0.1780338870016733, 2.6063282992290672e-18},    \
+      {0.8310546875, 0.18505967702607895, 8.68483519512258e-18},     \
+      {0.826171875, 0.1909524459932298, 1.2753558105240179e-17},     \
+      {0.8203125, 0.1980699137620938, 3.742843482461439e-18},        \
+      {0.8154296875, 0.2040400807485976, -8.132171559725503e-19},    \
+      {0.810546875, 0.21004610480880948, 1.1583669345998444e-17},    \
+      {0.8046875, 0.2173012756899814, 1.6168452453763015e-18},       \
+      {0.7998046875, 0.22338772174638366, 9.585954127785412e-18},    \
+      {0.794921875, 0.2295114395969128, -1.2166730011885714e-17},    \
+      {0.7900390625, 0.2356728885409614, -6.859372869545864e-18},    \
+      {0.78515625, 0.24187253642048673, -3.5869293176775316e-18},    \
+      {0.7802734375, 0.24811085983317843, -4.963800871206339e-18},   \
+      {0.775390625, 0.2543883443523174, -1.428296341374898e-17},     \
+      {0.771484375, 0.2594388601383859, 8.775568434888777e-18},      \
+      {0.7666015625, 0.26578808781704466, 1.792335018286604e-18},    \
+      {0.76171875, 0.27217788591581565, 1.9460544362807653e-17},     \
+      {0.7578125, 0.27731928541623435, -7.44528405583513e-18},       \
+      {0.7529296875, 0.2837834320361236, -1.8093860415863246e-18},   \
+      {0.7490234375, 0.2889850042321969, -1.0625256043011615e-17},   \
+      {0.744140625, 0.2955252499128068, 3.2722484018602266e-19},     \
+      {0.740234375, 0.30078841995708144, -6.252253064633693e-18},    \
+      {0.7353515625, 0.30740657779955954, -2.7314696101195324e-17},  \
+      {0.7314453125, 0.31273282208223363, -1.4449475118518507e-17},  \
+      {0.7275390625, 0.31808758721989355, 2.5797875611385575e-17},   \
+      {0.7236328125, 0.3234711803033662, 1.6391727586494226e-17},    \
+      {0.71875, 0.33024168687057687, -1.0828321637483858e-17},       \
+      {0.71484375, 0.33569129163814154, -7.183773020381283e-18},     \
+      {0.7109375, 0.34117075740276714, -1.9366790062602867e-17}, {   \
+    0.70703125, 0.3466804132137367, 1.2904632283500345e-17           \
+  }
+#define PERI_POW_EXP_ROWS                                  \
+  {1.0, 0.0}, {1.0054299011128027, 9.499186535455032e-17}, \
+      {1.0108892860517005, -1.5234778603368577e-17},       \
+      {1.016378314910953, -5.77217007319966e-17},          \
+      {1.0218971486541166, 5.109225028973444e-17},         \
+      {1.0274459491187637, -4.9560741746453704e-17},       \
+      {1.0330248790212284, 7.600838874027088e-18},         \
+      {1.0386341019613787, 5.996273788852511e-17},         \
+      {1.0442737824274138, 8.551889705537965e-17},         \
+      {1.0499440858006872, 5.592937848127003e-17},         \
+      {1.0556451783605572, 1.759325738772092e-18},         \
+      {1.061377227289262, -1.1973537085365658e-17},        \
+      {1.0671404006768237, -7.899853966841582e-17},        \
+      {1.0729348675259756, -3.839668843358824e-18},        \
+      {1.0787607977571199, -6.656660436056593e-17},        \
+      {1.0846183622133092, 3.166152845816346e-17},         \
+      {1.0905077326652577, -3.046782079812471e-17},        \
+      {1.0964290818163769, -5.919933484449316e-17},        \
+      {1.102382583307841, 5.2660368715706944e-17},         \
+      {1.1083684117236787, -8.786813845180527e-17},        \
+      {1.1143867425958924, 1.0410278456845571e-16},        \
+      {1.1204377524096067, -6.201085906554179e-17},        \
+      {1.1265216186082418, 5.165856758795457e-17},         \
+      {1.1326385195987192, 3.237356166738e-17},            \
+      {1.1387886347566916, 8.912812676025408e-17},         \
+      {1.1449721444318042, 4.6412898921700107e-17},        \
+      {1.1511892299529827, 3.250710218863827e-17},         \
+      {1.1574400736337511, -9.1238712311344e-17},          \
+      {1.1637248587775775, 3.8292048369240935e-17},        \
+      {1.1700437696832502, -1.8477442017900047e-18},       \
+      {1.1763969916502812, 5.554203254218079e-17},         \
+      {1.182784710984341, 1.542975430079076e-17},          \
+      {1.189207115002721, 3.982015231465646e-17},          \
+      {1.1956643920398273, 4.6166036704814814e-17},        \
+      {1.202156731452703, 6.644981499252301e-17},          \
+      {1.2086843236265816, -4.746725945228984e-17},        \
+      {1.215247359980469, -7.712630692681488e-17},         \
+      {1.2218460329727576, -1.0611021211402691e-16},       \
+      {1.22848053610687, -1.89878163130253e-17},           \
+      {1.2351510639369334, -1.0755244344307841e-16},       \
+      {1.241857812073484, 4.658027591836937e-17},          \
+      {1.2486009771892048, -8.261810999021964e-17},        \
+      {1.255380757024691, -6.7113898212968784e-18},        \
+      {1.2621973503942507, -3.0844648874738465e-17},       \
+      {1.2690509571917332, 2.667932131342186e-18},         \
+      {1.275941778396392, 9.91543024421429e-17},           \
+      {1.2828700160787783, 1.713594918243561e-17},         \
+      {1.2898358734066657, 8.949257530897592e-17},         \
+      {1.2968395546510096, 2.5382502794888315e-17},        \
+      {1.3038812651919358, 8.647675598267871e-17},         \
+      {1.3109612115247644, -7.181536135519454e-17},        \
+      {1.318079601266064, -5.4579558271491535e-17},        \
+      {1.3252366431597413, -2.8587312100388614e-17},       \
+      {1.3324325470831615, -5.101586630916744e-17},        \
+      {1.339667524053303, 8.927282594831732e-17},          \
+      {1.3469417862329458, 3.224065101254679e-17},         \
+      {1.3542555469368927, 7.70094837980299e-17},          \
+      {1.3616090206382248, 1.533787661270668e-18},         \
+      {1.3690024229745905, 9.593797919118849e-17},         \
+      {1.3764359707545302, -6.898588935871801e-17},        \
+      {1.383909881963832, -6.770511658794786e-17},         \
+      {1.3914243757719262, -4.9061748652889893e-17},       \
+      {1.3989796725383112, -9.614213209051323e-17},        \
+      {1.4065759938190154, 7.034914812136422e-18},         \
+      {1.4142135623730951, -9.667293313452913e-17},        \
+      {1.4218926021691656, -1.6077828915890244e-17},       \
+      {1.42961333839197, -1.2031642489053655e-17},         \
+      {1.4373759974489824, -4.2040340164675566e-17},       \
+      {1.4451808069770467, -3.0237581349939873e-17},       \
+      {1.4530279958490526, -5.779948609396106e-17},        \
+      {1.460917794180647, -5.600377186075216e-17},         \
+      {1.4688504333369818, 8.465882756533628e-17},         \
+      {1.4768261459394993, -3.483994556892796e-17},        \
+      {1.4848451658727524, 1.0780086764407481e-16},        \
+      {1.4929077282912648, 1.4192920154284036e-17},        \
+      {1.5010140696264256, -6.413767275790235e-17},        \
+      {1.5091644275934228, -1.016455327754295e-16},        \
+      {1.5173590411982147, -4.308699472043341e-17},        \
+      {1.5255981507445384, -1.1024941712342561e-16},       \
+      {1.533881997840956, 8.875226844438446e-17},          \
+      {1.5422108254079407, 7.949834809697621e-17},         \
+      {1.550584877685, -1.4600706590689385e-17},           \
+      {1.559004400237837, 3.7812070533575275e-17},         \
+      {1.567469639965553, -1.0352061768849722e-16},        \
+      {1.5759808451078865, -1.0136916471278304e-17},       \
+      {1.5845382652524937, -1.9337717034585703e-17},       \
+      {1.593142151342267, -1.0094406542311964e-16},        \
+      {1.6017927556826934, -6.054917453527784e-17},        \
+      {1.6104903319492543, 2.4707192569797888e-17},        \
+      {1.6192351351948637, 2.0941334154229092e-17},        \
+      {1.6280274218573478, -6.712955084707084e-17},        \
+      {1.6368674497669644, 7.698325071319876e-17},         \
+      {1.645755478153965, -1.0125679913674773e-16},        \
+      {1.6546917676561943, 9.643294303196029e-17},         \
+      {1.6636765803267364, 5.8909926967131e-17},           \
+      {1.6727101796415966, -5.476715964599563e-17},        \
+      {1.681792830507429, 8.199010020581497e-17},          \
+      {1.6909247992693053, -9.66967147439488e-17},         \
+      {1.7001063537185235, -8.0237193703977e-18},          \
+      {1.709337763100463, -9.868779456632931e-17},         \
+      {1.718619298122478, -1.851380418263111e-17},         \
+      {1.7279512309618377, -1.0750981861204642e-16},       \
+      {1.7373338352737062, 3.164389299292957e-17},         \
+      {1.746767386199169, -1.0752290483507515e-16},        \
+      {1.7562521603732995, 2.960140695448873e-17},         \
+      {1.7657884359332727, 9.461315018083268e-17},         \
+      {1.7753764925265212, 6.429731796556572e-17},         \
+      {1.785016611318935, 1.5330400121031314e-17},         \
+      {1.7947090750031072, 1.8227458427912087e-17},        \
+      {1.804454167806624, -5.177222408793318e-17},         \
+      {1.8142521755003989, -9.969531538920349e-17},        \
+      {1.8241033854070534, -1.0159627862277083e-16},       \
+      {1.8340080864093424, 3.283107224245627e-17},         \
+      {1.843966568958626, -5.939742026949965e-17},         \
+      {1.8539791250833855, 9.761887490727594e-17},         \
+      {1.864046048397789, 6.540912680620572e-17},          \
+      {1.8741676341103, -6.122763413004143e-17},           \
+      {1.8843441790323345, -8.226593125533711e-17},        \
+      {1.8945759815869656, 3.4034035352165297e-17},        \
+      {1.9048633418176741, 6.533857514718279e-17},         \
+      {1.9152065613971474, -1.0619946056195963e-16},       \
+      {1.925605943636125, -9.914963769693741e-17},         \
+      {1.9360617934922943, 1.0332385960676326e-16},        \
+      {1.9465744175792332, 6.811022349533877e-17},         \
+      {1.9571441241754002, 8.960767791036668e-17},         \
+      {1.9677712232331759, -1.0314928011531132e-16},       \
+      {1.978456026387951, 4.0388753109278167e-17}, {       \
+    1.9891988469672663, 8.2051326383692e-18                \
+  }
+#define PERI_POW_LN2_HI 0.6931471805598903
+#define PERI_POW_LN2_LO 5.497923018708371e-14
+#define PERI_POW_EXP_C_HI 0.005415212347998022
+#define PERI_POW_EXP_C_LO 1.2655086083325438e-13
+#define PERI_POW_EXP_INV_C 184.6649652337873
+#define PERI_POW_LN3 0.3333333333333333
+#define PERI_POW_LN4 -0.25
+#define PERI_POW_LN5 0.2
+#define PERI_POW_LN6 -0.16666666666666666
+#define PERI_POW_LN7 0.14285714285714285
+#define PERI_POW_LN8 -0.125
+#define PERI_POW_LN9 0.1111111111111111
+#define PERI_POW_EXP1 1.0
+#define PERI_POW_EXP2 0.5
+#define PERI_POW_EXP3 0.16666666666666666
+#define PERI_POW_EXP4 0.041666666666666664
+#define PERI_POW_EXP5 0.008333333333333333
+#define PERI_POW_EXP6 0.001388888888888889
+/* end of the pow tables */
+static const double peri_pow_ln[128][3] = {PERI_POW_LN_ROWS};
+static const double peri_pow_exp[128][2] = {PERI_POW_EXP_ROWS};
 #ifdef __CUDACC__
-#define PERI_POW_LINKAGE static __noinline__
-#else
-#define PERI_POW_LINKAGE static inline
+static __device__ const double peri_pow_ln_dev[128][3] = {PERI_POW_LN_ROWS};
+static __device__ const double peri_pow_exp_dev[128][2] = {PERI_POW_EXP_ROWS};
 #endif
-PERI_POW_LINKAGE PER_HD double peri_pow(double x, double y) {
-  return PERI_POW(x, y);
+#ifdef __CUDA_ARCH__
+#define PERI_POW_LN peri_pow_ln_dev
+#define PERI_POW_EXP peri_pow_exp_dev
+#else
+#define PERI_POW_LN peri_pow_ln
+#define PERI_POW_EXP peri_pow_exp
+#endif
+
+PER_INLINE PER_HD uint64_t peri_dbits(double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+}
+PER_INLINE PER_HD double peri_dfrom(uint64_t u) {
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+/* a = *hi + *lo, each of at most 26 significant bits (Veltkamp's split;
+   |a| < 2^995), so that products of the halves are exact. */
+PER_INLINE PER_HD void peri_split(double a, double *hi, double *lo) {
+  double t = peri_dmul_rn(134217729.0, a);
+  *hi = t - (t - a);
+  *lo = a - *hi;
+}
+
+/* a * b rounded, and its rounding error in *err exactly, as long as
+   |a|, |b| < 2^995 and the error is a normal double (|a b| >= 2^-969):
+   by a fused multiply-add where the CPU has one (-mfma, -march=native on
+   x86-64, every aarch64), else by Dekker's products of 26-bit halves.
+   The same bits either way, the error being exact; the device uses
+   Dekker's, so that its kernels hold no fma (tests/cuda/check_ptx.py). */
+PER_INLINE PER_HD double peri_two_prod(double a, double b, double *err) {
+  double p = peri_dmul_rn(a, b);
+#if !defined(__CUDA_ARCH__) && (defined(__GNUC__) || defined(__clang__)) && \
+    (defined(__FMA__) || defined(__ARM_FEATURE_FMA))
+  *err = __builtin_fma(a, b, -p);
+#else
+  double a1, a2, b1, b2;
+  peri_split(a, &a1, &a2);
+  peri_split(b, &b1, &b2);
+  *err = ((a1 * b1 - p) + a1 * b2 + a2 * b1) + a2 * b2;
+#endif
+  return p;
+}
+
+/* a + b rounded, and its rounding error in *err exactly (Knuth). */
+PER_INLINE PER_HD double peri_two_sum(double a, double b, double *err) {
+  double s = a + b, v = s - a;
+  *err = (a - (s - v)) + (b - v);
+  return s;
+}
+
+/* x (> 0, finite) as 2^e m: the table row of m, e (as a double) in *e and
+   r = m c - 1 (c the row's) rounded, with its rounding error in *r_lo
+   (exactly: r = return + *r_lo). */
+PER_INLINE PER_HD double peri_pow_reduce(double x, const double **row,
+                                         double *e, double *r_lo) {
+  uint64_t b = peri_dbits(x), u, mb;
+  double m_hi, m_lo, c;
+  int k;
+  *e = 0;
+  if (b < (uint64_t)1 << 52) { /* subnormal: times 2^54 */
+    b = peri_dbits(x * 18014398509481984.0);
+    *e = -54;
+  }
+  u = b - PERI_POW_OFF + ((uint64_t)1 << 63); /* no wrap: OFF < 2^62 */
+  k = (int)(u >> 52) - 2048;
+  *row = PERI_POW_LN[(u >> 45) & 127u];
+  mb = b - ((uint64_t)(int64_t)k << 52);
+  /* (double)k, from the bits of 1.5 * 2^52 + k: no int-to-double
+     conversion, which x86's cvtsi2sd chains to the previous loop trip */
+  *e += peri_dfrom((uint64_t)0x4338000000000000 + (uint64_t)(int64_t)k) -
+        6755399441055744.0;
+  m_hi = peri_dfrom(mb & ~(uint64_t)1023);
+  m_lo = peri_dfrom(mb) - m_hi;
+  c = (*row)[0];
+  return peri_two_sum(m_hi * c - 1.0, m_lo * c, r_lo); /* exact products */
+}
+
+/* 2^(kd/128) (1 + q) for the integer-valued kd (|kd| < 2^18): the
+   table's 2^(j/128) (with its low part when dd), then the power of two,
+   in two steps where the result leaves the normal range. */
+PER_INLINE PER_HD double peri_pow_scale(double kd, double q, int dd) {
+  int64_t k = (int64_t)kd;
+  uint64_t j = (uint64_t)k & 127u;
+  int sc = (int)((k - (int64_t)j) / 128);
+  const double *row = PERI_POW_EXP[j];
+  double r = dd ? row[0] + (row[1] + peri_dmul_rn(row[0], q))
+                : row[0] + peri_dmul_rn(row[0], q);
+  if (sc > 1023) {
+    r *= 8.98846567431158e307; /* 2^1023 */
+    sc = sc - 1023 > 1023 ? 1023 : sc - 1023;
+  } else if (sc < -1022) {
+    r *= 2.2250738585072014e-308; /* 2^-1022 */
+    sc = sc + 1022 < -1022 ? -1022 : sc + 1022;
+  }
+  return r * peri_dfrom((uint64_t)(sc + 1023) << 52);
+}
+
+/* k = round(t 128 / ln 2) as a double (|t| <= 760), and z = t - k ln 2 /
+   128 with the k ln 2 / 128 part exact. */
+PER_INLINE PER_HD double peri_pow_k(double t, double *z) {
+  const double shift = 6755399441055744.0; /* 1.5 * 2^52 */
+  double kd = (peri_dmul_rn(t, PERI_POW_EXP_INV_C) + shift) - shift;
+  *z = (t - kd * PERI_POW_EXP_C_HI) - peri_dmul_rn(kd, PERI_POW_EXP_C_LO);
+  return kd;
+}
+
+/* Special cases of x^y (the cases of the top comment): 1 with *v set when
+   x, y is one, else 0. */
+PER_INLINE PER_HD int peri_pow_special(double x, double y, double *v) {
+  if (y == 0 || x == 1) *v = 1;
+  else if (y == 1) *v = x;
+  else if (x == 0) *v = 0;
+  else if (!(x > 0)) *v = (x - x) / (x - x); /* NaN */
+  else if (!(x <= 1.7976931348623157e308)) *v = x;
+  else return 0;
+  return 1;
+}
+
+/* e^t for t past +-760: +inf or 0 (*v), 1; else 0. */
+PER_INLINE PER_HD int peri_pow_range(double t, double *v) {
+  if (t > 760) *v = peri_dfrom((uint64_t)0x7ff << 52);
+  else if (t < -760) *v = 0;
+  else return 0;
+  return 1;
+}
+
+PER_INLINE PER_HD double peri_pow(double x, double y) {
+  const double *row;
+  double v, e, rh, rl, qh, ql, p, s, sl, err, lh, ll, th, tl, kd, z;
+  if (peri_pow_special(x, y, &v)) return v;
+  /* ln x = lh + ll */
+  rh = peri_pow_reduce(x, &row, &e, &rl);
+  qh = peri_two_prod(rh, rh, &ql); /* rh^2 = qh + ql */
+  p = (PERI_POW_LN7 + peri_dmul_rn(rh, PERI_POW_LN8)) +
+      peri_dmul_rn(qh, PERI_POW_LN9);
+  p = (PERI_POW_LN5 + peri_dmul_rn(rh, PERI_POW_LN6)) + peri_dmul_rn(qh, p);
+  p = (PERI_POW_LN3 + peri_dmul_rn(rh, PERI_POW_LN4)) + peri_dmul_rn(qh, p);
+  p = peri_dmul_rn(peri_dmul_rn(rh, qh), p); /* r^3 (1/3 - r/4 + ...) */
+  s = peri_two_sum(e * PERI_POW_LN2_HI, row[1], &sl); /* exact product */
+  s = peri_two_sum(s, rh, &err);
+  sl += err;
+  s = peri_two_sum(s, -0.5 * qh, &err);
+  sl += err;
+  sl += (((peri_dmul_rn(e, PERI_POW_LN2_LO) + row[2]) + rl) -
+         (0.5 * ql + peri_dmul_rn(rh, rl))) +
+        p;
+  lh = s + sl;
+  ll = sl - (lh - s);
+  /* t = y ln x = th + tl */
+  th = peri_dmul_rn(y, lh);
+  if (peri_pow_range(th, &v)) return v;
+  /* |y| < 2^63 here (|lh| >= 2^-53); below 2^-60, e^t rounds to 1 */
+  if (th < 8.6736173798840355e-19 && th > -8.6736173798840355e-19) return 1;
+  th = peri_two_prod(y, lh, &tl);
+  tl += peri_dmul_rn(y, ll);
+  /* e^t */
+  kd = peri_pow_k(th, &z);
+  z += tl;
+  p = PERI_POW_EXP5 + peri_dmul_rn(z, PERI_POW_EXP6);
+  p = (PERI_POW_EXP3 + peri_dmul_rn(z, PERI_POW_EXP4)) +
+      peri_dmul_rn(peri_dmul_rn(z, z), p);
+  p = (PERI_POW_EXP1 + peri_dmul_rn(z, PERI_POW_EXP2)) +
+      peri_dmul_rn(peri_dmul_rn(z, z), p);
+  return peri_pow_scale(kd, peri_dmul_rn(z, p), 1);
+}
+
+PER_INLINE PER_HD double peri_pow_f(double x, double y) {
+  const double *row;
+  double v, e, r, rl, r2, p, t, kd, z;
+  if (peri_pow_special(x, y, &v)) return v;
+  r = peri_pow_reduce(x, &row, &e, &rl);
+  r2 = peri_dmul_rn(r, r);
+  p = (PERI_POW_LN5 + peri_dmul_rn(r, PERI_POW_LN6));
+  p = (PERI_POW_LN3 + peri_dmul_rn(r, PERI_POW_LN4)) + peri_dmul_rn(r2, p);
+  p = (r - 0.5 * r2) + peri_dmul_rn(peri_dmul_rn(r, r2), p);
+  t = peri_dmul_rn(y, ((e * PERI_POW_LN2_HI + row[1]) +
+                       (p + (peri_dmul_rn(e, PERI_POW_LN2_LO) + row[2]))));
+  if (peri_pow_range(t, &v)) return v;
+  kd = peri_pow_k(t, &z);
+  p = (PERI_POW_EXP3 + peri_dmul_rn(z, PERI_POW_EXP4));
+  p = (PERI_POW_EXP1 + peri_dmul_rn(z, PERI_POW_EXP2)) +
+      peri_dmul_rn(peri_dmul_rn(z, z), p);
+  return peri_pow_scale(kd, peri_dmul_rn(z, p), 0);
 }
 
 /* L, the smallest power of two >= capacity, and log2(L) in *depth (when
@@ -1825,23 +2310,27 @@ PER_INLINE PER_HD per_status peri_samplable(per_real total) {
   return PER_OK;
 }
 
-/* The leaf of a finite TD error: (|td| + eps)^alpha in double, exactly 1
-   when alpha == 0 and no pow when alpha == 1, capped at PER_LEAF_MAX,
-   rounded to per_real. */
+/* The leaf of a finite TD error: (|td| + eps)^alpha in double (peri_pow,
+   or peri_pow_f for float leaves), exactly 1 when alpha == 0 and no pow
+   when alpha == 1, capped at PER_LEAF_MAX, rounded to per_real: within
+   1 ulp of the correctly rounded leaf. */
 PER_INLINE PER_HD per_real peri_priority(float td, double eps, double alpha) {
   double p = fabs((double)td) + eps;
-  if (alpha != 1) p = alpha == 0 ? 1.0 : peri_pow(p, alpha);
+  if (alpha != 1)
+    p = alpha == 0                          ? 1.0
+        : sizeof(per_real) == sizeof(float) ? peri_pow_f(p, alpha)
+                                            : peri_pow(p, alpha);
   if (!(p <= (double)PER_LEAF_MAX)) p = (double)PER_LEAF_MAX;
   return (per_real)p;
 }
 
 /* The importance-sampling weight of a draw with leaf p when the smallest
    leaf of the batch (or the buffer) is pmin: (N P)^-beta / max (N P)^-beta
-   = (pmin / p)^beta in double, as a float; exactly 1 when beta == 0 and
-   for p <= pmin. */
+   = (pmin / p)^beta in double (peri_pow_f), as a float within 1 ulp of
+   the correctly rounded one; exactly 1 when beta == 0 and for p <= pmin. */
 PER_INLINE PER_HD float peri_weight(per_real p, per_real pmin, double beta) {
   if (beta == 0 || !(p > pmin)) return 1.0f;
-  return (float)peri_pow((double)pmin / (double)p, beta);
+  return (float)peri_pow_f((double)pmin / (double)p, beta);
 }
 
 /* ---- checks ---- */

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Write or check the tables and constants of per.h's peri_pow.
+
+Usage: python3 tools/pow_tables.py [--write | --check] [PER_H]
+  (no option)  print the block
+  --write      replace the block in per.h (then run tools/format.sh)
+  --check      exit 1 when per.h's block holds other numbers than these
+
+The block sits between the lines `/* pow tables: written by` and
+`/* end of the pow tables */` of per.h. --check compares numbers, not text, so the block may be
+formatted as clang-format likes. Python 3, standard library only: the
+values are computed with decimal at 80 digits and rounded to double once
+(Python's float() of a Decimal is correctly rounded), and every literal
+is printed with repr(), which reads back as the same double.
+
+What the numbers are (per.h, peri_pow, says how they are used):
+
+- PERI_POW_OFF: the bits of about sqrt(1/2), aligned so that 1.0 lies
+  in the middle of a table interval. x = 2^e m with m in [v(OFF),
+  2 v(OFF)); the 7 bits below the exponent of (bits(x) - OFF) pick one of
+  128 intervals of m.
+- peri_pow_ln rows {c, hi, lo}: c about 1 / (the interval's middle),
+  rounded to 10 significant bits (1 exactly for the interval holding
+  1.0), so that m_hi c is exact for m's top 43 bits; hi + lo = -ln(c) to
+  about 2^-106.
+- peri_pow_exp rows {hi, lo}: hi + lo = 2^(j / 128).
+- ln 2 as LN2_HI (42 bits: e LN2_HI is exact for |e| < 2^11) + LN2_LO;
+  ln 2 / 128 as EXP_C_HI (34 bits: k EXP_C_HI is exact for |k| < 2^19) +
+  EXP_C_LO, and 128 / ln 2.
+- the Taylor coefficients of ln(1 + r) (r^3 .. r^9: (-1)^(k+1) / k) and
+  of e^z (1 / k!, up to z^6).
+"""
+
+import math
+import re
+import sys
+from decimal import Decimal as D
+from decimal import getcontext
+
+getcontext().prec = 80
+
+N = 128
+OFF = 0x3FE6B00000000000
+
+
+def bits_to_double(b):
+    import struct
+
+    return struct.unpack("<d", struct.pack("<Q", b))[0]
+
+
+def round_sig(x, nb):
+    """The positive Decimal x rounded to nb significant bits, a float."""
+    m, e = math.frexp(float(x))
+    q = int((x * (D(2) ** (nb - e))).to_integral_value())
+    return q * 2.0 ** (e - nb)
+
+
+def split(x):
+    hi = float(x)
+    return hi, float(x - D(hi))
+
+
+def values():
+    """Every number of the block, in order, as (name, [floats])."""
+    ln2 = D(2).ln()
+    out = []
+    ln_rows = []
+    for i in range(N):
+        lo = bits_to_double(OFF + i * (1 << 45))
+        hi = bits_to_double(OFF + (i + 1) * (1 << 45))
+        c = 1.0 if lo <= 1.0 < hi else round_sig(D(2) / (D(lo) + D(hi)), 10)
+        h, l = split(-D(c).ln())
+        ln_rows += [c, h, l]
+    out.append(("peri_pow_ln", ln_rows))
+    exp_rows = []
+    for j in range(N):
+        h, l = split((D(j) / N * ln2).exp())
+        exp_rows += [h, l]
+    out.append(("peri_pow_exp", exp_rows))
+    ln2_hi = round_sig(ln2, 42)
+    c_hi = round_sig(ln2 / N, 34)
+    out.append(("PERI_POW_LN2_HI", [ln2_hi]))
+    out.append(("PERI_POW_LN2_LO", [float(ln2 - D(ln2_hi))]))
+    out.append(("PERI_POW_EXP_C_HI", [c_hi]))
+    out.append(("PERI_POW_EXP_C_LO", [float(ln2 / N - D(c_hi))]))
+    out.append(("PERI_POW_EXP_INV_C", [float(N / ln2)]))
+    for k in range(3, 10):
+        out.append(("PERI_POW_LN%d" % k, [float(D((-1) ** (k + 1)) / k)]))
+    f = D(1)
+    for k in range(1, 7):
+        f *= k
+        out.append(("PERI_POW_EXP%d" % k, [float(1 / f)]))
+    return out
+
+
+def block():
+    lines = [
+        "/* pow tables: written by tools/pow_tables.py (which says what they",
+        "   are), checked in CI; do not edit by hand. */",
+        "#define PERI_POW_OFF 0x%XULL" % OFF,
+    ]
+    for name, vals in values():
+        if name == "peri_pow_ln":
+            lines.append("#define PERI_POW_LN_ROWS \\")
+            for i in range(0, len(vals), 3):
+                end = ", \\" if i + 3 < len(vals) else ""
+                lines.append("  {%r, %r, %r}%s" % (vals[i], vals[i + 1],
+                                                   vals[i + 2], end))
+        elif name == "peri_pow_exp":
+            lines.append("#define PERI_POW_EXP_ROWS \\")
+            for i in range(0, len(vals), 2):
+                end = ", \\" if i + 2 < len(vals) else ""
+                lines.append("  {%r, %r}%s" % (vals[i], vals[i + 1], end))
+        else:
+            lines.append("#define %s %r" % (name, vals[0]))
+    lines.append("/* end of the pow tables */")
+    return "\n".join(lines) + "\n"
+
+
+NUM = re.compile(r"(?<![\w.])-?(?:\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)")
+
+
+def numbers(text):
+    return [float(t) for t in NUM.findall(text)]
+
+
+def find(text):
+    a = text.find("/* pow tables: written by")
+    b = text.find("/* end of the pow tables */")
+    if a < 0 or b < 0:
+        return None
+    return a, b + len("/* end of the pow tables */\n")
+
+
+def main(argv):
+    mode = argv[1] if len(argv) > 1 and argv[1].startswith("--") else ""
+    path = argv[-1] if len(argv) > 1 and not argv[-1].startswith("--") \
+        else "per.h"
+    if not mode:
+        sys.stdout.write(block())
+        return 0
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    span = find(text)
+    if span is None:
+        print("pow_tables: no pow tables block in %s" % path)
+        return 2
+    if mode == "--write":
+        text = text[:span[0]] + block() + text[span[1]:]
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return 0
+    got = numbers(text[span[0]:span[1]])
+    want = numbers(block())
+    if got != want or "0x%XULL" % OFF not in text[span[0]:span[1]]:
+        print("pow_tables: %s's block differs from tools/pow_tables.py "
+              "(run python3 tools/pow_tables.py --write %s)" % (path, path))
+        return 1
+    print("pow_tables: %d numbers match" % len(got))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
