@@ -27,9 +27,6 @@
 //     plain read and an atomic), the races a loop would hide. Only the
 //     descents (per.h's and peri_cuda_descend) read the tree directly, in
 //     the sampling kernels, which write no node.
-// The shim also replaces pow by a second implementation, so that the ulp
-// bounds of BIT FOR BIT (per_cuda.h) are exercised against a pow that is
-// not the CPU reference's own.
 // No float atomics: tree nodes get their values from per_tree_recompute
 // (a parent) or from the batch (a leaf); integer atomics on their bit
 // patterns only mark, claim and publish.

@@ -104,25 +104,17 @@
       flags but -ffast-math (per.h rounds every product it later adds to
       through a barrier no compiler fuses, so there is no contraction flag
       to pass on to your code): only IEEE additions, multiplications and
-      divisions and integer operations are used. The exceptions are the
-      two formulas with a pow, the very functions per.h's buffer
-      (per_buffer_update, per_buffer_sample) calls, in double:
+      divisions and integer operations are used. That holds for the two
+      formulas with a pow too, the very functions per.h's buffer
+      (per_buffer_update, per_buffer_sample) calls:
         priority  p = (|td| + eps)^alpha (1 when alpha == 0, no pow when
-                  alpha == 1: the same bits as the CPU; capped at
-                  PER_LEAF_MAX), rounded to per_real;
+                  alpha == 1; capped at PER_LEAF_MAX), rounded to per_real;
         IS weight w = (pmin / p)^beta (1 when beta == 0 or p == pmin),
                   rounded to float.
-      CUDA's double pow is within PER_CUDA_POW_ULP = 2 ulp of the correctly
-      rounded result (CUDA C++ Programming Guide, "Mathematical Functions";
-      from extensive, not exhaustive, tests), glibc's within 1 ulp (since
-      2.28), where an ulp distance counts the representable values between
-      two results. So a priority differs from the CPU's by at most
-      PER_CUDA_TD_ULP ulp (3 for double; 1 for float, after rounding) and a
-      weight by at most PER_CUDA_W_ULP = 1 ulp of float; the tests hold the
-      device to exactly these bounds (the host build, whose "device" pow is
-      a second implementation, to the same bounds). Everything after the
-      leaf values is exact again: a CPU tree given the leaf values the GPU
-      computed has the same bits as the GPU's tree.
+      Their pow is per.h's own (peri_pow, peri_pow_f), written from those
+      operations and run by the kernels as by the CPU, not CUDA's pow or
+      the C library's: so the leaf values and weights are the CPU's bits
+      too, at every alpha and beta, and so is everything after them.
 
    VERIFIED WITHOUT A GPU
       The kernels are also compiled as host C++ by a test-only shim that
@@ -201,12 +193,12 @@ typedef struct CUstream_st *per_cuda_stream;
    per_cuda_is_weights; larger is PER_ERR_BATCH. (2^22 = 4194304.) */
 #define PER_CUDA_MAX_BATCH 0x400000u
 
-/* Maximum error of CUDA's double pow, in ulp from the correctly rounded
-   result, and what it allows between device and CPU results: a priority
-   (per_real) and an IS weight (float). See BIT FOR BIT above. */
-#define PER_CUDA_POW_ULP 2
-#define PER_CUDA_TD_ULP (sizeof(per_real) == sizeof(float) ? 1 : 3)
-#define PER_CUDA_W_ULP 1
+/* How far a device result may be from the CPU's, in ulp: 0, since the
+   kernels compute pow with per.h's own code (BIT FOR BIT above). Kept for
+   code written when the device used CUDA's pow (then 2, 3 or 1, and 1). */
+#define PER_CUDA_POW_ULP 0
+#define PER_CUDA_TD_ULP 0
+#define PER_CUDA_W_ULP 0
 
 /* sizeof(per_real) that per_cuda.cu was compiled with; it must equal
    sizeof(per_real) in your files. */
@@ -308,10 +300,10 @@ PER_CUDA_DEF per_status per_cuda_tree_set_batch(
 
 /* per_cuda_tree_set_batch with the leaf values computed on the device from TD
    errors, as per_buffer_update does on the CPU: leaf j =
-   pow(fabs((double)d_td[j]) + eps, alpha) in double (exactly 1 when
-   alpha == 0), capped at PER_LEAF_MAX, rounded to per_real; within
-   PER_CUDA_TD_ULP ulp of the CPU's (BIT FOR BIT), and the tree is then
-   the exact per_tree_set_batch of those values. Validated per pair in
+   (fabs((double)d_td[j]) + eps)^alpha with per.h's pow (exactly 1 when
+   alpha == 0), capped at PER_LEAF_MAX, rounded to per_real: the CPU's
+   bits (BIT FOR BIT), and the tree is then the exact per_tree_set_batch
+   of those values. Validated per pair in
    per_buffer_update's order: a TD error that is NaN (PER_ERR_NAN) or
    infinite (PER_ERR_INF), then PER_ERR_INDEX; the first bad pair in batch
    order sets *d_status and nothing is written. eps and alpha must be
@@ -360,9 +352,9 @@ PER_CUDA_DEF per_status per_cuda_tree_sample(
    per_buffer_sample does:
       w_i = (N P_i)^-beta / max_j (N P_j)^-beta = (pmin / d_val[i])^beta
    with pmin the smallest d_val (N and the total cancel out), computed in
-   double and rounded to float into d_w[i]: exactly 1 for the smallest
-   value and when beta == 0, every weight in [0, 1], never NaN; within
-   PER_CUDA_W_ULP ulp of the CPU's (BIT FOR BIT). The minimum is exact and
+   double with per.h's pow and rounded to float into d_w[i]: exactly 1 for
+   the smallest value and when beta == 0, every weight in [0, 1], never
+   NaN; the CPU's bits (BIT FOR BIT). The minimum is exact and
    order-independent (an integer atomicMin on the bit patterns). d_w must
    not overlap d_val. beta finite and >= 0 (PER_ERR_ARG).
    *d_status: for the first d_val[i] that is not a valid positive leaf,
@@ -393,12 +385,10 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
    BIT FOR BIT with per_buffer: the same config, seed and sequence of
    add_batch / sample / update calls give the same ids, items, weights,
    stale counts, statuses and state (download it and compare per_buffer's
-   bytes) as on the CPU, given the same pow: where CUDA's pow and the C
-   library's differ (BIT FOR BIT above; never at alpha 0 or 1, or beta 0),
-   a priority differs by at most PER_CUDA_TD_ULP ulp and a weight by
-   PER_CUDA_W_ULP, and the draws that follow are those of the tree with
-   those leaves. The host test holds the kernels to the CPU's bits over
-   random sequences of calls, both node types.
+   bytes) as on the CPU, at every alpha and beta (one pow, per.h's: BIT
+   FOR BIT above). The host test, and the GPU test on a device, hold the
+   kernels to the CPU's bits over random sequences of calls, both node
+   types.
 
    Not on the device (PER_ERR_ARG): sequence replay (config seq_len > 0,
    PER_SAMPLE_SEQUENCES) and distinct draws (PER_SAMPLE_UNIQUE). Windows,

@@ -3,18 +3,11 @@
 // weight and stale count compared, and the whole state after a download.
 // Shared by the host build (test_cuda_host.cpp) and the GPU test binary.
 //
-// Needs before it: cuda_cases.h. CB_SAME_POW: the kernels' pow is the
-// CPU's (the host build with per_shim_same_pow), so everything must be
-// bitwise equal; without it (a GPU) alpha is 0 or 1, which needs no pow,
-// and a weight may differ by PER_CUDA_W_ULP (per_cuda.h, BIT FOR BIT).
+// Needs before it: cuda_cases.h. The kernels and the CPU share per.h's
+// pow (peri_pow), so everything must be bitwise equal, at every alpha, in
+// the host build and on a GPU alike.
 #ifndef PER_CUDA_BUFFER_CASES_H
 #define PER_CUDA_BUFFER_CASES_H
-
-#ifdef CB_SAME_POW
-#define CB_W_ULP 0
-#else
-#define CB_W_ULP PER_CUDA_W_ULP
-#endif
 
 // Evidence, printed by cb_run_all.
 static unsigned long long cb_calls, cb_draws, cb_states;
@@ -227,7 +220,7 @@ static uint32_t cb_sample(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
     CHECK_MSG(h->ids[j] == h->ids_dev[j],
               "draw %u of %u: id %llx (cpu) vs %llx (device)", j, B,
               (unsigned long long)h->ids[j], (unsigned long long)h->ids_dev[j]);
-    CHECK_MSG(cc_ulps_f(h->w_cpu[j], h->w_dev[j]) <= CB_W_ULP,
+    CHECK_MSG(cc_ulps_f(h->w_cpu[j], h->w_dev[j]) == 0,
               "draw %u of %u: weight %.9g (cpu) vs %.9g (device)", j, B,
               (double)h->w_cpu[j], (double)h->w_dev[j]);
     if (h->ids[j] != h->ids_dev[j]) break;
@@ -323,11 +316,7 @@ static void cb_sequence(const per_config *cfg, uint32_t max_batch, uint32_t ops,
 static void cb_case_bitwise(void) {
   static const uint32_t caps[] = {1, 2, 7, 64, 1000};
   static const uint32_t sizes[] = {1, 3, 8, 12};
-#ifdef CB_SAME_POW
   static const double alphas[] = {0.6, 0.0, 1.0};
-#else
-  static const double alphas[] = {0.0, 1.0};
-#endif
   uint32_t c, a, f;
   uint64_t seed = 1;
   for (c = 0; c < sizeof caps / sizeof caps[0]; ++c)
@@ -461,11 +450,7 @@ static void cb_case_graph(void) {
   for (k = 0; k < NB; ++k) {
     per_config cfg = per_config_default(k ? 64 : 50, k ? 12 : 8);
     cudaGraph_t g = NULL;
-#ifdef CB_SAME_POW
     cfg.alpha = k ? 0.6 : 1.0;
-#else
-    cfg.alpha = k ? 0.0 : 1.0;
-#endif
     cfg.seed = 11 + k;
     cfg.beta_steps = 30;
     cfg.flags = k ? PER_WEIGHTS_BUFFER_MAX : 0;
@@ -520,7 +505,7 @@ static void cb_case_graph(void) {
       CHECK(memcmp(h[k].ids, h[k].ids_dev, B * 8) == 0);
       CHECK(memcmp(h[k].out_cpu, h[k].out_dev, B * isz) == 0);
       for (j = 0; j < B; ++j)
-        CHECK_MSG(cc_ulps_f(h[k].w_cpu[j], h[k].w_dev[j]) <= CB_W_ULP,
+        CHECK_MSG(cc_ulps_f(h[k].w_cpu[j], h[k].w_dev[j]) == 0,
                   "replay %u, buffer %u, draw %u: weight %.9g vs %.9g", i, k, j,
                   (double)h[k].w_cpu[j], (double)h[k].w_dev[j]);
       CHECK_EQ_U(stale_dev, stale_cpu);

@@ -24,11 +24,6 @@
 //     outside "device" memory, is counted in per_shim_races (the first ten
 //     printed); the tests require 0. Pointer arguments of a launch must
 //     point into device memory too;
-//   - pow: the device's pow is not the host's (CUDA documents its error
-//     bound, see per_cuda.h), so the "device" here computes it by another
-//     method than the CPU reference: through long double powl, rounded
-//     once. The ulp bounds are then checked against a second
-//     implementation, not against the CPU's pow itself;
 //   - "device memory" is malloc'd and registered; the runtime calls check
 //     that the device side of a copy or memset lies inside an allocation;
 //   - cudaGetDeviceCount reports one device: the host;
@@ -569,22 +564,6 @@ static inline cudaError_t cudaGetDeviceCount(int *n) {
   *n = 1;
   return cudaSuccess;
 }
-
-// >>pow: the "device" libm (see the top comment). per.h's one pow
-// (peri_pow, used by the priority and IS-weight rules both sides share)
-// goes through PERI_POW: inside a kernel it is the wider powl, rounded to
-// double, as a GPU's pow differs from the CPU's; on the host it stays the
-// C library's, so the CPU reference in the same program is per.h's own.
-// per_shim_same_pow = 1 gives the kernels the C library's pow as well: the
-// replay buffer's bitwise comparison holds the kernels to the CPU's bits
-// given one pow (per_cuda.h, section 6).
-static int per_shim_same_pow = 0;
-static inline double per_shim_pow(double x, double y) {
-  if (per_shim_in_kernel && !per_shim_same_pow)
-    return (double)powl((long double)x, (long double)y);
-  return pow(x, y);
-}
-#define PERI_POW per_shim_pow
 
 static inline const char *cudaGetErrorString(cudaError_t e) {
   return e == cudaSuccess ? "no error (host shim)" : "error (host shim)";

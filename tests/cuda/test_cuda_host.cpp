@@ -10,7 +10,6 @@
 
 #include "cuda_cases.h"
 
-#define CB_SAME_POW 1
 #include "cuda_buffer_cases.h"
 
 // The race detector catches what a loop of whole threads would hide.
@@ -172,7 +171,6 @@ static void host_case_buffer_step(void) {
   memset(&h, 0, sizeof h);
   REQUIRE(cb_host_make(&h, B, 8));
   per_rng_init(&r, 5);
-  per_shim_same_pow = 1;
   for (k = 0; k < 4; ++k) {
     for (j = 0; j < B * 8; ++j) h.items[j] = (unsigned char)per_rng_u32(&r);
     cc_h2d(d.d_in, h.items, (size_t)B * 8);
@@ -203,7 +201,6 @@ static void host_case_buffer_step(void) {
     peak[2] = per_shim_atomic_peak;
     CHECK_OK(per_buffer_update(&cpu, h.ids, h.td, B, NULL));
   }
-  per_shim_same_pow = 0;
   cb_compare("a buffer step at 2^20", &cpu, &d);
   CHECK_EQ_U(launches[0], 4 + G);
   CHECK_EQ_U(launches[1], 5);
@@ -392,9 +389,7 @@ int main(void) {
     unsigned long long races = per_shim_races;
     per_shim_order = order;
     cc_run_all();
-    per_shim_same_pow = 1; // the buffer's bitwise contract: one pow
     cb_run_all();
-    per_shim_same_pow = 0;
     CHECK_EQ_U(per_shim_races - races, 0);
     printf("  threads run %s: %s (%llu races)\n", names[order],
            t_fail_count == before ? "OK" : "NOT OK", per_shim_races - races);
