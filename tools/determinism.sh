@@ -10,9 +10,11 @@
 # output line by line with the reference build's (gcc -O0 -std=c99, or cc
 # when gcc is missing). The other builds optimize, target the host
 # (-march=native), force fused multiply-adds (x86-64: -mfma
-# -ffp-contract=fast; aarch64 always has FMA), compile as C++11, or run
-# the plain paths only (-DPER_REFERENCE); none turns contraction off,
-# since per.h promises the same results without it.
+# -ffp-contract=fast; aarch64 always has FMA), compile as C++11, link
+# another C library and libm (musl, through musl-gcc), or run the plain
+# paths only (-DPER_REFERENCE); none turns contraction off, since per.h
+# promises the same results without it. (tools/windows.sh compares a
+# MinGW build run under Wine with this script's reference the same way.)
 #
 # A build whose compiler is missing is reported as skipped and not counted;
 # the reference and at least one optimizing gcc build must run. A compile
@@ -106,6 +108,13 @@ if have clang++; then
   add "clang++ -O2 $nat -std=c++11" clang++ "-O2 $nat -std=c++11 -x c++"
 else
   add "clang++ -O2 -march=native -std=c++11" "" "no clang++"
+fi
+# musl's libc and libm instead of glibc's: per.h calls no libm function
+# whose last bit could differ (its pow is its own).
+if have musl-gcc; then
+  add "musl-gcc -O2" musl-gcc "-O2 -std=c99"
+else
+  add "musl-gcc -O2" "" "no musl-gcc (Debian: musl-tools)"
 fi
 
 echo "determinism: building $src in $work"

@@ -57,16 +57,29 @@ enum {
   H_CKPT,
   H_NSTEP,
   H_SEQ,
+  H_POW,
   H_COUNT
 };
 
-static const char *const det_names[H_COUNT] = {
-    "rng",           "tree",           "iid",
-    "cat",           "swap",           "buffer_ids",
-    "buffer_items",  "buffer_weights", "buffer_weights_bufmax",
-    "buffer_window", "buffer_unique",  "buffer_alpha0",
-    "beta",          "buffer_state",   "stale",
-    "checkpoint",    "nstep",          "sequences"};
+static const char *const det_names[H_COUNT] = {"rng",
+                                               "tree",
+                                               "iid",
+                                               "cat",
+                                               "swap",
+                                               "buffer_ids",
+                                               "buffer_items",
+                                               "buffer_weights",
+                                               "buffer_weights_bufmax",
+                                               "buffer_window",
+                                               "buffer_unique",
+                                               "buffer_alpha0",
+                                               "beta",
+                                               "buffer_state",
+                                               "stale",
+                                               "checkpoint",
+                                               "nstep",
+                                               "sequences",
+                                               "pow"};
 
 #define FNV_OFFSET 0xcbf29ce484222325ull
 #define FNV_PRIME 0x100000001b3ull
@@ -196,15 +209,15 @@ static uint64_t det_mix(uint64_t x) {
   return x;
 }
 
-/* Non-trivial leaf values: (k * 0.37 + 0.001)^1.3, some zeros, a few large
-   and tiny ones. */
+/* Non-trivial leaf values: (k * 0.37 + 0.001)^1.3 (per.h's pow: the same
+   bits with every libm), some zeros, a few large and tiny ones. */
 static per_real det_leaf(uint32_t k) {
   double base;
   if (k % 11 == 3) return 0;
   base = det_mul((double)k, 0.37) + 0.001;
   if (k % 17 == 5) base = det_mul(base, 1e4);
   if (k % 23 == 7) base = det_mul(base, 1e-5);
-  return (per_real)pow(det_opaque(base), det_opaque(1.3));
+  return (per_real)peri_pow(det_opaque(base), det_opaque(1.3));
 }
 
 /* The next representable per_real above v. */
@@ -730,15 +743,42 @@ static void det_ckpt(det_buf *d) {
    leaf 1 sits on a boundary exactly when the schedule's
    beta0 + (beta1 - beta0) * (step / beta_steps) is rounded twice versus
    once (a fused multiply-add): a build that fuses it gets another float
-   weight. The search uses only libm (pow, log, fma, nextafter: the same
-   bits in every build, the arguments opaque so nothing is folded at
-   compile time) and exact or det_mul arithmetic. */
+   weight. The search uses per.h's own pow (the buffer's, peri_pow_f),
+   det_fma and nextafter (the same bits with every libm; the arguments
+   opaque so nothing is folded at compile time) and exact or det_mul
+   arithmetic. */
+/* a * b + c rounded once, as a fused multiply-add gives it (but for rare
+   double roundings), from exact operations: not libm's fma, which
+   MinGW's runtime does not round once. */
+static double det_fma(double a, double b, double c) {
+  double a1, a2, b1, b2, p, pl, s, e;
+  peri_split(a, &a1, &a2);
+  peri_split(b, &b1, &b2);
+  p = det_mul(a, b);
+  pl = ((a1 * b1 - p) + a1 * b2 + a2 * b1) + a2 * b2; /* a b = p + pl */
+  s = peri_two_sum(c, p, &e);
+  return s + (e + pl);
+}
+
+/* ln(v) / ln(x) for v, x in (0, 1): the b in (0, 4) with x^b = v, by
+   bisection on peri_pow_f (no libm log, whose last bit varies). */
+static double det_log_ratio(double v, double x) {
+  double lo = 0, hi = 4;
+  int i;
+  for (i = 0; i < 80; ++i) {
+    double mid = (lo + hi) / 2;
+    if (peri_pow_f(det_opaque(x), det_opaque(mid)) > v) lo = mid;
+    else hi = mid;
+  }
+  return (lo + hi) / 2;
+}
+
 #define DET_STEPS 777u
 #define DET_STEP 100u
 static double det_edge_beta0(void) {
   const double x = (double)(per_real)1 / (double)(per_real)100;
   const double q = (double)DET_STEP / (double)DET_STEPS;
-  float w0 = (float)pow(det_opaque(x), det_opaque(0.7));
+  float w0 = (float)peri_pow_f(det_opaque(x), det_opaque(0.7));
   int j, k;
   for (j = 0; j < 256; ++j) {
     float lo = w0, hi;
@@ -747,15 +787,16 @@ static double det_edge_beta0(void) {
     for (i = 0; i < j; ++i) lo = nextafterf(lo, 1.0f);
     hi = nextafterf(lo, 1.0f);
     mid = ((double)lo + (double)hi) / 2; /* exact */
-    target = log(det_opaque(mid)) / log(det_opaque(x));
+    target = det_log_ratio(mid, x);
     b0 = (target - q) / (1.0 - q); /* target = b0 + (1 - b0) q */
     for (k = 0; k < 64; ++k) b0 = nextafter(b0, 0.0);
     for (k = 0; k < 129; ++k, b0 = nextafter(b0, 1.0)) {
       double d = 1.0 - b0;
       double twice = b0 + det_mul(d, q);
-      double once = fma(det_opaque(d), det_opaque(q), det_opaque(b0));
-      if (twice != once && (float)pow(det_opaque(x), det_opaque(twice)) !=
-                               (float)pow(det_opaque(x), det_opaque(once)))
+      double once = det_fma(det_opaque(d), det_opaque(q), det_opaque(b0));
+      if (twice != once &&
+          (float)peri_pow_f(det_opaque(x), det_opaque(twice)) !=
+              (float)peri_pow_f(det_opaque(x), det_opaque(once)))
         return b0;
     }
   }
@@ -1010,6 +1051,29 @@ static void det_nstep(void) {
 
 /* ---- main ---------------------------------------------------------------- */
 
+/* per.h's pow on its own (peri_pow: priorities with double leaves;
+   peri_pow_f: weights and float leaves) over 2^18 inputs made from random
+   bits: x any positive finite double (subnormals included), y in
+   [2^-20, 2^20) (both ends of the range: 0, overflow). Builds that use
+   the CPU's FMA for the exact products and those that do not must agree. */
+static void det_pow(void) {
+  uint32_t i, w[4];
+  for (i = 0; i < (1u << 18); ++i) {
+    uint64_t bx, by;
+    double x, y;
+    per_rng_block(2718, i, w);
+    bx = ((uint64_t)w[0] << 32 | w[1]) % 0x7fefffffffffffffull + 1;
+    by = ((uint64_t)(1003 + w[2] % 40) << 52) |
+         (((uint64_t)w[3] << 20) & 0xfffffffffffffull);
+    memcpy(&x, &bx, 8);
+    memcpy(&y, &by, 8);
+    x = det_opaque(x);
+    y = det_opaque(y);
+    h_f64(H_POW, peri_pow(x, y));
+    h_f64(H_POW, peri_pow_f(x, y));
+  }
+}
+
 int main(void) {
   uint64_t all = FNV_OFFSET;
   int c;
@@ -1020,6 +1084,7 @@ int main(void) {
   det_buffers();
   det_nstep();
   det_seq();
+  det_pow();
   for (c = 0; c < H_COUNT; ++c) {
     unsigned char b[8];
     int j;
