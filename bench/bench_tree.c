@@ -16,6 +16,11 @@
              step on the classic tree: classic_sample, weights
              (N P(i))^-beta / max with powf, priorities (|td| + eps)^alpha
              with powf, B classic_update calls. alpha 0.6, beta 0.4.
+     prio    the formulas alone: B priorities (|td| + 1e-6)^0.6 with
+             per.h's pow (peri_priority, as per_buffer_update computes
+             them) vs the same with the C library's pow; no tree (no N)
+     weight  B IS weights (pmin / p)^0.4 to float, peri_weight vs the C
+             library's pow
    Printed as ns per item (median of --reps timed loops of >= --min-time
    seconds each) and as the ratio classic / per.h (> 1: per.h faster).
 
@@ -38,8 +43,9 @@
 static const char *usage =
     "usage: bench_tree [options]\n"
     "  per.h's sum tree vs a classic float32 sum tree, ns per item.\n"
-    "  ops: sample, update, add, addrun, cycle. Example: bench_tree --op "
-    "sample --n 65536 --b 1024\n";
+    "  ops: sample, update, add, addrun, cycle, prio, weight (prio and "
+    "weight:\n  per.h's pow against the C library's). Example: bench_tree "
+    "--op sample --n 65536 --b 1024\n";
 
 typedef struct ctx {
   uint32_t n, B;
@@ -189,6 +195,58 @@ static void k_cycle_classic(void *p, uint64_t iters) {
   }
 }
 
+/* The formulas alone (prio, weight): per.h's pow against the C library's
+   on the same B inputs from the pool (values in (0, 1]: TD errors, and
+   leaves against pmin = 2^-20), into val_p / w_p and val_c / w_c. */
+static void k_prio_per(void *p, uint64_t iters) {
+  ctx *c = (ctx *)p;
+  uint64_t i;
+  uint32_t j;
+  for (i = 0; i < iters; ++i) {
+    const float *td = c->pool_valf + c->off_p;
+    for (j = 0; j < c->B; ++j) c->val_p[j] = peri_priority(td[j], 1e-6, 0.6);
+    bc_pool_next(&c->off_p, c->B, c->pool);
+  }
+}
+
+static void k_prio_libm(void *p, uint64_t iters) {
+  ctx *c = (ctx *)p;
+  uint64_t i;
+  uint32_t j;
+  for (i = 0; i < iters; ++i) {
+    const float *td = c->pool_valf + c->off_c;
+    for (j = 0; j < c->B; ++j) {
+      double v = pow(fabs((double)td[j]) + 1e-6, 0.6);
+      c->prio_c[j] = (float)(v <= (double)PER_LEAF_MAX ? v : PER_LEAF_MAX);
+    }
+    bc_pool_next(&c->off_c, c->B, c->pool);
+  }
+}
+
+static void k_weight_per(void *p, uint64_t iters) {
+  ctx *c = (ctx *)p;
+  uint64_t i;
+  uint32_t j;
+  for (i = 0; i < iters; ++i) {
+    const per_real *v = c->pool_val + c->off_p;
+    for (j = 0; j < c->B; ++j)
+      c->w_p[j] = peri_weight(v[j] + (per_real)1, (per_real)0.5, 0.4);
+    bc_pool_next(&c->off_p, c->B, c->pool);
+  }
+}
+
+static void k_weight_libm(void *p, uint64_t iters) {
+  ctx *c = (ctx *)p;
+  uint64_t i;
+  uint32_t j;
+  for (i = 0; i < iters; ++i) {
+    const per_real *v = c->pool_val + c->off_c;
+    for (j = 0; j < c->B; ++j)
+      c->w_c[j] = (float)pow(0.5 / (double)(v[j] + (per_real)1), 0.4);
+    bc_pool_next(&c->off_c, c->B, c->pool);
+  }
+}
+
 /* ---- checks (never timed) ---------------------------------------------- */
 
 /* The buffer for the cycle op: capacity n, filled with n items (4 bytes
@@ -214,9 +272,6 @@ static void setup_buffer(ctx *c, const bc_opts *o, uint32_t maxB) {
   }
   c->have_buf = 1;
   c->ids = (uint64_t *)bc_xmalloc((size_t)maxB * sizeof(uint64_t));
-  c->w_p = (float *)bc_xmalloc((size_t)maxB * sizeof(float));
-  c->w_c = (float *)bc_xmalloc((size_t)maxB * sizeof(float));
-  c->prio_c = (float *)bc_xmalloc((size_t)maxB * sizeof(float));
   if (c->have_classic) {
     float *one = (float *)bc_xmalloc((size_t)c->n * sizeof(float));
     for (i = 0; i < c->n; ++i) one[i] = 1.0f;
@@ -362,16 +417,19 @@ static void setup(ctx *c, const bc_opts *o, uint32_t n, uint32_t maxB) {
   c->idx_c = (uint32_t *)bc_xmalloc((size_t)maxB * sizeof(uint32_t));
   c->val_p = (per_real *)bc_xmalloc((size_t)maxB * sizeof(per_real));
   c->val_c = (float *)bc_xmalloc((size_t)maxB * sizeof(float));
+  c->w_p = (float *)bc_xmalloc((size_t)maxB * sizeof(float));
+  c->w_c = (float *)bc_xmalloc((size_t)maxB * sizeof(float));
+  c->prio_c = (float *)bc_xmalloc((size_t)maxB * sizeof(float));
 }
 
 static void teardown(ctx *c) {
   if (c->have_buf) {
     per_buffer_free(&c->buf);
     free(c->ids);
-    free(c->w_p);
-    free(c->w_c);
-    free(c->prio_c);
   }
+  free(c->w_p);
+  free(c->w_c);
+  free(c->prio_c);
   per_tree_free(&c->t);
   free(c->per_mem);
   if (c->have_classic) classic_free(&c->ct);
@@ -472,6 +530,13 @@ int main(int argc, char **argv) {
         sync_addruns(&c);
         check_trees(&c);
       }
+    if (bc_want_op(&o, "prio") && in == 0)
+      for (ib = 0; ib < o.nb; ++ib)
+        run_op(&o, csv, &c, "prio", (uint32_t)o.b[ib], k_prio_per, k_prio_libm);
+    if (bc_want_op(&o, "weight") && in == 0)
+      for (ib = 0; ib < o.nb; ++ib)
+        run_op(&o, csv, &c, "weight", (uint32_t)o.b[ib], k_weight_per,
+               k_weight_libm);
     /* Last: it rebuilds the classic tree with the buffer's leaves. */
     if (bc_want_op(&o, "cycle") && c.have_per) {
       setup_buffer(&c, &o, maxB);
