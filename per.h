@@ -2148,6 +2148,28 @@ PER_INLINE PER_HD double peri_two_prod(double a, double b, double *err) {
   return p;
 }
 
+/* peri_two_prod(a, a, err), with one split. */
+PER_INLINE PER_HD double peri_two_sqr(double a, double *err) {
+  double p = peri_dmul_rn(a, a);
+#if !defined(__CUDA_ARCH__) && (defined(__GNUC__) || defined(__clang__)) && \
+    (defined(__FMA__) || defined(__ARM_FEATURE_FMA))
+  *err = __builtin_fma(a, a, -p);
+#else
+  double a1, a2;
+  peri_split(a, &a1, &a2);
+  *err = ((a1 * a1 - p) + 2.0 * (a1 * a2)) + a2 * a2;
+#endif
+  return p;
+}
+
+/* a + b rounded, and its rounding error in *err exactly when a is 0 or
+   |a| >= |b| (Dekker's Fast2Sum). */
+PER_INLINE PER_HD double peri_fast_two_sum(double a, double b, double *err) {
+  double s = a + b;
+  *err = b - (s - a);
+  return s;
+}
+
 /* a + b rounded, and its rounding error in *err exactly (Knuth). */
 PER_INLINE PER_HD double peri_two_sum(double a, double b, double *err) {
   double s = a + b, v = s - a;
@@ -2237,16 +2259,19 @@ PER_INLINE PER_HD double peri_pow(double x, double y) {
   if (peri_pow_special(x, y, &v)) return v;
   /* ln x = lh + ll */
   rh = peri_pow_reduce(x, &row, &e, &rl);
-  qh = peri_two_prod(rh, rh, &ql); /* rh^2 = qh + ql */
+  qh = peri_two_sqr(rh, &ql); /* rh^2 = qh + ql */
   p = (PERI_POW_LN7 + peri_dmul_rn(rh, PERI_POW_LN8)) +
       peri_dmul_rn(qh, PERI_POW_LN9);
   p = (PERI_POW_LN5 + peri_dmul_rn(rh, PERI_POW_LN6)) + peri_dmul_rn(qh, p);
   p = (PERI_POW_LN3 + peri_dmul_rn(rh, PERI_POW_LN4)) + peri_dmul_rn(qh, p);
   p = peri_dmul_rn(peri_dmul_rn(rh, qh), p); /* r^3 (1/3 - r/4 + ...) */
-  s = peri_two_sum(e * PERI_POW_LN2_HI, row[1], &sl); /* exact product */
-  s = peri_two_sum(s, rh, &err);
+  /* each sum's first term is 0 or the larger (e ln 2 >= 0.69 > |ln c|;
+     |ln c| > |r| + r^2 / 2 in every row with c != 1: tools/pow_tables.py
+     checks), so Fast2Sum is exact */
+  s = peri_fast_two_sum(e * PERI_POW_LN2_HI, row[1], &sl); /* exact product */
+  s = peri_fast_two_sum(s, rh, &err);
   sl += err;
-  s = peri_two_sum(s, -0.5 * qh, &err);
+  s = peri_fast_two_sum(s, -0.5 * qh, &err);
   sl += err;
   sl += (((peri_dmul_rn(e, PERI_POW_LN2_LO) + row[2]) + rl) -
          (0.5 * ql + peri_dmul_rn(rh, rl))) +

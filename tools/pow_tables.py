@@ -22,7 +22,9 @@ What the numbers are (per.h, peri_pow, says how they are used):
 - peri_pow_ln rows {c, hi, lo}: c about 1 / (the interval's middle),
   rounded to 10 significant bits (1 exactly for the interval holding
   1.0), so that m_hi c is exact for m's top 43 bits; hi + lo = -ln(c) to
-  about 2^-106.
+  about 2^-106. Checked: |ln c| > |r| + r^2 / 2 for every r of a row with
+  c != 1 (peri_pow adds with Fast2Sum, which needs the larger term
+  first).
 - peri_pow_exp rows {hi, lo}: hi + lo = 2^(j / 128).
 - ln 2 as LN2_HI (42 bits: e LN2_HI is exact for |e| < 2^11) + LN2_LO;
   ln 2 / 128 as EXP_C_HI (34 bits: k EXP_C_HI is exact for |k| < 2^19) +
@@ -71,6 +73,10 @@ def values():
         hi = bits_to_double(OFF + (i + 1) * (1 << 45))
         c = 1.0 if lo <= 1.0 < hi else round_sig(D(2) / (D(lo) + D(hi)), 10)
         h, l = split(-D(c).ln())
+        # peri_pow's sums use Fast2Sum: |ln c| must exceed |r| + r^2 / 2
+        r = max(abs(D(lo) * D(c) - 1), abs(D(hi) * D(c) - 1))
+        if c != 1.0 and not abs(D(c).ln()) > r + r * r / 2:
+            raise SystemExit("pow_tables: row %d: |ln c| <= |r| + r^2/2" % i)
         ln_rows += [c, h, l]
     out.append(("peri_pow_ln", ln_rows))
     exp_rows = []
