@@ -164,8 +164,11 @@
       Every fallible function returns a per_status (PER_OK == 0). On any
       error the structure is left exactly as it was (byte for byte): batches
       are validated completely before any of them is applied; the one
-      exception is per_traj's error message, which says what was refused.
-      No function aborts or exits.
+      exception is the error message of a per_buffer (b->error) and of a
+      per_traj (a->error), which says what was refused and why, naming the
+      argument or field and its value ("max_unique 100 > capacity 50",
+      "td[3] is NaN", "the checkpoint's capacity 100, the buffer's 50"),
+      and is "" after a successful call. No function aborts or exits.
 
    THREADS
       No global state; every function is reentrant. One structure is not
@@ -839,7 +842,9 @@ typedef struct per_config {
   uint32_t item_size;  /* bytes per item: >= 1 */
   double alpha;        /* default 0.6; 0 = uniform (every leaf 1) */
   double beta0;        /* default 0.4; IS exponent at step 0 */
-  double beta1;        /* default 1.0; IS exponent from beta_steps on */
+  double beta1;        /* default 1.0; IS exponent from beta_steps on.
+                          Any finite beta >= 0 is accepted: above 1 the
+                          weights over-correct (the paper anneals to 1) */
   uint64_t beta_steps; /* default 200000 sample calls, linear beta0 -> beta1
                           (0: beta1 from the first call) */
   double eps;          /* default 1e-6; 0 allowed (zero-TD items are then
@@ -908,7 +913,27 @@ typedef struct per_buffer {
   uint32_t zero_hint;     /* 1 once some leaf may have been set to 0 */
   uint32_t own_items;     /* 1 when items was allocated (per_buffer_init) */
   void *alloc_ctx;
+  char error[192]; /* what the last refused call refused, naming the
+                      argument or field and its value ("max_unique 100 >
+                      capacity 50"); "" after a successful call; always
+                      NUL-terminated. The one field a refused call writes */
 } per_buffer;
+
+/* Bit 31 of the ids per_buffer_sample hands out for sequences
+   (PER_SAMPLE_SEQUENCES): slot | PER_ID_SEQ | generation << 32, where an
+   item's id is slot | generation << 32 (slots are < 2^31). per_buffer_update
+   refuses them (a sequence's steps are updated with per_buffer_update_seq,
+   which takes ids with or without the bit). */
+#define PER_ID_SEQ ((uint64_t)1 << 31)
+
+/* The slot of an item's or a sequence's id (its first step's slot). */
+PER_INLINE uint32_t per_id_slot(uint64_t id) {
+  return (uint32_t)id & ~(uint32_t)PER_ID_SEQ;
+}
+/* The generation of an id: the slot's write count when it was drawn. */
+PER_INLINE uint32_t per_id_generation(uint64_t id) {
+  return (uint32_t)(id >> 32);
+}
 
 /* per_sample_opts.flags */
 enum {
@@ -921,7 +946,9 @@ enum {
 typedef struct per_sample_opts {
   uint32_t flags;  /* PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA |
                       PER_SAMPLE_SEQUENCES | PER_SAMPLE_TRAJECTORIES */
-  double beta;     /* with PER_SAMPLE_BETA: finite, >= 0 */
+  double beta;     /* with PER_SAMPLE_BETA: finite, >= 0 (above 1
+                      accepted, as beta1); without it 0, since it would
+                      not be used (PER_ERR_ARG otherwise) */
   uint32_t window; /* 0 = whole buffer; W = only the W most recently added
                       items (W > size means the whole buffer); with
                       PER_SAMPLE_TRAJECTORIES, the items of the W most
@@ -941,8 +968,9 @@ typedef struct per_sample_opts {
    PER_LEAF_MAX, unknown flags, max_unique 0, > capacity or > 2^30,
    seq_eta outside [0, 1], seq_len > capacity, seq_len > 0 with
    seq_stride 0 or not dividing capacity, seq_len 0 with seq_stride != 0
-   or PER_SEQ_CROSS_EPISODES), PER_ERR_NOMEM. On error *b is zeroed (and
-   per_buffer_free accepts it) and nothing is leaked. */
+   or PER_SEQ_CROSS_EPISODES), PER_ERR_NOMEM. On error *b is zeroed but
+   for b->error, which names the field and its value (per_buffer_free
+   accepts it), and nothing is leaked. */
 PERDEF per_status per_buffer_init(per_buffer *b, const per_config *cfg,
                                   void *alloc_ctx);
 /* per_buffer_init with the item ring in caller memory: `items`, `bytes`
@@ -1020,7 +1048,7 @@ PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
    is 1. On success step advances by one (also with PER_SAMPLE_BETA).
    Errors (then the buffer, rng and step are unchanged and no output is
    written): PER_ERR_NULL (b), PER_ERR_ARG (unknown flags, beta NaN,
-   infinite or negative), PER_ERR_BATCH (B == 0, or B > max_unique with
+   infinite or negative, beta != 0 without PER_SAMPLE_BETA), PER_ERR_BATCH (B == 0, or B > max_unique with
    PER_SAMPLE_UNIQUE), PER_ERR_EMPTY (nothing stored), PER_ERR_TOO_FEW
    (PER_SAMPLE_UNIQUE and B > eligible items, or > eligible items with
    positive priority when the eligible mass is > 0).
@@ -1040,8 +1068,9 @@ PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
    smallest positive sequence leaf). When the eligible sequences' mass
    is 0, draws are uniform over the valid eligible sequences. Outputs:
    items_out B * L * item_size bytes, sequence j's steps at [j * L, (j +
-   1) * L) in step order; ids B sequence ids (first slot | generation <<
-   32, for per_buffer_update_seq); weights B; opts->mask B * L bytes.
+   1) * L) in step order; ids B sequence ids (first slot | PER_ID_SEQ |
+   generation << 32, for per_buffer_update_seq; per_buffer_update
+   refuses them); weights B; opts->mask B * L bytes.
    Extra errors: PER_ERR_ARG (no seq_len), PER_ERR_TOO_FEW (no valid
    eligible sequence, or fewer than B with PER_SAMPLE_UNIQUE). */
 PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
@@ -1063,7 +1092,9 @@ PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
    its update: 4.3e14 for a capacity of 10^5); any other number of
    overwrites makes it stale.
    Errors (nothing applied, *stale untouched): PER_ERR_NULL, PER_ERR_NAN,
-   PER_ERR_INF (a td), PER_ERR_INDEX (an id that sample never handed out:
+   PER_ERR_INF (a td), PER_ERR_ARG (a sequence's id, PER_ID_SEQ: its
+   steps are updated with per_buffer_update_seq), PER_ERR_INDEX (an id
+   that sample never handed out:
    slot >= capacity, generation 0, or newer than the slot's while no slot
    can have wrapped, i.e. fewer than 2^32 - 1 adds in all). */
 PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
@@ -1154,8 +1185,8 @@ PERDEF per_status per_buffer_count_evicted(per_buffer *b, uint64_t items,
    (|td[j * seq_len + t]| + eps)^alpha, as per_buffer_update; masked
    steps (after an episode end) are left as they are, but every td must
    be finite. Then every sequence holding a changed step gets its
-   priority again. Ids whose first slot was overwritten since the draw
-   are skipped and counted into *stale (may be NULL; set on success);
+   priority again. Ids are taken with or without PER_ID_SEQ. Ids whose
+   first slot was overwritten since the draw are skipped and counted into *stale (may be NULL; set on success);
    where sequences overlap, the last write of a step wins. Errors
    (nothing applied, *stale untouched): PER_ERR_NULL, PER_ERR_ARG (the
    buffer has no seq_len), PER_ERR_NAN, PER_ERR_INF, PER_ERR_INDEX (an id
@@ -2363,42 +2394,156 @@ PER_INLINE PER_HD float peri_weight(per_real p, per_real pmin, double beta) {
 /* ---- checks ---- */
 
 /* Finite (from the bits: robust under -ffinite-math-only). */
+/* Messages for b->error and a->error, built by hand so that PER_NO_STDIO
+   builds have them too: strings and unsigned decimals, cut at the
+   buffer's end. */
+typedef struct peri_msg {
+  char *buf;
+  size_t len, cap; /* cap includes the NUL */
+} peri_msg;
+
+static void peri_msg_s(peri_msg *m, const char *s) {
+  while (*s && m->len + 1 < m->cap) m->buf[m->len++] = *s++;
+  m->buf[m->len] = 0;
+}
+
+static void peri_msg_u(peri_msg *m, uint64_t v) {
+  char d[21];
+  int k = 20;
+  d[k] = 0;
+  do {
+    d[--k] = (char)('0' + (int)(v % 10u));
+    v /= 10u;
+  } while (v);
+  peri_msg_s(m, d + k);
+}
+
 static PER_HD int peri_dfinite(double v) {
   uint64_t u;
   memcpy(&u, &v, sizeof u);
   return ((u >> 52) & 0x7ffu) != 0x7ffu;
 }
 
+/* m (may be NULL) += "NAME is NaN", "is infinite" or "is negative" and
+   PER_ERR_ARG when v is one of them (and, with below_one, "is above 1"
+   when v > 1), else PER_OK. */
+static per_status peri_check_real(peri_msg *m, const char *name, double v,
+                                  int below_one) {
+  const char *what = !peri_dfinite(v) ? (v == v ? " is infinite" : " is NaN")
+                     : !(v >= 0)      ? " is negative"
+                     : below_one && v > 1 ? " is above 1"
+                                          : NULL;
+  if (!what) return PER_OK;
+  if (m) {
+    peri_msg_s(m, name);
+    peri_msg_s(m, what);
+  }
+  return PER_ERR_ARG;
+}
+
+/* m (may be NULL) += "NAME N" */
+static void peri_msg_nu(peri_msg *m, const char *name, uint64_t v) {
+  if (!m) return;
+  peri_msg_s(m, name);
+  peri_msg_s(m, " ");
+  peri_msg_u(m, v);
+}
+
+/* m (may be NULL) += "NAME[j]" */
+static void peri_msg_at(peri_msg *m, const char *name, uint64_t j) {
+  if (!m) return;
+  peri_msg_s(m, name);
+  peri_msg_s(m, "[");
+  peri_msg_u(m, j);
+  peri_msg_s(m, "]");
+}
+
 /* PER_OK when per_buffer_init accepts the config, else why not
-   (PER_ERR_CAPACITY or PER_ERR_ARG). */
-static per_status peri_config_check(const per_config *c) {
+   (PER_ERR_CAPACITY or PER_ERR_ARG), said in m (may be NULL) with the
+   field's name and value. */
+static per_status peri_config_check(const per_config *c, peri_msg *m) {
   uint64_t bytes;
-  if (c->capacity == 0 || c->capacity > PER_MAX_CAPACITY)
+  per_status s = PER_OK;
+  if (c->capacity == 0 || c->capacity > PER_MAX_CAPACITY) {
+    peri_msg_nu(m, "capacity", c->capacity);
+    if (m) peri_msg_s(m, " is not in 1 .. 2^31");
     return PER_ERR_CAPACITY;
-  if (c->item_size == 0) return PER_ERR_ARG;
+  }
+  if (c->item_size == 0) {
+    if (m) peri_msg_s(m, "item_size is 0 (must be >= 1)");
+    return PER_ERR_ARG;
+  }
   bytes = (uint64_t)c->capacity * c->item_size;
-  if ((uint64_t)(size_t)bytes != bytes) return PER_ERR_CAPACITY;
-  if (!peri_dfinite(c->alpha) || !(c->alpha >= 0) || !peri_dfinite(c->beta0) ||
-      !(c->beta0 >= 0) || !peri_dfinite(c->beta1) || !(c->beta1 >= 0) ||
-      !peri_dfinite(c->eps) || !(c->eps >= 0))
+  if ((uint64_t)(size_t)bytes != bytes) {
+    peri_msg_nu(m, "capacity", c->capacity);
+    peri_msg_nu(m, " * item_size", c->item_size);
+    if (m) peri_msg_s(m, " bytes do not fit in size_t");
+    return PER_ERR_CAPACITY;
+  }
+  if (s == PER_OK) s = peri_check_real(m, "alpha", c->alpha, 0);
+  if (s == PER_OK) s = peri_check_real(m, "beta0", c->beta0, 0);
+  if (s == PER_OK) s = peri_check_real(m, "beta1", c->beta1, 0);
+  if (s == PER_OK) s = peri_check_real(m, "eps", c->eps, 0);
+  if (s == PER_OK) s = peri_check_real(m, "max_priority", c->max_priority, 0);
+  if (s == PER_OK) s = peri_check_real(m, "seq_eta", c->seq_eta, 1);
+  if (s != PER_OK) return s;
+  if (!(c->max_priority > 0) || c->max_priority > (double)PER_LEAF_MAX) {
+    if (m)
+      peri_msg_s(m, c->max_priority > 0 ? "max_priority is above PER_LEAF_MAX"
+                                        : "max_priority is 0 (must be > 0)");
     return PER_ERR_ARG;
-  if (!peri_dfinite(c->max_priority) || !(c->max_priority > 0) ||
-      c->max_priority > (double)PER_LEAF_MAX)
+  }
+  if (c->flags & ~(uint32_t)(PER_WEIGHTS_BUFFER_MAX | PER_SEQ_CROSS_EPISODES)) {
+    peri_msg_nu(m, "flags", c->flags);
+    if (m)
+      peri_msg_s(m, " has bits that are neither PER_WEIGHTS_BUFFER_MAX nor "
+                    "PER_SEQ_CROSS_EPISODES");
     return PER_ERR_ARG;
-  if (c->flags & ~(uint32_t)(PER_WEIGHTS_BUFFER_MAX | PER_SEQ_CROSS_EPISODES))
-    return PER_ERR_ARG;
+  }
   if (c->max_unique == 0 || c->max_unique > c->capacity ||
-      c->max_unique > (1u << 30))
+      c->max_unique > (1u << 30)) {
+    peri_msg_nu(m, "max_unique", c->max_unique);
+    if (!m) return PER_ERR_ARG;
+    if (c->max_unique == 0) {
+      peri_msg_s(m, " (must be >= 1)");
+    } else if (c->max_unique > c->capacity) {
+      peri_msg_nu(m, " > capacity", c->capacity);
+      peri_msg_s(m, " (per_config_default sets it from the capacity it is "
+                    "given: set it again after changing capacity)");
+    } else {
+      peri_msg_s(m, " > 2^30");
+    }
     return PER_ERR_ARG;
-  if (!peri_dfinite(c->seq_eta) || !(c->seq_eta >= 0) || !(c->seq_eta <= 1))
+  }
+  if (c->seq_len == 0) {
+    if (c->seq_stride != 0) {
+      peri_msg_nu(m, "seq_stride", c->seq_stride);
+      if (m) peri_msg_s(m, " without seq_len");
+      return PER_ERR_ARG;
+    }
+    if (c->flags & PER_SEQ_CROSS_EPISODES) {
+      if (m) peri_msg_s(m, "PER_SEQ_CROSS_EPISODES without seq_len");
+      return PER_ERR_ARG;
+    }
+    return PER_OK;
+  }
+  if (c->seq_len > c->capacity) {
+    peri_msg_nu(m, "seq_len", c->seq_len);
+    peri_msg_nu(m, " > capacity", c->capacity);
     return PER_ERR_ARG;
-  if (c->seq_len == 0)
-    return (c->seq_stride != 0 || (c->flags & PER_SEQ_CROSS_EPISODES))
-               ? PER_ERR_ARG
-               : PER_OK;
-  if (c->seq_len > c->capacity || c->seq_stride == 0 ||
-      c->capacity % c->seq_stride != 0)
+  }
+  if (c->seq_stride == 0) {
+    peri_msg_nu(m, "seq_len", c->seq_len);
+    if (m)
+      peri_msg_s(m, " needs seq_stride >= 1 (a sequence starts at every "
+                    "multiple of it)");
     return PER_ERR_ARG;
+  }
+  if (c->capacity % c->seq_stride != 0) {
+    peri_msg_nu(m, "seq_stride", c->seq_stride);
+    peri_msg_nu(m, " does not divide capacity", c->capacity);
+    return PER_ERR_ARG;
+  }
   return PER_OK;
 }
 
@@ -3505,6 +3650,32 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
 
 /* >>buffer */
 
+/* b->error emptied, for a message. */
+static peri_msg peri_buf_msg(per_buffer *b) {
+  peri_msg m;
+  m.buf = b->error;
+  m.len = 0;
+  m.cap = sizeof b->error;
+  m.buf[0] = 0;
+  return m;
+}
+
+/* b->error = what; returns s. */
+static per_status peri_buf_fail(per_buffer *b, per_status s, const char *what) {
+  peri_msg m = peri_buf_msg(b);
+  peri_msg_s(&m, what);
+  return s;
+}
+
+/* The end of a public call on b (not NULL) that emptied b->error at its
+   start: "" on success; per_status_str(s) on a refusal that said
+   nothing more specific. Returns s. */
+static per_status peri_buf_end(per_buffer *b, per_status s) {
+  if (s == PER_OK) b->error[0] = 0;
+  else if (!b->error[0]) peri_buf_fail(b, s, per_status_str(s));
+  return s;
+}
+
 /* Batches are processed in pieces of this many slots (stack arrays: no
    allocation per call). */
 #define PERI_CHUNK 256
@@ -3778,11 +3949,19 @@ static per_status peri_buffer_init(per_buffer *b, const per_config *cfg,
                                    void *items, size_t items_bytes,
                                    void *alloc_ctx) {
   per_status s;
+  peri_msg m;
   if (!b) return PER_ERR_NULL;
   memset(b, 0, sizeof *b);
-  if (!cfg) return PER_ERR_NULL;
-  s = peri_config_check(cfg);
+  m = peri_buf_msg(b);
+  if (!cfg) return peri_buf_fail(b, PER_ERR_NULL, "cfg is NULL");
+  s = peri_config_check(cfg, &m);
   if (s != PER_OK) return s;
+  if (items && items_bytes / cfg->item_size < cfg->capacity) {
+    peri_msg_nu(&m, "bytes", items_bytes);
+    peri_msg_nu(&m, " < capacity", cfg->capacity);
+    peri_msg_nu(&m, " * item_size", cfg->item_size);
+    return PER_ERR_MEMORY;
+  }
   b->alloc_ctx = alloc_ctx;
   b->cfg = *cfg;
   s = peri_init_slots(b, items, items_bytes);
@@ -3790,7 +3969,7 @@ static per_status peri_buffer_init(per_buffer *b, const per_config *cfg,
   if (s == PER_OK) s = peri_init_samplers(b);
   if (s != PER_OK) {
     per_buffer_free(b);
-    return s;
+    return peri_buf_end(b, s);
   }
   per_rng_init(&b->rng, b->cfg.seed);
   b->max_leaf = b->cfg.alpha == 0 ? (per_real)1 : (per_real)b->cfg.max_priority;
@@ -3807,7 +3986,7 @@ PERDEF per_status per_buffer_init_mem(per_buffer *b, const per_config *cfg,
                                       void *alloc_ctx) {
   if (b && !items) {
     memset(b, 0, sizeof *b);
-    return PER_ERR_NULL;
+    return peri_buf_fail(b, PER_ERR_NULL, "items is NULL");
   }
   return peri_buffer_init(b, cfg, items, bytes, alloc_ctx);
 }
@@ -3837,8 +4016,17 @@ PERDEF double per_buffer_beta(const per_buffer *b) {
   return peri_beta_at(&b->cfg, b->step);
 }
 
+/* " is N, not PER_END_NONE, PER_END_TERMINATED or PER_END_TRUNCATED" */
+static void peri_msg_bad_end(peri_msg *m, uint8_t end) {
+  peri_msg_nu(m, " is", end);
+  peri_msg_s(m, ", not PER_END_NONE, PER_END_TERMINATED or PER_END_TRUNCATED");
+}
+
 PERDEF per_status per_buffer_add(per_buffer *b, const void *item) {
-  if (!b || !b->items || !item) return PER_ERR_NULL;
+  if (b && b->items && !item) {
+    b->error[0] = 0;
+    return peri_buf_fail(b, PER_ERR_NULL, "item is NULL");
+  }
   return per_buffer_add_steps(b, item, 1, NULL);
 }
 
@@ -3849,7 +4037,16 @@ PERDEF per_status per_buffer_add_batch(per_buffer *b, const void *items,
 
 PERDEF per_status per_buffer_add_step(per_buffer *b, const void *item,
                                       uint8_t end) {
-  if (!b || !b->items || !item) return PER_ERR_NULL;
+  if (b && b->items && !item) {
+    b->error[0] = 0;
+    return peri_buf_fail(b, PER_ERR_NULL, "item is NULL");
+  }
+  if (b && b->items && end > PER_END_TRUNCATED) {
+    peri_msg m = peri_buf_msg(b);
+    peri_msg_s(&m, "end");
+    peri_msg_bad_end(&m, end);
+    return PER_ERR_ARG;
+  }
   return per_buffer_add_steps(b, item, 1, &end);
 }
 
@@ -3859,12 +4056,21 @@ PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
   per_real val[PERI_CHUNK];
   size_t isz;
   const unsigned char *src;
-  if (!b || !b->items) return PER_ERR_NULL;
+  if (!b) return PER_ERR_NULL;
+  b->error[0] = 0;
+  if (!b->items) return peri_buf_fail(b, PER_ERR_NULL, "b is not initialised");
   if (n == 0) return PER_OK;
-  if (!items) return PER_ERR_NULL;
-  if (ends)
-    for (t = 0; t < n; ++t)
-      if (ends[t] > PER_END_TRUNCATED) return PER_ERR_ARG;
+  if (!items) return peri_buf_fail(b, PER_ERR_NULL, "items is NULL");
+  if (ends) {
+    for (t = 0; t < n; ++t) {
+      if (ends[t] > PER_END_TRUNCATED) {
+        peri_msg m = peri_buf_msg(b);
+        peri_msg_at(&m, "ends", t);
+        peri_msg_bad_end(&m, ends[t]);
+        return PER_ERR_ARG;
+      }
+    }
+  }
   cap = b->cfg.capacity;
   isz = b->cfg.item_size;
   /* earlier items of the call are overwritten by it */
@@ -3979,26 +4185,53 @@ static uint32_t peri_count_positive(const peri_plan *p) {
   return n;
 }
 
+/* m += "PER_SAMPLE_UNIQUE: batch size B N > K WHAT" */
+static void peri_msg_too_few(peri_msg *m, uint32_t B, uint32_t k,
+                             const char *what) {
+  peri_msg_nu(m, "PER_SAMPLE_UNIQUE: batch size B", B);
+  peri_msg_nu(m, " >", k);
+  peri_msg_s(m, what);
+}
+
 /* Validate the call and find what it draws from. PER_OK: the call
    succeeds from here on; otherwise nothing was changed. */
 static per_status peri_plan_sample(per_buffer *b, uint32_t B,
                                    const per_sample_opts *opts, peri_plan *p) {
   uint32_t flags = opts ? opts->flags : 0, cap, q, j;
-  if (!b || !b->items) return PER_ERR_NULL;
-  if (flags & ~(uint32_t)PERI_SAMPLE_FLAGS) return PER_ERR_ARG;
+  peri_msg m;
+  if (!b->items) return peri_buf_fail(b, PER_ERR_NULL, "b is not initialised");
+  m = peri_buf_msg(b);
+  if (flags & ~(uint32_t)PERI_SAMPLE_FLAGS) {
+    peri_msg_nu(&m, "opts->flags", flags);
+    peri_msg_s(&m, " has bits that are no PER_SAMPLE_* flag");
+    return PER_ERR_ARG;
+  }
   memset(p, 0, sizeof *p);
   if (flags & PER_SAMPLE_BETA) {
     p->beta = opts->beta;
-    if (!peri_dfinite(p->beta) || !(p->beta >= 0)) return PER_ERR_ARG;
+    if (peri_check_real(&m, "opts->beta", p->beta, 0) != PER_OK)
+      return PER_ERR_ARG;
+  } else if (opts && opts->beta != 0) {
+    return peri_buf_fail(b, PER_ERR_ARG,
+                         "opts->beta is set but PER_SAMPLE_BETA is not in "
+                         "opts->flags (the schedule's beta would be used)");
   } else {
     p->beta = per_buffer_beta(b);
   }
-  if ((flags & PER_SAMPLE_SEQUENCES) && !b->seq_ok) return PER_ERR_ARG;
-  if (B == 0) return PER_ERR_BATCH;
+  if ((flags & PER_SAMPLE_SEQUENCES) && !b->seq_ok)
+    return peri_buf_fail(b, PER_ERR_ARG,
+                         "PER_SAMPLE_SEQUENCES on a buffer without sequences "
+                         "(config seq_len 0)");
+  if (B == 0) return peri_buf_fail(b, PER_ERR_BATCH, "batch size B is 0");
   p->B = B;
   p->unique = (flags & PER_SAMPLE_UNIQUE) != 0;
-  if (p->unique && B > b->cfg.max_unique) return PER_ERR_BATCH;
-  if (b->size == 0) return PER_ERR_EMPTY;
+  if (p->unique && B > b->cfg.max_unique) {
+    peri_msg_nu(&m, "PER_SAMPLE_UNIQUE: batch size B", B);
+    peri_msg_nu(&m, " > config max_unique", b->cfg.max_unique);
+    return PER_ERR_BATCH;
+  }
+  if (b->size == 0)
+    return peri_buf_fail(b, PER_ERR_EMPTY, "the buffer is empty: add first");
   cap = b->cfg.capacity;
   p->W = opts ? opts->window : 0;
   if (p->W && (flags & PER_SAMPLE_TRAJECTORIES))
@@ -4028,7 +4261,10 @@ static per_status peri_plan_sample(per_buffer *b, uint32_t B,
     p->unit = 1;
     p->stride = 1;
     p->nvalid = p->W;
-    if (p->unique && B > p->W) return PER_ERR_TOO_FEW;
+    if (p->unique && B > p->W) {
+      peri_msg_too_few(&m, B, p->W, " eligible items");
+      return PER_ERR_TOO_FEW;
+    }
   }
   if (p->whole) {
     p->total = p->tree->node[1];
@@ -4041,12 +4277,27 @@ static per_status peri_plan_sample(per_buffer *b, uint32_t B,
   if (p->degenerate && p->tree != &b->tree) { /* uniform over the valid ones */
     for (q = 0; q < p->nr; ++q)
       for (j = p->lo[q]; j < p->hi[q]; ++j) p->nvalid += b->seq_ok[j];
-    if (p->nvalid == 0 || (p->unique && B > p->nvalid)) return PER_ERR_TOO_FEW;
+    if (p->nvalid == 0)
+      return peri_buf_fail(b, PER_ERR_TOO_FEW,
+                           "no eligible sequence is complete (each has a "
+                           "step not stored, overwritten or after an "
+                           "episode's end)");
+    if (p->unique && B > p->nvalid) {
+      peri_msg_too_few(&m, B, p->nvalid, " complete eligible sequences");
+      return PER_ERR_TOO_FEW;
+    }
   }
   /* with sequences, invalid ones are 0: a positive leaf is a valid one */
-  if (p->unique && !p->degenerate && (b->zero_hint || p->tree != &b->tree) &&
-      peri_count_positive(p) < B)
-    return PER_ERR_TOO_FEW;
+  if (p->unique && !p->degenerate && (b->zero_hint || p->tree != &b->tree)) {
+    uint32_t n = peri_count_positive(p);
+    if (n < B) {
+      peri_msg_too_few(&m, B, n,
+                       p->tree == &b->tree
+                           ? " eligible items with priority > 0"
+                           : " complete eligible sequences with priority > 0");
+      return PER_ERR_TOO_FEW;
+    }
+  }
   p->bufmax = (b->cfg.flags & PER_WEIGHTS_BUFFER_MAX) && p->min_node &&
               p->min_node[1] <= PER_LEAF_MAX;
   if (p->unique) {
@@ -4168,7 +4419,9 @@ static void peri_emit_unit(const per_buffer *b, const peri_plan *p, uint32_t i,
     memcpy(dst, b->items + (size_t)slot * isz, (size_t)a * isz);
     if (a < n) memcpy(dst + (size_t)a * isz, b->items, (size_t)(n - a) * isz);
   }
-  if (ids) ids[i] = (uint64_t)slot | ((uint64_t)b->gen[slot] << 32);
+  if (ids)
+    ids[i] = (uint64_t)slot | ((uint64_t)b->gen[slot] << 32) |
+             (p->tree == &b->tree ? 0 : PER_ID_SEQ);
   if (mask) {
     uint8_t live = 1;
     for (t = 0; t < n; ++t) {
@@ -4212,7 +4465,9 @@ static void peri_emit_batch(per_buffer *b, const peri_plan *p, void *items_out,
         uint32_t m = B - base < PERI_CHUNK ? B - base : PERI_CHUNK;
         if (ids) {
           for (g = 0; g < m; ++g)
-            val[g] = p->tree->node[L + (uint32_t)ids[base + g] / p->stride];
+            val[g] = p->tree->node[L + ((uint32_t)ids[base + g] &
+                                        ~(uint32_t)PER_ID_SEQ) /
+                                           p->stride];
         } else {
           peri_draw_chunk(b, p, base, m, idx, val);
         }
@@ -4229,9 +4484,12 @@ PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
                                     void *items_out, uint64_t *ids,
                                     float *weights) {
   peri_plan p;
-  per_status s = peri_plan_sample(b, B, opts, &p);
+  per_status s;
+  if (!b) return PER_ERR_NULL;
+  b->error[0] = 0;
+  s = peri_plan_sample(b, B, opts, &p);
   if (s == PER_OK && p.mode == PERI_DRAW_PICKED) s = peri_draw_picked(b, &p);
-  if (s != PER_OK) return s;
+  if (s != PER_OK) return peri_buf_end(b, s);
   peri_emit_batch(b, &p, items_out, ids, weights,
                   p.tree == &b->tree ? NULL : opts->mask);
   b->step += 1;
@@ -4251,16 +4509,65 @@ static per_status peri_id_check(const per_buffer *b, uint64_t id,
   return peri_id_status(id, b->cfg.capacity, stride, b->gen, b->added);
 }
 
-/* per_buffer_update's validation of the whole batch. */
+/* m (may be NULL) += why id (ids[j]) is not one sample handed out:
+   "ids[j] (slot S, generation G): REASON". */
+static void peri_msg_bad_id(peri_msg *m, const per_buffer *b, uint32_t j,
+                            uint64_t id, uint32_t stride) {
+  uint32_t slot = (uint32_t)id, g = (uint32_t)(id >> 32);
+  if (!m) return;
+  peri_msg_at(m, "ids", j);
+  peri_msg_nu(m, " (slot", slot);
+  peri_msg_nu(m, ", generation", g);
+  peri_msg_s(m, ") was never handed out by per_buffer_sample: ");
+  if (slot >= b->cfg.capacity) {
+    peri_msg_nu(m, "slot >= capacity", b->cfg.capacity);
+  } else if (slot % stride != 0) {
+    peri_msg_nu(m, "slot is not a multiple of seq_stride", stride);
+  } else if (g == 0) {
+    peri_msg_s(m, "generation 0");
+  } else {
+    peri_msg_nu(m, "the slot's generation is", b->gen[slot]);
+  }
+}
+
+/* m (may be NULL) += "NAME[j] is NaN" or "is infinite" for status s. */
+static void peri_msg_bad_td(peri_msg *m, const char *name, uint64_t j,
+                            per_status s) {
+  peri_msg_at(m, name, j);
+  if (m) peri_msg_s(m, s == PER_ERR_NAN ? " is NaN" : " is infinite");
+}
+
+/* per_buffer_update's validation of the whole batch; on a refusal, m (may
+   be NULL) says which entry and why. */
 static per_status peri_update_valid(const per_buffer *b, const uint64_t *ids,
-                                    const float *td, uint32_t n) {
+                                    const float *td, uint32_t n, peri_msg *m) {
   uint32_t j;
-  if (!b || !b->items) return PER_ERR_NULL;
-  if (n > 0 && (!ids || !td)) return PER_ERR_NULL;
+  if (!b || !b->items) {
+    if (m) peri_msg_s(m, "b is not initialised");
+    return PER_ERR_NULL;
+  }
+  if (n > 0 && (!ids || !td)) {
+    if (m) peri_msg_s(m, ids ? "td is NULL" : "ids is NULL");
+    return PER_ERR_NULL;
+  }
   for (j = 0; j < n; ++j) {
     per_status s = peri_float_status(td[j]);
-    if (s == PER_OK) s = peri_id_check(b, ids[j], 1);
-    if (s != PER_OK) return s;
+    if (s != PER_OK) {
+      peri_msg_bad_td(m, "td", j, s);
+      return s;
+    }
+    if (ids[j] & PER_ID_SEQ) {
+      peri_msg_at(m, "ids", j);
+      if (m)
+        peri_msg_s(m, " is a sequence's id (PER_SAMPLE_SEQUENCES): "
+                      "per_buffer_update_seq updates its steps");
+      return PER_ERR_ARG;
+    }
+    s = peri_id_check(b, ids[j], 1);
+    if (s != PER_OK) {
+      peri_msg_bad_id(m, b, j, ids[j], 1);
+      return s;
+    }
   }
   return PER_OK;
 }
@@ -4271,7 +4578,7 @@ PERDEF per_status per_buffer_update_check(const per_buffer *b,
                                           per_real *max_leaf) {
   uint32_t j, nstale = 0;
   per_real mx;
-  per_status s = peri_update_valid(b, ids, td, n);
+  per_status s = peri_update_valid(b, ids, td, n, NULL);
   if (s != PER_OK) return s;
   mx = b->max_leaf;
   for (j = 0; j < n; ++j) {
@@ -4296,7 +4603,11 @@ PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
                                     uint32_t *stale) {
   uint32_t j, nstale = 0, m = 0, idx[PERI_CHUNK];
   per_real val[PERI_CHUNK];
-  per_status s = peri_update_valid(b, ids, td, n);
+  per_status s;
+  peri_msg msg;
+  if (!b) return PER_ERR_NULL;
+  msg = peri_buf_msg(b);
+  s = peri_update_valid(b, ids, td, n, &msg);
   if (s != PER_OK) return s;
   for (j = 0; j < n; ++j) {
     uint32_t slot = (uint32_t)ids[j], g = (uint32_t)(ids[j] >> 32);
@@ -4326,23 +4637,43 @@ PERDEF per_status per_buffer_update_seq(per_buffer *b, const uint64_t *ids,
   uint32_t j, t, nstale = 0, m = 0, cap, len, idx[PERI_CHUNK];
   per_real val[PERI_CHUNK];
   double v;
-  if (!b || !b->items) return PER_ERR_NULL;
-  if (!b->seq_ok) return PER_ERR_ARG;
-  if (n > 0 && (!ids || !td)) return PER_ERR_NULL;
+  peri_msg msg;
+  if (!b) return PER_ERR_NULL;
+  msg = peri_buf_msg(b);
+  if (!b->items) return peri_buf_fail(b, PER_ERR_NULL, "b is not initialised");
+  if (!b->seq_ok)
+    return peri_buf_fail(b, PER_ERR_ARG,
+                         "a buffer without sequences (config seq_len 0)");
+  if (n > 0 && (!ids || !td))
+    return peri_buf_fail(b, PER_ERR_NULL, ids ? "td is NULL" : "ids is NULL");
   cap = b->cfg.capacity;
   len = b->cfg.seq_len;
   for (j = 0; j < n; ++j) { /* the whole batch first */
-    uint32_t slot = (uint32_t)ids[j];
-    per_status s = peri_id_check(b, ids[j], b->cfg.seq_stride);
-    for (t = 0; t < len && s == PER_OK; ++t)
+    uint64_t id = ids[j] & ~PER_ID_SEQ;
+    uint32_t slot = (uint32_t)id;
+    per_status s = peri_id_check(b, id, b->cfg.seq_stride);
+    if (s != PER_OK) {
+      peri_msg_bad_id(&msg, b, j, id, b->cfg.seq_stride);
+      return s;
+    }
+    for (t = 0; t < len; ++t) {
       s = peri_float_status(td[(size_t)j * len + t]);
-    if (s != PER_OK) return s;
-    if ((uint32_t)(ids[j] >> 32) == b->gen[slot] &&
-        !b->seq_ok[slot / b->cfg.seq_stride])
-      return PER_ERR_INDEX; /* current, but never a valid sequence */
+      if (s != PER_OK) {
+        peri_msg_bad_td(&msg, "td", (uint64_t)j * len + t, s);
+        return s;
+      }
+    }
+    if ((uint32_t)(id >> 32) == b->gen[slot] &&
+        !b->seq_ok[slot / b->cfg.seq_stride]) {
+      /* current, but never a valid sequence */
+      peri_msg_at(&msg, "ids", j);
+      peri_msg_nu(&msg, " (slot", slot);
+      peri_msg_s(&msg, ") is no sequence per_buffer_sample handed out");
+      return PER_ERR_INDEX;
+    }
   }
   for (j = 0; j < n; ++j) {
-    uint32_t slot = (uint32_t)ids[j], steps;
+    uint32_t slot = (uint32_t)ids[j] & ~(uint32_t)PER_ID_SEQ, steps;
     if ((uint32_t)(ids[j] >> 32) != b->gen[slot]) {
       ++nstale;
       continue;
@@ -4358,9 +4689,10 @@ PERDEF per_status per_buffer_update_seq(per_buffer *b, const uint64_t *ids,
     }
   }
   if (m > 0) peri_set_leaves(b, idx, val, m);
-  for (j = 0; j < n; ++j)
-    if ((uint32_t)(ids[j] >> 32) == b->gen[(uint32_t)ids[j]])
-      peri_seq_touch(b, (uint32_t)ids[j], len);
+  for (j = 0; j < n; ++j) {
+    uint32_t slot = (uint32_t)ids[j] & ~(uint32_t)PER_ID_SEQ;
+    if ((uint32_t)(ids[j] >> 32) == b->gen[slot]) peri_seq_touch(b, slot, len);
+  }
   if (stale) *stale = nstale;
   return PER_OK;
 }
@@ -4388,7 +4720,11 @@ PERDEF per_status per_buffer_set_shared(per_buffer *b,
                                         const per_buffer_shared *s) {
   per_config c;
   uint32_t i, L;
-  if (!b || !b->items || !s) return PER_ERR_NULL;
+  peri_msg m;
+  if (!b) return PER_ERR_NULL;
+  m = peri_buf_msg(b);
+  if (!b->items) return peri_buf_fail(b, PER_ERR_NULL, "b is not initialised");
+  if (!s) return peri_buf_fail(b, PER_ERR_NULL, "s is NULL");
   c = b->cfg;
   c.alpha = s->alpha;
   c.beta0 = s->beta0;
@@ -4397,15 +4733,26 @@ PERDEF per_status per_buffer_set_shared(per_buffer *b,
   c.max_priority = s->max_priority;
   c.beta_steps = s->beta_steps;
   c.seed = s->seed;
-  if (peri_config_check(&c) != PER_OK || (c.alpha == 0) != (b->cfg.alpha == 0))
-    return PER_ERR_ARG;
-  if (s->rng.avail > 4 || s->rng.pad != 0) return PER_ERR_ARG;
+  if (peri_config_check(&c, &m) != PER_OK) return PER_ERR_ARG;
+  if ((c.alpha == 0) != (b->cfg.alpha == 0))
+    return peri_buf_fail(b, PER_ERR_ARG,
+                         c.alpha == 0
+                             ? "alpha 0 for a buffer whose alpha is not"
+                             : "alpha not 0 for a buffer whose alpha is");
+  if (s->rng.avail > 4 || s->rng.pad != 0)
+    return peri_buf_fail(b, PER_ERR_ARG, "rng is not a per_rng state");
   if (per_leaf_status(s->max_leaf) != PER_OK || !(s->max_leaf > 0) ||
       (c.alpha == 0 && s->max_leaf != 1))
-    return PER_ERR_ARG;
+    return peri_buf_fail(b, PER_ERR_ARG,
+                         c.alpha == 0 ? "max_leaf is not 1 (alpha is 0)"
+                                      : "max_leaf is not a leaf value > 0");
   L = b->tree.leaves;
-  for (i = 0; i < b->size; ++i) /* filled slots: [0, size) */
-    if (b->tree.node[L + i] > s->max_leaf) return PER_ERR_ARG;
+  for (i = 0; i < b->size; ++i) { /* filled slots: [0, size) */
+    if (b->tree.node[L + i] > s->max_leaf) {
+      peri_msg_nu(&m, "max_leaf is below the leaf of slot", i);
+      return PER_ERR_ARG;
+    }
+  }
   b->cfg = c;
   b->rng = s->rng;
   b->step = s->step;
@@ -4414,8 +4761,10 @@ PERDEF per_status per_buffer_set_shared(per_buffer *b,
 }
 
 PERDEF per_status per_buffer_advance_strata(per_buffer *b, uint32_t B) {
-  if (!b || !b->items) return PER_ERR_NULL;
-  if (B == 0) return PER_ERR_BATCH;
+  if (!b) return PER_ERR_NULL;
+  b->error[0] = 0;
+  if (!b->items) return peri_buf_fail(b, PER_ERR_NULL, "b is not initialised");
+  if (B == 0) return peri_buf_fail(b, PER_ERR_BATCH, "batch size B is 0");
   peri_rng_skip(&b->rng, B);
   b->step += 1;
   return PER_OK;
@@ -4437,9 +4786,12 @@ static uint64_t peri_rng_below64(per_rng *r, uint64_t n) {
 PERDEF per_status per_buffer_draw_uniform(per_buffer *b, uint64_t n, uint32_t B,
                                           uint64_t *pos) {
   uint32_t i;
-  if (!b || !b->items || !pos) return PER_ERR_NULL;
-  if (B == 0) return PER_ERR_BATCH;
-  if (n == 0) return PER_ERR_EMPTY;
+  if (!b) return PER_ERR_NULL;
+  b->error[0] = 0;
+  if (!b->items) return peri_buf_fail(b, PER_ERR_NULL, "b is not initialised");
+  if (!pos) return peri_buf_fail(b, PER_ERR_NULL, "pos is NULL");
+  if (B == 0) return peri_buf_fail(b, PER_ERR_BATCH, "batch size B is 0");
+  if (n == 0) return peri_buf_fail(b, PER_ERR_EMPTY, "n is 0: nothing to draw");
   for (i = 0; i < B; ++i) pos[i] = peri_rng_below64(&b->rng, n);
   b->step += 1;
   return PER_OK;
@@ -4447,10 +4799,15 @@ PERDEF per_status per_buffer_draw_uniform(per_buffer *b, uint64_t n, uint32_t B,
 
 PERDEF per_status per_buffer_raise_max_leaf(per_buffer *b, per_real v) {
   per_status s;
-  if (!b || !b->items) return PER_ERR_NULL;
+  if (!b) return PER_ERR_NULL;
+  b->error[0] = 0;
+  if (!b->items) return peri_buf_fail(b, PER_ERR_NULL, "b is not initialised");
   s = per_leaf_status(v);
-  if (s != PER_OK) return s;
-  if (!(v > 0) || (b->cfg.alpha == 0 && v > 1)) return PER_ERR_ARG;
+  if (s != PER_OK) return peri_buf_end(b, s);
+  if (!(v > 0) || (b->cfg.alpha == 0 && v > 1))
+    return peri_buf_fail(b, PER_ERR_ARG,
+                         v > 0 ? "v > 1 while alpha is 0 (every leaf is 1)"
+                               : "v is 0 (must be > 0)");
   if (v > b->max_leaf) b->max_leaf = v;
   return PER_OK;
 }
@@ -4510,7 +4867,7 @@ PERDEF per_status per_buffer_check(const per_buffer *b) {
   const per_real *node;
   if (!b || !b->items || !b->gen) return PER_ERR_NULL;
   cap = b->cfg.capacity;
-  if (peri_config_check(&b->cfg) != PER_OK) return PER_ERR_CORRUPT;
+  if (peri_config_check(&b->cfg, NULL) != PER_OK) return PER_ERR_CORRUPT;
   if (per_tree_check(&b->tree) != PER_OK || b->tree.capacity != cap)
     return PER_ERR_CORRUPT;
   if (b->size > cap || b->pos >= cap || (b->size < cap && b->pos != b->size))
@@ -5211,8 +5568,18 @@ static int peri_file_rest(FILE *f, uint64_t *rest) {
 /* Read and check the file: the header, then (before any allocation) its
    claimed length against the real one and its item size and capacity
    against b's, then the body and the checksum. */
+/* m (may be NULL) += "the checkpoint's NAME A, the buffer's B" */
+static void peri_msg_pair(peri_msg *m, const char *name, uint64_t a,
+                          uint64_t b) {
+  if (!m) return;
+  peri_msg_s(m, "the checkpoint's ");
+  peri_msg_nu(m, name, a);
+  peri_msg_s(m, ", the buffer's ");
+  peri_msg_u(m, b);
+}
+
 static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
-                                 peri_ckpt *k) {
+                                 peri_ckpt *k, peri_msg *m) {
   unsigned char h[PERI_H_BYTES];
   size_t got = fread(h, 1, PERI_H_BYTES_V1, f), hb;
   uint64_t bytes, rest;
@@ -5236,7 +5603,11 @@ static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
     if (got < hb) return PER_ERR_TRUNCATED;
   }
   peri_hdr_read(h, k->version, &k->h);
-  if (k->h.real != sizeof(per_real)) return PER_ERR_MISMATCH;
+  if (k->h.real != sizeof(per_real)) {
+    peri_msg_pair(m, "bytes per leaf", k->h.real, sizeof(per_real));
+    peri_msg_s(m, " (PER_REAL)");
+    return PER_ERR_MISMATCH;
+  }
   k->size = k->h.size;
   k->has_perm = k->h.has_perm;
   if (k->size > k->h.capacity || k->has_perm > 1) return PER_ERR_CORRUPT;
@@ -5246,9 +5617,14 @@ static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
   if (known < 0) return PER_ERR_IO;
   if (known && rest < bytes - hb) return PER_ERR_TRUNCATED;
   if (known && rest > bytes - hb) return PER_ERR_CORRUPT;
-  if (k->h.item_size != b->cfg.item_size ||
-      (world == 0 && k->h.capacity != b->cfg.capacity))
+  if (k->h.item_size != b->cfg.item_size) {
+    peri_msg_pair(m, "item_size", k->h.item_size, b->cfg.item_size);
     return PER_ERR_MISMATCH;
+  }
+  if (world == 0 && k->h.capacity != b->cfg.capacity) {
+    peri_msg_pair(m, "capacity", k->h.capacity, b->cfg.capacity);
+    return PER_ERR_MISMATCH;
+  }
   if ((uint64_t)(size_t)bytes != bytes) return PER_ERR_NOMEM;
   k->mem = (unsigned char *)PER_MALLOC((size_t)bytes, b->alloc_ctx);
   if (!k->mem) return PER_ERR_NOMEM;
@@ -5289,7 +5665,7 @@ static per_status peri_ckpt_parse(peri_ckpt *k) {
     c->seq_stride = h->seq_stride;
     c->seq_eta = h->seq_eta;
   }
-  if (peri_config_check(c) != PER_OK) return PER_ERR_CORRUPT;
+  if (peri_config_check(c, NULL) != PER_OK) return PER_ERR_CORRUPT;
   if ((c->alpha == 0) != (k->has_perm == 1)) return PER_ERR_CORRUPT;
   k->pos = h->pos;
   if (k->pos >= c->capacity || (k->size < c->capacity && k->pos != k->size))
@@ -5337,13 +5713,16 @@ static per_status peri_ckpt_parse(peri_ckpt *k) {
 
 /* Open, read, checksum and parse. On success k->mem must be freed. */
 static per_status peri_ckpt_open(const char *path, const per_buffer *b,
-                                 uint32_t world, peri_ckpt *k) {
+                                 uint32_t world, peri_ckpt *k, peri_msg *m) {
   FILE *f;
   per_status s;
   memset(k, 0, sizeof *k);
   f = fopen(path, "rb");
-  if (!f) return PER_ERR_IO;
-  s = peri_ckpt_read(f, b, world, k);
+  if (!f) {
+    peri_msg_s(m, "the file cannot be opened for reading");
+    return PER_ERR_IO;
+  }
+  s = peri_ckpt_read(f, b, world, k, m);
   fclose(f);
   if (s == PER_OK) s = peri_ckpt_parse(k);
   if (s != PER_OK && k->mem) {
@@ -5393,7 +5772,7 @@ static int peri_ckpt_pick(const peri_ckpt *k, uint32_t t, peri_sel sel,
    0. On error t is freed. */
 static per_status peri_load_stage(const per_buffer *b, peri_ckpt *k,
                                   peri_sel sel, per_tree *t, uint32_t *n,
-                                  uint32_t *zero) {
+                                  uint32_t *zero, peri_msg *msg) {
   uint32_t cap = b->cfg.capacity, i, slot, m = 0, idx[PERI_CHUNK];
   per_real val[PERI_CHUNK];
   per_status s;
@@ -5401,13 +5780,27 @@ static per_status peri_load_stage(const per_buffer *b, peri_ckpt *k,
   *zero = 0;
   for (i = 0; i < k->size; ++i)
     *n += (uint32_t)peri_ckpt_pick(k, i, sel, &slot);
-  if (*n > cap ||
-      (sel.world == 0 && (k->cfg.flags != b->cfg.flags ||
-                          k->cfg.max_unique != b->cfg.max_unique ||
-                          (k->cfg.alpha == 0) != (b->cfg.alpha == 0) ||
-                          k->cfg.seq_len != b->cfg.seq_len ||
-                          k->cfg.seq_stride != b->cfg.seq_stride)))
+  if (*n > cap) {
+    peri_msg_nu(msg, "the checkpoint's shard holds", *n);
+    peri_msg_nu(msg, " items, the buffer's capacity is", cap);
     return PER_ERR_MISMATCH;
+  }
+  if (sel.world == 0) {
+    if (k->cfg.flags != b->cfg.flags)
+      peri_msg_pair(msg, "flags", k->cfg.flags, b->cfg.flags);
+    else if (k->cfg.max_unique != b->cfg.max_unique)
+      peri_msg_pair(msg, "max_unique", k->cfg.max_unique, b->cfg.max_unique);
+    else if ((k->cfg.alpha == 0) != (b->cfg.alpha == 0))
+      peri_msg_s(msg, k->cfg.alpha == 0
+                          ? "the checkpoint's alpha is 0, the buffer's is not"
+                          : "the checkpoint's alpha is not 0, the buffer's is");
+    else if (k->cfg.seq_len != b->cfg.seq_len)
+      peri_msg_pair(msg, "seq_len", k->cfg.seq_len, b->cfg.seq_len);
+    else if (k->cfg.seq_stride != b->cfg.seq_stride)
+      peri_msg_pair(msg, "seq_stride", k->cfg.seq_stride, b->cfg.seq_stride);
+    else msg = NULL; /* they agree */
+    if (msg) return PER_ERR_MISMATCH;
+  }
   s = per_tree_init(t, cap, b->alloc_ctx);
   if (s != PER_OK) return s;
   if (k->perm) {
@@ -5525,26 +5918,47 @@ static per_status peri_load(per_buffer *b, const char *path, uint32_t rank,
   peri_sel sel;
   uint32_t n, zero;
   per_status s;
-  if (!b || !b->items || !path) return PER_ERR_NULL;
+  peri_msg m = peri_buf_msg(b);
   sel.rank = rank;
   sel.world = world;
-  s = peri_ckpt_open(path, b, world, &k);
+  s = peri_ckpt_open(path, b, world, &k, &m);
   if (s != PER_OK) return s;
-  s = peri_load_stage(b, &k, sel, &t, &n, &zero);
+  s = peri_load_stage(b, &k, sel, &t, &n, &zero, &m);
   if (s == PER_OK) peri_load_apply(b, &k, sel, &t, n, zero);
   PER_FREE(k.mem, b->alloc_ctx);
   return s;
 }
 
+/* The checks every load starts with: PER_OK, or a refusal said in
+   b->error (b not NULL). */
+static per_status peri_load_args(per_buffer *b, const char *path) {
+  b->error[0] = 0;
+  if (!b->items) return peri_buf_fail(b, PER_ERR_NULL, "b is not initialised");
+  if (!path) return peri_buf_fail(b, PER_ERR_NULL, "path is NULL");
+  return PER_OK;
+}
+
 PERDEF per_status per_buffer_load(per_buffer *b, const char *path) {
-  return peri_load(b, path, 0, 0);
+  per_status s;
+  if (!b) return PER_ERR_NULL;
+  s = peri_load_args(b, path);
+  if (s == PER_OK) s = peri_load(b, path, 0, 0);
+  return peri_buf_end(b, s);
 }
 
 PERDEF per_status per_buffer_load_shard(per_buffer *b, const char *path,
                                         uint32_t rank, uint32_t world) {
-  if (!b || !b->items || !path) return PER_ERR_NULL;
-  if (world == 0 || rank >= world) return PER_ERR_ARG;
-  return peri_load(b, path, rank, world);
+  per_status s;
+  if (!b) return PER_ERR_NULL;
+  s = peri_load_args(b, path);
+  if (s != PER_OK) return s;
+  if (world == 0 || rank >= world) {
+    peri_msg m = peri_buf_msg(b);
+    peri_msg_nu(&m, "rank", rank);
+    peri_msg_nu(&m, " is not below world", world);
+    return PER_ERR_ARG;
+  }
+  return peri_buf_end(b, peri_load(b, path, rank, world));
 }
 
 PERDEF per_status per_buffer_load_append(per_buffer *b, const char *path,
@@ -5554,13 +5968,25 @@ PERDEF per_status per_buffer_load_append(per_buffer *b, const char *path,
   uint32_t cap, d0, t, m = 0, prev = 0, runs = 0;
   size_t isz;
   per_status s;
-  if (!b || !b->items || !path) return PER_ERR_NULL;
-  s = peri_ckpt_open(path, b, 1, &k); /* any capacity */
+  peri_msg msg;
+  if (!b) return PER_ERR_NULL;
+  s = peri_load_args(b, path);
   if (s != PER_OK) return s;
+  msg = peri_buf_msg(b);
+  s = peri_ckpt_open(path, b, 1, &k, &msg); /* any capacity */
+  if (s != PER_OK) return peri_buf_end(b, s);
   cap = b->cfg.capacity;
   isz = b->cfg.item_size;
-  if (first > k.size || count > k.size - first) s = PER_ERR_ARG;
-  else if (count > cap - b->size) s = PER_ERR_MISMATCH;
+  if (first > k.size || count > k.size - first) {
+    peri_msg_nu(&msg, "first", first);
+    peri_msg_nu(&msg, " + count", count);
+    peri_msg_nu(&msg, " > the checkpoint's items,", k.size);
+    s = PER_ERR_ARG;
+  } else if (count > cap - b->size) {
+    peri_msg_nu(&msg, "count", count);
+    peri_msg_nu(&msg, " > the buffer's free slots,", cap - b->size);
+    s = PER_ERR_MISMATCH;
+  }
   if (s == PER_OK && k.traj) { /* every trajectory id, newest first */
     peri_tcheck tc;
     memset(&tc, 0, sizeof tc);
@@ -5571,7 +5997,7 @@ PERDEF per_status per_buffer_load_append(per_buffer *b, const char *path,
   }
   if (s != PER_OK || count == 0) {
     PER_FREE(k.mem, b->alloc_ctx);
-    return s;
+    return peri_buf_end(b, s);
   }
   /* b is not full, so it has not wrapped: its free slots are
      [size, capacity) and pos == size */
@@ -5777,29 +6203,6 @@ PERDEF per_status per_nstep_load(per_nstep *a, uint32_t n, const char *path) {
 #endif /* PER_NO_STDIO */
 
 /* >>traj */
-/* Messages for a->error, built by hand so that PER_NO_STDIO builds have
-   them too: strings and unsigned decimals, cut at the buffer's end. */
-typedef struct peri_msg {
-  char *buf;
-  size_t len, cap; /* cap includes the NUL */
-} peri_msg;
-
-static void peri_msg_s(peri_msg *m, const char *s) {
-  while (*s && m->len + 1 < m->cap) m->buf[m->len++] = *s++;
-  m->buf[m->len] = 0;
-}
-
-static void peri_msg_u(peri_msg *m, uint64_t v) {
-  char d[21];
-  int k = 20;
-  d[k] = 0;
-  do {
-    d[--k] = (char)('0' + (int)(v % 10u));
-    v /= 10u;
-  } while (v);
-  peri_msg_s(m, d + k);
-}
-
 /* `field "name"` */
 static void peri_msg_field(peri_msg *m, const char *name) {
   peri_msg_s(m, "field \"");

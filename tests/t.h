@@ -93,6 +93,15 @@ static unsigned t_pass_count, t_fail_count;
                 #a, #b, t_i, t_n, t_x[t_i], t_y[t_i]);           \
   } while (0)
 
+/* strings: got starts with want (so a test can name the part of a
+   message that matters) */
+#define CHECK_STR(got, want)                                      \
+  do {                                                            \
+    const char *t_g = (got), *t_w = (want);                       \
+    if (strncmp(t_g, t_w, strlen(t_w)) == 0) ++t_pass_count;      \
+    else T_FAIL_AT("%s: \"%s\", want \"%s...\"", #got, t_g, t_w); \
+  } while (0)
+
 static int t_done(const char *name) {
   printf("%s: %u passed, %u failed\n", name, t_pass_count, t_fail_count);
   return t_fail_count ? 1 : 0;

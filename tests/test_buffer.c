@@ -1072,7 +1072,7 @@ static void test_bad_input(void) {
   {
     uint64_t unknown[4];
     unknown[0] = 8 | (uint64_t)1 << 32;
-    unknown[1] = 0xffffffffull | (uint64_t)1 << 32;
+    unknown[1] = 0x7fffffffull | (uint64_t)1 << 32;
     unknown[2] = 3; /* generation 0 */
     unknown[3] = 3 | (uint64_t)(b.gen[3] + 1) << 32;
     for (k = 0; k < 4; ++k) {
@@ -1127,65 +1127,120 @@ static void test_bad_input(void) {
   CHECK_UNCHANGED(s, &b);
   per_buffer_free(&b);
 
-  /* bad configs: a specific status and a zeroed, freeable buffer */
+  /* bad configs: a specific status, a message that names the field, and a
+     zeroed, freeable buffer but for that message */
   {
     struct {
       per_config c;
       per_status want;
-    } t[20];
+      const char *says;
+    } t[24];
     per_buffer zero;
     int n = 0, i;
     memset(&zero, 0, sizeof zero);
     t[n].c = cfg_of(0, 4);
+    t[n].says = "capacity 0 is not in 1 .. 2^31";
     t[n++].want = PER_ERR_CAPACITY;
     t[n].c = cfg_of(PER_MAX_CAPACITY + 1u, 4);
+    t[n].says = "capacity 2147483649 is not in 1 .. 2^31";
     t[n++].want = PER_ERR_CAPACITY;
     t[n].c = cfg_of(8, 0);
+    t[n].says = "item_size is 0 (must be >= 1)";
     t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4);
     t[n].c.alpha = -0.5;
+    t[n].says = "alpha is negative";
     t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4);
     t[n].c.alpha = NAN;
+    t[n].says = "alpha is NaN";
     t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4);
     t[n].c.alpha = INFINITY;
+    t[n].says = "alpha is infinite";
     t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4);
     t[n].c.beta0 = -2;
+    t[n].says = "beta0 is negative";
     t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4);
     t[n].c.beta1 = NAN;
+    t[n].says = "beta1 is NaN";
     t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4);
     t[n].c.eps = -1e-3;
+    t[n].says = "eps is negative";
     t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4);
     t[n].c.max_priority = 0;
+    t[n].says = "max_priority is 0 (must be > 0)";
     t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4);
     t[n].c.max_priority = -1;
+    t[n].says = "max_priority is negative";
     t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4);
     t[n].c.max_unique = 0;
+    t[n].says = "max_unique 0 (must be >= 1)";
     t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4);
     t[n].c.max_priority = 1e29;
+    t[n].says = IS_FLOAT ? "max_priority is above PER_LEAF_MAX" : "";
     t[n++].want = IS_FLOAT ? PER_ERR_ARG : PER_OK;
     t[n].c = cfg_of(8, 4);
     t[n].c.max_priority = 1e308 * 10;
+    t[n].says = "max_priority is infinite";
     t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4);
-    t[n].c.flags = 2;
+    t[n].c.flags = PER_SEQ_CROSS_EPISODES;
+    t[n].says = "PER_SEQ_CROSS_EPISODES without seq_len";
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.flags = 1u << 7;
+    t[n].says = "flags 128 has bits that are neither";
     t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4);
     t[n].c.max_unique = 9;
+    t[n].says = "max_unique 9 > capacity 8 (per_config_default sets it";
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = per_config_default(100, 4); /* capacity changed afterwards */
+    t[n].c.capacity = 50;
+    t[n].says = "max_unique 100 > capacity 50";
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.seq_len = 4;
+    t[n].says = "seq_len 4 needs seq_stride >= 1";
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.seq_stride = 2;
+    t[n].says = "seq_stride 2 without seq_len";
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.seq_len = 4;
+    t[n].c.seq_stride = 3;
+    t[n].says = "seq_stride 3 does not divide capacity 8";
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.seq_len = 9;
+    t[n].c.seq_stride = 1;
+    t[n].says = "seq_len 9 > capacity 8";
+    t[n++].want = PER_ERR_ARG;
+    t[n].c = cfg_of(8, 4);
+    t[n].c.seq_eta = 1.5;
+    t[n].says = "seq_eta is above 1";
     t[n++].want = PER_ERR_ARG;
     for (i = 0; i < n; ++i) {
       per_status got = per_buffer_init(&b, &t[i].c, NULL);
       CHECK_MSG(got == t[i].want, "config %d: got %s, want %s", i,
                 per_status_str(got), per_status_str(t[i].want));
-      if (got != PER_OK) CHECK_MEM(&b, &zero, sizeof b);
+      CHECK_MSG(strncmp(b.error, t[i].says, strlen(t[i].says)) == 0 &&
+                    (got != PER_OK || b.error[0] == 0),
+                "config %d: error \"%s\", want \"%s...\"", i, b.error,
+                t[i].says);
+      if (got != PER_OK) {
+        memset(b.error, 0, sizeof b.error);
+        CHECK_MEM(&b, &zero, sizeof b);
+      }
       per_buffer_free(&b);
     }
     CHECK_STATUS(per_buffer_init(&b, NULL, NULL), PER_ERR_NULL);
@@ -1492,6 +1547,8 @@ static void test_alloc_failure(void) {
       memset(&heap, 0, sizeof heap);
       heap.fail_at = k;
       CHECK_STATUS(per_buffer_init(&b, &c, &heap), PER_ERR_NOMEM);
+      CHECK_STR(b.error, per_status_str(PER_ERR_NOMEM));
+      memset(b.error, 0, sizeof b.error);
       CHECK_MEM(&b, &zero, sizeof b);
       CHECK_MSG(heap.live == 0,
                 "variant %d, failing allocation %ld: %ld leaked", variant, k,
@@ -1552,6 +1609,7 @@ static void test_random_ops(void) {
       } else {
         o.flags = per_rng_below(&r, 4);
         o.beta = per_rng_double(&r);
+        if (!(o.flags & PER_SAMPLE_BETA)) o.beta = 0; /* else refused */
         o.window = per_rng_below(&r, 3) == 0 ? per_rng_below(&r, 40) : 0;
         s = per_buffer_sample(&b, n, &o, items, ids, w);
         if (s == PER_OK) {
@@ -1571,6 +1629,111 @@ static void test_random_ops(void) {
     CHECK_OK(per_buffer_check(&b));
     per_buffer_free(&b);
   }
+}
+
+/* A refused call says which argument or field and why in b->error (the
+   buffer otherwise unchanged: test_bad_input); a successful call empties
+   it. */
+static void test_errors_say_why(void) {
+  per_config c = cfg_of(8, 4), cs = cfg_of(8, 4);
+  per_buffer b, q;
+  per_sample_opts o;
+  uint64_t ids[8], bad[2];
+  float td[8], w[8];
+  uint32_t v, items[8];
+  uint8_t ends[3] = {PER_END_NONE, 5, PER_END_NONE};
+  bsnap s;
+  memset(&o, 0, sizeof o);
+  for (v = 0; v < 8; ++v) td[v] = 1;
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  CHECK(b.error[0] == 0);
+  CHECK_STATUS(per_buffer_sample(&b, 2, NULL, NULL, ids, NULL), PER_ERR_EMPTY);
+  CHECK_STR(b.error, "the buffer is empty");
+  for (v = 0; v < 10; ++v) CHECK_OK(per_buffer_add(&b, &v));
+  CHECK(b.error[0] == 0);
+  CHECK_STATUS(per_buffer_sample(&b, 0, NULL, NULL, ids, NULL), PER_ERR_BATCH);
+  CHECK_STR(b.error, "batch size B is 0");
+  CHECK_OK(per_buffer_sample(&b, 4, NULL, NULL, ids, w));
+  CHECK(b.error[0] == 0);
+
+  /* opts */
+  o.beta = 0.5; /* without PER_SAMPLE_BETA: refused, not ignored */
+  s = bsnap_take(&b);
+  CHECK_STATUS(per_buffer_sample(&b, 4, &o, NULL, ids, w), PER_ERR_ARG);
+  CHECK_UNCHANGED(s, &b);
+  CHECK_STR(b.error, "opts->beta is set but PER_SAMPLE_BETA is not");
+  o.flags = PER_SAMPLE_BETA;
+  o.beta = 1.5; /* above 1: accepted, weights still in [0, 1] */
+  CHECK_OK(per_buffer_sample(&b, 8, &o, NULL, ids, w));
+  for (v = 0; v < 8; ++v) CHECK(w[v] >= 0 && w[v] <= 1);
+  o.beta = -1;
+  CHECK_STATUS(per_buffer_sample(&b, 4, &o, NULL, ids, w), PER_ERR_ARG);
+  CHECK_STR(b.error, "opts->beta is negative");
+  o.beta = 0;
+  o.flags = PER_SAMPLE_SEQUENCES;
+  CHECK_STATUS(per_buffer_sample(&b, 4, &o, NULL, ids, w), PER_ERR_ARG);
+  CHECK_STR(b.error, "PER_SAMPLE_SEQUENCES on a buffer without sequences");
+  o.flags = 1u << 9;
+  CHECK_STATUS(per_buffer_sample(&b, 4, &o, NULL, ids, w), PER_ERR_ARG);
+  CHECK_STR(b.error, "opts->flags 512 has bits");
+  o.flags = PER_SAMPLE_UNIQUE;
+  CHECK_STATUS(per_buffer_sample(&b, 9, &o, NULL, ids, w), PER_ERR_BATCH);
+  CHECK_STR(b.error, "PER_SAMPLE_UNIQUE: batch size B 9 > config max_unique 8");
+  o.window = 3;
+  CHECK_STATUS(per_buffer_sample(&b, 4, &o, NULL, ids, w), PER_ERR_TOO_FEW);
+  CHECK_STR(b.error, "PER_SAMPLE_UNIQUE: batch size B 4 > 3 eligible items");
+  memset(&o, 0, sizeof o);
+
+  /* update */
+  CHECK_OK(per_buffer_sample(&b, 4, NULL, NULL, ids, w));
+  td[2] = (float)NAN;
+  CHECK_STATUS(per_buffer_update(&b, ids, td, 4, NULL), PER_ERR_NAN);
+  CHECK_STR(b.error, "td[2] is NaN");
+  td[2] = 1;
+  bad[0] = ids[0];
+  bad[1] = 9 | (uint64_t)1 << 32;
+  CHECK_STATUS(per_buffer_update(&b, bad, td, 2, NULL), PER_ERR_INDEX);
+  CHECK_STR(b.error, "ids[1] (slot 9, generation 1) was never handed out by "
+                     "per_buffer_sample: slot >= capacity 8");
+  bad[1] = 3;
+  CHECK_STATUS(per_buffer_update(&b, bad, td, 2, NULL), PER_ERR_INDEX);
+  CHECK_STR(b.error, "ids[1] (slot 3, generation 0) was never handed out by "
+                     "per_buffer_sample: generation 0");
+  CHECK_OK(per_buffer_update(&b, ids, td, 4, NULL));
+  CHECK(b.error[0] == 0);
+
+  /* adds */
+  CHECK_STATUS(per_buffer_add_steps(&b, items, 3, ends), PER_ERR_ARG);
+  CHECK_STR(b.error, "ends[1] is 5, not PER_END_NONE, PER_END_TERMINATED or "
+                     "PER_END_TRUNCATED");
+  CHECK_STATUS(per_buffer_add_step(&b, items, 7), PER_ERR_ARG);
+  CHECK_STR(b.error, "end is 7, not PER_END_NONE");
+  CHECK_STATUS(per_buffer_add(&b, NULL), PER_ERR_NULL);
+  CHECK_STR(b.error, "item is NULL");
+  per_buffer_free(&b);
+
+  /* a sequence's id: refused by per_buffer_update, taken by _update_seq */
+  cs.seq_len = 2;
+  cs.seq_stride = 2;
+  CHECK_OK(per_buffer_init(&q, &cs, NULL));
+  for (v = 0; v < 8; ++v) CHECK_OK(per_buffer_add(&q, &v));
+  o.flags = PER_SAMPLE_SEQUENCES;
+  CHECK_OK(per_buffer_sample(&q, 3, &o, NULL, ids, NULL));
+  for (v = 0; v < 3; ++v) {
+    CHECK(ids[v] & PER_ID_SEQ);
+    CHECK(per_id_slot(ids[v]) % 2 == 0 && per_id_slot(ids[v]) < 8);
+    CHECK_EQ_U(per_id_generation(ids[v]), 1);
+  }
+  s = bsnap_take(&q);
+  CHECK_STATUS(per_buffer_update(&q, ids, td, 3, NULL), PER_ERR_ARG);
+  CHECK_UNCHANGED(s, &q);
+  CHECK_STR(q.error, "ids[0] is a sequence's id (PER_SAMPLE_SEQUENCES): "
+                     "per_buffer_update_seq updates its steps");
+  CHECK_OK(per_buffer_update_seq(&q, ids, td, 3, NULL));
+  CHECK(q.error[0] == 0);
+  for (v = 0; v < 3; ++v) ids[v] &= ~PER_ID_SEQ; /* without the bit too */
+  CHECK_OK(per_buffer_update_seq(&q, ids, td, 3, NULL));
+  per_buffer_free(&q);
 }
 
 int main(void) {
@@ -1594,6 +1757,7 @@ int main(void) {
   test_buffer_max();
   test_determinism();
   test_bad_input();
+  test_errors_say_why();
   test_advance_strata();
   test_draw_uniform();
   test_shared_state();

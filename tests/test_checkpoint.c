@@ -235,19 +235,39 @@ static void test_foreign(void) {
   n = file_read(NAME("f.bin"), img, sizeof img);
   CHECK(n > HDR);
 
-  /* a buffer with another item size, capacity or flags refuses it */
+  /* a buffer with another item size, capacity or flags refuses it, and
+     says which field differs */
   {
-    per_config d[3];
+    per_config d[6];
+    static const char *says[6] = {
+        "the checkpoint's item_size 8, the buffer's 4",
+        "the checkpoint's capacity 9, the buffer's 10",
+        "the checkpoint's flags 0, the buffer's 1",
+        "the checkpoint's max_unique 9, the buffer's 3",
+        "the checkpoint's alpha is not 0, the buffer's is",
+        "the checkpoint's seq_len 0, the buffer's 3"};
     int k;
     d[0] = cfg_of(9, 4);
     d[1] = cfg_of(10, 8);
     d[2] = cfg_of(9, 8);
     d[2].flags = PER_WEIGHTS_BUFFER_MAX;
-    for (k = 0; k < 3; ++k) {
+    d[3] = cfg_of(9, 8);
+    d[3].max_unique = 3;
+    d[4] = cfg_of(9, 8);
+    d[4].alpha = 0;
+    d[5] = cfg_of(9, 8);
+    d[5].seq_len = 3;
+    d[5].seq_stride = 3;
+    for (k = 0; k < 6; ++k) {
       CHECK_OK(per_buffer_init(&b, &d[k], NULL));
       s = bsnap_take(&b);
       CHECK_STATUS(per_buffer_load(&b, NAME("f.bin")), PER_ERR_MISMATCH);
       CHECK_UNCHANGED(s, &b);
+      CHECK_STR(b.error, says[k]);
+      CHECK_STATUS(per_buffer_load(&b, NAME("nothing-here.bin")), PER_ERR_IO);
+      CHECK_STR(b.error, "the file cannot be opened for reading");
+      CHECK_OK(per_buffer_add(&b, img)); /* a successful call clears it */
+      CHECK(b.error[0] == 0);
       per_buffer_free(&b);
     }
   }

@@ -119,7 +119,7 @@ static void check_draw(const per_buffer *b, const model *m, uint32_t B,
                        const uint8_t *mask) {
   uint32_t i, t, L = b->cfg.seq_len, bad = 0;
   for (i = 0; i < B; ++i) {
-    uint32_t slot = (uint32_t)ids[i], n = model_steps(b, m, slot);
+    uint32_t slot = per_id_slot(ids[i]), n = model_steps(b, m, slot);
     if (n == 0 || slot % b->cfg.seq_stride != 0 ||
         (uint32_t)(ids[i] >> 32) != b->gen[slot]) {
       ++bad;
@@ -265,7 +265,7 @@ static void test_random_shapes(void) {
         if (o.window) { /* every start among the W newest items */
           for (j = 0; j < B; ++j) {
             uint32_t age =
-                (b.pos + c.capacity - 1 - (uint32_t)ids[j]) % c.capacity;
+                (b.pos + c.capacity - 1 - per_id_slot(ids[j])) % c.capacity;
             CHECK_MSG(age < o.window, "start of age %u outside a window of %u",
                       age, o.window);
           }
@@ -309,7 +309,10 @@ static void test_len_one(void) {
     o.flags = 0;
     CHECK_OK(per_buffer_sample(&b, 40, &o, ib, idb, wb));
     o.flags = PER_SAMPLE_SEQUENCES;
-    CHECK(memcmp(ida, idb, sizeof ida) == 0);
+    for (j = 0; j < 40; ++j) {
+      CHECK((ida[j] & PER_ID_SEQ) && !(idb[j] & PER_ID_SEQ));
+      CHECK(ida[j] == (idb[j] | PER_ID_SEQ));
+    }
     CHECK(memcmp(ia, ib, sizeof ia) == 0);
     CHECK(memcmp(wa, wb, sizeof wa) == 0);
     for (j = 0; j < 40; ++j) td[j] = (float)(j % 9) * 0.75f + (float)k;
@@ -343,7 +346,7 @@ static void test_law(void) {
   o.flags = PER_SAMPLE_SEQUENCES;
   for (k = 0; k < 2000; ++k) {
     CHECK_OK(per_buffer_sample(&b, 64, &o, NULL, ids, NULL));
-    for (j = 0; j < 64; ++j) counts[(uint32_t)ids[j] / 2] += 1;
+    for (j = 0; j < 64; ++j) counts[per_id_slot(ids[j]) / 2] += 1;
   }
   for (j = 0; j < 32; ++j)
     total += (double)b.seq_tree.node[b.seq_tree.leaves + j];
@@ -384,7 +387,7 @@ static void test_edges(void) {
   CHECK_STATUS(per_buffer_sample(&b, 1, &o, items, ids, w), PER_ERR_TOO_FEW);
   add_steps(&b, &m, 1, 0, 0); /* now one: slots 0..3 */
   CHECK_OK(per_buffer_sample(&b, 5, &o, items, ids, w));
-  for (j = 0; j < 5; ++j) CHECK_EQ_U((uint32_t)ids[j], 0);
+  for (j = 0; j < 5; ++j) CHECK_EQ_U(per_id_slot(ids[j]), 0);
   o.flags |= PER_SAMPLE_UNIQUE;
   CHECK_STATUS(per_buffer_sample(&b, 2, &o, items, ids, w), PER_ERR_TOO_FEW);
   o.flags = PER_SAMPLE_SEQUENCES;
@@ -491,11 +494,11 @@ static void test_update(void) {
   CHECK_OK(per_buffer_update_seq(&b, ids, td, 4, &stale));
   CHECK_EQ_U(stale, 0);
   for (j = 0; j < 4; ++j) { /* the last write of a step wins */
-    uint32_t t, k, slot = (uint32_t)ids[j];
+    uint32_t t, k, slot = per_id_slot(ids[j]);
     for (t = 0; t < 4; ++t) {
       int later = 0;
       for (k = j + 1; k < 4; ++k)
-        later |= (slot + t - (uint32_t)ids[k]) % 16 < 4;
+        later |= (slot + t - per_id_slot(ids[k])) % 16 < 4;
       if (!later)
         CHECK_EQ_F(per_tree_get(&b.tree, (slot + t) % 16),
                    (per_real)pow(fabs((double)td[j * 4 + t]) + c.eps, c.alpha));
@@ -550,7 +553,7 @@ static void test_buffer_max(void) {
   o.beta = 0.7;
   CHECK_OK(per_buffer_sample(&b, 16, &o, NULL, ids, w));
   for (j = 0; j < 16; ++j) {
-    per_real v = b.seq_tree.node[b.seq_tree.leaves + (uint32_t)ids[j] / 4];
+    per_real v = b.seq_tree.node[b.seq_tree.leaves + per_id_slot(ids[j]) / 4];
     CHECK_EQ_F(w[j], (float)pow((double)vmin / (double)v, 0.7));
   }
   per_buffer_free(&b);

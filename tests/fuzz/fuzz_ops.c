@@ -83,13 +83,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       o.mask = (out & 8) ? mask : NULL;
       k = next8(&r);
       o.beta = k == 255 ? NAN : (k == 254 ? -1.0 : (double)k / 50.0);
+      /* a beta without PER_SAMPLE_BETA is refused: only now and then */
+      if (!(o.flags & PER_SAMPLE_BETA) && k < 250) o.beta = 0;
       s = per_buffer_sample(&b, B, &o, (out & 1) ? items : NULL,
                             (out & 2) ? ids : NULL, (out & 4) ? w : NULL);
       if (s == PER_OK) {
         int seq = (o.flags & PER_SAMPLE_SEQUENCES) != 0;
         for (i = 0; (out & 2) && i < B; ++i)
-          CHECK((uint32_t)ids[i] < b.size &&
-                (!seq || b.seq_ok[(uint32_t)ids[i] / c.seq_stride]));
+          CHECK(per_id_slot(ids[i]) < b.size &&
+                (!seq || b.seq_ok[per_id_slot(ids[i]) / c.seq_stride]) &&
+                !(ids[i] & PER_ID_SEQ) == !seq);
         for (i = 0; (out & 4) && i < B; ++i) CHECK(w[i] >= 0 && w[i] <= 1);
         for (i = 0; seq && (out & 8) && i < B * c.seq_len; ++i)
           CHECK(mask[i] <= 1);
