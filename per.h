@@ -190,7 +190,8 @@
              per_buffer_count_evicted; PER_MALLOC and PER_FREE are
              read at a file's first include of per.h (the companions
              allocate through them too); per_mpi.h: one buffer's uniform
-             fallback, windows refused
+             fallback, windows refused; clean under -Wconversion and
+             -Wsign-conversion in C and C++
       0.2.0  per_config_default; config fields read as written (PER_ZERO
              and per_config_resolve removed); PER_VERSION; the node type
              in the linker names; clean under C++ -Wold-style-cast,
@@ -3050,7 +3051,8 @@ PERDEF per_status per_tree_set(per_tree *t, uint32_t i, per_real v) {
 PERDEF per_status per_tree_set_batch(per_tree *t, const uint32_t *idx,
                                      const per_real *val, size_t n) {
   size_t j;
-  uint32_t cap, bad = 0;
+  uint32_t cap;
+  int bad = 0;
   if (!t || !t->node) return PER_ERR_NULL;
   cap = t->capacity;
   if (n == 0) return PER_OK;
