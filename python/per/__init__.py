@@ -18,12 +18,12 @@ it was; arguments of the wrong type or shape raise TypeError/ValueError
 before anything changes.
 """
 
-from __future__ import annotations
+# Everything imported here has a leading underscore, so that dir(per)
+# and `from per import *` show the API (__all__) and nothing else.
+import os as _os
+import typing as _t
 
-import os
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
-
-import numpy as np
+import numpy as _np
 
 from . import _per
 from ._per import Error, Rng, crc32c, status_name
@@ -50,10 +50,11 @@ __all__ = [
     "END_NONE",
     "END_TERMINATED",
     "END_TRUNCATED",
+    "ItemSpec",
     "__version__",
 ]
 
-ItemSpec = Union[np.dtype, str, type, Mapping[str, Any]]
+ItemSpec = _t.Union[_np.dtype, str, type, _t.Mapping[str, _t.Any]]
 
 
 def _error(code_name: str, message: str) -> Error:
@@ -65,35 +66,35 @@ def _error(code_name: str, message: str) -> Error:
     return e
 
 
-def _indices(a: Any, what: str, bits: int) -> np.ndarray:
+def _indices(a: _t.Any, what: str, bits: int) -> _np.ndarray:
     """a as a C-contiguous uint32/uint64 array. Integers outside the
     type's range raise PER_ERR_INDEX (they would wrap in a cast)."""
-    dt = np.uint32 if bits == 32 else np.uint64
-    arr = np.asarray(a)
+    dt = _np.uint32 if bits == 32 else _np.uint64
+    arr = _np.asarray(a)
     if arr.dtype == dt:
-        return np.ascontiguousarray(arr).reshape(-1)
+        return _np.ascontiguousarray(arr).reshape(-1)
     if arr.dtype.kind not in "iub" and arr.size > 0:
         raise TypeError(f"{what} must hold integers, not {arr.dtype}")
-    if arr.size and (arr.min() < 0 or int(arr.max()) > np.iinfo(dt).max):
+    if arr.size and (arr.min() < 0 or int(arr.max()) > _np.iinfo(dt).max):
         raise _error("PER_ERR_INDEX", f"{what} holds values outside "
                      f"[0, 2^{bits})")
-    return np.ascontiguousarray(arr, dtype=dt).reshape(-1)
+    return _np.ascontiguousarray(arr, dtype=dt).reshape(-1)
 
 
-def _floats(a: Any, what: str, dt: type) -> np.ndarray:
-    arr = np.asarray(a)
+def _floats(a: _t.Any, what: str, dt: type) -> _np.ndarray:
+    arr = _np.asarray(a)
     if arr.dtype.kind not in "fiub" and arr.size > 0:
         raise TypeError(f"{what} must hold numbers, not {arr.dtype}")
-    return np.ascontiguousarray(arr, dtype=dt).reshape(-1)
+    return _np.ascontiguousarray(arr, dtype=dt).reshape(-1)
 
 
-def _count(n: Any, what: str) -> int:
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+def _count(n: _t.Any, what: str) -> int:
+    if isinstance(n, (bool, _np.bool_)) or not isinstance(n, (int, _np.integer)):
         raise TypeError(f"{what} must be an int")
     return int(n)
 
 
-def config_default(capacity: int, item_size: int) -> Dict[str, Any]:
+def config_default(capacity: int, item_size: int) -> _t.Dict[str, _t.Any]:
     """per_config_default(capacity, item_size) as a dict."""
     return _per.config_default(capacity, item_size)
 
@@ -118,52 +119,52 @@ class SumTree(_per._SumTree):
     def __len__(self) -> int:
         return self.capacity
 
-    def set_batch(self, idx: Any, val: Any) -> None:
+    def set_batch(self, idx: _t.Any, val: _t.Any) -> None:
         """Leaves idx[j] = val[j]; validated first, the last duplicate
         wins (per_tree_set_batch)."""
-        self._set_batch(_indices(idx, "idx", 32), _floats(val, "val", np.float64))
+        self._set_batch(_indices(idx, "idx", 32), _floats(val, "val", _np.float64))
 
-    def set_range(self, first: int, val: Any) -> None:
+    def set_range(self, first: int, val: _t.Any) -> None:
         """Leaves first + j = val[j] (per_tree_set_range)."""
-        self._set_range(first, _floats(val, "val", np.float64))
+        self._set_range(first, _floats(val, "val", _np.float64))
 
-    def build(self, val: Any) -> None:
+    def build(self, val: _t.Any) -> None:
         """Leaf i = val[i], the rest 0, every node recomputed
         (per_tree_build)."""
-        self._build(_floats(val, "val", np.float64))
+        self._build(_floats(val, "val", _np.float64))
 
-    def values(self, idx: Any = None) -> np.ndarray:
+    def values(self, idx: _t.Any = None) -> _np.ndarray:
         """The leaves idx (all `capacity` when None), as float64."""
         if idx is None:
             nodes = self.nodes()
             return nodes[self.leaves : self.leaves + self.capacity].copy()
         i = _indices(idx, "idx", 32)
-        out = np.empty(i.shape[0], np.float64)
+        out = _np.empty(i.shape[0], _np.float64)
         self._get_into(i, out)
         return out
 
-    def nodes(self) -> np.ndarray:
+    def nodes(self) -> _np.ndarray:
         """A copy of the node array (2L float64, root at 1, leaves at
         [L, L + capacity)): the layout per_cuda and the C library share."""
-        out = np.empty(2 * self.leaves, np.float64)
+        out = _np.empty(2 * self.leaves, _np.float64)
         self._nodes_into(out)
         return out
 
-    def sample(self, batch_size: int, rng: Rng) -> Tuple[np.ndarray, np.ndarray]:
+    def sample(self, batch_size: int, rng: Rng) -> _t.Tuple[_np.ndarray, _np.ndarray]:
         """Stratified batch (per_tree_sample): (leaf indices uint32, their
         values float64); P(i) = value / total."""
         B = _count(batch_size, "batch_size")
-        idx = np.empty(max(B, 0), np.uint32)
-        val = np.empty(max(B, 0), np.float64)
+        idx = _np.empty(max(B, 0), _np.uint32)
+        val = _np.empty(max(B, 0), _np.float64)
         self._sample(rng, B, idx, val)
         return idx, val
 
-    def sample_iid(self, k: int, rng: Rng) -> Tuple[np.ndarray, np.ndarray]:
+    def sample_iid(self, k: int, rng: Rng) -> _t.Tuple[_np.ndarray, _np.ndarray]:
         """k independent draws proportional to the leaves
         (per_tree_sample_iid)."""
         k = _count(k, "k")
-        idx = np.empty(max(k, 0), np.uint32)
-        val = np.empty(max(k, 0), np.float64)
+        idx = _np.empty(max(k, 0), _np.uint32)
+        val = _np.empty(max(k, 0), _np.float64)
         self._sample_iid(rng, k, idx, val)
         return idx, val
 
@@ -175,10 +176,10 @@ class UniformSampler(_per._UniformSampler):
     def __init__(self, capacity: int) -> None:
         super().__init__(capacity)
 
-    def sample(self, k: int, rng: Rng) -> np.ndarray:
+    def sample(self, k: int, rng: Rng) -> _np.ndarray:
         """k distinct indices in [0, n), uniform, in random order."""
         k = _count(k, "k")
-        out = np.empty(max(k, 0), np.uint32)
+        out = _np.empty(max(k, 0), _np.uint32)
         self._sample(rng, k, out)
         return out
 
@@ -190,12 +191,12 @@ class CategoricalSampler(_per._CategoricalSampler):
     def __init__(self, max_k: int) -> None:
         super().__init__(max_k)
 
-    def sample(self, tree: SumTree, k: int, rng: Rng) -> Tuple[np.ndarray, np.ndarray]:
+    def sample(self, tree: SumTree, k: int, rng: Rng) -> _t.Tuple[_np.ndarray, _np.ndarray]:
         """k distinct leaves by successive sampling, in pick order: (indices
         uint32, values float64). The tree is unchanged afterwards."""
         k = _count(k, "k")
-        idx = np.empty(max(k, 0), np.uint32)
-        val = np.empty(max(k, 0), np.float64)
+        idx = _np.empty(max(k, 0), _np.uint32)
+        val = _np.empty(max(k, 0), _np.float64)
         self._sample(tree, rng, k, idx, val)
         return idx, val
 
@@ -205,28 +206,28 @@ class CategoricalSampler(_per._CategoricalSampler):
 # ---------------------------------------------------------------------------
 
 
-def _item_dtype(item: ItemSpec) -> np.dtype:
+def _item_dtype(item: ItemSpec) -> _np.dtype:
     """The structured dtype of one stored item. A dict maps field names to
     a dtype, a (dtype, shape) pair or an example array; a dtype without
     fields becomes the single field "item"."""
-    if isinstance(item, Mapping):
+    if isinstance(item, _t.Mapping):
         fields = []
         for name, spec in item.items():
-            if isinstance(spec, np.ndarray):
+            if isinstance(spec, _np.ndarray):
                 fields.append((name, spec.dtype, spec.shape))
             elif isinstance(spec, tuple) and len(spec) == 2:
                 dt, shape = spec
-                shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-                fields.append((name, np.dtype(dt), shape))
+                shape = (shape,) if isinstance(shape, (int, _np.integer)) else tuple(shape)
+                fields.append((name, _np.dtype(dt), shape))
             else:
-                fields.append((name, np.dtype(spec), ()))
+                fields.append((name, _np.dtype(spec), ()))
         if not fields:
             raise ValueError("an item needs at least one field")
-        dt = np.dtype(fields)
+        dt = _np.dtype(fields)
     else:
-        dt = np.dtype(item)
+        dt = _np.dtype(item)
         if dt.names is None:
-            dt = np.dtype([("item", dt)])
+            dt = _np.dtype([("item", dt)])
     if dt.hasobject:
         raise TypeError("items are stored as bytes: no Python objects in the dtype")
     return dt
@@ -257,7 +258,7 @@ class ReplayBuffer(_per._Buffer):
         max_priority: float = 1.0,
         seed: int = 0,
         weights_buffer_max: bool = False,
-        max_unique: Optional[int] = None,
+        max_unique: _t.Optional[int] = None,
         seq_len: int = 0,
         seq_stride: int = 0,
         seq_eta: float = 0.9,
@@ -276,7 +277,7 @@ class ReplayBuffer(_per._Buffer):
                          float(beta1), beta_steps, float(eps),
                          float(max_priority), seed, flags, max_unique,
                          seq_len, seq_stride, float(seq_eta))
-        self.dtype: np.dtype = dt
+        self.dtype: _np.dtype = dt
         # fixed for the buffer's life (load refuses another capacity or
         # seq_len); kept here so sample() does not build the config dict
         cfg = self.config
@@ -285,7 +286,7 @@ class ReplayBuffer(_per._Buffer):
 
     # -- adding ------------------------------------------------------------
 
-    def _records(self, item: Any, fields: Dict[str, Any], batch: bool = False) -> np.ndarray:
+    def _records(self, item: _t.Any, fields: _t.Dict[str, _t.Any], batch: bool = False) -> _np.ndarray:
         """The items to add as a 1-D contiguous array of self.dtype; with
         batch, only input with a leading batch axis is taken."""
         dt = self.dtype
@@ -293,7 +294,7 @@ class ReplayBuffer(_per._Buffer):
             raise TypeError("pass the item(s) or fields as keywords, not both")
         if item is None:
             item = fields
-        if isinstance(item, Mapping):
+        if isinstance(item, _t.Mapping):
             names = set(dt.names)
             got = set(item.keys())
             if got != names:
@@ -303,7 +304,7 @@ class ReplayBuffer(_per._Buffer):
             n = None
             values = {}
             for name in dt.names:
-                v = np.asarray(item[name])
+                v = _np.asarray(item[name])
                 fshape = dt[name].shape
                 if v.shape == fshape and not batch:
                     m = None
@@ -316,11 +317,11 @@ class ReplayBuffer(_per._Buffer):
                     raise ValueError("fields hold different numbers of items")
                 n = m
                 values[name] = v
-            rec = np.empty(1 if n is None else n, dt)
+            rec = _np.empty(1 if n is None else n, dt)
             for name, v in values.items():
                 rec[name] = v
             return rec
-        arr = np.asarray(item)
+        arr = _np.asarray(item)
         if arr.dtype != dt:
             if dt.names == ("item",) and arr.dtype.names is None:
                 shape = dt["item"].shape
@@ -328,16 +329,16 @@ class ReplayBuffer(_per._Buffer):
                 if batch and (one or arr.shape[1:] != shape):
                     raise ValueError(f"items: shape {arr.shape}, a batch of "
                                      f"{shape} items is (n,) + {shape}")
-                rec = np.empty(1 if one else arr.shape[0], dt)
+                rec = _np.empty(1 if one else arr.shape[0], dt)
                 rec["item"] = arr
                 return rec
             raise TypeError(f"items must have the buffer's dtype {dt}, not {arr.dtype}")
         if arr.ndim > 1 or (batch and arr.ndim != 1):
             raise ValueError("items: a 1-D array of records" if batch else
                              "items: a record or a 1-D array of records")
-        return np.ascontiguousarray(arr.reshape(-1))
+        return _np.ascontiguousarray(arr.reshape(-1))
 
-    def add(self, item: Any = None, *, ends: Any = None, **fields: Any) -> None:
+    def add(self, item: _t.Any = None, *, ends: _t.Any = None, **fields: _t.Any) -> None:
         """Store one item or a batch, as one trajectory.
 
         item: a record or 1-D array of self.dtype, or a dict of field ->
@@ -347,27 +348,27 @@ class ReplayBuffer(_per._Buffer):
         one END_* per item. New items get the largest priority seen."""
         self._add_records(self._records(item, fields), ends)
 
-    def add_batch(self, items: Any = None, *, ends: Any = None, **fields: Any) -> None:
+    def add_batch(self, items: _t.Any = None, *, ends: _t.Any = None, **fields: _t.Any) -> None:
         """add() for batches only: the records, or every field, must have a
         leading batch axis (a batch of one is shape (1, ...), never read as
         one item; a single record is refused with ValueError). Zero items
         add nothing."""
         self._add_records(self._records(items, fields, batch=True), ends)
 
-    def _add_records(self, rec: np.ndarray, ends: Any) -> None:
+    def _add_records(self, rec: _np.ndarray, ends: _t.Any) -> None:
         n = rec.shape[0]
         e = None
         if ends is not None:
-            ea = np.asarray(ends)
+            ea = _np.asarray(ends)
             if ea.dtype.kind not in "iub":
                 raise TypeError("ends must be END_* integers")
             if ea.ndim == 0:
-                ea = np.concatenate([np.zeros(max(n - 1, 0), np.int64), ea.reshape(1)])
+                ea = _np.concatenate([_np.zeros(max(n - 1, 0), _np.int64), ea.reshape(1)])
             if ea.shape != (n,):
                 raise ValueError(f"{n} items but {ea.size} ends")
             if ea.size and (ea.min() < 0 or ea.max() > 255):
                 raise _error("PER_ERR_ARG", "an end is not an END_* value")
-            e = np.ascontiguousarray(ea, dtype=np.uint8)
+            e = _np.ascontiguousarray(ea, dtype=_np.uint8)
         if n == 0:
             return
         self._add(rec, e)
@@ -379,11 +380,11 @@ class ReplayBuffer(_per._Buffer):
         batch_size: int,
         *,
         unique: bool = False,
-        beta: Optional[float] = None,
+        beta: _t.Optional[float] = None,
         window: int = 0,
         trajectories: bool = False,
         sequences: bool = False,
-    ) -> Dict[str, np.ndarray]:
+    ) -> _t.Dict[str, _np.ndarray]:
         """Draw batch_size items (per_buffer_sample): a dict of the item's
         fields (leading axis batch_size; with sequences, (batch_size,
         seq_len)), "ids" (uint64, for update) and "weights" (float32 IS
@@ -408,28 +409,28 @@ class ReplayBuffer(_per._Buffer):
             flags |= _per.SAMPLE_SEQUENCES
             L = self._seq_len
         Bn = max(B, 0)
-        rec = np.empty((Bn, L) if sequences else Bn, self.dtype)
-        ids = np.empty(Bn, np.uint64)
-        weights = np.empty(Bn, np.float32)
-        mask = np.empty((Bn, L), np.uint8) if sequences else None
+        rec = _np.empty((Bn, L) if sequences else Bn, self.dtype)
+        ids = _np.empty(Bn, _np.uint64)
+        weights = _np.empty(Bn, _np.float32)
+        mask = _np.empty((Bn, L), _np.uint8) if sequences else None
         self._sample(B, flags, b, window, rec, ids, weights, mask)
         out = {name: rec[name] for name in self.dtype.names}
         out["ids"] = ids
         out["weights"] = weights
         if mask is not None:
-            out["mask"] = mask.view(np.bool_)
+            out["mask"] = mask.view(_np.bool_)
         return out
 
-    def update(self, ids: Any, td: Any) -> int:
+    def update(self, ids: _t.Any, td: _t.Any) -> int:
         """Priorities (|td| + eps)^alpha for the sampled ids
         (per_buffer_update; td is rounded to float32 as in C). Returns how
         many ids were stale (their slot overwritten since the draw)."""
-        return self._update(_indices(ids, "ids", 64), _floats(td, "td", np.float32), False)
+        return self._update(_indices(ids, "ids", 64), _floats(td, "td", _np.float32), False)
 
-    def update_sequences(self, ids: Any, td: Any) -> int:
+    def update_sequences(self, ids: _t.Any, td: _t.Any) -> int:
         """per_buffer_update_seq: td holds seq_len values per id, shape
         (len(ids), seq_len)."""
-        return self._update(_indices(ids, "ids", 64), _floats(td, "td", np.float32), True)
+        return self._update(_indices(ids, "ids", 64), _floats(td, "td", _np.float32), True)
 
     # -- state -------------------------------------------------------------
 
@@ -451,29 +452,29 @@ class ReplayBuffer(_per._Buffer):
         return self.counters["added"]
 
     @property
-    def storage(self) -> np.ndarray:
+    def storage(self) -> _np.ndarray:
         """The item ring, slots [0, len(self)), as a read-only view (no
         copy): slot order, not age order."""
-        return np.frombuffer(self, dtype=self.dtype)[: self.size]
+        return _np.frombuffer(self, dtype=self.dtype)[: self.size]
 
-    def priorities(self) -> np.ndarray:
+    def priorities(self) -> _np.ndarray:
         """A copy of the leaves of slots [0, capacity) (0 where empty)."""
-        out = np.empty(self.capacity, np.float64)
+        out = _np.empty(self.capacity, _np.float64)
         self._leaves_into(out, False)
         return out
 
-    def save(self, path: Union[str, os.PathLike]) -> None:
+    def save(self, path: _t.Union[str, _os.PathLike]) -> None:
         """per_buffer_save: the whole state, atomically replacing path."""
-        self._save(os.fspath(path))
+        self._save(_os.fspath(path))
 
-    def load(self, path: Union[str, os.PathLike]) -> None:
+    def load(self, path: _t.Union[str, _os.PathLike]) -> None:
         """per_buffer_load: replace the state with the file's (validated
         completely first; the buffer is unchanged on error)."""
-        self._load(os.fspath(path))
+        self._load(_os.fspath(path))
 
-    def load_shard(self, path: Union[str, os.PathLike], rank: int, world: int) -> None:
+    def load_shard(self, path: _t.Union[str, _os.PathLike], rank: int, world: int) -> None:
         """per_buffer_load_shard: items rank, rank + world, ... of the file."""
-        self._load_shard(os.fspath(path), rank, world)
+        self._load_shard(_os.fspath(path), rank, world)
 
 
 # ---------------------------------------------------------------------------
@@ -481,8 +482,8 @@ class ReplayBuffer(_per._Buffer):
 # ---------------------------------------------------------------------------
 
 
-def _shape(s: Any) -> Tuple[int, ...]:
-    return (int(s),) if isinstance(s, (int, np.integer)) else tuple(int(x) for x in s)
+def _shape(s: _t.Any) -> _t.Tuple[int, ...]:
+    return (int(s),) if isinstance(s, (int, _np.integer)) else tuple(int(x) for x in s)
 
 
 class NStep(_per._NStep):
@@ -496,38 +497,38 @@ class NStep(_per._NStep):
         self,
         n: int,
         gamma: float,
-        obs_shape: Any = (),
-        obs_dtype: Any = np.float32,
-        action_shape: Any = (),
-        action_dtype: Any = np.int32,
+        obs_shape: _t.Any = (),
+        obs_dtype: _t.Any = _np.float32,
+        action_shape: _t.Any = (),
+        action_dtype: _t.Any = _np.int32,
     ) -> None:
-        self.obs_dtype = np.dtype(obs_dtype)
+        self.obs_dtype = _np.dtype(obs_dtype)
         self.obs_shape = _shape(obs_shape)
-        self.action_dtype = np.dtype(action_dtype)
+        self.action_dtype = _np.dtype(action_dtype)
         self.action_shape = _shape(action_shape)
-        obs_size = self.obs_dtype.itemsize * int(np.prod(self.obs_shape, dtype=np.int64))
-        act_size = self.action_dtype.itemsize * int(np.prod(self.action_shape, dtype=np.int64))
+        obs_size = self.obs_dtype.itemsize * int(_np.prod(self.obs_shape, dtype=_np.int64))
+        act_size = self.action_dtype.itemsize * int(_np.prod(self.action_shape, dtype=_np.int64))
         super().__init__(n, float(gamma), obs_size, act_size)
         lay = self.layout
-        self.item_dtype: np.dtype = np.dtype({
+        self.item_dtype: _np.dtype = _np.dtype({
             "names": ["obs", "action", "reward", "discount", "done", "next_obs"],
             "formats": [(self.obs_dtype, self.obs_shape),
-                        (self.action_dtype, self.action_shape), np.float32,
-                        np.float32, np.uint32, (self.obs_dtype, self.obs_shape)],
+                        (self.action_dtype, self.action_shape), _np.float32,
+                        _np.float32, _np.uint32, (self.obs_dtype, self.obs_shape)],
             "offsets": [lay["obs"], lay["action"], lay["reward"],
                         lay["discount"], lay["done"], lay["next_obs"]],
             "itemsize": lay["size"],
         })
 
     @staticmethod
-    def _array(o: Any, dtype: np.dtype, shape: Tuple[int, ...], what: str) -> np.ndarray:
-        a = np.asarray(o, dtype=dtype)
+    def _array(o: _t.Any, dtype: _np.dtype, shape: _t.Tuple[int, ...], what: str) -> _np.ndarray:
+        a = _np.asarray(o, dtype=dtype)
         if a.shape != shape:
             raise ValueError(f"{what}: shape {a.shape}, expected {shape}")
         return a if a.flags.c_contiguous else a.copy()
 
-    def step(self, buffer: ReplayBuffer, obs: Any, action: Any, reward: float,
-             next_obs: Any, terminated: bool = False, truncated: bool = False) -> None:
+    def step(self, buffer: ReplayBuffer, obs: _t.Any, action: _t.Any, reward: float,
+             next_obs: _t.Any, terminated: bool = False, truncated: bool = False) -> None:
         """One environment step (per_nstep_step): emits to buffer the items
         that are complete."""
         self._step(buffer, self._array(obs, self.obs_dtype, self.obs_shape, "obs"),
@@ -536,20 +537,20 @@ class NStep(_per._NStep):
                    self._array(next_obs, self.obs_dtype, self.obs_shape, "next_obs"),
                    bool(terminated), bool(truncated))
 
-    def save(self, path: Union[str, os.PathLike]) -> None:
+    def save(self, path: _t.Union[str, _os.PathLike]) -> None:
         """The pending steps of this adder (save_nstep([self], path))."""
-        _per.nstep_save([self], os.fspath(path))
+        _per.nstep_save([self], _os.fspath(path))
 
-    def load(self, path: Union[str, os.PathLike]) -> None:
-        _per.nstep_load([self], os.fspath(path))
+    def load(self, path: _t.Union[str, _os.PathLike]) -> None:
+        _per.nstep_load([self], _os.fspath(path))
 
 
-def save_nstep(adders: Sequence[NStep], path: Union[str, os.PathLike]) -> None:
+def save_nstep(adders: _t.Sequence[NStep], path: _t.Union[str, _os.PathLike]) -> None:
     """per_nstep_save: the pending steps of several adders in one file."""
-    _per.nstep_save(list(adders), os.fspath(path))
+    _per.nstep_save(list(adders), _os.fspath(path))
 
 
-def load_nstep(adders: Sequence[NStep], path: Union[str, os.PathLike]) -> None:
+def load_nstep(adders: _t.Sequence[NStep], path: _t.Union[str, _os.PathLike]) -> None:
     """per_nstep_load: the file's pending steps into adders made with the
     same configs (all unchanged on error)."""
-    _per.nstep_load(list(adders), os.fspath(path))
+    _per.nstep_load(list(adders), _os.fspath(path))
