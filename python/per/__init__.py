@@ -14,8 +14,10 @@ bit for bit, and checkpoints move between C and Python.
     buf.update(batch["ids"], td_errors)
 
 A failed call raises per.Error (status, name) and leaves the structure as
-it was; arguments of the wrong type or shape raise TypeError/ValueError
-before anything changes.
+it was; arguments of the wrong type, range or shape raise TypeError,
+OverflowError or ValueError before anything changes, with a message that
+names the call and the argument ("ReplayBuffer.sample: batch_size must be
+in [0, 2^32), got -1").
 """
 
 # Everything imported here has a leading underscore, so that dir(per)
@@ -88,10 +90,23 @@ def _floats(a: _t.Any, what: str, dt: type) -> _np.ndarray:
     return _np.ascontiguousarray(arr, dtype=dt).reshape(-1)
 
 
-def _count(n: _t.Any, what: str) -> int:
+def _count(n: _t.Any, what: str, bits: int = 32) -> int:
+    """n as an int in [0, 2^bits): else TypeError or OverflowError, with
+    the messages of the extension's own checks ("Call: name must be ...")."""
     if isinstance(n, (bool, _np.bool_)) or not isinstance(n, (int, _np.integer)):
-        raise TypeError(f"{what} must be an int")
+        raise TypeError(f"{what} must be an int, not {type(n).__name__}")
+    if not 0 <= int(n) < 1 << bits:
+        raise OverflowError(f"{what} must be in [0, 2^{bits}), got {int(n)}")
     return int(n)
+
+
+def _real(x: _t.Any, what: str) -> float:
+    """x as a Python float; a TypeError names the argument."""
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be a real number, not "
+                        f"{type(x).__name__}") from None
 
 
 def config_default(capacity: int, item_size: int) -> _t.Dict[str, _t.Any]:
@@ -153,18 +168,18 @@ class SumTree(_per._SumTree):
     def sample(self, batch_size: int, rng: Rng) -> _t.Tuple[_np.ndarray, _np.ndarray]:
         """Stratified batch (per_tree_sample): (leaf indices uint32, their
         values float64); P(i) = value / total."""
-        B = _count(batch_size, "batch_size")
-        idx = _np.empty(max(B, 0), _np.uint32)
-        val = _np.empty(max(B, 0), _np.float64)
+        B = _count(batch_size, "SumTree.sample: batch_size")
+        idx = _np.empty(B, _np.uint32)
+        val = _np.empty(B, _np.float64)
         self._sample(rng, B, idx, val)
         return idx, val
 
     def sample_iid(self, k: int, rng: Rng) -> _t.Tuple[_np.ndarray, _np.ndarray]:
         """k independent draws proportional to the leaves
         (per_tree_sample_iid)."""
-        k = _count(k, "k")
-        idx = _np.empty(max(k, 0), _np.uint32)
-        val = _np.empty(max(k, 0), _np.float64)
+        k = _count(k, "SumTree.sample_iid: k")
+        idx = _np.empty(k, _np.uint32)
+        val = _np.empty(k, _np.float64)
         self._sample_iid(rng, k, idx, val)
         return idx, val
 
@@ -178,8 +193,8 @@ class UniformSampler(_per._UniformSampler):
 
     def sample(self, k: int, rng: Rng) -> _np.ndarray:
         """k distinct indices in [0, n), uniform, in random order."""
-        k = _count(k, "k")
-        out = _np.empty(max(k, 0), _np.uint32)
+        k = _count(k, "UniformSampler.sample: k")
+        out = _np.empty(k, _np.uint32)
         self._sample(rng, k, out)
         return out
 
@@ -194,9 +209,9 @@ class CategoricalSampler(_per._CategoricalSampler):
     def sample(self, tree: SumTree, k: int, rng: Rng) -> _t.Tuple[_np.ndarray, _np.ndarray]:
         """k distinct leaves by successive sampling, in pick order: (indices
         uint32, values float64). The tree is unchanged afterwards."""
-        k = _count(k, "k")
-        idx = _np.empty(max(k, 0), _np.uint32)
-        val = _np.empty(max(k, 0), _np.float64)
+        k = _count(k, "CategoricalSampler.sample: k")
+        idx = _np.empty(k, _np.uint32)
+        val = _np.empty(k, _np.float64)
         self._sample(tree, rng, k, idx, val)
         return idx, val
 
@@ -265,7 +280,7 @@ class ReplayBuffer(_per._Buffer):
         cross_episodes: bool = False,
     ) -> None:
         dt = _item_dtype(item)
-        capacity = _count(capacity, "capacity")
+        capacity = _count(capacity, "ReplayBuffer: capacity")
         if max_unique is None:
             # the C default; a capacity C refuses is reported by the init
             # below, not here
@@ -273,10 +288,13 @@ class ReplayBuffer(_per._Buffer):
                           if 0 < capacity <= 2**31 else 1)
         flags = (_per.WEIGHTS_BUFFER_MAX if weights_buffer_max else 0) | (
             _per.SEQ_CROSS_EPISODES if cross_episodes else 0)
-        super().__init__(capacity, dt.itemsize, float(alpha), float(beta0),
-                         float(beta1), beta_steps, float(eps),
-                         float(max_priority), seed, flags, max_unique,
-                         seq_len, seq_stride, float(seq_eta))
+        r = "ReplayBuffer: "
+        super().__init__(capacity, dt.itemsize, _real(alpha, r + "alpha"),
+                         _real(beta0, r + "beta0"), _real(beta1, r + "beta1"),
+                         beta_steps, _real(eps, r + "eps"),
+                         _real(max_priority, r + "max_priority"), seed, flags,
+                         max_unique, seq_len, seq_stride,
+                         _real(seq_eta, r + "seq_eta"))
         self.dtype: _np.dtype = dt
         # fixed for the buffer's life (load refuses another capacity or
         # seq_len); kept here so sample() does not build the config dict
@@ -393,26 +411,25 @@ class ReplayBuffer(_per._Buffer):
         the schedule; window: only the `window` newest items (or
         trajectories, with trajectories=True); sequences: seq_len steps
         each. The arrays are views of one record array: no copies."""
-        B = _count(batch_size, "batch_size")
-        window = _count(window, "window")
+        B = _count(batch_size, "ReplayBuffer.sample: batch_size")
+        window = _count(window, "ReplayBuffer.sample: window")
         flags = 0
         b = 0.0
         if unique:
             flags |= _per.SAMPLE_UNIQUE
         if beta is not None:
             flags |= _per.SAMPLE_BETA
-            b = float(beta)
+            b = _real(beta, "ReplayBuffer.sample: beta")
         if trajectories:
             flags |= _per.SAMPLE_TRAJECTORIES
         L = 1
         if sequences:
             flags |= _per.SAMPLE_SEQUENCES
             L = self._seq_len
-        Bn = max(B, 0)
-        rec = _np.empty((Bn, L) if sequences else Bn, self.dtype)
-        ids = _np.empty(Bn, _np.uint64)
-        weights = _np.empty(Bn, _np.float32)
-        mask = _np.empty((Bn, L), _np.uint8) if sequences else None
+        rec = _np.empty((B, L) if sequences else B, self.dtype)
+        ids = _np.empty(B, _np.uint64)
+        weights = _np.empty(B, _np.float32)
+        mask = _np.empty((B, L), _np.uint8) if sequences else None
         self._sample(B, flags, b, window, rec, ids, weights, mask)
         out = {name: rec[name] for name in self.dtype.names}
         out["ids"] = ids
@@ -482,8 +499,10 @@ class ReplayBuffer(_per._Buffer):
 # ---------------------------------------------------------------------------
 
 
-def _shape(s: _t.Any) -> _t.Tuple[int, ...]:
-    return (int(s),) if isinstance(s, (int, _np.integer)) else tuple(int(x) for x in s)
+def _shape(s: _t.Any, what: str) -> _t.Tuple[int, ...]:
+    if isinstance(s, (int, _np.integer)):
+        return (_count(s, what),)
+    return tuple(_count(x, what) for x in s)
 
 
 class NStep(_per._NStep):
@@ -503,12 +522,12 @@ class NStep(_per._NStep):
         action_dtype: _t.Any = _np.int32,
     ) -> None:
         self.obs_dtype = _np.dtype(obs_dtype)
-        self.obs_shape = _shape(obs_shape)
+        self.obs_shape = _shape(obs_shape, "NStep: obs_shape")
         self.action_dtype = _np.dtype(action_dtype)
-        self.action_shape = _shape(action_shape)
+        self.action_shape = _shape(action_shape, "NStep: action_shape")
         obs_size = self.obs_dtype.itemsize * int(_np.prod(self.obs_shape, dtype=_np.int64))
         act_size = self.action_dtype.itemsize * int(_np.prod(self.action_shape, dtype=_np.int64))
-        super().__init__(n, float(gamma), obs_size, act_size)
+        super().__init__(n, _real(gamma, "NStep: gamma"), obs_size, act_size)
         lay = self.layout
         self.item_dtype: _np.dtype = _np.dtype({
             "names": ["obs", "action", "reward", "discount", "done", "next_obs"],
