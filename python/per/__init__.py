@@ -16,12 +16,14 @@ bit for bit, and checkpoints move between C and Python.
 A failed call raises per.Error (status, name) and leaves the structure as
 it was; arguments of the wrong type, range or shape raise TypeError,
 OverflowError or ValueError before anything changes, with a message that
-names the call and the argument ("ReplayBuffer.sample: batch_size must be
-in [0, 2^32), got -1").
+names the call and the argument or field ("ReplayBuffer.sample: batch_size
+must be in [0, 2^32), got -1"). Values go into an item's fields only
+where the conversion is exact (ReplayBuffer.add states the rule).
 """
 
 # Everything imported here has a leading underscore, so that dir(per)
 # and `from per import *` show the API (__all__) and nothing else.
+import math as _math
 import os as _os
 import typing as _t
 
@@ -107,6 +109,170 @@ def _real(x: _t.Any, what: str) -> float:
     except (TypeError, ValueError):
         raise TypeError(f"{what} must be a real number, not "
                         f"{type(x).__name__}") from None
+
+
+def _real32(x: _t.Any, what: str) -> float:
+    """x as a float for a C float: rounded to float32, and refused with a
+    ValueError where a finite value would become inf."""
+    f = _real(x, what)
+    if _math.isfinite(f) and abs(f) > float(_np.finfo(_np.float32).max):
+        with _np.errstate(over="ignore"):
+            if not _math.isfinite(float(_np.float32(f))):
+                raise ValueError(f"{what} (float32): {f!r} overflows float32 "
+                                 f"(largest finite "
+                                 f"{_np.finfo(_np.float32).max!s})")
+    return f
+
+
+# ---------------------------------------------------------------------------
+# Values into typed fields: exact conversions only
+# ---------------------------------------------------------------------------
+
+
+def _cast(v: _np.ndarray, to: _np.dtype, what: str) -> _np.ndarray:
+    """v converted to the scalar dtype `to`, when every value converts
+    exactly. The rule (ReplayBuffer.add states it):
+
+    - a bool field takes 0 and 1 (False, True) of any real type;
+    - an integer field takes bools, integers in its range, and floats
+      that are whole numbers in its range (not NaN, not inf);
+    - a float or complex field takes bools and the integers it holds
+      exactly; floats are rounded to the nearest, and refused where a
+      finite value would become inf; NaN and inf stay what they are; a
+      complex value never goes into a real field;
+    - bytes and str fields take bytes or str that convert back to the
+      same text (not cut short, ASCII into bytes); datetime and timedelta
+      fields, values of their own kind that convert back to the same
+      time; a nested record field, its own dtype only.
+
+    Raises TypeError when v's kind does not go into `to` at all, and
+    ValueError naming the first value that would change."""
+    src = v.dtype
+    if src == to:
+        return v
+    k, t = src.kind, to.kind
+    if k == "O":
+        return _cast_objects(v, to, what)
+    num = "biufc"
+    if ((t in num) != (k in num) or (k == "c" and t != "c")
+            or (t in "SU" and k not in "SU") or (t in "mM" and k != t)
+            or t not in num + "SUmM"):
+        raise TypeError(f"{what} ({_dname(to)}): {_dname(src)} values do "
+                        f"not convert to {_dname(to)}")
+    with _np.errstate(all="ignore"):
+        try:
+            out = v.astype(to)
+        except (ValueError, UnicodeError) as e:
+            raise ValueError(f"{what} ({_dname(to)}): {e}") from None
+        if t == "b":
+            if k != "b":
+                _refuse(v, (v != 0) & (v != 1), what, to, "is neither 0 nor 1")
+        elif t in "iu":
+            _check_int_range(v, to, what)
+        elif t in "fc" and k in "iu":
+            _check_exact(v, out, to, what)
+        elif t in "fc" and k in "fc":
+            _refuse(v, _np.isfinite(v) & ~_np.isfinite(out), what, to,
+                    f"overflows {_dname(to)} (largest finite "
+                    f"{_np.finfo(to).max!s})")
+        elif t in "SUmM":
+            back = out.astype(src)
+            bad = back != v
+            if t in "mM":
+                bad &= ~(_np.isnat(v) & _np.isnat(back))
+            _refuse(v, bad, what, to, f"does not convert to {_dname(to)} "
+                    "unchanged")
+    return out
+
+
+def _dname(dt: _np.dtype) -> str:
+    """A dtype as messages name it: float32, S4, datetime64[s]."""
+    return dt.name if dt.kind in "biufc" else dt.str.lstrip("|<>=")
+
+
+def _refuse(v: _np.ndarray, bad: _np.ndarray, what: str, to: _np.dtype,
+            reason: str) -> None:
+    """ValueError for the first value of v where bad holds, if any."""
+    if bad.any():
+        x = v[bad].flat[0]
+        shown = str(x) if v.dtype.kind in "mM" else repr(x.item())
+        raise ValueError(f"{what} ({_dname(to)}): {shown} {reason}")
+
+
+def _check_int_range(v: _np.ndarray, to: _np.dtype, what: str) -> None:
+    """v (bool, integer or float) into the integer dtype `to`: whole
+    numbers in its range only. Compared as Python ints and floats, which
+    compare exactly, where NumPy may compare through float64."""
+    info = _np.iinfo(to)
+    lo, hi = int(info.min), int(info.max)
+    k = v.dtype.kind
+    if k == "b" or v.size == 0:
+        return
+    if k in "iu":
+        if lo <= int(v.min()) and int(v.max()) <= hi:
+            return
+        x = next(x for x in v.ravel().tolist() if not lo <= x <= hi)
+        raise ValueError(f"{what} ({_dname(to)}): {x!r} is outside "
+                         f"[{lo}, {hi}]")
+    whole = _np.isfinite(v) & (_np.trunc(v) == v)
+    _refuse(v, ~whole, what, to, "is not a whole number")
+    # float(x) and ints compare exactly in Python
+    if lo <= float(v.min()) and float(v.max()) <= hi:
+        return
+    x = next(x for x in v.ravel().tolist() if not lo <= x <= hi)
+    raise ValueError(f"{what} ({_dname(to)}): {x!r} is outside [{lo}, {hi}]")
+
+
+def _check_exact(v: _np.ndarray, out: _np.ndarray, to: _np.dtype, what: str) -> None:
+    """Integers v into the float or complex dtype `to` (out, converted):
+    each must come out as the same number. Integers of magnitude up to
+    2^(significand bits) always do; the larger ones are compared one by
+    one as Python numbers."""
+    lim = 1 << (_np.finfo(to).nmant + 1)
+    if lim >= 1 << 64:      # holds every int64 and uint64 exactly
+        return
+    big = v > lim
+    if v.dtype.kind == "i":
+        big |= v < -lim
+    if not big.any():
+        return
+    for x, y in zip(v[big].tolist(), out[big].tolist()):
+        f = y.real if isinstance(y, complex) else y
+        if not (_math.isfinite(f) and int(f) == x):
+            raise ValueError(f"{what} ({_dname(to)}): the integer {x!r} "
+                             f"has no exact {_dname(to)} value")
+
+
+def _cast_objects(v: _np.ndarray, to: _np.dtype, what: str) -> _np.ndarray:
+    """An object array (NumPy makes one of Python ints past 64 bits) into
+    `to`, by the rule of _cast: Python ints only, checked one by one."""
+    xs = v.ravel().tolist()
+    odd = next((x for x in xs if not isinstance(x, (int, _np.integer))), 0)
+    if not isinstance(odd, (int, _np.integer)) or to.kind not in "biufc":
+        raise TypeError(f"{what} ({_dname(to)}): Python "
+                        f"{type(odd).__name__} objects do not convert to "
+                        f"{_dname(to)}")
+    xs = [int(x) for x in xs]
+    for x in xs:
+        if to.kind == "b":
+            ok, reason = x in (0, 1), "is neither 0 nor 1"
+        elif to.kind in "iu":
+            lo, hi = int(_np.iinfo(to).min), int(_np.iinfo(to).max)
+            ok, reason = lo <= x <= hi, f"is outside [{lo}, {hi}]"
+        else:
+            reason = f"has no exact {_dname(to)} value"
+            try:
+                f = float(x)
+            except OverflowError:
+                ok = False
+            else:
+                with _np.errstate(all="ignore"):
+                    y = to.type(f)
+                f = float(y.real)
+                ok = _math.isfinite(f) and int(f) == x
+        if not ok:
+            raise ValueError(f"{what} ({_dname(to)}): {x!r} {reason}")
+    return _np.array(xs, dtype=to).reshape(v.shape)
 
 
 def config_default(capacity: int, item_size: int) -> _t.Dict[str, _t.Any]:
@@ -248,6 +414,10 @@ def _item_dtype(item: ItemSpec) -> _np.dtype:
     return dt
 
 
+def _items(n: _t.Optional[int]) -> str:
+    return "one item" if n is None else f"a batch of {n}"
+
+
 class ReplayBuffer(_per._Buffer):
     """A prioritized replay buffer (per_buffer) of `capacity` items.
 
@@ -304,57 +474,80 @@ class ReplayBuffer(_per._Buffer):
 
     # -- adding ------------------------------------------------------------
 
-    def _records(self, item: _t.Any, fields: _t.Dict[str, _t.Any], batch: bool = False) -> _np.ndarray:
+    def _records(self, item: _t.Any, fields: _t.Dict[str, _t.Any], call: str,
+                 batch: bool = False) -> _np.ndarray:
         """The items to add as a 1-D contiguous array of self.dtype; with
-        batch, only input with a leading batch axis is taken."""
+        batch, only input with a leading batch axis is taken. Nothing is
+        written to the buffer here: a refusal leaves it as it was."""
         dt = self.dtype
         if item is not None and fields:
-            raise TypeError("pass the item(s) or fields as keywords, not both")
+            raise TypeError(f"{call}: pass the item(s) or fields as keywords, "
+                            "not both")
         if item is None:
             item = fields
         if isinstance(item, _t.Mapping):
-            names = set(dt.names)
-            got = set(item.keys())
+            got, names = set(item.keys()), set(dt.names)
             if got != names:
-                missing, extra = sorted(names - got), sorted(got - names)
-                raise ValueError(f"fields do not match the item: missing "
-                                 f"{missing}, unknown {extra}")
-            n = None
-            values = {}
-            for name in dt.names:
-                v = _np.asarray(item[name])
-                fshape = dt[name].shape
-                if v.shape == fshape and not batch:
-                    m = None
-                elif v.shape[1:] == fshape and v.ndim == len(fshape) + 1:
-                    m = v.shape[0]
-                else:
-                    raise ValueError(f"field {name!r}: shape {v.shape}, the "
-                                     f"item's is {fshape}")
-                if n is not None and m != n:
-                    raise ValueError("fields hold different numbers of items")
-                n = m
-                values[name] = v
-            rec = _np.empty(1 if n is None else n, dt)
-            for name, v in values.items():
-                rec[name] = v
-            return rec
+                raise ValueError(f"{call}: fields do not match the item: "
+                                 f"missing {sorted(names - got)}, unknown "
+                                 f"{sorted(got - names)}")
+            return self._from_fields(item, call, batch)
         arr = _np.asarray(item)
-        if arr.dtype != dt:
-            if dt.names == ("item",) and arr.dtype.names is None:
-                shape = dt["item"].shape
-                one = arr.shape == shape
-                if batch and (one or arr.shape[1:] != shape):
-                    raise ValueError(f"items: shape {arr.shape}, a batch of "
-                                     f"{shape} items is (n,) + {shape}")
-                rec = _np.empty(1 if one else arr.shape[0], dt)
-                rec["item"] = arr
-                return rec
-            raise TypeError(f"items must have the buffer's dtype {dt}, not {arr.dtype}")
+        if arr.dtype.names is None:
+            if dt.names == ("item",):
+                return self._from_fields({"item": arr}, call, batch)
+            raise TypeError(f"{call}: items are records of {dt} or fields "
+                            f"(a dict or keywords), not {arr.dtype} values")
         if arr.ndim > 1 or (batch and arr.ndim != 1):
-            raise ValueError("items: a 1-D array of records" if batch else
-                             "items: a record or a 1-D array of records")
-        return _np.ascontiguousarray(arr.reshape(-1))
+            raise ValueError(f"{call}: a 1-D array of records, got shape "
+                             f"{arr.shape}" if batch else
+                             f"{call}: a record or a 1-D array of records, "
+                             f"got shape {arr.shape}")
+        if arr.dtype == dt:
+            return _np.ascontiguousarray(arr.reshape(-1))
+        if set(arr.dtype.names) != set(dt.names):
+            raise TypeError(f"{call}: records with the fields "
+                            f"{list(arr.dtype.names)}, the buffer's are "
+                            f"{list(dt.names)}")
+        # the same fields in another layout or of other types: field by
+        # field, by the rule of add()
+        return self._from_fields({n: arr[n] for n in dt.names}, call, batch)
+
+    def _from_fields(self, values: _t.Mapping[str, _t.Any], call: str,
+                     batch: bool) -> _np.ndarray:
+        """Records from one value or array per field: each field's shape is
+        the item's (one item; not with batch) or (n,) + the item's (n
+        items), n alike for every field; each value converted by the rule
+        of add() (_cast)."""
+        dt = self.dtype
+        plain = dt.names == ("item",)
+        n: _t.Optional[int] = None
+        first = ""
+        conv = {}
+        for name in dt.names:
+            label = "item array" if plain else f"field {name!r}"
+            base, fshape = dt[name].base, dt[name].shape
+            v = _np.asarray(values[name])
+            many = "(n" + "".join(f", {d}" for d in fshape) + (",)" if not fshape else ")")
+            if v.shape == fshape and not batch:
+                m = None
+            elif v.ndim == len(fshape) + 1 and v.shape[1:] == fshape:
+                m = v.shape[0]
+            elif v.shape == fshape:
+                raise ValueError(f"{call}: {label} has shape {v.shape}, one "
+                                 f"item's; a batch has a leading axis, {many}")
+            else:
+                raise ValueError(f"{call}: {label} has shape {v.shape}; one "
+                                 f"item's is {fshape}, a batch's {many}")
+            if first and m != n:
+                raise ValueError(f"{call}: field {first!r} holds {_items(n)}, "
+                                 f"field {name!r} {_items(m)}")
+            n, first = m, first or name
+            conv[name] = _cast(v, base, f"{call}: {label}")
+        rec = _np.empty(1 if n is None else n, dt)
+        for name, v in conv.items():
+            rec[name] = v
+        return rec
 
     def add(self, item: _t.Any = None, *, ends: _t.Any = None, **fields: _t.Any) -> None:
         """Store one item or a batch, as one trajectory.
@@ -363,29 +556,45 @@ class ReplayBuffer(_per._Buffer):
         value (one item) or field -> array with a leading batch axis; the
         fields may also be keywords: add(obs=o, action=a, ...). ends: None
         (no episode end), an END_* int for the last item of the batch, or
-        one END_* per item. New items get the largest priority seen."""
-        self._add_records(self._records(item, fields), ends)
+        one END_* per item. New items get the largest priority seen.
+
+        A value whose type is not the field's is converted only where
+        that is exact: a bool field takes 0 and 1; an integer field takes
+        integers in its range and floats that are whole numbers in it (not
+        NaN or inf); a float field takes the integers it holds exactly, and
+        floats rounded to the nearest, except a finite one that would
+        become inf (1e300 into float32); complex values never go into a
+        real field; text must fit its field and bytes be ASCII text. Records
+        of another dtype with the same field names are converted field by
+        field by the same rule. Anything else raises TypeError (a type that
+        does not convert) or ValueError (a value that would change, or a
+        shape that is not the item's), naming the field, and adds
+        nothing."""
+        self._add_records(self._records(item, fields, "ReplayBuffer.add"),
+                          ends, "ReplayBuffer.add")
 
     def add_batch(self, items: _t.Any = None, *, ends: _t.Any = None, **fields: _t.Any) -> None:
         """add() for batches only: the records, or every field, must have a
         leading batch axis (a batch of one is shape (1, ...), never read as
         one item; a single record is refused with ValueError). Zero items
-        add nothing."""
-        self._add_records(self._records(items, fields, batch=True), ends)
+        add nothing. Values convert as in add()."""
+        call = "ReplayBuffer.add_batch"
+        self._add_records(self._records(items, fields, call, batch=True), ends, call)
 
-    def _add_records(self, rec: _np.ndarray, ends: _t.Any) -> None:
+    def _add_records(self, rec: _np.ndarray, ends: _t.Any, call: str) -> None:
         n = rec.shape[0]
         e = None
         if ends is not None:
             ea = _np.asarray(ends)
             if ea.dtype.kind not in "iub":
-                raise TypeError("ends must be END_* integers")
+                raise TypeError(f"{call}: ends must be END_* integers, not "
+                                f"{ea.dtype}")
             if ea.ndim == 0:
                 ea = _np.concatenate([_np.zeros(max(n - 1, 0), _np.int64), ea.reshape(1)])
             if ea.shape != (n,):
-                raise ValueError(f"{n} items but {ea.size} ends")
+                raise ValueError(f"{call}: {n} items but ends of shape {ea.shape}")
             if ea.size and (ea.min() < 0 or ea.max() > 255):
-                raise _error("PER_ERR_ARG", "an end is not an END_* value")
+                raise _error("PER_ERR_ARG", f"{call}: an end is not an END_* value")
             e = _np.ascontiguousarray(ea, dtype=_np.uint8)
         if n == 0:
             return
@@ -527,7 +736,7 @@ class NStep(_per._NStep):
         self.action_shape = _shape(action_shape, "NStep: action_shape")
         obs_size = self.obs_dtype.itemsize * int(_np.prod(self.obs_shape, dtype=_np.int64))
         act_size = self.action_dtype.itemsize * int(_np.prod(self.action_shape, dtype=_np.int64))
-        super().__init__(n, _real(gamma, "NStep: gamma"), obs_size, act_size)
+        super().__init__(n, _real32(gamma, "NStep: gamma"), obs_size, act_size)
         lay = self.layout
         self.item_dtype: _np.dtype = _np.dtype({
             "names": ["obs", "action", "reward", "discount", "done", "next_obs"],
@@ -541,19 +750,24 @@ class NStep(_per._NStep):
 
     @staticmethod
     def _array(o: _t.Any, dtype: _np.dtype, shape: _t.Tuple[int, ...], what: str) -> _np.ndarray:
-        a = _np.asarray(o, dtype=dtype)
+        a = _np.asarray(o)
         if a.shape != shape:
-            raise ValueError(f"{what}: shape {a.shape}, expected {shape}")
+            raise ValueError(f"{what} has shape {a.shape}, the adder's is {shape}")
+        a = _cast(a, dtype, what)
         return a if a.flags.c_contiguous else a.copy()
 
     def step(self, buffer: ReplayBuffer, obs: _t.Any, action: _t.Any, reward: float,
              next_obs: _t.Any, terminated: bool = False, truncated: bool = False) -> None:
         """One environment step (per_nstep_step): emits to buffer the items
-        that are complete."""
-        self._step(buffer, self._array(obs, self.obs_dtype, self.obs_shape, "obs"),
-                   self._array(action, self.action_dtype, self.action_shape, "action"),
-                   float(reward),
-                   self._array(next_obs, self.obs_dtype, self.obs_shape, "next_obs"),
+        that are complete. obs, action and next_obs convert to the adder's
+        dtypes as values convert in ReplayBuffer.add (exactly, or refused
+        with nothing changed); reward is rounded to float32, and refused
+        where it would become inf."""
+        c = "NStep.step: "
+        self._step(buffer, self._array(obs, self.obs_dtype, self.obs_shape, c + "obs"),
+                   self._array(action, self.action_dtype, self.action_shape, c + "action"),
+                   _real32(reward, c + "reward"),
+                   self._array(next_obs, self.obs_dtype, self.obs_shape, c + "next_obs"),
                    bool(terminated), bool(truncated))
 
     def save(self, path: _t.Union[str, _os.PathLike]) -> None:
