@@ -92,6 +92,14 @@ def _floats(a: _t.Any, what: str, dt: type) -> _np.ndarray:
     return _np.ascontiguousarray(arr, dtype=dt).reshape(-1)
 
 
+def _vector(a: _t.Any, what: str) -> _np.ndarray:
+    """a as an array that must be 1-D (one entry per index)."""
+    arr = _np.asarray(a)
+    if arr.ndim != 1:
+        raise ValueError(f"{what} must be 1-D, got shape {arr.shape}")
+    return arr
+
+
 def _count(n: _t.Any, what: str, bits: int = 32) -> int:
     """n as an int in [0, 2^bits): else TypeError or OverflowError, with
     the messages of the extension's own checks ("Call: name must be ...")."""
@@ -302,24 +310,32 @@ class SumTree(_per._SumTree):
 
     def set_batch(self, idx: _t.Any, val: _t.Any) -> None:
         """Leaves idx[j] = val[j]; validated first, the last duplicate
-        wins (per_tree_set_batch)."""
-        self._set_batch(_indices(idx, "idx", 32), _floats(val, "val", _np.float64))
+        wins (per_tree_set_batch). idx and val are 1-D, of one length."""
+        i = _vector(idx, "SumTree.set_batch: idx")
+        v = _vector(val, "SumTree.set_batch: val")
+        if v.shape != i.shape:
+            raise ValueError(f"SumTree.set_batch: {i.shape[0]} idx but "
+                             f"{v.shape[0]} val")
+        self._set_batch(_indices(i, "SumTree.set_batch: idx", 32),
+                        _floats(v, "SumTree.set_batch: val", _np.float64))
 
     def set_range(self, first: int, val: _t.Any) -> None:
-        """Leaves first + j = val[j] (per_tree_set_range)."""
-        self._set_range(first, _floats(val, "val", _np.float64))
+        """Leaves first + j = val[j] (per_tree_set_range); val is 1-D."""
+        v = _vector(val, "SumTree.set_range: val")
+        self._set_range(first, _floats(v, "SumTree.set_range: val", _np.float64))
 
     def build(self, val: _t.Any) -> None:
         """Leaf i = val[i], the rest 0, every node recomputed
-        (per_tree_build)."""
-        self._build(_floats(val, "val", _np.float64))
+        (per_tree_build); val is 1-D."""
+        v = _vector(val, "SumTree.build: val")
+        self._build(_floats(v, "SumTree.build: val", _np.float64))
 
     def values(self, idx: _t.Any = None) -> _np.ndarray:
         """The leaves idx (all `capacity` when None), as float64."""
         if idx is None:
             nodes = self.nodes()
             return nodes[self.leaves : self.leaves + self.capacity].copy()
-        i = _indices(idx, "idx", 32)
+        i = _indices(idx, "SumTree.values: idx", 32)
         out = _np.empty(i.shape[0], _np.float64)
         self._get_into(i, out)
         return out
@@ -647,16 +663,31 @@ class ReplayBuffer(_per._Buffer):
             out["mask"] = mask.view(_np.bool_)
         return out
 
+    def _ids_td(self, ids: _t.Any, td: _t.Any, call: str,
+                seq: bool) -> _t.Tuple[_np.ndarray, _np.ndarray]:
+        """ids 1-D; td of shape (len(ids),), or (len(ids), seq_len) for
+        sequences: any other shape is refused, never flattened."""
+        i = _vector(ids, f"{call}: ids")
+        t = _np.asarray(td)
+        want = (i.shape[0], self._seq_len) if seq else i.shape
+        if t.shape != want:
+            raise ValueError(f"{call}: td has shape {t.shape}; {i.shape[0]} "
+                             f"ids take td of shape {want}")
+        return (_indices(i, f"{call}: ids", 64),
+                _floats(t, f"{call}: td", _np.float32))
+
     def update(self, ids: _t.Any, td: _t.Any) -> int:
         """Priorities (|td| + eps)^alpha for the sampled ids
-        (per_buffer_update; td is rounded to float32 as in C). Returns how
-        many ids were stale (their slot overwritten since the draw)."""
-        return self._update(_indices(ids, "ids", 64), _floats(td, "td", _np.float32), False)
+        (per_buffer_update; td is rounded to float32 as in C). ids is 1-D
+        and td has its shape, one value per id. Returns how many ids were
+        stale (their slot overwritten since the draw)."""
+        return self._update(*self._ids_td(ids, td, "ReplayBuffer.update", False), False)
 
     def update_sequences(self, ids: _t.Any, td: _t.Any) -> int:
         """per_buffer_update_seq: td holds seq_len values per id, shape
         (len(ids), seq_len)."""
-        return self._update(_indices(ids, "ids", 64), _floats(td, "td", _np.float32), True)
+        call = "ReplayBuffer.update_sequences"
+        return self._update(*self._ids_td(ids, td, call, True), True)
 
     # -- state -------------------------------------------------------------
 

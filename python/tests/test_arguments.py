@@ -183,6 +183,44 @@ def test_shapes_and_records(tmp_path):
     assert b.storage["reward"][8:].tolist() == [0.25, 0.5]
 
 
+def test_td_and_ids_shapes(tmp_path):
+    b = filled()
+    ids = b.sample(8)["ids"]
+    before = state(b, tmp_path)
+    refused(lambda: b.update(ids, np.ones((4, 2))), ValueError,
+            "ReplayBuffer.update: td has shape (4, 2); 8 ids take td of shape (8,)")
+    refused(lambda: b.update(ids, np.ones((8, 1))), ValueError, "td has shape (8, 1)")
+    refused(lambda: b.update(ids, 1.0), ValueError, "td has shape ()")
+    refused(lambda: b.update(ids.reshape(2, 4), np.ones(8)), ValueError,
+            "ReplayBuffer.update: ids must be 1-D, got shape (2, 4)")
+    refused(lambda: b.update(ids, ["a"] * 8), TypeError, "ReplayBuffer.update: td")
+    assert state(b, tmp_path) == before
+    s = per.ReplayBuffer(16, ITEM, seq_len=4, seq_stride=2, seed=2)
+    g = np.arange(12)
+    s.add(obs=np.zeros((12, 4)), action=g, reward=g)
+    sids = s.sample(3, sequences=True)["ids"]
+    before = state(s, tmp_path)
+    refused(lambda: s.update_sequences(sids, np.ones(12)), ValueError,
+            "ReplayBuffer.update_sequences: td has shape (12,); 3 ids take td of shape (3, 4)")
+    refused(lambda: s.update_sequences(sids, np.ones((4, 3))), ValueError, "(3, 4)")
+    assert state(s, tmp_path) == before
+    assert s.update_sequences(sids, np.ones((3, 4))) == 0
+
+
+def test_tree_arrays_are_one_dimensional():
+    t = per.SumTree(8)
+    t.set(1, 2.0)
+    before = t.nodes().tobytes()
+    refused(lambda: t.set_batch([[0, 1], [2, 3]], [1.0] * 4), ValueError,
+            "SumTree.set_batch: idx must be 1-D, got shape (2, 2)")
+    refused(lambda: t.set_batch([0, 1], [[1.0], [1.0]]), ValueError,
+            "SumTree.set_batch: val must be 1-D, got shape (2, 1)")
+    refused(lambda: t.set_batch([0, 1], [1.0]), ValueError, "2 idx but 1 val")
+    refused(lambda: t.build(np.ones((2, 4))), ValueError, "SumTree.build: val must be 1-D")
+    refused(lambda: t.set_range(0, np.ones((2, 2))), ValueError, "SumTree.set_range: val")
+    assert t.nodes().tobytes() == before
+
+
 def test_nstep_values(tmp_path):
     a = per.NStep(3, 0.5, obs_shape=2)
     buf = per.ReplayBuffer(16, a.item_dtype)
