@@ -211,7 +211,7 @@ def main():
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     sides, missing = available()
     names = [s for s, _ in sides]
-    vers = {"per": version("per"), "cpprb": version("cpprb"),
+    vers = {"per": version("per-replay"), "cpprb": version("cpprb"),
             "torchrl": version("torchrl")}
     if "torchrl" in names:
         vers["torch"] = version("torch")

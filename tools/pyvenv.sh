@@ -24,6 +24,11 @@ if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest "$@"
+# A venv made before the package was named per-replay lists the same
+# files under the old name "per", whose uninstall would delete them.
+if "$venv/bin/python" -m pip show -q per >/dev/null 2>&1; then
+  "$venv/bin/python" -m pip uninstall -q -y per
+fi
 # The wheel is built from the working tree as it is (no cached build).
 "$venv/bin/python" -m pip install -q --disable-pip-version-check \
   --force-reinstall --no-deps --config-settings=setup-args=-Dwerror=true .

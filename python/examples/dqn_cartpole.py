@@ -14,7 +14,8 @@ episodes (CartPole-v1's threshold).
 
     python python/examples/dqn_cartpole.py [--steps N] [--seed S] [--uniform]
 
-Needs numpy, gymnasium and per (pip install . from the repository root).
+Needs numpy, gymnasium and per (the distribution per-replay: pip install .
+from the repository root).
 Exits with 0 when it solves the task within --steps, 1 when not.
 """
 

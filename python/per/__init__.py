@@ -14,16 +14,20 @@ bit for bit, and checkpoints move between C and Python.
     buf.update(batch["ids"], td_errors)
 
 A failed call raises per.Error (status, name) and leaves the structure as
-it was; arguments of the wrong type or shape raise TypeError/ValueError
-before anything changes.
+it was; arguments of the wrong type, range or shape raise TypeError,
+OverflowError or ValueError before anything changes, with a message that
+names the call and the argument or field ("ReplayBuffer.sample: batch_size
+must be in [0, 2^32), got -1"). Values go into an item's fields only
+where the conversion is exact (ReplayBuffer.add states the rule).
 """
 
-from __future__ import annotations
+# Everything imported here has a leading underscore, so that dir(per)
+# and `from per import *` show the API (__all__) and nothing else.
+import math as _math
+import os as _os
+import typing as _t
 
-import os
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
-
-import numpy as np
+import numpy as _np
 
 from . import _per
 from ._per import Error, Rng, crc32c, status_name
@@ -50,10 +54,11 @@ __all__ = [
     "END_NONE",
     "END_TERMINATED",
     "END_TRUNCATED",
+    "ItemSpec",
     "__version__",
 ]
 
-ItemSpec = Union[np.dtype, str, type, Mapping[str, Any]]
+ItemSpec = _t.Union[_np.dtype, str, type, _t.Mapping[str, _t.Any]]
 
 
 def _error(code_name: str, message: str) -> Error:
@@ -65,35 +70,220 @@ def _error(code_name: str, message: str) -> Error:
     return e
 
 
-def _indices(a: Any, what: str, bits: int) -> np.ndarray:
+def _indices(a: _t.Any, what: str, bits: int) -> _np.ndarray:
     """a as a C-contiguous uint32/uint64 array. Integers outside the
     type's range raise PER_ERR_INDEX (they would wrap in a cast)."""
-    dt = np.uint32 if bits == 32 else np.uint64
-    arr = np.asarray(a)
+    dt = _np.uint32 if bits == 32 else _np.uint64
+    arr = _np.asarray(a)
     if arr.dtype == dt:
-        return np.ascontiguousarray(arr).reshape(-1)
+        return _np.ascontiguousarray(arr).reshape(-1)
     if arr.dtype.kind not in "iub" and arr.size > 0:
         raise TypeError(f"{what} must hold integers, not {arr.dtype}")
-    if arr.size and (arr.min() < 0 or int(arr.max()) > np.iinfo(dt).max):
+    if arr.size and (arr.min() < 0 or int(arr.max()) > _np.iinfo(dt).max):
         raise _error("PER_ERR_INDEX", f"{what} holds values outside "
                      f"[0, 2^{bits})")
-    return np.ascontiguousarray(arr, dtype=dt).reshape(-1)
+    return _np.ascontiguousarray(arr, dtype=dt).reshape(-1)
 
 
-def _floats(a: Any, what: str, dt: type) -> np.ndarray:
-    arr = np.asarray(a)
+def _floats(a: _t.Any, what: str, dt: type) -> _np.ndarray:
+    arr = _np.asarray(a)
     if arr.dtype.kind not in "fiub" and arr.size > 0:
         raise TypeError(f"{what} must hold numbers, not {arr.dtype}")
-    return np.ascontiguousarray(arr, dtype=dt).reshape(-1)
+    return _np.ascontiguousarray(arr, dtype=dt).reshape(-1)
 
 
-def _count(n: Any, what: str) -> int:
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"{what} must be an int")
+def _vector(a: _t.Any, what: str) -> _np.ndarray:
+    """a as an array that must be 1-D (one entry per index)."""
+    arr = _np.asarray(a)
+    if arr.ndim != 1:
+        raise ValueError(f"{what} must be 1-D, got shape {arr.shape}")
+    return arr
+
+
+def _count(n: _t.Any, what: str, bits: int = 32) -> int:
+    """n as an int in [0, 2^bits): else TypeError or OverflowError, with
+    the messages of the extension's own checks ("Call: name must be ...")."""
+    if isinstance(n, (bool, _np.bool_)) or not isinstance(n, (int, _np.integer)):
+        raise TypeError(f"{what} must be an int, not {type(n).__name__}")
+    if not 0 <= int(n) < 1 << bits:
+        raise OverflowError(f"{what} must be in [0, 2^{bits}), got {int(n)}")
     return int(n)
 
 
-def config_default(capacity: int, item_size: int) -> Dict[str, Any]:
+def _real(x: _t.Any, what: str) -> float:
+    """x as a Python float; a TypeError names the argument."""
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be a real number, not "
+                        f"{type(x).__name__}") from None
+
+
+def _real32(x: _t.Any, what: str) -> float:
+    """x as a float for a C float: rounded to float32, and refused with a
+    ValueError where a finite value would become inf."""
+    f = _real(x, what)
+    if _math.isfinite(f) and abs(f) > float(_np.finfo(_np.float32).max):
+        with _np.errstate(over="ignore"):
+            if not _math.isfinite(float(_np.float32(f))):
+                raise ValueError(f"{what} (float32): {f!r} overflows float32 "
+                                 f"(largest finite "
+                                 f"{_np.finfo(_np.float32).max!s})")
+    return f
+
+
+# ---------------------------------------------------------------------------
+# Values into typed fields: exact conversions only
+# ---------------------------------------------------------------------------
+
+
+def _cast(v: _np.ndarray, to: _np.dtype, what: str) -> _np.ndarray:
+    """v converted to the scalar dtype `to`, when every value converts
+    exactly. The rule (ReplayBuffer.add states it):
+
+    - a bool field takes 0 and 1 (False, True) of any real type;
+    - an integer field takes bools, integers in its range, and floats
+      that are whole numbers in its range (not NaN, not inf);
+    - a float or complex field takes bools and the integers it holds
+      exactly; floats are rounded to the nearest, and refused where a
+      finite value would become inf; NaN and inf stay what they are; a
+      complex value never goes into a real field;
+    - bytes and str fields take bytes or str that convert back to the
+      same text (not cut short, ASCII into bytes); datetime and timedelta
+      fields, values of their own kind that convert back to the same
+      time; a nested record field, its own dtype only.
+
+    Raises TypeError when v's kind does not go into `to` at all, and
+    ValueError naming the first value that would change."""
+    src = v.dtype
+    if src == to:
+        return v
+    k, t = src.kind, to.kind
+    if k == "O":
+        return _cast_objects(v, to, what)
+    num = "biufc"
+    if ((t in num) != (k in num) or (k == "c" and t != "c")
+            or (t in "SU" and k not in "SU") or (t in "mM" and k != t)
+            or t not in num + "SUmM"):
+        raise TypeError(f"{what} ({_dname(to)}): {_dname(src)} values do "
+                        f"not convert to {_dname(to)}")
+    with _np.errstate(all="ignore"):
+        try:
+            out = v.astype(to)
+        except (ValueError, UnicodeError) as e:
+            raise ValueError(f"{what} ({_dname(to)}): {e}") from None
+        if t == "b":
+            if k != "b":
+                _refuse(v, (v != 0) & (v != 1), what, to, "is neither 0 nor 1")
+        elif t in "iu":
+            _check_int_range(v, to, what)
+        elif t in "fc" and k in "iu":
+            _check_exact(v, out, to, what)
+        elif t in "fc" and k in "fc":
+            _refuse(v, _np.isfinite(v) & ~_np.isfinite(out), what, to,
+                    f"overflows {_dname(to)} (largest finite "
+                    f"{_np.finfo(to).max!s})")
+        elif t in "SUmM":
+            back = out.astype(src)
+            bad = back != v
+            if t in "mM":
+                bad &= ~(_np.isnat(v) & _np.isnat(back))
+            _refuse(v, bad, what, to, f"does not convert to {_dname(to)} "
+                    "unchanged")
+    return out
+
+
+def _dname(dt: _np.dtype) -> str:
+    """A dtype as messages name it: float32, S4, datetime64[s]."""
+    return dt.name if dt.kind in "biufc" else dt.str.lstrip("|<>=")
+
+
+def _refuse(v: _np.ndarray, bad: _np.ndarray, what: str, to: _np.dtype,
+            reason: str) -> None:
+    """ValueError for the first value of v where bad holds, if any."""
+    if bad.any():
+        x = v[bad].flat[0]
+        shown = str(x) if v.dtype.kind in "mM" else repr(x.item())
+        raise ValueError(f"{what} ({_dname(to)}): {shown} {reason}")
+
+
+def _check_int_range(v: _np.ndarray, to: _np.dtype, what: str) -> None:
+    """v (bool, integer or float) into the integer dtype `to`: whole
+    numbers in its range only. Compared as Python ints and floats, which
+    compare exactly, where NumPy may compare through float64."""
+    info = _np.iinfo(to)
+    lo, hi = int(info.min), int(info.max)
+    k = v.dtype.kind
+    if k == "b" or v.size == 0:
+        return
+    if k in "iu":
+        if lo <= int(v.min()) and int(v.max()) <= hi:
+            return
+        x = next(x for x in v.ravel().tolist() if not lo <= x <= hi)
+        raise ValueError(f"{what} ({_dname(to)}): {x!r} is outside "
+                         f"[{lo}, {hi}]")
+    whole = _np.isfinite(v) & (_np.trunc(v) == v)
+    _refuse(v, ~whole, what, to, "is not a whole number")
+    # float(x) and ints compare exactly in Python
+    if lo <= float(v.min()) and float(v.max()) <= hi:
+        return
+    x = next(x for x in v.ravel().tolist() if not lo <= x <= hi)
+    raise ValueError(f"{what} ({_dname(to)}): {x!r} is outside [{lo}, {hi}]")
+
+
+def _check_exact(v: _np.ndarray, out: _np.ndarray, to: _np.dtype, what: str) -> None:
+    """Integers v into the float or complex dtype `to` (out, converted):
+    each must come out as the same number. Integers of magnitude up to
+    2^(significand bits) always do; the larger ones are compared one by
+    one as Python numbers."""
+    lim = 1 << (_np.finfo(to).nmant + 1)
+    if lim >= 1 << 64:      # holds every int64 and uint64 exactly
+        return
+    big = v > lim
+    if v.dtype.kind == "i":
+        big |= v < -lim
+    if not big.any():
+        return
+    for x, y in zip(v[big].tolist(), out[big].tolist()):
+        f = y.real if isinstance(y, complex) else y
+        if not (_math.isfinite(f) and int(f) == x):
+            raise ValueError(f"{what} ({_dname(to)}): the integer {x!r} "
+                             f"has no exact {_dname(to)} value")
+
+
+def _cast_objects(v: _np.ndarray, to: _np.dtype, what: str) -> _np.ndarray:
+    """An object array (NumPy makes one of Python ints past 64 bits) into
+    `to`, by the rule of _cast: Python ints only, checked one by one."""
+    xs = v.ravel().tolist()
+    odd = next((x for x in xs if not isinstance(x, (int, _np.integer))), 0)
+    if not isinstance(odd, (int, _np.integer)) or to.kind not in "biufc":
+        raise TypeError(f"{what} ({_dname(to)}): Python "
+                        f"{type(odd).__name__} objects do not convert to "
+                        f"{_dname(to)}")
+    xs = [int(x) for x in xs]
+    for x in xs:
+        if to.kind == "b":
+            ok, reason = x in (0, 1), "is neither 0 nor 1"
+        elif to.kind in "iu":
+            lo, hi = int(_np.iinfo(to).min), int(_np.iinfo(to).max)
+            ok, reason = lo <= x <= hi, f"is outside [{lo}, {hi}]"
+        else:
+            reason = f"has no exact {_dname(to)} value"
+            try:
+                f = float(x)
+            except OverflowError:
+                ok = False
+            else:
+                with _np.errstate(all="ignore"):
+                    y = to.type(f)
+                f = float(y.real)
+                ok = _math.isfinite(f) and int(f) == x
+        if not ok:
+            raise ValueError(f"{what} ({_dname(to)}): {x!r} {reason}")
+    return _np.array(xs, dtype=to).reshape(v.shape)
+
+
+def config_default(capacity: int, item_size: int) -> _t.Dict[str, _t.Any]:
     """per_config_default(capacity, item_size) as a dict."""
     return _per.config_default(capacity, item_size)
 
@@ -118,52 +308,60 @@ class SumTree(_per._SumTree):
     def __len__(self) -> int:
         return self.capacity
 
-    def set_batch(self, idx: Any, val: Any) -> None:
+    def set_batch(self, idx: _t.Any, val: _t.Any) -> None:
         """Leaves idx[j] = val[j]; validated first, the last duplicate
-        wins (per_tree_set_batch)."""
-        self._set_batch(_indices(idx, "idx", 32), _floats(val, "val", np.float64))
+        wins (per_tree_set_batch). idx and val are 1-D, of one length."""
+        i = _vector(idx, "SumTree.set_batch: idx")
+        v = _vector(val, "SumTree.set_batch: val")
+        if v.shape != i.shape:
+            raise ValueError(f"SumTree.set_batch: {i.shape[0]} idx but "
+                             f"{v.shape[0]} val")
+        self._set_batch(_indices(i, "SumTree.set_batch: idx", 32),
+                        _floats(v, "SumTree.set_batch: val", _np.float64))
 
-    def set_range(self, first: int, val: Any) -> None:
-        """Leaves first + j = val[j] (per_tree_set_range)."""
-        self._set_range(first, _floats(val, "val", np.float64))
+    def set_range(self, first: int, val: _t.Any) -> None:
+        """Leaves first + j = val[j] (per_tree_set_range); val is 1-D."""
+        v = _vector(val, "SumTree.set_range: val")
+        self._set_range(first, _floats(v, "SumTree.set_range: val", _np.float64))
 
-    def build(self, val: Any) -> None:
+    def build(self, val: _t.Any) -> None:
         """Leaf i = val[i], the rest 0, every node recomputed
-        (per_tree_build)."""
-        self._build(_floats(val, "val", np.float64))
+        (per_tree_build); val is 1-D."""
+        v = _vector(val, "SumTree.build: val")
+        self._build(_floats(v, "SumTree.build: val", _np.float64))
 
-    def values(self, idx: Any = None) -> np.ndarray:
+    def values(self, idx: _t.Any = None) -> _np.ndarray:
         """The leaves idx (all `capacity` when None), as float64."""
         if idx is None:
             nodes = self.nodes()
             return nodes[self.leaves : self.leaves + self.capacity].copy()
-        i = _indices(idx, "idx", 32)
-        out = np.empty(i.shape[0], np.float64)
+        i = _indices(idx, "SumTree.values: idx", 32)
+        out = _np.empty(i.shape[0], _np.float64)
         self._get_into(i, out)
         return out
 
-    def nodes(self) -> np.ndarray:
+    def nodes(self) -> _np.ndarray:
         """A copy of the node array (2L float64, root at 1, leaves at
         [L, L + capacity)): the layout per_cuda and the C library share."""
-        out = np.empty(2 * self.leaves, np.float64)
+        out = _np.empty(2 * self.leaves, _np.float64)
         self._nodes_into(out)
         return out
 
-    def sample(self, batch_size: int, rng: Rng) -> Tuple[np.ndarray, np.ndarray]:
+    def sample(self, batch_size: int, rng: Rng) -> _t.Tuple[_np.ndarray, _np.ndarray]:
         """Stratified batch (per_tree_sample): (leaf indices uint32, their
         values float64); P(i) = value / total."""
-        B = _count(batch_size, "batch_size")
-        idx = np.empty(max(B, 0), np.uint32)
-        val = np.empty(max(B, 0), np.float64)
+        B = _count(batch_size, "SumTree.sample: batch_size")
+        idx = _np.empty(B, _np.uint32)
+        val = _np.empty(B, _np.float64)
         self._sample(rng, B, idx, val)
         return idx, val
 
-    def sample_iid(self, k: int, rng: Rng) -> Tuple[np.ndarray, np.ndarray]:
+    def sample_iid(self, k: int, rng: Rng) -> _t.Tuple[_np.ndarray, _np.ndarray]:
         """k independent draws proportional to the leaves
         (per_tree_sample_iid)."""
-        k = _count(k, "k")
-        idx = np.empty(max(k, 0), np.uint32)
-        val = np.empty(max(k, 0), np.float64)
+        k = _count(k, "SumTree.sample_iid: k")
+        idx = _np.empty(k, _np.uint32)
+        val = _np.empty(k, _np.float64)
         self._sample_iid(rng, k, idx, val)
         return idx, val
 
@@ -175,10 +373,10 @@ class UniformSampler(_per._UniformSampler):
     def __init__(self, capacity: int) -> None:
         super().__init__(capacity)
 
-    def sample(self, k: int, rng: Rng) -> np.ndarray:
+    def sample(self, k: int, rng: Rng) -> _np.ndarray:
         """k distinct indices in [0, n), uniform, in random order."""
-        k = _count(k, "k")
-        out = np.empty(max(k, 0), np.uint32)
+        k = _count(k, "UniformSampler.sample: k")
+        out = _np.empty(k, _np.uint32)
         self._sample(rng, k, out)
         return out
 
@@ -190,12 +388,12 @@ class CategoricalSampler(_per._CategoricalSampler):
     def __init__(self, max_k: int) -> None:
         super().__init__(max_k)
 
-    def sample(self, tree: SumTree, k: int, rng: Rng) -> Tuple[np.ndarray, np.ndarray]:
+    def sample(self, tree: SumTree, k: int, rng: Rng) -> _t.Tuple[_np.ndarray, _np.ndarray]:
         """k distinct leaves by successive sampling, in pick order: (indices
         uint32, values float64). The tree is unchanged afterwards."""
-        k = _count(k, "k")
-        idx = np.empty(max(k, 0), np.uint32)
-        val = np.empty(max(k, 0), np.float64)
+        k = _count(k, "CategoricalSampler.sample: k")
+        idx = _np.empty(k, _np.uint32)
+        val = _np.empty(k, _np.float64)
         self._sample(tree, rng, k, idx, val)
         return idx, val
 
@@ -205,31 +403,35 @@ class CategoricalSampler(_per._CategoricalSampler):
 # ---------------------------------------------------------------------------
 
 
-def _item_dtype(item: ItemSpec) -> np.dtype:
+def _item_dtype(item: ItemSpec) -> _np.dtype:
     """The structured dtype of one stored item. A dict maps field names to
     a dtype, a (dtype, shape) pair or an example array; a dtype without
     fields becomes the single field "item"."""
-    if isinstance(item, Mapping):
+    if isinstance(item, _t.Mapping):
         fields = []
         for name, spec in item.items():
-            if isinstance(spec, np.ndarray):
+            if isinstance(spec, _np.ndarray):
                 fields.append((name, spec.dtype, spec.shape))
             elif isinstance(spec, tuple) and len(spec) == 2:
                 dt, shape = spec
-                shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-                fields.append((name, np.dtype(dt), shape))
+                shape = (shape,) if isinstance(shape, (int, _np.integer)) else tuple(shape)
+                fields.append((name, _np.dtype(dt), shape))
             else:
-                fields.append((name, np.dtype(spec), ()))
+                fields.append((name, _np.dtype(spec), ()))
         if not fields:
             raise ValueError("an item needs at least one field")
-        dt = np.dtype(fields)
+        dt = _np.dtype(fields)
     else:
-        dt = np.dtype(item)
+        dt = _np.dtype(item)
         if dt.names is None:
-            dt = np.dtype([("item", dt)])
+            dt = _np.dtype([("item", dt)])
     if dt.hasobject:
         raise TypeError("items are stored as bytes: no Python objects in the dtype")
     return dt
+
+
+def _items(n: _t.Optional[int]) -> str:
+    return "one item" if n is None else f"a batch of {n}"
 
 
 class ReplayBuffer(_per._Buffer):
@@ -257,14 +459,14 @@ class ReplayBuffer(_per._Buffer):
         max_priority: float = 1.0,
         seed: int = 0,
         weights_buffer_max: bool = False,
-        max_unique: Optional[int] = None,
+        max_unique: _t.Optional[int] = None,
         seq_len: int = 0,
         seq_stride: int = 0,
         seq_eta: float = 0.9,
         cross_episodes: bool = False,
     ) -> None:
         dt = _item_dtype(item)
-        capacity = _count(capacity, "capacity")
+        capacity = _count(capacity, "ReplayBuffer: capacity")
         if max_unique is None:
             # the C default; a capacity C refuses is reported by the init
             # below, not here
@@ -272,11 +474,14 @@ class ReplayBuffer(_per._Buffer):
                           if 0 < capacity <= 2**31 else 1)
         flags = (_per.WEIGHTS_BUFFER_MAX if weights_buffer_max else 0) | (
             _per.SEQ_CROSS_EPISODES if cross_episodes else 0)
-        super().__init__(capacity, dt.itemsize, float(alpha), float(beta0),
-                         float(beta1), beta_steps, float(eps),
-                         float(max_priority), seed, flags, max_unique,
-                         seq_len, seq_stride, float(seq_eta))
-        self.dtype: np.dtype = dt
+        r = "ReplayBuffer: "
+        super().__init__(capacity, dt.itemsize, _real(alpha, r + "alpha"),
+                         _real(beta0, r + "beta0"), _real(beta1, r + "beta1"),
+                         beta_steps, _real(eps, r + "eps"),
+                         _real(max_priority, r + "max_priority"), seed, flags,
+                         max_unique, seq_len, seq_stride,
+                         _real(seq_eta, r + "seq_eta"))
+        self.dtype: _np.dtype = dt
         # fixed for the buffer's life (load refuses another capacity or
         # seq_len); kept here so sample() does not build the config dict
         cfg = self.config
@@ -285,89 +490,128 @@ class ReplayBuffer(_per._Buffer):
 
     # -- adding ------------------------------------------------------------
 
-    def _records(self, item: Any, fields: Dict[str, Any], batch: bool = False) -> np.ndarray:
+    def _records(self, item: _t.Any, fields: _t.Dict[str, _t.Any], call: str,
+                 batch: bool = False) -> _np.ndarray:
         """The items to add as a 1-D contiguous array of self.dtype; with
-        batch, only input with a leading batch axis is taken."""
+        batch, only input with a leading batch axis is taken. Nothing is
+        written to the buffer here: a refusal leaves it as it was."""
         dt = self.dtype
         if item is not None and fields:
-            raise TypeError("pass the item(s) or fields as keywords, not both")
+            raise TypeError(f"{call}: pass the item(s) or fields as keywords, "
+                            "not both")
         if item is None:
             item = fields
-        if isinstance(item, Mapping):
-            names = set(dt.names)
-            got = set(item.keys())
+        if isinstance(item, _t.Mapping):
+            got, names = set(item.keys()), set(dt.names)
             if got != names:
-                missing, extra = sorted(names - got), sorted(got - names)
-                raise ValueError(f"fields do not match the item: missing "
-                                 f"{missing}, unknown {extra}")
-            n = None
-            values = {}
-            for name in dt.names:
-                v = np.asarray(item[name])
-                fshape = dt[name].shape
-                if v.shape == fshape and not batch:
-                    m = None
-                elif v.shape[1:] == fshape and v.ndim == len(fshape) + 1:
-                    m = v.shape[0]
-                else:
-                    raise ValueError(f"field {name!r}: shape {v.shape}, the "
-                                     f"item's is {fshape}")
-                if n is not None and m != n:
-                    raise ValueError("fields hold different numbers of items")
-                n = m
-                values[name] = v
-            rec = np.empty(1 if n is None else n, dt)
-            for name, v in values.items():
-                rec[name] = v
-            return rec
-        arr = np.asarray(item)
-        if arr.dtype != dt:
-            if dt.names == ("item",) and arr.dtype.names is None:
-                shape = dt["item"].shape
-                one = arr.shape == shape
-                if batch and (one or arr.shape[1:] != shape):
-                    raise ValueError(f"items: shape {arr.shape}, a batch of "
-                                     f"{shape} items is (n,) + {shape}")
-                rec = np.empty(1 if one else arr.shape[0], dt)
-                rec["item"] = arr
-                return rec
-            raise TypeError(f"items must have the buffer's dtype {dt}, not {arr.dtype}")
+                raise ValueError(f"{call}: fields do not match the item: "
+                                 f"missing {sorted(names - got)}, unknown "
+                                 f"{sorted(got - names)}")
+            return self._from_fields(item, call, batch)
+        arr = _np.asarray(item)
+        if arr.dtype.names is None:
+            if dt.names == ("item",):
+                return self._from_fields({"item": arr}, call, batch)
+            raise TypeError(f"{call}: items are records of {dt} or fields "
+                            f"(a dict or keywords), not {arr.dtype} values")
         if arr.ndim > 1 or (batch and arr.ndim != 1):
-            raise ValueError("items: a 1-D array of records" if batch else
-                             "items: a record or a 1-D array of records")
-        return np.ascontiguousarray(arr.reshape(-1))
+            raise ValueError(f"{call}: a 1-D array of records, got shape "
+                             f"{arr.shape}" if batch else
+                             f"{call}: a record or a 1-D array of records, "
+                             f"got shape {arr.shape}")
+        if arr.dtype == dt:
+            return _np.ascontiguousarray(arr.reshape(-1))
+        if set(arr.dtype.names) != set(dt.names):
+            raise TypeError(f"{call}: records with the fields "
+                            f"{list(arr.dtype.names)}, the buffer's are "
+                            f"{list(dt.names)}")
+        # the same fields in another layout or of other types: field by
+        # field, by the rule of add()
+        return self._from_fields({n: arr[n] for n in dt.names}, call, batch)
 
-    def add(self, item: Any = None, *, ends: Any = None, **fields: Any) -> None:
+    def _from_fields(self, values: _t.Mapping[str, _t.Any], call: str,
+                     batch: bool) -> _np.ndarray:
+        """Records from one value or array per field: each field's shape is
+        the item's (one item; not with batch) or (n,) + the item's (n
+        items), n alike for every field; each value converted by the rule
+        of add() (_cast)."""
+        dt = self.dtype
+        plain = dt.names == ("item",)
+        n: _t.Optional[int] = None
+        first = ""
+        conv = {}
+        for name in dt.names:
+            label = "item array" if plain else f"field {name!r}"
+            base, fshape = dt[name].base, dt[name].shape
+            v = _np.asarray(values[name])
+            many = "(n" + "".join(f", {d}" for d in fshape) + (",)" if not fshape else ")")
+            if v.shape == fshape and not batch:
+                m = None
+            elif v.ndim == len(fshape) + 1 and v.shape[1:] == fshape:
+                m = v.shape[0]
+            elif v.shape == fshape:
+                raise ValueError(f"{call}: {label} has shape {v.shape}, one "
+                                 f"item's; a batch has a leading axis, {many}")
+            else:
+                raise ValueError(f"{call}: {label} has shape {v.shape}; one "
+                                 f"item's is {fshape}, a batch's {many}")
+            if first and m != n:
+                raise ValueError(f"{call}: field {first!r} holds {_items(n)}, "
+                                 f"field {name!r} {_items(m)}")
+            n, first = m, first or name
+            conv[name] = _cast(v, base, f"{call}: {label}")
+        rec = _np.empty(1 if n is None else n, dt)
+        for name, v in conv.items():
+            rec[name] = v
+        return rec
+
+    def add(self, item: _t.Any = None, *, ends: _t.Any = None, **fields: _t.Any) -> None:
         """Store one item or a batch, as one trajectory.
 
         item: a record or 1-D array of self.dtype, or a dict of field ->
         value (one item) or field -> array with a leading batch axis; the
         fields may also be keywords: add(obs=o, action=a, ...). ends: None
         (no episode end), an END_* int for the last item of the batch, or
-        one END_* per item. New items get the largest priority seen."""
-        self._add_records(self._records(item, fields), ends)
+        one END_* per item. New items get the largest priority seen.
 
-    def add_batch(self, items: Any = None, *, ends: Any = None, **fields: Any) -> None:
+        A value whose type is not the field's is converted only where
+        that is exact: a bool field takes 0 and 1; an integer field takes
+        integers in its range and floats that are whole numbers in it (not
+        NaN or inf); a float field takes the integers it holds exactly, and
+        floats rounded to the nearest, except a finite one that would
+        become inf (1e300 into float32); complex values never go into a
+        real field; text must fit its field and bytes be ASCII text. Records
+        of another dtype with the same field names are converted field by
+        field by the same rule. Anything else raises TypeError (a type that
+        does not convert) or ValueError (a value that would change, or a
+        shape that is not the item's), naming the field, and adds
+        nothing."""
+        self._add_records(self._records(item, fields, "ReplayBuffer.add"),
+                          ends, "ReplayBuffer.add")
+
+    def add_batch(self, items: _t.Any = None, *, ends: _t.Any = None, **fields: _t.Any) -> None:
         """add() for batches only: the records, or every field, must have a
         leading batch axis (a batch of one is shape (1, ...), never read as
         one item; a single record is refused with ValueError). Zero items
-        add nothing."""
-        self._add_records(self._records(items, fields, batch=True), ends)
+        add nothing. Values convert as in add()."""
+        call = "ReplayBuffer.add_batch"
+        self._add_records(self._records(items, fields, call, batch=True), ends, call)
 
-    def _add_records(self, rec: np.ndarray, ends: Any) -> None:
+    def _add_records(self, rec: _np.ndarray, ends: _t.Any, call: str) -> None:
         n = rec.shape[0]
         e = None
         if ends is not None:
-            ea = np.asarray(ends)
+            ea = _np.asarray(ends)
             if ea.dtype.kind not in "iub":
-                raise TypeError("ends must be END_* integers")
+                raise TypeError(f"{call}: ends must be END_* integers, not "
+                                f"{ea.dtype}")
             if ea.ndim == 0:
-                ea = np.concatenate([np.zeros(max(n - 1, 0), np.int64), ea.reshape(1)])
+                ea = _np.concatenate([_np.zeros(max(n - 1, 0), _np.int64), ea.reshape(1)])
             if ea.shape != (n,):
-                raise ValueError(f"{n} items but {ea.size} ends")
+                raise ValueError(f"{call}: {n} items but ends of shape {ea.shape}")
             if ea.size and (ea.min() < 0 or ea.max() > 255):
-                raise _error("PER_ERR_ARG", "an end is not an END_* value")
-            e = np.ascontiguousarray(ea, dtype=np.uint8)
+                raise _error("PER_ERR_ARG", f"{call}: an end is not an END_* value")
+            e = _np.ascontiguousarray(ea, dtype=_np.uint8)
         if n == 0:
             return
         self._add(rec, e)
@@ -379,11 +623,11 @@ class ReplayBuffer(_per._Buffer):
         batch_size: int,
         *,
         unique: bool = False,
-        beta: Optional[float] = None,
+        beta: _t.Optional[float] = None,
         window: int = 0,
         trajectories: bool = False,
         sequences: bool = False,
-    ) -> Dict[str, np.ndarray]:
+    ) -> _t.Dict[str, _np.ndarray]:
         """Draw batch_size items (per_buffer_sample): a dict of the item's
         fields (leading axis batch_size; with sequences, (batch_size,
         seq_len)), "ids" (uint64, for update) and "weights" (float32 IS
@@ -392,44 +636,58 @@ class ReplayBuffer(_per._Buffer):
         the schedule; window: only the `window` newest items (or
         trajectories, with trajectories=True); sequences: seq_len steps
         each. The arrays are views of one record array: no copies."""
-        B = _count(batch_size, "batch_size")
-        window = _count(window, "window")
+        B = _count(batch_size, "ReplayBuffer.sample: batch_size")
+        window = _count(window, "ReplayBuffer.sample: window")
         flags = 0
         b = 0.0
         if unique:
             flags |= _per.SAMPLE_UNIQUE
         if beta is not None:
             flags |= _per.SAMPLE_BETA
-            b = float(beta)
+            b = _real(beta, "ReplayBuffer.sample: beta")
         if trajectories:
             flags |= _per.SAMPLE_TRAJECTORIES
         L = 1
         if sequences:
             flags |= _per.SAMPLE_SEQUENCES
             L = self._seq_len
-        Bn = max(B, 0)
-        rec = np.empty((Bn, L) if sequences else Bn, self.dtype)
-        ids = np.empty(Bn, np.uint64)
-        weights = np.empty(Bn, np.float32)
-        mask = np.empty((Bn, L), np.uint8) if sequences else None
+        rec = _np.empty((B, L) if sequences else B, self.dtype)
+        ids = _np.empty(B, _np.uint64)
+        weights = _np.empty(B, _np.float32)
+        mask = _np.empty((B, L), _np.uint8) if sequences else None
         self._sample(B, flags, b, window, rec, ids, weights, mask)
         out = {name: rec[name] for name in self.dtype.names}
         out["ids"] = ids
         out["weights"] = weights
         if mask is not None:
-            out["mask"] = mask.view(np.bool_)
+            out["mask"] = mask.view(_np.bool_)
         return out
 
-    def update(self, ids: Any, td: Any) -> int:
-        """Priorities (|td| + eps)^alpha for the sampled ids
-        (per_buffer_update; td is rounded to float32 as in C). Returns how
-        many ids were stale (their slot overwritten since the draw)."""
-        return self._update(_indices(ids, "ids", 64), _floats(td, "td", np.float32), False)
+    def _ids_td(self, ids: _t.Any, td: _t.Any, call: str,
+                seq: bool) -> _t.Tuple[_np.ndarray, _np.ndarray]:
+        """ids 1-D; td of shape (len(ids),), or (len(ids), seq_len) for
+        sequences: any other shape is refused, never flattened."""
+        i = _vector(ids, f"{call}: ids")
+        t = _np.asarray(td)
+        want = (i.shape[0], self._seq_len) if seq else i.shape
+        if t.shape != want:
+            raise ValueError(f"{call}: td has shape {t.shape}; {i.shape[0]} "
+                             f"ids take td of shape {want}")
+        return (_indices(i, f"{call}: ids", 64),
+                _floats(t, f"{call}: td", _np.float32))
 
-    def update_sequences(self, ids: Any, td: Any) -> int:
+    def update(self, ids: _t.Any, td: _t.Any) -> int:
+        """Priorities (|td| + eps)^alpha for the sampled ids
+        (per_buffer_update; td is rounded to float32 as in C). ids is 1-D
+        and td has its shape, one value per id. Returns how many ids were
+        stale (their slot overwritten since the draw)."""
+        return self._update(*self._ids_td(ids, td, "ReplayBuffer.update", False), False)
+
+    def update_sequences(self, ids: _t.Any, td: _t.Any) -> int:
         """per_buffer_update_seq: td holds seq_len values per id, shape
         (len(ids), seq_len)."""
-        return self._update(_indices(ids, "ids", 64), _floats(td, "td", np.float32), True)
+        call = "ReplayBuffer.update_sequences"
+        return self._update(*self._ids_td(ids, td, call, True), True)
 
     # -- state -------------------------------------------------------------
 
@@ -451,29 +709,29 @@ class ReplayBuffer(_per._Buffer):
         return self.counters["added"]
 
     @property
-    def storage(self) -> np.ndarray:
+    def storage(self) -> _np.ndarray:
         """The item ring, slots [0, len(self)), as a read-only view (no
         copy): slot order, not age order."""
-        return np.frombuffer(self, dtype=self.dtype)[: self.size]
+        return _np.frombuffer(self, dtype=self.dtype)[: self.size]
 
-    def priorities(self) -> np.ndarray:
+    def priorities(self) -> _np.ndarray:
         """A copy of the leaves of slots [0, capacity) (0 where empty)."""
-        out = np.empty(self.capacity, np.float64)
+        out = _np.empty(self.capacity, _np.float64)
         self._leaves_into(out, False)
         return out
 
-    def save(self, path: Union[str, os.PathLike]) -> None:
+    def save(self, path: _t.Union[str, _os.PathLike]) -> None:
         """per_buffer_save: the whole state, atomically replacing path."""
-        self._save(os.fspath(path))
+        self._save(_os.fspath(path))
 
-    def load(self, path: Union[str, os.PathLike]) -> None:
+    def load(self, path: _t.Union[str, _os.PathLike]) -> None:
         """per_buffer_load: replace the state with the file's (validated
         completely first; the buffer is unchanged on error)."""
-        self._load(os.fspath(path))
+        self._load(_os.fspath(path))
 
-    def load_shard(self, path: Union[str, os.PathLike], rank: int, world: int) -> None:
+    def load_shard(self, path: _t.Union[str, _os.PathLike], rank: int, world: int) -> None:
         """per_buffer_load_shard: items rank, rank + world, ... of the file."""
-        self._load_shard(os.fspath(path), rank, world)
+        self._load_shard(_os.fspath(path), rank, world)
 
 
 # ---------------------------------------------------------------------------
@@ -481,8 +739,10 @@ class ReplayBuffer(_per._Buffer):
 # ---------------------------------------------------------------------------
 
 
-def _shape(s: Any) -> Tuple[int, ...]:
-    return (int(s),) if isinstance(s, (int, np.integer)) else tuple(int(x) for x in s)
+def _shape(s: _t.Any, what: str) -> _t.Tuple[int, ...]:
+    if isinstance(s, (int, _np.integer)):
+        return (_count(s, what),)
+    return tuple(_count(x, what) for x in s)
 
 
 class NStep(_per._NStep):
@@ -496,60 +756,65 @@ class NStep(_per._NStep):
         self,
         n: int,
         gamma: float,
-        obs_shape: Any = (),
-        obs_dtype: Any = np.float32,
-        action_shape: Any = (),
-        action_dtype: Any = np.int32,
+        obs_shape: _t.Any = (),
+        obs_dtype: _t.Any = _np.float32,
+        action_shape: _t.Any = (),
+        action_dtype: _t.Any = _np.int32,
     ) -> None:
-        self.obs_dtype = np.dtype(obs_dtype)
-        self.obs_shape = _shape(obs_shape)
-        self.action_dtype = np.dtype(action_dtype)
-        self.action_shape = _shape(action_shape)
-        obs_size = self.obs_dtype.itemsize * int(np.prod(self.obs_shape, dtype=np.int64))
-        act_size = self.action_dtype.itemsize * int(np.prod(self.action_shape, dtype=np.int64))
-        super().__init__(n, float(gamma), obs_size, act_size)
+        self.obs_dtype = _np.dtype(obs_dtype)
+        self.obs_shape = _shape(obs_shape, "NStep: obs_shape")
+        self.action_dtype = _np.dtype(action_dtype)
+        self.action_shape = _shape(action_shape, "NStep: action_shape")
+        obs_size = self.obs_dtype.itemsize * int(_np.prod(self.obs_shape, dtype=_np.int64))
+        act_size = self.action_dtype.itemsize * int(_np.prod(self.action_shape, dtype=_np.int64))
+        super().__init__(n, _real32(gamma, "NStep: gamma"), obs_size, act_size)
         lay = self.layout
-        self.item_dtype: np.dtype = np.dtype({
+        self.item_dtype: _np.dtype = _np.dtype({
             "names": ["obs", "action", "reward", "discount", "done", "next_obs"],
             "formats": [(self.obs_dtype, self.obs_shape),
-                        (self.action_dtype, self.action_shape), np.float32,
-                        np.float32, np.uint32, (self.obs_dtype, self.obs_shape)],
+                        (self.action_dtype, self.action_shape), _np.float32,
+                        _np.float32, _np.uint32, (self.obs_dtype, self.obs_shape)],
             "offsets": [lay["obs"], lay["action"], lay["reward"],
                         lay["discount"], lay["done"], lay["next_obs"]],
             "itemsize": lay["size"],
         })
 
     @staticmethod
-    def _array(o: Any, dtype: np.dtype, shape: Tuple[int, ...], what: str) -> np.ndarray:
-        a = np.asarray(o, dtype=dtype)
+    def _array(o: _t.Any, dtype: _np.dtype, shape: _t.Tuple[int, ...], what: str) -> _np.ndarray:
+        a = _np.asarray(o)
         if a.shape != shape:
-            raise ValueError(f"{what}: shape {a.shape}, expected {shape}")
+            raise ValueError(f"{what} has shape {a.shape}, the adder's is {shape}")
+        a = _cast(a, dtype, what)
         return a if a.flags.c_contiguous else a.copy()
 
-    def step(self, buffer: ReplayBuffer, obs: Any, action: Any, reward: float,
-             next_obs: Any, terminated: bool = False, truncated: bool = False) -> None:
+    def step(self, buffer: ReplayBuffer, obs: _t.Any, action: _t.Any, reward: float,
+             next_obs: _t.Any, terminated: bool = False, truncated: bool = False) -> None:
         """One environment step (per_nstep_step): emits to buffer the items
-        that are complete."""
-        self._step(buffer, self._array(obs, self.obs_dtype, self.obs_shape, "obs"),
-                   self._array(action, self.action_dtype, self.action_shape, "action"),
-                   float(reward),
-                   self._array(next_obs, self.obs_dtype, self.obs_shape, "next_obs"),
+        that are complete. obs, action and next_obs convert to the adder's
+        dtypes as values convert in ReplayBuffer.add (exactly, or refused
+        with nothing changed); reward is rounded to float32, and refused
+        where it would become inf."""
+        c = "NStep.step: "
+        self._step(buffer, self._array(obs, self.obs_dtype, self.obs_shape, c + "obs"),
+                   self._array(action, self.action_dtype, self.action_shape, c + "action"),
+                   _real32(reward, c + "reward"),
+                   self._array(next_obs, self.obs_dtype, self.obs_shape, c + "next_obs"),
                    bool(terminated), bool(truncated))
 
-    def save(self, path: Union[str, os.PathLike]) -> None:
+    def save(self, path: _t.Union[str, _os.PathLike]) -> None:
         """The pending steps of this adder (save_nstep([self], path))."""
-        _per.nstep_save([self], os.fspath(path))
+        _per.nstep_save([self], _os.fspath(path))
 
-    def load(self, path: Union[str, os.PathLike]) -> None:
-        _per.nstep_load([self], os.fspath(path))
+    def load(self, path: _t.Union[str, _os.PathLike]) -> None:
+        _per.nstep_load([self], _os.fspath(path))
 
 
-def save_nstep(adders: Sequence[NStep], path: Union[str, os.PathLike]) -> None:
+def save_nstep(adders: _t.Sequence[NStep], path: _t.Union[str, _os.PathLike]) -> None:
     """per_nstep_save: the pending steps of several adders in one file."""
-    _per.nstep_save(list(adders), os.fspath(path))
+    _per.nstep_save(list(adders), _os.fspath(path))
 
 
-def load_nstep(adders: Sequence[NStep], path: Union[str, os.PathLike]) -> None:
+def load_nstep(adders: _t.Sequence[NStep], path: _t.Union[str, _os.PathLike]) -> None:
     """per_nstep_load: the file's pending steps into adders made with the
     same configs (all unchanged on error)."""
-    _per.nstep_load(list(adders), os.fspath(path))
+    _per.nstep_load(list(adders), _os.fspath(path))

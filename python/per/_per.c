@@ -119,19 +119,30 @@ static int count32(Py_ssize_t n, const char *what) {
 }
 
 /* An integer (anything with __index__: int, NumPy integers) in [0,
-   2^bits) into *out; else a TypeError or OverflowError and -1. */
+   2^bits) into *out; else -1 and a TypeError ("what must be an int, not
+   float") or an OverflowError ("what must be in [0, 2^32), got -1"),
+   `what` being "Call: argument". */
 static int to_uint(PyObject *o, int bits, uint64_t *out, const char *what) {
   unsigned long long v;
   PyObject *i = PyNumber_Index(o);
-  if (!i) return -1;
+  if (!i) {
+    if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError, "%s must be an int, not %.200s", what,
+                   Py_TYPE(o)->tp_name);
+    }
+    return -1;
+  }
   v = PyLong_AsUnsignedLongLong(i);
-  Py_DECREF(i);
   if ((v == (unsigned long long)-1 && PyErr_Occurred()) ||
       (bits < 64 && v >> bits)) {
     PyErr_Clear();
-    PyErr_Format(PyExc_OverflowError, "%s must be in [0, 2^%d)", what, bits);
+    PyErr_Format(PyExc_OverflowError, "%s must be in [0, 2^%d), got %S", what,
+                 bits, i);
+    Py_DECREF(i);
     return -1;
   }
+  Py_DECREF(i);
   *out = (uint64_t)v;
   return 0;
 }
@@ -143,11 +154,21 @@ static int to_u32(PyObject *o, uint32_t *out, const char *what) {
   return 0;
 }
 
+/* An unsigned integer argument for PyArg_Parse's O& with conv_u32 or
+   conv_u64: `what` ("Call: name") is set before the parse and names the
+   argument in its errors; v holds the value after. */
+typedef struct {
+  const char *what;
+  uint64_t v;
+} uint_arg;
+
 static int conv_u32(PyObject *o, void *p) {
-  return to_u32(o, (uint32_t *)p, "argument") == 0;
+  uint_arg *a = (uint_arg *)p;
+  return to_uint(o, 32, &a->v, a->what) == 0;
 }
 static int conv_u64(PyObject *o, void *p) {
-  return to_uint(o, 64, (uint64_t *)p, "argument") == 0;
+  uint_arg *a = (uint_arg *)p;
+  return to_uint(o, 64, &a->v, a->what) == 0;
 }
 
 /* 1 when an object's init succeeded; else a RuntimeError (a subclass
@@ -182,14 +203,14 @@ static int is_ready(int ready, const char *type) {
   }                                                                           \
   static int NAME##_init(OBJ *self, PyObject *args, PyObject *kw) {           \
     static char *kwlist[] = {KW, NULL};                                       \
-    uint32_t n;                                                               \
+    uint_arg n = {LABEL ": " KW, 0};                                          \
     per_status s;                                                             \
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:" LABEL, kwlist, conv_u32, \
                                      &n))                                     \
       return -1;                                                              \
     FREE(&self->F);                                                           \
     self->ready = 0;                                                          \
-    if ((s = INIT(&self->F, n, NULL)) != PER_OK) {                            \
+    if ((s = INIT(&self->F, (uint32_t)n.v, NULL)) != PER_OK) {                \
       raise_status(s, LABEL);                                                 \
       return -1;                                                              \
     }                                                                         \
@@ -207,11 +228,11 @@ typedef struct {
 
 static int Rng_init(RngObject *self, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"seed", NULL};
-  uint64_t seed = 0;
+  uint_arg seed = {"Rng: seed", 0};
   if (!PyArg_ParseTupleAndKeywords(args, kw, "|O&:Rng", kwlist, conv_u64,
                                    &seed))
     return -1;
-  per_rng_init(&self->r, seed);
+  per_rng_init(&self->r, seed.v);
   return 0;
 }
 
@@ -222,9 +243,9 @@ static PyObject *Rng_u32(RngObject *self, PyObject *unused) {
 
 static PyObject *Rng_below(RngObject *self, PyObject *arg) {
   uint32_t n;
-  if (to_u32(arg, &n, "n") < 0) return NULL;
+  if (to_u32(arg, &n, "Rng.below: n") < 0) return NULL;
   if (n == 0) {
-    PyErr_SetString(PyExc_ValueError, "n must be >= 1");
+    PyErr_SetString(PyExc_ValueError, "Rng.below: n must be >= 1");
     return NULL;
   }
   return PyLong_FromUnsignedLong(per_rng_below(&self->r, n));
@@ -326,11 +347,11 @@ COUNT_TYPE(Tree, TreeObject, t, per_tree_init, per_tree_free, "SumTree",
 #define tree_ready(o) is_ready((o)->ready, "SumTree")
 
 static PyObject *Tree_set(TreeObject *self, PyObject *args) {
-  uint32_t i;
+  uint_arg i = {"SumTree.set: i", 0};
   double v;
   if (!tree_ready(self) || !PyArg_ParseTuple(args, "O&d:set", conv_u32, &i, &v))
     return NULL;
-  CHECK(per_tree_set(&self->t, i, v), "SumTree.set");
+  CHECK(per_tree_set(&self->t, (uint32_t)i.v, v), "SumTree.set");
   Py_RETURN_NONE;
 }
 
@@ -361,7 +382,7 @@ static PyObject *Tree_set_batch(TreeObject *self, PyObject *args) {
 }
 
 static PyObject *Tree_set_range(TreeObject *self, PyObject *args) {
-  uint32_t first;
+  uint_arg first = {"SumTree.set_range: first", 0};
   PyObject *vo;
   Py_buffer vv;
   Py_ssize_t nv;
@@ -370,7 +391,8 @@ static PyObject *Tree_set_range(TreeObject *self, PyObject *args) {
       !PyArg_ParseTuple(args, "O&O:set_range", conv_u32, &first, &vo))
     return NULL;
   if (get_array(vo, 0, 'f', 8, "val", &vv, &nv) < 0) return NULL;
-  s = per_tree_set_range(&self->t, first, (const double *)vv.buf, (size_t)nv);
+  s = per_tree_set_range(&self->t, (uint32_t)first.v, (const double *)vv.buf,
+                         (size_t)nv);
   PyBuffer_Release(&vv);
   CHECK(s, "SumTree.set_range");
   Py_RETURN_NONE;
@@ -394,7 +416,7 @@ static PyObject *Tree_build(TreeObject *self, PyObject *vo) {
 
 static PyObject *Tree_get(TreeObject *self, PyObject *arg) {
   uint32_t i;
-  if (!tree_ready(self) || to_u32(arg, &i, "i") < 0) return NULL;
+  if (!tree_ready(self) || to_u32(arg, &i, "SumTree.get: i") < 0) return NULL;
   if (i >= self->t.capacity) return raise_status(PER_ERR_INDEX, "SumTree.get");
   return PyFloat_FromDouble(per_tree_get(&self->t, i));
 }
@@ -451,7 +473,8 @@ static PyObject *Tree_nodes_into(TreeObject *self, PyObject *oo) {
 
 static PyObject *Tree_prefix(TreeObject *self, PyObject *arg) {
   uint32_t i;
-  if (!tree_ready(self) || to_u32(arg, &i, "i") < 0) return NULL;
+  if (!tree_ready(self) || to_u32(arg, &i, "SumTree.prefix: i") < 0)
+    return NULL;
   return PyFloat_FromDouble(per_tree_prefix(&self->t, i));
 }
 
@@ -489,7 +512,9 @@ static int get_outputs(PyObject *io, PyObject *vo, Py_ssize_t k, Py_buffer *iv,
    per_tree_sample_iid when iid. */
 static PyObject *tree_draw(TreeObject *self, PyObject *args, int iid) {
   PyObject *ro, *io, *vo;
-  uint32_t B;
+  uint_arg B = {iid ? "SumTree.sample_iid: k" : "SumTree.sample: batch_size",
+                0};
+  uint32_t n;
   Py_buffer iv, vv;
   int hv;
   per_rng *rng;
@@ -498,9 +523,10 @@ static PyObject *tree_draw(TreeObject *self, PyObject *args, int iid) {
       !PyArg_ParseTuple(args, "OO&OO:sample", &ro, conv_u32, &B, &io, &vo))
     return NULL;
   if (!(rng = rng_of(ro))) return NULL;
-  if (get_outputs(io, vo, B, &iv, &vv, &hv) < 0) return NULL;
+  n = (uint32_t)B.v;
+  if (get_outputs(io, vo, n, &iv, &vv, &hv) < 0) return NULL;
   s = (iid ? per_tree_sample_iid : per_tree_sample)(
-      &self->t, rng, B, (uint32_t *)iv.buf, hv ? (double *)vv.buf : NULL);
+      &self->t, rng, n, (uint32_t *)iv.buf, hv ? (double *)vv.buf : NULL);
   PyBuffer_Release(&iv);
   if (hv) PyBuffer_Release(&vv);
   CHECK(s, iid ? "SumTree.sample_iid" : "SumTree.sample");
@@ -583,14 +609,15 @@ COUNT_TYPE(Swap, SwapObject, s, per_swap_init, per_swap_free, "UniformSampler",
 
 static PyObject *Swap_grow(SwapObject *self, PyObject *arg) {
   uint32_t n;
-  if (!swap_ready(self) || to_u32(arg, &n, "n") < 0) return NULL;
+  if (!swap_ready(self) || to_u32(arg, &n, "UniformSampler.grow: n") < 0)
+    return NULL;
   CHECK(per_swap_grow(&self->s, n), "UniformSampler.grow");
   Py_RETURN_NONE;
 }
 
 static PyObject *Swap_sample(SwapObject *self, PyObject *args) {
   PyObject *ro, *oo;
-  uint32_t k;
+  uint_arg k = {"UniformSampler.sample: k", 0};
   Py_buffer ov;
   Py_ssize_t no;
   per_rng *rng;
@@ -600,13 +627,13 @@ static PyObject *Swap_sample(SwapObject *self, PyObject *args) {
     return NULL;
   if (!(rng = rng_of(ro))) return NULL;
   if (get_array(oo, 1, 'u', 4, "out", &ov, &no) < 0) return NULL;
-  if (no != (Py_ssize_t)k) {
+  if (no != (Py_ssize_t)k.v) {
     PyBuffer_Release(&ov);
     PyErr_Format(PyExc_ValueError, "out has %zd entries; k is %u", no,
-                 (unsigned)k);
+                 (unsigned)k.v);
     return NULL;
   }
-  s = per_swap_sample(&self->s, rng, k, (uint32_t *)ov.buf);
+  s = per_swap_sample(&self->s, rng, (uint32_t)k.v, (uint32_t *)ov.buf);
   PyBuffer_Release(&ov);
   CHECK(s, "UniformSampler.sample");
   Py_RETURN_NONE;
@@ -643,7 +670,7 @@ COUNT_TYPE(Cat, CatObject, c, per_cat_init, per_cat_free, "CategoricalSampler",
 
 static PyObject *Cat_sample(CatObject *self, PyObject *args) {
   PyObject *to, *ro, *io, *vo;
-  uint32_t k;
+  uint_arg k = {"CategoricalSampler.sample: k", 0};
   Py_buffer iv, vv;
   int hv;
   per_rng *rng;
@@ -655,8 +682,8 @@ static PyObject *Cat_sample(CatObject *self, PyObject *args) {
     return NULL;
   tree = (TreeObject *)to;
   if (!tree_ready(tree) || !(rng = rng_of(ro))) return NULL;
-  if (get_outputs(io, vo, k, &iv, &vv, &hv) < 0) return NULL;
-  s = per_cat_sample(&self->c, &tree->t, rng, k, (uint32_t *)iv.buf,
+  if (get_outputs(io, vo, (Py_ssize_t)k.v, &iv, &vv, &hv) < 0) return NULL;
+  s = per_cat_sample(&self->c, &tree->t, rng, (uint32_t)k.v, (uint32_t *)iv.buf,
                      hv ? (double *)vv.buf : NULL);
   PyBuffer_Release(&iv);
   if (hv) PyBuffer_Release(&vv);
@@ -707,6 +734,13 @@ static int Buf_init(BufObject *self, PyObject *args, PyObject *kw) {
       "max_unique", "seq_len",   "seq_stride",   "seq_eta", NULL};
   per_config c;
   per_status s;
+  uint_arg capacity = {"ReplayBuffer: capacity", 0},
+           item_size = {"ReplayBuffer: item_size", 0},
+           beta_steps = {"ReplayBuffer: beta_steps", 0},
+           seed = {"ReplayBuffer: seed", 0}, flags = {"ReplayBuffer: flags", 0},
+           max_unique = {"ReplayBuffer: max_unique", 0},
+           seq_len = {"ReplayBuffer: seq_len", 0},
+           seq_stride = {"ReplayBuffer: seq_stride", 0};
   memset(&c, 0, sizeof c);
   if (self->exports > 0) {
     PyErr_SetString(PyExc_BufferError, "Buffer has exported views");
@@ -714,11 +748,19 @@ static int Buf_init(BufObject *self, PyObject *args, PyObject *kw) {
   }
   if (!PyArg_ParseTupleAndKeywords(
           args, kw, "O&O&dddO&ddO&O&O&O&O&d:Buffer", kwlist, conv_u32,
-          &c.capacity, conv_u32, &c.item_size, &c.alpha, &c.beta0, &c.beta1,
-          conv_u64, &c.beta_steps, &c.eps, &c.max_priority, conv_u64, &c.seed,
-          conv_u32, &c.flags, conv_u32, &c.max_unique, conv_u32, &c.seq_len,
-          conv_u32, &c.seq_stride, &c.seq_eta))
+          &capacity, conv_u32, &item_size, &c.alpha, &c.beta0, &c.beta1,
+          conv_u64, &beta_steps, &c.eps, &c.max_priority, conv_u64, &seed,
+          conv_u32, &flags, conv_u32, &max_unique, conv_u32, &seq_len, conv_u32,
+          &seq_stride, &c.seq_eta))
     return -1;
+  c.capacity = (uint32_t)capacity.v;
+  c.item_size = (uint32_t)item_size.v;
+  c.beta_steps = beta_steps.v;
+  c.seed = seed.v;
+  c.flags = (uint32_t)flags.v;
+  c.max_unique = (uint32_t)max_unique.v;
+  c.seq_len = (uint32_t)seq_len.v;
+  c.seq_stride = (uint32_t)seq_stride.v;
   per_buffer_free(&self->b);
   self->ready = 0;
   if ((s = per_buffer_init(&self->b, &c, NULL)) != PER_OK) {
@@ -777,7 +819,10 @@ static PyObject *Buf_add(BufObject *self, PyObject *args) {
 /* _sample(B, flags, beta, window, items_out, ids_out, weights_out,
    mask_out): per_buffer_sample; every output may be None. */
 static PyObject *Buf_sample(BufObject *self, PyObject *args) {
-  uint32_t B, flags, window;
+  uint_arg Ba = {"ReplayBuffer.sample: batch_size", 0},
+           flags = {"ReplayBuffer.sample: flags", 0},
+           window = {"ReplayBuffer.sample: window", 0};
+  uint32_t B;
   double beta;
   PyObject *o[4];
   Py_buffer v[4];
@@ -791,11 +836,12 @@ static PyObject *Buf_sample(BufObject *self, PyObject *args) {
   static const char kinds[4] = {0, 'u', 'f', 'u'};
   static const Py_ssize_t sizes[4] = {1, 8, 4, 1};
   if (!buf_ready(self) ||
-      !PyArg_ParseTuple(args, "O&O&dO&OOOO:sample", conv_u32, &B, conv_u32,
+      !PyArg_ParseTuple(args, "O&O&dO&OOOO:sample", conv_u32, &Ba, conv_u32,
                         &flags, &beta, conv_u32, &window, &o[0], &o[1], &o[2],
                         &o[3]))
     return NULL;
-  L = (flags & PER_SAMPLE_SEQUENCES) && self->b.cfg.seq_len
+  B = (uint32_t)Ba.v;
+  L = (flags.v & PER_SAMPLE_SEQUENCES) && self->b.cfg.seq_len
           ? self->b.cfg.seq_len
           : 1;
   want[0] = (Py_ssize_t)B * L * (Py_ssize_t)self->b.cfg.item_size;
@@ -814,9 +860,9 @@ static PyObject *Buf_sample(BufObject *self, PyObject *args) {
     }
   }
   memset(&opts, 0, sizeof opts);
-  opts.flags = flags;
+  opts.flags = (uint32_t)flags.v;
   opts.beta = beta;
-  opts.window = window;
+  opts.window = (uint32_t)window.v;
   opts.mask = have[3] ? (uint8_t *)v[3].buf : NULL;
   s = per_buffer_sample(&self->b, B, &opts, have[0] ? v[0].buf : NULL,
                         have[1] ? (uint64_t *)v[1].buf : NULL,
@@ -890,13 +936,15 @@ static PyObject *Buf_load(BufObject *self, PyObject *arg) {
 
 static PyObject *Buf_load_shard(BufObject *self, PyObject *args) {
   PyObject *bytes;
-  uint32_t rank, world;
+  uint_arg rank = {"ReplayBuffer.load_shard: rank", 0},
+           world = {"ReplayBuffer.load_shard: world", 0};
   per_status s;
   if (!buf_ready(self) ||
       !PyArg_ParseTuple(args, "O&O&O&:load_shard", PyUnicode_FSConverter,
                         &bytes, conv_u32, &rank, conv_u32, &world))
     return NULL;
-  s = per_buffer_load_shard(&self->b, PyBytes_AS_STRING(bytes), rank, world);
+  s = per_buffer_load_shard(&self->b, PyBytes_AS_STRING(bytes),
+                            (uint32_t)rank.v, (uint32_t)world.v);
   Py_DECREF(bytes);
   CHECK(s, "ReplayBuffer.load_shard");
   Py_RETURN_NONE;
@@ -1045,10 +1093,16 @@ static int NStep_init(NStepObject *self, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"n", "gamma", "obs_size", "action_size", NULL};
   per_nstep_config c;
   per_status s;
+  uint_arg n = {"NStep: n", 0}, obs_size = {"NStep: obs_size", 0},
+           action_size = {"NStep: action_size", 0};
+  memset(&c, 0, sizeof c);
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O&fO&O&:NStep", kwlist, conv_u32,
-                                   &c.n, &c.gamma, conv_u32, &c.obs_size,
-                                   conv_u32, &c.action_size))
+                                   &n, &c.gamma, conv_u32, &obs_size, conv_u32,
+                                   &action_size))
     return -1;
+  c.n = (uint32_t)n.v;
+  c.obs_size = (uint32_t)obs_size.v;
+  c.action_size = (uint32_t)action_size.v;
   per_nstep_free(&self->a);
   self->ready = 0;
   if ((s = per_nstep_init(&self->a, &c, NULL)) != PER_OK) {
@@ -1231,13 +1285,14 @@ static PyObject *mod_nstep_load(PyObject *m, PyObject *args) {
 
 /* config_default(capacity, item_size) -> dict: per_config_default. */
 static PyObject *mod_config_default(PyObject *m, PyObject *args) {
-  uint32_t capacity, item_size;
+  uint_arg capacity = {"config_default: capacity", 0},
+           item_size = {"config_default: item_size", 0};
   per_config g;
   (void)m;
   if (!PyArg_ParseTuple(args, "O&O&:config_default", conv_u32, &capacity,
                         conv_u32, &item_size))
     return NULL;
-  g = per_config_default(capacity, item_size);
+  g = per_config_default((uint32_t)capacity.v, (uint32_t)item_size.v);
   return config_dict(&g);
 }
 
@@ -1252,15 +1307,16 @@ static PyObject *mod_status_name(PyObject *m, PyObject *arg) {
 
 static PyObject *mod_crc32c(PyObject *m, PyObject *args) {
   PyObject *o;
-  uint32_t crc = 0;
+  uint_arg crc = {"crc32c: crc", 0};
+  uint32_t out;
   Py_buffer v;
   Py_ssize_t n;
   (void)m;
   if (!PyArg_ParseTuple(args, "O|O&:crc32c", &o, conv_u32, &crc)) return NULL;
   if (get_array(o, 0, 0, 1, "data", &v, &n) < 0) return NULL;
-  crc = per_crc32c(crc, v.buf, (size_t)n);
+  out = per_crc32c((uint32_t)crc.v, v.buf, (size_t)n);
   PyBuffer_Release(&v);
-  return PyLong_FromUnsignedLong(crc);
+  return PyLong_FromUnsignedLong(out);
 }
 
 static PyMethodDef module_methods[] = {

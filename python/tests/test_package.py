@@ -1,0 +1,23 @@
+"""The installed package: its distribution name and its namespace, which
+holds the API (per.__all__) and nothing it imported for itself."""
+
+from importlib.metadata import version
+
+import per
+
+
+def test_distribution_is_per_replay():
+    # the PyPI name "per" is another project's
+    assert version("per-replay") == per.__version__
+
+
+def test_namespace_is_the_api():
+    public = {n for n in dir(per) if not n.startswith("_")}
+    assert public == set(per.__all__) - {"__version__"}
+    assert all(hasattr(per, n) for n in per.__all__)
+    for helper in ("Any", "Dict", "Mapping", "Optional", "Union", "np", "os",
+                   "annotations"):
+        assert helper not in dir(per), helper
+    star = {}
+    exec("from per import *", star)
+    assert set(star) - {"__builtins__"} == set(per.__all__)

@@ -1,0 +1,92 @@
+#!/bin/sh
+# Build the Python package as it is published and test what was built:
+# `python -m build` makes the sdist (meson dist: the files of the last
+# commit) and then the wheel from that sdist, so a file the sdist misses
+# fails here; the wheel goes into a fresh virtual environment and the
+# Python tests run against it, from outside the repository, so `import
+# per` is the installed wheel and never python/per (CI's stage 'wheel').
+#   sh tools/wheel.sh [PYTEST ARGS]
+# Writes build-wheel/: tools (a venv with build), dist (the sdist and
+# the wheel), venv (the fresh venv the wheel is tested in), build.log.
+# Warnings are errors, as in tools/pyvenv.sh. PYTHON picks
+# the interpreter (default python3). Needs git, a C compiler, Python >=
+# 3.9 with its headers and venv module (installed from Debian when
+# missing) and PyPI (build; meson-python, meson and ninja in build's
+# isolated environment; numpy and pytest).
+set -e
+cd "$(dirname "$0")/.."
+py=${PYTHON:-python3}
+if ! command -v "$py" >/dev/null 2>&1; then
+  sh tools/deps.sh python3 python3-dev python3-venv
+fi
+"$py" - <<'PY' || sh tools/deps.sh python3-dev python3-venv
+import os, sys, sysconfig, venv, ensurepip
+inc = sysconfig.get_paths()["include"]
+sys.exit(0 if os.path.exists(os.path.join(inc, "Python.h")) else 1)
+PY
+command -v git >/dev/null 2>&1 || sh tools/deps.sh git
+root=$(pwd)
+out=$root/build-wheel
+pip="-m pip install -q --disable-pip-version-check"
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+  echo "wheel: uncommitted changes are not in the sdist (it holds the last commit)"
+fi
+
+# build, in a venv of its own (it makes an isolated one per build)
+if [ ! -x "$out/tools/bin/python" ]; then
+  rm -rf "$out/tools"
+  "$py" -m venv "$out/tools"
+fi
+# shellcheck disable=SC2086 # $pip is words
+"$out/tools/bin/python" $pip build
+rm -rf "$out/dist"
+"$out/tools/bin/python" -m build --outdir "$out/dist" \
+  --config-setting=setup-args=-Dwerror=true . >"$out/build.log" 2>&1 ||
+  {
+    tail -n 40 "$out/build.log"
+    echo "wheel: python -m build failed (log: $out/build.log)"
+    exit 1
+  }
+sdist=$(ls "$out"/dist/per_replay-*.tar.gz)
+wheel=$(ls "$out"/dist/per_replay-*.whl)
+echo "wheel: built $(basename "$sdist") and, from it, $(basename "$wheel")"
+
+# What the two archives hold: the sdist the sources the wheel needs, the
+# wheel the package only (per/ and its metadata).
+"$py" - "$sdist" "$wheel" <<'PY'
+import sys, tarfile, zipfile
+sdist, wheel = sys.argv[1:]
+top = tarfile.open(sdist).getnames()[0].split("/")[0]
+names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
+need = {"pyproject.toml", "meson.build", "per.h", "python/meson.build",
+        "python/per/_per.c", "python/per/__init__.py", "python/per/_per.pyi",
+        "python/per/py.typed", "README.md", "LICENSE", "PKG-INFO"}
+missing = sorted(need - names)
+files = zipfile.ZipFile(wheel).namelist()
+stray = [n for n in files if not n.startswith(("per/", "per_replay-"))]
+pkg = {n for n in files if n.startswith("per/")}
+want = {"per/__init__.py", "per/_per.pyi", "per/py.typed"}
+if missing or stray or not want <= pkg or not any(n.startswith("per/_per.") and
+                                                    not n.endswith(".pyi") for n in pkg):
+    sys.exit(f"wheel: sdist {top} lacks {missing}; wheel has stray {stray}, "
+             f"package files {sorted(pkg)}")
+print(f"wheel: sdist {len(names)} files, wheel {len(files)} files ({' '.join(sorted(pkg))})")
+PY
+
+# A fresh venv every run: only the wheel and what it depends on.
+rm -rf "$out/venv"
+"$py" -m venv "$out/venv"
+# shellcheck disable=SC2086
+"$out/venv/bin/python" $pip "$wheel" pytest
+cd "$out"
+"$out/venv/bin/python" - "$out/venv" <<'PY'
+import os, sys
+from importlib.metadata import version
+import per
+venv = os.path.realpath(sys.argv[1])
+where = os.path.realpath(per.__file__)
+assert where.startswith(venv + os.sep), f"per imported from {where}, not {venv}"
+assert version("per-replay") == per.__version__, (version("per-replay"), per.__version__)
+print("wheel: per-replay", per.__version__, "from", where)
+PY
+"$out/venv/bin/python" -m pytest -q -p no:cacheprovider "$root/python/tests" "$@"
