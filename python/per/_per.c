@@ -28,12 +28,14 @@ static const char *status_name(per_status s) {
                                                   : "PER_ERR_UNKNOWN";
 }
 
-/* Raise per.Error for status s: message "NAME: what (where)", attributes
-   status (the int) and name. Returns NULL for `return raise(...)`. */
-static PyObject *raise_status(per_status s, const char *where) {
+/* Raise per.Error for status s: message "NAME: what (where)", what being
+   `why` when not NULL or "" (a per_buffer's error, which names the
+   argument or field), else the status's message; attributes status (the
+   int) and name. Returns NULL for `return raise(...)`. */
+static PyObject *raise_why(per_status s, const char *where, const char *why) {
   PyObject *msg, *exc, *code, *name;
-  msg = PyUnicode_FromFormat("%s: %s (%s)", status_name(s), per_status_str(s),
-                             where);
+  msg = PyUnicode_FromFormat("%s: %s (%s)", status_name(s),
+                             why && why[0] ? why : per_status_str(s), where);
   if (!msg) return NULL;
   exc = PyObject_CallOneArg(per_error, msg);
   Py_DECREF(msg);
@@ -54,10 +56,21 @@ static PyObject *raise_status(per_status s, const char *where) {
   return NULL;
 }
 
+static PyObject *raise_status(per_status s, const char *where) {
+  return raise_why(s, where, NULL);
+}
+
 #define CHECK(call, where)                              \
   do {                                                  \
     per_status s_ = (call);                             \
     if (s_ != PER_OK) return raise_status(s_, (where)); \
+  } while (0)
+
+/* CHECK for a per_buffer call: the message is b's error. */
+#define CHECK_BUF(b, call, where)                                \
+  do {                                                           \
+    per_status s_ = (call);                                      \
+    if (s_ != PER_OK) return raise_why(s_, (where), (b)->error); \
   } while (0)
 
 /* ---------------------------------------------------------------------
@@ -764,7 +777,7 @@ static int Buf_init(BufObject *self, PyObject *args, PyObject *kw) {
   per_buffer_free(&self->b);
   self->ready = 0;
   if ((s = per_buffer_init(&self->b, &c, NULL)) != PER_OK) {
-    raise_status(s, "ReplayBuffer");
+    raise_why(s, "ReplayBuffer", self->b.error);
     return -1;
   }
   self->ready = 1;
@@ -812,7 +825,7 @@ static PyObject *Buf_add(BufObject *self, PyObject *args) {
                            have_ends ? (const uint8_t *)ev.buf : NULL);
   PyBuffer_Release(&iv);
   if (have_ends) PyBuffer_Release(&ev);
-  CHECK(s, "ReplayBuffer.add");
+  CHECK_BUF(&self->b, s, "ReplayBuffer.add");
   Py_RETURN_NONE;
 }
 
@@ -869,7 +882,7 @@ static PyObject *Buf_sample(BufObject *self, PyObject *args) {
                         have[2] ? (float *)v[2].buf : NULL);
   for (j = 0; j < 4; j++)
     if (have[j]) PyBuffer_Release(&v[j]);
-  CHECK(s, "ReplayBuffer.sample");
+  CHECK_BUF(&self->b, s, "ReplayBuffer.sample");
   Py_RETURN_NONE;
 fail:
   for (j = 0; j < 4; j++)
@@ -910,7 +923,8 @@ static PyObject *Buf_update(BufObject *self, PyObject *args) {
                           (const float *)tv.buf, (uint32_t)ni, &stale);
   PyBuffer_Release(&iv);
   PyBuffer_Release(&tv);
-  CHECK(s, seq ? "ReplayBuffer.update_sequences" : "ReplayBuffer.update");
+  CHECK_BUF(&self->b, s,
+            seq ? "ReplayBuffer.update_sequences" : "ReplayBuffer.update");
   return PyLong_FromUnsignedLong(stale);
 }
 
@@ -930,7 +944,7 @@ static PyObject *Buf_load(BufObject *self, PyObject *arg) {
   if (!buf_ready(self) || !PyUnicode_FSConverter(arg, &bytes)) return NULL;
   s = per_buffer_load(&self->b, PyBytes_AS_STRING(bytes));
   Py_DECREF(bytes);
-  CHECK(s, "ReplayBuffer.load");
+  CHECK_BUF(&self->b, s, "ReplayBuffer.load");
   Py_RETURN_NONE;
 }
 
@@ -946,7 +960,7 @@ static PyObject *Buf_load_shard(BufObject *self, PyObject *args) {
   s = per_buffer_load_shard(&self->b, PyBytes_AS_STRING(bytes),
                             (uint32_t)rank.v, (uint32_t)world.v);
   Py_DECREF(bytes);
-  CHECK(s, "ReplayBuffer.load_shard");
+  CHECK_BUF(&self->b, s, "ReplayBuffer.load_shard");
   Py_RETURN_NONE;
 }
 

@@ -240,3 +240,47 @@ def test_nstep_values(tmp_path):
     a.save(tmp_path / "a.pern")
     assert (tmp_path / "a.pern").read_bytes() == pending
     assert state(buf, tmp_path) == before
+
+
+def test_c_refusals_name_the_field(tmp_path):
+    """per.Error carries the buffer's own reason (per_buffer's b->error):
+    the field or argument and its value, not only the status."""
+    refused(lambda: per.ReplayBuffer(50, ITEM, max_unique=100), per.Error,
+            "PER_ERR_ARG", "max_unique 100 > capacity 50", "(ReplayBuffer)")
+    refused(lambda: per.ReplayBuffer(16, ITEM, seq_len=4), per.Error,
+            "seq_len 4 needs seq_stride >= 1")
+    refused(lambda: per.ReplayBuffer(16, ITEM, alpha=-1.0), per.Error,
+            "PER_ERR_ARG: alpha is negative (ReplayBuffer)")
+    b = filled()
+    refused(lambda: b.sample(4, sequences=True), per.Error,
+            "PER_SAMPLE_SEQUENCES on a buffer without sequences")
+    refused(lambda: b.sample(10, unique=True, window=3), per.Error,
+            "PER_ERR_TOO_FEW", "batch size B 10 > 3 eligible items")
+    s = b.sample(4)
+    td = np.ones(4, np.float32)
+    td[2] = np.nan
+    before = state(b, tmp_path)
+    refused(lambda: b.update(s["ids"], td), per.Error, "td[2] is NaN",
+            "(ReplayBuffer.update)")
+    assert state(b, tmp_path) == before
+    # a checkpoint of another capacity
+    p = tmp_path / "b.per"
+    b.save(p)
+    other = per.ReplayBuffer(32, ITEM)
+    refused(lambda: other.load(p), per.Error, "PER_ERR_MISMATCH",
+            "the checkpoint's capacity 16, the buffer's 32")
+
+
+def test_update_refuses_sequence_ids(tmp_path):
+    """ids from a sequence sample go to update_sequences; update refuses
+    them instead of updating each sequence's first step."""
+    b = per.ReplayBuffer(16, ITEM, seq_len=4, seq_stride=2, seed=2)
+    g = np.arange(16)
+    b.add(obs=np.zeros((16, 4), np.float32), action=g, reward=g * 0.5)
+    s = b.sample(3, sequences=True)
+    before = state(b, tmp_path)
+    refused(lambda: b.update(s["ids"], np.ones(3, np.float32)), per.Error,
+            "PER_ERR_ARG", "ids[0] is a sequence's id",
+            "(ReplayBuffer.update)")
+    assert state(b, tmp_path) == before
+    assert b.update_sequences(s["ids"], np.ones((3, 4), np.float32)) == 0
