@@ -876,6 +876,9 @@ typedef struct per_config {
    Nothing is validated (per_buffer_init does that). Valid C and C++. */
 PERDEF per_config per_config_default(uint32_t capacity, uint32_t item_size);
 
+/* Bytes of a per_buffer's layout text, its NUL included. */
+#define PER_LAYOUT_MAX 512
+
 /* A plain struct: declare one and per_buffer_init it. Fields are readable
    (tests, tools); change them only through the functions. Item slots
    [0, size) are filled; the newest is slot (pos + capacity - 1) % capacity
@@ -914,10 +917,12 @@ typedef struct per_buffer {
   uint32_t zero_hint;     /* 1 once some leaf may have been set to 0 */
   uint32_t own_items;     /* 1 when items was allocated (per_buffer_init) */
   void *alloc_ctx;
-  char error[192]; /* what the last refused call refused, naming the
-                      argument or field and its value ("max_unique 100 >
-                      capacity 50"); "" after a successful call; always
-                      NUL-terminated. The one field a refused call writes */
+  char layout[PER_LAYOUT_MAX]; /* what the items are, as text, "" for
+                                  unknown: per_buffer_set_layout */
+  char error[192];             /* what the last refused call refused, naming the
+                                  argument or field and its value ("max_unique 100 >
+                                  capacity 50"); "" after a successful call; always
+                                  NUL-terminated. The one field a refused call writes */
 } per_buffer;
 
 /* Bit 31 of the ids per_buffer_sample hands out for sequences
@@ -991,6 +996,17 @@ PERDEF per_status per_buffer_init_mem(per_buffer *b, const per_config *cfg,
 PERDEF void per_buffer_free(per_buffer *b);
 /* Items stored (0 for NULL). */
 PERDEF uint32_t per_buffer_size(const per_buffer *b);
+/* Say what b's items are, as text: "" (the default) for unknown, or any
+   text of up to PER_LAYOUT_MAX - 1 chars that names the item's fields,
+   types and shapes (Python writes its NumPy dtype; C may write e.g.
+   "float32 obs[4]; int32 action; float32 reward"). Checkpoints keep it
+   (version 3), and a load refuses a file whose layout is not "" and
+   differs from b's, byte for byte, when b's is not "" (PER_ERR_MISMATCH:
+   the same item_size is not enough to read the bytes the same way); a
+   load into a buffer with "" gives it the file's. Errors (b unchanged
+   but for b->error): PER_ERR_NULL (b, or layout), PER_ERR_ARG (layout
+   of PER_LAYOUT_MAX chars or more). */
+PERDEF per_status per_buffer_set_layout(per_buffer *b, const char *layout);
 /* The beta the next scheduled sample call uses: beta0 + (beta1 - beta0) *
    min(1, step / beta_steps); exactly beta1 once step >= beta_steps. */
 PERDEF double per_buffer_beta(const per_buffer *b);
@@ -1326,7 +1342,7 @@ PERDEF uint32_t per_crc32c(uint32_t crc, const void *p, size_t n);
 /* Version 2 adds the sequence config, the episode ends and the
    trajectories; version 1 files still load (every item then its own
    trajectory, numbered by its add). */
-#define PER_CKPT_VERSION 2u
+#define PER_CKPT_VERSION 3u
 
 /* Checkpoints that do not stall training: per_buffer_snapshot copies the
    checkpoint's bytes into caller memory (the training thread waits only
@@ -1403,11 +1419,34 @@ PERDEF per_status per_snapshot_write(const void *snap, size_t len,
    (as per_buffer_save; the existing file at path stays as it was). */
 PERDEF per_status per_file_write(const void *data, size_t len, const char *path,
                                  void *alloc_ctx);
+/* What a checkpoint holds, from its header and layout text alone (the
+   arrays and the CRC are not read: per_buffer_load checks them). cfg is
+   the saved buffer's config, every field per_buffer_init takes (a buffer
+   made from it, of real_bytes leaves and with layout set, loads the file
+   whole). */
+typedef struct per_ckpt_info {
+  per_config cfg;              /* the saved config */
+  uint32_t version;            /* the format's version: 1 .. 3 */
+  uint32_t real_bytes;         /* sizeof(PER_REAL) of the writer: 4 or 8 */
+  uint32_t size;               /* items stored */
+  uint32_t pad;                /* 0 */
+  uint64_t added, step;        /* adds and sample calls so far */
+  char layout[PER_LAYOUT_MAX]; /* per_buffer_set_layout's text, "" for
+                                  none (and in versions 1 and 2) */
+} per_ckpt_info;
+
+/* Read the header (and layout text) of the checkpoint at path into
+   *info: to make the buffer it loads into without knowing its capacity,
+   item size or layout. Errors (*info zeroed): PER_ERR_NULL, PER_ERR_IO,
+   PER_ERR_FORMAT, PER_ERR_VERSION, PER_ERR_TRUNCATED, PER_ERR_CORRUPT (a
+   header field out of range; as per_buffer_load says them). */
+PERDEF per_status per_ckpt_read_info(const char *path, per_ckpt_info *info);
+
 /* Replace the whole state of b (initialised) with the file's: items,
    leaves, generations, episode ends, trajectory ids, ring position,
    counters, rng, beta step, max_leaf
    and the config's alpha, beta0, beta1, beta_steps, eps, max_priority and
-   seed. The file is read and validated completely, into temporary memory,
+   seed; and b's layout when it is "" (per_buffer_set_layout). The file is read and validated completely, into temporary memory,
    before b is touched; b then samples exactly the batches the saved
    buffer would have. Nothing is allocated before the header's claimed
    length has been checked against the file's real length (where the
@@ -1419,7 +1458,8 @@ PERDEF per_status per_file_write(const void *data, size_t len, const char *path,
    magic, endianness marker or header size, and empty files),
    PER_ERR_VERSION, PER_ERR_TRUNCATED (shorter than its header says),
    PER_ERR_CHECKSUM, PER_ERR_MISMATCH (the file's capacity, item_size,
-   PER_REAL size, flags, max_unique or alpha = 0 differ from b's),
+   PER_REAL size, flags, max_unique, alpha = 0, seq_len or seq_stride
+   differ from b's, or its layout does: per_buffer_set_layout),
    PER_ERR_CORRUPT (longer than its header says, or a field out of range
    with a valid checksum). */
 PERDEF per_status per_buffer_load(per_buffer *b, const char *path);
@@ -4013,6 +4053,22 @@ PERDEF void per_buffer_free(per_buffer *b) {
 
 PERDEF uint32_t per_buffer_size(const per_buffer *b) { return b ? b->size : 0; }
 
+PERDEF per_status per_buffer_set_layout(per_buffer *b, const char *layout) {
+  size_t n;
+  if (!b) return PER_ERR_NULL;
+  b->error[0] = 0;
+  if (!layout) return peri_buf_fail(b, PER_ERR_NULL, "layout is NULL");
+  n = strlen(layout);
+  if (n >= PER_LAYOUT_MAX) {
+    peri_msg m = peri_buf_msg(b);
+    peri_msg_nu(&m, "layout has", n);
+    peri_msg_nu(&m, " chars, at most", PER_LAYOUT_MAX - 1);
+    return PER_ERR_ARG;
+  }
+  memcpy(b->layout, layout, n + 1);
+  return PER_OK;
+}
+
 PERDEF double per_buffer_beta(const per_buffer *b) {
   if (!b) return 0;
   return peri_beta_at(&b->cfg, b->step);
@@ -5109,45 +5165,47 @@ static per_real peri_get_real(const unsigned char *p) {
    reader (peri_hdr_read) are made from it, nowhere else. docs/FORMAT.md
    has it as a table, with what the loader checks. Rows are only ever
    added at the end, with a new version (docs/DESIGN.md §9). */
-#define PERI_CKPT_FIELDS(X)                                             \
-  X(MAGIC, magic, u64, 1, PERI_MAGIC)                                   \
-  X(VERSION, version, u32, 1, PER_CKPT_VERSION)                         \
-  X(ENDIAN, endian, u32, 1, PERI_ENDIAN_MARK)                           \
-  X(HBYTES, hbytes, u32, 1, PERI_H_BYTES)                               \
-  X(REAL, real, u32, 1, (uint32_t)sizeof(per_real))                     \
-  X(CAPACITY, capacity, u32, 1, c->capacity)                            \
-  X(ITEM, item_size, u32, 1, c->item_size)                              \
-  X(SIZE, size, u32, 1, b->size)                                        \
-  X(POS, pos, u32, 1, b->pos)                                           \
-  X(FLAGS, flags, u32, 1, c->flags)                                     \
-  X(MAXU, max_unique, u32, 1, c->max_unique)                            \
-  X(ZHINT, zero_hint, u32, 1, b->zero_hint)                             \
-  X(PERM, has_perm, u32, 1, has_perm)                                   \
-  X(ALPHA, alpha, f64, 1, c->alpha)                                     \
-  X(BETA0, beta0, f64, 1, c->beta0)                                     \
-  X(BETA1, beta1, f64, 1, c->beta1)                                     \
-  X(EPS, eps, f64, 1, c->eps)                                           \
-  X(MAXP, max_priority, f64, 1, c->max_priority)                        \
-  X(BSTEPS, beta_steps, u64, 1, c->beta_steps)                          \
-  X(SEED, seed, u64, 1, c->seed)                                        \
-  X(STEP, step, u64, 1, b->step)                                        \
-  X(ADDED, added, u64, 1, b->added)                                     \
-  X(RSEED, rng_seed, u64, 1, b->rng.seed)                               \
-  X(RCTR, rng_counter, u64, 1, b->rng.counter)                          \
-  X(RBUF0, rng_buf0, u32, 1, b->rng.buf[0])                             \
-  X(RBUF1, rng_buf1, u32, 1, b->rng.buf[1])                             \
-  X(RBUF2, rng_buf2, u32, 1, b->rng.buf[2])                             \
-  X(RBUF3, rng_buf3, u32, 1, b->rng.buf[3])                             \
-  X(RAVAIL, rng_avail, u32, 1, b->rng.avail)                            \
-  X(RESERVED, reserved, u32, 1, 0u)                                     \
-  X(MAXLEAF, max_leaf, f64, 1, (double)b->max_leaf)                     \
-  X(TOTAL, total, f64, 1, (double)b->tree.node[1])                      \
-  X(FBYTES, file_bytes, u64, 1,                                         \
-    peri_ckpt_bytes(PER_CKPT_VERSION, b->size, c->item_size, has_perm)) \
-  X(SEQLEN, seq_len, u32, 2, c->seq_len)                                \
-  X(SEQSTRIDE, seq_stride, u32, 2, c->seq_stride)                       \
-  X(SEQETA, seq_eta, f64, 2, c->seq_eta)                                \
-  X(TRAJS, trajs, u64, 2, b->trajs)
+#define PERI_CKPT_FIELDS(X)                                            \
+  X(MAGIC, magic, u64, 1, PERI_MAGIC)                                  \
+  X(VERSION, version, u32, 1, PER_CKPT_VERSION)                        \
+  X(ENDIAN, endian, u32, 1, PERI_ENDIAN_MARK)                          \
+  X(HBYTES, hbytes, u32, 1, PERI_H_BYTES)                              \
+  X(REAL, real, u32, 1, (uint32_t)sizeof(per_real))                    \
+  X(CAPACITY, capacity, u32, 1, c->capacity)                           \
+  X(ITEM, item_size, u32, 1, c->item_size)                             \
+  X(SIZE, size, u32, 1, b->size)                                       \
+  X(POS, pos, u32, 1, b->pos)                                          \
+  X(FLAGS, flags, u32, 1, c->flags)                                    \
+  X(MAXU, max_unique, u32, 1, c->max_unique)                           \
+  X(ZHINT, zero_hint, u32, 1, b->zero_hint)                            \
+  X(PERM, has_perm, u32, 1, has_perm)                                  \
+  X(ALPHA, alpha, f64, 1, c->alpha)                                    \
+  X(BETA0, beta0, f64, 1, c->beta0)                                    \
+  X(BETA1, beta1, f64, 1, c->beta1)                                    \
+  X(EPS, eps, f64, 1, c->eps)                                          \
+  X(MAXP, max_priority, f64, 1, c->max_priority)                       \
+  X(BSTEPS, beta_steps, u64, 1, c->beta_steps)                         \
+  X(SEED, seed, u64, 1, c->seed)                                       \
+  X(STEP, step, u64, 1, b->step)                                       \
+  X(ADDED, added, u64, 1, b->added)                                    \
+  X(RSEED, rng_seed, u64, 1, b->rng.seed)                              \
+  X(RCTR, rng_counter, u64, 1, b->rng.counter)                         \
+  X(RBUF0, rng_buf0, u32, 1, b->rng.buf[0])                            \
+  X(RBUF1, rng_buf1, u32, 1, b->rng.buf[1])                            \
+  X(RBUF2, rng_buf2, u32, 1, b->rng.buf[2])                            \
+  X(RBUF3, rng_buf3, u32, 1, b->rng.buf[3])                            \
+  X(RAVAIL, rng_avail, u32, 1, b->rng.avail)                           \
+  X(RESERVED, reserved, u32, 1, 0u)                                    \
+  X(MAXLEAF, max_leaf, f64, 1, (double)b->max_leaf)                    \
+  X(TOTAL, total, f64, 1, (double)b->tree.node[1])                     \
+  X(FBYTES, file_bytes, u64, 1,                                        \
+    peri_ckpt_bytes(PER_CKPT_VERSION, b->size, c->item_size, has_perm, \
+                    (uint32_t)strlen(b->layout)))                      \
+  X(SEQLEN, seq_len, u32, 2, c->seq_len)                               \
+  X(SEQSTRIDE, seq_stride, u32, 2, c->seq_stride)                      \
+  X(SEQETA, seq_eta, f64, 2, c->seq_eta)                               \
+  X(TRAJS, trajs, u64, 2, b->trajs)                                    \
+  X(LAYOUT, layout_len, u32, 3, (uint32_t)strlen(b->layout))
 
 /* The magic bytes 0x89 "PERBUF\n" as a little-endian u64, and the word
    that tells the writer's byte order. */
@@ -5173,13 +5231,23 @@ static per_real peri_get_real(const unsigned char *p) {
   PERI_H_##NAME, PERI_H_END_##NAME = PERI_H_##NAME + PERI_W_##type - 1,
 enum { PERI_CKPT_FIELDS(PERI_H_OFFSET) PERI_H_BYTES };
 #undef PERI_H_OFFSET
-/* Version 1's header ends where the first version 2 field starts. */
+/* Version 1's header ends where the first version 2 field starts, and
+   version 2's where the first version 3 field does. */
 #define PERI_H_BYTES_V1 PERI_H_SEQLEN
+#define PERI_H_BYTES_V2 PERI_H_LAYOUT
 /* The sizes every reader of the format relies on: a row inserted or
-   widened above the end of either header is a compile error. */
-typedef char peri_h_bytes_check[(PERI_H_BYTES_V1 == 192 && PERI_H_BYTES == 216)
+   widened above the end of any header is a compile error. */
+typedef char peri_h_bytes_check[(PERI_H_BYTES_V1 == 192 &&
+                                 PERI_H_BYTES_V2 == 216 && PERI_H_BYTES == 220)
                                     ? 1
                                     : -1];
+
+/* The header's size in a version. */
+static uint32_t peri_h_bytes(uint32_t version) {
+  return version == 1   ? (uint32_t)PERI_H_BYTES_V1
+         : version == 2 ? (uint32_t)PERI_H_BYTES_V2
+                        : (uint32_t)PERI_H_BYTES;
+}
 
 #ifndef PER_NO_STDIO
 /* A header as read: a member per row of PERI_CKPT_FIELDS. */
@@ -5200,11 +5268,13 @@ static void peri_hdr_read(const unsigned char *h, uint32_t version,
 }
 #endif
 
-/* Bytes of the whole file (header, arrays, CRC) of a version. */
+/* Bytes of the whole file (header, layout text, arrays, CRC) of a
+   version. */
 static uint64_t peri_ckpt_bytes(uint32_t version, uint32_t size,
-                                uint32_t item_size, uint32_t has_perm) {
+                                uint32_t item_size, uint32_t has_perm,
+                                uint32_t layout_len) {
   uint64_t v2 = version >= 2;
-  return (v2 ? PERI_H_BYTES : PERI_H_BYTES_V1) + 4u +
+  return peri_h_bytes(version) + (uint64_t)layout_len + 4u +
          (uint64_t)size * ((uint64_t)item_size + 4u + sizeof(per_real) +
                            4u * has_perm + 5u * v2);
 }
@@ -5306,6 +5376,7 @@ static void peri_ckpt_emit(const per_buffer *b, peri_sink *o) {
   unsigned char h[PERI_H_BYTES];
   peri_ckpt_header(b, h);
   peri_sink_bytes(o, h, PERI_H_BYTES);
+  peri_sink_bytes(o, b->layout, strlen(b->layout));
   peri_sink_bytes(o, b->items, (size_t)b->size * b->cfg.item_size);
   peri_sink_u32s(o, b->gen, b->size);
   peri_sink_reals(o, b->tree.node + b->tree.leaves, b->size);
@@ -5318,7 +5389,7 @@ PERDEF size_t per_buffer_snapshot_bytes(const per_buffer *b) {
   uint64_t n;
   if (!b || !b->items) return 0;
   n = peri_ckpt_bytes(PER_CKPT_VERSION, b->cfg.capacity, b->cfg.item_size,
-                      b->swap.perm != NULL);
+                      b->swap.perm != NULL, (uint32_t)strlen(b->layout));
   return (uint64_t)(size_t)n == n ? (size_t)n : 0;
 }
 
@@ -5328,7 +5399,7 @@ PERDEF per_status per_buffer_snapshot(const per_buffer *b, void *mem,
   uint64_t need;
   if (!b || !b->items || !mem || !len) return PER_ERR_NULL;
   need = peri_ckpt_bytes(PER_CKPT_VERSION, b->size, b->cfg.item_size,
-                         b->swap.perm != NULL);
+                         b->swap.perm != NULL, (uint32_t)strlen(b->layout));
   if (need > (uint64_t)bytes) return PER_ERR_MEMORY;
   o.mem = (unsigned char *)mem;
   o.put = NULL;
@@ -5540,8 +5611,11 @@ typedef struct peri_ckpt {
   const unsigned char *items, *gens, *leaves, *perm;
   const unsigned char *ends, *traj; /* NULL in version 1 */
   uint64_t trajs; /* version 1: added (every item its own trajectory) */
+  uint64_t bytes; /* the file's length */
   per_config cfg;
   uint32_t version, hbytes, size, pos, has_perm;
+  const char *layout; /* the layout text (not NUL-terminated), h.layout_len
+                         chars */
 } peri_ckpt;
 
 /* Bytes from f's position to its end, in *rest: 1 when the stream can
@@ -5580,12 +5654,14 @@ static void peri_msg_pair(peri_msg *m, const char *name, uint64_t a,
   peri_msg_u(m, b);
 }
 
-static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
-                                 peri_ckpt *k, peri_msg *m) {
-  unsigned char h[PERI_H_BYTES];
+/* Read a checkpoint's header from f (at its start) into h and k->h, and
+   check what it says of the file: magic, version, byte order, header
+   size, the sizes (k->size, k->has_perm, the layout's length) and the
+   file's length (k->bytes) against the bytes f has left, where f can
+   tell. */
+static per_status peri_ckpt_head(FILE *f, unsigned char *h, peri_ckpt *k) {
   size_t got = fread(h, 1, PERI_H_BYTES_V1, f), hb;
   uint64_t bytes, rest;
-  uint32_t crc, t[256];
   int known;
   if (ferror(f)) return PER_ERR_IO;
   if (got >= 8 && peri_get64(h) != PERI_MAGIC) return PER_ERR_FORMAT;
@@ -5595,7 +5671,7 @@ static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
   peri_hdr_read(h, 1, &k->h);
   k->version = k->h.version;
   if (k->version < 1 || k->version > PER_CKPT_VERSION) return PER_ERR_VERSION;
-  k->hbytes = k->version == 1 ? PERI_H_BYTES_V1 : PERI_H_BYTES;
+  k->hbytes = peri_h_bytes(k->version);
   if (k->h.endian != PERI_ENDIAN_MARK || k->h.hbytes != k->hbytes)
     return PER_ERR_FORMAT;
   hb = k->hbytes;
@@ -5605,20 +5681,41 @@ static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
     if (got < hb) return PER_ERR_TRUNCATED;
   }
   peri_hdr_read(h, k->version, &k->h);
+  k->size = k->h.size;
+  k->has_perm = k->h.has_perm;
+  if (k->size > k->h.capacity || k->has_perm > 1 ||
+      k->h.layout_len >= PER_LAYOUT_MAX)
+    return PER_ERR_CORRUPT;
+  if (k->h.real != 4 && k->h.real != 8) return PER_ERR_CORRUPT;
+  bytes = peri_ckpt_bytes(k->version, k->size, k->h.item_size, k->has_perm,
+                          k->h.layout_len);
+  /* the arrays' sizes are those of the file's leaves */
+  bytes = bytes - (uint64_t)k->size * sizeof(per_real) +
+          (uint64_t)k->size * k->h.real;
+  if (k->h.file_bytes != bytes) return PER_ERR_CORRUPT;
+  k->bytes = bytes;
+  known = peri_file_rest(f, &rest);
+  if (known < 0) return PER_ERR_IO;
+  if (known && rest < bytes - hb) return PER_ERR_TRUNCATED;
+  if (known && rest > bytes - hb) return PER_ERR_CORRUPT;
+  return PER_OK;
+}
+
+static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
+                                 peri_ckpt *k, peri_msg *m) {
+  unsigned char h[PERI_H_BYTES];
+  uint64_t bytes;
+  size_t got, hb;
+  uint32_t crc, t[256];
+  per_status s = peri_ckpt_head(f, h, k);
+  if (s != PER_OK) return s;
+  hb = k->hbytes;
+  bytes = k->bytes;
   if (k->h.real != sizeof(per_real)) {
     peri_msg_pair(m, "bytes per leaf", k->h.real, sizeof(per_real));
     peri_msg_s(m, " (PER_REAL)");
     return PER_ERR_MISMATCH;
   }
-  k->size = k->h.size;
-  k->has_perm = k->h.has_perm;
-  if (k->size > k->h.capacity || k->has_perm > 1) return PER_ERR_CORRUPT;
-  bytes = peri_ckpt_bytes(k->version, k->size, k->h.item_size, k->has_perm);
-  if (k->h.file_bytes != bytes) return PER_ERR_CORRUPT;
-  known = peri_file_rest(f, &rest);
-  if (known < 0) return PER_ERR_IO;
-  if (known && rest < bytes - hb) return PER_ERR_TRUNCATED;
-  if (known && rest > bytes - hb) return PER_ERR_CORRUPT;
   if (k->h.item_size != b->cfg.item_size) {
     peri_msg_pair(m, "item_size", k->h.item_size, b->cfg.item_size);
     return PER_ERR_MISMATCH;
@@ -5681,7 +5778,9 @@ static per_status peri_ckpt_parse(peri_ckpt *k) {
   if ((double)max_leaf != h->max_leaf || per_leaf_status(max_leaf) != PER_OK ||
       !(max_leaf > 0) || (c->alpha == 0 && max_leaf != 1))
     return PER_ERR_CORRUPT;
-  k->items = k->mem + k->hbytes;
+  k->layout = (const char *)k->mem + k->hbytes;
+  if (memchr(k->layout, 0, h->layout_len)) return PER_ERR_CORRUPT;
+  k->items = k->mem + k->hbytes + h->layout_len;
   k->gens = k->items + (size_t)k->size * c->item_size;
   k->leaves = k->gens + (size_t)k->size * 4;
   k->perm = k->has_perm ? k->leaves + (size_t)k->size * sizeof(per_real) : NULL;
@@ -5713,6 +5812,86 @@ static per_status peri_ckpt_parse(peri_ckpt *k) {
   return PER_OK;
 }
 
+PERDEF per_status per_ckpt_read_info(const char *path, per_ckpt_info *info) {
+  unsigned char h[PERI_H_BYTES];
+  peri_ckpt k;
+  per_status s;
+  FILE *f;
+  if (!info) return PER_ERR_NULL;
+  memset(info, 0, sizeof *info);
+  if (!path) return PER_ERR_NULL;
+  memset(&k, 0, sizeof k);
+  f = fopen(path, "rb");
+  if (!f) return PER_ERR_IO;
+  s = peri_ckpt_head(f, h, &k);
+  if (s == PER_OK && k.h.layout_len > 0) {
+    size_t got = fread(info->layout, 1, k.h.layout_len, f);
+    if (ferror(f)) s = PER_ERR_IO;
+    else if (got < k.h.layout_len) s = PER_ERR_TRUNCATED;
+    else if (memchr(info->layout, 0, got)) s = PER_ERR_CORRUPT;
+  }
+  fclose(f);
+  if (s != PER_OK) {
+    memset(info, 0, sizeof *info);
+    return s;
+  }
+  info->cfg.capacity = k.h.capacity;
+  info->cfg.item_size = k.h.item_size;
+  info->cfg.alpha = k.h.alpha;
+  info->cfg.beta0 = k.h.beta0;
+  info->cfg.beta1 = k.h.beta1;
+  info->cfg.beta_steps = k.h.beta_steps;
+  info->cfg.eps = k.h.eps;
+  info->cfg.max_priority = k.h.max_priority;
+  info->cfg.seed = k.h.seed;
+  info->cfg.flags = k.h.flags;
+  info->cfg.max_unique = k.h.max_unique;
+  info->cfg.seq_len = k.h.seq_len;
+  info->cfg.seq_stride = k.h.seq_stride;
+  info->cfg.seq_eta = k.version >= 2 ? k.h.seq_eta : 0.9;
+  info->version = k.version;
+  info->real_bytes = k.h.real;
+  info->size = k.size;
+  info->added = k.h.added;
+  info->step = k.h.step;
+  if (peri_config_check(&info->cfg, NULL) != PER_OK) {
+    memset(info, 0, sizeof *info);
+    return PER_ERR_CORRUPT;
+  }
+  return PER_OK;
+}
+
+/* PER_ERR_MISMATCH when the file and b both name their items' layout
+   and the two differ (said in m), else PER_OK. */
+static per_status peri_layout_fit(const per_buffer *b, const peri_ckpt *k,
+                                  peri_msg *m) {
+  size_t n = k->h.layout_len;
+  if (n == 0 || !b->layout[0] ||
+      (strlen(b->layout) == n && memcmp(b->layout, k->layout, n) == 0))
+    return PER_OK;
+  if (m) {
+    char text[48];
+    size_t t = n < sizeof text - 1 ? n : sizeof text - 1;
+    memcpy(text, k->layout, t);
+    text[t] = 0;
+    peri_msg_s(m, "the checkpoint's layout \"");
+    peri_msg_s(m, text);
+    peri_msg_s(m, t < n ? "...\"" : "\"");
+    peri_msg_s(m, " is not the buffer's \"");
+    peri_msg_s(m, b->layout);
+    peri_msg_s(m, "\"");
+  }
+  return PER_ERR_MISMATCH;
+}
+
+/* A buffer without a layout takes the file's (a loaded buffer knows what
+   its items are). */
+static void peri_layout_take(per_buffer *b, const peri_ckpt *k) {
+  if (b->layout[0] || k->h.layout_len == 0) return;
+  memcpy(b->layout, k->layout, k->h.layout_len);
+  b->layout[k->h.layout_len] = 0;
+}
+
 /* Open, read, checksum and parse. On success k->mem must be freed. */
 static per_status peri_ckpt_open(const char *path, const per_buffer *b,
                                  uint32_t world, peri_ckpt *k, peri_msg *m) {
@@ -5727,6 +5906,7 @@ static per_status peri_ckpt_open(const char *path, const per_buffer *b,
   s = peri_ckpt_read(f, b, world, k, m);
   fclose(f);
   if (s == PER_OK) s = peri_ckpt_parse(k);
+  if (s == PER_OK) s = peri_layout_fit(b, k, m);
   if (s != PER_OK && k->mem) {
     PER_FREE(k->mem, b->alloc_ctx);
     k->mem = NULL;
@@ -5855,6 +6035,7 @@ static void peri_load_apply(per_buffer *b, const peri_ckpt *k, peri_sel sel,
   uint32_t cap = b->cfg.capacity, i, j, slot;
   size_t isz = b->cfg.item_size;
   const peri_hdr *h = &k->h;
+  peri_layout_take(b, k);
   for (i = 0, j = 0; i < k->size; ++i) {
     if (!peri_ckpt_pick(k, i, sel, &slot)) continue;
     memcpy(b->items + (size_t)j * isz, k->items + (size_t)slot * isz, isz);
@@ -6032,6 +6213,7 @@ PERDEF per_status per_buffer_load_append(per_buffer *b, const char *path,
     PER_ASSERT(s == PER_OK);
   }
   peri_seq_touch(b, d0, count);
+  peri_layout_take(b, &k);
   PER_FREE(k.mem, b->alloc_ctx);
   return PER_OK;
 }

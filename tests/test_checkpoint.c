@@ -13,12 +13,13 @@
 
 #include "buffer_util.h"
 #include "ckpt_v1.h"
+#include "ckpt_v2.h"
 
 #define NAME(s) (IS_FLOAT ? "ckpt_float_" s : "ckpt_double_" s)
-/* Header bytes of a version 2 file; a filled slot adds item_size + 4
+/* Header bytes of a version 3 file; a filled slot adds item_size + 4
    (generation) + sizeof(per_real) (leaf) + 1 (episode end) + 4
    (trajectory id) bytes. */
-#define HDR 216
+#define HDR 220
 
 /* The library's fsync calls land here: this definition takes the place of
    the C library's in this program. It counts directory syncs, notes
@@ -281,14 +282,14 @@ static void test_foreign(void) {
     } t[12];
     int k, m = 0;
     t[m].off = 8;
-    t[m].v = 3;
+    t[m].v = 4;
     t[m++].want = PER_ERR_VERSION; /* version */
     t[m].off = 12;
     t[m].v = 0x04030201u;
     t[m++].want = PER_ERR_FORMAT; /* byte order */
     t[m].off = 20;
     t[m].v = IS_FLOAT ? 8 : 4;
-    t[m++].want = PER_ERR_MISMATCH; /* PER_REAL */
+    t[m++].want = PER_ERR_CORRUPT; /* PER_REAL: lengths disagree */
     t[m].off = 28;
     t[m].v = 4;
     t[m++].want = PER_ERR_CORRUPT; /* item size: lengths disagree */
@@ -951,7 +952,7 @@ static void test_version1(void) {
     CHECK_OK(per_buffer_sample(&b, 6, NULL, NULL, ib, wb));
     CHECK(memcmp(ia, ib, sizeof ia) == 0 && memcmp(wa, wb, sizeof wa) == 0);
   }
-  /* saved again, it is a version 2 file that loads into a */
+  /* saved again, it is a version 3 file that loads into a */
   CHECK_OK(per_buffer_save(&b, NAME("v2.bin")));
   CHECK_OK(per_buffer_load(&a, NAME("v2.bin")));
   CHECK(state_equal(&a, &b));
@@ -976,6 +977,170 @@ static void test_version1(void) {
   remove(NAME("bad.bin"));
 }
 
+/* Version 2 files (per 0.3.0: sequences, ends, trajectories, no layout)
+   load into the state the same calls give now, and their header reads. */
+static void test_version2(void) {
+  const unsigned char *img = IS_FLOAT ? ckpt_v2_float : ckpt_v2_double;
+  long n = IS_FLOAT ? (long)sizeof ckpt_v2_float : (long)sizeof ckpt_v2_double;
+  per_buffer a, b;
+  per_status worst = PER_OK;
+  per_ckpt_info info;
+  per_sample_opts o;
+  uint64_t ia[6], ib[6];
+  float wa[6], wb[6];
+  uint32_t i;
+  int k;
+  CHECK(file_write(NAME("v2.bin"), img, n));
+  v2_ops(&a, &worst);
+  CHECK_OK(worst);
+  CHECK_OK(per_ckpt_read_info(NAME("v2.bin"), &info));
+  CHECK_EQ_U(info.version, 2);
+  CHECK_EQ_U(info.real_bytes, sizeof(per_real));
+  CHECK_EQ_U(info.size, a.size);
+  CHECK_EQ_U(info.added, a.added);
+  CHECK_EQ_U(info.step, a.step);
+  CHECK(info.layout[0] == 0);
+  CHECK(memcmp(&info.cfg, &a.cfg, sizeof a.cfg) == 0);
+  CHECK_OK(per_buffer_init(&b, &info.cfg, NULL));
+  CHECK_OK(per_buffer_load(&b, NAME("v2.bin")));
+  CHECK_OK(per_buffer_check(&b));
+  CHECK(state_equal(&a, &b));
+  CHECK(memcmp(a.ends, b.ends, a.cfg.capacity) == 0);
+  CHECK(memcmp(a.seq_ok, b.seq_ok, a.seq_tree.capacity) == 0);
+  memset(&o, 0, sizeof o);
+  for (k = 0; k < 4; ++k) {
+    o.flags = k % 2 ? PER_SAMPLE_SEQUENCES : 0;
+    CHECK_OK(per_buffer_sample(&a, 6, &o, NULL, ia, wa));
+    CHECK_OK(per_buffer_sample(&b, 6, &o, NULL, ib, wb));
+    CHECK(memcmp(ia, ib, sizeof ia) == 0 && memcmp(wa, wb, sizeof wa) == 0);
+  }
+  /* saved again it is a version 3 file; its header says so */
+  CHECK_OK(per_buffer_save(&b, NAME("v3.bin")));
+  CHECK_OK(per_ckpt_read_info(NAME("v3.bin"), &info));
+  CHECK_EQ_U(info.version, PER_CKPT_VERSION);
+  CHECK_OK(per_buffer_load(&a, NAME("v3.bin")));
+  CHECK(state_equal(&a, &b));
+  for (i = 0; i < 3; ++i)
+    CHECK_OK(per_buffer_load_shard(&b, NAME("v2.bin"), i, 3));
+  per_buffer_free(&a);
+  per_buffer_free(&b);
+  remove(NAME("v2.bin"));
+  remove(NAME("v3.bin"));
+}
+
+/* The items' layout: kept by checkpoints, compared on load (a file and a
+   buffer that both name one must agree), taken by a buffer that names
+   none; and per_ckpt_read_info, to make the buffer a file needs. */
+static void test_layout(void) {
+  static const char f32x2[] = "float32 obs[2]", i32x2[] = "int32 obs[2]";
+  static char longest[PER_LAYOUT_MAX + 1];
+  per_config c = cfg_of(9, 8);
+  per_buffer a, b;
+  per_ckpt_info info;
+  bsnap s;
+  CHECK_OK(per_buffer_init(&a, &c, NULL));
+  fill(&a, 12, 5);
+  CHECK_OK(per_buffer_set_layout(&a, f32x2));
+  CHECK_STR(a.layout, f32x2);
+  CHECK_OK(per_buffer_save(&a, NAME("lay.bin")));
+  CHECK_OK(per_ckpt_read_info(NAME("lay.bin"), &info));
+  CHECK_STR(info.layout, f32x2);
+  CHECK(memcmp(&info.cfg, &a.cfg, sizeof a.cfg) == 0);
+  CHECK_EQ_U(info.size, a.size);
+  /* another layout of the same item size: refused, and said */
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  CHECK_OK(per_buffer_set_layout(&b, i32x2));
+  s = bsnap_take(&b);
+  CHECK_STATUS(per_buffer_load(&b, NAME("lay.bin")), PER_ERR_MISMATCH);
+  CHECK_UNCHANGED(s, &b);
+  CHECK_STR(b.error, "the checkpoint's layout \"float32 obs[2]\" is not the "
+                     "buffer's \"int32 obs[2]\"");
+  CHECK_STATUS(per_buffer_load_append(&b, NAME("lay.bin"), 0, 1),
+               PER_ERR_MISMATCH);
+  CHECK_STATUS(per_buffer_load_shard(&b, NAME("lay.bin"), 0, 2),
+               PER_ERR_MISMATCH);
+  /* the same layout loads; no layout takes the file's */
+  CHECK_OK(per_buffer_set_layout(&b, f32x2));
+  CHECK_OK(per_buffer_load(&b, NAME("lay.bin")));
+  CHECK(state_equal(&a, &b));
+  per_buffer_free(&b);
+  CHECK_OK(per_buffer_init(&b, &info.cfg, NULL));
+  CHECK_OK(per_buffer_load(&b, NAME("lay.bin")));
+  CHECK_STR(b.layout, f32x2);
+  CHECK(state_equal(&a, &b));
+  /* a file without one loads into any buffer, which keeps its own */
+  CHECK_OK(per_buffer_set_layout(&a, ""));
+  CHECK_OK(per_buffer_save(&a, NAME("lay.bin")));
+  CHECK_OK(per_buffer_set_layout(&b, i32x2));
+  CHECK_OK(per_buffer_load(&b, NAME("lay.bin")));
+  CHECK_STR(b.layout, i32x2);
+  /* bounds */
+  memset(longest, 'x', PER_LAYOUT_MAX - 1);
+  CHECK_OK(per_buffer_set_layout(&a, longest));
+  CHECK_OK(per_buffer_save(&a, NAME("lay.bin")));
+  CHECK_OK(per_ckpt_read_info(NAME("lay.bin"), &info));
+  CHECK_EQ_U(strlen(info.layout), PER_LAYOUT_MAX - 1);
+  longest[PER_LAYOUT_MAX - 1] = 'x';
+  CHECK_STATUS(per_buffer_set_layout(&a, longest), PER_ERR_ARG);
+  CHECK_STR(a.error, "layout has 512 chars, at most 511");
+  CHECK_EQ_U(strlen(a.layout), PER_LAYOUT_MAX - 1);
+  CHECK_STATUS(per_buffer_set_layout(&a, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_ckpt_read_info(NAME("no-such.bin"), &info), PER_ERR_IO);
+  CHECK_STATUS(per_ckpt_read_info(NULL, &info), PER_ERR_NULL);
+  CHECK_STATUS(per_ckpt_read_info(NAME("lay.bin"), NULL), PER_ERR_NULL);
+  per_buffer_free(&a);
+  per_buffer_free(&b);
+  remove(NAME("lay.bin"));
+}
+
+/* A file of the other PER_REAL (its leaves 4 bytes where ours are 8, or
+   8 where 4), made from one of ours: its header reads, and a load says
+   the leaf size differs. */
+static void test_other_real(void) {
+  static unsigned char img[4096], other[4096];
+  per_config c = cfg_of(9, 8);
+  per_buffer a;
+  per_ckpt_info info;
+  const long items = 9 * 8 + 9 * 4, mine = (long)sizeof(per_real);
+  const long theirs = 12 - mine;
+  long n, m, i;
+  CHECK_OK(per_buffer_init(&a, &c, NULL));
+  fill(&a, 12, 5);
+  CHECK_OK(per_buffer_save(&a, NAME("real.bin")));
+  n = file_read(NAME("real.bin"), img, sizeof img);
+  /* header, items and generations; the leaves converted; the rest */
+  memcpy(other, img, (size_t)(HDR + items));
+  for (i = 0; i < 9; ++i) {
+    per_real v;
+    unsigned char *to = other + HDR + items + i * theirs;
+    memcpy(&v, img + HDR + items + i * mine, sizeof v);
+    if (theirs == 4) {
+      float f = (float)v;
+      memcpy(to, &f, 4);
+    } else {
+      double d = (double)v;
+      memcpy(to, &d, 8);
+    }
+  }
+  m = HDR + items + 9 * theirs;
+  memcpy(other + m, img + HDR + items + 9 * mine,
+         (size_t)(n - (HDR + items + 9 * mine)));
+  m += n - (HDR + items + 9 * mine);
+  put32(other + 20, (uint32_t)theirs);
+  put32(other + 184, (uint32_t)m); /* the file size, u64 */
+  fix_crc(other, m);
+  CHECK(file_write(NAME("real.bin"), other, m));
+  CHECK_OK(per_ckpt_read_info(NAME("real.bin"), &info));
+  CHECK_EQ_U(info.real_bytes, theirs);
+  CHECK_STATUS(per_buffer_load(&a, NAME("real.bin")), PER_ERR_MISMATCH);
+  CHECK_STR(a.error, theirs == 4 ? "the checkpoint's bytes per leaf 4, the "
+                                   "buffer's 8 (PER_REAL)"
+                                 : "the checkpoint's bytes per leaf 8, the "
+                                   "buffer's 4 (PER_REAL)");
+  per_buffer_free(&a);
+  remove(NAME("real.bin"));
+}
+
 int main(void) {
   test_crc();
   test_round_trip();
@@ -992,5 +1157,8 @@ int main(void) {
   test_file_write();
   test_alloc_failure();
   test_version1();
+  test_version2();
+  test_layout();
+  test_other_real();
   return t_done(IS_FLOAT ? "checkpoint (float)" : "checkpoint (double)");
 }

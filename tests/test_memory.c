@@ -125,16 +125,16 @@ static void test_snapshot_errors(void) {
   memset(&z, 0, sizeof z);
   CHECK_EQ_U(per_buffer_snapshot_bytes(NULL), 0);
   CHECK_EQ_U(per_buffer_snapshot_bytes(&z), 0);
-  /* header 216 + capacity * (item + generation + leaf + end + trajectory)
+  /* header 220 + capacity * (item + generation + leaf + end + trajectory)
      + CRC */
   CHECK_EQ_U(per_buffer_snapshot_bytes(&b),
-             216 + 37 * (12 + 4 + sizeof(per_real) + 1 + 4) + 4);
+             220 + 37 * (12 + 4 + sizeof(per_real) + 1 + 4) + 4);
   CHECK_STATUS(per_buffer_snapshot(NULL, mem, sizeof mem, &len), PER_ERR_NULL);
   CHECK_STATUS(per_buffer_snapshot(&z, mem, sizeof mem, &len), PER_ERR_NULL);
   CHECK_STATUS(per_buffer_snapshot(&b, NULL, sizeof mem, &len), PER_ERR_NULL);
   CHECK_STATUS(per_buffer_snapshot(&b, mem, sizeof mem, NULL), PER_ERR_NULL);
   CHECK_EQ_U(len, 12345);
-  need = 216 + 20 * (12 + 4 + sizeof(per_real) + 1 + 4) + 4;
+  need = 220 + 20 * (12 + 4 + sizeof(per_real) + 1 + 4) + 4;
   memset(mem, 0x5A, sizeof mem);
   s = bsnap_take(&b);
   CHECK_STATUS(per_buffer_snapshot(&b, mem, need - 1, &len), PER_ERR_MEMORY);
