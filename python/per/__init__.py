@@ -23,6 +23,8 @@ where the conversion is exact (ReplayBuffer.add states the rule).
 
 # Everything imported here has a leading underscore, so that dir(per)
 # and `from per import *` show the API (__all__) and nothing else.
+import hashlib as _hashlib
+import json as _json
 import math as _math
 import os as _os
 import typing as _t
@@ -430,6 +432,40 @@ def _item_dtype(item: ItemSpec) -> _np.dtype:
     return dt
 
 
+_LAYOUT_MAX = 511  # per.h's PER_LAYOUT_MAX - 1
+
+
+def _layout_of(dt: _np.dtype) -> str:
+    """The layout text a ReplayBuffer of items dt names (checkpoints keep
+    it; a load refuses a file of another): "numpy:" and the dtype's descr
+    as compact JSON, or, past 511 chars, "numpy-sha256:" and the digest of
+    that JSON (still compared on load, but from_file then needs the
+    dtype)."""
+    text = "numpy:" + _json.dumps(dt.descr, separators=(",", ":"))
+    if len(text.encode()) <= _LAYOUT_MAX:
+        return text
+    return "numpy-sha256:" + _hashlib.sha256(text.encode()).hexdigest()
+
+
+def _descr(x: _t.Any) -> _t.Any:
+    """A dtype descr from its JSON form: lists back to tuples."""
+    if isinstance(x, list):
+        out = []
+        for f in x:
+            name = tuple(f[0]) if isinstance(f[0], list) else f[0]
+            typ = _descr(f[1]) if isinstance(f[1], list) else f[1]
+            out.append((name, typ) if len(f) == 2 else (name, typ, tuple(f[2])))
+        return out
+    return x
+
+
+def _dtype_of_layout(text: str) -> _t.Optional[_np.dtype]:
+    """The dtype a "numpy:" layout text names, or None."""
+    if not text.startswith("numpy:"):
+        return None
+    return _np.dtype(_descr(_json.loads(text[len("numpy:"):])))
+
+
 def _items(n: _t.Optional[int]) -> str:
     return "one item" if n is None else f"a batch of {n}"
 
@@ -482,6 +518,7 @@ class ReplayBuffer(_per._Buffer):
                          max_unique, seq_len, seq_stride,
                          _real(seq_eta, r + "seq_eta"))
         self.dtype: _np.dtype = dt
+        self._set_layout(_layout_of(dt))
         # fixed for the buffer's life (load refuses another capacity or
         # seq_len); kept here so sample() does not build the config dict
         cfg = self.config
@@ -726,8 +763,54 @@ class ReplayBuffer(_per._Buffer):
 
     def load(self, path: _t.Union[str, _os.PathLike]) -> None:
         """per_buffer_load: replace the state with the file's (validated
-        completely first; the buffer is unchanged on error)."""
+        completely first; the buffer is unchanged on error).
+
+        The file's config replaces this buffer's alpha, beta0, beta1,
+        beta_steps, eps, max_priority, seed and seq_eta (a loaded buffer
+        draws exactly what the saved one would have). Its capacity, item
+        dtype, weights_buffer_max, cross_episodes, max_unique, seq_len
+        and seq_stride must be this buffer's (per.Error PER_ERR_MISMATCH
+        names the one that differs); the dtype is compared through the
+        layout text the file keeps (files written by C without one load
+        into any buffer of their item size). ReplayBuffer.from_file makes
+        the buffer a file needs."""
         self._load(_os.fspath(path))
+
+    @classmethod
+    def from_file(cls, path: _t.Union[str, _os.PathLike],
+                  item: _t.Optional[ItemSpec] = None) -> "ReplayBuffer":
+        """A buffer made from the file's header (per_ckpt_read_info): its
+        capacity, config and item dtype, and loaded with the file. item is
+        needed only for files that do not name a NumPy dtype (written by
+        C, by per before 0.4, or with a dtype too long to keep whole);
+        when given, it must match the file's."""
+        p = _os.fspath(path)
+        info = _per.ckpt_info(p)
+        call = "ReplayBuffer.from_file"
+        if info["real_bytes"] != 8:
+            raise ValueError(f"{call}: {p!r} holds {info['real_bytes']}-byte "
+                             "leaves (PER_REAL float); the Python package's "
+                             "are double")
+        dt = (_item_dtype(item) if item is not None
+              else _dtype_of_layout(info["layout"]))
+        if dt is None:
+            what = ("names no item layout" if not info["layout"]
+                    else "names its items' dtype only by a digest")
+            raise ValueError(f"{call}: {p!r} {what}: pass item=, the dtype "
+                             "of its items")
+        if dt.itemsize != info["item_size"]:
+            raise ValueError(f"{call}: item= is {dt.itemsize} bytes, the "
+                             f"file's items are {info['item_size']}")
+        buf = cls(info["capacity"], dt, alpha=info["alpha"],
+                  beta0=info["beta0"], beta1=info["beta1"],
+                  beta_steps=info["beta_steps"], eps=info["eps"],
+                  max_priority=info["max_priority"], seed=info["seed"],
+                  weights_buffer_max=bool(info["flags"] & _per.WEIGHTS_BUFFER_MAX),
+                  max_unique=info["max_unique"], seq_len=info["seq_len"],
+                  seq_stride=info["seq_stride"], seq_eta=info["seq_eta"],
+                  cross_episodes=bool(info["flags"] & _per.SEQ_CROSS_EPISODES))
+        buf.load(p)
+        return buf
 
     def load_shard(self, path: _t.Union[str, _os.PathLike], rank: int, world: int) -> None:
         """per_buffer_load_shard: items rank, rank + world, ... of the file."""

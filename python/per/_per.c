@@ -948,6 +948,21 @@ static PyObject *Buf_load(BufObject *self, PyObject *arg) {
   Py_RETURN_NONE;
 }
 
+static PyObject *Buf_set_layout(BufObject *self, PyObject *arg) {
+  const char *text;
+  if (!buf_ready(self) || !(text = PyUnicode_AsUTF8(arg))) return NULL;
+  CHECK_BUF(&self->b, per_buffer_set_layout(&self->b, text),
+            "ReplayBuffer.layout");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Buf_layout(BufObject *self, void *c) {
+  (void)c;
+  if (!buf_ready(self)) return NULL;
+  return PyUnicode_DecodeUTF8(self->b.layout,
+                              (Py_ssize_t)strlen(self->b.layout), "replace");
+}
+
 static PyObject *Buf_load_shard(BufObject *self, PyObject *args) {
   PyObject *bytes;
   uint_arg rank = {"ReplayBuffer.load_shard: rank", 0},
@@ -1065,6 +1080,7 @@ static PyMethodDef Buf_methods[] = {
     {"_save", (PyCFunction)Buf_save, METH_O, NULL},
     {"_load", (PyCFunction)Buf_load, METH_O, NULL},
     {"_load_shard", (PyCFunction)Buf_load_shard, METH_VARARGS, NULL},
+    {"_set_layout", (PyCFunction)Buf_set_layout, METH_O, NULL},
     {"check", (PyCFunction)Buf_check, METH_NOARGS, NULL},
     {"_leaves_into", (PyCFunction)Buf_leaves_into, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL}};
@@ -1074,6 +1090,8 @@ static PyGetSetDef Buf_getset[] = {
      "the beta the next scheduled sample uses (per_buffer_beta)", NULL},
     {"counters", (getter)Buf_counters, NULL, NULL, NULL},
     {"config", (getter)Buf_config, NULL, NULL, NULL},
+    {"layout", (getter)Buf_layout, NULL,
+     "what the items are, as text (per_buffer_set_layout)", NULL},
     {"size", (getter)Buf_size, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
@@ -1310,6 +1328,42 @@ static PyObject *mod_config_default(PyObject *m, PyObject *args) {
   return config_dict(&g);
 }
 
+/* ckpt_info(path) -> dict: per_ckpt_read_info; the config's fields (as
+   config_default's dict) and version, real_bytes, size, added, step,
+   layout. */
+static PyObject *mod_ckpt_info(PyObject *m, PyObject *arg) {
+  PyObject *bytes, *d;
+  per_ckpt_info info;
+  per_status s;
+  (void)m;
+  if (!PyUnicode_FSConverter(arg, &bytes)) return NULL;
+  s = per_ckpt_read_info(PyBytes_AS_STRING(bytes), &info);
+  Py_DECREF(bytes);
+  CHECK(s, "ckpt_info");
+  d = config_dict(&info.cfg);
+  if (!d) return NULL;
+#define PY_SET(key, obj)                               \
+  do {                                                 \
+    PyObject *o_ = (obj);                              \
+    if (!o_ || PyDict_SetItemString(d, key, o_) < 0) { \
+      Py_XDECREF(o_);                                  \
+      Py_DECREF(d);                                    \
+      return NULL;                                     \
+    }                                                  \
+    Py_DECREF(o_);                                     \
+  } while (0)
+  PY_SET("version", PyLong_FromUnsignedLong(info.version));
+  PY_SET("real_bytes", PyLong_FromUnsignedLong(info.real_bytes));
+  PY_SET("size", PyLong_FromUnsignedLong(info.size));
+  PY_SET("added", PyLong_FromUnsignedLongLong(info.added));
+  PY_SET("step", PyLong_FromUnsignedLongLong(info.step));
+  PY_SET("layout",
+         PyUnicode_DecodeUTF8(info.layout, (Py_ssize_t)strlen(info.layout),
+                              "replace"));
+#undef PY_SET
+  return d;
+}
+
 static PyObject *mod_status_name(PyObject *m, PyObject *arg) {
   long v = PyLong_AsLong(arg);
   (void)m;
@@ -1334,6 +1388,8 @@ static PyObject *mod_crc32c(PyObject *m, PyObject *args) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"ckpt_info", mod_ckpt_info, METH_O,
+     "ckpt_info(path) -> dict: a checkpoint's header (per_ckpt_read_info)"},
     {"config_default", mod_config_default, METH_VARARGS,
      "config_default(capacity, item_size) -> dict: per_config_default."},
     {"status_name", mod_status_name, METH_O,

@@ -14,6 +14,9 @@
 #define PER_IMPLEMENTATION
 #include "per.h"
 
+#define PY_LAYOUT \
+  "numpy:[[\"obs\",\"<f4\",[4]],[\"action\",\"<i4\"],[\"reward\",\"<f4\"]]"
+
 typedef struct item {
   float obs[4];
   int32_t action;
@@ -91,6 +94,9 @@ int main(int argc, char **argv) {
   cfg.seed = 12345;
   cfg.flags = (uint32_t)strtoul(argv[2], NULL, 10);
   if ((s = per_buffer_init(&b, &cfg, NULL)) != PER_OK) fail("init", s);
+  /* the layout text the package's ReplayBuffer names for this item
+     (test_c_bitwise.py checks that it still does) */
+  if ((s = per_buffer_set_layout(&b, PY_LAYOUT)) != PER_OK) fail("layout", s);
   if (strcmp(argv[1], "run") == 0) {
     for (r = 0; r < 6; r++) {
       uint32_t n = 37 + 113 * r, j;

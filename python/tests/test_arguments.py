@@ -284,3 +284,56 @@ def test_update_refuses_sequence_ids(tmp_path):
             "(ReplayBuffer.update)")
     assert state(b, tmp_path) == before
     assert b.update_sequences(s["ids"], np.ones((3, 4), np.float32)) == 0
+
+
+def test_checkpoints_know_the_dtype(tmp_path):
+    """A checkpoint keeps the items' dtype: a buffer of another dtype of
+    the same item size refuses it; from_file rebuilds the buffer (capacity,
+    config, dtype) from the file alone."""
+    b = filled(alpha=0.7, seq_len=4, seq_stride=2)
+    b.update(b.sample(4)["ids"], np.array([0.5, 2.0, 1.0, 3.0], np.float32))
+    p = tmp_path / "b.per"
+    b.save(p)
+    same_size = {"obs": (np.int32, 4), "action": np.float32, "reward": np.int32}
+    other = per.ReplayBuffer(16, same_size, seq_len=4, seq_stride=2)
+    assert other.dtype.itemsize == b.dtype.itemsize
+    refused(lambda: other.load(p), per.Error, "PER_ERR_MISMATCH",
+            "the checkpoint's layout", "is not the buffer's")
+    c = per.ReplayBuffer.from_file(p)
+    assert c.dtype == b.dtype and c.layout == b.layout
+    assert c.config == b.config and c.size == b.size
+    assert np.array_equal(c.priorities(), b.priorities())
+    s1, s2 = b.sample(5), c.sample(5)
+    for k in s1:
+        assert np.array_equal(s1[k], s2[k]), k
+    # the header alone
+    info = per._per.ckpt_info(str(p))
+    assert info["version"] == 3 and info["size"] == 8
+    assert info["layout"] == b.layout and info["alpha"] == 0.7
+
+
+def test_from_file_without_a_layout(tmp_path):
+    """A file that names no dtype (C, or per before 0.4) needs item=."""
+    b = filled()
+    b._set_layout("")
+    p = tmp_path / "c.per"
+    b.save(p)
+    refused(lambda: per.ReplayBuffer.from_file(p), ValueError,
+            "names no item layout", "pass item=")
+    refused(lambda: per.ReplayBuffer.from_file(p, {"x": np.float64}),
+            ValueError, "item= is 8 bytes, the file's items are 24")
+    c = per.ReplayBuffer.from_file(p, ITEM)
+    assert c.size == 8
+    assert c.layout == per.ReplayBuffer(4, ITEM).layout  # keeps its own
+
+
+def test_long_dtypes_are_named_by_digest(tmp_path):
+    """A dtype whose text is longer than a checkpoint keeps is named by
+    its digest: still compared on load."""
+    wide = {f"field_{i:03d}": np.float32 for i in range(60)}
+    b = per.ReplayBuffer(4, wide)
+    assert b.layout.startswith("numpy-sha256:")
+    p = tmp_path / "w.per"
+    b.save(p)
+    refused(lambda: per.ReplayBuffer.from_file(p), ValueError, "digest")
+    assert per.ReplayBuffer.from_file(p, wide).size == 0

@@ -92,6 +92,8 @@ def test_same_batches_file_and_resume(ref_ops, tmp_path, flags):
     assert len(c_out) == len(py_out) == 6 * 13
     for i, (c, p) in enumerate(zip(c_out, py_out)):
         assert c == p, f"line {i} differs"
+    # the layout ref_ops.c names for the same item
+    assert buf.layout == 'numpy:[["obs","<f4",[4]],["action","<i4"],["reward","<f4"]]'
     buf.save(py_file)
     assert py_file.read_bytes() == c_file.read_bytes()
 
