@@ -823,7 +823,14 @@ enum {
      episode; the steps after the end are masked out (see
      PER_SAMPLE_SEQUENCES). Without it a sequence that crosses an episode
      end is never drawn. */
-  PER_SEQ_CROSS_EPISODES = 1u << 1
+  PER_SEQ_CROSS_EPISODES = 1u << 1,
+  /* New items get the largest leaf stored now (max_priority when none is
+     > 0), instead of the largest leaf ever written (the paper's rule,
+     the default): one huge TD error then sways new items only while its
+     leaf is stored. Keeps a (max) tree: +2L per_real of memory, O(log L)
+     more per changed leaf. Not with per_cuda_buffer or per_mpi.h
+     (PER_ERR_ARG). */
+  PER_MAX_LIVE = 1u << 2
 };
 
 /* How a stored step ends its episode (per_buffer_add_step). */
@@ -851,10 +858,12 @@ typedef struct per_config {
   double eps;          /* default 1e-6; 0 allowed (zero-TD items are then
                           never drawn) */
   double max_priority; /* default 1.0: the leaf value new items get until an
-                          update raises it; > 0 (ignored when alpha = 0:
-                          every leaf is then 1) */
+                          update raises it (with PER_MAX_LIVE: while no
+                          stored leaf is > 0); > 0 (ignored when alpha =
+                          0: every leaf is then 1) */
   uint64_t seed;       /* default 0 (0 is a seed like any other) */
-  uint32_t flags;      /* PER_WEIGHTS_BUFFER_MAX; default 0 */
+  uint32_t flags;      /* PER_WEIGHTS_BUFFER_MAX | PER_SEQ_CROSS_EPISODES
+                          | PER_MAX_LIVE; default 0 */
   uint32_t max_unique; /* largest batch PER_SAMPLE_UNIQUE accepts: 1 ..
                           min(capacity, 2^30); default min(capacity, 65536);
                           its workspace is about 20 bytes per unit */
@@ -901,13 +910,16 @@ typedef struct per_buffer {
   per_tree seq_tree;      /* seq_len > 0: leaf j = priority of the sequence
                              starting at slot j * seq_stride, 0 while it is
                              not valid; else empty */
+  per_real *max_node;     /* with PER_MAX_LIVE: 2L values, node k = the
+                             largest leaf below k (0 if none); else NULL */
   per_real *seq_min_node; /* seq_len > 0 with PER_WEIGHTS_BUFFER_MAX: the
                              min tree of seq_tree; else NULL */
   uint8_t *seq_ok;        /* seq_len > 0: 1 where sequence j is valid */
   uint32_t *scratch_idx;  /* max_unique slots (unique sampling) */
   per_real *scratch_val;  /* max_unique leaf values */
   per_rng rng;            /* every random number of the buffer */
-  per_real max_leaf;      /* largest leaf value seen; new items get it */
+  per_real max_leaf;      /* the leaf new items get: the largest leaf value
+                             written (with PER_MAX_LIVE, stored) */
   uint32_t size;          /* items stored */
   uint32_t pos;           /* slot the next add writes */
   uint64_t added;         /* items added in total */
@@ -1122,8 +1134,10 @@ PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
    agree on a status before anything changes (per_mpi.h): the status
    per_buffer_update(b, ids, td, n, ...) would return and, on PER_OK, the
    number of stale ids it would skip (*stale) and the max_leaf b would
-   have after it (*max_leaf); either may be NULL. b is not changed.
-   O(n), plus one pow per current id when max_leaf is asked for. */
+   have after it (*max_leaf; PER_ERR_ARG when asked of a PER_MAX_LIVE
+   buffer, whose max_leaf may also fall); either may be NULL. b is not
+   changed. O(n), plus one pow per current id when max_leaf is asked
+   for. */
 PERDEF per_status per_buffer_update_check(const per_buffer *b,
                                           const uint64_t *ids, const float *td,
                                           uint32_t n, uint32_t *stale,
@@ -1161,7 +1175,8 @@ PERDEF per_buffer_shared per_buffer_shared_of(const per_buffer *b);
    first: the config fields as per_buffer_init checks them, alpha 0
    exactly when b's is (then every leaf is 1 and b has its swap sampler),
    rng.avail <= 4 and rng.pad 0, max_leaf a leaf value (per_leaf_status)
-   > 0, at least every stored leaf, and 1 when alpha is 0. O(size).
+   > 0, at least every stored leaf, and 1 when alpha is 0 (with
+   PER_MAX_LIVE, b's own: the largest stored leaf). O(size).
    Errors (b unchanged): PER_ERR_NULL (b, s, or b not initialised),
    PER_ERR_ARG (a field outside those bounds). */
 PERDEF per_status per_buffer_set_shared(per_buffer *b,
@@ -1185,7 +1200,8 @@ PERDEF per_status per_buffer_draw_uniform(per_buffer *b, uint64_t n, uint32_t B,
    decreases), as after an update that wrote a leaf v. Errors (b
    unchanged): PER_ERR_NULL, those of per_leaf_status(v) (PER_ERR_NAN,
    PER_ERR_INF, PER_ERR_NEGATIVE, PER_ERR_RANGE), PER_ERR_ARG (v == 0, or
-   v > 1 with alpha 0, where every leaf is 1). */
+   v > 1 with alpha 0, where every leaf is 1, or v > max_leaf with
+   PER_MAX_LIVE, where it is the largest stored leaf). */
 PERDEF per_status per_buffer_raise_max_leaf(per_buffer *b, per_real v);
 /* Count `items` items and `trajs` trajectories as added before every
    item b holds and stored nowhere now: added grows by items, trajs by
@@ -2534,11 +2550,12 @@ static per_status peri_config_check(const per_config *c, peri_msg *m) {
                                         : "max_priority is 0 (must be > 0)");
     return PER_ERR_ARG;
   }
-  if (c->flags & ~(uint32_t)(PER_WEIGHTS_BUFFER_MAX | PER_SEQ_CROSS_EPISODES)) {
+  if (c->flags & ~(uint32_t)(PER_WEIGHTS_BUFFER_MAX | PER_SEQ_CROSS_EPISODES |
+                             PER_MAX_LIVE)) {
     peri_msg_nu(m, "flags", c->flags);
     if (m)
-      peri_msg_s(m, " has bits that are neither PER_WEIGHTS_BUFFER_MAX nor "
-                    "PER_SEQ_CROSS_EPISODES");
+      peri_msg_s(m, " has bits that are no PER_WEIGHTS_BUFFER_MAX, "
+                    "PER_SEQ_CROSS_EPISODES or PER_MAX_LIVE");
     return PER_ERR_ARG;
   }
   if (c->max_unique == 0 || c->max_unique > c->capacity ||
@@ -3766,9 +3783,43 @@ static void peri_min_build(per_real *m, const per_tree *t) {
   m[0] = PERI_NO_MIN;
 }
 
-/* The buffer's own bookkeeping of leaf i having become v. */
+/* ---- max tree (PER_MAX_LIVE) ---- */
+
+/* Leaf i of the max tree m (over a tree of L leaves) for leaf value v. */
+static void peri_max_set(per_real *m, uint32_t L, uint32_t i, per_real v) {
+  uint32_t k = L + i;
+  m[k] = v;
+  for (k >>= 1; k >= 1; k >>= 1) {
+    per_real nv = m[2 * k] < m[2 * k + 1] ? m[2 * k + 1] : m[2 * k];
+    if (m[k] == nv) break; /* ancestors depend only on this node */
+    m[k] = nv;
+  }
+}
+
+/* Rebuild the max tree m of sum tree t from t's leaves: O(L). */
+static void peri_max_build(per_real *m, const per_tree *t) {
+  uint32_t L = t->leaves, k;
+  if (!m) return;
+  memcpy(m + L, t->node + L, (size_t)L * sizeof(per_real));
+  for (k = L - 1; k >= 1; --k)
+    m[k] = m[2 * k] < m[2 * k + 1] ? m[2 * k + 1] : m[2 * k];
+  m[0] = 0;
+}
+
+/* max_leaf from the max tree (PER_MAX_LIVE): the largest stored leaf, or
+   max_priority (1 with alpha = 0) when none is > 0. */
+static void peri_max_live(per_buffer *b) {
+  per_real top = b->max_node[1];
+  b->max_leaf = top > 0             ? top
+                : b->cfg.alpha == 0 ? (per_real)1
+                                    : (per_real)b->cfg.max_priority;
+}
+
+/* The buffer's own bookkeeping of leaf i having become v (with
+   PER_MAX_LIVE the caller then calls peri_max_live). */
 static void peri_note_leaf(per_buffer *b, uint32_t i, per_real v) {
-  if (v > b->max_leaf) b->max_leaf = v;
+  if (b->max_node) peri_max_set(b->max_node, b->tree.leaves, i, v);
+  else if (v > b->max_leaf) b->max_leaf = v;
   if (!(v > 0)) b->zero_hint = 1;
   if (b->min_node) peri_min_set(b->min_node, b->tree.leaves, i, v);
 }
@@ -3781,6 +3832,7 @@ static void peri_set_leaves(per_buffer *b, const uint32_t *idx,
   PER_ASSERT(s == PER_OK);
   (void)s;
   for (j = 0; j < n; ++j) peri_note_leaf(b, idx[j], val[j]);
+  if (b->max_node) peri_max_live(b);
 }
 
 /* Leaves [first, first + n) = val[0..n) (values already valid, no wrap):
@@ -3792,6 +3844,7 @@ static void peri_set_run(per_buffer *b, uint32_t first, const per_real *val,
   PER_ASSERT(s == PER_OK);
   (void)s;
   for (j = 0; j < n; ++j) peri_note_leaf(b, first + j, val[j]);
+  if (b->max_node) peri_max_live(b);
 }
 
 /* ---- sequences (seq_len > 0) ---- */
@@ -3948,6 +4001,11 @@ static per_status peri_init_trees(per_buffer *b) {
     if (!b->min_node) return PER_ERR_NOMEM;
     peri_min_build(b->min_node, &b->tree);
   }
+  if (c->flags & PER_MAX_LIVE) {
+    b->max_node = (per_real *)PER_MALLOC(per_tree_bytes(c->capacity), ctx);
+    if (!b->max_node) return PER_ERR_NOMEM;
+    peri_max_build(b->max_node, &b->tree);
+  }
   if (c->seq_len == 0) return PER_OK;
   ns = c->capacity / c->seq_stride;
   s = per_tree_init(&b->seq_tree, ns, ctx);
@@ -4041,6 +4099,7 @@ PERDEF void per_buffer_free(per_buffer *b) {
   if (b->traj) PER_FREE(b->traj, b->alloc_ctx);
   per_tree_free(&b->tree);
   if (b->min_node) PER_FREE(b->min_node, b->alloc_ctx);
+  if (b->max_node) PER_FREE(b->max_node, b->alloc_ctx);
   per_tree_free(&b->seq_tree);
   if (b->seq_min_node) PER_FREE(b->seq_min_node, b->alloc_ctx);
   if (b->seq_ok) PER_FREE(b->seq_ok, b->alloc_ctx);
@@ -4638,6 +4697,7 @@ PERDEF per_status per_buffer_update_check(const per_buffer *b,
   per_real mx;
   per_status s = peri_update_valid(b, ids, td, n, NULL);
   if (s != PER_OK) return s;
+  if (max_leaf && b->max_node) return PER_ERR_ARG; /* PER_MAX_LIVE */
   mx = b->max_leaf;
   for (j = 0; j < n; ++j) {
     if ((uint32_t)(ids[j] >> 32) != b->gen[(uint32_t)ids[j]]) {
@@ -4799,6 +4859,10 @@ PERDEF per_status per_buffer_set_shared(per_buffer *b,
                              : "alpha not 0 for a buffer whose alpha is");
   if (s->rng.avail > 4 || s->rng.pad != 0)
     return peri_buf_fail(b, PER_ERR_ARG, "rng is not a per_rng state");
+  if (b->max_node && s->max_leaf != b->max_leaf)
+    return peri_buf_fail(b, PER_ERR_ARG,
+                         "max_leaf differs from the largest stored leaf "
+                         "(PER_MAX_LIVE)");
   if (per_leaf_status(s->max_leaf) != PER_OK || !(s->max_leaf > 0) ||
       (c.alpha == 0 && s->max_leaf != 1))
     return peri_buf_fail(b, PER_ERR_ARG,
@@ -4815,6 +4879,7 @@ PERDEF per_status per_buffer_set_shared(per_buffer *b,
   b->rng = s->rng;
   b->step = s->step;
   b->max_leaf = s->max_leaf;
+  if (b->max_node) peri_max_live(b); /* max_priority may count */
   return PER_OK;
 }
 
@@ -4866,6 +4931,9 @@ PERDEF per_status per_buffer_raise_max_leaf(per_buffer *b, per_real v) {
     return peri_buf_fail(b, PER_ERR_ARG,
                          v > 0 ? "v > 1 while alpha is 0 (every leaf is 1)"
                                : "v is 0 (must be > 0)");
+  if (b->max_node && v > b->max_leaf)
+    return peri_buf_fail(b, PER_ERR_ARG,
+                         "PER_MAX_LIVE: max_leaf is the largest stored leaf");
   if (v > b->max_leaf) b->max_leaf = v;
   return PER_OK;
 }
@@ -4972,6 +5040,24 @@ PERDEF per_status per_buffer_check(const per_buffer *b) {
   if (((b->cfg.flags & PER_WEIGHTS_BUFFER_MAX) != 0) != (b->min_node != NULL) ||
       (b->min_node && !peri_min_ok(b->min_node, &b->tree)))
     return PER_ERR_CORRUPT;
+  if (((b->cfg.flags & PER_MAX_LIVE) != 0) != (b->max_node != NULL))
+    return PER_ERR_CORRUPT;
+  if (b->max_node) { /* the max tree, and max_leaf the live maximum */
+    const per_real *m = b->max_node;
+    per_real top = 0;
+    for (i = 0; i < L; ++i) {
+      if (m[L + i] != node[L + i]) return PER_ERR_CORRUPT;
+      if (node[L + i] > top) top = node[L + i];
+    }
+    for (i = L - 1; i >= 1; --i)
+      if (m[i] != (m[2 * i] < m[2 * i + 1] ? m[2 * i + 1] : m[2 * i]))
+        return PER_ERR_CORRUPT;
+    if (top > 0 ? b->max_leaf != top
+                : b->max_leaf != (b->cfg.alpha == 0
+                                      ? (per_real)1
+                                      : (per_real)b->cfg.max_priority))
+      return PER_ERR_CORRUPT;
+  }
   if (!b->traj || b->trajs > b->added) return PER_ERR_CORRUPT;
   {
     peri_tcheck tc;
@@ -6085,6 +6171,10 @@ static void peri_load_apply(per_buffer *b, const peri_ckpt *k, peri_sel sel,
     b->zero_hint = zero;
   }
   b->max_leaf = b->cfg.alpha == 0 ? (per_real)1 : (per_real)h->max_leaf;
+  if (b->max_node) { /* the stored leaves decide (a shard's, its own) */
+    peri_max_build(b->max_node, &b->tree);
+    peri_max_live(b);
+  }
   if (b->seq_ok) { /* the sequences, from the loaded steps */
     per_tree_clear(&b->seq_tree);
     memset(b->seq_ok, 0, b->seq_tree.capacity);
@@ -6202,7 +6292,7 @@ PERDEF per_status per_buffer_load_append(per_buffer *b, const char *path,
       m = 0;
     }
   }
-  if (b->cfg.alpha != 0 && (per_real)k.h.max_leaf > b->max_leaf)
+  if (b->cfg.alpha != 0 && !b->max_node && (per_real)k.h.max_leaf > b->max_leaf)
     b->max_leaf = (per_real)k.h.max_leaf;
   b->size += count;
   b->pos = (uint32_t)(((uint64_t)d0 + count) % cap);

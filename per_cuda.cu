@@ -1074,7 +1074,7 @@ static per_status peri_cuda_check_buffer_config(const per_config *cfg,
   if (!cfg) return PER_ERR_NULL;
   s = peri_config_check(cfg, NULL);
   if (s != PER_OK) return s;
-  if (cfg->seq_len) return PER_ERR_ARG;
+  if (cfg->seq_len || (cfg->flags & PER_MAX_LIVE)) return PER_ERR_ARG;
   if (max_batch == 0 || max_batch > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
   return PER_OK;
 }

@@ -391,7 +391,8 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
    types.
 
    Not on the device (PER_ERR_ARG): sequence replay (config seq_len > 0,
-   PER_SAMPLE_SEQUENCES) and distinct draws (PER_SAMPLE_UNIQUE). Windows,
+   PER_SAMPLE_SEQUENCES), distinct draws (PER_SAMPLE_UNIQUE) and the live
+   maximum for new items (PER_MAX_LIVE). Windows,
    trajectory windows (PER_SAMPLE_TRAJECTORIES), PER_SAMPLE_BETA,
    buffer-max weights, episode ends, alpha = 0 and the degenerate case
    (eligible mass 0 or not finite: uniform draws, weights 1) are as on
@@ -427,7 +428,7 @@ PER_CUDA_DEF size_t per_cuda_buffer_bytes(const per_config *cfg,
    aligned, e.g. from cudaMalloc) and enqueue its reset: empty, items
    zeroed, the stream at cfg->seed, max leaf cfg->max_priority (1 with
    alpha 0), as per_buffer_init. Errors: PER_ERR_NULL, the config errors
-   of per_buffer_init, PER_ERR_ARG (seq_len > 0), PER_ERR_BATCH
+   of per_buffer_init, PER_ERR_ARG (seq_len > 0, PER_MAX_LIVE), PER_ERR_BATCH
    (max_batch 0 or > PER_CUDA_MAX_BATCH), PER_ERR_MEMORY (bytes too few,
    d_mem not 256-byte aligned), PER_ERR_DEVICE; then *b is zeroed. */
 PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,

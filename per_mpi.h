@@ -136,7 +136,8 @@ typedef struct per_mpi {
    Errors, the same on every rank (then *m is zeroed and nothing is
    leaked): PER_ERR_NULL (m or cfg, on any rank), those of
    per_buffer_init on any rank (the first rank's in rank order),
-   PER_ERR_ARG (seq_len > 0, or the ranks' configs or PER_REAL differ).
+   PER_ERR_ARG (seq_len > 0 or PER_MAX_LIVE, or the ranks' configs or
+   PER_REAL differ).
    m == NULL returns PER_ERR_NULL on that rank only, before any
    communication: every rank must pass a valid m. */
 PERDEF per_status per_mpi_init(per_mpi *m, MPI_Comm comm, const per_config *cfg,
@@ -438,7 +439,7 @@ PERDEF per_status per_mpi_init(per_mpi *m, MPI_Comm comm, const per_config *cfg,
   MPI_Comm_size(m->comm, &m->world);
   m->alloc_ctx = alloc_ctx;
   if (!cfg) s = PER_ERR_NULL;
-  else if (cfg->seq_len > 0) s = PER_ERR_ARG;
+  else if (cfg->seq_len > 0 || (cfg->flags & PER_MAX_LIVE)) s = PER_ERR_ARG;
   else s = per_buffer_init(&m->shard, cfg, alloc_ctx);
   all = (uint64_t *)PER_MALLOC((size_t)m->world * sizeof mine, alloc_ctx);
   m->work = peri_mpi_work_new(m->world, alloc_ctx);

@@ -21,10 +21,10 @@
 
 /* ---- snapshots ---------------------------------------------------------- */
 
-/* Copies of a struct's allocations: up to 14 regions, in a fixed order. */
+/* Copies of a struct's allocations: up to 15 regions, in a fixed order. */
 typedef struct regions {
-  unsigned char *mem[14];
-  size_t len[14];
+  unsigned char *mem[15];
+  size_t len[15];
 } regions;
 
 static inline void regions_take(regions *r, const void *const *p,
@@ -92,13 +92,15 @@ static inline int bsnap_regions(const per_buffer *b, const void **p,
   n[k++] = b->seq_ok ? b->seq_tree.capacity : 0;
   p[k] = b->traj;
   n[k++] = b->traj ? cap * sizeof(uint32_t) : 0;
+  p[k] = b->max_node;
+  n[k++] = b->max_node ? nodes : 0;
   return k;
 }
 
 static inline bsnap bsnap_take(const per_buffer *b) {
   bsnap s;
-  const void *p[14];
-  size_t len[14];
+  const void *p[15];
+  size_t len[15];
   int n = bsnap_regions(b, p, len);
   memcpy(&s.head, b, sizeof *b);
   regions_take(&s.r, p, len, n);
@@ -108,8 +110,8 @@ static inline bsnap bsnap_take(const per_buffer *b) {
 /* 1 when b is byte for byte as when s was taken, but for b->error (what
    a refused call writes). Frees s. */
 static inline int bsnap_same(bsnap *s, const per_buffer *b) {
-  const void *p[14];
-  size_t len[14];
+  const void *p[15];
+  size_t len[15];
   int n = bsnap_regions(b, p, len);
   per_buffer now;
   memcpy(&now, b, sizeof now);

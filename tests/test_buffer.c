@@ -1197,7 +1197,7 @@ static void test_bad_input(void) {
     t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4);
     t[n].c.flags = 1u << 7;
-    t[n].says = "flags 128 has bits that are neither";
+    t[n].says = "flags 128 has bits that are no PER_WEIGHTS_BUFFER_MAX";
     t[n++].want = PER_ERR_ARG;
     t[n].c = cfg_of(8, 4);
     t[n].c.max_unique = 9;
@@ -1736,6 +1736,86 @@ static void test_errors_say_why(void) {
   per_buffer_free(&q);
 }
 
+/* PER_MAX_LIVE: new items get the largest stored leaf (max_priority when
+   none is > 0); the default keeps the largest ever written. Checked
+   against the leaves themselves after every call of a random run. */
+static void test_max_live(void) {
+  per_config c = cfg_of(16, 4);
+  per_buffer live, paper;
+  per_rng r;
+  uint64_t ids[8];
+  float td[8], huge = 1e30f;
+  uint32_t v, k, i;
+  per_real big;
+  c.alpha = 0.5;
+  c.eps = 0;
+  c.flags = PER_MAX_LIVE;
+  CHECK_OK(per_buffer_init(&live, &c, NULL));
+  c.flags = 0;
+  CHECK_OK(per_buffer_init(&paper, &c, NULL));
+  for (v = 0; v < 4; ++v) {
+    CHECK_OK(per_buffer_add(&live, &v));
+    CHECK_OK(per_buffer_add(&paper, &v));
+  }
+  CHECK_EQ_F(live.max_leaf, 1);
+  /* one huge TD error: both give it to the next item */
+  ids[0] = 2 | (uint64_t)1 << 32;
+  CHECK_OK(per_buffer_update(&live, ids, &huge, 1, NULL));
+  CHECK_OK(per_buffer_update(&paper, ids, &huge, 1, NULL));
+  big = live.tree.node[live.tree.leaves + 2];
+  CHECK_EQ_F(live.max_leaf, big);
+  CHECK_EQ_F(paper.max_leaf, big);
+  /* its leaf lowered: the live maximum falls, the paper's stays */
+  td[0] = 4;
+  CHECK_OK(per_buffer_update(&live, ids, td, 1, NULL));
+  CHECK_OK(per_buffer_update(&paper, ids, td, 1, NULL));
+  CHECK_EQ_F(live.max_leaf, 2); /* 4^0.5 */
+  CHECK_EQ_F(paper.max_leaf, big);
+  CHECK_OK(per_buffer_add(&live, &v));
+  CHECK_EQ_F(live.tree.node[live.tree.leaves + 4], 2);
+  CHECK_OK(per_buffer_check(&live));
+  /* every leaf 0: new items get max_priority */
+  for (v = 0; v < 5; ++v) {
+    ids[v] = v | (uint64_t)1 << 32;
+    td[v] = 0;
+  }
+  CHECK_OK(per_buffer_update(&live, ids, td, 5, NULL));
+  CHECK_EQ_F(live.max_leaf, c.max_priority);
+  CHECK_OK(per_buffer_check(&live));
+  /* what only the paper's rule allows */
+  CHECK_STATUS(per_buffer_raise_max_leaf(&live, 3), PER_ERR_ARG);
+  CHECK_STR(live.error, "PER_MAX_LIVE");
+  CHECK_STATUS(per_buffer_update_check(&live, ids, td, 1, NULL, &big),
+               PER_ERR_ARG);
+  per_buffer_free(&paper);
+
+  /* a random run: max_leaf is always the largest stored leaf */
+  per_rng_init(&r, 99);
+  for (k = 0; k < 3000; ++k) {
+    uint32_t op = per_rng_below(&r, 3), n = 1 + per_rng_below(&r, 8);
+    per_real top = 0;
+    if (op == 0) {
+      uint32_t items[8] = {0};
+      CHECK_OK(per_buffer_add_batch(&live, items, n));
+    } else if (op == 1 && live.size > 0) {
+      CHECK_OK(per_buffer_sample(&live, n, NULL, NULL, ids, NULL));
+      for (i = 0; i < n; ++i)
+        td[i] = per_rng_below(&r, 5) == 0 ? 0 : 100 * per_rng_float(&r);
+      CHECK_OK(per_buffer_update(&live, ids, td, n, NULL));
+    } else if (live.size > 0) {
+      CHECK_OK(per_buffer_save(&live, "max_live.bin"));
+      CHECK_OK(per_buffer_load(&live, "max_live.bin"));
+    }
+    for (i = 0; i < live.size; ++i)
+      if (live.tree.node[live.tree.leaves + i] > top)
+        top = live.tree.node[live.tree.leaves + i];
+    CHECK_EQ_F(live.max_leaf, top > 0 ? top : (per_real)c.max_priority);
+  }
+  CHECK_OK(per_buffer_check(&live));
+  remove("max_live.bin");
+  per_buffer_free(&live);
+}
+
 int main(void) {
   test_config();
   test_push_sample_shapes();
@@ -1758,6 +1838,7 @@ int main(void) {
   test_determinism();
   test_bad_input();
   test_errors_say_why();
+  test_max_live();
   test_advance_strata();
   test_draw_uniform();
   test_shared_state();

@@ -297,7 +297,7 @@ static void test_foreign(void) {
     t[m].v = 9;
     t[m++].want = PER_ERR_CORRUPT; /* pos == capacity */
     t[m].off = 40;
-    t[m].v = 4;
+    t[m].v = 8;
     t[m++].want = PER_ERR_CORRUPT; /* unknown flag */
     t[m].off = 48;
     t[m].v = 2;

@@ -478,7 +478,10 @@ class ReplayBuffer(_per._Buffer):
     arguments are per_config's fields with the C defaults (alpha = 0 is
     uniform replay, 0 is a value like any other). Flags are keywords:
     weights_buffer_max (PER_WEIGHTS_BUFFER_MAX), cross_episodes
-    (PER_SEQ_CROSS_EPISODES). max_unique=None takes the C default
+    (PER_SEQ_CROSS_EPISODES), live_max (PER_MAX_LIVE: new items get the
+    largest leaf stored now instead of the largest ever written, so one
+    huge TD error stops counting once its item is updated or evicted).
+    max_unique=None takes the C default
     (min(capacity, 65536)).
     """
 
@@ -500,6 +503,7 @@ class ReplayBuffer(_per._Buffer):
         seq_stride: int = 0,
         seq_eta: float = 0.9,
         cross_episodes: bool = False,
+        live_max: bool = False,
     ) -> None:
         dt = _item_dtype(item)
         capacity = _count(capacity, "ReplayBuffer: capacity")
@@ -509,7 +513,8 @@ class ReplayBuffer(_per._Buffer):
             max_unique = (config_default(capacity, dt.itemsize)["max_unique"]
                           if 0 < capacity <= 2**31 else 1)
         flags = (_per.WEIGHTS_BUFFER_MAX if weights_buffer_max else 0) | (
-            _per.SEQ_CROSS_EPISODES if cross_episodes else 0)
+            _per.SEQ_CROSS_EPISODES if cross_episodes else 0) | (
+            _per.MAX_LIVE if live_max else 0)
         r = "ReplayBuffer: "
         super().__init__(capacity, dt.itemsize, _real(alpha, r + "alpha"),
                          _real(beta0, r + "beta0"), _real(beta1, r + "beta1"),
@@ -808,7 +813,8 @@ class ReplayBuffer(_per._Buffer):
                   weights_buffer_max=bool(info["flags"] & _per.WEIGHTS_BUFFER_MAX),
                   max_unique=info["max_unique"], seq_len=info["seq_len"],
                   seq_stride=info["seq_stride"], seq_eta=info["seq_eta"],
-                  cross_episodes=bool(info["flags"] & _per.SEQ_CROSS_EPISODES))
+                  cross_episodes=bool(info["flags"] & _per.SEQ_CROSS_EPISODES),
+                  live_max=bool(info["flags"] & _per.MAX_LIVE))
         buf.load(p)
         return buf
 

@@ -1459,6 +1459,7 @@ PyMODINIT_FUNC PyInit__per(void) {
           0 ||
       PyModule_AddIntConstant(m, "SEQ_CROSS_EPISODES", PER_SEQ_CROSS_EPISODES) <
           0 ||
+      PyModule_AddIntConstant(m, "MAX_LIVE", PER_MAX_LIVE) < 0 ||
       PyModule_AddIntConstant(m, "END_NONE", PER_END_NONE) < 0 ||
       PyModule_AddIntConstant(m, "END_TERMINATED", PER_END_TERMINATED) < 0 ||
       PyModule_AddIntConstant(m, "END_TRUNCATED", PER_END_TRUNCATED) < 0)

@@ -235,3 +235,20 @@ def test_nstep_items_and_save(tmp_path):
     with pytest.raises(per.Error) as e:
         per.load_nstep([c], tmp_path / "n.pern")
     assert e.value.name == "PER_ERR_MISMATCH"
+
+
+def test_live_max():
+    """live_max: after one huge TD error is updated away, new items enter
+    at the largest leaf stored now; by default at the largest ever."""
+    item = {"x": np.float32}
+    bufs = [per.ReplayBuffer(8, item, alpha=0.5, eps=0.0, live_max=lm)
+            for lm in (False, True)]
+    for b in bufs:
+        b.add(x=np.zeros(4, np.float32))
+        ids = b.sample(4)["ids"]
+        b.update(ids[:1], np.array([1e30], np.float32))
+        b.update(ids[:1], np.array([4.0], np.float32))
+        b.add(x=np.zeros(1, np.float32))
+    paper, live = (b.priorities()[4] for b in bufs)
+    assert paper > 1e14 and live == 2.0  # (1e30)^0.5 and 4^0.5
+    assert bufs[1].config["flags"] & per._per.MAX_LIVE

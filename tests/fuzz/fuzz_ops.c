@@ -60,6 +60,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     c.seq_len = 1 + (k >> 1) % 12;
     c.seq_stride = 1 + (k >> 4) % 6;
     if (k & 0x80u) c.flags |= PER_SEQ_CROSS_EPISODES;
+  } else if (k & 0x80u) {
+    c.flags |= PER_MAX_LIVE;
   }
   if (per_buffer_init(&b, &c, NULL) != PER_OK) return 0;
   fuzz_path(path, sizeof path, "ops");
