@@ -12,7 +12,8 @@
 #                          compiled, without per's warning flags, and
 #                          nothing is installed
 #   CMake find_package     per::per (and per::per_cuda) from the prefix
-#   CMake FetchContent     per::per (and per::per_cuda) from this tree
+#   CMake FetchContent     per::per (and per::per_cuda, with -DPER_CUDA=ON)
+#                          from this tree
 #   per_cuda, pkg-config   a C program linked with the installed libraries
 #                          (double and float); a PER_REAL mismatch must
 #                          fail to link
@@ -187,7 +188,14 @@ cmake_consumer() { # $1: cmake-find or cmake-fetch, then cmake arguments
   [ -z "$cuda" ] || "$work/$name/cuda_main"
 }
 cmake_find() { cmake_consumer cmake-find -DCMAKE_PREFIX_PATH="$prefix"; }
-cmake_fetch() { cmake_consumer cmake-fetch -DPER_SOURCE_DIR="$root"; }
+# per's CUDA targets are off by default under a parent project: asked for
+# where per_cuda is tested; otherwise the consumer sees the default off.
+cmake_fetch() {
+  per_cuda=
+  [ -n "$cuda" ] && per_cuda=-DPER_CUDA=ON
+  # shellcheck disable=SC2086 # no argument when per_cuda is not tested
+  cmake_consumer cmake-fetch -DPER_SOURCE_DIR="$root" $per_cuda
+}
 
 cuda_pkgconfig() {
   need_cuda
