@@ -78,10 +78,11 @@ run() {
   fi
 }
 
-# The install every other consumer uses: the libraries only (no examples,
-# benchmarks or tests), both node types of per_cuda when nvcc works.
+# The install every other consumer uses, configured as the README's install
+# command: the libraries only (no examples, benchmarks or tests), both node
+# types of per_cuda when nvcc works.
 install_per() {
-  meson setup "$work/build" "$root" --prefix="$prefix" -Dtests=false
+  meson setup "$work/build" "$root" --prefix="$prefix" -Dprograms=false
   if meson introspect "$work/build" --targets | grep -q '"name": "per_cuda"'; then
     meson compile -C "$work/build" per_cuda per_cuda_float
   fi
