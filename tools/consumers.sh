@@ -12,7 +12,8 @@
 #                          compiled, without per's warning flags, and
 #                          nothing is installed
 #   CMake find_package     per::per (and per::per_cuda) from the prefix
-#   CMake FetchContent     per::per (and per::per_cuda) from this tree
+#   CMake FetchContent     per::per (and per::per_cuda, with -DPER_CUDA=ON)
+#                          from this tree
 #   per_cuda, pkg-config   a C program linked with the installed libraries
 #                          (double and float); a PER_REAL mismatch must
 #                          fail to link
@@ -77,10 +78,11 @@ run() {
   fi
 }
 
-# The install every other consumer uses: the libraries only (no examples,
-# benchmarks or tests), both node types of per_cuda when nvcc works.
+# The install every other consumer uses, configured as the README's install
+# command: the libraries only (no examples, benchmarks or tests), both node
+# types of per_cuda when nvcc works.
 install_per() {
-  meson setup "$work/build" "$root" --prefix="$prefix" -Dtests=false
+  meson setup "$work/build" "$root" --prefix="$prefix" -Dprograms=false
   if meson introspect "$work/build" --targets | grep -q '"name": "per_cuda"'; then
     meson compile -C "$work/build" per_cuda per_cuda_float
   fi
@@ -187,7 +189,14 @@ cmake_consumer() { # $1: cmake-find or cmake-fetch, then cmake arguments
   [ -z "$cuda" ] || "$work/$name/cuda_main"
 }
 cmake_find() { cmake_consumer cmake-find -DCMAKE_PREFIX_PATH="$prefix"; }
-cmake_fetch() { cmake_consumer cmake-fetch -DPER_SOURCE_DIR="$root"; }
+# per's CUDA targets are off by default under a parent project: asked for
+# where per_cuda is tested; otherwise the consumer sees the default off.
+cmake_fetch() {
+  per_cuda=
+  [ -n "$cuda" ] && per_cuda=-DPER_CUDA=ON
+  # shellcheck disable=SC2086 # no argument when per_cuda is not tested
+  cmake_consumer cmake-fetch -DPER_SOURCE_DIR="$root" $per_cuda
+}
 
 cuda_pkgconfig() {
   need_cuda
