@@ -1,4 +1,4 @@
-/* per.h - prioritized experience replay in one C header.       v0.3.0
+/* per.h - prioritized experience replay in one C header.       v0.4.0
    MIT license (no warranty): see the end of this file or LICENSE
 
    Do this:
@@ -179,6 +179,14 @@
       snapshot: it may run on any thread while the buffer keeps training.
 
    REVISION HISTORY
+      0.4.0  per.h's own pow (the same bits on every CPU, libm, compiler
+             and GPU; no libm); a refused per_buffer call says why in
+             b->error; sequence ids carry PER_ID_SEQ and per_buffer_update
+             refuses them (per_id_slot, per_id_generation decode ids);
+             opts->beta without PER_SAMPLE_BETA is refused; PER_MAX_LIVE;
+             checkpoint version 3 keeps the items' layout
+             (per_buffer_set_layout; versions 1 and 2 still load) and
+             per_ckpt_read_info reads a file's header
       0.3.0  episode ends; sequence replay (R2D2); trajectory ids and
              windows of trajectories; the trajectory accumulator
              (per_traj_*); snapshots written from any thread; the item
@@ -219,12 +227,12 @@
 #include <stdint.h>
 #include <string.h>
 
-/* 0.3.0 as one number, major * 10000 + minor * 100 + patch. */
+/* 0.4.0 as one number, major * 10000 + minor * 100 + patch. */
 #define PER_VERSION_MAJOR 0
-#define PER_VERSION_MINOR 3
+#define PER_VERSION_MINOR 4
 #define PER_VERSION_PATCH 0
-#define PER_VERSION 300
-#define PER_VERSION_STRING "0.3.0"
+#define PER_VERSION 400
+#define PER_VERSION_STRING "0.4.0"
 
 #ifndef PER_REAL
 #define PER_REAL double
@@ -1462,7 +1470,9 @@ PERDEF per_status per_ckpt_read_info(const char *path, per_ckpt_info *info);
    leaves, generations, episode ends, trajectory ids, ring position,
    counters, rng, beta step, max_leaf
    and the config's alpha, beta0, beta1, beta_steps, eps, max_priority and
-   seed; and b's layout when it is "" (per_buffer_set_layout). The file is read and validated completely, into temporary memory,
+   seed (with seq_len > 0 also seq_eta); and b's layout when it is ""
+   (per_buffer_set_layout). The file is read and validated completely,
+   into temporary memory,
    before b is touched; b then samples exactly the batches the saved
    buffer would have. Nothing is allocated before the header's claimed
    length has been checked against the file's real length (where the
