@@ -5472,7 +5472,7 @@ static void peri_ckpt_emit(const per_buffer *b, peri_sink *o) {
   unsigned char h[PERI_H_BYTES];
   peri_ckpt_header(b, h);
   peri_sink_bytes(o, h, PERI_H_BYTES);
-  peri_sink_bytes(o, b->layout, strlen(b->layout));
+  if (b->layout[0]) peri_sink_bytes(o, b->layout, strlen(b->layout));
   peri_sink_bytes(o, b->items, (size_t)b->size * b->cfg.item_size);
   peri_sink_u32s(o, b->gen, b->size);
   peri_sink_reals(o, b->tree.node + b->tree.leaves, b->size);
