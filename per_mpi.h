@@ -460,7 +460,7 @@ PERDEF per_status per_mpi_init(per_mpi *m, MPI_Comm comm, const per_config *cfg,
       s = (int)(int64_t)all[(size_t)r * N];
     for (r = 1; r < m->world && s == PER_OK; ++r)
       for (k = 1; k < N; ++k)
-        if (all[(size_t)r * N + k] != all[k]) s = PER_ERR_ARG;
+        if (all[(size_t)r * N + (size_t)k] != all[k]) s = PER_ERR_ARG;
   }
   PER_FREE(all, alloc_ctx);
   if (s != PER_OK) {
@@ -1189,7 +1189,7 @@ static void peri_mpi_save_shard(per_mpi *m, const char *path, uint64_t save,
   int s;
   memset(mine, 0, PERI_MPI_CK_WORDS * sizeof *mine);
   *name = peri_mpi_shard_name(path, save, (uint32_t)m->rank, m->alloc_ctx);
-  s = *name ? per_buffer_save(b, *name) : PER_ERR_NOMEM;
+  s = *name ? (int)per_buffer_save(b, *name) : (int)PER_ERR_NOMEM;
   *saved = *name != NULL;
   if (s == PER_OK) {
     uint32_t crc = 0;
