@@ -5837,29 +5837,36 @@ static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
 
 /* Parse and check every field of a checksummed file. Leaves and
    generations are checked here; the permutation by the caller. */
+/* The config a header of `version` saved (version 1: no sequences). */
+static per_config peri_hdr_config(const peri_hdr *h, uint32_t version) {
+  per_config c;
+  memset(&c, 0, sizeof c);
+  c.capacity = h->capacity;
+  c.item_size = h->item_size;
+  c.flags = h->flags;
+  c.max_unique = h->max_unique;
+  c.alpha = h->alpha;
+  c.beta0 = h->beta0;
+  c.beta1 = h->beta1;
+  c.eps = h->eps;
+  c.max_priority = h->max_priority;
+  c.beta_steps = h->beta_steps;
+  c.seed = h->seed;
+  c.seq_eta = 0.9;
+  if (version >= 2) {
+    c.seq_len = h->seq_len;
+    c.seq_stride = h->seq_stride;
+    c.seq_eta = h->seq_eta;
+  }
+  return c;
+}
+
 static per_status peri_ckpt_parse(peri_ckpt *k) {
   const peri_hdr *h = &k->h;
   per_config *c = &k->cfg;
   uint32_t i, zero = 0;
   per_real max_leaf;
-  memset(c, 0, sizeof *c);
-  c->capacity = h->capacity;
-  c->item_size = h->item_size;
-  c->flags = h->flags;
-  c->max_unique = h->max_unique;
-  c->alpha = h->alpha;
-  c->beta0 = h->beta0;
-  c->beta1 = h->beta1;
-  c->eps = h->eps;
-  c->max_priority = h->max_priority;
-  c->beta_steps = h->beta_steps;
-  c->seed = h->seed;
-  c->seq_eta = 0.9; /* version 1: no sequences */
-  if (k->version >= 2) {
-    c->seq_len = h->seq_len;
-    c->seq_stride = h->seq_stride;
-    c->seq_eta = h->seq_eta;
-  }
+  *c = peri_hdr_config(h, k->version);
   if (peri_config_check(c, NULL) != PER_OK) return PER_ERR_CORRUPT;
   if ((c->alpha == 0) != (k->has_perm == 1)) return PER_ERR_CORRUPT;
   k->pos = h->pos;
@@ -5931,20 +5938,7 @@ PERDEF per_status per_ckpt_read_info(const char *path, per_ckpt_info *info) {
     memset(info, 0, sizeof *info);
     return s;
   }
-  info->cfg.capacity = k.h.capacity;
-  info->cfg.item_size = k.h.item_size;
-  info->cfg.alpha = k.h.alpha;
-  info->cfg.beta0 = k.h.beta0;
-  info->cfg.beta1 = k.h.beta1;
-  info->cfg.beta_steps = k.h.beta_steps;
-  info->cfg.eps = k.h.eps;
-  info->cfg.max_priority = k.h.max_priority;
-  info->cfg.seed = k.h.seed;
-  info->cfg.flags = k.h.flags;
-  info->cfg.max_unique = k.h.max_unique;
-  info->cfg.seq_len = k.h.seq_len;
-  info->cfg.seq_stride = k.h.seq_stride;
-  info->cfg.seq_eta = k.version >= 2 ? k.h.seq_eta : 0.9;
+  info->cfg = peri_hdr_config(&k.h, k.version);
   info->version = k.version;
   info->real_bytes = k.h.real;
   info->size = k.size;
