@@ -20,6 +20,7 @@
       7. n-step adder ........ per_nstep_*                         >>nstep
       8. Checkpoints ......... per_buffer_save/load/snapshot       >>ckpt
       9. Trajectories ........ per_traj_*                          >>traj
+     10. Frame stacks ........ per_frames_* (pixel replay)         >>frames
       Internals shared with the companion files, not the API:
          in the declarations: byte order, allocator ....           >>internal
          in the implementation: per_cuda.cu's helpers ..           >>rules
@@ -307,6 +308,14 @@ typedef PER_REAL per_real;
 #define per_is_weight PERI_NAME(per_is_weight)
 #define per_buffer_check PERI_NAME(per_buffer_check)
 #define per_nstep_step PERI_NAME(per_nstep_step)
+#define per_frames_init PERI_NAME(per_frames_init)
+#define per_frames_free PERI_NAME(per_frames_free)
+#define per_frames_step PERI_NAME(per_frames_step)
+#define per_frames_sample PERI_NAME(per_frames_sample)
+#define per_frames_update PERI_NAME(per_frames_update)
+#define per_frames_drawable PERI_NAME(per_frames_drawable)
+#define per_frames_reset_lane PERI_NAME(per_frames_reset_lane)
+#define per_frames_check PERI_NAME(per_frames_check)
 #define per_buffer_save PERI_NAME(per_buffer_save)
 #define per_buffer_load PERI_NAME(per_buffer_load)
 #define per_buffer_load_shard PERI_NAME(per_buffer_load_shard)
@@ -1709,6 +1718,178 @@ PERDEF void per_traj_reset(per_traj *a);
 /* a->error: "" after a successful call, else what the last call refused.
    Never NULL: "" for NULL a. */
 PERDEF const char *per_traj_error(const per_traj *a);
+
+/* ======================================================================
+   10. Frame stacks (pixel replay)                                 >>frames
+   ======================================================================
+   Replay of stacked frames (Atari: 84x84 uint8, stacks of 4) that stores
+   each frame once. A transition's observation is the stack of the last k
+   frames of its episode and its next observation the stack n steps later
+   (per_nstep's rule); stored naively, both stacks cost 2k frames a
+   transition, here about one.
+
+   A per_frames is a ring of frames (every frame an environment step
+   shows, written once) plus a per_buffer of transitions whose items are
+   small records: the frame counters of both stacks, the action, the
+   n-step reward, discount and done flag. Sampling draws records from the
+   buffer, so priorities, IS weights, beta, windows, PER_SAMPLE_UNIQUE
+   and sequences work as for any per_buffer, and then copies the stacks'
+   frames into the caller's batch.
+
+   Episode starts: the frames before an episode's first one are that first
+   frame repeated (Gymnasium's FrameStackObservation with its default
+   padding, "reset"). Episode ends: a terminated or truncated step's next
+   observation is the stack ending in its final frame; per_nstep's rule
+   gives done and the discount. Lanes: several environments may feed one
+   per_frames (a vector environment), each in its own lane, in any order
+   and at any pace.
+
+   Frames are overwritten oldest first. The ring holds `frames` of them,
+   a little more than one per transition: a lane stores one frame a step
+   plus one more at each episode's start, and the transitions still in
+   the buffer need those frames plus k - 1 older ones. A transition whose
+   frames are no longer all in the ring is never drawn: sampling uses a
+   window over the newest transitions, those after the newest transition
+   that lost a frame (per_frames_drawable counts them). With the default
+   ring and episodes longer than about 64 steps, every stored transition
+   stays drawable. A lane that waits while the others write the whole
+   ring over restarts its episode (f->restarts counts them): its stacks
+   start again from the step's obs_frame, as at an episode's first step.
+
+   Not safe for concurrent use. Gaps: per_cuda_buffer and per_mpi.h do not
+   take frame records; checkpoints of a per_frames are not written yet
+   (f->buffer's items alone do not hold the frames). */
+
+/* What a per_frames stores. Start from per_frames_config_default. */
+typedef struct per_frames_config {
+  per_config buffer;    /* the transitions' buffer: capacity (transitions),
+                           alpha, beta, eps, seed, flags, seq_len, ...;
+                           item_size is per_frames_record_size's (any
+                           value given is replaced) */
+  uint32_t frame_bytes; /* bytes of one frame, >= 1 (84 * 84 for Atari) */
+  uint32_t stack;       /* k, frames in an observation: 1 .. 64 */
+  uint32_t n;           /* n-step returns: 1 .. 2^16 (default 1) */
+  float gamma;          /* discount in [0, 1] (default 0.99) */
+  uint32_t action_size; /* bytes a step keeps besides its frame (the
+                           action, and anything else): >= 1 */
+  uint32_t lanes;       /* environments: 1 .. 2^16 (default 1) */
+  uint64_t frames;      /* frames the ring holds: >= lanes * (stack + n +
+                           2); 0 (the default) = capacity + capacity / 64
+                           + lanes * (stack + n + 2) */
+} per_frames_config;
+
+/* The defaults for `capacity` transitions of frames of `frame_bytes`
+   stacked `stack` deep with actions of `action_size` bytes: one-step
+   (n = 1, gamma 0.99), one lane, the default ring and per_config_default's
+   buffer. Nothing is validated (per_frames_init does that). */
+PERDEF per_frames_config per_frames_config_default(uint32_t capacity,
+                                                   uint32_t frame_bytes,
+                                                   uint32_t stack,
+                                                   uint32_t action_size);
+
+/* The buffer's item: per_nstep's record with an "observation" of `stack`
+   uint64 frame counters (the stack's frames, oldest first); cfg->n,
+   gamma, stack and action_size give it (per_frames_layout). 0 when the
+   sizes do not fit. */
+PERDEF uint32_t per_frames_record_size(const per_frames_config *cfg);
+/* The record's byte offsets (obs and next_obs hold the counters). */
+PERDEF per_nstep_layout per_frames_layout(const per_frames_config *cfg);
+
+/* A plain struct: per_frames_init it. Fields are readable; change them
+   only through the functions. Frame c (counted from 0 over the whole
+   run) is at ring + (c % cfg.frames) * cfg.frame_bytes while c +
+   cfg.frames > next_frame. */
+typedef struct per_frames {
+  per_frames_config cfg; /* validated; frames filled in */
+  per_buffer buffer;     /* the transitions (records); update their
+                            priorities with per_frames_update (or
+                            per_buffer_update on it); add only through
+                            per_frames_step */
+  unsigned char *ring;   /* cfg.frames * cfg.frame_bytes */
+  uint64_t next_frame;   /* frames written so far */
+  per_nstep *adder;      /* per lane: the pending steps (records) */
+  uint64_t *stack;       /* per lane: the current observation's k
+                            counters */
+  uint8_t *live;         /* per lane: 1 while an episode runs */
+  uint64_t *low_idx;     /* the drawable window's bookkeeping: a ring of */
+  uint64_t *low_min;     /* (transition, its oldest frame), both rising */
+  uint32_t low_head, low_len;
+  uint64_t drawable_from; /* transitions added before it are not drawn */
+  uint64_t restarts;      /* lanes restarted: their frames were gone */
+  void *alloc_ctx;
+  char error[192]; /* "" after a successful call, else what the last
+                      call refused (names the argument and its value) */
+} per_frames;
+
+/* Where per_frames_sample writes; every pointer but ids may be NULL.
+   Batch entry j (a sequence's step j * L + s with PER_SAMPLE_SEQUENCES):
+     obs, next_obs  stack * frame_bytes bytes at j * stack * frame_bytes,
+                    the frames oldest first;
+     action         action_size bytes at j * action_size;
+     reward         the n-step return sum_{i<m} gamma^i r_{t+i} (float);
+     discount       gamma^m (m <= n: fewer at an episode's end);
+     done           1 when the episode terminated within the m steps;
+     ids            one per draw (required): for per_frames_update;
+     weights        one per draw: the IS weights. */
+typedef struct per_frames_out {
+  void *obs;
+  void *next_obs;
+  void *action;
+  float *reward;
+  float *discount;
+  uint32_t *done;
+  uint64_t *ids;
+  float *weights;
+} per_frames_out;
+
+/* Validate cfg and allocate the ring, the buffer and the lanes (ring
+   not zeroed: no frame is read before it is written). Errors:
+   PER_ERR_NULL (f, cfg), PER_ERR_ARG (a field out of its range, named in
+   f->error), those of per_buffer_init (f->error gives its message),
+   PER_ERR_NOMEM. On error *f is zeroed but for f->error; nothing leaks. */
+PERDEF per_status per_frames_init(per_frames *f, const per_frames_config *cfg,
+                                  void *alloc_ctx);
+/* Release everything and zero *f. Safe on a zeroed per_frames and NULL. */
+PERDEF void per_frames_free(per_frames *f);
+/* One environment step of lane `lane`: the observation whose newest frame
+   is obs_frame, the action taken, the reward, the next observation's
+   newest frame and how the step ended. obs_frame is read only at an
+   episode's first step (the lane's first step, any step after an end, or
+   a restart); next_frame is stored every step, so an episode of T steps
+   stores T + 1 frames. Transitions reach the buffer as per_nstep emits
+   them: a step n steps later, or at the episode's end (every pending
+   step, the last with PER_END_TERMINATED or PER_END_TRUNCATED: sequences
+   see the end). No allocation. Errors (nothing changes): PER_ERR_NULL
+   (a pointer), PER_ERR_INDEX (lane >= lanes), PER_ERR_NAN, PER_ERR_INF
+   (reward). */
+PERDEF per_status per_frames_step(per_frames *f, uint32_t lane,
+                                  const void *obs_frame, const void *action,
+                                  float reward, const void *next_frame,
+                                  int terminated, int truncated);
+/* Draw B transitions (or B sequences) as per_buffer_sample does on
+   f->buffer, among the drawable transitions (opts->window, if any, is
+   narrowed to them; PER_SAMPLE_TRAJECTORIES counts transitions here, one
+   per record), and rebuild their stacks into out. Errors: those of
+   per_buffer_sample (f->error says why), PER_ERR_NULL (f, out or
+   out->ids), PER_ERR_EMPTY (no transition drawable). Nothing is written
+   and nothing changes on error. */
+PERDEF per_status per_frames_sample(per_frames *f, uint32_t B,
+                                    const per_sample_opts *opts,
+                                    per_frames_out *out);
+/* per_buffer_update on f->buffer (f->error says why on error). */
+PERDEF per_status per_frames_update(per_frames *f, const uint64_t *ids,
+                                    const float *td, uint32_t n,
+                                    uint32_t *stale);
+/* Transitions that can be drawn now: the newest ones, whose frames are
+   all in the ring (0 for NULL). */
+PERDEF uint32_t per_frames_drawable(const per_frames *f);
+/* Drop lane's pending steps and end its episode without emitting (e.g.
+   an environment reset from outside). PER_ERR_NULL, PER_ERR_INDEX. */
+PERDEF per_status per_frames_reset_lane(per_frames *f, uint32_t lane);
+/* Every invariant: the buffer's (per_buffer_check), each drawable
+   transition's frames in the ring and its stacks in order, the lanes'.
+   PER_OK or PER_ERR_CORRUPT (PER_ERR_NULL for NULL). O(capacity). */
+PERDEF per_status per_frames_check(const per_frames *f);
 
 #ifdef __cplusplus
 }
@@ -5142,9 +5323,10 @@ PERDEF void per_nstep_reset(per_nstep *a) {
   a->count = 0;
 }
 
-/* Emit the oldest pending step with m rewards summed, then drop it. */
+/* Emit the oldest pending step with m rewards summed, then drop it; the
+   buffer keeps `end` as its episode end. */
 static void peri_nstep_emit(per_nstep *a, per_buffer *b, uint32_t m,
-                            uint32_t done, const void *next_obs) {
+                            uint32_t done, const void *next_obs, uint8_t end) {
   const per_nstep_layout *l = &a->layout;
   uint32_t k, n = a->cfg.n, h = a->head;
   double acc = 0, g = 1, gamma = (double)a->cfg.gamma;
@@ -5166,24 +5348,25 @@ static void peri_nstep_emit(per_nstep *a, per_buffer *b, uint32_t m,
   memcpy(a->item + l->discount, &d, sizeof d);
   memcpy(a->item + l->done, &done, sizeof done);
   memcpy(a->item + l->next_obs, next_obs, a->cfg.obs_size);
-  s = per_buffer_add(b, a->item);
+  s = per_buffer_add_step(b, a->item, end);
   PER_ASSERT(s == PER_OK);
   (void)s;
   a->head = (h + 1) % n;
   a->count -= 1;
 }
 
-PERDEF per_status per_nstep_step(per_nstep *a, per_buffer *b, const void *obs,
-                                 const void *action, float reward,
-                                 const void *next_obs, int terminated,
-                                 int truncated) {
+/* per_nstep_step once its arguments are checked. With mark_end, the
+   last step emitted at an episode's end is stored with its
+   PER_END_* (per_frames); per_nstep stores every item with
+   PER_END_NONE. */
+static void peri_nstep_push(per_nstep *a, per_buffer *b, const void *obs,
+                            const void *action, float reward,
+                            const void *next_obs, int terminated, int truncated,
+                            int mark_end) {
   uint32_t n, slot;
-  per_status s;
-  if (!a || !a->reward || !b || !obs || !action || !next_obs)
-    return PER_ERR_NULL;
-  if (!b->items || b->cfg.item_size != a->layout.size) return PER_ERR_ARG;
-  s = peri_float_status(reward);
-  if (s != PER_OK) return s;
+  uint8_t end = !mark_end    ? (uint8_t)PER_END_NONE
+                : terminated ? (uint8_t)PER_END_TERMINATED
+                             : (uint8_t)PER_END_TRUNCATED;
   n = a->cfg.n;
   slot = (a->head + a->count) % n;
   memcpy(a->obs + (size_t)slot * a->cfg.obs_size, obs, a->cfg.obs_size);
@@ -5193,11 +5376,26 @@ PERDEF per_status per_nstep_step(per_nstep *a, per_buffer *b, const void *obs,
   a->count += 1;
   if (terminated || truncated) {
     while (a->count > 0)
-      peri_nstep_emit(a, b, a->count, terminated ? 1u : 0u, next_obs);
+      peri_nstep_emit(a, b, a->count, terminated ? 1u : 0u, next_obs,
+                      a->count == 1 ? end : (uint8_t)PER_END_NONE);
     a->head = 0;
   } else if (a->count == n) {
-    peri_nstep_emit(a, b, n, 0, next_obs);
+    peri_nstep_emit(a, b, n, 0, next_obs, PER_END_NONE);
   }
+}
+
+PERDEF per_status per_nstep_step(per_nstep *a, per_buffer *b, const void *obs,
+                                 const void *action, float reward,
+                                 const void *next_obs, int terminated,
+                                 int truncated) {
+  per_status s;
+  if (!a || !a->reward || !b || !obs || !action || !next_obs)
+    return PER_ERR_NULL;
+  if (!b->items || b->cfg.item_size != a->layout.size) return PER_ERR_ARG;
+  s = peri_float_status(reward);
+  if (s != PER_OK) return s;
+  peri_nstep_push(a, b, obs, action, reward, next_obs, terminated, truncated,
+                  0);
   return PER_OK;
 }
 
@@ -6877,6 +7075,495 @@ PERDEF void per_traj_reset(per_traj *a) {
 
 PERDEF const char *per_traj_error(const per_traj *a) {
   return a ? a->error : "";
+}
+
+/* >>frames */
+PERDEF per_frames_config per_frames_config_default(uint32_t capacity,
+                                                   uint32_t frame_bytes,
+                                                   uint32_t stack,
+                                                   uint32_t action_size) {
+  per_frames_config c;
+  memset(&c, 0, sizeof c);
+  c.buffer = per_config_default(capacity, 1);
+  c.frame_bytes = frame_bytes;
+  c.stack = stack;
+  c.n = 1;
+  c.gamma = 0.99f;
+  c.action_size = action_size;
+  c.lanes = 1;
+  c.frames = 0;
+  return c;
+}
+
+static per_nstep_config peri_frames_nstep(const per_frames_config *c) {
+  per_nstep_config nc;
+  nc.n = c->n;
+  nc.gamma = c->gamma;
+  nc.obs_size = c->stack <= 64 ? c->stack * 8u : 0u;
+  nc.action_size = c->action_size;
+  return nc;
+}
+
+PERDEF per_nstep_layout per_frames_layout(const per_frames_config *cfg) {
+  per_nstep_config nc;
+  per_nstep_layout l;
+  if (!cfg) {
+    memset(&l, 0, sizeof l);
+    return l;
+  }
+  nc = peri_frames_nstep(cfg);
+  return per_nstep_layout_of(&nc);
+}
+
+PERDEF uint32_t per_frames_record_size(const per_frames_config *cfg) {
+  return per_frames_layout(cfg).size;
+}
+
+/* f->error emptied, for a message. */
+static peri_msg peri_frames_msg(per_frames *f) {
+  peri_msg m;
+  m.buf = f->error;
+  m.len = 0;
+  m.cap = sizeof f->error;
+  m.buf[0] = 0;
+  return m;
+}
+
+static per_status peri_frames_fail(per_frames *f, per_status s,
+                                   const char *what) {
+  peri_msg m = peri_frames_msg(f);
+  peri_msg_s(&m, what);
+  return s;
+}
+
+/* The least ring the lanes need: each lane's pending steps, their stacks'
+   older frames and the frames one step writes. */
+static uint64_t peri_frames_floor(const per_frames_config *c) {
+  return (uint64_t)c->lanes * ((uint64_t)c->stack + c->n + 2u);
+}
+
+/* PER_OK when per_frames_init accepts c's own fields (the buffer's are
+   per_buffer_init's to check), else why not, in m. */
+static per_status peri_frames_config_check(const per_frames_config *c,
+                                           peri_msg *m) {
+  if (c->frame_bytes == 0) {
+    peri_msg_nu(m, "frame_bytes", 0);
+    peri_msg_s(m, ": must be >= 1");
+    return PER_ERR_ARG;
+  }
+  if (c->stack == 0 || c->stack > 64) {
+    peri_msg_nu(m, "stack", c->stack);
+    peri_msg_s(m, ": must be 1 .. 64");
+    return PER_ERR_ARG;
+  }
+  if (c->n == 0 || c->n > (1u << 16)) {
+    peri_msg_nu(m, "n", c->n);
+    peri_msg_s(m, ": must be 1 .. 65536");
+    return PER_ERR_ARG;
+  }
+  if (!(c->gamma >= 0.0f && c->gamma <= 1.0f)) {
+    peri_msg_s(m, "gamma must be in [0, 1]");
+    return PER_ERR_ARG;
+  }
+  if (c->action_size == 0) {
+    peri_msg_nu(m, "action_size", 0);
+    peri_msg_s(m, ": must be >= 1");
+    return PER_ERR_ARG;
+  }
+  if (c->lanes == 0 || c->lanes > (1u << 16)) {
+    peri_msg_nu(m, "lanes", c->lanes);
+    peri_msg_s(m, ": must be 1 .. 65536");
+    return PER_ERR_ARG;
+  }
+  if (per_frames_record_size(c) == 0) {
+    peri_msg_nu(m, "action_size", c->action_size);
+    peri_msg_s(m, ": the record would not fit in 2^32 - 1 bytes");
+    return PER_ERR_ARG;
+  }
+  if (c->frames != 0 && c->frames < peri_frames_floor(c)) {
+    peri_msg_nu(m, "frames", c->frames);
+    peri_msg_nu(m, " < lanes * (stack + n + 2) =", peri_frames_floor(c));
+    return PER_ERR_ARG;
+  }
+  if (c->frames != 0 && c->frames > ((uint64_t)SIZE_MAX) / c->frame_bytes) {
+    peri_msg_nu(m, "frames", c->frames);
+    peri_msg_nu(m, " * frame_bytes", c->frame_bytes);
+    peri_msg_s(m, " overflows size_t");
+    return PER_ERR_CAPACITY;
+  }
+  return PER_OK;
+}
+
+PERDEF void per_frames_free(per_frames *f) {
+  uint32_t i;
+  if (!f) return;
+  if (f->adder)
+    for (i = 0; i < f->cfg.lanes; ++i) per_nstep_free(&f->adder[i]);
+  if (f->adder) PER_FREE(f->adder, f->alloc_ctx);
+  if (f->ring) PER_FREE(f->ring, f->alloc_ctx);
+  if (f->stack) PER_FREE(f->stack, f->alloc_ctx);
+  if (f->live) PER_FREE(f->live, f->alloc_ctx);
+  if (f->low_idx) PER_FREE(f->low_idx, f->alloc_ctx);
+  if (f->low_min) PER_FREE(f->low_min, f->alloc_ctx);
+  per_buffer_free(&f->buffer);
+  memset(f, 0, sizeof *f);
+}
+
+/* n * size bytes from the allocator, or NULL (also when they overflow). */
+static void *peri_frames_alloc(uint64_t n, uint64_t size, void *ctx) {
+  uint64_t bytes = n * size;
+  if (size != 0 && bytes / size != n) return NULL;
+  if ((uint64_t)(size_t)bytes != bytes) return NULL;
+  return PER_MALLOC((size_t)(bytes ? bytes : 1), ctx);
+}
+
+PERDEF per_status per_frames_init(per_frames *f, const per_frames_config *cfg,
+                                  void *alloc_ctx) {
+  per_frames_config c;
+  per_nstep_config nc;
+  peri_msg m;
+  per_status s;
+  uint32_t i, cap;
+  if (!f) return PER_ERR_NULL;
+  memset(f, 0, sizeof *f);
+  m = peri_frames_msg(f);
+  if (!cfg) return peri_frames_fail(f, PER_ERR_NULL, "cfg is NULL");
+  c = *cfg;
+  s = peri_frames_config_check(&c, &m);
+  if (s != PER_OK) return s;
+  c.buffer.item_size = per_frames_record_size(&c);
+  if (c.frames == 0) {
+    uint64_t cap64 = c.buffer.capacity;
+    c.frames = cap64 + cap64 / 64u + peri_frames_floor(&c);
+    if (c.frames > ((uint64_t)SIZE_MAX) / c.frame_bytes) {
+      peri_msg_nu(&m, "frames", c.frames);
+      peri_msg_nu(&m, " * frame_bytes", c.frame_bytes);
+      peri_msg_s(&m, " overflows size_t");
+      return PER_ERR_CAPACITY;
+    }
+  }
+  f->alloc_ctx = alloc_ctx;
+  s = per_buffer_init(&f->buffer, &c.buffer, alloc_ctx);
+  if (s != PER_OK) {
+    peri_msg_s(&m, "buffer: ");
+    peri_msg_s(&m, f->buffer.error);
+    memset(&f->buffer, 0, sizeof f->buffer);
+    return s;
+  }
+  f->cfg = c;
+  cap = c.buffer.capacity;
+  nc = peri_frames_nstep(&c);
+  f->ring =
+      (unsigned char *)peri_frames_alloc(c.frames, c.frame_bytes, alloc_ctx);
+  f->adder =
+      (per_nstep *)peri_frames_alloc(c.lanes, sizeof(per_nstep), alloc_ctx);
+  f->stack = (uint64_t *)peri_frames_alloc((uint64_t)c.lanes * c.stack,
+                                           sizeof(uint64_t), alloc_ctx);
+  f->live = (uint8_t *)peri_frames_alloc(c.lanes, 1, alloc_ctx);
+  f->low_idx = (uint64_t *)peri_frames_alloc(cap, sizeof(uint64_t), alloc_ctx);
+  f->low_min = (uint64_t *)peri_frames_alloc(cap, sizeof(uint64_t), alloc_ctx);
+  s = f->ring && f->adder && f->stack && f->live && f->low_idx && f->low_min
+          ? PER_OK
+          : PER_ERR_NOMEM;
+  if (f->adder) memset(f->adder, 0, (size_t)c.lanes * sizeof(per_nstep));
+  for (i = 0; s == PER_OK && i < c.lanes; ++i)
+    s = per_nstep_init(&f->adder[i], &nc, alloc_ctx);
+  if (s != PER_OK) {
+    per_frames_free(f);
+    return peri_frames_fail(f, s, per_status_str(s));
+  }
+  memset(f->live, 0, c.lanes);
+  memset(f->stack, 0, (size_t)c.lanes * c.stack * sizeof(uint64_t));
+  return PER_OK;
+}
+
+/* The oldest frame counter f still needs for transitions not yet emitted
+   by lane i (its pending steps' stacks, else its current stack). */
+static uint64_t peri_frames_lane_low(const per_frames *f, uint32_t i) {
+  const per_nstep *a = &f->adder[i];
+  uint64_t c;
+  if (a->count > 0) {
+    memcpy(&c, a->obs + (size_t)a->head * a->cfg.obs_size, sizeof c);
+    return c;
+  }
+  return f->stack[(size_t)i * f->cfg.stack];
+}
+
+/* The first frame counter still in the ring. */
+static uint64_t peri_frames_first(const per_frames *f) {
+  return f->next_frame > f->cfg.frames ? f->next_frame - f->cfg.frames : 0;
+}
+
+/* The oldest frame of the record in slot `slot`. */
+static uint64_t peri_frames_record_low(const per_frames *f, uint32_t slot) {
+  uint64_t c;
+  memcpy(&c, f->buffer.items + (size_t)slot * f->buffer.cfg.item_size,
+         sizeof c);
+  return c;
+}
+
+/* Window bookkeeping: low_idx/low_min hold, oldest first, the
+   transitions (added index) whose oldest frame is below that of every
+   later transition. A transition is drawable when it and every later
+   one keep their frames: drawable_from passes every entry whose frame
+   has left the ring. */
+static void peri_frames_note(per_frames *f, uint64_t idx, uint64_t low) {
+  uint32_t cap = f->buffer.cfg.capacity;
+  while (f->low_len > 0) {
+    uint32_t back = (f->low_head + f->low_len - 1u) % cap;
+    if (f->low_min[back] < low) break;
+    f->low_len -= 1;
+  }
+  if (f->low_len == cap) { /* the oldest entry's slot is overwritten */
+    f->low_head = (f->low_head + 1u) % cap;
+    f->low_len -= 1;
+  }
+  {
+    uint32_t at = (f->low_head + f->low_len) % cap;
+    f->low_idx[at] = idx;
+    f->low_min[at] = low;
+    f->low_len += 1;
+  }
+}
+
+static void peri_frames_advance(per_frames *f) {
+  uint32_t cap = f->buffer.cfg.capacity;
+  uint64_t first = peri_frames_first(f);
+  while (f->low_len > 0 && f->low_min[f->low_head] < first) {
+    f->drawable_from = f->low_idx[f->low_head] + 1u;
+    f->low_head = (f->low_head + 1u) % cap;
+    f->low_len -= 1;
+  }
+}
+
+/* Copy frame data into the ring as frame counter next_frame. */
+static uint64_t peri_frames_put(per_frames *f, const void *frame) {
+  uint64_t c = f->next_frame;
+  memcpy(f->ring + (size_t)(c % f->cfg.frames) * f->cfg.frame_bytes, frame,
+         f->cfg.frame_bytes);
+  f->next_frame = c + 1u;
+  return c;
+}
+
+PERDEF per_status per_frames_step(per_frames *f, uint32_t lane,
+                                  const void *obs_frame, const void *action,
+                                  float reward, const void *next_frame,
+                                  int terminated, int truncated) {
+  uint64_t obs[64], next[64], added0, a;
+  uint64_t *st;
+  uint32_t k, i, cap;
+  per_status s;
+  if (!f) return PER_ERR_NULL;
+  f->error[0] = 0;
+  if (!f->ring)
+    return peri_frames_fail(f, PER_ERR_NULL, "f is not initialised");
+  if (!obs_frame || !action || !next_frame)
+    return peri_frames_fail(f, PER_ERR_NULL,
+                            !obs_frame ? "obs_frame is NULL"
+                            : !action  ? "action is NULL"
+                                       : "next_frame is NULL");
+  if (lane >= f->cfg.lanes) {
+    peri_msg m = peri_frames_msg(f);
+    peri_msg_nu(&m, "lane", lane);
+    peri_msg_nu(&m, " >= lanes", f->cfg.lanes);
+    return PER_ERR_INDEX;
+  }
+  s = peri_float_status(reward);
+  if (s != PER_OK) {
+    peri_msg m = peri_frames_msg(f);
+    peri_msg_s(&m, s == PER_ERR_NAN ? "reward is NaN" : "reward is infinite");
+    return s;
+  }
+  k = f->cfg.stack;
+  st = f->stack + (size_t)lane * k;
+  /* A lane whose oldest needed frame would leave the ring with this
+     step's writes restarts its episode. */
+  if (f->live[lane] &&
+      peri_frames_lane_low(f, lane) + f->cfg.frames < f->next_frame + 1u) {
+    per_nstep_reset(&f->adder[lane]);
+    f->live[lane] = 0;
+    f->restarts += 1;
+  }
+  if (!f->live[lane]) {
+    uint64_t c0 = peri_frames_put(f, obs_frame);
+    for (i = 0; i < k; ++i) st[i] = c0;
+    f->live[lane] = 1;
+  }
+  memcpy(obs, st, (size_t)k * sizeof *obs);
+  for (i = 0; i + 1u < k; ++i) next[i] = st[i + 1u];
+  next[k - 1u] = peri_frames_put(f, next_frame);
+  added0 = f->buffer.added;
+  peri_nstep_push(&f->adder[lane], &f->buffer, obs, action, reward, next,
+                  terminated, truncated, 1);
+  memcpy(st, next, (size_t)k * sizeof *st);
+  if (terminated || truncated) f->live[lane] = 0;
+  cap = f->buffer.cfg.capacity;
+  for (a = added0; a < f->buffer.added; ++a)
+    peri_frames_note(f, a, peri_frames_record_low(f, (uint32_t)(a % cap)));
+  peri_frames_advance(f);
+  return PER_OK;
+}
+
+/* The first added index of a transition still stored and drawable. */
+static uint64_t peri_frames_from(const per_frames *f) {
+  uint64_t stored = f->buffer.added - f->buffer.size;
+  return f->drawable_from > stored ? f->drawable_from : stored;
+}
+
+PERDEF uint32_t per_frames_drawable(const per_frames *f) {
+  if (!f || !f->ring) return 0;
+  return (uint32_t)(f->buffer.added - peri_frames_from(f));
+}
+
+/* Copy the k frames whose counters are at rec (little memcpy'd uint64s)
+   to out. */
+static void peri_frames_gather(const per_frames *f, const unsigned char *rec,
+                               unsigned char *out) {
+  uint32_t i, k = f->cfg.stack;
+  size_t fb = f->cfg.frame_bytes;
+  for (i = 0; i < k; ++i) {
+    uint64_t c;
+    memcpy(&c, rec + (size_t)i * sizeof c, sizeof c);
+    memcpy(out + (size_t)i * fb, f->ring + (size_t)(c % f->cfg.frames) * fb,
+           fb);
+  }
+}
+
+PERDEF per_status per_frames_sample(per_frames *f, uint32_t B,
+                                    const per_sample_opts *opts,
+                                    per_frames_out *out) {
+  per_sample_opts o;
+  per_nstep_layout l;
+  uint32_t drawable, L, j, s, cap;
+  size_t sb;
+  per_status st;
+  if (!f) return PER_ERR_NULL;
+  f->error[0] = 0;
+  if (!f->ring)
+    return peri_frames_fail(f, PER_ERR_NULL, "f is not initialised");
+  if (!out || !out->ids)
+    return peri_frames_fail(f, PER_ERR_NULL,
+                            !out ? "out is NULL" : "out->ids is NULL");
+  drawable = per_frames_drawable(f);
+  if (drawable == 0)
+    return peri_frames_fail(f, PER_ERR_EMPTY,
+                            f->buffer.size == 0
+                                ? "the buffer is empty: step first"
+                                : "no stored transition has all its frames");
+  if (opts) o = *opts;
+  else memset(&o, 0, sizeof o);
+  if (drawable < f->buffer.size && (o.window == 0 || o.window > drawable))
+    o.window = drawable;
+  st = per_buffer_sample(&f->buffer, B, &o, NULL, out->ids, out->weights);
+  if (st != PER_OK) return peri_frames_fail(f, st, f->buffer.error);
+  l = per_frames_layout(&f->cfg);
+  L = (o.flags & PER_SAMPLE_SEQUENCES) ? f->buffer.cfg.seq_len : 1u;
+  cap = f->buffer.cfg.capacity;
+  sb = (size_t)f->cfg.stack * f->cfg.frame_bytes;
+  for (j = 0; j < B; ++j) {
+    uint32_t first = per_id_slot(out->ids[j]);
+    for (s = 0; s < L; ++s) {
+      size_t e = (size_t)j * L + s;
+      const unsigned char *rec = f->buffer.items + (size_t)((first + s) % cap) *
+                                                       f->buffer.cfg.item_size;
+      if (out->obs)
+        peri_frames_gather(f, rec + l.obs, (unsigned char *)out->obs + e * sb);
+      if (out->next_obs)
+        peri_frames_gather(f, rec + l.next_obs,
+                           (unsigned char *)out->next_obs + e * sb);
+      if (out->action)
+        memcpy((unsigned char *)out->action + e * f->cfg.action_size,
+               rec + l.action, f->cfg.action_size);
+      if (out->reward) memcpy(&out->reward[e], rec + l.reward, sizeof(float));
+      if (out->discount)
+        memcpy(&out->discount[e], rec + l.discount, sizeof(float));
+      if (out->done) memcpy(&out->done[e], rec + l.done, sizeof(uint32_t));
+    }
+  }
+  return PER_OK;
+}
+
+PERDEF per_status per_frames_update(per_frames *f, const uint64_t *ids,
+                                    const float *td, uint32_t n,
+                                    uint32_t *stale) {
+  per_status s;
+  if (!f) return PER_ERR_NULL;
+  f->error[0] = 0;
+  if (!f->ring)
+    return peri_frames_fail(f, PER_ERR_NULL, "f is not initialised");
+  s = per_buffer_update(&f->buffer, ids, td, n, stale);
+  if (s != PER_OK) return peri_frames_fail(f, s, f->buffer.error);
+  return PER_OK;
+}
+
+PERDEF per_status per_frames_reset_lane(per_frames *f, uint32_t lane) {
+  if (!f) return PER_ERR_NULL;
+  f->error[0] = 0;
+  if (!f->ring)
+    return peri_frames_fail(f, PER_ERR_NULL, "f is not initialised");
+  if (lane >= f->cfg.lanes) {
+    peri_msg m = peri_frames_msg(f);
+    peri_msg_nu(&m, "lane", lane);
+    peri_msg_nu(&m, " >= lanes", f->cfg.lanes);
+    return PER_ERR_INDEX;
+  }
+  per_nstep_reset(&f->adder[lane]);
+  f->live[lane] = 0;
+  return PER_OK;
+}
+
+/* 1 when the k counters at rec rise by at most one a frame, within
+   [first, next_frame), and repeat only their first (an episode's start). */
+static int peri_frames_stack_ok(const per_frames *f, const unsigned char *rec,
+                                uint64_t first) {
+  uint32_t i, k = f->cfg.stack;
+  uint64_t prev = 0, c0 = 0, c;
+  for (i = 0; i < k; ++i) {
+    memcpy(&c, rec + (size_t)i * sizeof c, sizeof c);
+    if (c < first || c >= f->next_frame) return 0;
+    if (i == 0) c0 = c;
+    else if (c < prev || (c == prev && c != c0)) return 0;
+    prev = c;
+  }
+  return 1;
+}
+
+PERDEF per_status per_frames_check(const per_frames *f) {
+  per_nstep_layout l;
+  uint64_t first, from, a;
+  uint32_t cap, i;
+  per_status s;
+  if (!f) return PER_ERR_NULL;
+  if (!f->ring) return PER_ERR_CORRUPT;
+  s = per_buffer_check(&f->buffer);
+  if (s != PER_OK) return s;
+  l = per_frames_layout(&f->cfg);
+  if (f->buffer.cfg.item_size != l.size) return PER_ERR_CORRUPT;
+  cap = f->buffer.cfg.capacity;
+  first = peri_frames_first(f);
+  from = peri_frames_from(f);
+  for (a = from; a < f->buffer.added; ++a) {
+    const unsigned char *rec =
+        f->buffer.items + (size_t)(a % cap) * f->buffer.cfg.item_size;
+    uint64_t last, nlast;
+    if (!peri_frames_stack_ok(f, rec + l.obs, first) ||
+        !peri_frames_stack_ok(f, rec + l.next_obs, first))
+      return PER_ERR_CORRUPT;
+    memcpy(&last, rec + l.obs + (size_t)(f->cfg.stack - 1u) * 8u, 8);
+    memcpy(&nlast, rec + l.next_obs + (size_t)(f->cfg.stack - 1u) * 8u, 8);
+    if (nlast <= last) return PER_ERR_CORRUPT;
+  }
+  if (f->low_len > cap) return PER_ERR_CORRUPT;
+  for (i = 0; i + 1u < f->low_len; ++i) {
+    uint32_t p = (f->low_head + i) % cap, q = (p + 1u) % cap;
+    if (f->low_idx[p] >= f->low_idx[q] || f->low_min[p] >= f->low_min[q])
+      return PER_ERR_CORRUPT;
+  }
+  for (i = 0; i < f->cfg.lanes; ++i) /* an idle lane's frames may be gone */
+    if (f->live[i] > 1 ||
+        (f->live[i] && peri_frames_lane_low(f, i) >= f->next_frame))
+      return PER_ERR_CORRUPT;
+  return PER_OK;
 }
 
 #ifdef __cplusplus
