@@ -7415,17 +7415,26 @@ PERDEF uint32_t per_frames_drawable(const per_frames *f) {
   return (uint32_t)(f->buffer.added - peri_frames_from(f));
 }
 
-/* Copy the k frames whose counters are at rec (little memcpy'd uint64s)
-   to out. */
+/* Copy the k frames whose counters are at rec (memcpy'd uint64s) to
+   out, oldest first; a run of consecutive frames that does not wrap the
+   ring is one copy. */
 static void peri_frames_gather(const per_frames *f, const unsigned char *rec,
                                unsigned char *out) {
-  uint32_t i, k = f->cfg.stack;
+  uint32_t i = 0, k = f->cfg.stack;
   size_t fb = f->cfg.frame_bytes;
-  for (i = 0; i < k; ++i) {
-    uint64_t c;
+  uint64_t nf = f->cfg.frames;
+  while (i < k) {
+    uint64_t c, d;
+    uint32_t j = i + 1u;
     memcpy(&c, rec + (size_t)i * sizeof c, sizeof c);
-    memcpy(out + (size_t)i * fb, f->ring + (size_t)(c % f->cfg.frames) * fb,
-           fb);
+    while (j < k) {
+      memcpy(&d, rec + (size_t)j * sizeof d, sizeof d);
+      if (d != c + (j - i) || (c % nf) + (j - i) >= nf) break;
+      ++j;
+    }
+    memcpy(out + (size_t)i * fb, f->ring + (size_t)(c % nf) * fb,
+           (size_t)(j - i) * fb);
+    i = j;
   }
 }
 
