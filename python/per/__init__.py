@@ -48,6 +48,7 @@ __all__ = [
     "CategoricalSampler",
     "ReplayBuffer",
     "NStep",
+    "FrameBuffer",
     "save_nstep",
     "load_nstep",
     "config_default",
@@ -907,3 +908,194 @@ def load_nstep(adders: _t.Sequence[NStep], path: _t.Union[str, _os.PathLike]) ->
     """per_nstep_load: the file's pending steps into adders made with the
     same configs (all unchanged on error)."""
     _per.nstep_load(list(adders), _os.fspath(path))
+
+
+class FrameBuffer(_per._Frames):
+    """Prioritized replay of stacked frames with each frame stored once
+    (per_frames): pixel replay at about one frame a transition instead of
+    two stacks.
+
+    A step gives the newest frame of the observation (read at an
+    episode's first step), the action, the reward, the newest frame of the
+    next observation and how the step ended; sampling rebuilds obs and
+    next_obs, stacks of `stack` frames, oldest first, the frames before an
+    episode's first one being that frame repeated (Gymnasium's
+    FrameStackObservation default). n > 1 gives n-step returns as NStep
+    does (reward, discount = gamma^m, done). lanes > 1: one lane per
+    environment of a vector environment, stepped in any order (step's
+    lane=) or all at once (step_lanes). The keywords after lanes are
+    ReplayBuffer's; frames=0 takes the default ring (capacity + capacity /
+    64 + lanes * (stack + n + 2) frames)."""
+
+    def __init__(
+        self,
+        capacity: int,
+        frame_shape: _t.Any = (84, 84),
+        frame_dtype: _t.Any = _np.uint8,
+        *,
+        stack: int = 4,
+        n: int = 1,
+        gamma: float = 0.99,
+        action_shape: _t.Any = (),
+        action_dtype: _t.Any = _np.int64,
+        lanes: int = 1,
+        frames: int = 0,
+        alpha: float = 0.6,
+        beta0: float = 0.4,
+        beta1: float = 1.0,
+        beta_steps: int = 200_000,
+        eps: float = 1e-6,
+        max_priority: float = 1.0,
+        seed: int = 0,
+        weights_buffer_max: bool = False,
+        max_unique: _t.Optional[int] = None,
+        seq_len: int = 0,
+        seq_stride: int = 0,
+        seq_eta: float = 0.9,
+        cross_episodes: bool = False,
+    ) -> None:
+        c = "FrameBuffer: "
+        self.frame_dtype = _np.dtype(frame_dtype)
+        self.frame_shape = _shape(frame_shape, c + "frame_shape")
+        self.action_dtype = _np.dtype(action_dtype)
+        self.action_shape = _shape(action_shape, c + "action_shape")
+        fb = self.frame_dtype.itemsize * int(_np.prod(self.frame_shape, dtype=_np.int64))
+        ab = self.action_dtype.itemsize * int(_np.prod(self.action_shape, dtype=_np.int64))
+        capacity = _count(capacity, c + "capacity")
+        if max_unique is None:
+            max_unique = (config_default(capacity, 1)["max_unique"]
+                          if 0 < capacity <= 2**31 else 1)
+        flags = (_per.WEIGHTS_BUFFER_MAX if weights_buffer_max else 0) | (
+            _per.SEQ_CROSS_EPISODES if cross_episodes else 0)
+        super().__init__(capacity, fb, stack, n, _real32(gamma, c + "gamma"), ab,
+                         lanes, frames, _real(alpha, c + "alpha"),
+                         _real(beta0, c + "beta0"), _real(beta1, c + "beta1"),
+                         beta_steps, _real(eps, c + "eps"),
+                         _real(max_priority, c + "max_priority"), seed, flags,
+                         max_unique, seq_len, seq_stride,
+                         _real(seq_eta, c + "seq_eta"))
+        cfg = self.config
+        self._stack: int = cfg["stack"]
+        self._lanes: int = cfg["lanes"]
+        self._seq_len: int = max(cfg["buffer"]["seq_len"], 1)
+        self._capacity: int = cfg["buffer"]["capacity"]
+
+    def _arr(self, o: _t.Any, dtype: _np.dtype, shape: _t.Tuple[int, ...],
+             what: str) -> _np.ndarray:
+        a = _np.asarray(o)
+        if a.shape != shape:
+            raise ValueError(f"{what} has shape {a.shape}, needs {shape}")
+        a = _cast(a, dtype, what)
+        return a if a.flags.c_contiguous else a.copy()
+
+    def step(self, obs_frame: _t.Any, action: _t.Any, reward: float,
+             next_frame: _t.Any, terminated: bool = False,
+             truncated: bool = False, *, lane: int = 0) -> None:
+        """One environment step of `lane` (per_frames_step). obs_frame and
+        next_frame have frame_shape (the newest frame of each observation:
+        obs[-1] of a stacked observation); values convert to the frame and
+        action dtypes exactly or are refused, nothing changed."""
+        c = "FrameBuffer.step: "
+        self._step(lane,
+                   self._arr(obs_frame, self.frame_dtype, self.frame_shape, c + "obs_frame"),
+                   self._arr(action, self.action_dtype, self.action_shape, c + "action"),
+                   _real32(reward, c + "reward"),
+                   self._arr(next_frame, self.frame_dtype, self.frame_shape, c + "next_frame"),
+                   bool(terminated), bool(truncated))
+
+    def step_lanes(self, obs_frames: _t.Any, actions: _t.Any, rewards: _t.Any,
+                   next_frames: _t.Any, terminated: _t.Any,
+                   truncated: _t.Any) -> None:
+        """One step of every lane, lane 0 first (a vector environment's
+        step): arrays with a leading axis of `lanes`. A reward that is not
+        finite is refused before any lane steps."""
+        c = "FrameBuffer.step_lanes: "
+        L = (self._lanes,)
+        r = _np.asarray(rewards)
+        if r.shape != L:
+            raise ValueError(f"{c}rewards has shape {r.shape}, needs {L}")
+        self._step_lanes(
+            self._arr(obs_frames, self.frame_dtype, L + self.frame_shape, c + "obs_frames"),
+            self._arr(actions, self.action_dtype, L + self.action_shape, c + "actions"),
+            _np.ascontiguousarray(_floats(r, c + "rewards", _np.float32)),
+            self._arr(next_frames, self.frame_dtype, L + self.frame_shape, c + "next_frames"),
+            self._arr(_np.asarray(terminated).astype(bool), _np.dtype(_np.uint8), L,
+                      c + "terminated"),
+            self._arr(_np.asarray(truncated).astype(bool), _np.dtype(_np.uint8), L,
+                      c + "truncated"))
+
+    def sample(
+        self,
+        batch_size: int,
+        *,
+        unique: bool = False,
+        beta: _t.Optional[float] = None,
+        window: int = 0,
+        sequences: bool = False,
+    ) -> _t.Dict[str, _np.ndarray]:
+        """Draw batch_size transitions (per_frames_sample) among those
+        whose frames are all stored: a dict of "obs" and "next_obs" (shape
+        (batch_size, stack) + frame_shape), "action", "reward",
+        "discount", "done" (n-step: the target is reward + (1 - done) *
+        discount * V(next_obs)), "ids" and "weights"; with sequences, a
+        (batch_size, seq_len) leading shape and "mask"."""
+        c = "FrameBuffer.sample: "
+        B = _count(batch_size, c + "batch_size")
+        window = _count(window, c + "window")
+        flags = 0
+        b = 0.0
+        if unique:
+            flags |= _per.SAMPLE_UNIQUE
+        if beta is not None:
+            flags |= _per.SAMPLE_BETA
+            b = _real(beta, c + "beta")
+        lead: _t.Tuple[int, ...] = (B,)
+        if sequences:
+            flags |= _per.SAMPLE_SEQUENCES
+            lead = (B, self._seq_len)
+        k = (self._stack,)
+        obs = _np.empty(lead + k + self.frame_shape, self.frame_dtype)
+        nxt = _np.empty(lead + k + self.frame_shape, self.frame_dtype)
+        act = _np.empty(lead + self.action_shape, self.action_dtype)
+        rew = _np.empty(lead, _np.float32)
+        disc = _np.empty(lead, _np.float32)
+        done = _np.empty(lead, _np.uint32)
+        ids = _np.empty(B, _np.uint64)
+        w = _np.empty(B, _np.float32)
+        mask = _np.empty(lead, _np.uint8) if sequences else None
+        self._sample(B, flags, b, window, obs, nxt, act, rew, disc, done, ids, w,
+                     mask)
+        out = {"obs": obs, "next_obs": nxt, "action": act, "reward": rew,
+               "discount": disc, "done": done, "ids": ids, "weights": w}
+        if mask is not None:
+            out["mask"] = mask.view(_np.bool_)
+        return out
+
+    def update(self, ids: _t.Any, td: _t.Any) -> int:
+        """Priorities from TD errors for the sampled ids (per_frames_update);
+        td has the shape of ids. Returns how many ids were stale."""
+        c = "FrameBuffer.update"
+        i = _vector(ids, f"{c}: ids")
+        t = _np.asarray(td)
+        if t.shape != i.shape:
+            raise ValueError(f"{c}: td has shape {t.shape}; {i.shape[0]} ids "
+                             f"take td of shape {i.shape}")
+        return self._update(_indices(i, f"{c}: ids", 64),
+                            _floats(t, f"{c}: td", _np.float32))
+
+    def __len__(self) -> int:
+        return self.counters["size"]
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def drawable(self) -> int:
+        """Transitions that can be drawn now (per_frames_drawable)."""
+        return self.counters["drawable"]
+
+    @property
+    def restarts(self) -> int:
+        """Lanes restarted because the ring overwrote their frames."""
+        return self.counters["restarts"]

@@ -1229,6 +1229,342 @@ static PyGetSetDef NStep_getset[] = {
 
 STRUCT_TYPE(NStep, NStepObject, "_NStep");
 
+/* ---------------------------------------------------------------------
+   Frames: a per_frames (frame stacks stored once)
+   --------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD per_frames f;
+  int ready;
+} FramesObject;
+
+static void Frames_dealloc(FramesObject *self) {
+  per_frames_free(&self->f);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* _Frames(capacity, frame_bytes, stack, n, gamma, action_size, lanes,
+   frames, alpha, beta0, beta1, beta_steps, eps, max_priority, seed,
+   flags, max_unique, seq_len, seq_stride, seq_eta): per_frames_config,
+   the buffer's fields last (per/__init__.py fills in the defaults). */
+static int Frames_init(FramesObject *self, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"capacity",   "frame_bytes",  "stack",
+                           "n",          "gamma",        "action_size",
+                           "lanes",      "frames",       "alpha",
+                           "beta0",      "beta1",        "beta_steps",
+                           "eps",        "max_priority", "seed",
+                           "flags",      "max_unique",   "seq_len",
+                           "seq_stride", "seq_eta",      NULL};
+  per_frames_config c;
+  per_status s;
+  const char *w = "FrameBuffer";
+  uint_arg capacity = {"FrameBuffer: capacity", 0},
+           frame_bytes = {"FrameBuffer: frame_bytes", 0},
+           stack = {"FrameBuffer: stack", 0}, n = {"FrameBuffer: n", 0},
+           action_size = {"FrameBuffer: action_size", 0},
+           lanes = {"FrameBuffer: lanes", 0},
+           frames = {"FrameBuffer: frames", 0},
+           beta_steps = {"FrameBuffer: beta_steps", 0},
+           seed = {"FrameBuffer: seed", 0}, flags = {"FrameBuffer: flags", 0},
+           max_unique = {"FrameBuffer: max_unique", 0},
+           seq_len = {"FrameBuffer: seq_len", 0},
+           seq_stride = {"FrameBuffer: seq_stride", 0};
+  memset(&c, 0, sizeof c);
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kw, "O&O&O&O&fO&O&O&dddO&ddO&O&O&O&O&d:FrameBuffer", kwlist,
+          conv_u32, &capacity, conv_u32, &frame_bytes, conv_u32, &stack,
+          conv_u32, &n, &c.gamma, conv_u32, &action_size, conv_u32, &lanes,
+          conv_u64, &frames, &c.buffer.alpha, &c.buffer.beta0, &c.buffer.beta1,
+          conv_u64, &beta_steps, &c.buffer.eps, &c.buffer.max_priority,
+          conv_u64, &seed, conv_u32, &flags, conv_u32, &max_unique, conv_u32,
+          &seq_len, conv_u32, &seq_stride, &c.buffer.seq_eta))
+    return -1;
+  c.buffer.capacity = (uint32_t)capacity.v;
+  c.buffer.item_size = 1;
+  c.buffer.beta_steps = beta_steps.v;
+  c.buffer.seed = seed.v;
+  c.buffer.flags = (uint32_t)flags.v;
+  c.buffer.max_unique = (uint32_t)max_unique.v;
+  c.buffer.seq_len = (uint32_t)seq_len.v;
+  c.buffer.seq_stride = (uint32_t)seq_stride.v;
+  c.frame_bytes = (uint32_t)frame_bytes.v;
+  c.stack = (uint32_t)stack.v;
+  c.n = (uint32_t)n.v;
+  c.action_size = (uint32_t)action_size.v;
+  c.lanes = (uint32_t)lanes.v;
+  c.frames = frames.v;
+  per_frames_free(&self->f);
+  self->ready = 0;
+  if ((s = per_frames_init(&self->f, &c, NULL)) != PER_OK) {
+    raise_why(s, w, self->f.error);
+    return -1;
+  }
+  self->ready = 1;
+  return 0;
+}
+
+#define frames_ready(o) is_ready((o)->ready, "FrameBuffer")
+
+/* A read-only C-contiguous buffer of exactly `bytes` bytes, or -1. */
+static int get_bytes(PyObject *o, Py_ssize_t bytes, const char *what,
+                     Py_buffer *v) {
+  Py_ssize_t n;
+  if (get_array(o, 0, 0, 1, what, v, &n) < 0) return -1;
+  if (n != bytes) {
+    PyBuffer_Release(v);
+    PyErr_Format(PyExc_ValueError, "%s is %zd bytes, needs %zd", what, n,
+                 bytes);
+    return -1;
+  }
+  return 0;
+}
+
+/* _step(lane, obs_frame, action, reward, next_frame, terminated,
+   truncated): per_frames_step. */
+static PyObject *Frames_step(FramesObject *self, PyObject *args) {
+  uint_arg lane = {"FrameBuffer.step: lane", 0};
+  PyObject *oo, *ao, *no;
+  Py_buffer ov, av, nv;
+  float reward;
+  int term, trunc;
+  per_status s;
+  if (!frames_ready(self) ||
+      !PyArg_ParseTuple(args, "O&OOfOpp:step", conv_u32, &lane, &oo, &ao,
+                        &reward, &no, &term, &trunc))
+    return NULL;
+  if (get_bytes(oo, self->f.cfg.frame_bytes, "obs_frame", &ov) < 0) return NULL;
+  if (get_bytes(ao, self->f.cfg.action_size, "action", &av) < 0) {
+    PyBuffer_Release(&ov);
+    return NULL;
+  }
+  if (get_bytes(no, self->f.cfg.frame_bytes, "next_frame", &nv) < 0) {
+    PyBuffer_Release(&ov);
+    PyBuffer_Release(&av);
+    return NULL;
+  }
+  s = per_frames_step(&self->f, (uint32_t)lane.v, ov.buf, av.buf, reward,
+                      nv.buf, term, trunc);
+  PyBuffer_Release(&ov);
+  PyBuffer_Release(&av);
+  PyBuffer_Release(&nv);
+  CHECK_BUF(&self->f, s, "FrameBuffer.step");
+  Py_RETURN_NONE;
+}
+
+/* _step_lanes(obs_frames, actions, rewards, next_frames, terminated,
+   truncated): one step of every lane, 0 first; every reward is checked
+   before any lane steps. */
+static PyObject *Frames_step_lanes(FramesObject *self, PyObject *args) {
+  PyObject *o[6];
+  Py_buffer v[6];
+  int have = 0, j;
+  uint32_t L, i;
+  Py_ssize_t fb, ab;
+  per_status s = PER_OK;
+  static const char *what[6] = {"obs_frames",  "actions",    "rewards",
+                                "next_frames", "terminated", "truncated"};
+  if (!frames_ready(self) ||
+      !PyArg_ParseTuple(args, "OOOOOO:step_lanes", &o[0], &o[1], &o[2], &o[3],
+                        &o[4], &o[5]))
+    return NULL;
+  L = self->f.cfg.lanes;
+  fb = self->f.cfg.frame_bytes;
+  ab = self->f.cfg.action_size;
+  {
+    const Py_ssize_t bytes[6] = {fb * L, ab * L, 4 * (Py_ssize_t)L,
+                                 fb * L, L,      L};
+    for (j = 0; j < 6; ++j) {
+      if (get_bytes(o[j], bytes[j], what[j], &v[j]) < 0) goto fail;
+      have = j + 1;
+    }
+  }
+  for (i = 0; i < L; ++i) {
+    float r;
+    memcpy(&r, (const char *)v[2].buf + 4 * i, sizeof r);
+    if (!(r - r == 0)) {
+      PyErr_Format(PyExc_ValueError,
+                   "FrameBuffer.step_lanes: rewards[%u] is not finite; no "
+                   "lane stepped",
+                   (unsigned)i);
+      goto fail;
+    }
+  }
+  for (i = 0; i < L && s == PER_OK; ++i)
+    s = per_frames_step(
+        &self->f, i, (const char *)v[0].buf + fb * i,
+        (const char *)v[1].buf + ab * i, ((const float *)v[2].buf)[i],
+        (const char *)v[3].buf + fb * i, ((const uint8_t *)v[4].buf)[i] != 0,
+        ((const uint8_t *)v[5].buf)[i] != 0);
+  for (j = 0; j < have; ++j) PyBuffer_Release(&v[j]);
+  CHECK_BUF(&self->f, s, "FrameBuffer.step_lanes");
+  Py_RETURN_NONE;
+fail:
+  for (j = 0; j < have; ++j) PyBuffer_Release(&v[j]);
+  return NULL;
+}
+
+/* _sample(B, flags, beta, window, obs, next_obs, action, reward,
+   discount, done, ids, weights, mask): per_frames_sample; ids required,
+   the other outputs may be None. */
+static PyObject *Frames_sample(FramesObject *self, PyObject *args) {
+  uint_arg Ba = {"FrameBuffer.sample: batch_size", 0},
+           flags = {"FrameBuffer.sample: flags", 0},
+           window = {"FrameBuffer.sample: window", 0};
+  double beta;
+  PyObject *o[9];
+  Py_buffer v[9];
+  int have[9] = {0}, j;
+  Py_ssize_t n, want[9], E;
+  uint32_t B, L;
+  per_sample_opts opts;
+  per_frames_out out;
+  per_status s;
+  static const char *what[9] = {"obs",    "next_obs", "action",
+                                "reward", "discount", "done",
+                                "ids",    "weights",  "mask"};
+  if (!frames_ready(self) ||
+      !PyArg_ParseTuple(args, "O&O&dO&OOOOOOOOO:sample", conv_u32, &Ba,
+                        conv_u32, &flags, &beta, conv_u32, &window, &o[0],
+                        &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8]))
+    return NULL;
+  B = (uint32_t)Ba.v;
+  L = (flags.v & PER_SAMPLE_SEQUENCES) && self->f.buffer.cfg.seq_len
+          ? self->f.buffer.cfg.seq_len
+          : 1;
+  E = (Py_ssize_t)B * L;
+  want[0] = want[1] = E * self->f.cfg.stack * self->f.cfg.frame_bytes;
+  want[2] = E * self->f.cfg.action_size;
+  want[3] = want[4] = want[5] = E * 4;
+  want[6] = (Py_ssize_t)B * 8;
+  want[7] = (Py_ssize_t)B * 4;
+  want[8] = E;
+  for (j = 0; j < 9; ++j) {
+    if (o[j] == Py_None) continue;
+    if (get_array(o[j], 1, 0, 1, what[j], &v[j], &n) < 0) goto fail;
+    have[j] = 1;
+    if (n != want[j]) {
+      PyErr_Format(PyExc_ValueError, "%s is %zd bytes, needs %zd", what[j], n,
+                   want[j]);
+      goto fail;
+    }
+  }
+  memset(&opts, 0, sizeof opts);
+  opts.flags = (uint32_t)flags.v;
+  opts.beta = beta;
+  opts.window = (uint32_t)window.v;
+  opts.mask = have[8] ? (uint8_t *)v[8].buf : NULL;
+  memset(&out, 0, sizeof out);
+  out.obs = have[0] ? v[0].buf : NULL;
+  out.next_obs = have[1] ? v[1].buf : NULL;
+  out.action = have[2] ? v[2].buf : NULL;
+  out.reward = have[3] ? (float *)v[3].buf : NULL;
+  out.discount = have[4] ? (float *)v[4].buf : NULL;
+  out.done = have[5] ? (uint32_t *)v[5].buf : NULL;
+  out.ids = have[6] ? (uint64_t *)v[6].buf : NULL;
+  out.weights = have[7] ? (float *)v[7].buf : NULL;
+  s = per_frames_sample(&self->f, B, &opts, &out);
+  for (j = 0; j < 9; ++j)
+    if (have[j]) PyBuffer_Release(&v[j]);
+  CHECK_BUF(&self->f, s, "FrameBuffer.sample");
+  Py_RETURN_NONE;
+fail:
+  for (j = 0; j < 9; ++j)
+    if (have[j]) PyBuffer_Release(&v[j]);
+  return NULL;
+}
+
+/* _update(ids, td): per_frames_update; returns the stale count. */
+static PyObject *Frames_update(FramesObject *self, PyObject *args) {
+  PyObject *io, *to;
+  Py_buffer iv, tv;
+  Py_ssize_t ni, nt;
+  uint32_t stale = 0;
+  per_status s;
+  if (!frames_ready(self) || !PyArg_ParseTuple(args, "OO:update", &io, &to))
+    return NULL;
+  if (get_array(io, 0, 'u', 8, "ids", &iv, &ni) < 0) return NULL;
+  if (get_array(to, 0, 'f', 4, "td", &tv, &nt) < 0) {
+    PyBuffer_Release(&iv);
+    return NULL;
+  }
+  if (nt != ni || count32(ni, "ids") < 0) {
+    PyBuffer_Release(&iv);
+    PyBuffer_Release(&tv);
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_ValueError, "%zd ids need %zd td values, got %zd", ni,
+                   ni, nt);
+    return NULL;
+  }
+  s = per_frames_update(&self->f, (const uint64_t *)iv.buf,
+                        (const float *)tv.buf, (uint32_t)ni, &stale);
+  PyBuffer_Release(&iv);
+  PyBuffer_Release(&tv);
+  CHECK_BUF(&self->f, s, "FrameBuffer.update");
+  return PyLong_FromUnsignedLong(stale);
+}
+
+static PyObject *Frames_reset_lane(FramesObject *self, PyObject *arg) {
+  uint_arg lane = {"FrameBuffer.reset_lane: lane", 0};
+  if (!frames_ready(self) || !conv_u32(arg, &lane)) return NULL;
+  CHECK_BUF(&self->f, per_frames_reset_lane(&self->f, (uint32_t)lane.v),
+            "FrameBuffer.reset_lane");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Frames_check(FramesObject *self, PyObject *unused) {
+  (void)unused;
+  if (!frames_ready(self)) return NULL;
+  CHECK(per_frames_check(&self->f), "FrameBuffer.check");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Frames_counters(FramesObject *self, void *c) {
+  const per_frames *f = &self->f;
+  (void)c;
+  if (!frames_ready(self)) return NULL;
+  return Py_BuildValue("{s:I,s:I,s:K,s:K,s:K,s:K,s:K}", "size", f->buffer.size,
+                       "drawable", per_frames_drawable(f), "added",
+                       (unsigned long long)f->buffer.added, "step",
+                       (unsigned long long)f->buffer.step, "next_frame",
+                       (unsigned long long)f->next_frame, "restarts",
+                       (unsigned long long)f->restarts, "frames",
+                       (unsigned long long)f->cfg.frames);
+}
+
+static PyObject *Frames_config(FramesObject *self, void *c) {
+  const per_frames_config *g = &self->f.cfg;
+  PyObject *d, *b;
+  (void)c;
+  if (!frames_ready(self)) return NULL;
+  b = config_dict(&g->buffer);
+  if (!b) return NULL;
+  d = Py_BuildValue("{s:I,s:I,s:I,s:d,s:I,s:I,s:K,s:N}", "frame_bytes",
+                    g->frame_bytes, "stack", g->stack, "n", g->n, "gamma",
+                    (double)g->gamma, "action_size", g->action_size, "lanes",
+                    g->lanes, "frames", (unsigned long long)g->frames, "buffer",
+                    b);
+  return d;
+}
+
+static PyMethodDef Frames_methods[] = {
+    {"_step", (PyCFunction)Frames_step, METH_VARARGS, NULL},
+    {"_step_lanes", (PyCFunction)Frames_step_lanes, METH_VARARGS, NULL},
+    {"_sample", (PyCFunction)Frames_sample, METH_VARARGS, NULL},
+    {"_update", (PyCFunction)Frames_update, METH_VARARGS, NULL},
+    {"reset_lane", (PyCFunction)Frames_reset_lane, METH_O,
+     "reset_lane(lane): drop the lane's pending steps and end its episode "
+     "(per_frames_reset_lane)."},
+    {"check", (PyCFunction)Frames_check, METH_NOARGS,
+     "check(): every invariant (per_frames_check); raises per.Error."},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Frames_getset[] = {
+    {"counters", (getter)Frames_counters, NULL, NULL, NULL},
+    {"config", (getter)Frames_config, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+STRUCT_TYPE(Frames, FramesObject, "_Frames");
+
 /* nstep_save(adders, path) / nstep_load(adders, path): per_nstep_save and
    per_nstep_load over a list of adders (one file). The structs are
    copied into one array for the call (their rings are shared, not
@@ -1443,7 +1779,8 @@ PyMODINIT_FUNC PyInit__per(void) {
       add_type(m, &SwapType, "_UniformSampler") < 0 ||
       add_type(m, &CatType, "_CategoricalSampler") < 0 ||
       add_type(m, &BufType, "_Buffer") < 0 ||
-      add_type(m, &NStepType, "_NStep") < 0)
+      add_type(m, &NStepType, "_NStep") < 0 ||
+      add_type(m, &FramesType, "_Frames") < 0)
     goto fail;
   for (i = 0; i < PER_STATUS_COUNT; i++)
     if (PyModule_AddIntConstant(m, status_names[i], i) < 0) goto fail;
