@@ -316,6 +316,8 @@ typedef PER_REAL per_real;
 #define per_frames_drawable PERI_NAME(per_frames_drawable)
 #define per_frames_reset_lane PERI_NAME(per_frames_reset_lane)
 #define per_frames_check PERI_NAME(per_frames_check)
+#define per_frames_save PERI_NAME(per_frames_save)
+#define per_frames_load PERI_NAME(per_frames_load)
 #define per_buffer_save PERI_NAME(per_buffer_save)
 #define per_buffer_load PERI_NAME(per_buffer_load)
 #define per_buffer_load_shard PERI_NAME(per_buffer_load_shard)
@@ -1756,9 +1758,9 @@ PERDEF const char *per_traj_error(const per_traj *a);
    ring over restarts its episode (f->restarts counts them): its stacks
    start again from the step's obs_frame, as at an episode's first step.
 
+   Checkpoints: per_frames_save and per_frames_load (frames saved once).
    Not safe for concurrent use. Gaps: per_cuda_buffer and per_mpi.h do not
-   take frame records; checkpoints of a per_frames are not written yet
-   (f->buffer's items alone do not hold the frames). */
+   take frame records. */
 
 /* What a per_frames stores. Start from per_frames_config_default. */
 typedef struct per_frames_config {
@@ -1890,6 +1892,32 @@ PERDEF per_status per_frames_reset_lane(per_frames *f, uint32_t lane);
    transition's frames in the ring and its stacks in order, the lanes'.
    PER_OK or PER_ERR_CORRUPT (PER_ERR_NULL for NULL). O(capacity). */
 PERDEF per_status per_frames_check(const per_frames *f);
+
+#ifndef PER_NO_STDIO
+/* Write f's whole state to `path`, atomically as per_buffer_save does
+   (a temporary file, fsyncs, a rename: path holds the old file or the
+   new one, never a mix). The file holds every frame still in the ring
+   once, the lanes (their stacks and pending steps), the drawable
+   window's bookkeeping, then f->buffer's own checkpoint (the records);
+   format in docs/FORMAT.md. f is not changed. Errors: PER_ERR_NULL,
+   PER_ERR_NOMEM, PER_ERR_IO (path as it was). */
+PERDEF per_status per_frames_save(const per_frames *f, const char *path);
+/* Replace f's state with the file's: f must have been made with the
+   saved config (frame_bytes, stack, n, gamma, action_size, lanes, frames
+   and the buffer's fields, as per_buffer_load requires them). Then f
+   steps and samples on exactly as the saved one would have. The frames
+   are read twice: once to check everything (checksums, counters, every
+   drawable record's frames), once into the ring. Errors (f unchanged but
+   for f->error, which names the field): PER_ERR_NULL, PER_ERR_IO,
+   PER_ERR_FORMAT (not a per_frames file), PER_ERR_VERSION,
+   PER_ERR_TRUNCATED, PER_ERR_CHECKSUM, PER_ERR_CORRUPT, PER_ERR_MISMATCH
+   (another config), PER_ERR_NOMEM, and those of per_buffer_load for the
+   records. The one exception: when the file changes or fails between
+   the two reads, f keeps its old state but no transition is drawable
+   and every lane starts a new episode (its ring was partly overwritten),
+   with PER_ERR_IO or PER_ERR_CHECKSUM. */
+PERDEF per_status per_frames_load(per_frames *f, const char *path);
+#endif
 
 #ifdef __cplusplus
 }
@@ -7574,6 +7602,441 @@ PERDEF per_status per_frames_check(const per_frames *f) {
       return PER_ERR_CORRUPT;
   return PER_OK;
 }
+
+#ifndef PER_NO_STDIO
+/* The frames section's fixed header (docs/FORMAT.md). */
+#define PERI_FR_MAGIC "PERFRAME"
+#define PERI_FR_VERSION 1u
+#define PERI_FR_HEAD 96u
+
+/* The frame counters the file holds: every frame still in the ring. */
+static uint64_t peri_frames_saved_first(const per_frames *f) {
+  return peri_frames_first(f);
+}
+
+static void peri_frames_head(const per_frames *f, unsigned char *h) {
+  uint32_t g;
+  memset(h, 0, PERI_FR_HEAD);
+  memcpy(h, PERI_FR_MAGIC, 8);
+  peri_put32(h + 8, PERI_FR_VERSION);
+  peri_put32(h + 12, PERI_FR_HEAD);
+  peri_put32(h + 16, f->cfg.frame_bytes);
+  peri_put32(h + 20, f->cfg.stack);
+  peri_put32(h + 24, f->cfg.n);
+  memcpy(&g, &f->cfg.gamma, sizeof g);
+  peri_put32(h + 28, g);
+  peri_put32(h + 32, f->cfg.action_size);
+  peri_put32(h + 36, f->cfg.lanes);
+  peri_put64(h + 40, f->cfg.frames);
+  peri_put64(h + 48, f->next_frame);
+  peri_put64(h + 56, f->restarts);
+  peri_put64(h + 64, f->drawable_from);
+  peri_put64(h + 72, peri_frames_saved_first(f));
+  peri_put64(h + 80, f->next_frame - peri_frames_saved_first(f));
+  peri_put32(h + 88, f->low_len);
+}
+
+/* A lane's bytes in the file: live, pending count, its stack, then each
+   pending step (oldest first): stack, action, reward. */
+static size_t peri_frames_step_bytes(const per_frames_config *c) {
+  return (size_t)c->stack * 8u + c->action_size + 4u;
+}
+
+PERDEF per_status per_frames_save(const per_frames *f, const char *path) {
+  peri_writer w;
+  peri_sink o;
+  unsigned char h[PERI_FR_HEAD], b8[8];
+  uint32_t i, j, k;
+  uint64_t c, first;
+  per_status s;
+  if (!f || !f->ring || !path) return PER_ERR_NULL;
+  s = peri_writer_open(&w, path, f->alloc_ctx);
+  if (s != PER_OK) return s;
+  k = f->cfg.stack;
+  peri_frames_head(f, h);
+  peri_wbytes(&w, h, PERI_FR_HEAD);
+  for (i = 0; i < f->cfg.lanes; ++i) {
+    const per_nstep *a = &f->adder[i];
+    peri_put32(b8, f->live[i]);
+    peri_put32(b8 + 4, a->count);
+    peri_wbytes(&w, b8, 8);
+    for (j = 0; j < k; ++j) {
+      peri_put64(b8, f->stack[(size_t)i * k + j]);
+      peri_wbytes(&w, b8, 8);
+    }
+    for (j = 0; j < a->count; ++j) {
+      uint32_t at = (a->head + j) % a->cfg.n, r, q;
+      for (q = 0; q < k; ++q) {
+        memcpy(&c, a->obs + (size_t)at * a->cfg.obs_size + (size_t)q * 8u, 8);
+        peri_put64(b8, c);
+        peri_wbytes(&w, b8, 8);
+      }
+      peri_wbytes(&w, a->act + (size_t)at * a->cfg.action_size,
+                  a->cfg.action_size);
+      memcpy(&r, &a->reward[at], sizeof r);
+      peri_put32(b8, r);
+      peri_wbytes(&w, b8, 4);
+    }
+  }
+  for (i = 0; i < f->low_len; ++i) {
+    uint32_t at = (f->low_head + i) % f->buffer.cfg.capacity;
+    peri_put64(b8, f->low_idx[at]);
+    peri_wbytes(&w, b8, 8);
+    peri_put64(b8, f->low_min[at]);
+    peri_wbytes(&w, b8, 8);
+  }
+  first = peri_frames_saved_first(f);
+  for (c = first; c < f->next_frame;) { /* at most two runs */
+    uint64_t at = c % f->cfg.frames, run = f->cfg.frames - at;
+    if (run > f->next_frame - c) run = f->next_frame - c;
+    peri_wbytes(&w, f->ring + (size_t)at * f->cfg.frame_bytes,
+                (size_t)run * f->cfg.frame_bytes);
+    c += run;
+  }
+  peri_put32(b8, ~w.crc); /* the section's CRC-32C */
+  peri_wbytes(&w, b8, 4);
+  w.crc = 0xffffffffu; /* the records: a checkpoint of their own */
+  o.mem = NULL;
+  o.put = peri_sink_file;
+  o.ctx = &w;
+  peri_ckpt_emit(&f->buffer, &o);
+  return peri_writer_finish(&w, path);
+}
+
+/* Reads for the load: n bytes into p (or only through the CRC when p is
+   NULL), the running CRC updated. */
+typedef struct peri_frd {
+  FILE *f;
+  uint32_t crc, table[256];
+  per_status s;
+} peri_frd;
+
+static void peri_frd_read(peri_frd *r, void *p, size_t n) {
+  unsigned char tmp[4096];
+  while (r->s == PER_OK && n > 0) {
+    size_t part = p ? n : (n < sizeof tmp ? n : sizeof tmp), got;
+    unsigned char *dst = p ? (unsigned char *)p : tmp;
+    got = fread(dst, 1, part, r->f);
+    r->crc = peri_crc_run(r->table, r->crc, dst, got);
+    if (got != part) r->s = ferror(r->f) ? PER_ERR_IO : PER_ERR_TRUNCATED;
+    n -= got;
+    if (p) p = dst + got;
+  }
+}
+
+static uint64_t peri_frd_u64(peri_frd *r) {
+  unsigned char b[8] = {0};
+  peri_frd_read(r, b, 8);
+  return peri_get64(b);
+}
+
+static uint32_t peri_frd_u32(peri_frd *r) {
+  unsigned char b[4] = {0};
+  peri_frd_read(r, b, 4);
+  return peri_get32(b);
+}
+
+/* Everything a load reads before it changes f. */
+typedef struct peri_frames_stage {
+  unsigned char *mem; /* lanes' live, count, stacks, pending; low queue */
+  uint8_t *live;
+  uint32_t *count;
+  uint64_t *stack;
+  unsigned char *pend; /* per lane: n steps of peri_frames_step_bytes */
+  uint64_t *low_idx, *low_min;
+  uint64_t next_frame, restarts, drawable_from, first, nframes;
+  uint32_t low_len;
+  uint32_t crc_frames; /* the section's running CRC where the frames start */
+} peri_frames_stage;
+
+/* A field of the file's header against f's config. */
+static int peri_frames_same(peri_msg *m, const char *name, uint64_t file,
+                            uint64_t mine) {
+  if (file == mine) return 1;
+  peri_msg_pair(m, name, file, mine);
+  return 0;
+}
+
+/* Read and check the frames section's header, lanes and queue into st,
+   then the frames through the CRC only. */
+static per_status peri_frames_read_section(const per_frames *f, peri_frd *r,
+                                           peri_frames_stage *st,
+                                           fpos_t *frames_at, peri_msg *m) {
+  unsigned char h[PERI_FR_HEAD];
+  const per_frames_config *c = &f->cfg;
+  uint32_t i, j, g, L = c->lanes, k = c->stack, cap;
+  size_t sb = peri_frames_step_bytes(c), bytes;
+  uint64_t first;
+  peri_frd_read(r, h, PERI_FR_HEAD);
+  if (r->s != PER_OK) {
+    if (r->s == PER_ERR_TRUNCATED) r->s = PER_ERR_FORMAT;
+    peri_msg_s(m, "shorter than a per_frames header");
+    return r->s;
+  }
+  if (memcmp(h, PERI_FR_MAGIC, 8) != 0) {
+    peri_msg_s(m, "not a per_frames checkpoint (magic)");
+    return PER_ERR_FORMAT;
+  }
+  if (peri_get32(h + 8) != PERI_FR_VERSION) {
+    peri_msg_nu(m, "version", peri_get32(h + 8));
+    peri_msg_s(m, ": this build reads version 1");
+    return PER_ERR_VERSION;
+  }
+  memcpy(&g, &c->gamma, sizeof g);
+  if (peri_get32(h + 12) != PERI_FR_HEAD) {
+    peri_msg_nu(m, "header bytes", peri_get32(h + 12));
+    return PER_ERR_FORMAT;
+  }
+  if (!peri_frames_same(m, "frame_bytes", peri_get32(h + 16), c->frame_bytes) ||
+      !peri_frames_same(m, "stack", peri_get32(h + 20), k) ||
+      !peri_frames_same(m, "n", peri_get32(h + 24), c->n) ||
+      !peri_frames_same(m, "gamma (bits)", peri_get32(h + 28), g) ||
+      !peri_frames_same(m, "action_size", peri_get32(h + 32), c->action_size) ||
+      !peri_frames_same(m, "lanes", peri_get32(h + 36), L) ||
+      !peri_frames_same(m, "frames", peri_get64(h + 40), c->frames))
+    return PER_ERR_MISMATCH;
+  st->next_frame = peri_get64(h + 48);
+  st->restarts = peri_get64(h + 56);
+  st->drawable_from = peri_get64(h + 64);
+  st->first = peri_get64(h + 72);
+  st->nframes = peri_get64(h + 80);
+  st->low_len = peri_get32(h + 88);
+  cap = f->buffer.cfg.capacity;
+  first = st->next_frame > c->frames ? st->next_frame - c->frames : 0;
+  if (st->first != first || st->nframes != st->next_frame - first ||
+      st->low_len > cap || peri_get32(h + 92) != 0) {
+    peri_msg_s(m, "the frame counters do not agree");
+    return PER_ERR_CORRUPT;
+  }
+  bytes = (size_t)L * (1u + 4u + (size_t)k * 8u + (size_t)c->n * sb) +
+          (size_t)st->low_len * 16u;
+  st->mem = (unsigned char *)PER_MALLOC(bytes ? bytes : 1, f->alloc_ctx);
+  if (!st->mem) return PER_ERR_NOMEM;
+  /* the uint64 arrays first (aligned by the allocator), then the rest */
+  st->stack = (uint64_t *)(void *)st->mem;
+  st->low_idx = st->stack + (size_t)L * k;
+  st->low_min = st->low_idx + st->low_len;
+  st->count = (uint32_t *)(void *)(st->low_min + st->low_len);
+  st->live = (uint8_t *)(st->count + L);
+  st->pend = st->live + L;
+  for (i = 0; i < L; ++i) {
+    uint32_t live = peri_frd_u32(r);
+    st->count[i] = peri_frd_u32(r);
+    st->live[i] = (uint8_t)live;
+    for (j = 0; j < k; ++j) st->stack[(size_t)i * k + j] = peri_frd_u64(r);
+    if (r->s != PER_OK) return r->s;
+    if (live > 1 || st->count[i] >= c->n || (!live && st->count[i] != 0)) {
+      peri_msg_at(m, "lane", i);
+      peri_msg_s(m, ": live or pending count out of range");
+      return PER_ERR_CORRUPT;
+    }
+    for (j = 0; j < st->count[i]; ++j) {
+      unsigned char *p = st->pend + ((size_t)i * c->n + j) * sb;
+      uint32_t q;
+      for (q = 0; q < k; ++q) {
+        uint64_t v = peri_frd_u64(r);
+        memcpy(p + (size_t)q * 8u, &v, 8);
+      }
+      peri_frd_read(r, p + (size_t)k * 8u, c->action_size + 4u);
+    }
+  }
+  for (i = 0; i < st->low_len; ++i) {
+    st->low_idx[i] = peri_frd_u64(r);
+    st->low_min[i] = peri_frd_u64(r);
+  }
+  if (r->s != PER_OK) return r->s;
+  if (fgetpos(r->f, frames_at) != 0) return PER_ERR_IO;
+  st->crc_frames = r->crc;
+  peri_frd_read(r, NULL, (size_t)st->nframes * c->frame_bytes);
+  if (r->s == PER_OK) {
+    uint32_t want = ~r->crc, got = peri_frd_u32(r);
+    if (r->s == PER_OK && got != want) {
+      peri_msg_s(m, "the frames section's checksum does not match");
+      return PER_ERR_CHECKSUM;
+    }
+  }
+  return r->s;
+}
+
+/* Every counter the staged state and the staged records hold lies in
+   the staged ring; lanes' stacks rise; the queue rises. */
+static per_status peri_frames_stage_check(const per_frames *f,
+                                          const peri_frames_stage *st,
+                                          const peri_ckpt *k, peri_msg *m) {
+  const per_frames_config *c = &f->cfg;
+  per_nstep_layout l = per_frames_layout(c);
+  uint32_t i, j, kk = c->stack;
+  uint64_t added = k->h.added, size = k->size, a, from;
+  uint64_t lo = st->first, hi = st->next_frame;
+  size_t sb = peri_frames_step_bytes(c);
+  for (i = 0; i < c->lanes; ++i) {
+    for (j = 0; j < kk && st->live[i]; ++j) {
+      uint64_t v = st->stack[(size_t)i * kk + j];
+      if (v >= hi || (j > 0 && v < st->stack[(size_t)i * kk + j - 1])) break;
+    }
+    if (st->live[i] && j < kk) {
+      peri_msg_at(m, "lane", i);
+      peri_msg_s(m, ": its stack's frames are not in the file");
+      return PER_ERR_CORRUPT;
+    }
+    for (j = 0; j < st->count[i]; ++j) {
+      uint64_t v;
+      memcpy(&v, st->pend + ((size_t)i * c->n + j) * sb, 8);
+      if (v >= hi) {
+        peri_msg_at(m, "lane", i);
+        peri_msg_s(m, ": a pending step's frames are not in the file");
+        return PER_ERR_CORRUPT;
+      }
+    }
+  }
+  for (i = 0; i + 1u < st->low_len; ++i)
+    if (st->low_idx[i] >= st->low_idx[i + 1u] ||
+        st->low_min[i] >= st->low_min[i + 1u]) {
+      peri_msg_s(m, "the drawable window's queue does not rise");
+      return PER_ERR_CORRUPT;
+    }
+  if (st->low_len > 0 && st->low_idx[st->low_len - 1u] >= added) {
+    peri_msg_s(m, "the drawable window's queue names a record not added");
+    return PER_ERR_CORRUPT;
+  }
+  if (st->drawable_from > added) {
+    peri_msg_nu(m, "drawable_from", st->drawable_from);
+    peri_msg_nu(m, " > records added", added);
+    return PER_ERR_CORRUPT;
+  }
+  from = st->drawable_from > added - size ? st->drawable_from : added - size;
+  for (a = from; a < added; ++a) {
+    const unsigned char *rec =
+        k->items + (size_t)(a % k->cfg.capacity) * l.size;
+    uint32_t q;
+    for (q = 0; q < kk; ++q) {
+      uint64_t v, w;
+      memcpy(&v, rec + l.obs + (size_t)q * 8u, 8);
+      memcpy(&w, rec + l.next_obs + (size_t)q * 8u, 8);
+      if (v < lo || v >= hi || w < lo || w >= hi) {
+        peri_msg_nu(m, "record", a);
+        peri_msg_s(m, ": drawable, but its frames are not in the file");
+        return PER_ERR_CORRUPT;
+      }
+    }
+  }
+  return PER_OK;
+}
+
+/* No transition drawable, no lane in an episode: what f is after its
+   ring was partly overwritten by a failed second read. */
+static void peri_frames_forget(per_frames *f) {
+  uint32_t i;
+  f->drawable_from = f->buffer.added;
+  f->low_len = 0;
+  for (i = 0; i < f->cfg.lanes; ++i) {
+    per_nstep_reset(&f->adder[i]);
+    f->live[i] = 0;
+  }
+}
+
+PERDEF per_status per_frames_load(per_frames *f, const char *path) {
+  peri_frd r;
+  peri_frames_stage st;
+  peri_ckpt k;
+  per_tree t;
+  peri_sel sel;
+  fpos_t frames_at;
+  uint32_t n = 0, zero = 0, i, j;
+  int have_tree = 0;
+  per_status s;
+  peri_msg m;
+  if (!f) return PER_ERR_NULL;
+  m = peri_frames_msg(f);
+  if (!f->ring)
+    return peri_frames_fail(f, PER_ERR_NULL, "f is not initialised");
+  if (!path) return peri_frames_fail(f, PER_ERR_NULL, "path is NULL");
+  memset(&st, 0, sizeof st);
+  memset(&k, 0, sizeof k);
+  memset(&r, 0, sizeof r);
+  r.f = fopen(path, "rb");
+  if (!r.f)
+    return peri_frames_fail(f, PER_ERR_IO,
+                            "the file cannot be opened for reading");
+  r.crc = 0xffffffffu;
+  peri_crc_table(r.table);
+  s = peri_frames_read_section(f, &r, &st, &frames_at, &m);
+  /* the records: a buffer checkpoint to the end of the file */
+  if (s == PER_OK) {
+    s = peri_ckpt_read(r.f, &f->buffer, 0, &k, &m);
+    if (s == PER_OK) s = peri_ckpt_parse(&k);
+    if (s == PER_OK) s = peri_layout_fit(&f->buffer, &k, &m);
+  }
+  sel.rank = 0;
+  sel.world = 0;
+  if (s == PER_OK) {
+    s = peri_load_stage(&f->buffer, &k, sel, &t, &n, &zero, &m);
+    have_tree = s == PER_OK;
+  }
+  if (s == PER_OK) s = peri_frames_stage_check(f, &st, &k, &m);
+  /* the frames into the ring, checked again on the way */
+  if (s == PER_OK) {
+    uint64_t c;
+    r.crc = st.crc_frames;
+    r.s = fsetpos(r.f, &frames_at) == 0 ? PER_OK : PER_ERR_IO;
+    for (c = st.first; r.s == PER_OK && c < st.next_frame;) {
+      uint64_t at = c % f->cfg.frames, run = f->cfg.frames - at;
+      if (run > st.next_frame - c) run = st.next_frame - c;
+      peri_frd_read(&r, f->ring + (size_t)at * f->cfg.frame_bytes,
+                    (size_t)run * f->cfg.frame_bytes);
+      c += run;
+    }
+    if (r.s == PER_OK) {
+      uint32_t want = ~r.crc;
+      if (peri_frd_u32(&r) != want && r.s == PER_OK) r.s = PER_ERR_CHECKSUM;
+    }
+    if (r.s != PER_OK) {
+      peri_frames_forget(f);
+      s = r.s;
+      peri_msg_s(&m, "the file changed between its two reads");
+    }
+  }
+  fclose(r.f);
+  if (s == PER_OK) {
+    size_t sb = peri_frames_step_bytes(&f->cfg);
+    uint32_t kk = f->cfg.stack;
+    peri_load_apply(&f->buffer, &k, sel, &t, n, zero);
+    have_tree = 0;
+    f->next_frame = st.next_frame;
+    f->restarts = st.restarts;
+    f->drawable_from = st.drawable_from;
+    f->low_head = 0;
+    f->low_len = st.low_len;
+    for (i = 0; i < st.low_len; ++i) {
+      f->low_idx[i] = st.low_idx[i];
+      f->low_min[i] = st.low_min[i];
+    }
+    for (i = 0; i < f->cfg.lanes; ++i) {
+      per_nstep *a = &f->adder[i];
+      f->live[i] = st.live[i];
+      memcpy(f->stack + (size_t)i * kk, st.stack + (size_t)i * kk,
+             (size_t)kk * 8u);
+      per_nstep_reset(a);
+      for (j = 0; j < st.count[i]; ++j) {
+        const unsigned char *p = st.pend + ((size_t)i * f->cfg.n + j) * sb;
+        uint32_t rb;
+        memcpy(a->obs + (size_t)j * a->cfg.obs_size, p, (size_t)kk * 8u);
+        memcpy(a->act + (size_t)j * a->cfg.action_size, p + (size_t)kk * 8u,
+               a->cfg.action_size);
+        rb = peri_get32(p + (size_t)kk * 8u + a->cfg.action_size);
+        memcpy(&a->reward[j], &rb, sizeof rb);
+      }
+      a->count = st.count[i];
+    }
+  }
+  if (have_tree) per_tree_free(&t);
+  if (k.mem) PER_FREE(k.mem, f->buffer.alloc_ctx);
+  if (st.mem) PER_FREE(st.mem, f->alloc_ctx);
+  if (s == PER_OK) f->error[0] = 0;
+  else if (!f->error[0]) peri_msg_s(&m, per_status_str(s));
+  return s;
+}
+#endif /* PER_NO_STDIO */
 
 #ifdef __cplusplus
 }

@@ -41,12 +41,18 @@ typedef struct env {
   per_nstep adder;
 } env;
 
+/* When set, world_step gives this per_frames the same steps (a loaded
+   copy that must go on as the original does). */
+static per_frames *twin;
+
 typedef struct world {
   per_frames f;
   per_buffer naive; /* items: per_nstep records of whole stacks */
   per_nstep_layout nl, fl;
   env envs[3];
   uint32_t lanes, k;
+  int slow; /* the last lane steps once in 40 steps, the others share the
+               rest: it waits while they write the ring over */
   per_rng rng;
 } world;
 
@@ -90,7 +96,10 @@ static void world_free(world *w) {
 /* One step of a random lane, on both sides. Episode lengths: 1 .. 40,
    a third of them 1 .. 3 steps. */
 static void world_step(world *w, uint32_t max_len) {
-  uint32_t lane = per_rng_below(&w->rng, w->lanes);
+  uint32_t lane = !w->slow ? per_rng_below(&w->rng, w->lanes)
+                  : per_rng_below(&w->rng, 40) == 0
+                      ? w->lanes - 1u
+                      : per_rng_below(&w->rng, w->lanes - 1u);
   env *e = &w->envs[lane];
   uint8_t obs[F], next[F], nstack[MAXK * F];
   uint16_t action;
@@ -111,6 +120,10 @@ static void world_step(world *w, uint32_t max_len) {
   CHECK_OK(per_frames_step(&w->f, lane, obs, &action,
                            reward_of(lane, e->ep, e->t), next, term,
                            end && !term));
+  if (twin)
+    CHECK_OK(per_frames_step(twin, lane, obs, &action,
+                             reward_of(lane, e->ep, e->t), next, term,
+                             end && !term));
   /* the naive side: whole stacks, the first frame repeated */
   if (w->f.restarts != restarts) {
     per_nstep_reset(&e->adder);
@@ -397,6 +410,199 @@ static void test_restart_boundary(void) {
   per_frames_free(&f);
 }
 
+#define FNAME(s) (IS_FLOAT ? "frames_float_" s : "frames_double_" s)
+
+/* f's state that a refused load must leave as it was. */
+typedef struct frames_state {
+  uint64_t next_frame, added, drawable_from, restarts;
+  uint32_t low_len, size;
+  unsigned char *ring;
+} frames_state;
+
+static frames_state state_of(const per_frames *f) {
+  frames_state x;
+  size_t rb = (size_t)f->cfg.frames * f->cfg.frame_bytes;
+  x.next_frame = f->next_frame;
+  x.added = f->buffer.added;
+  x.drawable_from = f->drawable_from;
+  x.restarts = f->restarts;
+  x.low_len = f->low_len;
+  x.size = f->buffer.size;
+  x.ring = (unsigned char *)malloc(rb);
+  memcpy(x.ring, f->ring, rb);
+  return x;
+}
+
+/* 1 when f is in state x; frees x. */
+static int state_same(const per_frames *f, frames_state *x) {
+  size_t rb = (size_t)f->cfg.frames * f->cfg.frame_bytes;
+  int same = x->next_frame == f->next_frame && x->added == f->buffer.added &&
+             x->drawable_from == f->drawable_from &&
+             x->restarts == f->restarts && x->low_len == f->low_len &&
+             x->size == f->buffer.size && memcmp(x->ring, f->ring, rb) == 0;
+  free(x->ring);
+  return same;
+}
+
+static long file_size(const char *path) {
+  FILE *fp = fopen(path, "rb");
+  long n;
+  if (!fp) return -1;
+  fseek(fp, 0, SEEK_END);
+  n = ftell(fp);
+  fclose(fp);
+  return n;
+}
+
+/* Flip one byte of a file at offset `at` (from the end when negative). */
+static void flip_byte(const char *path, long at) {
+  FILE *fp = fopen(path, "r+b");
+  int c;
+  REQUIRE(fp != NULL);
+  fseek(fp, at, at < 0 ? SEEK_END : SEEK_SET);
+  c = fgetc(fp);
+  fseek(fp, -1, SEEK_CUR);
+  fputc(c ^ 0x5a, fp);
+  fclose(fp);
+}
+
+static void copy_file(const char *from, const char *to) {
+  FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+  int c;
+  REQUIRE(a && b);
+  while ((c = fgetc(a)) != EOF) fputc(c, b);
+  fclose(a);
+  fclose(b);
+}
+
+/* Save, load into a fresh per_frames, and both go on alike: the same
+   steps give the same draws, weights and stacks. Then every refusal. */
+static void test_checkpoint(void) {
+  per_config base = per_config_default(64, 1);
+  world w;
+  per_frames g, h;
+  per_frames_config c;
+  uint32_t step;
+  const char *path = FNAME("ckpt.bin"), *bad = FNAME("bad.bin");
+  frames_state x;
+  base.seed = 11;
+  /* three lanes, a small ring: restarts and lost frames are saved too */
+  world_init(&w, 64, 3, 4, 3, 3u * (4u + 3u + 2u) + 30u, base);
+  w.slow = 1;
+  for (step = 0; step < 900; ++step) world_step(&w, 20);
+  REQUIRE(w.f.restarts > 0 && per_frames_drawable(&w.f) < w.f.buffer.size);
+  CHECK_OK(per_frames_save(&w.f, path));
+  c = w.f.cfg;
+  REQUIRE(per_frames_init(&g, &c, NULL) == PER_OK);
+  CHECK_OK(per_frames_load(&g, path));
+  CHECK_STR(g.error, "");
+  CHECK_OK(per_frames_check(&g));
+  CHECK_EQ_U(g.next_frame, w.f.next_frame);
+  CHECK_EQ_U(per_frames_drawable(&g), per_frames_drawable(&w.f));
+  CHECK_EQ_U(g.restarts, w.f.restarts);
+  /* go on side by side */
+  twin = &g;
+  for (step = 0; step < 400; ++step) {
+    world_step(&w, 20);
+    if (step % 20 == 0) {
+      uint8_t o1[8 * 4 * F], o2[8 * 4 * F], n1[8 * 4 * F], n2[8 * 4 * F];
+      uint64_t i1[8], i2[8];
+      float w1[8], w2[8], td[8];
+      per_frames_out a, b;
+      uint32_t j;
+      memset(&a, 0, sizeof a);
+      memset(&b, 0, sizeof b);
+      a.obs = o1;
+      a.next_obs = n1;
+      a.ids = i1;
+      a.weights = w1;
+      b.obs = o2;
+      b.next_obs = n2;
+      b.ids = i2;
+      b.weights = w2;
+      CHECK_OK(per_frames_sample(&w.f, 8, NULL, &a));
+      CHECK_OK(per_frames_sample(&g, 8, NULL, &b));
+      CHECK_MEM(i1, i2, sizeof i1);
+      CHECK_MEM(w1, w2, sizeof w1);
+      CHECK_MEM(o1, o2, sizeof o1);
+      CHECK_MEM(n1, n2, sizeof n1);
+      for (j = 0; j < 8; ++j) td[j] = (float)j * 0.1f;
+      CHECK_OK(per_frames_update(&w.f, i1, td, 8, NULL));
+      CHECK_OK(per_frames_update(&g, i2, td, 8, NULL));
+    }
+  }
+  twin = NULL;
+  CHECK_OK(per_frames_check(&g));
+  /* refusals leave g as it was and say why */
+  CHECK_OK(per_frames_save(&w.f, path));
+  c.stack = 3;
+  REQUIRE(per_frames_init(&h, &c, NULL) == PER_OK);
+  CHECK_STATUS(per_frames_load(&h, path), PER_ERR_MISMATCH);
+  CHECK_STR(h.error, "the checkpoint's stack 4, the buffer's 3");
+  per_frames_free(&h);
+  c = w.f.cfg;
+  c.frames += 1;
+  REQUIRE(per_frames_init(&h, &c, NULL) == PER_OK);
+  CHECK_STATUS(per_frames_load(&h, path), PER_ERR_MISMATCH);
+  CHECK_STR(h.error, "the checkpoint's frames");
+  per_frames_free(&h);
+  {
+    long size = file_size(path);
+    /* the records: a buffer checkpoint at the end of the file */
+    size_t cap = per_buffer_snapshot_bytes(&w.f.buffer), rlen = 0;
+    unsigned char *snap = (unsigned char *)malloc(cap);
+    long records;
+    /* the last frame's byte, a record's, a lane's live flag */
+    long at[3];
+    static const per_status want[] = {PER_ERR_CHECKSUM, PER_ERR_CHECKSUM,
+                                      PER_ERR_CORRUPT};
+    uint32_t q;
+    REQUIRE(snap &&
+            per_buffer_snapshot(&w.f.buffer, snap, cap, &rlen) == PER_OK);
+    free(snap);
+    records = size - (long)rlen;
+    at[0] = records - 4 - 1;
+    at[1] = size - 20;
+    at[2] = PERI_FR_HEAD + 3;
+    REQUIRE(size > 0 && records > PERI_FR_HEAD);
+    for (q = 0; q < 3; ++q) {
+      long off = at[q];
+      copy_file(path, bad);
+      flip_byte(bad, off);
+      x = state_of(&g);
+      CHECK_STATUS(per_frames_load(&g, bad), want[q]);
+      CHECK(g.error[0] != 0);
+      CHECK(state_same(&g, &x));
+    }
+    /* truncated */
+    {
+      FILE *a = fopen(path, "rb"), *b = fopen(bad, "wb");
+      long i;
+      REQUIRE(a && b);
+      for (i = 0; i < size / 2; ++i) fputc(fgetc(a), b);
+      fclose(a);
+      fclose(b);
+      x = state_of(&g);
+      CHECK_STATUS(per_frames_load(&g, bad), PER_ERR_TRUNCATED);
+      CHECK(state_same(&g, &x));
+    }
+  }
+  /* a plain buffer checkpoint is not a per_frames file */
+  CHECK_OK(per_buffer_save(&w.f.buffer, bad));
+  x = state_of(&g);
+  CHECK_STATUS(per_frames_load(&g, bad), PER_ERR_FORMAT);
+  CHECK_STR(g.error, "not a per_frames checkpoint");
+  CHECK(state_same(&g, &x));
+  CHECK_STATUS(per_frames_load(&g, FNAME("missing.bin")), PER_ERR_IO);
+  CHECK_STATUS(per_frames_load(&g, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_frames_save(&g, NULL), PER_ERR_NULL);
+  CHECK_OK(per_frames_check(&g));
+  remove(path);
+  remove(bad);
+  per_frames_free(&g);
+  world_free(&w);
+}
+
 /* Memory: the ring is frames * frame_bytes and a record is the stacks'
    counters plus the step's scalars, so a transition costs about one
    frame where a naive item holds two stacks. */
@@ -543,6 +749,7 @@ int main(void) {
   test_streams();
   test_default_ring();
   test_restart_boundary();
+  test_checkpoint();
   test_sequences();
   test_memory();
   test_errors();
