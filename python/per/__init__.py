@@ -1083,6 +1083,17 @@ class FrameBuffer(_per._Frames):
         return self._update(_indices(i, f"{c}: ids", 64),
                             _floats(t, f"{c}: td", _np.float32))
 
+    def save(self, path: _t.Union[str, _os.PathLike]) -> None:
+        """per_frames_save: one atomic file, every frame in the ring once."""
+        self._save(_os.fspath(path))
+
+    def load(self, path: _t.Union[str, _os.PathLike]) -> None:
+        """per_frames_load: replace the state with the file's; the buffer
+        must have been made with the saved arguments (per.Error
+        PER_ERR_MISMATCH names the first that differs). Unchanged on
+        error."""
+        self._load(_os.fspath(path))
+
     def __len__(self) -> int:
         return self.counters["size"]
 

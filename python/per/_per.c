@@ -1503,6 +1503,26 @@ static PyObject *Frames_update(FramesObject *self, PyObject *args) {
   return PyLong_FromUnsignedLong(stale);
 }
 
+static PyObject *Frames_save(FramesObject *self, PyObject *arg) {
+  PyObject *bytes;
+  per_status s;
+  if (!frames_ready(self) || !PyUnicode_FSConverter(arg, &bytes)) return NULL;
+  s = per_frames_save(&self->f, PyBytes_AS_STRING(bytes));
+  Py_DECREF(bytes);
+  CHECK(s, "FrameBuffer.save");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Frames_load(FramesObject *self, PyObject *arg) {
+  PyObject *bytes;
+  per_status s;
+  if (!frames_ready(self) || !PyUnicode_FSConverter(arg, &bytes)) return NULL;
+  s = per_frames_load(&self->f, PyBytes_AS_STRING(bytes));
+  Py_DECREF(bytes);
+  CHECK_BUF(&self->f, s, "FrameBuffer.load");
+  Py_RETURN_NONE;
+}
+
 static PyObject *Frames_reset_lane(FramesObject *self, PyObject *arg) {
   uint_arg lane = {"FrameBuffer.reset_lane: lane", 0};
   if (!frames_ready(self) || !conv_u32(arg, &lane)) return NULL;
@@ -1551,6 +1571,8 @@ static PyMethodDef Frames_methods[] = {
     {"_step_lanes", (PyCFunction)Frames_step_lanes, METH_VARARGS, NULL},
     {"_sample", (PyCFunction)Frames_sample, METH_VARARGS, NULL},
     {"_update", (PyCFunction)Frames_update, METH_VARARGS, NULL},
+    {"_save", (PyCFunction)Frames_save, METH_O, NULL},
+    {"_load", (PyCFunction)Frames_load, METH_O, NULL},
     {"reset_lane", (PyCFunction)Frames_reset_lane, METH_O,
      "reset_lane(lane): drop the lane's pending steps and end its episode "
      "(per_frames_reset_lane)."},

@@ -162,3 +162,22 @@ def test_errors_name_the_argument_and_change_nothing():
     assert len(fb) == 1 and fb.drawable == 1
     with pytest.raises(ValueError, match="td has shape"):
         fb.update(fb.sample(2)["ids"], [0.0])
+
+
+def test_save_load_goes_on_alike(tmp_path):
+    fb, _ = run(60, 4, 3, 2, 500)
+    path = tmp_path / "frames.bin"
+    fb.save(path)
+    other = per.FrameBuffer(60, FRAME, stack=4, n=3, gamma=0.9, lanes=2, seed=3)
+    other.load(path)
+    other.check()
+    assert other.counters == fb.counters
+    for t in range(50):
+        for b in (fb, other):
+            b.step(frame(0, 99, t), 1, 0.5, frame(0, 99, t + 1), lane=t % 2)
+        x, y = fb.sample(8), other.sample(8)
+        for key in x:
+            np.testing.assert_array_equal(x[key], y[key], err_msg=key)
+    wrong = per.FrameBuffer(60, FRAME, stack=3, n=3, gamma=0.9, lanes=2)
+    with pytest.raises(per.Error, match="PER_ERR_MISMATCH: the checkpoint's stack 4"):
+        wrong.load(path)
