@@ -2678,6 +2678,16 @@ typedef struct peri_msg {
   size_t len, cap; /* cap includes the NUL */
 } peri_msg;
 
+/* A message into buf (cap bytes, the NUL included), emptied. */
+static peri_msg peri_msg_into(char *buf, size_t cap) {
+  peri_msg m;
+  m.buf = buf;
+  m.len = 0;
+  m.cap = cap;
+  buf[0] = 0;
+  return m;
+}
+
 static void peri_msg_s(peri_msg *m, const char *s) {
   while (*s && m->len + 1 < m->cap) m->buf[m->len++] = *s++;
   m->buf[m->len] = 0;
@@ -3930,12 +3940,7 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
 
 /* b->error emptied, for a message. */
 static peri_msg peri_buf_msg(per_buffer *b) {
-  peri_msg m;
-  m.buf = b->error;
-  m.len = 0;
-  m.cap = sizeof b->error;
-  m.buf[0] = 0;
-  return m;
+  return peri_msg_into(b->error, sizeof b->error);
 }
 
 /* b->error = what; returns s. */
@@ -6716,10 +6721,7 @@ static void peri_msg_field(peri_msg *m, const char *name) {
 
 /* Start a->error with "fn: " (and the rest of the message after it). */
 static peri_msg peri_traj_msg(per_traj *a, const char *fn) {
-  peri_msg m;
-  m.buf = a->error;
-  m.len = 0;
-  m.cap = sizeof a->error;
+  peri_msg m = peri_msg_into(a->error, sizeof a->error);
   peri_msg_s(&m, fn);
   peri_msg_s(&m, ": ");
   return m;
@@ -7149,12 +7151,7 @@ PERDEF uint32_t per_frames_record_size(const per_frames_config *cfg) {
 
 /* f->error emptied, for a message. */
 static peri_msg peri_frames_msg(per_frames *f) {
-  peri_msg m;
-  m.buf = f->error;
-  m.len = 0;
-  m.cap = sizeof f->error;
-  m.buf[0] = 0;
-  return m;
+  return peri_msg_into(f->error, sizeof f->error);
 }
 
 static per_status peri_frames_fail(per_frames *f, per_status s,

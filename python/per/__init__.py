@@ -471,6 +471,28 @@ def _items(n: _t.Optional[int]) -> str:
     return "one item" if n is None else f"a batch of {n}"
 
 
+def _buffer_args(call: str, capacity: int, alpha: float, beta0: float,
+                 beta1: float, beta_steps: int, eps: float, max_priority: float,
+                 seed: int, flags: int, weights_buffer_max: bool,
+                 cross_episodes: bool, max_unique: _t.Optional[int],
+                 seq_len: int, seq_stride: int,
+                 seq_eta: float) -> _t.Tuple[_t.Any, ...]:
+    """per_config's fields after capacity and item_size, in the C order,
+    the doubles checked and max_unique=None made the C default."""
+    if max_unique is None:
+        # the C default; a capacity C refuses is reported by the init, not
+        # here
+        max_unique = (config_default(capacity, 1)["max_unique"]
+                      if 0 < capacity <= 2**31 else 1)
+    flags |= (_per.WEIGHTS_BUFFER_MAX if weights_buffer_max else 0) | (
+        _per.SEQ_CROSS_EPISODES if cross_episodes else 0)
+    r = call + ": "
+    return (_real(alpha, r + "alpha"), _real(beta0, r + "beta0"),
+            _real(beta1, r + "beta1"), beta_steps, _real(eps, r + "eps"),
+            _real(max_priority, r + "max_priority"), seed, flags, max_unique,
+            seq_len, seq_stride, _real(seq_eta, r + "seq_eta"))
+
+
 class ReplayBuffer(_per._Buffer):
     """A prioritized replay buffer (per_buffer) of `capacity` items.
 
@@ -508,21 +530,11 @@ class ReplayBuffer(_per._Buffer):
     ) -> None:
         dt = _item_dtype(item)
         capacity = _count(capacity, "ReplayBuffer: capacity")
-        if max_unique is None:
-            # the C default; a capacity C refuses is reported by the init
-            # below, not here
-            max_unique = (config_default(capacity, dt.itemsize)["max_unique"]
-                          if 0 < capacity <= 2**31 else 1)
-        flags = (_per.WEIGHTS_BUFFER_MAX if weights_buffer_max else 0) | (
-            _per.SEQ_CROSS_EPISODES if cross_episodes else 0) | (
-            _per.MAX_LIVE if live_max else 0)
-        r = "ReplayBuffer: "
-        super().__init__(capacity, dt.itemsize, _real(alpha, r + "alpha"),
-                         _real(beta0, r + "beta0"), _real(beta1, r + "beta1"),
-                         beta_steps, _real(eps, r + "eps"),
-                         _real(max_priority, r + "max_priority"), seed, flags,
-                         max_unique, seq_len, seq_stride,
-                         _real(seq_eta, r + "seq_eta"))
+        flags = _per.MAX_LIVE if live_max else 0
+        super().__init__(capacity, dt.itemsize, *_buffer_args(
+            "ReplayBuffer", capacity, alpha, beta0, beta1, beta_steps, eps,
+            max_priority, seed, flags, weights_buffer_max, cross_episodes,
+            max_unique, seq_len, seq_stride, seq_eta))
         self.dtype: _np.dtype = dt
         self._set_layout(_layout_of(dt))
         # fixed for the buffer's life (load refuses another capacity or
@@ -962,18 +974,12 @@ class FrameBuffer(_per._Frames):
         fb = self.frame_dtype.itemsize * int(_np.prod(self.frame_shape, dtype=_np.int64))
         ab = self.action_dtype.itemsize * int(_np.prod(self.action_shape, dtype=_np.int64))
         capacity = _count(capacity, c + "capacity")
-        if max_unique is None:
-            max_unique = (config_default(capacity, 1)["max_unique"]
-                          if 0 < capacity <= 2**31 else 1)
-        flags = (_per.WEIGHTS_BUFFER_MAX if weights_buffer_max else 0) | (
-            _per.SEQ_CROSS_EPISODES if cross_episodes else 0)
         super().__init__(capacity, fb, stack, n, _real32(gamma, c + "gamma"), ab,
-                         lanes, frames, _real(alpha, c + "alpha"),
-                         _real(beta0, c + "beta0"), _real(beta1, c + "beta1"),
-                         beta_steps, _real(eps, c + "eps"),
-                         _real(max_priority, c + "max_priority"), seed, flags,
-                         max_unique, seq_len, seq_stride,
-                         _real(seq_eta, c + "seq_eta"))
+                         lanes, frames, *_buffer_args(
+                             "FrameBuffer", capacity, alpha, beta0, beta1,
+                             beta_steps, eps, max_priority, seed, 0,
+                             weights_buffer_max, cross_episodes, max_unique,
+                             seq_len, seq_stride, seq_eta))
         cfg = self.config
         self._stack: int = cfg["stack"]
         self._lanes: int = cfg["lanes"]
