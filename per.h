@@ -187,7 +187,9 @@
              opts->beta without PER_SAMPLE_BETA is refused; PER_MAX_LIVE;
              checkpoint version 3 keeps the items' layout
              (per_buffer_set_layout; versions 1 and 2 still load) and
-             per_ckpt_read_info reads a file's header
+             per_ckpt_read_info reads a file's header; frame stacks for
+             pixel replay (per_frames_*: each frame stored once, stacks
+             rebuilt on sampling, their own checkpoints)
       0.3.0  episode ends; sequence replay (R2D2); trajectory ids and
              windows of trajectories; the trajectory accumulator
              (per_traj_*); snapshots written from any thread; the item
