@@ -6068,8 +6068,6 @@ static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
   return PER_OK;
 }
 
-/* Parse and check every field of a checksummed file. Leaves and
-   generations are checked here; the permutation by the caller. */
 /* The config a header of `version` saved (version 1: no sequences). */
 static per_config peri_hdr_config(const peri_hdr *h, uint32_t version) {
   per_config c;
@@ -6094,6 +6092,8 @@ static per_config peri_hdr_config(const peri_hdr *h, uint32_t version) {
   return c;
 }
 
+/* Parse and check every field of a checksummed file. Leaves and
+   generations are checked here; the permutation by the caller. */
 static per_status peri_ckpt_parse(peri_ckpt *k) {
   const peri_hdr *h = &k->h;
   per_config *c = &k->cfg;
