@@ -322,6 +322,7 @@ typedef PER_REAL per_real;
 #define per_frames_load PERI_NAME(per_frames_load)
 #define per_buffer_save PERI_NAME(per_buffer_save)
 #define per_buffer_load PERI_NAME(per_buffer_load)
+#define per_buffer_load_mem PERI_NAME(per_buffer_load_mem)
 #define per_buffer_load_shard PERI_NAME(per_buffer_load_shard)
 #define per_buffer_load_append PERI_NAME(per_buffer_load_append)
 
@@ -1502,6 +1503,15 @@ PERDEF per_status per_ckpt_read_info(const char *path, per_ckpt_info *info);
    PER_ERR_CORRUPT (longer than its header says, or a field out of range
    with a valid checksum). */
 PERDEF per_status per_buffer_load(per_buffer *b, const char *path);
+/* per_buffer_load from memory: mem[0..len) holds a checkpoint file's
+   bytes, a file read whole or a snapshot (per_buffer_snapshot) with its
+   CRC filled in: per_crc32c(0, mem, len - 4) in its last 4 bytes,
+   little-endian. The same checks, the same state and the same errors as
+   from a file (PER_ERR_NULL for mem; PER_ERR_TRUNCATED or
+   PER_ERR_CORRUPT when len is below or above the checkpoint's length).
+   For copies in memory: pickling, messages, shared memory. */
+PERDEF per_status per_buffer_load_mem(per_buffer *b, const void *mem,
+                                      size_t len);
 /* Rank `rank` of `world` loads the items of slots rank, rank + world, ...
    of the file, with their leaves and episode ends, into b (oldest first,
    at slots 0, 1, ...; generations restart at 1; b keeps its own config,
@@ -5988,11 +5998,42 @@ static void peri_msg_pair(peri_msg *m, const char *name, uint64_t a,
    size, the sizes (k->size, k->has_perm, the layout's length) and the
    file's length (k->bytes) against the bytes f has left, where f can
    tell. */
-static per_status peri_ckpt_head(FILE *f, unsigned char *h, peri_ckpt *k) {
-  size_t got = fread(h, 1, PERI_H_BYTES_V1, f), hb;
+/* Where a checkpoint's bytes come from: a file (f) or memory (mem, len;
+   f NULL), read from the start on. */
+typedef struct peri_src {
+  FILE *f;
+  const unsigned char *mem;
+  size_t len, pos;
+} peri_src;
+
+/* Up to n bytes into dst: how many there were; *err = 1 on a read
+   error. */
+static size_t peri_src_read(peri_src *r, void *dst, size_t n, int *err) {
+  size_t got;
+  if (r->f) {
+    got = fread(dst, 1, n, r->f);
+    if (ferror(r->f)) *err = 1;
+    return got;
+  }
+  got = r->len - r->pos < n ? r->len - r->pos : n;
+  if (got) memcpy(dst, r->mem + r->pos, got);
+  r->pos += got;
+  return got;
+}
+
+/* peri_file_rest for either kind. */
+static int peri_src_rest(peri_src *r, uint64_t *rest) {
+  if (r->f) return peri_file_rest(r->f, rest);
+  *rest = r->len - r->pos;
+  return 1;
+}
+
+static per_status peri_ckpt_head(peri_src *f, unsigned char *h, peri_ckpt *k) {
+  int err = 0;
+  size_t got = peri_src_read(f, h, PERI_H_BYTES_V1, &err), hb;
   uint64_t bytes, rest;
   int known;
-  if (ferror(f)) return PER_ERR_IO;
+  if (err) return PER_ERR_IO;
   if (got >= 8 && peri_get64(h) != PERI_MAGIC) return PER_ERR_FORMAT;
   if (got < PERI_H_BYTES_V1)
     return got < 8 ? (got == 0 ? PER_ERR_FORMAT : PER_ERR_TRUNCATED)
@@ -6005,8 +6046,8 @@ static per_status peri_ckpt_head(FILE *f, unsigned char *h, peri_ckpt *k) {
     return PER_ERR_FORMAT;
   hb = k->hbytes;
   if (hb > got) { /* the rest of a newer header */
-    got += fread(h + got, 1, hb - got, f);
-    if (ferror(f)) return PER_ERR_IO;
+    got += peri_src_read(f, h + got, hb - got, &err);
+    if (err) return PER_ERR_IO;
     if (got < hb) return PER_ERR_TRUNCATED;
   }
   peri_hdr_read(h, k->version, &k->h);
@@ -6023,19 +6064,20 @@ static per_status peri_ckpt_head(FILE *f, unsigned char *h, peri_ckpt *k) {
           (uint64_t)k->size * k->h.real;
   if (k->h.file_bytes != bytes) return PER_ERR_CORRUPT;
   k->bytes = bytes;
-  known = peri_file_rest(f, &rest);
+  known = peri_src_rest(f, &rest);
   if (known < 0) return PER_ERR_IO;
   if (known && rest < bytes - hb) return PER_ERR_TRUNCATED;
   if (known && rest > bytes - hb) return PER_ERR_CORRUPT;
   return PER_OK;
 }
 
-static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
-                                 peri_ckpt *k, peri_msg *m) {
-  unsigned char h[PERI_H_BYTES];
+static per_status peri_ckpt_read(peri_src *f, const per_buffer *b,
+                                 uint32_t world, peri_ckpt *k, peri_msg *m) {
+  unsigned char h[PERI_H_BYTES], one;
   uint64_t bytes;
   size_t got, hb;
   uint32_t crc, t[256];
+  int err = 0;
   per_status s = peri_ckpt_head(f, h, k);
   if (s != PER_OK) return s;
   hb = k->hbytes;
@@ -6057,11 +6099,12 @@ static per_status peri_ckpt_read(FILE *f, const per_buffer *b, uint32_t world,
   k->mem = (unsigned char *)PER_MALLOC((size_t)bytes, b->alloc_ctx);
   if (!k->mem) return PER_ERR_NOMEM;
   memcpy(k->mem, h, hb);
-  got = fread(k->mem + hb, 1, (size_t)bytes - hb, f);
-  if (ferror(f)) return PER_ERR_IO;
+  got = peri_src_read(f, k->mem + hb, (size_t)bytes - hb, &err);
+  if (err) return PER_ERR_IO;
   if (got != (size_t)bytes - hb) return PER_ERR_TRUNCATED;
-  if (fgetc(f) != EOF) return PER_ERR_CORRUPT; /* longer than it says */
-  if (ferror(f)) return PER_ERR_IO;
+  if (peri_src_read(f, &one, 1, &err) != 0) /* longer than it says */
+    return PER_ERR_CORRUPT;
+  if (err) return PER_ERR_IO;
   peri_crc_table(t);
   crc = ~peri_crc_run(t, 0xffffffffu, k->mem, (size_t)bytes - 4);
   if (crc != peri_get32(k->mem + bytes - 4)) return PER_ERR_CHECKSUM;
@@ -6151,6 +6194,7 @@ static per_status peri_ckpt_parse(peri_ckpt *k) {
 PERDEF per_status per_ckpt_read_info(const char *path, per_ckpt_info *info) {
   unsigned char h[PERI_H_BYTES];
   peri_ckpt k;
+  peri_src src;
   per_status s;
   FILE *f;
   if (!info) return PER_ERR_NULL;
@@ -6159,10 +6203,13 @@ PERDEF per_status per_ckpt_read_info(const char *path, per_ckpt_info *info) {
   memset(&k, 0, sizeof k);
   f = fopen(path, "rb");
   if (!f) return PER_ERR_IO;
-  s = peri_ckpt_head(f, h, &k);
+  memset(&src, 0, sizeof src);
+  src.f = f;
+  s = peri_ckpt_head(&src, h, &k);
   if (s == PER_OK && k.h.layout_len > 0) {
-    size_t got = fread(info->layout, 1, k.h.layout_len, f);
-    if (ferror(f)) s = PER_ERR_IO;
+    int err = 0;
+    size_t got = peri_src_read(&src, info->layout, k.h.layout_len, &err);
+    if (err) s = PER_ERR_IO;
     else if (got < k.h.layout_len) s = PER_ERR_TRUNCATED;
     else if (memchr(info->layout, 0, got)) s = PER_ERR_CORRUPT;
   }
@@ -6216,9 +6263,23 @@ static void peri_layout_take(per_buffer *b, const peri_ckpt *k) {
 }
 
 /* Open, read, checksum and parse. On success k->mem must be freed. */
+/* Read, parse and fit a checkpoint from src (a file or memory). */
+static per_status peri_ckpt_take(peri_src *src, const per_buffer *b,
+                                 uint32_t world, peri_ckpt *k, peri_msg *m) {
+  per_status s = peri_ckpt_read(src, b, world, k, m);
+  if (s == PER_OK) s = peri_ckpt_parse(k);
+  if (s == PER_OK) s = peri_layout_fit(b, k, m);
+  if (s != PER_OK && k->mem) {
+    PER_FREE(k->mem, b->alloc_ctx);
+    k->mem = NULL;
+  }
+  return s;
+}
+
 static per_status peri_ckpt_open(const char *path, const per_buffer *b,
                                  uint32_t world, peri_ckpt *k, peri_msg *m) {
   FILE *f;
+  peri_src src;
   per_status s;
   memset(k, 0, sizeof *k);
   f = fopen(path, "rb");
@@ -6226,14 +6287,10 @@ static per_status peri_ckpt_open(const char *path, const per_buffer *b,
     peri_msg_s(m, "the file cannot be opened for reading");
     return PER_ERR_IO;
   }
-  s = peri_ckpt_read(f, b, world, k, m);
+  memset(&src, 0, sizeof src);
+  src.f = f;
+  s = peri_ckpt_take(&src, b, world, k, m);
   fclose(f);
-  if (s == PER_OK) s = peri_ckpt_parse(k);
-  if (s == PER_OK) s = peri_layout_fit(b, k, m);
-  if (s != PER_OK && k->mem) {
-    PER_FREE(k->mem, b->alloc_ctx);
-    k->mem = NULL;
-  }
   return s;
 }
 
@@ -6421,8 +6478,9 @@ static void peri_load_apply(per_buffer *b, const peri_ckpt *k, peri_sel sel,
 }
 
 /* Read, check, stage, apply: b changes only once everything is checked. */
-static per_status peri_load(per_buffer *b, const char *path, uint32_t rank,
-                            uint32_t world) {
+/* A load from path, or from mem[0..len) when path is NULL. */
+static per_status peri_load(per_buffer *b, const char *path, const void *mem,
+                            size_t len, uint32_t rank, uint32_t world) {
   peri_ckpt k;
   per_tree t;
   peri_sel sel;
@@ -6431,7 +6489,16 @@ static per_status peri_load(per_buffer *b, const char *path, uint32_t rank,
   peri_msg m = peri_buf_msg(b);
   sel.rank = rank;
   sel.world = world;
-  s = peri_ckpt_open(path, b, world, &k, &m);
+  if (path) {
+    s = peri_ckpt_open(path, b, world, &k, &m);
+  } else {
+    peri_src src;
+    memset(&src, 0, sizeof src);
+    memset(&k, 0, sizeof k);
+    src.mem = (const unsigned char *)mem;
+    src.len = len;
+    s = peri_ckpt_take(&src, b, world, &k, &m);
+  }
   if (s != PER_OK) return s;
   s = peri_load_stage(b, &k, sel, &t, &n, &zero, &m);
   if (s == PER_OK) peri_load_apply(b, &k, sel, &t, n, zero);
@@ -6452,8 +6519,17 @@ PERDEF per_status per_buffer_load(per_buffer *b, const char *path) {
   per_status s;
   if (!b) return PER_ERR_NULL;
   s = peri_load_args(b, path);
-  if (s == PER_OK) s = peri_load(b, path, 0, 0);
+  if (s == PER_OK) s = peri_load(b, path, NULL, 0, 0, 0);
   return peri_buf_end(b, s);
+}
+
+PERDEF per_status per_buffer_load_mem(per_buffer *b, const void *mem,
+                                      size_t len) {
+  if (!b) return PER_ERR_NULL;
+  b->error[0] = 0;
+  if (!b->items) return peri_buf_fail(b, PER_ERR_NULL, "b is not initialised");
+  if (!mem) return peri_buf_fail(b, PER_ERR_NULL, "mem is NULL");
+  return peri_buf_end(b, peri_load(b, NULL, mem, len, 0, 0));
 }
 
 PERDEF per_status per_buffer_load_shard(per_buffer *b, const char *path,
@@ -6468,7 +6544,7 @@ PERDEF per_status per_buffer_load_shard(per_buffer *b, const char *path,
     peri_msg_nu(&m, " is not below world", world);
     return PER_ERR_ARG;
   }
-  return peri_buf_end(b, peri_load(b, path, rank, world));
+  return peri_buf_end(b, peri_load(b, path, NULL, 0, rank, world));
 }
 
 PERDEF per_status per_buffer_load_append(per_buffer *b, const char *path,
@@ -7962,9 +8038,10 @@ PERDEF per_status per_frames_load(per_frames *f, const char *path) {
   s = peri_frames_read_section(f, &r, &st, &frames_at, &m);
   /* the records: a buffer checkpoint to the end of the file */
   if (s == PER_OK) {
-    s = peri_ckpt_read(r.f, &f->buffer, 0, &k, &m);
-    if (s == PER_OK) s = peri_ckpt_parse(&k);
-    if (s == PER_OK) s = peri_layout_fit(&f->buffer, &k, &m);
+    peri_src src;
+    memset(&src, 0, sizeof src);
+    src.f = r.f;
+    s = peri_ckpt_take(&src, &f->buffer, 0, &k, &m);
   }
   sel.rank = 0;
   sel.world = 0;

@@ -222,6 +222,64 @@ static void test_corruption(void) {
   remove(NAME("small.bin"));
 }
 
+/* per_buffer_load_mem: a file's bytes and a snapshot with its CRC load as
+   the file does; every single-byte change, every truncation and a byte
+   too many are refused with the buffer unchanged, as from a file. */
+static void test_load_mem(void) {
+  static unsigned char img[4096], bad[4096];
+  per_config c = cfg_of(5, 4);
+  per_buffer a, b;
+  long n, i;
+  size_t len = 0;
+  unsigned char *snap;
+  c.flags = PER_WEIGHTS_BUFFER_MAX;
+  CHECK_OK(per_buffer_init(&a, &c, NULL));
+  fill(&a, 8, 3);
+  CHECK_OK(per_buffer_save(&a, NAME("mem.bin")));
+  n = file_read(NAME("mem.bin"), img, sizeof img);
+  REQUIRE(n > 0);
+  CHECK_OK(per_buffer_init(&b, &c, NULL));
+  fill(&b, 3, 4);
+  CHECK_OK(per_buffer_load_mem(&b, img, (size_t)n));
+  CHECK(state_equal(&a, &b));
+  CHECK_STR(b.error, "");
+  /* a snapshot, its CRC filled in as per_snapshot_write does */
+  snap = (unsigned char *)malloc(per_buffer_snapshot_bytes(&a));
+  REQUIRE(snap != NULL);
+  CHECK_OK(per_buffer_snapshot(&a, snap, per_buffer_snapshot_bytes(&a), &len));
+  CHECK_EQ_U(len, n);
+  peri_put32(snap + len - 4, per_crc32c(0, snap, len - 4));
+  CHECK_MEM(snap, img, len);
+  fill(&b, 2, 5);
+  CHECK_OK(per_buffer_load_mem(&b, snap, len));
+  CHECK(state_equal(&a, &b));
+  free(snap);
+  fill(&b, 2, 6);
+  for (i = 0; i < n; ++i) {
+    bsnap s;
+    memcpy(bad, img, (size_t)n);
+    bad[i] ^= 0x10;
+    s = bsnap_take(&b);
+    CHECK_MSG(per_buffer_load_mem(&b, bad, (size_t)n) != PER_OK,
+              "byte %ld changed accepted", i);
+    CHECK_UNCHANGED(s, &b);
+    s = bsnap_take(&b);
+    CHECK_MSG(per_buffer_load_mem(&b, img, (size_t)i) != PER_OK,
+              "truncation to %ld accepted", i);
+    CHECK_UNCHANGED(s, &b);
+  }
+  CHECK_STATUS(per_buffer_load_mem(&b, img, (size_t)n - 1), PER_ERR_TRUNCATED);
+  memcpy(bad, img, (size_t)n);
+  bad[n] = 0;
+  CHECK_STATUS(per_buffer_load_mem(&b, bad, (size_t)n + 1), PER_ERR_CORRUPT);
+  CHECK_STATUS(per_buffer_load_mem(&b, NULL, 4), PER_ERR_NULL);
+  CHECK_STR(b.error, "mem is NULL");
+  CHECK_STATUS(per_buffer_load_mem(NULL, img, (size_t)n), PER_ERR_NULL);
+  per_buffer_free(&a);
+  per_buffer_free(&b);
+  remove(NAME("mem.bin"));
+}
+
 /* Files from elsewhere: other version, item size, capacity, PER_REAL,
    flags; fields out of range under a valid checksum. */
 static void test_foreign(void) {
@@ -1145,6 +1203,7 @@ int main(void) {
   test_crc();
   test_round_trip();
   test_corruption();
+  test_load_mem();
   test_foreign();
   test_permutation();
   test_failed_save();
