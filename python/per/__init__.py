@@ -430,7 +430,15 @@ def _item_dtype(item: ItemSpec) -> _np.dtype:
             dt = _np.dtype([("item", dt)])
     if dt.hasobject:
         raise TypeError("items are stored as bytes: no Python objects in the dtype")
+    clash = [name for name in dt.names if name in _SAMPLE_KEYS]
+    if clash:
+        raise ValueError(f"field name {clash[0]!r} is taken by sample()'s own "
+                         f"outputs {sorted(_SAMPLE_KEYS)}: rename the field")
     return dt
+
+
+# sample()'s outputs besides the item's fields
+_SAMPLE_KEYS = frozenset(("ids", "weights", "mask", "end", "trajectory"))
 
 
 _LAYOUT_MAX = 511  # per.h's PER_LAYOUT_MAX - 1
@@ -682,6 +690,7 @@ class ReplayBuffer(_per._Buffer):
         window: int = 0,
         trajectories: bool = False,
         sequences: bool = False,
+        episode_info: bool = False,
     ) -> _t.Dict[str, _np.ndarray]:
         """Draw batch_size items (per_buffer_sample): a dict of the item's
         fields (leading axis batch_size; with sequences, (batch_size,
@@ -690,7 +699,11 @@ class ReplayBuffer(_per._Buffer):
         episode's end). unique: distinct items; beta: this beta instead of
         the schedule; window: only the `window` newest items (or
         trajectories, with trajectories=True); sequences: seq_len steps
-        each. The arrays are views of one record array: no copies."""
+        each; episode_info: also "end" (uint8, the step's END_NONE,
+        END_TERMINATED or END_TRUNCATED) and "trajectory" (uint32, the low
+        32 bits of the id of the add call that stored it), with the
+        fields' leading shape. The item's arrays are views of one record
+        array: no copies."""
         B = _count(batch_size, "ReplayBuffer.sample: batch_size")
         window = _count(window, "ReplayBuffer.sample: window")
         flags = 0
@@ -716,7 +729,48 @@ class ReplayBuffer(_per._Buffer):
         out["weights"] = weights
         if mask is not None:
             out["mask"] = mask.view(_np.bool_)
+        if episode_info:
+            lead = (B, L) if sequences else (B,)
+            end = _np.empty(lead, _np.uint8)
+            traj = _np.empty(lead, _np.uint32)
+            self._ends_into(ids, sequences, end, traj)
+            out["end"] = end
+            out["trajectory"] = traj
         return out
+
+    def clear(self) -> None:
+        """Drop every item: the buffer as a new one made with the same
+        arguments (the rng restarts from the seed and the beta schedule
+        from step 0). BufferError while a view of storage is alive."""
+        self._clear()
+
+    def __repr__(self) -> str:
+        c = self.config
+        seq = (f", seq_len={c['seq_len']}, seq_stride={c['seq_stride']}"
+               if c["seq_len"] else "")
+        return (f"per.ReplayBuffer(capacity={c['capacity']}, size={self.size}, "
+                f"item={self.dtype}, alpha={c['alpha']:g}, "
+                f"beta={self.beta:g} (step {self.step}), eps={c['eps']:g}, "
+                f"seed={c['seed']}{seq})")
+
+    def __reduce__(self) -> _t.Tuple[_t.Any, ...]:
+        """Pickling, copy and deepcopy: the checkpoint's bytes (what save
+        writes), restored by a buffer made from the same arguments."""
+        return (_restore_buffer, (type(self), self._init_kwargs(),
+                                  self.dtype, self._snapshot()))
+
+    def _init_kwargs(self) -> _t.Dict[str, _t.Any]:
+        c = self.config
+        f = c["flags"]
+        return {"capacity": c["capacity"], "alpha": c["alpha"],
+                "beta0": c["beta0"], "beta1": c["beta1"],
+                "beta_steps": c["beta_steps"], "eps": c["eps"],
+                "max_priority": c["max_priority"], "seed": c["seed"],
+                "weights_buffer_max": bool(f & _per.WEIGHTS_BUFFER_MAX),
+                "max_unique": c["max_unique"], "seq_len": c["seq_len"],
+                "seq_stride": c["seq_stride"], "seq_eta": c["seq_eta"],
+                "cross_episodes": bool(f & _per.SEQ_CROSS_EPISODES),
+                "live_max": bool(f & _per.MAX_LIVE)}
 
     def _ids_td(self, ids: _t.Any, td: _t.Any, call: str,
                 seq: bool) -> _t.Tuple[_np.ndarray, _np.ndarray]:
@@ -839,6 +893,16 @@ class ReplayBuffer(_per._Buffer):
 # ---------------------------------------------------------------------------
 # n-step adder
 # ---------------------------------------------------------------------------
+
+
+def _restore_buffer(cls: type, kwargs: _t.Dict[str, _t.Any], dtype: _np.dtype,
+                    data: bytes) -> "ReplayBuffer":
+    """The other half of ReplayBuffer.__reduce__."""
+    kw = dict(kwargs)
+    capacity = kw.pop("capacity")
+    buf = cls(capacity, dtype, **kw)
+    buf._load_mem(data)
+    return buf
 
 
 def _shape(s: _t.Any, what: str) -> _t.Tuple[int, ...]:

@@ -1009,6 +1009,116 @@ static PyObject *Buf_leaves_into(BufObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+/* _snapshot() -> bytes: the checkpoint's bytes with their CRC (what
+   per_buffer_save would write), for pickling. */
+static PyObject *Buf_snapshot(BufObject *self, PyObject *unused) {
+  size_t cap, len = 0;
+  PyObject *out;
+  per_status s;
+  (void)unused;
+  if (!buf_ready(self)) return NULL;
+  cap = per_buffer_snapshot_bytes(&self->b);
+  if (cap == 0 || cap > (size_t)PY_SSIZE_T_MAX) return PyErr_NoMemory();
+  out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
+  if (!out) return NULL;
+  s = per_buffer_snapshot(&self->b, PyBytes_AS_STRING(out), cap, &len);
+  if (s != PER_OK) {
+    Py_DECREF(out);
+    return raise_why(s, "ReplayBuffer.__reduce__", self->b.error);
+  }
+  peri_put32((unsigned char *)PyBytes_AS_STRING(out) + len - 4,
+             per_crc32c(0, PyBytes_AS_STRING(out), len - 4));
+  if (_PyBytes_Resize(&out, (Py_ssize_t)len) < 0) return NULL;
+  return out;
+}
+
+/* _load_mem(data): per_buffer_load_mem. */
+static PyObject *Buf_load_mem(BufObject *self, PyObject *arg) {
+  Py_buffer v;
+  Py_ssize_t n;
+  per_status s;
+  if (!buf_ready(self)) return NULL;
+  if (self->exports > 0) {
+    PyErr_SetString(PyExc_BufferError, "ReplayBuffer has exported views");
+    return NULL;
+  }
+  if (get_array(arg, 0, 0, 1, "data", &v, &n) < 0) return NULL;
+  s = per_buffer_load_mem(&self->b, v.buf, (size_t)n);
+  PyBuffer_Release(&v);
+  CHECK_BUF(&self->b, s, "ReplayBuffer.load");
+  Py_RETURN_NONE;
+}
+
+/* _clear(): the buffer as per_buffer_init makes it from its config, its
+   layout kept. */
+static PyObject *Buf_clear(BufObject *self, PyObject *unused) {
+  per_config c;
+  char layout[PER_LAYOUT_MAX];
+  per_buffer fresh;
+  per_status s;
+  (void)unused;
+  if (!buf_ready(self)) return NULL;
+  if (self->exports > 0) {
+    PyErr_SetString(PyExc_BufferError, "ReplayBuffer has exported views");
+    return NULL;
+  }
+  c = self->b.cfg;
+  memcpy(layout, self->b.layout, sizeof layout);
+  /* the new one first: on failure the old one stays */
+  s = per_buffer_init(&fresh, &c, NULL);
+  if (s != PER_OK) return raise_why(s, "ReplayBuffer.clear", fresh.error);
+  per_buffer_set_layout(&fresh, layout);
+  per_buffer_free(&self->b);
+  self->b = fresh;
+  Py_RETURN_NONE;
+}
+
+/* _ends_into(ids, seq, ends_out, traj_out): the episode end and the
+   trajectory id (low 32 bits) of each drawn item, or of each step of
+   each drawn sequence (seq). */
+static PyObject *Buf_ends_into(BufObject *self, PyObject *args) {
+  PyObject *io, *eo, *to;
+  int seq;
+  Py_buffer iv, ev, tv;
+  Py_ssize_t ni, ne, nt, j, L;
+  uint32_t cap;
+  if (!buf_ready(self) ||
+      !PyArg_ParseTuple(args, "OpOO:ends_into", &io, &seq, &eo, &to))
+    return NULL;
+  if (get_array(io, 0, 'u', 8, "ids", &iv, &ni) < 0) return NULL;
+  if (get_array(eo, 1, 'u', 1, "ends_out", &ev, &ne) < 0) {
+    PyBuffer_Release(&iv);
+    return NULL;
+  }
+  if (get_array(to, 1, 'u', 4, "traj_out", &tv, &nt) < 0) {
+    PyBuffer_Release(&iv);
+    PyBuffer_Release(&ev);
+    return NULL;
+  }
+  L = seq && self->b.cfg.seq_len ? self->b.cfg.seq_len : 1;
+  cap = self->b.cfg.capacity;
+  if (ne != ni * L || nt != ni * L) {
+    PyBuffer_Release(&iv);
+    PyBuffer_Release(&ev);
+    PyBuffer_Release(&tv);
+    PyErr_Format(PyExc_ValueError, "%zd ids need %zd outputs", ni, ni * L);
+    return NULL;
+  }
+  for (j = 0; j < ni; ++j) {
+    uint32_t slot = per_id_slot(((const uint64_t *)iv.buf)[j]);
+    Py_ssize_t k;
+    for (k = 0; k < L; ++k) {
+      uint32_t at = slot < cap ? (uint32_t)((slot + (uint64_t)k) % cap) : 0;
+      ((uint8_t *)ev.buf)[j * L + k] = self->b.ends[at];
+      ((uint32_t *)tv.buf)[j * L + k] = self->b.traj[at];
+    }
+  }
+  PyBuffer_Release(&iv);
+  PyBuffer_Release(&ev);
+  PyBuffer_Release(&tv);
+  Py_RETURN_NONE;
+}
+
 static PyObject *Buf_beta(BufObject *self, void *c) {
   (void)c;
   if (!buf_ready(self)) return NULL;
@@ -1083,6 +1193,10 @@ static PyMethodDef Buf_methods[] = {
     {"_set_layout", (PyCFunction)Buf_set_layout, METH_O, NULL},
     {"check", (PyCFunction)Buf_check, METH_NOARGS, NULL},
     {"_leaves_into", (PyCFunction)Buf_leaves_into, METH_VARARGS, NULL},
+    {"_snapshot", (PyCFunction)Buf_snapshot, METH_NOARGS, NULL},
+    {"_load_mem", (PyCFunction)Buf_load_mem, METH_O, NULL},
+    {"_clear", (PyCFunction)Buf_clear, METH_NOARGS, NULL},
+    {"_ends_into", (PyCFunction)Buf_ends_into, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Buf_getset[] = {
