@@ -23,10 +23,12 @@ where the conversion is exact (ReplayBuffer.add states the rule).
 
 # Everything imported here has a leading underscore, so that dir(per)
 # and `from per import *` show the API (__all__) and nothing else.
+import concurrent.futures as _futures
 import hashlib as _hashlib
 import json as _json
 import math as _math
 import os as _os
+import threading as _threading
 import typing as _t
 
 import numpy as _np
@@ -757,7 +759,7 @@ class ReplayBuffer(_per._Buffer):
         """Pickling, copy and deepcopy: the checkpoint's bytes (what save
         writes), restored by a buffer made from the same arguments."""
         return (_restore_buffer, (type(self), self._init_kwargs(),
-                                  self.dtype, self._snapshot()))
+                                  self.dtype, self._snapshot(True)))
 
     def _init_kwargs(self) -> _t.Dict[str, _t.Any]:
         c = self.config
@@ -832,6 +834,30 @@ class ReplayBuffer(_per._Buffer):
     def save(self, path: _t.Union[str, _os.PathLike]) -> None:
         """per_buffer_save: the whole state, atomically replacing path."""
         self._save(_os.fspath(path))
+
+    def save_async(self, path: _t.Union[str, _os.PathLike]) -> "_futures.Future[None]":
+        """The non-blocking save: the state is copied now (memcpy speed,
+        per_buffer_snapshot; the buffer is free again once this returns)
+        and written to path by a thread of its own with per_buffer_save's
+        guarantees (per_snapshot_write). Returns a Future: result() waits
+        and raises per.Error if the write failed. The file is the one
+        save would have written at the time of the call."""
+        data = self._snapshot(False)
+        target = _os.fspath(path)
+        fut: "_futures.Future[None]" = _futures.Future()
+
+        def write() -> None:
+            if not fut.set_running_or_notify_cancel():
+                return
+            try:
+                _per.snapshot_write(data, target)
+            except BaseException as e:  # handed to whoever waits
+                fut.set_exception(e)
+            else:
+                fut.set_result(None)
+
+        _threading.Thread(target=write, name="per-save", daemon=False).start()
+        return fut
 
     def load(self, path: _t.Union[str, _os.PathLike]) -> None:
         """per_buffer_load: replace the state with the file's (validated

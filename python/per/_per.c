@@ -1,9 +1,11 @@
 /* per._per: the CPython extension over per.h (double nodes). The types
    here take and fill buffer-protocol objects (NumPy arrays, bytearray,
    memoryview) in place; per/__init__.py allocates and converts the NumPy
-   arrays, so this file needs no NumPy header. Every call holds the GIL:
-   a per structure is not safe for concurrent use, and the GIL is what
-   keeps two Python threads out of one. */
+   arrays, so this file needs no NumPy header. A per structure is not
+   safe for concurrent use: the buffers (ReplayBuffer, FrameBuffer) hold a
+   lock of their own in every call and release the GIL in the long ones
+   (see NOGIL); the other types hold the GIL throughout, which keeps two
+   Python threads out of one. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -71,6 +73,41 @@ static PyObject *raise_status(per_status s, const char *where) {
   do {                                                           \
     per_status s_ = (call);                                      \
     if (s_ != PER_OK) return raise_why(s_, (where), (b)->error); \
+  } while (0)
+
+/* Threads. A ReplayBuffer or FrameBuffer may be shared by Python threads:
+   every call on one holds its lock, and the calls that can take long
+   (adds, samples, updates, saves, loads, checks) release the GIL while
+   they run, so other threads go on meanwhile (on other buffers, or in
+   Python). Short reads take the lock with the GIL held, waiting for it
+   without the GIL. NOGIL: stmt with the lock held, the GIL released;
+   NOGIL_WHY: also, when it set s to an error, the structure's message
+   (msg) copied into why before the lock is let go; CHECK_WHY raises it. */
+#define NOGIL(lock, ...)                                             \
+  do {                                                               \
+    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock((lock), WAIT_LOCK); \
+    __VA_ARGS__;                                                     \
+    PyThread_release_lock((lock));                                   \
+    Py_END_ALLOW_THREADS                                             \
+  } while (0)
+#define NOGIL_WHY(lock, msg, why, ...) \
+  NOGIL(lock, __VA_ARGS__; if (s != PER_OK) memcpy((why), (msg), sizeof(why)))
+#define CHECK_WHY(s, why, where)                              \
+  do {                                                        \
+    if ((s) != PER_OK) return raise_why((s), (where), (why)); \
+  } while (0)
+
+static void lock_wait(PyThread_type_lock l) {
+  if (!PyThread_acquire_lock(l, NOWAIT_LOCK)) {
+    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(l, WAIT_LOCK);
+    Py_END_ALLOW_THREADS
+  }
+}
+#define LOCKED(lock, ...)        \
+  do {                           \
+    lock_wait(lock);             \
+    __VA_ARGS__;                 \
+    PyThread_release_lock(lock); \
   } while (0)
 
 /* ---------------------------------------------------------------------
@@ -728,11 +765,13 @@ STRUCT_TYPE(Cat, CatObject, "_CategoricalSampler");
 typedef struct {
   PyObject_HEAD per_buffer b;
   int ready;
-  Py_ssize_t exports; /* views of the ring handed out and not released */
+  Py_ssize_t exports;      /* views of the ring handed out and not released */
+  PyThread_type_lock lock; /* held by every call on b (see NOGIL) */
 } BufObject;
 
 static void Buf_dealloc(BufObject *self) {
   per_buffer_free(&self->b);
+  if (self->lock) PyThread_free_lock(self->lock);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -774,9 +813,13 @@ static int Buf_init(BufObject *self, PyObject *args, PyObject *kw) {
   c.max_unique = (uint32_t)max_unique.v;
   c.seq_len = (uint32_t)seq_len.v;
   c.seq_stride = (uint32_t)seq_stride.v;
-  per_buffer_free(&self->b);
-  self->ready = 0;
-  if ((s = per_buffer_init(&self->b, &c, NULL)) != PER_OK) {
+  if (!self->lock && !(self->lock = PyThread_allocate_lock())) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  LOCKED(self->lock, per_buffer_free(&self->b); self->ready = 0;
+         s = per_buffer_init(&self->b, &c, NULL));
+  if (s != PER_OK) {
     raise_why(s, "ReplayBuffer", self->b.error);
     return -1;
   }
@@ -789,6 +832,7 @@ static int Buf_init(BufObject *self, PyObject *args, PyObject *kw) {
 /* _add(items, ends): n = len(items) / item_size items as one trajectory,
    ends None or n bytes (per_buffer_add_steps). */
 static PyObject *Buf_add(BufObject *self, PyObject *args) {
+  char why[sizeof self->b.error];
   PyObject *io, *eo;
   Py_buffer iv, ev;
   Py_ssize_t bytes, ne;
@@ -821,17 +865,20 @@ static PyObject *Buf_add(BufObject *self, PyObject *args) {
       return NULL;
     }
   }
-  s = per_buffer_add_steps(&self->b, iv.buf, n,
-                           have_ends ? (const uint8_t *)ev.buf : NULL);
+  NOGIL_WHY(
+      self->lock, self->b.error, why,
+      s = per_buffer_add_steps(&self->b, iv.buf, n,
+                               have_ends ? (const uint8_t *)ev.buf : NULL));
   PyBuffer_Release(&iv);
   if (have_ends) PyBuffer_Release(&ev);
-  CHECK_BUF(&self->b, s, "ReplayBuffer.add");
+  CHECK_WHY(s, why, "ReplayBuffer.add");
   Py_RETURN_NONE;
 }
 
 /* _sample(B, flags, beta, window, items_out, ids_out, weights_out,
    mask_out): per_buffer_sample; every output may be None. */
 static PyObject *Buf_sample(BufObject *self, PyObject *args) {
+  char why[sizeof self->b.error];
   uint_arg Ba = {"ReplayBuffer.sample: batch_size", 0},
            flags = {"ReplayBuffer.sample: flags", 0},
            window = {"ReplayBuffer.sample: window", 0};
@@ -877,12 +924,13 @@ static PyObject *Buf_sample(BufObject *self, PyObject *args) {
   opts.beta = beta;
   opts.window = (uint32_t)window.v;
   opts.mask = have[3] ? (uint8_t *)v[3].buf : NULL;
-  s = per_buffer_sample(&self->b, B, &opts, have[0] ? v[0].buf : NULL,
-                        have[1] ? (uint64_t *)v[1].buf : NULL,
-                        have[2] ? (float *)v[2].buf : NULL);
+  NOGIL_WHY(self->lock, self->b.error, why,
+            s = per_buffer_sample(&self->b, B, &opts, have[0] ? v[0].buf : NULL,
+                                  have[1] ? (uint64_t *)v[1].buf : NULL,
+                                  have[2] ? (float *)v[2].buf : NULL));
   for (j = 0; j < 4; j++)
     if (have[j]) PyBuffer_Release(&v[j]);
-  CHECK_BUF(&self->b, s, "ReplayBuffer.sample");
+  CHECK_WHY(s, why, "ReplayBuffer.sample");
   Py_RETURN_NONE;
 fail:
   for (j = 0; j < 4; j++)
@@ -893,6 +941,7 @@ fail:
 /* _update(ids, td, seq): per_buffer_update (or _seq); returns the stale
    count. */
 static PyObject *Buf_update(BufObject *self, PyObject *args) {
+  char why[sizeof self->b.error];
   PyObject *io, *to;
   int seq;
   Py_buffer iv, tv;
@@ -915,15 +964,16 @@ static PyObject *Buf_update(BufObject *self, PyObject *args) {
                    ni * L, nt);
     return NULL;
   }
-  if (seq)
-    s = per_buffer_update_seq(&self->b, (const uint64_t *)iv.buf,
-                              (const float *)tv.buf, (uint32_t)ni, &stale);
-  else
-    s = per_buffer_update(&self->b, (const uint64_t *)iv.buf,
-                          (const float *)tv.buf, (uint32_t)ni, &stale);
+  NOGIL_WHY(self->lock, self->b.error, why,
+            s = seq ? per_buffer_update_seq(&self->b, (const uint64_t *)iv.buf,
+                                            (const float *)tv.buf, (uint32_t)ni,
+                                            &stale)
+                    : per_buffer_update(&self->b, (const uint64_t *)iv.buf,
+                                        (const float *)tv.buf, (uint32_t)ni,
+                                        &stale));
   PyBuffer_Release(&iv);
   PyBuffer_Release(&tv);
-  CHECK_BUF(&self->b, s,
+  CHECK_WHY(s, why,
             seq ? "ReplayBuffer.update_sequences" : "ReplayBuffer.update");
   return PyLong_FromUnsignedLong(stale);
 }
@@ -932,38 +982,47 @@ static PyObject *Buf_save(BufObject *self, PyObject *arg) {
   PyObject *bytes;
   per_status s;
   if (!buf_ready(self) || !PyUnicode_FSConverter(arg, &bytes)) return NULL;
-  s = per_buffer_save(&self->b, PyBytes_AS_STRING(bytes));
+  NOGIL(self->lock, s = per_buffer_save(&self->b, PyBytes_AS_STRING(bytes)));
   Py_DECREF(bytes);
   CHECK(s, "ReplayBuffer.save");
   Py_RETURN_NONE;
 }
 
 static PyObject *Buf_load(BufObject *self, PyObject *arg) {
+  char why[sizeof self->b.error];
   PyObject *bytes;
   per_status s;
   if (!buf_ready(self) || !PyUnicode_FSConverter(arg, &bytes)) return NULL;
-  s = per_buffer_load(&self->b, PyBytes_AS_STRING(bytes));
+  NOGIL_WHY(self->lock, self->b.error, why,
+            s = per_buffer_load(&self->b, PyBytes_AS_STRING(bytes)));
   Py_DECREF(bytes);
-  CHECK_BUF(&self->b, s, "ReplayBuffer.load");
+  CHECK_WHY(s, why, "ReplayBuffer.load");
   Py_RETURN_NONE;
 }
 
 static PyObject *Buf_set_layout(BufObject *self, PyObject *arg) {
   const char *text;
   if (!buf_ready(self) || !(text = PyUnicode_AsUTF8(arg))) return NULL;
-  CHECK_BUF(&self->b, per_buffer_set_layout(&self->b, text),
-            "ReplayBuffer.layout");
+  {
+    per_status s;
+    char why[sizeof self->b.error];
+    LOCKED(self->lock, s = per_buffer_set_layout(&self->b, text);
+           memcpy(why, self->b.error, sizeof why));
+    CHECK_WHY(s, why, "ReplayBuffer.layout");
+  }
   Py_RETURN_NONE;
 }
 
 static PyObject *Buf_layout(BufObject *self, void *c) {
+  char text[PER_LAYOUT_MAX];
   (void)c;
   if (!buf_ready(self)) return NULL;
-  return PyUnicode_DecodeUTF8(self->b.layout,
-                              (Py_ssize_t)strlen(self->b.layout), "replace");
+  LOCKED(self->lock, memcpy(text, self->b.layout, sizeof text));
+  return PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
 }
 
 static PyObject *Buf_load_shard(BufObject *self, PyObject *args) {
+  char why[sizeof self->b.error];
   PyObject *bytes;
   uint_arg rank = {"ReplayBuffer.load_shard: rank", 0},
            world = {"ReplayBuffer.load_shard: world", 0};
@@ -972,17 +1031,22 @@ static PyObject *Buf_load_shard(BufObject *self, PyObject *args) {
       !PyArg_ParseTuple(args, "O&O&O&:load_shard", PyUnicode_FSConverter,
                         &bytes, conv_u32, &rank, conv_u32, &world))
     return NULL;
-  s = per_buffer_load_shard(&self->b, PyBytes_AS_STRING(bytes),
-                            (uint32_t)rank.v, (uint32_t)world.v);
+  NOGIL_WHY(self->lock, self->b.error, why,
+            s = per_buffer_load_shard(&self->b, PyBytes_AS_STRING(bytes),
+                                      (uint32_t)rank.v, (uint32_t)world.v));
   Py_DECREF(bytes);
-  CHECK_BUF(&self->b, s, "ReplayBuffer.load_shard");
+  CHECK_WHY(s, why, "ReplayBuffer.load_shard");
   Py_RETURN_NONE;
 }
 
 static PyObject *Buf_check(BufObject *self, PyObject *unused) {
   (void)unused;
   if (!buf_ready(self)) return NULL;
-  CHECK(per_buffer_check(&self->b), "ReplayBuffer.check");
+  {
+    per_status s;
+    NOGIL(self->lock, s = per_buffer_check(&self->b));
+    CHECK(s, "ReplayBuffer.check");
+  }
   Py_RETURN_NONE;
 }
 
@@ -1004,36 +1068,46 @@ static PyObject *Buf_leaves_into(BufObject *self, PyObject *args) {
                  (unsigned)t->capacity);
     return NULL;
   }
-  if (no) memcpy(ov.buf, t->node + t->leaves, (size_t)no * sizeof(double));
+  if (no)
+    NOGIL(self->lock,
+          memcpy(ov.buf, t->node + t->leaves, (size_t)no * sizeof(double)));
   PyBuffer_Release(&ov);
   Py_RETURN_NONE;
 }
 
-/* _snapshot() -> bytes: the checkpoint's bytes with their CRC (what
-   per_buffer_save would write), for pickling. */
-static PyObject *Buf_snapshot(BufObject *self, PyObject *unused) {
+/* _snapshot(crc) -> bytes: the checkpoint's bytes (per_buffer_snapshot),
+   with their CRC filled in when crc is true (what per_buffer_save would
+   write: for pickling) or left 0 (for snapshot_write, which computes it).
+   Only the copy holds the buffer's lock; the GIL is released throughout. */
+static PyObject *Buf_snapshot(BufObject *self, PyObject *arg) {
   size_t cap, len = 0;
   PyObject *out;
+  unsigned char *mem;
+  int crc;
   per_status s;
-  (void)unused;
-  if (!buf_ready(self)) return NULL;
-  cap = per_buffer_snapshot_bytes(&self->b);
+  if (!buf_ready(self) || (crc = PyObject_IsTrue(arg)) < 0) return NULL;
+  LOCKED(self->lock, cap = per_buffer_snapshot_bytes(&self->b));
   if (cap == 0 || cap > (size_t)PY_SSIZE_T_MAX) return PyErr_NoMemory();
   out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
   if (!out) return NULL;
-  s = per_buffer_snapshot(&self->b, PyBytes_AS_STRING(out), cap, &len);
+  mem = (unsigned char *)PyBytes_AS_STRING(out);
+  NOGIL(self->lock, s = per_buffer_snapshot(&self->b, mem, cap, &len));
   if (s != PER_OK) {
     Py_DECREF(out);
-    return raise_why(s, "ReplayBuffer.__reduce__", self->b.error);
+    return raise_status(s, "ReplayBuffer.snapshot");
   }
-  peri_put32((unsigned char *)PyBytes_AS_STRING(out) + len - 4,
-             per_crc32c(0, PyBytes_AS_STRING(out), len - 4));
+  if (crc) {
+    Py_BEGIN_ALLOW_THREADS peri_put32(mem + len - 4,
+                                      per_crc32c(0, mem, len - 4));
+    Py_END_ALLOW_THREADS
+  }
   if (_PyBytes_Resize(&out, (Py_ssize_t)len) < 0) return NULL;
   return out;
 }
 
 /* _load_mem(data): per_buffer_load_mem. */
 static PyObject *Buf_load_mem(BufObject *self, PyObject *arg) {
+  char why[sizeof self->b.error];
   Py_buffer v;
   Py_ssize_t n;
   per_status s;
@@ -1043,9 +1117,10 @@ static PyObject *Buf_load_mem(BufObject *self, PyObject *arg) {
     return NULL;
   }
   if (get_array(arg, 0, 0, 1, "data", &v, &n) < 0) return NULL;
-  s = per_buffer_load_mem(&self->b, v.buf, (size_t)n);
+  NOGIL_WHY(self->lock, self->b.error, why,
+            s = per_buffer_load_mem(&self->b, v.buf, (size_t)n));
   PyBuffer_Release(&v);
-  CHECK_BUF(&self->b, s, "ReplayBuffer.load");
+  CHECK_WHY(s, why, "ReplayBuffer.load");
   Py_RETURN_NONE;
 }
 
@@ -1062,14 +1137,13 @@ static PyObject *Buf_clear(BufObject *self, PyObject *unused) {
     PyErr_SetString(PyExc_BufferError, "ReplayBuffer has exported views");
     return NULL;
   }
-  c = self->b.cfg;
-  memcpy(layout, self->b.layout, sizeof layout);
+  c = self->b.cfg; /* fixed for the buffer's life */
   /* the new one first: on failure the old one stays */
   s = per_buffer_init(&fresh, &c, NULL);
   if (s != PER_OK) return raise_why(s, "ReplayBuffer.clear", fresh.error);
-  per_buffer_set_layout(&fresh, layout);
-  per_buffer_free(&self->b);
-  self->b = fresh;
+  LOCKED(self->lock, memcpy(layout, self->b.layout, sizeof layout);
+         per_buffer_set_layout(&fresh, layout); per_buffer_free(&self->b);
+         self->b = fresh);
   Py_RETURN_NONE;
 }
 
@@ -1104,6 +1178,7 @@ static PyObject *Buf_ends_into(BufObject *self, PyObject *args) {
     PyErr_Format(PyExc_ValueError, "%zd ids need %zd outputs", ni, ni * L);
     return NULL;
   }
+  lock_wait(self->lock);
   for (j = 0; j < ni; ++j) {
     uint32_t slot = per_id_slot(((const uint64_t *)iv.buf)[j]);
     Py_ssize_t k;
@@ -1113,6 +1188,7 @@ static PyObject *Buf_ends_into(BufObject *self, PyObject *args) {
       ((uint32_t *)tv.buf)[j * L + k] = self->b.traj[at];
     }
   }
+  PyThread_release_lock(self->lock);
   PyBuffer_Release(&iv);
   PyBuffer_Release(&ev);
   PyBuffer_Release(&tv);
@@ -1120,26 +1196,32 @@ static PyObject *Buf_ends_into(BufObject *self, PyObject *args) {
 }
 
 static PyObject *Buf_beta(BufObject *self, void *c) {
+  double beta;
   (void)c;
   if (!buf_ready(self)) return NULL;
-  return PyFloat_FromDouble(per_buffer_beta(&self->b));
+  LOCKED(self->lock, beta = per_buffer_beta(&self->b));
+  return PyFloat_FromDouble(beta);
 }
 
 static PyObject *Buf_counters(BufObject *self, void *c) {
-  const per_buffer *b = &self->b;
+  per_buffer b; /* the counters, read under the lock */
+  double total = 0;
   (void)c;
   if (!buf_ready(self)) return NULL;
-  return Py_BuildValue("{s:I,s:I,s:K,s:K,s:K,s:d,s:d}", "size", b->size, "pos",
-                       b->pos, "added", (unsigned long long)b->added,
-                       "trajectories", (unsigned long long)b->trajs, "step",
-                       (unsigned long long)b->step, "max_leaf",
-                       (double)b->max_leaf, "total",
-                       (double)per_tree_total(&b->tree));
+  LOCKED(self->lock, b = self->b;
+         total = (double)per_tree_total(&self->b.tree));
+  return Py_BuildValue("{s:I,s:I,s:K,s:K,s:K,s:d,s:d}", "size", b.size, "pos",
+                       b.pos, "added", (unsigned long long)b.added,
+                       "trajectories", (unsigned long long)b.trajs, "step",
+                       (unsigned long long)b.step, "max_leaf",
+                       (double)b.max_leaf, "total", total);
 }
 
 static PyObject *Buf_size(BufObject *self, void *c) {
+  uint32_t n = 0;
   (void)c;
-  return PyLong_FromUnsignedLong(per_buffer_size(&self->b));
+  if (self->lock) LOCKED(self->lock, n = per_buffer_size(&self->b));
+  return PyLong_FromUnsignedLong(n);
 }
 
 /* A per_config as a dict of its fields. */
@@ -1193,7 +1275,7 @@ static PyMethodDef Buf_methods[] = {
     {"_set_layout", (PyCFunction)Buf_set_layout, METH_O, NULL},
     {"check", (PyCFunction)Buf_check, METH_NOARGS, NULL},
     {"_leaves_into", (PyCFunction)Buf_leaves_into, METH_VARARGS, NULL},
-    {"_snapshot", (PyCFunction)Buf_snapshot, METH_NOARGS, NULL},
+    {"_snapshot", (PyCFunction)Buf_snapshot, METH_O, NULL},
     {"_load_mem", (PyCFunction)Buf_load_mem, METH_O, NULL},
     {"_clear", (PyCFunction)Buf_clear, METH_NOARGS, NULL},
     {"_ends_into", (PyCFunction)Buf_ends_into, METH_VARARGS, NULL},
@@ -1298,8 +1380,9 @@ static PyObject *NStep_step(NStepObject *self, PyObject *args) {
                  (unsigned)self->a.cfg.obs_size);
     return NULL;
   }
-  s = per_nstep_step(&self->a, &((BufObject *)bo)->b, ov.buf, av.buf, reward,
-                     nv.buf, term, trunc);
+  NOGIL(((BufObject *)bo)->lock,
+        s = per_nstep_step(&self->a, &((BufObject *)bo)->b, ov.buf, av.buf,
+                           reward, nv.buf, term, trunc));
   PyBuffer_Release(&ov);
   PyBuffer_Release(&av);
   PyBuffer_Release(&nv);
@@ -1350,10 +1433,12 @@ STRUCT_TYPE(NStep, NStepObject, "_NStep");
 typedef struct {
   PyObject_HEAD per_frames f;
   int ready;
+  PyThread_type_lock lock; /* held by every call on f (see NOGIL) */
 } FramesObject;
 
 static void Frames_dealloc(FramesObject *self) {
   per_frames_free(&self->f);
+  if (self->lock) PyThread_free_lock(self->lock);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1407,9 +1492,13 @@ static int Frames_init(FramesObject *self, PyObject *args, PyObject *kw) {
   c.action_size = (uint32_t)action_size.v;
   c.lanes = (uint32_t)lanes.v;
   c.frames = frames.v;
-  per_frames_free(&self->f);
-  self->ready = 0;
-  if ((s = per_frames_init(&self->f, &c, NULL)) != PER_OK) {
+  if (!self->lock && !(self->lock = PyThread_allocate_lock())) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  LOCKED(self->lock, per_frames_free(&self->f); self->ready = 0;
+         s = per_frames_init(&self->f, &c, NULL));
+  if (s != PER_OK) {
     raise_why(s, w, self->f.error);
     return -1;
   }
@@ -1436,6 +1525,7 @@ static int get_bytes(PyObject *o, Py_ssize_t bytes, const char *what,
 /* _step(lane, obs_frame, action, reward, next_frame, terminated,
    truncated): per_frames_step. */
 static PyObject *Frames_step(FramesObject *self, PyObject *args) {
+  char why[sizeof self->f.error];
   uint_arg lane = {"FrameBuffer.step: lane", 0};
   PyObject *oo, *ao, *no;
   Py_buffer ov, av, nv;
@@ -1456,12 +1546,13 @@ static PyObject *Frames_step(FramesObject *self, PyObject *args) {
     PyBuffer_Release(&av);
     return NULL;
   }
-  s = per_frames_step(&self->f, (uint32_t)lane.v, ov.buf, av.buf, reward,
-                      nv.buf, term, trunc);
+  NOGIL_WHY(self->lock, self->f.error, why,
+            s = per_frames_step(&self->f, (uint32_t)lane.v, ov.buf, av.buf,
+                                reward, nv.buf, term, trunc));
   PyBuffer_Release(&ov);
   PyBuffer_Release(&av);
   PyBuffer_Release(&nv);
-  CHECK_BUF(&self->f, s, "FrameBuffer.step");
+  CHECK_WHY(s, why, "FrameBuffer.step");
   Py_RETURN_NONE;
 }
 
@@ -1469,6 +1560,7 @@ static PyObject *Frames_step(FramesObject *self, PyObject *args) {
    truncated): one step of every lane, 0 first; every reward is checked
    before any lane steps. */
 static PyObject *Frames_step_lanes(FramesObject *self, PyObject *args) {
+  char why[sizeof self->f.error];
   PyObject *o[6];
   Py_buffer v[6];
   int have = 0, j;
@@ -1503,14 +1595,15 @@ static PyObject *Frames_step_lanes(FramesObject *self, PyObject *args) {
       goto fail;
     }
   }
-  for (i = 0; i < L && s == PER_OK; ++i)
-    s = per_frames_step(
-        &self->f, i, (const char *)v[0].buf + fb * i,
-        (const char *)v[1].buf + ab * i, ((const float *)v[2].buf)[i],
-        (const char *)v[3].buf + fb * i, ((const uint8_t *)v[4].buf)[i] != 0,
-        ((const uint8_t *)v[5].buf)[i] != 0);
+  NOGIL_WHY(self->lock, self->f.error, why,
+            for (i = 0; i < L && s == PER_OK; ++i) s = per_frames_step(
+                &self->f, i, (const char *)v[0].buf + fb * i,
+                (const char *)v[1].buf + ab * i, ((const float *)v[2].buf)[i],
+                (const char *)v[3].buf + fb * i,
+                ((const uint8_t *)v[4].buf)[i] != 0,
+                ((const uint8_t *)v[5].buf)[i] != 0););
   for (j = 0; j < have; ++j) PyBuffer_Release(&v[j]);
-  CHECK_BUF(&self->f, s, "FrameBuffer.step_lanes");
+  CHECK_WHY(s, why, "FrameBuffer.step_lanes");
   Py_RETURN_NONE;
 fail:
   for (j = 0; j < have; ++j) PyBuffer_Release(&v[j]);
@@ -1521,6 +1614,7 @@ fail:
    discount, done, ids, weights, mask): per_frames_sample; ids required,
    the other outputs may be None. */
 static PyObject *Frames_sample(FramesObject *self, PyObject *args) {
+  char why[sizeof self->f.error];
   uint_arg Ba = {"FrameBuffer.sample: batch_size", 0},
            flags = {"FrameBuffer.sample: flags", 0},
            window = {"FrameBuffer.sample: window", 0};
@@ -1576,10 +1670,11 @@ static PyObject *Frames_sample(FramesObject *self, PyObject *args) {
   out.done = have[5] ? (uint32_t *)v[5].buf : NULL;
   out.ids = have[6] ? (uint64_t *)v[6].buf : NULL;
   out.weights = have[7] ? (float *)v[7].buf : NULL;
-  s = per_frames_sample(&self->f, B, &opts, &out);
+  NOGIL_WHY(self->lock, self->f.error, why,
+            s = per_frames_sample(&self->f, B, &opts, &out));
   for (j = 0; j < 9; ++j)
     if (have[j]) PyBuffer_Release(&v[j]);
-  CHECK_BUF(&self->f, s, "FrameBuffer.sample");
+  CHECK_WHY(s, why, "FrameBuffer.sample");
   Py_RETURN_NONE;
 fail:
   for (j = 0; j < 9; ++j)
@@ -1589,6 +1684,7 @@ fail:
 
 /* _update(ids, td): per_frames_update; returns the stale count. */
 static PyObject *Frames_update(FramesObject *self, PyObject *args) {
+  char why[sizeof self->f.error];
   PyObject *io, *to;
   Py_buffer iv, tv;
   Py_ssize_t ni, nt;
@@ -1609,11 +1705,12 @@ static PyObject *Frames_update(FramesObject *self, PyObject *args) {
                    ni, nt);
     return NULL;
   }
-  s = per_frames_update(&self->f, (const uint64_t *)iv.buf,
-                        (const float *)tv.buf, (uint32_t)ni, &stale);
+  NOGIL_WHY(self->lock, self->f.error, why,
+            s = per_frames_update(&self->f, (const uint64_t *)iv.buf,
+                                  (const float *)tv.buf, (uint32_t)ni, &stale));
   PyBuffer_Release(&iv);
   PyBuffer_Release(&tv);
-  CHECK_BUF(&self->f, s, "FrameBuffer.update");
+  CHECK_WHY(s, why, "FrameBuffer.update");
   return PyLong_FromUnsignedLong(stale);
 }
 
@@ -1621,48 +1718,61 @@ static PyObject *Frames_save(FramesObject *self, PyObject *arg) {
   PyObject *bytes;
   per_status s;
   if (!frames_ready(self) || !PyUnicode_FSConverter(arg, &bytes)) return NULL;
-  s = per_frames_save(&self->f, PyBytes_AS_STRING(bytes));
+  NOGIL(self->lock, s = per_frames_save(&self->f, PyBytes_AS_STRING(bytes)));
   Py_DECREF(bytes);
   CHECK(s, "FrameBuffer.save");
   Py_RETURN_NONE;
 }
 
 static PyObject *Frames_load(FramesObject *self, PyObject *arg) {
+  char why[sizeof self->f.error];
   PyObject *bytes;
   per_status s;
   if (!frames_ready(self) || !PyUnicode_FSConverter(arg, &bytes)) return NULL;
-  s = per_frames_load(&self->f, PyBytes_AS_STRING(bytes));
+  NOGIL_WHY(self->lock, self->f.error, why,
+            s = per_frames_load(&self->f, PyBytes_AS_STRING(bytes)));
   Py_DECREF(bytes);
-  CHECK_BUF(&self->f, s, "FrameBuffer.load");
+  CHECK_WHY(s, why, "FrameBuffer.load");
   Py_RETURN_NONE;
 }
 
 static PyObject *Frames_reset_lane(FramesObject *self, PyObject *arg) {
   uint_arg lane = {"FrameBuffer.reset_lane: lane", 0};
   if (!frames_ready(self) || !conv_u32(arg, &lane)) return NULL;
-  CHECK_BUF(&self->f, per_frames_reset_lane(&self->f, (uint32_t)lane.v),
-            "FrameBuffer.reset_lane");
+  {
+    per_status s;
+    char why[sizeof self->f.error];
+    LOCKED(self->lock, s = per_frames_reset_lane(&self->f, (uint32_t)lane.v);
+           memcpy(why, self->f.error, sizeof why));
+    CHECK_WHY(s, why, "FrameBuffer.reset_lane");
+  }
   Py_RETURN_NONE;
 }
 
 static PyObject *Frames_check(FramesObject *self, PyObject *unused) {
   (void)unused;
   if (!frames_ready(self)) return NULL;
-  CHECK(per_frames_check(&self->f), "FrameBuffer.check");
+  {
+    per_status s;
+    NOGIL(self->lock, s = per_frames_check(&self->f));
+    CHECK(s, "FrameBuffer.check");
+  }
   Py_RETURN_NONE;
 }
 
 static PyObject *Frames_counters(FramesObject *self, void *c) {
-  const per_frames *f = &self->f;
+  uint64_t v[7];
   (void)c;
   if (!frames_ready(self)) return NULL;
-  return Py_BuildValue("{s:I,s:I,s:K,s:K,s:K,s:K,s:K}", "size", f->buffer.size,
-                       "drawable", per_frames_drawable(f), "added",
-                       (unsigned long long)f->buffer.added, "step",
-                       (unsigned long long)f->buffer.step, "next_frame",
-                       (unsigned long long)f->next_frame, "restarts",
-                       (unsigned long long)f->restarts, "frames",
-                       (unsigned long long)f->cfg.frames);
+  LOCKED(self->lock, v[0] = self->f.buffer.size;
+         v[1] = per_frames_drawable(&self->f); v[2] = self->f.buffer.added;
+         v[3] = self->f.buffer.step; v[4] = self->f.next_frame;
+         v[5] = self->f.restarts; v[6] = self->f.cfg.frames);
+  return Py_BuildValue(
+      "{s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "size", (unsigned long long)v[0],
+      "drawable", (unsigned long long)v[1], "added", (unsigned long long)v[2],
+      "step", (unsigned long long)v[3], "next_frame", (unsigned long long)v[4],
+      "restarts", (unsigned long long)v[5], "frames", (unsigned long long)v[6]);
 }
 
 static PyObject *Frames_config(FramesObject *self, void *c) {
@@ -1859,6 +1969,24 @@ static PyObject *mod_crc32c(PyObject *m, PyObject *args) {
   return PyLong_FromUnsignedLong(out);
 }
 
+/* snapshot_write(data, path): per_snapshot_write, the GIL released (for
+   ReplayBuffer.save_async's thread). */
+static PyObject *mod_snapshot_write(PyObject *m, PyObject *args) {
+  Py_buffer v;
+  PyObject *bytes;
+  per_status s;
+  (void)m;
+  if (!PyArg_ParseTuple(args, "y*O&:snapshot_write", &v, PyUnicode_FSConverter,
+                        &bytes))
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS s =
+      per_snapshot_write(v.buf, (size_t)v.len, PyBytes_AS_STRING(bytes), NULL);
+  Py_END_ALLOW_THREADS PyBuffer_Release(&v);
+  Py_DECREF(bytes);
+  CHECK(s, "ReplayBuffer.save_async");
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"ckpt_info", mod_ckpt_info, METH_O,
      "ckpt_info(path) -> dict: a checkpoint's header (per_ckpt_read_info)"},
@@ -1868,6 +1996,7 @@ static PyMethodDef module_methods[] = {
      "status_name(code) -> str: the per_status enumerator's name."},
     {"crc32c", mod_crc32c, METH_VARARGS,
      "crc32c(data, crc=0) -> int: per_crc32c."},
+    {"snapshot_write", mod_snapshot_write, METH_VARARGS, NULL},
     {"nstep_save", mod_nstep_save, METH_VARARGS, NULL},
     {"nstep_load", mod_nstep_load, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL}};
