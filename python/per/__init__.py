@@ -51,6 +51,7 @@ __all__ = [
     "ReplayBuffer",
     "NStep",
     "FrameBuffer",
+    "Trajectory",
     "save_nstep",
     "load_nstep",
     "config_default",
@@ -1206,3 +1207,109 @@ class FrameBuffer(_per._Frames):
     def restarts(self) -> int:
         """Lanes restarted because the ring overwrote their frames."""
         return self.counters["restarts"]
+
+
+class Trajectory(_per._Traj):
+    """A rollout collected field by field, then added to a ReplayBuffer in
+    one call (per_traj, seed 003's accumulator): `capacity` steps at most.
+
+    `step` describes one step record, as ReplayBuffer's `item` does (make
+    the buffer with ReplayBuffer(n, traj.dtype)); `once`, if given, the
+    fields kept once per rollout (an episode return, a bootstrap
+    observation), returned by build/add_to and not stored in the buffer.
+    Field names are unique across both. Fields of a step may arrive in any
+    order (add(obs=...) now, add(reward=...) later); a step is complete
+    once every step field has its value."""
+
+    def __init__(self, capacity: int, step: ItemSpec,
+                 once: _t.Optional[ItemSpec] = None) -> None:
+        self.dtype: _np.dtype = _item_dtype(step)
+        self.once_dtype: _t.Optional[_np.dtype] = (
+            _item_dtype(once) if once is not None else None)
+        fields = [(n, 0, self.dtype.fields[n][1], self.dtype[n].itemsize)
+                  for n in self.dtype.names]
+        if self.once_dtype is not None:
+            fields += [(n, 1, self.once_dtype.fields[n][1],
+                        self.once_dtype[n].itemsize)
+                       for n in self.once_dtype.names]
+        self._index = {f[0]: i for i, f in enumerate(fields)}
+        self._kinds = {f[0]: (self.dtype if f[1] == 0 else self.once_dtype)
+                       for f in fields}
+        super().__init__(capacity, self.dtype.itemsize,
+                         self.once_dtype.itemsize if self.once_dtype is not None
+                         else 0, fields)
+        self._capacity = _count(capacity, "Trajectory: capacity")
+
+    def _value(self, name: str, v: _t.Any, call: str) -> _np.ndarray:
+        dt = self._kinds[name]
+        assert dt is not None
+        base, shape = dt[name].base, dt[name].shape
+        a = _np.asarray(v)
+        if a.shape != shape:
+            raise ValueError(f"{call}: field {name!r} has shape {a.shape}, "
+                             f"needs {shape}")
+        return _np.ascontiguousarray(_cast(a, base, f"{call}: field {name!r}"))
+
+    def add(self, **fields: _t.Any) -> None:
+        """The next value of each field given (per_traj_add), in the order
+        given; a once field's replaces its value. Every value is checked
+        before any is added."""
+        call = "Trajectory.add"
+        unknown = [n for n in fields if n not in self._index]
+        if unknown:
+            raise ValueError(f"{call}: unknown field {unknown[0]!r}; the "
+                             f"fields are {list(self._index)}")
+        vals = [(self._index[n], self._value(n, v, call)) for n, v in fields.items()]
+        for i, v in vals:
+            self._add(i, v)
+
+    def add_step(self, record: _t.Any = None, *, end: int = END_NONE,
+                 **fields: _t.Any) -> None:
+        """A whole step (per_traj_add_step): a record of dtype, or every
+        step field as a keyword; end is the step's episode end."""
+        call = "Trajectory.add_step"
+        if record is not None and fields:
+            raise TypeError(f"{call}: pass a record or fields, not both")
+        if record is not None:
+            rec = _np.asarray(record)
+            if rec.dtype != self.dtype or rec.shape != ():
+                raise TypeError(f"{call}: a record of {self.dtype}")
+        else:
+            names = set(self.dtype.names)
+            if set(fields) != names:
+                raise ValueError(f"{call}: fields do not match the step: "
+                                 f"missing {sorted(names - set(fields))}, "
+                                 f"unknown {sorted(set(fields) - names)}")
+            rec = _np.zeros((), self.dtype)
+            for n, v in fields.items():
+                rec[n] = self._value(n, v, call)
+        self._add_step(_np.ascontiguousarray(rec), _count(end, f"{call}: end", 8))
+
+    def end(self, end: int) -> None:
+        """The episode end of the last complete step (per_traj_end)."""
+        self._end(end)
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def build(self) -> _t.Dict[str, _t.Any]:
+        """The rollout so far (per_traj_build): "steps" (a copy, dtype
+        records), "ends" (uint8), "once" (a record of once_dtype, or None)
+        and "id" (its number in this accumulator); then the accumulator
+        starts the next rollout."""
+        steps = _np.empty(self._capacity, self.dtype)
+        ends = _np.empty(self._capacity, _np.uint8)
+        once = (_np.zeros((), self.once_dtype)
+                if self.once_dtype is not None else None)
+        n, tid = self._build(steps, ends, once)
+        return {"steps": steps[:n], "ends": ends[:n], "once": once, "id": tid}
+
+    def add_to(self, buffer: ReplayBuffer) -> _t.Dict[str, _t.Any]:
+        """Build the rollout and add it to buffer as one trajectory
+        (per_buffer_add_steps straight from the accumulator: no copy of
+        the steps). Returns {"n": steps added, "once": the once record or
+        None, "id": its number here}."""
+        once = (_np.zeros((), self.once_dtype)
+                if self.once_dtype is not None else None)
+        n, tid = self._add_to(buffer, once)
+        return {"n": n, "once": once, "id": tid}

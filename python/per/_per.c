@@ -1811,6 +1811,270 @@ static PyGetSetDef Frames_getset[] = {
 
 STRUCT_TYPE(Frames, FramesObject, "_Frames");
 
+/* ---------------------------------------------------------------------
+   Traj: a per_traj accumulator
+   --------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD per_traj a;
+  int ready;
+} TrajObject;
+
+static void Traj_dealloc(TrajObject *self) {
+  per_traj_free(&self->a);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* _Traj(capacity, step_bytes, once_bytes, fields): fields a sequence of
+   (name, kind, offset, bytes), kind 0 STEP, 1 ONCE. */
+static int Traj_init(TrajObject *self, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"capacity", "step_bytes", "once_bytes", "fields",
+                           NULL};
+  uint_arg cap = {"Trajectory: capacity", 0},
+           sb = {"Trajectory: step_bytes", 0},
+           ob = {"Trajectory: once_bytes", 0};
+  PyObject *fo, *fast = NULL;
+  per_traj_field *fields = NULL;
+  per_traj_config c;
+  Py_ssize_t n, i;
+  per_status s;
+  int rc = -1;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&O&O:Trajectory", kwlist,
+                                   conv_u32, &cap, conv_u32, &sb, conv_u32, &ob,
+                                   &fo))
+    return -1;
+  fast = PySequence_Fast(fo, "Trajectory: fields must be a sequence");
+  if (!fast) return -1;
+  n = PySequence_Fast_GET_SIZE(fast);
+  if (count32(n, "Trajectory: fields") < 0) goto done;
+  fields = (per_traj_field *)PyMem_Calloc((size_t)(n ? n : 1), sizeof *fields);
+  if (!fields) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (i = 0; i < n; ++i) {
+    unsigned int kind, off, bytes;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "sIII:field",
+                          &fields[i].name, &kind, &off, &bytes))
+      goto done;
+    fields[i].kind = kind;
+    fields[i].offset = off;
+    fields[i].bytes = bytes;
+  }
+  memset(&c, 0, sizeof c);
+  c.capacity = (uint32_t)cap.v;
+  c.step_bytes = (uint32_t)sb.v;
+  c.once_bytes = (uint32_t)ob.v;
+  c.nfields = (uint32_t)n;
+  c.fields = fields;
+  per_traj_free(&self->a);
+  self->ready = 0;
+  if ((s = per_traj_init(&self->a, &c, NULL)) != PER_OK) {
+    raise_why(s, "Trajectory", self->a.error);
+    goto done;
+  }
+  self->ready = 1;
+  rc = 0;
+done:
+  PyMem_Free(fields);
+  Py_XDECREF(fast);
+  return rc;
+}
+
+#define traj_ready(o) is_ready((o)->ready, "Trajectory")
+
+/* _add(field, value): per_traj_add; value is the field's bytes. */
+static PyObject *Traj_add(TrajObject *self, PyObject *args) {
+  uint_arg field = {"Trajectory.add: field", 0};
+  PyObject *vo;
+  Py_buffer v;
+  Py_ssize_t n;
+  per_status s;
+  if (!traj_ready(self) ||
+      !PyArg_ParseTuple(args, "O&O:add", conv_u32, &field, &vo))
+    return NULL;
+  if (field.v < self->a.cfg.nfields) {
+    if (get_bytes(vo, self->a.fields[field.v].bytes, "value", &v) < 0)
+      return NULL;
+  } else if (get_array(vo, 0, 0, 1, "value", &v, &n) < 0) {
+    return NULL;
+  }
+  s = per_traj_add(&self->a, (uint32_t)field.v, v.buf);
+  PyBuffer_Release(&v);
+  CHECK_BUF(&self->a, s, "Trajectory.add");
+  Py_RETURN_NONE;
+}
+
+/* _add_step(record, end): per_traj_add_step. */
+static PyObject *Traj_add_step(TrajObject *self, PyObject *args) {
+  PyObject *ro;
+  Py_buffer v;
+  unsigned char end;
+  per_status s;
+  if (!traj_ready(self) || !PyArg_ParseTuple(args, "Ob:add_step", &ro, &end))
+    return NULL;
+  if (get_bytes(ro, self->a.cfg.step_bytes, "record", &v) < 0) return NULL;
+  s = per_traj_add_step(&self->a, v.buf, end);
+  PyBuffer_Release(&v);
+  CHECK_BUF(&self->a, s, "Trajectory.add_step");
+  Py_RETURN_NONE;
+}
+
+static PyObject *Traj_end(TrajObject *self, PyObject *arg) {
+  uint_arg end = {"Trajectory.end: end", 0};
+  if (!traj_ready(self) || !conv_u32(arg, &end)) return NULL;
+  if (end.v > 255) end.v = 255; /* refused by per_traj_end as not a PER_END_* */
+  CHECK_BUF(&self->a, per_traj_end(&self->a, (uint8_t)end.v), "Trajectory.end");
+  Py_RETURN_NONE;
+}
+
+/* _build(steps_out, ends_out, once_out) -> (n, id): per_traj_build, the
+   built records, ends and once record copied into the outputs (steps_out
+   and ends_out of capacity entries, once_out of once_bytes or None). */
+static PyObject *Traj_build(TrajObject *self, PyObject *args) {
+  PyObject *o[3];
+  Py_buffer v[3];
+  int have[3] = {0, 0, 0}, j;
+  Py_ssize_t n[3], want[3];
+  per_traj_out out;
+  per_status s;
+  static const char *what[3] = {"steps_out", "ends_out", "once_out"};
+  if (!traj_ready(self) ||
+      !PyArg_ParseTuple(args, "OOO:build", &o[0], &o[1], &o[2]))
+    return NULL;
+  want[0] = (Py_ssize_t)self->a.cfg.capacity * self->a.cfg.step_bytes;
+  want[1] = self->a.cfg.capacity;
+  want[2] = self->a.cfg.once_bytes;
+  for (j = 0; j < 3; ++j) {
+    if (o[j] == Py_None) continue;
+    if (get_array(o[j], 1, 0, 1, what[j], &v[j], &n[j]) < 0) goto fail;
+    have[j] = 1;
+    if (n[j] != want[j]) {
+      PyErr_Format(PyExc_ValueError, "%s is %zd bytes, needs %zd", what[j],
+                   n[j], want[j]);
+      goto fail;
+    }
+  }
+  s = per_traj_build(&self->a, &out);
+  if (s == PER_OK) {
+    if (have[0])
+      memcpy(v[0].buf, out.steps, (size_t)out.n * self->a.cfg.step_bytes);
+    if (have[1]) memcpy(v[1].buf, out.ends, out.n);
+    if (have[2] && out.once) memcpy(v[2].buf, out.once, self->a.cfg.once_bytes);
+  }
+  for (j = 0; j < 3; ++j)
+    if (have[j]) PyBuffer_Release(&v[j]);
+  CHECK_BUF(&self->a, s, "Trajectory.build");
+  return Py_BuildValue("(IK)", out.n, (unsigned long long)out.id);
+fail:
+  for (j = 0; j < 3; ++j)
+    if (have[j]) PyBuffer_Release(&v[j]);
+  return NULL;
+}
+
+/* _add_to(buffer, once_out) -> (n, id): per_traj_build, then the steps
+   and ends straight into the buffer (per_buffer_add_steps, one
+   trajectory), without a copy; the once record copied into once_out (or
+   None). The buffer's item_size must be step_bytes. */
+static PyObject *Traj_add_to(TrajObject *self, PyObject *args) {
+  PyObject *bo, *oo;
+  BufObject *b;
+  Py_buffer ov;
+  int have = 0;
+  per_traj_out out;
+  per_status s;
+  char why[sizeof self->a.error];
+  if (!traj_ready(self) ||
+      !PyArg_ParseTuple(args, "O!O:add_to", &BufType, &bo, &oo))
+    return NULL;
+  b = (BufObject *)bo;
+  if (!buf_ready(b)) return NULL;
+  if (b->b.cfg.item_size != self->a.cfg.step_bytes) {
+    PyErr_Format(PyExc_ValueError,
+                 "Trajectory.add_to: the buffer's items are %u bytes, the "
+                 "trajectory's steps %u",
+                 (unsigned)b->b.cfg.item_size,
+                 (unsigned)self->a.cfg.step_bytes);
+    return NULL;
+  }
+  if (oo != Py_None) {
+    if (get_bytes(oo, self->a.cfg.once_bytes, "once_out", &ov) < 0) return NULL;
+    have = 1;
+  }
+  if (per_traj_steps(&self->a) == 0) {
+    if (have) PyBuffer_Release(&ov);
+    return raise_why(PER_ERR_EMPTY, "Trajectory.add_to", "no step to add");
+  }
+  s = per_traj_build(&self->a, &out);
+  if (s != PER_OK) {
+    if (have) PyBuffer_Release(&ov);
+    CHECK_BUF(&self->a, s, "Trajectory.add_to");
+  }
+  if (have && out.once) memcpy(ov.buf, out.once, self->a.cfg.once_bytes);
+  if (have) PyBuffer_Release(&ov);
+  NOGIL_WHY(b->lock, b->b.error, why,
+            s = per_buffer_add_steps(&b->b, out.steps, out.n, out.ends));
+  CHECK_WHY(s, why, "Trajectory.add_to");
+  return Py_BuildValue("(IK)", out.n, (unsigned long long)out.id);
+}
+
+static PyObject *Traj_reset(TrajObject *self, PyObject *unused) {
+  (void)unused;
+  if (!traj_ready(self)) return NULL;
+  per_traj_reset(&self->a);
+  Py_RETURN_NONE;
+}
+
+static PyObject *Traj_steps(TrajObject *self, void *c) {
+  (void)c;
+  if (!traj_ready(self)) return NULL;
+  return PyLong_FromUnsignedLong(per_traj_steps(&self->a));
+}
+
+static PyObject *Traj_counts(TrajObject *self, void *c) {
+  PyObject *t;
+  uint32_t i;
+  (void)c;
+  if (!traj_ready(self)) return NULL;
+  t = PyTuple_New((Py_ssize_t)self->a.cfg.nfields);
+  if (!t) return NULL;
+  for (i = 0; i < self->a.cfg.nfields; ++i) {
+    PyObject *v = PyLong_FromUnsignedLong(self->a.count[i]);
+    if (!v) {
+      Py_DECREF(t);
+      return NULL;
+    }
+    PyTuple_SET_ITEM(t, (Py_ssize_t)i, v);
+  }
+  return t;
+}
+
+static PyObject *Traj_built(TrajObject *self, void *c) {
+  (void)c;
+  if (!traj_ready(self)) return NULL;
+  return PyLong_FromUnsignedLongLong((unsigned long long)self->a.built);
+}
+
+static PyMethodDef Traj_methods[] = {
+    {"_add", (PyCFunction)Traj_add, METH_VARARGS, NULL},
+    {"_add_step", (PyCFunction)Traj_add_step, METH_VARARGS, NULL},
+    {"_end", (PyCFunction)Traj_end, METH_O, NULL},
+    {"_build", (PyCFunction)Traj_build, METH_VARARGS, NULL},
+    {"_add_to", (PyCFunction)Traj_add_to, METH_VARARGS, NULL},
+    {"reset", (PyCFunction)Traj_reset, METH_NOARGS,
+     "reset(): drop the partial trajectory (per_traj_reset)."},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Traj_getset[] = {
+    {"steps", (getter)Traj_steps, NULL,
+     "complete steps so far (per_traj_steps)", NULL},
+    {"counts", (getter)Traj_counts, NULL,
+     "values added per field since the last build", NULL},
+    {"built", (getter)Traj_built, NULL, "trajectories built so far", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+STRUCT_TYPE(Traj, TrajObject, "_Traj");
+
 /* nstep_save(adders, path) / nstep_load(adders, path): per_nstep_save and
    per_nstep_load over a list of adders (one file). The structs are
    copied into one array for the call (their rings are shared, not
@@ -2045,7 +2309,8 @@ PyMODINIT_FUNC PyInit__per(void) {
       add_type(m, &CatType, "_CategoricalSampler") < 0 ||
       add_type(m, &BufType, "_Buffer") < 0 ||
       add_type(m, &NStepType, "_NStep") < 0 ||
-      add_type(m, &FramesType, "_Frames") < 0)
+      add_type(m, &FramesType, "_Frames") < 0 ||
+      add_type(m, &TrajType, "_Traj") < 0)
     goto fail;
   for (i = 0; i < PER_STATUS_COUNT; i++)
     if (PyModule_AddIntConstant(m, status_names[i], i) < 0) goto fail;
