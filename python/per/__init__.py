@@ -49,6 +49,7 @@ __all__ = [
     "UniformSampler",
     "CategoricalSampler",
     "ReplayBuffer",
+    "Batch",
     "NStep",
     "FrameBuffer",
     "Trajectory",
@@ -409,10 +410,27 @@ class CategoricalSampler(_per._CategoricalSampler):
 # ---------------------------------------------------------------------------
 
 
-def _item_dtype(item: ItemSpec) -> _np.dtype:
+def _aligned(dt: _np.dtype) -> bool:
+    """Every field of dt at a multiple of its alignment, and dt's size a
+    multiple of the largest: each field of an array of dt then has strides
+    that are multiples of its element size."""
+    align = 1
+    for name in dt.names:
+        f, off = dt.fields[name][0], dt.fields[name][1]
+        a = f.base.alignment
+        if off % a:
+            return False
+        align = max(align, a)
+    return dt.itemsize % align == 0
+
+
+def _item_dtype(item: ItemSpec, align: bool = False) -> _np.dtype:
     """The structured dtype of one stored item. A dict maps field names to
     a dtype, a (dtype, shape) pair or an example array; a dtype without
-    fields becomes the single field "item"."""
+    fields becomes the single field "item". align: each field at an offset
+    that is a multiple of its alignment and the size a multiple of the
+    largest (NumPy's align=True, C's struct layout), so that every field
+    of a batch can be viewed by PyTorch or DLPack without a copy."""
     if isinstance(item, _t.Mapping):
         fields = []
         for name, spec in item.items():
@@ -426,11 +444,15 @@ def _item_dtype(item: ItemSpec) -> _np.dtype:
                 fields.append((name, _np.dtype(spec), ()))
         if not fields:
             raise ValueError("an item needs at least one field")
-        dt = _np.dtype(fields)
+        dt = _np.dtype(fields, align=align)
     else:
         dt = _np.dtype(item)
         if dt.names is None:
-            dt = _np.dtype([("item", dt)])
+            dt = _np.dtype([("item", dt)], align=align)
+        elif align and not _aligned(dt):
+            raise ValueError(f"align=True: {dt} has a field off its alignment "
+                             "or a size that is not a multiple of the largest; "
+                             "make it with np.dtype(..., align=True)")
     if dt.hasobject:
         raise TypeError("items are stored as bytes: no Python objects in the dtype")
     clash = [name for name in dt.names if name in _SAMPLE_KEYS]
@@ -480,6 +502,17 @@ def _dtype_of_layout(text: str) -> _t.Optional[_np.dtype]:
 
 def _items(n: _t.Optional[int]) -> str:
     return "one item" if n is None else f"a batch of {n}"
+
+
+class Batch(dict):  # type: ignore[type-arg]
+    """What ReplayBuffer.sample returns: a dict of arrays, the item's fields
+    (views of .records, the record array they share) and "ids",
+    "weights", and with the options "mask", "end", "trajectory". Pass it
+    back as sample(..., out=batch) to draw into the same memory."""
+
+    def __init__(self, records: _np.ndarray) -> None:
+        super().__init__((name, records[name]) for name in records.dtype.names)
+        self.records: _np.ndarray = records
 
 
 def _buffer_args(call: str, capacity: int, alpha: float, beta0: float,
@@ -538,8 +571,9 @@ class ReplayBuffer(_per._Buffer):
         seq_eta: float = 0.9,
         cross_episodes: bool = False,
         live_max: bool = False,
+        align: bool = False,
     ) -> None:
-        dt = _item_dtype(item)
+        dt = _item_dtype(item, align)
         capacity = _count(capacity, "ReplayBuffer: capacity")
         flags = _per.MAX_LIVE if live_max else 0
         super().__init__(capacity, dt.itemsize, *_buffer_args(
@@ -694,7 +728,8 @@ class ReplayBuffer(_per._Buffer):
         trajectories: bool = False,
         sequences: bool = False,
         episode_info: bool = False,
-    ) -> _t.Dict[str, _np.ndarray]:
+        out: _t.Optional["Batch"] = None,
+    ) -> "Batch":
         """Draw batch_size items (per_buffer_sample): a dict of the item's
         fields (leading axis batch_size; with sequences, (batch_size,
         seq_len)), "ids" (uint64, for update) and "weights" (float32 IS
@@ -706,7 +741,10 @@ class ReplayBuffer(_per._Buffer):
         END_TERMINATED or END_TRUNCATED) and "trajectory" (uint32, the low
         32 bits of the id of the add call that stored it), with the
         fields' leading shape. The item's arrays are views of one record
-        array: no copies."""
+        array (out.records): no copies. out: a Batch an earlier call
+        returned for the same batch_size and options, filled in place and
+        returned (no allocation); a draw that is refused leaves it as it
+        was."""
         B = _count(batch_size, "ReplayBuffer.sample: batch_size")
         window = _count(window, "ReplayBuffer.sample: window")
         flags = 0
@@ -722,24 +760,42 @@ class ReplayBuffer(_per._Buffer):
         if sequences:
             flags |= _per.SAMPLE_SEQUENCES
             L = self._seq_len
-        rec = _np.empty((B, L) if sequences else B, self.dtype)
-        ids = _np.empty(B, _np.uint64)
-        weights = _np.empty(B, _np.float32)
-        mask = _np.empty((B, L), _np.uint8) if sequences else None
-        self._sample(B, flags, b, window, rec, ids, weights, mask)
-        out = {name: rec[name] for name in self.dtype.names}
-        out["ids"] = ids
-        out["weights"] = weights
-        if mask is not None:
-            out["mask"] = mask.view(_np.bool_)
+        lead = (B, L) if sequences else (B,)
+        if out is None:
+            out = Batch(_np.empty(lead, self.dtype))
+            out["ids"] = _np.empty(B, _np.uint64)
+            out["weights"] = _np.empty(B, _np.float32)
+            if sequences:
+                out["mask"] = _np.empty(lead, _np.bool_)
+            if episode_info:
+                out["end"] = _np.empty(lead, _np.uint8)
+                out["trajectory"] = _np.empty(lead, _np.uint32)
+        else:
+            self._check_out(out, lead, sequences, episode_info)
+        ids = out["ids"]
+        mask = out["mask"].view(_np.uint8) if sequences else None
+        self._sample(B, flags, b, window, out.records, ids, out["weights"], mask)
         if episode_info:
-            lead = (B, L) if sequences else (B,)
-            end = _np.empty(lead, _np.uint8)
-            traj = _np.empty(lead, _np.uint32)
-            self._ends_into(ids, sequences, end, traj)
-            out["end"] = end
-            out["trajectory"] = traj
+            self._ends_into(ids, sequences, out["end"], out["trajectory"])
         return out
+
+    def _check_out(self, out: "Batch", lead: _t.Tuple[int, ...], sequences: bool,
+                   episode_info: bool) -> None:
+        c = "ReplayBuffer.sample: out"
+        if not isinstance(out, Batch):
+            raise TypeError(f"{c} must be a Batch that sample returned")
+        if out.records.dtype != self.dtype or out.records.shape != lead:
+            raise ValueError(f"{c} holds records of shape {out.records.shape}, "
+                             f"{out.records.dtype}; this call needs {lead}, "
+                             f"{self.dtype}")
+        want = {"ids", "weights"} | ({"mask"} if sequences else set()) | (
+            {"end", "trajectory"} if episode_info else set())
+        missing = want - set(out)
+        if missing:
+            raise ValueError(f"{c} lacks {sorted(missing)}: make it with the "
+                             "same options")
+        if out["ids"].shape != lead[:1] or out["weights"].shape != lead[:1]:
+            raise ValueError(f"{c}: ids and weights must have shape {lead[:1]}")
 
     def clear(self) -> None:
         """Drop every item: the buffer as a new one made with the same
