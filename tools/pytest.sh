@@ -6,7 +6,12 @@
 # PYTHON picks the interpreter (default python3).
 set -e
 cd "$(dirname "$0")/.."
-sh tools/pyvenv.sh
+# with mpi4py where an MPI is installed (per.mpi, tools/pympi.sh)
+if command -v mpicc >/dev/null 2>&1; then
+  sh tools/pyvenv.sh mpi4py
+else
+  sh tools/pyvenv.sh
+fi
 venv=$(pwd)/build-py/venv
 # From outside the repository, so that `import per` is the installed
 # package and not the python/per sources next to the tests.

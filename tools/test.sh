@@ -1,6 +1,7 @@
 #!/bin/sh
 # Build per and run its tests (the README's test command): the C suites
-# through Meson, then the Python package's pytest suite (tools/pytest.sh).
+# through Meson, then the Python package's pytest suite (tools/pytest.sh)
+# and, where an MPI is installed, per.mpi under mpirun (tools/pympi.sh).
 #
 #   sh tools/test.sh                 the quick tests (every suite but 'slow')
 #   sh tools/test.sh --full          every test, as CI runs them
@@ -24,3 +25,8 @@ sh tools/setup.sh build -Dwerror=true -Dcxx=enabled >/dev/null
 meson test -C build --print-errorlogs $select "$@"
 python3 tools/summary.py build
 sh tools/pytest.sh
+if command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1; then
+  sh tools/pympi.sh --no-build
+else
+  echo "per.mpi: no MPI here (sh tools/deps.sh mpi installs Open MPI): not run"
+fi

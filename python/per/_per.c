@@ -17,6 +17,7 @@
 #define PER_STATIC
 #define PER_IMPLEMENTATION
 #include "per.h"
+#include "shard.h"
 
 static PyObject *per_error; /* per.Error */
 
@@ -1265,6 +1266,29 @@ static void Buf_releasebuffer(BufObject *self, Py_buffer *view) {
 static PyBufferProcs Buf_as_buffer = {(getbufferproc)Buf_getbuffer,
                                       (releasebufferproc)Buf_releasebuffer};
 
+static void shard_free(PyObject *capsule) {
+  PyMem_Free(PyCapsule_GetPointer(capsule, PYPER_SHARD_NAME));
+}
+
+/* _shard(): the capsule per._mpi works through (shard.h). The caller
+   keeps the buffer alive while it uses the capsule. */
+static PyObject *Buf_shard(BufObject *self, PyObject *unused) {
+  pyper_shard *sh;
+  PyObject *c;
+  (void)unused;
+  if (!buf_ready(self)) return NULL;
+  sh = (pyper_shard *)PyMem_Malloc(sizeof *sh);
+  if (!sh) return PyErr_NoMemory();
+  sh->version = PER_VERSION;
+  sh->size = sizeof(per_buffer);
+  sh->b = &self->b;
+  sh->lock = self->lock;
+  sh->exports = &self->exports;
+  c = PyCapsule_New(sh, PYPER_SHARD_NAME, shard_free);
+  if (!c) PyMem_Free(sh);
+  return c;
+}
+
 static PyMethodDef Buf_methods[] = {
     {"_add", (PyCFunction)Buf_add, METH_VARARGS, NULL},
     {"_sample", (PyCFunction)Buf_sample, METH_VARARGS, NULL},
@@ -1279,6 +1303,7 @@ static PyMethodDef Buf_methods[] = {
     {"_load_mem", (PyCFunction)Buf_load_mem, METH_O, NULL},
     {"_clear", (PyCFunction)Buf_clear, METH_NOARGS, NULL},
     {"_ends_into", (PyCFunction)Buf_ends_into, METH_VARARGS, NULL},
+    {"_shard", (PyCFunction)Buf_shard, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Buf_getset[] = {
