@@ -54,20 +54,25 @@ echo "wheel: built $(basename "$sdist") and, from it, $(basename "$wheel")"
 # What the two archives hold: the sdist the sources the wheel needs, the
 # wheel the package only (per/ and its metadata).
 "$py" - "$sdist" "$wheel" <<'PY'
-import sys, tarfile, zipfile
+import shutil, sys, tarfile, zipfile
 sdist, wheel = sys.argv[1:]
 top = tarfile.open(sdist).getnames()[0].split("/")[0]
 names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
 need = {"pyproject.toml", "meson.build", "per.h", "python/meson.build",
         "python/per/_per.c", "python/per/__init__.py", "python/per/_per.pyi",
-        "python/per/py.typed", "README.md", "LICENSE", "PKG-INFO"}
+        "python/per/py.typed", "python/per/mpi.py", "python/per/_mpi.c",
+        "python/per/shard.h", "per_mpi.h", "README.md", "LICENSE", "PKG-INFO"}
 missing = sorted(need - names)
 files = zipfile.ZipFile(wheel).namelist()
 stray = [n for n in files if not n.startswith(("per/", "per_replay-"))]
 pkg = {n for n in files if n.startswith("per/")}
-want = {"per/__init__.py", "per/_per.pyi", "per/py.typed"}
-if missing or stray or not want <= pkg or not any(n.startswith("per/_per.") and
-                                                    not n.endswith(".pyi") for n in pkg):
+want = {"per/__init__.py", "per/_per.pyi", "per/py.typed", "per/mpi.py",
+        "per/_mpi.pyi"}
+# the extensions: per._per always, per._mpi where an MPI was found
+ext = ["_per"] + (["_mpi"] if shutil.which("mpicc") else [])
+if missing or stray or not want <= pkg or not all(
+        any(n.startswith(f"per/{e}.") and not n.endswith(".pyi") for n in pkg)
+        for e in ext):
     sys.exit(f"wheel: sdist {top} lacks {missing}; wheel has stray {stray}, "
              f"package files {sorted(pkg)}")
 print(f"wheel: sdist {len(names)} files, wheel {len(files)} files ({' '.join(sorted(pkg))})")
