@@ -1185,13 +1185,17 @@ class FrameBuffer(_per._Frames):
         beta: _t.Optional[float] = None,
         window: int = 0,
         sequences: bool = False,
+        out: _t.Optional[_t.Dict[str, _np.ndarray]] = None,
     ) -> _t.Dict[str, _np.ndarray]:
         """Draw batch_size transitions (per_frames_sample) among those
         whose frames are all stored: a dict of "obs" and "next_obs" (shape
         (batch_size, stack) + frame_shape), "action", "reward",
         "discount", "done" (n-step: the target is reward + (1 - done) *
         discount * V(next_obs)), "ids" and "weights"; with sequences, a
-        (batch_size, seq_len) leading shape and "mask"."""
+        (batch_size, seq_len) leading shape and "mask". out: a dict an
+        earlier call returned for the same batch_size and options, filled
+        in place and returned (no allocation); a draw that is refused
+        leaves it as it was."""
         c = "FrameBuffer.sample: "
         B = _count(batch_size, c + "batch_size")
         window = _count(window, c + "window")
@@ -1206,22 +1210,34 @@ class FrameBuffer(_per._Frames):
         if sequences:
             flags |= _per.SAMPLE_SEQUENCES
             lead = (B, self._seq_len)
-        k = (self._stack,)
-        obs = _np.empty(lead + k + self.frame_shape, self.frame_dtype)
-        nxt = _np.empty(lead + k + self.frame_shape, self.frame_dtype)
-        act = _np.empty(lead + self.action_shape, self.action_dtype)
-        rew = _np.empty(lead, _np.float32)
-        disc = _np.empty(lead, _np.float32)
-        done = _np.empty(lead, _np.uint32)
-        ids = _np.empty(B, _np.uint64)
-        w = _np.empty(B, _np.float32)
-        mask = _np.empty(lead, _np.uint8) if sequences else None
-        self._sample(B, flags, b, window, obs, nxt, act, rew, disc, done, ids, w,
-                     mask)
-        out = {"obs": obs, "next_obs": nxt, "action": act, "reward": rew,
-               "discount": disc, "done": done, "ids": ids, "weights": w}
-        if mask is not None:
-            out["mask"] = mask.view(_np.bool_)
+        stack = lead + (self._stack,) + self.frame_shape
+        f32 = _np.dtype(_np.float32)
+        want = {"obs": (stack, self.frame_dtype), "next_obs": (stack, self.frame_dtype),
+                "action": (lead + self.action_shape, self.action_dtype),
+                "reward": (lead, f32), "discount": (lead, f32),
+                "done": (lead, _np.dtype(_np.uint32)), "ids": ((B,), _np.dtype(_np.uint64)),
+                "weights": ((B,), f32)}
+        if sequences:
+            want["mask"] = (lead, _np.dtype(_np.bool_))
+        if out is None:
+            out = {name: _np.empty(shape, dt) for name, (shape, dt) in want.items()}
+        else:
+            if not isinstance(out, dict):
+                raise TypeError(f"{c}out must be a dict that sample returned, not "
+                                f"{type(out).__name__}")
+            for name, (shape, dt) in want.items():
+                a = out.get(name)
+                if not (isinstance(a, _np.ndarray) and a.shape == shape and a.dtype == dt
+                        and a.flags.c_contiguous and a.flags.writeable):
+                    got = (f"{a.shape}, {a.dtype}" if isinstance(a, _np.ndarray)
+                           else type(a).__name__)
+                    raise ValueError(f"{c}out[{name!r}] must be a writable C-contiguous "
+                                     f"array of shape {shape}, {dt} (this call's); got "
+                                     f"{got}")
+        mask = out["mask"].view(_np.uint8) if sequences else None
+        self._sample(B, flags, b, window, out["obs"], out["next_obs"], out["action"],
+                     out["reward"], out["discount"], out["done"], out["ids"],
+                     out["weights"], mask)
         return out
 
     def update(self, ids: _t.Any, td: _t.Any) -> int:

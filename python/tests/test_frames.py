@@ -181,3 +181,36 @@ def test_save_load_goes_on_alike(tmp_path):
     wrong = per.FrameBuffer(60, FRAME, stack=3, n=3, gamma=0.9, lanes=2)
     with pytest.raises(per.Error, match="PER_ERR_MISMATCH: the checkpoint's stack 4"):
         wrong.load(path)
+
+
+@pytest.mark.parametrize("sequences", [False, True])
+def test_sample_out_fills_the_same_memory(sequences):
+    kw = dict(stack=2, n=2, seq_len=3, seq_stride=1, seed=4)
+    fb, twin = (per.FrameBuffer(64, FRAME, **kw) for _ in range(2))
+    for b in (fb, twin):
+        for t in range(40):
+            b.step(frame(0, t // 7, t % 7), t, 1.0, frame(0, t // 7, t % 7 + 1),
+                   t % 7 == 6, False)
+    out = fb.sample(5, sequences=sequences)
+    twin.sample(5, sequences=sequences)
+    arrays = {k: v for k, v in out.items()}
+    for _ in range(3):
+        got = fb.sample(5, sequences=sequences, out=out)
+        want = twin.sample(5, sequences=sequences)
+        assert got is out and all(got[k] is arrays[k] for k in arrays)
+        assert set(got) == set(want)
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    before = {k: v.copy() for k, v in out.items()}
+    with pytest.raises(per.Error, match="PER_ERR_ARG"):  # refused: out unchanged
+        fb.sample(5, sequences=sequences, out=out, beta=-1.0)
+    for key in before:
+        np.testing.assert_array_equal(out[key], before[key], err_msg=key)
+    with pytest.raises(ValueError, match=r"out\['obs'\] must be"):
+        fb.sample(4, sequences=sequences, out=out)
+    with pytest.raises(TypeError, match="out must be a dict"):
+        fb.sample(5, sequences=sequences, out=[1])
+    bad = dict(out)
+    bad["reward"] = out["reward"].astype(np.float64)
+    with pytest.raises(ValueError, match=r"out\['reward'\]"):
+        fb.sample(5, sequences=sequences, out=bad)
