@@ -1,9 +1,11 @@
 """The README's Python examples run as they are (every ```python block of
 its "## Python" section), so the documentation cannot rot. A block that
 imports torch (the PyTorch loop) is compiled here and run only where
-torch is installed: the test environment does not download torch."""
+torch is installed: the test environment does not download torch. With
+PER_NEED_TORCH=1 (CI's torch stage) a missing torch fails instead."""
 
 import importlib.util
+import os
 import re
 from pathlib import Path
 
@@ -25,6 +27,8 @@ def test_readme_python_blocks_run():
     assert found, "README.md has no python block under ## Python"
     assert any(not needs_torch(c) for c in found), "no block runs without torch"
     have_torch = importlib.util.find_spec("torch") is not None
+    assert have_torch or os.environ.get("PER_NEED_TORCH") != "1", \
+        "PER_NEED_TORCH=1 but torch is not installed"
     for code in found:
         compiled = compile(code, str(README), "exec")
         if needs_torch(code) and not have_torch:
