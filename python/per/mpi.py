@@ -20,7 +20,9 @@ fails on every rank or on none: a rank whose arguments are refused here
 raises its TypeError or ValueError, and the other ranks, which took part
 in the same call, raise per.Error; a status from C is the same on every
 rank. The shard itself must not be sampled, updated, cleared or loaded
-with per.ReplayBuffer's own calls (they are refused here).
+with per.ReplayBuffer's own calls (they are refused here). Adds may come
+from any thread; the collectives of one buffer from one thread per rank
+(MPI matches them in call order).
 
 per._mpi, the extension under this module, is built when an MPI is found
 at build time (Open MPI's or MPICH's development files); mpi4py must use
@@ -76,7 +78,7 @@ class ReplayBuffer(_ReplayBuffer):
     def __init__(self, comm: _t.Any, capacity: int, item: ItemSpec,
                  **kwargs: _t.Any) -> None:
         call = "per.mpi.ReplayBuffer"
-        handle = comm.Py2f() if hasattr(comm, "Py2f") else comm.py2f()
+        handle = comm.py2f()
         err: _t.Optional[BaseException] = None
         owner: _t.Optional[ReplayBuffer] = self
         try:
