@@ -6006,6 +6006,16 @@ typedef struct peri_src {
   size_t len, pos;
 } peri_src;
 
+/* A source reading f from where it is, or mem[0..len) when f is NULL. */
+static peri_src peri_src_of(FILE *f, const void *mem, size_t len) {
+  peri_src r;
+  r.f = f;
+  r.mem = (const unsigned char *)mem;
+  r.len = len;
+  r.pos = 0;
+  return r;
+}
+
 /* Up to n bytes into dst: how many there were; *err = 1 on a read
    error. */
 static size_t peri_src_read(peri_src *r, void *dst, size_t n, int *err) {
@@ -6203,8 +6213,7 @@ PERDEF per_status per_ckpt_read_info(const char *path, per_ckpt_info *info) {
   memset(&k, 0, sizeof k);
   f = fopen(path, "rb");
   if (!f) return PER_ERR_IO;
-  memset(&src, 0, sizeof src);
-  src.f = f;
+  src = peri_src_of(f, NULL, 0);
   s = peri_ckpt_head(&src, h, &k);
   if (s == PER_OK && k.h.layout_len > 0) {
     int err = 0;
@@ -6262,8 +6271,8 @@ static void peri_layout_take(per_buffer *b, const peri_ckpt *k) {
   b->layout[k->h.layout_len] = 0;
 }
 
-/* Open, read, checksum and parse. On success k->mem must be freed. */
-/* Read, parse and fit a checkpoint from src (a file or memory). */
+/* Read, checksum, parse and fit a checkpoint from src (a file or
+   memory). On success k->mem must be freed; on failure it is. */
 static per_status peri_ckpt_take(peri_src *src, const per_buffer *b,
                                  uint32_t world, peri_ckpt *k, peri_msg *m) {
   per_status s = peri_ckpt_read(src, b, world, k, m);
@@ -6276,6 +6285,7 @@ static per_status peri_ckpt_take(peri_src *src, const per_buffer *b,
   return s;
 }
 
+/* peri_ckpt_take from the file at path. */
 static per_status peri_ckpt_open(const char *path, const per_buffer *b,
                                  uint32_t world, peri_ckpt *k, peri_msg *m) {
   FILE *f;
@@ -6287,8 +6297,7 @@ static per_status peri_ckpt_open(const char *path, const per_buffer *b,
     peri_msg_s(m, "the file cannot be opened for reading");
     return PER_ERR_IO;
   }
-  memset(&src, 0, sizeof src);
-  src.f = f;
+  src = peri_src_of(f, NULL, 0);
   s = peri_ckpt_take(&src, b, world, k, m);
   fclose(f);
   return s;
@@ -6477,8 +6486,8 @@ static void peri_load_apply(per_buffer *b, const peri_ckpt *k, peri_sel sel,
   }
 }
 
-/* Read, check, stage, apply: b changes only once everything is checked. */
-/* A load from path, or from mem[0..len) when path is NULL. */
+/* Read, check, stage, apply, from path or, when path is NULL, from
+   mem[0..len): b changes only once everything is checked. */
 static per_status peri_load(per_buffer *b, const char *path, const void *mem,
                             size_t len, uint32_t rank, uint32_t world) {
   peri_ckpt k;
@@ -6492,11 +6501,8 @@ static per_status peri_load(per_buffer *b, const char *path, const void *mem,
   if (path) {
     s = peri_ckpt_open(path, b, world, &k, &m);
   } else {
-    peri_src src;
-    memset(&src, 0, sizeof src);
+    peri_src src = peri_src_of(NULL, mem, len);
     memset(&k, 0, sizeof k);
-    src.mem = (const unsigned char *)mem;
-    src.len = len;
     s = peri_ckpt_take(&src, b, world, &k, &m);
   }
   if (s != PER_OK) return s;
@@ -8038,9 +8044,7 @@ PERDEF per_status per_frames_load(per_frames *f, const char *path) {
   s = peri_frames_read_section(f, &r, &st, &frames_at, &m);
   /* the records: a buffer checkpoint to the end of the file */
   if (s == PER_OK) {
-    peri_src src;
-    memset(&src, 0, sizeof src);
-    src.f = r.f;
+    peri_src src = peri_src_of(r.f, NULL, 0);
     s = peri_ckpt_take(&src, &f->buffer, 0, &k, &m);
   }
   sel.rank = 0;
