@@ -189,7 +189,9 @@
              (per_buffer_set_layout; versions 1 and 2 still load) and
              per_ckpt_read_info reads a file's header; frame stacks for
              pixel replay (per_frames_*: each frame stored once, stacks
-             rebuilt on sampling, their own checkpoints)
+             rebuilt on sampling, their own checkpoints);
+             per_buffer_load_mem (a checkpoint from memory);
+             per_buffer_add_td (new items' priorities from TD errors)
       0.3.0  episode ends; sequence replay (R2D2); trajectory ids and
              windows of trajectories; the trajectory accumulator
              (per_traj_*); snapshots written from any thread; the item
@@ -298,6 +300,7 @@ typedef PER_REAL per_real;
 #define per_buffer_beta PERI_NAME(per_buffer_beta)
 #define per_buffer_add PERI_NAME(per_buffer_add)
 #define per_buffer_add_batch PERI_NAME(per_buffer_add_batch)
+#define per_buffer_add_td PERI_NAME(per_buffer_add_td)
 #define per_buffer_sample PERI_NAME(per_buffer_sample)
 #define per_buffer_update PERI_NAME(per_buffer_update)
 #define per_buffer_update_check PERI_NAME(per_buffer_update_check)
@@ -1074,6 +1077,20 @@ PERDEF per_status per_buffer_add_step(per_buffer *b, const void *item,
    stored): PER_ERR_NULL, PER_ERR_ARG (an ends[j] not a PER_END_*). */
 PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
                                        uint32_t n, const uint8_t *ends);
+/* per_buffer_add_steps with the items' priorities given as TD errors, as
+   Ape-X's actors compute them: item j gets leaf (|td[j]| + eps)^alpha,
+   the leaf per_buffer_update would give it, instead of max_leaf, and
+   max_leaf grows to the largest leaf written (with PER_MAX_LIVE, the
+   largest stored). The same state as per_buffer_add_steps followed by
+   per_buffer_update of the kept items with td, but for the leaves'
+   history: one write each. When n > capacity only the last capacity
+   items and their td count. The whole batch is validated first. Errors
+   (nothing stored): PER_ERR_NULL (b, items or td with n > 0),
+   PER_ERR_ARG (an ends[j] not a PER_END_*), PER_ERR_NAN, PER_ERR_INF
+   (a td[j]; b->error names it). */
+PERDEF per_status per_buffer_add_td(per_buffer *b, const void *items,
+                                    uint32_t n, const uint8_t *ends,
+                                    const float *td);
 
 /* Draw B items. opts may be NULL (whole buffer, with replacement,
    scheduled beta). Outputs (each may be NULL):
@@ -4375,6 +4392,13 @@ static void peri_msg_bad_end(peri_msg *m, uint8_t end) {
   peri_msg_s(m, ", not PER_END_NONE, PER_END_TERMINATED or PER_END_TRUNCATED");
 }
 
+/* m (may be NULL) += "NAME[j] is NaN" or "is infinite" for status s. */
+static void peri_msg_bad_td(peri_msg *m, const char *name, uint64_t j,
+                            per_status s) {
+  peri_msg_at(m, name, j);
+  if (m) peri_msg_s(m, s == PER_ERR_NAN ? " is NaN" : " is infinite");
+}
+
 PERDEF per_status per_buffer_add(per_buffer *b, const void *item) {
   if (b && b->items && !item) {
     b->error[0] = 0;
@@ -4403,8 +4427,10 @@ PERDEF per_status per_buffer_add_step(per_buffer *b, const void *item,
   return per_buffer_add_steps(b, item, 1, &end);
 }
 
-PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
-                                       uint32_t n, const uint8_t *ends) {
+/* per_buffer_add_steps and per_buffer_add_td: td NULL gives every item
+   max_leaf. */
+static per_status peri_add(per_buffer *b, const void *items, uint32_t n,
+                           const uint8_t *ends, const float *td, int want_td) {
   uint32_t cap, keep, first, t;
   per_real val[PERI_CHUNK];
   size_t isz;
@@ -4414,6 +4440,15 @@ PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
   if (!b->items) return peri_buf_fail(b, PER_ERR_NULL, "b is not initialised");
   if (n == 0) return PER_OK;
   if (!items) return peri_buf_fail(b, PER_ERR_NULL, "items is NULL");
+  if (want_td && !td) return peri_buf_fail(b, PER_ERR_NULL, "td is NULL");
+  for (t = 0; td && t < n; ++t) {
+    per_status s = peri_float_status(td[t]);
+    if (s != PER_OK) {
+      peri_msg m = peri_buf_msg(b);
+      peri_msg_bad_td(&m, "td", t, s);
+      return s;
+    }
+  }
   if (ends) {
     for (t = 0; t < n; ++t) {
       if (ends[t] > PER_END_TRUNCATED) {
@@ -4465,9 +4500,11 @@ PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
   for (t = 0; t < PERI_CHUNK; ++t) val[t] = b->max_leaf;
   for (t = 0; t < keep;) {
     uint32_t s = (uint32_t)(((uint64_t)first + t) % cap);
-    uint32_t m = keep - t;
+    uint32_t m = keep - t, j;
     if (m > cap - s) m = cap - s;
     if (m > PERI_CHUNK) m = PERI_CHUNK;
+    for (j = 0; td && j < m; ++j)
+      val[j] = peri_priority(td[n - keep + t + j], b->cfg.eps, b->cfg.alpha);
     peri_set_run(b, s, val, m);
     t += m;
   }
@@ -4481,6 +4518,17 @@ PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
   }
   peri_seq_touch(b, first, keep);
   return PER_OK;
+}
+
+PERDEF per_status per_buffer_add_steps(per_buffer *b, const void *items,
+                                       uint32_t n, const uint8_t *ends) {
+  return peri_add(b, items, n, ends, NULL, 0);
+}
+
+PERDEF per_status per_buffer_add_td(per_buffer *b, const void *items,
+                                    uint32_t n, const uint8_t *ends,
+                                    const float *td) {
+  return peri_add(b, items, n, ends, td, 1);
 }
 
 /* ---- sampling: plan, draw, emit ----
@@ -4881,13 +4929,6 @@ static void peri_msg_bad_id(peri_msg *m, const per_buffer *b, uint32_t j,
   } else {
     peri_msg_nu(m, "the slot's generation is", b->gen[slot]);
   }
-}
-
-/* m (may be NULL) += "NAME[j] is NaN" or "is infinite" for status s. */
-static void peri_msg_bad_td(peri_msg *m, const char *name, uint64_t j,
-                            per_status s) {
-  peri_msg_at(m, name, j);
-  if (m) peri_msg_s(m, s == PER_ERR_NAN ? " is NaN" : " is infinite");
 }
 
 /* per_buffer_update's validation of the whole batch; on a refusal, m (may

@@ -63,10 +63,14 @@
         byte layout (records travel as bytes): per_mpi_init checks the
         config and PER_REAL.
       - Add to the shard with per.h's add functions (per_buffer_add,
-        _add_batch, _add_step, _add_steps, per_nstep_step). Do not sample
-        or update the shard with per.h's own functions: its rng, step
-        and max_leaf are the global ones, kept equal on every rank by
-        the collectives here.
+        _add_batch, _add_step, _add_steps, _add_td, per_nstep_step). Do
+        not sample or update the shard with per.h's own functions: its
+        rng, step and max_leaf are the global ones, kept equal on every
+        rank by the collectives here. per_buffer_add_td (priorities
+        from the actor's TD errors, Ape-X's rule) may raise the shard's
+        max_leaf: the other shards take it at the next per_mpi_update,
+        so until then their plain adds get the lower one (one buffer's
+        adds would get the higher).
       - Supported: prioritized sampling with replacement of items, the
         beta schedule and PER_SAMPLE_BETA, batch-max and buffer-max
         (PER_WEIGHTS_BUFFER_MAX) weights, the uniform fallback when the

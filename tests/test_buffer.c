@@ -553,6 +553,81 @@ static void test_add_batch(void) {
   }
 }
 
+/* per_buffer_add_td is per_buffer_add_steps followed by per_buffer_update
+   of the kept items with their td, state for state (max_leaf, min and
+   max trees, sequences, generations, ends), over ring shapes that wrap and
+   calls longer than the ring, for each kind of buffer; a refused call
+   (a NaN or infinite td, td NULL) stores nothing and names the entry. */
+static void test_add_td(void) {
+  static const uint32_t cases[][2] = {{13, 1},  {13, 5},    {13, 13},
+                                      {13, 29}, {600, 555}, {600, 1300}};
+  static const uint32_t flags[] = {0, PER_WEIGHTS_BUFFER_MAX, PER_MAX_LIVE, 0};
+  static unsigned char items[3 * 1300];
+  static float td[1300];
+  static uint8_t ends[1300];
+  static uint64_t ids[1300];
+  size_t k, f;
+  per_rng r;
+  per_rng_init(&r, 77);
+  for (k = 0; k < sizeof items; ++k) items[k] = (unsigned char)(k * 5);
+  for (k = 0; k < sizeof cases / sizeof cases[0]; ++k)
+    for (f = 0; f < sizeof flags / sizeof flags[0]; ++f) {
+      per_config c = cfg_of(cases[k][0], 3);
+      const uint32_t n = cases[k][1], cap = cases[k][0];
+      uint32_t i, keep = n < cap ? n : cap, first;
+      per_buffer a, b;
+      bsnap snap;
+      c.flags = flags[f];
+      c.alpha = f == 3 ? 0.0 : 0.7;
+      c.eps = k % 2 ? 0.0 : 1e-3; /* with eps 0, td 0 is a zero leaf */
+      if (f == 1) {               /* sequences over the same steps */
+        c.seq_len = 3;
+        c.seq_stride = 1;
+      }
+      for (i = 0; i < n; ++i) {
+        td[i] = i % 7 == 3 ? 0.0f : (per_rng_float(&r) - 0.5f) * 8.0f;
+        ends[i] = (uint8_t)(i % 5 == 4 ? PER_END_TERMINATED : PER_END_NONE);
+      }
+      td[n / 2] = 1e30f; /* a leaf above every one before */
+      CHECK_OK(per_buffer_init(&a, &c, NULL));
+      CHECK_OK(per_buffer_init(&b, &c, NULL));
+      CHECK_OK(per_buffer_add_batch(&a, items, 4)); /* start mid-ring */
+      CHECK_OK(per_buffer_add_batch(&b, items, 4));
+      first = (a.pos + n - keep) % cap;
+      CHECK_OK(per_buffer_add_td(&a, items, n, ends, td));
+      CHECK_OK(per_buffer_add_steps(&b, items, n, ends));
+      for (i = 0; i < keep; ++i) {
+        uint32_t slot = (first + i) % cap;
+        ids[i] = slot | (uint64_t)b.gen[slot] << 32;
+      }
+      CHECK_OK(per_buffer_update(&b, ids, td + (n - keep), keep, NULL));
+      CHECK_MSG(state_equal(&a, &b),
+                "add_td(%u) on capacity %u (flags %u) differs from add + "
+                "update",
+                n, cap, (unsigned)c.flags);
+      CHECK_OK(per_buffer_check(&a));
+      /* refusals: nothing stored, the entry named */
+      td[n - 1] = NAN;
+      snap = bsnap_take(&a);
+      CHECK_EQ_U(per_buffer_add_td(&a, items, n, ends, td), PER_ERR_NAN);
+      CHECK_UNCHANGED(snap, &a);
+      CHECK(strstr(a.error, "is NaN") != NULL);
+      td[n - 1] = -INFINITY;
+      snap = bsnap_take(&a);
+      CHECK_EQ_U(per_buffer_add_td(&a, items, n, NULL, td), PER_ERR_INF);
+      CHECK_UNCHANGED(snap, &a);
+      snap = bsnap_take(&a);
+      CHECK_EQ_U(per_buffer_add_td(&a, items, n, NULL, NULL), PER_ERR_NULL);
+      CHECK_UNCHANGED(snap, &a);
+      CHECK_STR(a.error, "td is NULL");
+      snap = bsnap_take(&a);
+      CHECK_OK(per_buffer_add_td(&a, items, 0, NULL, NULL)); /* nothing */
+      CHECK_UNCHANGED(snap, &a);
+      per_buffer_free(&a);
+      per_buffer_free(&b);
+    }
+}
+
 /* ---- trajectories ------------------------------------------------------- */
 
 /* Every add call that stores items is one trajectory: a model of the ids
@@ -1828,6 +1903,7 @@ int main(void) {
   test_stale();
   test_update_check();
   test_add_batch();
+  test_add_td();
   test_trajectories();
   test_distribution();
   test_window();

@@ -665,14 +665,18 @@ class ReplayBuffer(_per._Buffer):
             rec[name] = v
         return rec
 
-    def add(self, item: _t.Any = None, *, ends: _t.Any = None, **fields: _t.Any) -> None:
+    def add(self, item: _t.Any = None, *, ends: _t.Any = None, td: _t.Any = None,
+            **fields: _t.Any) -> None:
         """Store one item or a batch, as one trajectory.
 
         item: a record or 1-D array of self.dtype, or a dict of field ->
         value (one item) or field -> array with a leading batch axis; the
         fields may also be keywords: add(obs=o, action=a, ...). ends: None
         (no episode end), an END_* int for the last item of the batch, or
-        one END_* per item. New items get the largest priority seen.
+        one END_* per item. New items get the largest priority seen; with
+        td (one TD error per item, as Ape-X's actors compute them) each
+        gets the priority update would give it, (|td| + eps)^alpha
+        (per_buffer_add_td).
 
         A value whose type is not the field's is converted only where
         that is exact: a bool field takes 0 and 1; an integer field takes
@@ -687,18 +691,28 @@ class ReplayBuffer(_per._Buffer):
         shape that is not the item's), naming the field, and adds
         nothing."""
         self._add_records(self._records(item, fields, "ReplayBuffer.add"),
-                          ends, "ReplayBuffer.add")
+                          ends, "ReplayBuffer.add", td)
 
-    def add_batch(self, items: _t.Any = None, *, ends: _t.Any = None, **fields: _t.Any) -> None:
+    def add_batch(self, items: _t.Any = None, *, ends: _t.Any = None, td: _t.Any = None,
+                  **fields: _t.Any) -> None:
         """add() for batches only: the records, or every field, must have a
         leading batch axis (a batch of one is shape (1, ...), never read as
         one item; a single record is refused with ValueError). Zero items
-        add nothing. Values convert as in add()."""
+        add nothing. Values convert as in add(); td, when given, has shape
+        (n,)."""
         call = "ReplayBuffer.add_batch"
-        self._add_records(self._records(items, fields, call, batch=True), ends, call)
+        self._add_records(self._records(items, fields, call, batch=True), ends, call, td)
 
-    def _add_records(self, rec: _np.ndarray, ends: _t.Any, call: str) -> None:
+    def _add_records(self, rec: _np.ndarray, ends: _t.Any, call: str,
+                     td: _t.Any = None) -> None:
         n = rec.shape[0]
+        t = None
+        if td is not None:
+            tv = _np.asarray(td)
+            if tv.shape not in ((n,), ()) or (tv.shape == () and n != 1):
+                raise ValueError(f"{call}: td has shape {tv.shape}; {n} items "
+                                 f"take td of shape ({n},)")
+            t = _floats(tv, f"{call}: td", _np.float32)
         e = None
         if ends is not None:
             ea = _np.asarray(ends)
@@ -714,7 +728,7 @@ class ReplayBuffer(_per._Buffer):
             e = _np.ascontiguousarray(ea, dtype=_np.uint8)
         if n == 0:
             return
-        self._add(rec, e)
+        self._add(rec, e, t)
 
     # -- sampling ----------------------------------------------------------
 

@@ -830,17 +830,18 @@ static int Buf_init(BufObject *self, PyObject *args, PyObject *kw) {
 
 #define buf_ready(o) is_ready((o)->ready, "ReplayBuffer")
 
-/* _add(items, ends): n = len(items) / item_size items as one trajectory,
-   ends None or n bytes (per_buffer_add_steps). */
+/* _add(items, ends, td=None): n = len(items) / item_size items as one
+   trajectory, ends None or n bytes (per_buffer_add_steps), td None or n
+   float32 (per_buffer_add_td). */
 static PyObject *Buf_add(BufObject *self, PyObject *args) {
   char why[sizeof self->b.error];
-  PyObject *io, *eo;
-  Py_buffer iv, ev;
-  Py_ssize_t bytes, ne;
-  int have_ends;
+  PyObject *io, *eo, *to = Py_None;
+  Py_buffer iv, ev, tv;
+  Py_ssize_t bytes, ne, nt;
+  int have_ends, have_td;
   uint32_t n;
   per_status s;
-  if (!buf_ready(self) || !PyArg_ParseTuple(args, "OO:add", &io, &eo))
+  if (!buf_ready(self) || !PyArg_ParseTuple(args, "OO|O:add", &io, &eo, &to))
     return NULL;
   if (get_array(io, 0, 0, 1, "items", &iv, &bytes) < 0) return NULL;
   if (bytes % self->b.cfg.item_size != 0 ||
@@ -866,12 +867,32 @@ static PyObject *Buf_add(BufObject *self, PyObject *args) {
       return NULL;
     }
   }
-  NOGIL_WHY(
-      self->lock, self->b.error, why,
-      s = per_buffer_add_steps(&self->b, iv.buf, n,
-                               have_ends ? (const uint8_t *)ev.buf : NULL));
+  have_td = to != Py_None;
+  if (have_td) {
+    if (get_array(to, 0, 'f', 4, "td", &tv, &nt) < 0) {
+      PyBuffer_Release(&iv);
+      if (have_ends) PyBuffer_Release(&ev);
+      return NULL;
+    }
+    if (nt != (Py_ssize_t)n) {
+      PyBuffer_Release(&iv);
+      if (have_ends) PyBuffer_Release(&ev);
+      PyBuffer_Release(&tv);
+      PyErr_Format(PyExc_ValueError, "%u items but %zd td", (unsigned)n, nt);
+      return NULL;
+    }
+  }
+  NOGIL_WHY(self->lock, self->b.error, why,
+            s = have_td ? per_buffer_add_td(&self->b, iv.buf, n,
+                                            have_ends ? (const uint8_t *)ev.buf
+                                                      : NULL,
+                                            (const float *)tv.buf)
+                        : per_buffer_add_steps(
+                              &self->b, iv.buf, n,
+                              have_ends ? (const uint8_t *)ev.buf : NULL));
   PyBuffer_Release(&iv);
   if (have_ends) PyBuffer_Release(&ev);
+  if (have_td) PyBuffer_Release(&tv);
   CHECK_WHY(s, why, "ReplayBuffer.add");
   Py_RETURN_NONE;
 }

@@ -252,3 +252,32 @@ def test_live_max():
     paper, live = (b.priorities()[4] for b in bufs)
     assert paper > 1e14 and live == 2.0  # (1e30)^0.5 and 4^0.5
     assert bufs[1].config["flags"] & per._per.MAX_LIVE
+
+
+def test_add_with_td_is_add_then_update():
+    """add(..., td=) gives each item the priority update would (Ape-X's
+    actor-computed priorities), in one call; a refused td adds nothing."""
+    item = {"x": np.int64}
+    a = per.ReplayBuffer(8, item, alpha=0.7, eps=1e-3, seed=2)
+    b = per.ReplayBuffer(8, item, alpha=0.7, eps=1e-3, seed=2)
+    td = np.array([0.5, -3.0, 0.0, 1e3, 2.0, 0.25, 7.0, 1.0, 4.0, -0.5])
+    a.add_batch(x=np.arange(10), td=td)
+    b.add_batch(x=np.arange(10))
+    slots = (np.arange(10) % 8)[2:]  # the last 8 items stay
+    gen = np.where(slots < 2, 2, 1).astype(np.uint64)
+    b.update(slots.astype(np.uint64) | gen << np.uint64(32), td[2:])
+    assert a.priorities().tobytes() == b.priorities().tobytes()
+    for _ in range(3):
+        x, y = a.sample(4), b.sample(4)
+        assert x.records.tobytes() == y.records.tobytes()
+        assert x["weights"].tobytes() == y["weights"].tobytes()
+    a.add(x=99, td=2.5)
+    assert a.priorities()[2] == pytest.approx((2.5 + 1e-3) ** 0.7)
+    before = a.priorities()
+    with pytest.raises(per.Error, match=r"PER_ERR_NAN: td\[1\] is NaN"):
+        a.add_batch(x=[1, 2], td=[0.0, np.nan])
+    with pytest.raises(ValueError, match=r"td has shape \(3,\)"):
+        a.add_batch(x=[1, 2], td=[0.0, 1.0, 2.0])
+    with pytest.raises(TypeError, match="td must hold numbers"):
+        a.add(x=1, td="big")
+    assert a.priorities().tobytes() == before.tobytes() and a.added == 11
