@@ -191,7 +191,10 @@
              pixel replay (per_frames_*: each frame stored once, stacks
              rebuilt on sampling, their own checkpoints);
              per_buffer_load_mem (a checkpoint from memory);
-             per_buffer_add_td (new items' priorities from TD errors)
+             per_buffer_add_td (new items' priorities from TD errors);
+             per_tree_find_batch (descents in lockstep); per_mpi.h: a
+             shard's draws descend together, a receiver's own are copied
+             once
       0.3.0  episode ends; sequence replay (R2D2); trajectory ids and
              windows of trajectories; the trajectory accumulator
              (per_traj_*); snapshots written from any thread; the item
@@ -287,6 +290,7 @@ typedef PER_REAL per_real;
 #define per_tree_total PERI_NAME(per_tree_total)
 #define per_tree_prefix PERI_NAME(per_tree_prefix)
 #define per_tree_find PERI_NAME(per_tree_find)
+#define per_tree_find_batch PERI_NAME(per_tree_find_batch)
 #define per_tree_sample PERI_NAME(per_tree_sample)
 #define per_tree_sample_strata PERI_NAME(per_tree_sample_strata)
 #define per_tree_check PERI_NAME(per_tree_check)
@@ -710,6 +714,14 @@ PERDEF per_real per_tree_prefix(const per_tree *t, uint32_t i);
    PER_ERR_NEGATIVE (u < 0), PER_ERR_EMPTY (total 0), PER_ERR_DEGENERATE
    (total not finite). */
 PERDEF per_status per_tree_find(const per_tree *t, per_real u, uint32_t *idx);
+/* per_tree_find for n values: idx[i] is the leaf of u[i], and val[i] (val
+   may be NULL) its value; the descents run in lockstep groups, so their
+   cache misses overlap (several times faster than n calls on a tree
+   larger than the cache). The whole batch is checked first. Errors
+   (nothing written): those of per_tree_find, for the first bad u[i];
+   PER_ERR_NULL also for u or idx NULL with n > 0. */
+PERDEF per_status per_tree_find_batch(const per_tree *t, const per_real *u,
+                                      uint32_t n, uint32_t *idx, per_real *val);
 
 /* Stratified batch of B draws: stratum i in [0,B) draws u_i =
    (i + r_i) * total / B, r_i from block (rng->seed, rng->counter + i), and
@@ -3626,6 +3638,41 @@ PERDEF per_status per_tree_sample_strata(const per_tree *t, uint64_t seed,
       uint32_t leaf = k[g] - L;
       PER_ASSERT(leaf < t->capacity && t->node[k[g]] > 0);
       idx[base + g] = leaf;
+      if (val) val[base + g] = t->node[k[g]];
+    }
+  }
+  return PER_OK;
+}
+
+PERDEF per_status per_tree_find_batch(const per_tree *t, const per_real *u,
+                                      uint32_t n, uint32_t *idx,
+                                      per_real *val) {
+  per_status s;
+  uint32_t i, base, L;
+  if (!t || !t->node) return PER_ERR_NULL;
+  if (n == 0) return PER_OK;
+  if (!u || !idx) return PER_ERR_NULL;
+  for (i = 0; i < n; ++i) {
+    if (u[i] != u[i]) return PER_ERR_NAN;
+    if (u[i] < 0) return PER_ERR_NEGATIVE;
+  }
+  s = peri_tree_samplable(t);
+  if (s != PER_OK) return s;
+  L = t->leaves;
+  for (base = 0; base < n; base += PERI_LANES) {
+    uint32_t k[PERI_LANES], g;
+    uint32_t m = n - base < PERI_LANES ? n - base : PERI_LANES;
+    if (!PERI_FAST || m < PERI_LOCKSTEP_MIN) {
+      for (g = 0; g < m; ++g)
+        k[g] = L + per_tree_descend(t->node, L, u[base + g]);
+    } else {
+      per_real v[PERI_LANES];
+      for (g = 0; g < m; ++g) v[g] = u[base + g];
+      for (; g < PERI_LANES; ++g) v[g] = 0; /* spare lanes, never read */
+      peri_descend_lanes(t->node, t->depth, v, k);
+    }
+    for (g = 0; g < m; ++g) {
+      idx[base + g] = k[g] - L;
       if (val) val[base + g] = t->node[k[g]];
     }
   }

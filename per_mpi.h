@@ -505,31 +505,39 @@ PERDEF uint64_t per_mpi_size(const per_mpi *m) {
 #define PERI_MPI_REC_HEAD (8 + sizeof(per_real))
 
 typedef struct peri_mpi_batch {
-  uint32_t *owner; /* B: the rank of each draw */
-  per_real *u;     /* B: the mass left for the owner's descent; then the
-                      leaf drawn */
-  uint64_t *pos;   /* B: uniform fallback: the position drawn, then the
-                      slot in the owner's shard */
-  unsigned char *send, *recv; /* B records each (recv: receivers only) */
+  uint32_t *owner;     /* B: the rank of each draw */
+  per_real *u;         /* B: the mass left for the owner's descent; then the
+                          leaf drawn */
+  uint64_t *pos;       /* B: uniform fallback: the position drawn; then, for
+                          this rank's draws, the slot in its shard */
+  per_real *mu;        /* B: this rank's draws' u, in batch order */
+  uint32_t *mslot;     /* B: their slots (per_tree_find_batch) */
+  unsigned char *send; /* non-receivers: their records */
+  unsigned char *recv; /* receivers: every rank's records (their own
+                          draws are read from the shard instead) */
 } peri_mpi_batch;
 
 static void peri_mpi_batch_free(peri_mpi_batch *t, void *ctx) {
   PER_FREE(t->owner, ctx);
   PER_FREE(t->u, ctx);
   PER_FREE(t->pos, ctx);
+  PER_FREE(t->mu, ctx);
+  PER_FREE(t->mslot, ctx);
   PER_FREE(t->send, ctx);
   PER_FREE(t->recv, ctx);
 }
 
 static int peri_mpi_batch_alloc(peri_mpi_batch *t, uint32_t B, size_t rec,
                                 int receive, void *ctx) {
+  unsigned char **buf = receive ? &t->recv : &t->send;
   if ((size_t)B > ((size_t)-1) / rec) return PER_ERR_NOMEM;
   t->owner = (uint32_t *)PER_MALLOC((size_t)B * sizeof *t->owner, ctx);
   t->u = (per_real *)PER_MALLOC((size_t)B * sizeof *t->u, ctx);
   t->pos = (uint64_t *)PER_MALLOC((size_t)B * sizeof *t->pos, ctx);
-  t->send = (unsigned char *)PER_MALLOC((size_t)B * rec, ctx);
-  if (receive) t->recv = (unsigned char *)PER_MALLOC((size_t)B * rec, ctx);
-  if (!t->owner || !t->u || !t->pos || !t->send || (receive && !t->recv))
+  t->mu = (per_real *)PER_MALLOC((size_t)B * sizeof *t->mu, ctx);
+  t->mslot = (uint32_t *)PER_MALLOC((size_t)B * sizeof *t->mslot, ctx);
+  *buf = (unsigned char *)PER_MALLOC((size_t)B * rec, ctx);
+  if (!t->owner || !t->u || !t->pos || !t->mu || !t->mslot || !*buf)
     return PER_ERR_NOMEM;
   return PER_OK;
 }
@@ -663,80 +671,117 @@ static per_status peri_mpi_owners(per_mpi *m, const peri_mpi_plan *p,
   return s;
 }
 
-/* This rank's draws in batch order as records in t->send: the shard
-   descends its own tree with what is left of each stratum's mass (a
-   uniform draw has its slot). The number of records. */
-static uint32_t peri_mpi_pack(const per_mpi *m, const peri_mpi_plan *p,
-                              peri_mpi_batch *t) {
-  const per_buffer *b = &m->shard;
-  uint32_t i, n = 0, L = b->tree.leaves;
-  for (i = 0; i < p->B; ++i) {
-    unsigned char *q;
-    uint32_t slot;
-    uint64_t id;
-    per_real v;
-    if (t->owner[i] != (uint32_t)m->rank) continue;
-    if (!p->degenerate) slot = per_tree_descend(b->tree.node, L, t->u[i]);
-    else slot = (uint32_t)t->pos[i];
-    id = (uint64_t)slot | ((uint64_t)b->gen[slot] << 32);
-    v = b->tree.node[L + slot];
-    q = t->send + (size_t)n * p->rec;
-    memcpy(q, &id, 8);
-    memcpy(q + 8, &v, sizeof v);
-    memcpy(q + PERI_MPI_REC_HEAD, b->items + (size_t)slot * p->isz, p->isz);
-    ++n;
-  }
-  return n;
-}
-
-/* Every rank's records to the root, or to every rank: rank r's are its
-   draws in batch order, at w->rdisp[r] in t->recv. */
-static void peri_mpi_gather(per_mpi *m, const peri_mpi_plan *p,
-                            peri_mpi_batch *t, uint32_t nmine) {
+/* How many draws each rank owns (w->rcount) and where its records go in
+   a receiver's t->recv (w->rdisp): rank r's draws in batch order. */
+static void peri_mpi_counts(per_mpi *m, const peri_mpi_plan *p,
+                            const peri_mpi_batch *t) {
   peri_mpi_work *w = (peri_mpi_work *)m->work;
-  MPI_Datatype dt;
   uint32_t i;
   int r;
   for (r = 0; r < m->world; ++r) w->rcount[r] = 0;
   for (i = 0; i < p->B; ++i) ++w->rcount[t->owner[i]];
   peri_mpi_displs(w->rcount, w->rdisp, m->world);
+}
+
+/* This rank's draws: the shard descends its own tree with what is left of
+   each stratum's mass, all of them together (per_tree_find_batch; a
+   uniform draw has its slot already), and each draw's slot goes to
+   t->pos. With dst, their records are written there in batch order (the
+   others' receivers read them; this rank reads its own from the shard). */
+static void peri_mpi_pack(const per_mpi *m, const peri_mpi_plan *p,
+                          peri_mpi_batch *t, unsigned char *dst) {
+  const per_buffer *b = &m->shard;
+  uint32_t i, j, n = 0, L = b->tree.leaves;
+  for (i = 0; i < p->B; ++i)
+    if (t->owner[i] == (uint32_t)m->rank) {
+      if (!p->degenerate) t->mu[n] = t->u[i];
+      else t->mslot[n] = (uint32_t)t->pos[i];
+      ++n;
+    }
+  if (!p->degenerate && n > 0) {
+    /* the owner's tree has mass (the top tree chose it) and every u is
+       a finite mass >= 0: PER_OK */
+    per_status s = per_tree_find_batch(&b->tree, t->mu, n, t->mslot, NULL);
+    PER_ASSERT(s == PER_OK);
+    (void)s;
+  }
+  for (i = 0, j = 0; i < p->B; ++i) {
+    unsigned char *q;
+    uint32_t slot;
+    uint64_t id;
+    per_real v;
+    if (t->owner[i] != (uint32_t)m->rank) continue;
+    slot = t->mslot[j];
+    t->pos[i] = slot;
+    if (dst) {
+      id = (uint64_t)slot | ((uint64_t)b->gen[slot] << 32);
+      v = b->tree.node[L + slot];
+      q = dst + (size_t)j * p->rec;
+      memcpy(q, &id, 8);
+      memcpy(q + 8, &v, sizeof v);
+      memcpy(q + PERI_MPI_REC_HEAD, b->items + (size_t)slot * p->isz, p->isz);
+    }
+    ++j;
+  }
+}
+
+/* Every rank's records to the root, or to every rank: rank r's are its
+   draws in batch order, at w->rdisp[r] in t->recv. A receiver's own are
+   in place (MPI_IN_PLACE: not copied, not read). */
+static void peri_mpi_gather(per_mpi *m, const peri_mpi_plan *p,
+                            peri_mpi_batch *t) {
+  peri_mpi_work *w = (peri_mpi_work *)m->work;
+  MPI_Datatype dt;
+  int nmine = w->rcount[m->rank];
   MPI_Type_contiguous((int)p->rec, MPI_BYTE, &dt);
   MPI_Type_commit(&dt);
   if (p->root == PER_MPI_ALL)
-    MPI_Allgatherv(t->send, (int)nmine, dt, t->recv, w->rcount, w->rdisp, dt,
+    MPI_Allgatherv(MPI_IN_PLACE, 0, dt, t->recv, w->rcount, w->rdisp, dt,
                    m->comm);
-  else
-    MPI_Gatherv(t->send, (int)nmine, dt, t->recv, w->rcount, w->rdisp, dt,
+  else if (p->root == m->rank)
+    MPI_Gatherv(MPI_IN_PLACE, nmine, dt, t->recv, w->rcount, w->rdisp, dt,
                 p->root, m->comm);
+  else MPI_Gatherv(t->send, nmine, dt, NULL, NULL, NULL, dt, p->root, m->comm);
   MPI_Type_free(&dt);
 }
 
-/* A receiver hands the records out in batch order (each rank's are its
-   draws in that order): items, ids, and the weights over the batch's or
-   the shards' smallest leaf. */
+/* A receiver hands the draws out in batch order, its own from its shard
+   (one copy of each item), the others' from their records: items, ids,
+   and the weights over the batch's or the shards' smallest leaf. */
 static void peri_mpi_unpack(per_mpi *m, const peri_mpi_plan *p,
                             peri_mpi_batch *t, void *items_out, per_mpi_id *ids,
                             float *weights) {
   peri_mpi_work *w = (peri_mpi_work *)m->work;
+  const per_buffer *b = &m->shard;
   per_real bmin = (per_real)HUGE_VAL, pmin = p->pmin;
-  uint32_t i;
+  uint32_t i, L = b->tree.leaves;
   int r;
   for (r = 0; r < m->world; ++r) w->rcount[r] = 0;
   for (i = 0; i < p->B; ++i) {
     uint32_t o = t->owner[i];
-    const unsigned char *q =
-        t->recv + (size_t)(w->rdisp[o] + w->rcount[o]++) * p->rec;
+    const unsigned char *item;
+    uint64_t id;
     per_real v;
-    memcpy(&v, q + 8, sizeof v);
+    if (o == (uint32_t)m->rank) {
+      uint32_t slot = (uint32_t)t->pos[i];
+      id = (uint64_t)slot | ((uint64_t)b->gen[slot] << 32);
+      v = b->tree.node[L + slot];
+      item = b->items + (size_t)slot * p->isz;
+    } else {
+      const unsigned char *q =
+          t->recv + (size_t)(w->rdisp[o] + w->rcount[o]++) * p->rec;
+      memcpy(&id, q, 8);
+      memcpy(&v, q + 8, sizeof v);
+      item = q + PERI_MPI_REC_HEAD;
+    }
     t->u[i] = v;
     if (v < bmin) bmin = v;
     if (ids) {
-      memcpy(&ids[i].id, q, 8);
+      ids[i].id = id;
       ids[i].rank = o;
     }
     if (items_out)
-      memcpy((unsigned char *)items_out + (size_t)i * p->isz,
-             q + PERI_MPI_REC_HEAD, p->isz);
+      memcpy((unsigned char *)items_out + (size_t)i * p->isz, item, p->isz);
   }
   if (!p->bufmax) pmin = bmin;
   if (weights)
@@ -772,7 +817,15 @@ PERDEF per_status per_mpi_sample(per_mpi *m, uint32_t B, int root,
   /* 2. the batch, alike on every rank, then each owner's draws */
   peri_mpi_plan_of(m, w->info, &p);
   s = peri_mpi_owners(m, &p, &t);
-  peri_mpi_gather(m, &p, &t, peri_mpi_pack(m, &p, &t));
+  peri_mpi_counts(m, &p, &t);
+  /* a receiver's own records are in place in recv (for the others, with
+     PER_MPI_ALL; none are needed at a single root) */
+  peri_mpi_pack(m, &p, &t,
+                !receive ? t.send
+                : p.root == PER_MPI_ALL
+                    ? t.recv + (size_t)w->rdisp[m->rank] * p.rec
+                    : NULL);
+  peri_mpi_gather(m, &p, &t);
   if (receive) peri_mpi_unpack(m, &p, &t, items_out, ids, weights);
   /* 3. the strata's stream and the step, as one buffer's (the uniform
      draws advanced them as they drew); B >= 1: PER_OK */

@@ -851,6 +851,64 @@ static void test_drift(void) {
   per_tree_free(&fresh);
 }
 
+/* per_tree_find_batch is per_tree_find of each value, lockstep groups
+   and their tails included: trees with zero leaves and of sizes around a
+   power of two, values at every prefix boundary, 0, the total and past
+   it; a bad value anywhere refuses the batch with nothing written. */
+static void test_find_batch(void) {
+  static const uint32_t caps[] = {1, 5, 64, 1000, 65539};
+  static const uint32_t ns[] = {0, 1, 3, 7, 8, 9, 31, 100, 1000};
+  static per_real u[1000], val[1000];
+  static uint32_t idx[1000];
+  per_rng r;
+  size_t c, k;
+  per_rng_init(&r, 5);
+  for (c = 0; c < sizeof caps / sizeof caps[0]; ++c) {
+    per_tree t;
+    uint32_t i, bad = 0;
+    per_real total;
+    CHECK_OK(per_tree_init(&t, caps[c], NULL));
+    for (i = 0; i < caps[c]; ++i)
+      CHECK_OK(per_tree_set(&t, i,
+                            i % 3 == 1 ? 0 : (per_real)per_rng_double(&r) * 4));
+    CHECK_OK(per_tree_set(&t, 0, 1)); /* some mass in every tree */
+    total = per_tree_total(&t);
+    for (k = 0; k < sizeof ns / sizeof ns[0]; ++k) {
+      uint32_t n = ns[k];
+      for (i = 0; i < n; ++i) {
+        switch (i % 4) {
+          case 0: u[i] = (per_real)per_rng_double(&r) * total; break;
+          case 1: u[i] = per_tree_prefix(&t, per_rng_below(&r, caps[c])); break;
+          case 2: u[i] = i % 8 == 2 ? 0 : total; break;
+          default: u[i] = total * (per_real)1.5; break;
+        }
+      }
+      CHECK_OK(per_tree_find_batch(&t, u, n, idx, val));
+      for (i = 0; i < n; ++i) {
+        uint32_t one = 0;
+        CHECK_OK(per_tree_find(&t, u[i], &one));
+        bad += idx[i] != one || val[i] != per_tree_get(&t, one);
+      }
+    }
+    CHECK_MSG(bad == 0, "capacity %u: %u values found elsewhere", caps[c], bad);
+    /* refusals: nothing written */
+    for (i = 0; i < 20; ++i) u[i] = total / 2, idx[i] = 777;
+    u[13] = (per_real)NAN;
+    CHECK_STATUS(per_tree_find_batch(&t, u, 20, idx, NULL), PER_ERR_NAN);
+    u[13] = -1;
+    CHECK_STATUS(per_tree_find_batch(&t, u, 20, idx, NULL), PER_ERR_NEGATIVE);
+    CHECK_EQ_U(idx[0], 777);
+    CHECK_EQ_U(idx[19], 777);
+    CHECK_STATUS(per_tree_find_batch(&t, NULL, 1, idx, NULL), PER_ERR_NULL);
+    CHECK_STATUS(per_tree_find_batch(&t, u, 1, NULL, NULL), PER_ERR_NULL);
+    CHECK_OK(per_tree_find_batch(&t, NULL, 0, NULL, NULL));
+    per_tree_clear(&t);
+    u[13] = 0;
+    CHECK_STATUS(per_tree_find_batch(&t, u, 20, idx, NULL), PER_ERR_EMPTY);
+    per_tree_free(&t);
+  }
+}
+
 int main(void) {
   test_seed_cases();
   test_random_updates();
@@ -866,6 +924,7 @@ int main(void) {
   test_batch_shapes();
   test_lockstep_strata();
   test_lockstep_draws();
+  test_find_batch();
   test_accuracy();
   test_drift();
   return t_done(IS_FLOAT ? "tree (float)" : "tree (double)");
