@@ -57,6 +57,10 @@
       per_mpi_load(&m, "ckpt/replay");    collective, any world size
       per_mpi_free(&m);                                   collective
 
+      Actors that never wait (the feed, at the end of this section): an
+      actor sends batches to a replay rank, which applies them to its
+      shard when it drains (per_mpi_feed_send, per_mpi_feed_drain).
+
    CONTRACT
       - Ranks must agree on the config (everything but capacity, which
         may differ from rank to rank), PER_REAL and the architecture's
@@ -268,6 +272,104 @@ PERDEF per_status per_mpi_save(per_mpi *m, const char *path);
    PER_ERR_NOMEM. */
 PERDEF per_status per_mpi_load(per_mpi *m, const char *path);
 #endif
+
+/* ---- the feed: asynchronous ingestion (Ape-X's actors) ----
+   Actor ranks hand batches of items (with their episode ends and TD
+   errors) to a replay rank without waiting for it: each send copies the
+   batch into one of the sender's `slots` message buffers and starts a
+   non-blocking send (MPI_Isend). When every slot is in flight the send
+   waits for the oldest (back-pressure: counted in f->waits, never a
+   drop). A replay rank keeps one receive posted per sender and applies
+   what has arrived to its shard when it calls per_mpi_feed_drain (the
+   learner's pace, not the actors'): in arrival order, or with
+   PER_MPI_FEED_ORDERED one message from each sender in turn (the order
+   of a run is then fixed, whatever the timing). A sender's messages
+   arrive in the order sent; its per_mpi_feed_close sends an end marker
+   after them, so a receiver knows when a sender is done
+   (per_mpi_feed_done). Nothing here is collective but init and free. */
+
+#define per_mpi_feed_init PERI_NAME(per_mpi_feed_init)
+#define per_mpi_feed_send PERI_NAME(per_mpi_feed_send)
+#define per_mpi_feed_drain PERI_NAME(per_mpi_feed_drain)
+#define per_mpi_feed_close PERI_NAME(per_mpi_feed_close)
+#define per_mpi_feed_done PERI_NAME(per_mpi_feed_done)
+#define per_mpi_feed_free PERI_NAME(per_mpi_feed_free)
+
+/* per_mpi_feed_init's dest for a rank that sends nothing. */
+#define PER_MPI_FEED_NONE (-1)
+/* per_mpi_feed_drain's mode: one message per sender in turn, waiting for
+   each (a fixed order). The default applies what has arrived and never
+   waits. */
+#define PER_MPI_FEED_ORDERED 1u
+
+typedef struct per_mpi_feed {
+  MPI_Comm comm; /* a duplicate of the caller's */
+  int rank, world;
+  int dest;           /* the receiver this rank sends to, or NONE */
+  int nsrc;           /* the senders whose dest is this rank */
+  uint32_t item_size; /* bytes per item */
+  uint32_t max_items; /* items per message at most */
+  uint32_t slots;     /* a sender's messages in flight at most */
+  /* counters, readable: */
+  uint64_t msgs, items; /* sent (sender) or applied (receiver) */
+  uint64_t waits;       /* sends that waited for a free slot */
+  uint64_t rejected;    /* messages whose items the shard refused (a NaN
+                           or infinite td): counted, their items not
+                           stored; f->error says why */
+  char error[192];      /* the last rejection's message, or "" */
+  void *work;           /* buffers and requests */
+  void *alloc_ctx;
+} per_mpi_feed;
+
+/* Collective over comm (actors, replay ranks, learner alike): this rank
+   sends to rank `dest` of comm, or nothing (PER_MPI_FEED_NONE); every
+   rank learns which ranks send to it. item_size and max_items (the
+   largest batch a send may take) must be the same on every rank; slots
+   (>= 1) is the sender's. Errors, the same on every rank (then *f is
+   zeroed): PER_ERR_NULL (f: local), PER_ERR_ARG (dest not a rank of comm
+   or this rank, item_size or max_items 0 or different between ranks,
+   slots 0, a message over INT_MAX bytes), PER_ERR_NOMEM. */
+PERDEF per_status per_mpi_feed_init(per_mpi_feed *f, MPI_Comm comm, int dest,
+                                    uint32_t item_size, uint32_t max_items,
+                                    uint32_t slots, void *alloc_ctx);
+
+/* A sender: n items (n * item_size bytes, 1 <= n <= max_items), their
+   ends (NULL: PER_END_NONE) and TD errors (NULL: the receiver gives them
+   max_leaf, as per_buffer_add_steps), as one message; returns once they
+   are copied (waiting for a slot when all are in flight). Errors (nothing
+   sent): PER_ERR_NULL, PER_ERR_ARG (not a sender, closed, n out of
+   range). */
+PERDEF per_status per_mpi_feed_send(per_mpi_feed *f, const void *items,
+                                    uint32_t n, const uint8_t *ends,
+                                    const float *td);
+
+/* A receiver: applies up to max_msgs arrived messages to shard
+   (per_buffer_add_td or per_buffer_add_steps: one trajectory each) and
+   adds their item count to *items (may be NULL). Without
+   PER_MPI_FEED_ORDERED it takes what has arrived and returns at once;
+   with it, it takes the next message of each sender in turn, waiting
+   for it (senders that closed are skipped), until max_msgs or every
+   sender is done. A message the shard refuses is counted in
+   f->rejected, never stored in part. Errors: PER_ERR_NULL, PER_ERR_ARG
+   (flags, or a shard of another item_size). */
+PERDEF per_status per_mpi_feed_drain(per_mpi_feed *f, per_buffer *shard,
+                                     uint32_t max_msgs, uint32_t flags,
+                                     uint64_t *items);
+
+/* A sender: waits for its messages in flight, then sends the end marker
+   (after them, in order). Later sends are refused. Errors: PER_ERR_NULL,
+   PER_ERR_ARG (not a sender). */
+PERDEF per_status per_mpi_feed_close(per_mpi_feed *f);
+
+/* A receiver: 1 once every sender has closed and all its messages were
+   drained (0 with senders still open; 1 for a rank nobody sends to). */
+PERDEF int per_mpi_feed_done(const per_mpi_feed *f);
+
+/* Collective over the feed's ranks: a sender not yet closed closes; a
+   receiver cancels its posted receives (messages not drained are lost:
+   drain until per_mpi_feed_done first); frees everything and zeroes *f.
+   Safe on a zeroed feed (then local). */
+PERDEF void per_mpi_feed_free(per_mpi_feed *f);
 
 #ifdef __cplusplus
 }
@@ -1543,6 +1645,333 @@ done:
   return (per_status)s;
 }
 #endif /* PER_NO_STDIO */
+
+/* ---- the feed ----
+   A message: n (u32), flags (u32: PERI_MPI_FEED_ENDS, _TD, _CLOSE), the n
+   items, then their n float TD errors (at the next multiple of 4 bytes)
+   and their n ends, each when flagged; the architecture's byte order (as
+   the records of a sample). One tag for
+   every message, so that a sender's end marker never overtakes its data
+   (MPI keeps the order of one sender's messages of one tag). */
+#define PERI_MPI_FEED_TAG 0x7065
+#define PERI_MPI_FEED_HEAD 8
+#define PERI_MPI_FEED_ENDS 1u
+#define PERI_MPI_FEED_TD 2u
+#define PERI_MPI_FEED_CLOSE 4u
+
+typedef struct peri_mpi_feed_work {
+  size_t msg;          /* bytes of one message buffer */
+  unsigned char *sbuf; /* sender: slots buffers */
+  MPI_Request *sreq;   /* sender: slots requests (MPI_REQUEST_NULL: free) */
+  uint32_t snext;      /* sender: the slot the next send takes */
+  int closed;          /* sender: closed */
+  unsigned char *rbuf; /* receiver: one buffer per sender */
+  MPI_Request *rreq;   /* receiver: one posted receive per open sender */
+  int *src;            /* receiver: the senders' ranks, ascending */
+  uint8_t *ended;      /* receiver: per sender, its end marker applied */
+  int rnext;           /* receiver: the sender whose turn is next */
+} peri_mpi_feed_work;
+
+static void peri_mpi_feed_work_free(peri_mpi_feed_work *w, void *ctx) {
+  if (!w) return;
+  PER_FREE(w->sbuf, ctx);
+  PER_FREE(w->sreq, ctx);
+  PER_FREE(w->rbuf, ctx);
+  PER_FREE(w->rreq, ctx);
+  PER_FREE(w->src, ctx);
+  PER_FREE(w->ended, ctx);
+  PER_FREE(w, ctx);
+}
+
+PERDEF per_status per_mpi_feed_init(per_mpi_feed *f, MPI_Comm comm, int dest,
+                                    uint32_t item_size, uint32_t max_items,
+                                    uint32_t slots, void *alloc_ctx) {
+  int rank, world, r, s = PER_OK, k;
+  int *all = NULL;
+  uint32_t mine[2], *other = NULL;
+  peri_mpi_feed_work *w = NULL;
+  size_t msg = 0;
+  if (!f) return PER_ERR_NULL;
+  memset(f, 0, sizeof *f);
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &world);
+  if (dest != PER_MPI_FEED_NONE && (dest < 0 || dest >= world || dest == rank))
+    s = PER_ERR_ARG;
+  if (item_size == 0 || max_items == 0 || slots == 0) s = PER_ERR_ARG;
+  if (s == PER_OK) {
+    /* the head, the items, 3 bytes of padding, the TD errors and ends,
+       rounded up to 8 bytes: every buffer starts 8-aligned */
+    double bytes =
+        PERI_MPI_FEED_HEAD + (double)max_items * (item_size + 5.0) + 10;
+    if (bytes > (double)INT_MAX) s = PER_ERR_ARG;
+    else msg = (size_t)bytes & ~(size_t)7;
+  }
+  all = (int *)PER_MALLOC((size_t)world * 2 * sizeof *all, alloc_ctx);
+  other = (uint32_t *)PER_MALLOC((size_t)world * 2 * sizeof *other, alloc_ctx);
+  if (!all || !other) { /* the exchange needs them: give up on every rank */
+    int bad = 1, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
+    PER_FREE(all, alloc_ctx);
+    PER_FREE(other, alloc_ctx);
+    return PER_ERR_NOMEM;
+  } else {
+    int bad = 0, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
+    if (any) {
+      PER_FREE(all, alloc_ctx);
+      PER_FREE(other, alloc_ctx);
+      return PER_ERR_NOMEM;
+    }
+  }
+  /* every rank's dest and status, and item_size and max_items alike */
+  {
+    int pair[2];
+    pair[0] = dest;
+    pair[1] = s;
+    MPI_Allgather(pair, 2, MPI_INT, all, 2, MPI_INT, comm);
+  }
+  mine[0] = item_size;
+  mine[1] = max_items;
+  MPI_Allgather(mine, 2, MPI_UINT32_T, other, 2, MPI_UINT32_T, comm);
+  s = PER_OK;
+  for (r = 0; r < world && s == PER_OK; ++r) {
+    if (all[2 * r + 1] != PER_OK) s = all[2 * r + 1];
+    else if (other[2 * r] != other[0] || other[2 * r + 1] != other[1])
+      s = PER_ERR_ARG;
+  }
+  if (s == PER_OK) {
+    w = (peri_mpi_feed_work *)PER_MALLOC(sizeof *w, alloc_ctx);
+    if (w) {
+      memset(w, 0, sizeof *w);
+      w->msg = msg;
+      for (r = 0; r < world; ++r) f->nsrc += all[2 * r] == rank;
+      if (dest != PER_MPI_FEED_NONE) {
+        w->sbuf = (unsigned char *)PER_MALLOC((size_t)slots * msg, alloc_ctx);
+        w->sreq = (MPI_Request *)PER_MALLOC((size_t)slots * sizeof *w->sreq,
+                                            alloc_ctx);
+        if (!w->sbuf || !w->sreq) s = PER_ERR_NOMEM;
+      }
+      if (s == PER_OK && f->nsrc > 0) {
+        size_t n = (size_t)f->nsrc;
+        w->rbuf = (unsigned char *)PER_MALLOC(n * msg, alloc_ctx);
+        w->rreq = (MPI_Request *)PER_MALLOC(n * sizeof *w->rreq, alloc_ctx);
+        w->src = (int *)PER_MALLOC(n * sizeof *w->src, alloc_ctx);
+        w->ended = (uint8_t *)PER_MALLOC(n, alloc_ctx);
+        if (!w->rbuf || !w->rreq || !w->src || !w->ended) s = PER_ERR_NOMEM;
+      }
+    } else {
+      s = PER_ERR_NOMEM;
+    }
+  }
+  /* agree on the allocations */
+  {
+    int any = 0;
+    MPI_Allreduce(&s, &any, 1, MPI_INT, MPI_MAX, comm);
+    if (s == PER_OK && any != PER_OK) s = any;
+  }
+  PER_FREE(other, alloc_ctx);
+  if (s != PER_OK) {
+    PER_FREE(all, alloc_ctx);
+    peri_mpi_feed_work_free(w, alloc_ctx);
+    memset(f, 0, sizeof *f);
+    return (per_status)s;
+  }
+  MPI_Comm_dup(comm, &f->comm);
+  f->rank = rank;
+  f->world = world;
+  f->dest = dest;
+  f->item_size = item_size;
+  f->max_items = max_items;
+  f->slots = slots;
+  f->alloc_ctx = alloc_ctx;
+  f->work = w;
+  if (w->sreq)
+    for (k = 0; k < (int)slots; ++k) w->sreq[k] = MPI_REQUEST_NULL;
+  for (r = 0, k = 0; r < world; ++r)
+    if (all[2 * r] == rank) {
+      w->src[k] = r;
+      w->ended[k] = 0;
+      MPI_Irecv(w->rbuf + (size_t)k * msg, (int)msg, MPI_BYTE, r,
+                PERI_MPI_FEED_TAG, f->comm, &w->rreq[k]);
+      ++k;
+    }
+  PER_FREE(all, alloc_ctx);
+  return PER_OK;
+}
+
+/* A slot to fill: the next in turn, once its send completed. */
+static unsigned char *peri_mpi_feed_slot(per_mpi_feed *f, MPI_Request **req) {
+  peri_mpi_feed_work *w = (peri_mpi_feed_work *)f->work;
+  uint32_t k = w->snext;
+  if (w->sreq[k] != MPI_REQUEST_NULL) {
+    int done = 0;
+    MPI_Test(&w->sreq[k], &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      ++f->waits;
+      MPI_Wait(&w->sreq[k], MPI_STATUS_IGNORE);
+    }
+  }
+  w->snext = (k + 1) % f->slots;
+  *req = &w->sreq[k];
+  return w->sbuf + (size_t)k * w->msg;
+}
+
+PERDEF per_status per_mpi_feed_send(per_mpi_feed *f, const void *items,
+                                    uint32_t n, const uint8_t *ends,
+                                    const float *td) {
+  peri_mpi_feed_work *w;
+  unsigned char *q;
+  MPI_Request *req;
+  uint32_t head[2];
+  size_t at;
+  if (!f || !f->work || !items) return PER_ERR_NULL;
+  w = (peri_mpi_feed_work *)f->work;
+  if (f->dest == PER_MPI_FEED_NONE || w->closed || n == 0 || n > f->max_items)
+    return PER_ERR_ARG;
+  q = peri_mpi_feed_slot(f, &req);
+  head[0] = n;
+  head[1] = (ends ? PERI_MPI_FEED_ENDS : 0u) | (td ? PERI_MPI_FEED_TD : 0u);
+  memcpy(q, head, sizeof head);
+  at = PERI_MPI_FEED_HEAD;
+  memcpy(q + at, items, (size_t)n * f->item_size);
+  at = (at + (size_t)n * f->item_size + 3) & ~(size_t)3;
+  if (td) {
+    memcpy(q + at, td, (size_t)n * sizeof *td);
+    at += (size_t)n * sizeof *td;
+  }
+  if (ends) {
+    memcpy(q + at, ends, n);
+    at += n;
+  }
+  MPI_Isend(q, (int)at, MPI_BYTE, f->dest, PERI_MPI_FEED_TAG, f->comm, req);
+  ++f->msgs;
+  f->items += n;
+  return PER_OK;
+}
+
+PERDEF per_status per_mpi_feed_close(per_mpi_feed *f) {
+  peri_mpi_feed_work *w;
+  uint32_t head[2], k;
+  if (!f || !f->work) return PER_ERR_NULL;
+  w = (peri_mpi_feed_work *)f->work;
+  if (f->dest == PER_MPI_FEED_NONE) return PER_ERR_ARG;
+  if (w->closed) return PER_OK;
+  for (k = 0; k < f->slots; ++k) MPI_Wait(&w->sreq[k], MPI_STATUS_IGNORE);
+  head[0] = 0;
+  head[1] = PERI_MPI_FEED_CLOSE;
+  memcpy(w->sbuf, head, sizeof head);
+  MPI_Send(w->sbuf, PERI_MPI_FEED_HEAD, MPI_BYTE, f->dest, PERI_MPI_FEED_TAG,
+           f->comm);
+  w->closed = 1;
+  return PER_OK;
+}
+
+/* Sender k's message, arrived: applied to shard (NULL: dropped, by
+   per_mpi_feed_free), its receive posted again unless it was the end
+   marker. 1 for a data message, 0 for the marker. */
+static int peri_mpi_feed_apply(per_mpi_feed *f, int k, per_buffer *shard,
+                               uint64_t *items) {
+  peri_mpi_feed_work *w = (peri_mpi_feed_work *)f->work;
+  const unsigned char *q = w->rbuf + (size_t)k * w->msg;
+  uint32_t head[2], n;
+  const uint8_t *ends = NULL;
+  const float *td = NULL;
+  size_t at = PERI_MPI_FEED_HEAD;
+  per_status s;
+  memcpy(head, q, sizeof head);
+  if (head[1] & PERI_MPI_FEED_CLOSE) {
+    w->ended[k] = 1;
+    w->rreq[k] = MPI_REQUEST_NULL;
+    return 0;
+  }
+  n = head[0];
+  at = (at + (size_t)n * f->item_size + 3) & ~(size_t)3;
+  if (head[1] & PERI_MPI_FEED_TD) {
+    td = (const float *)(const void *)(q + at); /* 4-aligned: malloc'd */
+    at += (size_t)n * sizeof *td;
+  }
+  if (head[1] & PERI_MPI_FEED_ENDS) ends = q + at;
+  if (shard) {
+    s = td ? per_buffer_add_td(shard, q + PERI_MPI_FEED_HEAD, n, ends, td)
+           : per_buffer_add_steps(shard, q + PERI_MPI_FEED_HEAD, n, ends);
+    if (s == PER_OK) {
+      ++f->msgs;
+      f->items += n;
+      if (items) *items += n;
+    } else {
+      ++f->rejected;
+      memcpy(f->error, shard->error, sizeof f->error);
+    }
+  }
+  MPI_Irecv(w->rbuf + (size_t)k * w->msg, (int)w->msg, MPI_BYTE, w->src[k],
+            PERI_MPI_FEED_TAG, f->comm, &w->rreq[k]);
+  return 1;
+}
+
+PERDEF per_status per_mpi_feed_drain(per_mpi_feed *f, per_buffer *shard,
+                                     uint32_t max_msgs, uint32_t flags,
+                                     uint64_t *items) {
+  peri_mpi_feed_work *w;
+  uint32_t got = 0;
+  int idle = 0;
+  if (!f || !f->work || !shard) return PER_ERR_NULL;
+  w = (peri_mpi_feed_work *)f->work;
+  if ((flags & ~PER_MPI_FEED_ORDERED) != 0 ||
+      shard->cfg.item_size != f->item_size)
+    return PER_ERR_ARG;
+  /* one message per sender in turn: ordered, each waited for; else
+     taken when there, until a whole round finds nothing */
+  while (got < max_msgs && f->nsrc > 0 && idle < f->nsrc) {
+    int k = w->rnext, done = 1;
+    w->rnext = (k + 1) % f->nsrc;
+    if (w->ended[k]) {
+      ++idle;
+      continue;
+    }
+    if (flags & PER_MPI_FEED_ORDERED) MPI_Wait(&w->rreq[k], MPI_STATUS_IGNORE);
+    else MPI_Test(&w->rreq[k], &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      ++idle;
+      continue;
+    }
+    if (peri_mpi_feed_apply(f, k, shard, items)) { /* an end marker: not one */
+      ++got;
+      idle = 0;
+    }
+  }
+  return PER_OK;
+}
+
+PERDEF int per_mpi_feed_done(const per_mpi_feed *f) {
+  const peri_mpi_feed_work *w;
+  int k;
+  if (!f || !f->work) return 1;
+  w = (const peri_mpi_feed_work *)f->work;
+  for (k = 0; k < f->nsrc; ++k)
+    if (!w->ended[k]) return 0;
+  return 1;
+}
+
+PERDEF void per_mpi_feed_free(per_mpi_feed *f) {
+  peri_mpi_feed_work *w;
+  int k;
+  if (!f || !f->work) {
+    if (f) memset(f, 0, sizeof *f);
+    return;
+  }
+  w = (peri_mpi_feed_work *)f->work;
+  if (f->dest != PER_MPI_FEED_NONE) per_mpi_feed_close(f);
+  /* every sender's messages are received, up to its end marker, and
+     dropped: none is left unmatched */
+  for (k = 0; k < f->nsrc; ++k)
+    while (!w->ended[k]) {
+      MPI_Wait(&w->rreq[k], MPI_STATUS_IGNORE);
+      peri_mpi_feed_apply(f, k, NULL, NULL);
+    }
+  MPI_Comm_free(&f->comm);
+  peri_mpi_feed_work_free(w, f->alloc_ctx);
+  memset(f, 0, sizeof *f);
+}
 
 #if defined(__cplusplus) && (defined(__GNUC__) || defined(__clang__))
 #pragma GCC diagnostic pop
