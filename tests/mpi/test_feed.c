@@ -51,8 +51,8 @@ static void msg_fill(int a, uint32_t m, item *it, float *td, uint8_t *ends) {
     it[j].j = j;
     it[j].pad[j % sizeof it[j].pad] = (unsigned char)(a + m);
     td[j] = (float)((a + 1) * 0.25 + m * 0.125 - j * 0.01);
-    ends[j] = (uint8_t)(j + 1 == n && m % 3 == 2 ? PER_END_TERMINATED
-                                                  : PER_END_NONE);
+    ends[j] =
+        (uint8_t)(j + 1 == n && m % 3 == 2 ? PER_END_TERMINATED : PER_END_NONE);
   }
 }
 
@@ -108,8 +108,8 @@ static void run(uint32_t flags) {
   uint32_t m;
   for (r = R; r < W; ++r)
     if (r % R == me) senders[ns++] = r;
-  CHECK_OK(per_mpi_feed_init(&f, MPI_COMM_WORLD, dest, sizeof(item), MAXN, 2,
-                             NULL));
+  CHECK_OK(
+      per_mpi_feed_init(&f, MPI_COMM_WORLD, dest, sizeof(item), MAXN, 2, NULL));
   CHECK_EQ_U((uint32_t)f.nsrc, (uint32_t)ns);
   if (!receiver(me)) {
     for (m = 0; m < MSGS; ++m) {
@@ -141,14 +141,15 @@ static void run(uint32_t flags) {
     CHECK_EQ_U(f.rejected, 0);
     reference(&ref, senders, ns);
     if (flags & PER_MPI_FEED_ORDERED) {
-      CHECK_MSG(same_buffer(&shard, &ref), "ordered drain: not the fixed order");
+      CHECK_MSG(same_buffer(&shard, &ref),
+                "ordered drain: not the fixed order");
     } else { /* each message once, each sender's in order */
       uint32_t s, next[8] = {0}, bad = 0;
       CHECK_EQ_U(shard.size, ref.size);
       CHECK_EQ_U(shard.trajs, ref.trajs);
       for (s = 0; s < shard.size; ++s) {
-        const item *x = (const item *)(const void *)(shard.items + (size_t)s *
-                                                                  sizeof(item));
+        const item *x = (const item *)(const void *)(shard.items +
+                                                     (size_t)s * sizeof(item));
         int k;
         for (k = 0; k < ns && senders[k] != (int)x->sender; ++k)
           ;
@@ -181,8 +182,8 @@ static void shutdown_and_errors(void) {
   uint32_t m;
   CHECK_OK(per_buffer_init(&shard, &c, NULL));
   /* a NaN td: the message is counted and nothing of it stored */
-  CHECK_OK(per_mpi_feed_init(&f, MPI_COMM_WORLD, dest, sizeof(item), MAXN, 3,
-                             NULL));
+  CHECK_OK(
+      per_mpi_feed_init(&f, MPI_COMM_WORLD, dest, sizeof(item), MAXN, 3, NULL));
   if (!receiver(me)) {
     msg_fill(me, 0, it, td, ends);
     td[0] = (float)NAN;
@@ -211,8 +212,8 @@ static void shutdown_and_errors(void) {
   per_mpi_feed_free(&f);
   /* free while the senders' messages are in flight: the receivers never
      drain; nothing hangs, nothing leaks */
-  CHECK_OK(per_mpi_feed_init(&f, MPI_COMM_WORLD, dest, sizeof(item), MAXN, 2,
-                             NULL));
+  CHECK_OK(
+      per_mpi_feed_init(&f, MPI_COMM_WORLD, dest, sizeof(item), MAXN, 2, NULL));
   if (!receiver(me))
     for (m = 0; m < 10; ++m) {
       msg_fill(me, m, it, td, ends);
@@ -222,9 +223,9 @@ static void shutdown_and_errors(void) {
   per_mpi_feed_free(&f); /* zeroed: a no-op */
   per_buffer_free(&shard);
   /* init errors, on every rank */
-  CHECK_EQ_U(per_mpi_feed_init(&f, MPI_COMM_WORLD, me, sizeof(item), MAXN, 2,
-                               NULL),
-             PER_ERR_ARG); /* dest: itself */
+  CHECK_EQ_U(
+      per_mpi_feed_init(&f, MPI_COMM_WORLD, me, sizeof(item), MAXN, 2, NULL),
+      PER_ERR_ARG); /* dest: itself */
   CHECK(f.work == NULL);
   CHECK_EQ_U(per_mpi_feed_init(&f, MPI_COMM_WORLD, PER_MPI_FEED_NONE,
                                me == W - 1 ? 8 : 16, MAXN, 2, NULL),
