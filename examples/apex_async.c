@@ -50,7 +50,7 @@
 #define MAX_MSG (MAX_SEND + MAX_N) /* a send, and what one step adds */
 #define LEARNER 0
 #define EVAL_EPISODES 100
-#define LAG 2 /* --ordered: broadcasts an actor may be behind */
+#define LAG 2             /* --ordered: broadcasts an actor may be behind */
 #define SMOKE_STEPS 60000 /* --smoke's run (dqn.h: the check after it) */
 
 typedef struct options {
@@ -122,13 +122,13 @@ typedef struct rank_state {
   dqn_rows rows;        /* learner: drawn items; actors: their batch */
   unsigned char *items; /* learner: B drawn; actors: their outbox */
   per_mpi_id *ids;
-  float *td, *stage;  /* actors: TD errors; everyone in acomm: weights */
-  uint8_t *ends;      /* actors: their batch's ends */
-  int stage_n;        /* floats in stage (1 + the weights) */
-  MPI_Request bcast;  /* the weights broadcast in flight */
-  per_nstep adder;    /* actors */
-  per_buffer outbox;  /* actors: the adder's items until sent */
-  dqn_record rec;     /* actors: episode returns */
+  float *td, *stage; /* actors: TD errors; everyone in acomm: weights */
+  uint8_t *ends;     /* actors: their batch's ends */
+  int stage_n;       /* floats in stage (1 + the weights) */
+  MPI_Request bcast; /* the weights broadcast in flight */
+  per_nstep adder;   /* actors */
+  per_buffer outbox; /* actors: the adder's items until sent */
+  dqn_record rec;    /* actors: episode returns */
   cartpole env;
   float obs[CARTPOLE_OBS];
   double eps;
@@ -173,7 +173,7 @@ static int rank_init(rank_state *s, const options *o) {
   if (agent_init(&s->ag, CARTPOLE_OBS, MAX_BATCH, o->run.seed)) return 1;
   if (s->role != 'A') {
     pc = dqn_replay_config(&o->run, s->lay.size, 1);
-    pc.beta_steps = (uint64_t)(o->run.steps / actors); /* about the steps */
+    pc.beta_steps = (uint64_t)(o->run.steps / actors);   /* about the steps */
     if (s->role == 'L') pc.capacity = pc.max_unique = 1; /* stores nothing */
     if (failed(per_mpi_init(&s->rb, s->rcomm, &pc, NULL), "per_mpi_init"))
       return 1;
@@ -254,7 +254,8 @@ static int send_batch(rank_state *s) {
     s->ends[i] = s->outbox.ends[i];
   }
   q = mlp_forward(&s->ag.net, b->x2, (int)n);
-  for (i = 0; i < n; ++i) b->ret[i] += b->disc[i] * q[2 * i + argmax2(q + 2 * i)];
+  for (i = 0; i < n; ++i)
+    b->ret[i] += b->disc[i] * q[2 * i + argmax2(q + 2 * i)];
   q = mlp_forward(&s->ag.net, b->x, (int)n);
   for (i = 0; i < n; ++i) s->td[i] = q[2 * i + b->action[i]] - b->ret[i];
   if (failed(per_mpi_feed_send(&s->feed, s->outbox.items, n, s->ends, s->td),
@@ -412,8 +413,8 @@ static int serve(rank_state *s, const options *o) {
              updates, stored, mean, EVAL_EPISODES, dt, (double)stored / dt,
              (double)updates / dt);
     else
-      printf("not solved in %ld items (%ld updates), %.1f s\n", stored,
-             updates, dt);
+      printf("not solved in %ld items (%ld updates), %.1f s\n", stored, updates,
+             dt);
   } else {
     /* the actors send until they hear stop: take it all, then done */
     while (!per_mpi_feed_done(&s->feed))
@@ -446,8 +447,9 @@ int main(int argc, char **argv) {
   bad = parse_args(argc, argv, &o, s.rank) != 0;
   if (!bad && s.world < (int)o.replay + 2) {
     if (s.rank == LEARNER)
-      fprintf(stderr, "apex_async: needs %u or more ranks (a learner, %u "
-                      "replay ranks, one actor or more)\n",
+      fprintf(stderr,
+              "apex_async: needs %u or more ranks (a learner, %u "
+              "replay ranks, one actor or more)\n",
               o.replay + 2, o.replay);
     bad = 1;
   }
@@ -472,7 +474,8 @@ int main(int argc, char **argv) {
   mine = (long)s.feed.waits;
   MPI_Reduce(&mine, &waits, 1, MPI_LONG, MPI_SUM, LEARNER, MPI_COMM_WORLD);
   avg = s.rec.avg;
-  if (s.rank == LEARNER) avgs = (double *)malloc((size_t)s.world * sizeof *avgs);
+  if (s.rank == LEARNER)
+    avgs = (double *)malloc((size_t)s.world * sizeof *avgs);
   MPI_Gather(&avg, 1, MPI_DOUBLE, avgs, 1, MPI_DOUBLE, LEARNER, MPI_COMM_WORLD);
   if (s.rank == LEARNER && !o.run.quiet && avgs) {
     printf("sends that waited for a free slot: %ld; actors' avg100:", waits);
