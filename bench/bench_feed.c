@@ -197,8 +197,8 @@ int main(int argc, char **argv) {
           }
           t = MPI_Wtime();
           if (per_mpi_sample(&rb, B, 0, NULL, me == 0 ? items : NULL,
-                             me == 0 ? ids : NULL, me == 0 ? w : NULL) !=
-              PER_OK)
+                             me == 0 ? ids : NULL,
+                             me == 0 ? w : NULL) != PER_OK)
             MPI_Abort(MPI_COMM_WORLD, 1);
           for (j = 0; j < B; ++j) td[j] = 0.5f + (float)(j % 7);
           if (per_mpi_update(&rb, me == 0 ? ids : NULL, me == 0 ? td : NULL,
@@ -223,8 +223,9 @@ int main(int argc, char **argv) {
       int role = me == 0 ? 0 : me == 1 ? 1 : 2, stop = 0;
       MPI_Request req = MPI_REQUEST_NULL;
       MPI_Comm_split(MPI_COMM_WORLD, role < 2 ? 0 : MPI_UNDEFINED, me, &rcomm);
-      if (per_mpi_feed_init(&f, MPI_COMM_WORLD, role == 2 ? 1 : PER_MPI_FEED_NONE,
-                            o.item, o.send, SLOTS, NULL) != PER_OK)
+      if (per_mpi_feed_init(&f, MPI_COMM_WORLD,
+                            role == 2 ? 1 : PER_MPI_FEED_NONE, o.item, o.send,
+                            SLOTS, NULL) != PER_OK)
         MPI_Abort(MPI_COMM_WORLD, 1);
       if (role == 2) {
         /* the stop comes from the learner as one message */
@@ -244,7 +245,8 @@ int main(int argc, char **argv) {
         learner_loop(&rb, &f, &o, me == 0, &res[1], &stored);
         if (me == 0) {
           int one = 1, a;
-          for (a = 2; a < W; ++a) MPI_Send(&one, 1, MPI_INT, a, 77, MPI_COMM_WORLD);
+          for (a = 2; a < W; ++a)
+            MPI_Send(&one, 1, MPI_INT, a, 77, MPI_COMM_WORLD);
         }
         while (!per_mpi_feed_done(&f))
           per_mpi_feed_drain(&f, &rb.shard, 1024, 0, NULL);
