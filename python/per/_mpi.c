@@ -382,8 +382,188 @@ static PyTypeObject ShardsType = {
     .tp_getset = Shards_getset,
 };
 
-static PyMethodDef mpi_functions[] = {{"open", mpi_open, METH_VARARGS, NULL},
-                                      {NULL, NULL, 0, NULL}};
+/* ---------------------------------------------------------------------
+   Feed: a per_mpi_feed (per.mpi.Feed). Sends and drains release the GIL;
+   a drain holds the receiving buffer's lock while it adds.
+   --------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD per_mpi_feed f;
+  int open;
+} FeedObject;
+
+static PyTypeObject FeedType;
+
+static void Feed_dealloc(FeedObject *self) {
+  /* Not freed (free() is collective): the memory only; MPI's requests
+     and communicator stay with MPI until it finalizes. */
+  if (self->open && self->f.work) {
+    peri_mpi_feed_work_free((peri_mpi_feed_work *)self->f.work, NULL);
+    self->f.work = NULL;
+  }
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int feed_ready(FeedObject *self) {
+  if (self->open) return 1;
+  PyErr_SetString(PyExc_RuntimeError, "per.mpi.Feed: freed");
+  return 0;
+}
+
+/* feed_open(comm_handle, dest, item_size, max_items, slots, poison):
+   collective per_mpi_feed_init; a poisoned rank passes item_size 0, so
+   every rank fails. Value: the _Feed. */
+static PyObject *mpi_feed_open(PyObject *mod, PyObject *args) {
+  PyObject *fo;
+  int dest, poison;
+  unsigned item_size, max_items, slots;
+  MPI_Comm comm;
+  per_status s;
+  FeedObject *self;
+  (void)mod;
+  if (!PyArg_ParseTuple(args, "OiIIIp:feed_open", &fo, &dest, &item_size,
+                        &max_items, &slots, &poison))
+    return NULL;
+  if (comm_of(fo, &comm) < 0) return NULL;
+  self = (FeedObject *)FeedType.tp_alloc(&FeedType, 0);
+  if (!self) return NULL;
+  Py_BEGIN_ALLOW_THREADS s = per_mpi_feed_init(
+      &self->f, comm, dest, poison ? 0 : item_size, max_items, slots, NULL);
+  Py_END_ALLOW_THREADS if (s != PER_OK) {
+    Py_DECREF(self);
+    return result(s, "", none());
+  }
+  self->open = 1;
+  return result(PER_OK, "", (PyObject *)self);
+}
+
+/* send(items, n, ends or None, td or None): per_mpi_feed_send (per/mpi.py
+   checked the sizes). */
+static PyObject *Feed_send(FeedObject *self, PyObject *args) {
+  PyObject *io, *eo, *to;
+  Py_buffer iv, ev, tv;
+  unsigned n;
+  int he, ht;
+  per_status s;
+  if (!feed_ready(self) ||
+      !PyArg_ParseTuple(args, "OIOO:send", &io, &n, &eo, &to))
+    return NULL;
+  he = eo != Py_None;
+  ht = to != Py_None;
+  if (PyObject_GetBuffer(io, &iv, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+  if (he && PyObject_GetBuffer(eo, &ev, PyBUF_C_CONTIGUOUS) < 0) {
+    PyBuffer_Release(&iv);
+    return NULL;
+  }
+  if (ht && PyObject_GetBuffer(to, &tv, PyBUF_C_CONTIGUOUS) < 0) {
+    PyBuffer_Release(&iv);
+    if (he) PyBuffer_Release(&ev);
+    return NULL;
+  }
+  if (iv.len != (Py_ssize_t)n * (Py_ssize_t)self->f.item_size ||
+      (he && ev.len != (Py_ssize_t)n) || (ht && tv.len != (Py_ssize_t)n * 4)) {
+    PyBuffer_Release(&iv);
+    if (he) PyBuffer_Release(&ev);
+    if (ht) PyBuffer_Release(&tv);
+    PyErr_SetString(PyExc_ValueError, "send: items, ends and td do not match");
+    return NULL;
+  }
+  Py_BEGIN_ALLOW_THREADS s = per_mpi_feed_send(
+      &self->f, iv.buf, n, he ? (const uint8_t *)ev.buf : NULL,
+      ht ? (const float *)tv.buf : NULL);
+  Py_END_ALLOW_THREADS PyBuffer_Release(&iv);
+  if (he) PyBuffer_Release(&ev);
+  if (ht) PyBuffer_Release(&tv);
+  return result(s, "", none());
+}
+
+/* drain(buffer, max_msgs, ordered): per_mpi_feed_drain into a
+   ReplayBuffer's per_buffer (its capsule), under its lock. Value: the
+   items stored. */
+static PyObject *Feed_drain(FeedObject *self, PyObject *args) {
+  PyObject *owner, *capsule;
+  pyper_shard *sh;
+  unsigned max_msgs;
+  int ordered;
+  uint64_t items = 0;
+  per_status s;
+  if (!feed_ready(self) ||
+      !PyArg_ParseTuple(args, "OIp:drain", &owner, &max_msgs, &ordered))
+    return NULL;
+  capsule = PyObject_CallMethod(owner, "_shard", NULL);
+  if (!capsule) return NULL;
+  sh = (pyper_shard *)PyCapsule_GetPointer(capsule, PYPER_SHARD_NAME);
+  if (!sh) {
+    Py_DECREF(capsule);
+    return NULL;
+  }
+  if (sh->version != PER_VERSION || sh->size != sizeof(per_buffer)) {
+    Py_DECREF(capsule);
+    PyErr_SetString(PyExc_ImportError, "per._mpi and per._per were built "
+                                       "from different per.h: reinstall per");
+    return NULL;
+  }
+  Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(sh->lock, WAIT_LOCK);
+  s = per_mpi_feed_drain(&self->f, sh->b, max_msgs,
+                         ordered ? PER_MPI_FEED_ORDERED : 0, &items);
+  PyThread_release_lock(sh->lock);
+  Py_END_ALLOW_THREADS Py_DECREF(capsule);
+  return result(s, "", PyLong_FromUnsignedLongLong(items));
+}
+
+static PyObject *Feed_close(FeedObject *self, PyObject *unused) {
+  per_status s;
+  (void)unused;
+  if (!feed_ready(self)) return NULL;
+  Py_BEGIN_ALLOW_THREADS s = per_mpi_feed_close(&self->f);
+  Py_END_ALLOW_THREADS return result(s, "", none());
+}
+
+/* free(): collective per_mpi_feed_free. */
+static PyObject *Feed_free(FeedObject *self, PyObject *unused) {
+  (void)unused;
+  if (self->open) {
+    Py_BEGIN_ALLOW_THREADS per_mpi_feed_free(&self->f);
+    Py_END_ALLOW_THREADS self->open = 0;
+  }
+  Py_RETURN_NONE;
+}
+
+static PyObject *Feed_state(FeedObject *self, void *c) {
+  (void)c;
+  return Py_BuildValue(
+      "{s:i,s:i,s:K,s:K,s:K,s:K,s:s,s:i}", "dest", self->f.dest, "senders",
+      self->f.nsrc, "msgs", (unsigned long long)self->f.msgs, "items",
+      (unsigned long long)self->f.items, "waits",
+      (unsigned long long)self->f.waits, "rejected",
+      (unsigned long long)self->f.rejected, "error", self->f.error, "done",
+      self->open ? per_mpi_feed_done(&self->f) : 1);
+}
+
+static PyMethodDef Feed_methods[] = {
+    {"send", (PyCFunction)Feed_send, METH_VARARGS, NULL},
+    {"drain", (PyCFunction)Feed_drain, METH_VARARGS, NULL},
+    {"close", (PyCFunction)Feed_close, METH_NOARGS, NULL},
+    {"free", (PyCFunction)Feed_free, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Feed_getset[] = {
+    {"state", (getter)Feed_state, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject FeedType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per._mpi._Feed",
+    .tp_basicsize = sizeof(FeedObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)Feed_dealloc,
+    .tp_methods = Feed_methods,
+    .tp_getset = Feed_getset,
+};
+
+static PyMethodDef mpi_functions[] = {
+    {"open", mpi_open, METH_VARARGS, NULL},
+    {"feed_open", mpi_feed_open, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef mpi_module = {
     PyModuleDef_HEAD_INIT,
@@ -398,11 +578,12 @@ static struct PyModuleDef mpi_module = {
 
 PyMODINIT_FUNC PyInit__mpi(void) {
   PyObject *m;
-  if (PyType_Ready(&ShardsType) < 0) return NULL;
+  if (PyType_Ready(&ShardsType) < 0 || PyType_Ready(&FeedType) < 0) return NULL;
   m = PyModule_Create(&mpi_module);
   if (!m) return NULL;
   if (PyModule_AddIntConstant(m, "ALL", PER_MPI_ALL) < 0 ||
-      PyModule_AddIntConstant(m, "ID_BYTES", (long)sizeof(per_mpi_id)) < 0) {
+      PyModule_AddIntConstant(m, "ID_BYTES", (long)sizeof(per_mpi_id)) < 0 ||
+      PyModule_AddIntConstant(m, "FEED_NONE", PER_MPI_FEED_NONE) < 0) {
     Py_DECREF(m);
     return NULL;
   }

@@ -1,8 +1,9 @@
 # Type stubs of per._mpi (python/per/_mpi.c); per.mpi is the API.
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 ALL: int
 ID_BYTES: int
+FEED_NONE: int
 
 class _Shards:
     rank: int
@@ -16,3 +17,13 @@ class _Shards:
     def close(self) -> None: ...
 
 def open(comm: int, owner: Any) -> Tuple[int, str, Optional[_Shards]]: ...
+
+class _Feed:
+    state: Dict[str, Any]
+    def send(self, items: Any, n: int, ends: Any, td: Any) -> Tuple[int, str, None]: ...
+    def drain(self, buffer: Any, max_msgs: int, ordered: bool) -> Tuple[int, str, int]: ...
+    def close(self) -> Tuple[int, str, None]: ...
+    def free(self) -> None: ...
+
+def feed_open(comm: int, dest: int, item_size: int, max_items: int, slots: int,
+              poison: bool) -> Tuple[int, str, Optional[_Feed]]: ...

@@ -35,7 +35,7 @@ import typing as _t
 
 import numpy as _np
 
-from . import Batch, ItemSpec, _count, _error, _per, _real
+from . import Batch, ItemSpec, _count, _error, _item_dtype, _per, _real
 from . import ReplayBuffer as _ReplayBuffer
 
 try:
@@ -47,7 +47,7 @@ except ImportError as _e:  # pragma: no cover - depends on the build
         "or MPICH with its development files and reinstall per from source"
     ) from _e
 
-__all__ = ["ReplayBuffer", "ALL", "ID"]
+__all__ = ["ReplayBuffer", "Feed", "ALL", "ID"]
 
 #: sample(root=ALL): every rank receives the batch.
 ALL: int = _mpi.ALL
@@ -274,3 +274,114 @@ class ReplayBuffer(_ReplayBuffer):
 
     def __reduce__(self) -> _t.Any:
         self._refuse("pickling or copying")
+
+
+class Feed:
+    """per_mpi_feed: actors hand batches of items to replay ranks without
+    waiting for them (Ape-X's ingestion).
+
+    Collective over comm (actors and replay ranks alike): dest is the
+    rank this rank sends to, or None for a rank that only receives (or
+    neither); every rank learns which ranks send to it. item is the
+    items' dtype (the receivers' ReplayBuffer's), max_items the largest
+    batch a send takes, slots the sender's messages in flight at most.
+
+    send() copies a batch (records or fields as ReplayBuffer.add_batch
+    takes them, with ends and td: the actor's TD errors, which become the
+    items' priorities) and returns; only when every slot is still in
+    flight does it wait (counted in state["waits"]; nothing is dropped).
+    A receiver calls drain(buffer) at its own pace: the batches that
+    arrived go into buffer (per_buffer_add_td), in arrival order or, with
+    ordered=True, one from each sender in turn, which fixes the order of a
+    run. close() ends a sender (its end marker follows its last batch);
+    state["done"] is True on a receiver once every sender closed and all
+    was drained. free() is collective; call it on every rank at the end.
+    """
+
+    def __init__(self, comm: _t.Any, item: ItemSpec, *, dest: _t.Optional[int] = None,
+                 max_items: int = 256, slots: int = 4) -> None:
+        call = "per.mpi.Feed"
+        err: _t.Optional[BaseException] = None
+        d, mi, sl = _mpi.FEED_NONE, 1, 1
+        self.dtype: _np.dtype = _np.dtype(_np.uint8)
+        try:
+            self.dtype = _item_dtype(item)
+            if dest is not None:
+                if isinstance(dest, bool) or not isinstance(dest, (int, _np.integer)):
+                    raise TypeError(f"{call}: dest must be a rank or None, not "
+                                    f"{type(dest).__name__}")
+                d = int(dest)
+            mi = _count(max_items, f"{call}: max_items")
+            sl = _count(slots, f"{call}: slots")
+        except Exception as e:
+            err = e
+        s, msg, feed = _mpi.feed_open(comm.py2f(), d, self.dtype.itemsize, mi, sl,
+                                      err is not None)
+        if err is not None:
+            raise err
+        _raise(s, msg, call)
+        self._feed = feed
+        self.max_items = mi
+
+    # the records of a batch, by ReplayBuffer.add_batch's rules
+    _records = _ReplayBuffer._records
+    _from_fields = _ReplayBuffer._from_fields
+
+    def send(self, items: _t.Any = None, *, ends: _t.Any = None, td: _t.Any = None,
+             **fields: _t.Any) -> None:
+        """Hand a batch (1 to max_items records, with their ends and TD
+        errors, each optional) to this rank's dest."""
+        call = "per.mpi.Feed.send"
+        rec = self._records(items, fields, call, batch=True)
+        n = rec.shape[0]
+        if not 1 <= n <= self.max_items:
+            raise ValueError(f"{call}: {n} items; a send takes 1 to {self.max_items}")
+        e = t = None
+        if ends is not None:
+            ea = _np.asarray(ends)
+            if ea.shape != (n,) or ea.dtype.kind not in "iub":
+                raise ValueError(f"{call}: ends must be {n} END_* integers")
+            e = _np.ascontiguousarray(ea, dtype=_np.uint8)
+        if td is not None:
+            tv = _np.asarray(td)
+            if tv.shape != (n,) or tv.dtype.kind not in "iuf":
+                raise ValueError(f"{call}: td must be {n} real numbers")
+            t = _np.ascontiguousarray(tv, dtype=_np.float32)
+        s, msg, _ = self._feed.send(rec, n, e, t)
+        _raise(s, msg, call)
+
+    def drain(self, buffer: _ReplayBuffer, max_msgs: int = 1 << 30, *,
+              ordered: bool = False) -> int:
+        """Put the batches that arrived into buffer (a ReplayBuffer of this
+        feed's dtype, or a per.mpi.ReplayBuffer's shard); returns the items
+        stored. Without ordered it takes what is there and never waits;
+        with ordered, the next batch of each sender in turn, waiting for
+        it, until max_msgs batches or every sender closed. A batch the
+        buffer refuses (a NaN td) is counted in state["rejected"]."""
+        call = "per.mpi.Feed.drain"
+        if not isinstance(buffer, _ReplayBuffer) or buffer.dtype != self.dtype:
+            raise TypeError(f"{call}: buffer must be a ReplayBuffer of {self.dtype}")
+        s, msg, n = self._feed.drain(buffer, _count(max_msgs, f"{call}: max_msgs"),
+                                     bool(ordered))
+        _raise(s, msg, call)
+        return int(n)
+
+    def close(self) -> None:
+        """A sender: waits for its batches in flight, then sends its end
+        marker."""
+        s, msg, _ = self._feed.close()
+        _raise(s, msg, "per.mpi.Feed.close")
+
+    @property
+    def state(self) -> _t.Dict[str, _t.Any]:
+        """dest, senders (how many send here), msgs and items (sent, or
+        stored), waits, rejected, error (the last rejection's), done."""
+        st = dict(self._feed.state)
+        st["done"] = bool(st["done"])
+        return st
+
+    def free(self) -> None:
+        """Collective: a sender not yet closed closes, a receiver takes and
+        drops every sender's batches up to its end marker (drain until
+        done first to keep them), and everything is freed."""
+        self._feed.free()

@@ -206,6 +206,55 @@ def checkpoint():
         os.rmdir(d)
 
 
+def feed():
+    """per.mpi.Feed: every rank but 0 sends 12 batches with TD errors to
+    rank 0, which drains in the fixed order: its buffer is, bit for bit,
+    one fed the same batches in that order (one per sender in turn);
+    every batch once, nothing hangs at free."""
+    f = per.mpi.Feed(comm, ITEM, dest=None if me == 0 else 0, max_items=16, slots=2)
+
+    def batch(r, m):
+        n = 1 + (r * 5 + m * 3) % 16
+        recs = [make(r, m * 16 + j, m) for j in range(n)]
+        fields = {k: np.array([x[k] for x in recs]) for k in ITEM}
+        td = np.linspace(0.1, 2.0, n) * (r + 1) + m
+        ends = (np.arange(n) == n - 1).astype(np.int64) * (m % 2)
+        return fields, td, ends
+
+    if me != 0:
+        for m in range(12):
+            fields, td, ends = batch(me, m)
+            f.send(td=td, ends=ends, **fields)
+        f.close()
+        assert f.state["msgs"] == 12
+        try:
+            f.send(**batch(me, 0)[0])
+            raise AssertionError("a send after close")
+        except per.Error as e:
+            assert e.name == "PER_ERR_ARG"
+    else:
+        buf = per.ReplayBuffer(4096, ITEM, alpha=0.6, seed=3)
+        ref = per.ReplayBuffer(4096, ITEM, alpha=0.6, seed=3)
+        assert f.state["senders"] == W - 1
+        got = 0
+        while not f.state["done"]:
+            got += f.drain(buf, 5, ordered=True)
+        for m in range(12):
+            for r in range(1, W):
+                fields, td, ends = batch(r, m)
+                ref.add_batch(td=td, ends=ends, **fields)
+        assert got == len(buf) == len(ref)
+        assert buf.storage.tobytes() == ref.storage.tobytes()
+        assert buf.priorities().tobytes() == ref.priorities().tobytes()
+        assert f.state["rejected"] == 0
+        try:
+            f.drain(per.ReplayBuffer(8, np.float32))
+            raise AssertionError("another dtype")
+        except TypeError:
+            pass
+    f.free()
+
+
 def readme():
     """The README's per.mpi block (the ```python block of its "## More
     than one machine" section) runs as it is."""
@@ -270,7 +319,7 @@ def main():
         elif what == "load":
             load(sys.argv[2])
         else:
-            for check in (equivalence, arguments, checkpoint, readme):
+            for check in (equivalence, arguments, checkpoint, feed, readme):
                 check()
                 assert agree(True)
                 if me == 0:
