@@ -390,6 +390,8 @@ static PyTypeObject ShardsType = {
 typedef struct {
   PyObject_HEAD per_mpi_feed f;
   int open;
+  PyThread_type_lock lock; /* held by every call on f: a feed is one
+                              rank's, but may be shared by its threads */
 } FeedObject;
 
 static PyTypeObject FeedType;
@@ -401,6 +403,7 @@ static void Feed_dealloc(FeedObject *self) {
     peri_mpi_feed_work_free((peri_mpi_feed_work *)self->f.work, NULL);
     self->f.work = NULL;
   }
+  if (self->lock) PyThread_free_lock(self->lock);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -427,10 +430,14 @@ static PyObject *mpi_feed_open(PyObject *mod, PyObject *args) {
   if (comm_of(fo, &comm) < 0) return NULL;
   self = (FeedObject *)FeedType.tp_alloc(&FeedType, 0);
   if (!self) return NULL;
+  /* the lock first: a failure after init would leave the ranks apart */
+  if (!(self->lock = PyThread_allocate_lock())) poison = 1;
   Py_BEGIN_ALLOW_THREADS s = per_mpi_feed_init(
       &self->f, comm, dest, poison ? 0 : item_size, max_items, slots, NULL);
   Py_END_ALLOW_THREADS if (s != PER_OK) {
+    int nomem = !self->lock;
     Py_DECREF(self);
+    if (nomem) return PyErr_NoMemory();
     return result(s, "", none());
   }
   self->open = 1;
@@ -468,9 +475,11 @@ static PyObject *Feed_send(FeedObject *self, PyObject *args) {
     PyErr_SetString(PyExc_ValueError, "send: items, ends and td do not match");
     return NULL;
   }
-  Py_BEGIN_ALLOW_THREADS s = per_mpi_feed_send(
-      &self->f, iv.buf, n, he ? (const uint8_t *)ev.buf : NULL,
-      ht ? (const float *)tv.buf : NULL);
+  Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
+  s = per_mpi_feed_send(&self->f, iv.buf, n,
+                        he ? (const uint8_t *)ev.buf : NULL,
+                        ht ? (const float *)tv.buf : NULL);
+  PyThread_release_lock(self->lock);
   Py_END_ALLOW_THREADS PyBuffer_Release(&iv);
   if (he) PyBuffer_Release(&ev);
   if (ht) PyBuffer_Release(&tv);
@@ -503,10 +512,12 @@ static PyObject *Feed_drain(FeedObject *self, PyObject *args) {
                                        "from different per.h: reinstall per");
     return NULL;
   }
-  Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(sh->lock, WAIT_LOCK);
+  Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
+  PyThread_acquire_lock(sh->lock, WAIT_LOCK);
   s = per_mpi_feed_drain(&self->f, sh->b, max_msgs,
                          ordered ? PER_MPI_FEED_ORDERED : 0, &items);
   PyThread_release_lock(sh->lock);
+  PyThread_release_lock(self->lock);
   Py_END_ALLOW_THREADS Py_DECREF(capsule);
   return result(s, "", PyLong_FromUnsignedLongLong(items));
 }
@@ -515,7 +526,9 @@ static PyObject *Feed_close(FeedObject *self, PyObject *unused) {
   per_status s;
   (void)unused;
   if (!feed_ready(self)) return NULL;
-  Py_BEGIN_ALLOW_THREADS s = per_mpi_feed_close(&self->f);
+  Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
+  s = per_mpi_feed_close(&self->f);
+  PyThread_release_lock(self->lock);
   Py_END_ALLOW_THREADS return result(s, "", none());
 }
 
@@ -523,7 +536,9 @@ static PyObject *Feed_close(FeedObject *self, PyObject *unused) {
 static PyObject *Feed_free(FeedObject *self, PyObject *unused) {
   (void)unused;
   if (self->open) {
-    Py_BEGIN_ALLOW_THREADS per_mpi_feed_free(&self->f);
+    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    per_mpi_feed_free(&self->f);
+    PyThread_release_lock(self->lock);
     Py_END_ALLOW_THREADS self->open = 0;
   }
   Py_RETURN_NONE;
