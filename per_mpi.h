@@ -546,7 +546,7 @@ PERDEF per_status per_mpi_init(per_mpi *m, MPI_Comm comm, const per_config *cfg,
   m->alloc_ctx = alloc_ctx;
   if (!cfg) s = PER_ERR_NULL;
   else if (cfg->seq_len > 0 || (cfg->flags & PER_MAX_LIVE)) s = PER_ERR_ARG;
-  else s = per_buffer_init(&m->shard, cfg, alloc_ctx);
+  else s = (int)per_buffer_init(&m->shard, cfg, alloc_ctx);
   all = (uint64_t *)PER_MALLOC((size_t)m->world * sizeof mine, alloc_ctx);
   m->work = peri_mpi_work_new(m->world, alloc_ctx);
   /* 1. whether every rank has room to hear the others */
@@ -918,7 +918,7 @@ PERDEF per_status per_mpi_sample(per_mpi *m, uint32_t B, int root,
   if (s != PER_OK) goto done;
   /* 2. the batch, alike on every rank, then each owner's draws */
   peri_mpi_plan_of(m, w->info, &p);
-  s = peri_mpi_owners(m, &p, &t);
+  s = (int)peri_mpi_owners(m, &p, &t);
   peri_mpi_counts(m, &p, &t);
   /* a receiver's own records are in place in recv (for the others, with
      PER_MPI_ALL; none are needed at a single root) */
@@ -931,7 +931,8 @@ PERDEF per_status per_mpi_sample(per_mpi *m, uint32_t B, int root,
   if (receive) peri_mpi_unpack(m, &p, &t, items_out, ids, weights);
   /* 3. the strata's stream and the step, as one buffer's (the uniform
      draws advanced them as they drew); B >= 1: PER_OK */
-  if (s == PER_OK && !p.degenerate) s = per_buffer_advance_strata(&m->shard, B);
+  if (s == PER_OK && !p.degenerate)
+    s = (int)per_buffer_advance_strata(&m->shard, B);
 done:
   peri_mpi_batch_free(&t, m->alloc_ctx);
   return (per_status)s;
@@ -974,7 +975,7 @@ static int peri_mpi_update_args(per_mpi *m, const per_mpi_id *ids,
   if (n > (uint32_t)INT_MAX) s = PER_ERR_BATCH;
   else if (n > 0 && (!ids || !td)) s = PER_ERR_NULL;
   for (j = 0; j < n && s == PER_OK; ++j) {
-    s = peri_float_status(td[j]);
+    s = (int)peri_float_status(td[j]);
     if (s == PER_OK && ids[j].rank >= (uint64_t)m->world) s = PER_ERR_INDEX;
     if (s == PER_OK) ++w->scount[ids[j].rank];
   }
@@ -1046,7 +1047,8 @@ static int peri_mpi_update_apply(per_mpi *m, const peri_mpi_route *q,
   per_real mx = b->max_leaf;
   int s, r;
   memset(&a, 0, sizeof a);
-  a.status = per_buffer_update_check(b, q->rid, q->rtd, q->nrecv, &st, &mx);
+  a.status =
+      (int)per_buffer_update_check(b, q->rid, q->rtd, q->nrecv, &st, &mx);
   a.stale = st;
   a.max_leaf = (double)mx;
   MPI_Allgather(&a, (int)sizeof a, MPI_BYTE, w->agree, (int)sizeof a, MPI_BYTE,
@@ -1059,8 +1061,8 @@ static int peri_mpi_update_apply(per_mpi *m, const peri_mpi_route *q,
       mx = (per_real)w->agree[r].max_leaf;
   }
   /* checked: PER_OK; mx is a leaf some owner's check found, or b's */
-  s = per_buffer_update(b, q->rid, q->rtd, q->nrecv, NULL);
-  if (s == PER_OK) s = per_buffer_raise_max_leaf(b, mx);
+  s = (int)per_buffer_update(b, q->rid, q->rtd, q->nrecv, NULL);
+  if (s == PER_OK) s = (int)per_buffer_raise_max_leaf(b, mx);
   if (stale) *stale = nstale > UINT32_MAX ? UINT32_MAX : (uint32_t)nstale;
   return s;
 }
@@ -1507,7 +1509,7 @@ static int peri_mpi_stage_own(const per_mpi *m, const char *path,
   int s;
   if (!name) return PER_ERR_NOMEM;
   s = peri_mpi_file_is(name, &r);
-  if (s == PER_OK) s = per_buffer_load(st, name);
+  if (s == PER_OK) s = (int)per_buffer_load(st, name);
   PER_FREE(name, m->alloc_ctx);
   return s;
 }
@@ -1535,8 +1537,8 @@ static int peri_mpi_stage_block(const per_mpi *m, const char *path,
       if (!name) return PER_ERR_NOMEM;
       s = peri_mpi_file_is(name, &r);
       if (s == PER_OK)
-        s = per_buffer_load_append(st, name, (uint32_t)(a - start),
-                                   (uint32_t)(e - a));
+        s = (int)per_buffer_load_append(st, name, (uint32_t)(a - start),
+                                        (uint32_t)(e - a));
       PER_FREE(name, m->alloc_ctx);
     }
     start += r.size;
@@ -1620,7 +1622,7 @@ PERDEF per_status per_mpi_load(per_mpi *m, const char *path) {
   s = peri_mpi_mf_share(m, path, &mf, &len, &all);
   if (s != PER_OK) goto done;
   /* 2. every rank stages its part; the statuses are agreed */
-  s = per_buffer_init(&st, &m->shard.cfg, m->alloc_ctx);
+  s = (int)per_buffer_init(&st, &m->shard.cfg, m->alloc_ctx);
   if (s == PER_OK) s = peri_mpi_stage(m, path, mf, &st);
   mine[0] = (uint64_t)(int64_t)s;
   mine[1] = peri_mpi_path_crc(path);
@@ -1632,7 +1634,7 @@ PERDEF per_status per_mpi_load(per_mpi *m, const char *path) {
   if (s == PER_OK && reshard)
     s = peri_mpi_evicted(mf, all, m->world, &items, &trajs);
   if (s == PER_OK && reshard && m->rank == 0)
-    s = per_buffer_count_evicted(&st, items, trajs);
+    s = (int)per_buffer_count_evicted(&st, items, trajs);
   if (s != PER_OK) goto done;
   /* 4. the staged shard replaces the old one */
   per_buffer_free(&m->shard);
