@@ -140,6 +140,23 @@ static void Shards_dealloc(ShardsObject *self) {
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* owner's shard through its _shard() capsule, kept in *capsule: NULL
+   with an exception set when it has none, or when per._per was built
+   from another per.h (ImportError). */
+static pyper_shard *shard_of(PyObject *owner, PyObject **capsule) {
+  pyper_shard *sh;
+  *capsule = PyObject_CallMethod(owner, "_shard", NULL);
+  if (!*capsule) return NULL;
+  sh = (pyper_shard *)PyCapsule_GetPointer(*capsule, PYPER_SHARD_NAME);
+  if (sh && (sh->version != PER_VERSION || sh->size != sizeof(per_buffer))) {
+    PyErr_SetString(PyExc_ImportError, "per._mpi and per._per were built "
+                                       "from different per.h: reinstall per");
+    sh = NULL;
+  }
+  if (!sh) Py_CLEAR(*capsule);
+  return sh;
+}
+
 /* open(comm_handle, owner): collective per_mpi_init with the owner's
    config; the shard it makes takes the place of the owner's (same
    config, empty). owner None enters poisoned. Value: the _Shards. */
@@ -150,26 +167,16 @@ static PyObject *mpi_open(PyObject *mod, PyObject *args) {
   MPI_Comm comm;
   per_config cfg;
   per_status s;
-  int other_build = 0, refused = -1;
+  int refused = -1;
   char why[96];
   (void)mod;
   if (!PyArg_ParseTuple(args, "OO:open", &fo, &owner)) return NULL;
   if (comm_of(fo, &comm) < 0) return NULL;
   self = (ShardsObject *)ShardsType.tp_alloc(&ShardsType, 0);
   if (!self) return NULL;
-  if (owner != Py_None) {
-    capsule = PyObject_CallMethod(owner, "_shard", NULL);
-    sh = capsule
-             ? (pyper_shard *)PyCapsule_GetPointer(capsule, PYPER_SHARD_NAME)
-             : NULL;
-    if (!sh) { /* entered poisoned; the error is raised after */
-      Py_XDECREF(capsule);
-      capsule = NULL;
-    } else if (sh->version != PER_VERSION || sh->size != sizeof(per_buffer)) {
-      other_build = 1;
-      sh = NULL;
-    }
-  }
+  /* without a shard the call is entered poisoned; the error is raised
+     after */
+  if (owner != Py_None) sh = shard_of(owner, &capsule);
   Py_BEGIN_ALLOW_THREADS;
   if (sh) {
     PyThread_acquire_lock(sh->lock, WAIT_LOCK);
@@ -195,12 +202,6 @@ static PyObject *mpi_open(PyObject *mod, PyObject *args) {
     Py_XDECREF(capsule);
     Py_DECREF(self);
     if (PyErr_Occurred()) return NULL;
-    if (other_build) {
-      PyErr_SetString(PyExc_ImportError,
-                      "per._mpi and per._per were built from different "
-                      "per.h: reinstall per");
-      return NULL;
-    }
     why[0] = 0;
     if (refused >= 0) {
       s = PER_ERR_ARG;
@@ -499,19 +500,7 @@ static PyObject *Feed_drain(FeedObject *self, PyObject *args) {
   if (!feed_ready(self) ||
       !PyArg_ParseTuple(args, "OIp:drain", &owner, &max_msgs, &ordered))
     return NULL;
-  capsule = PyObject_CallMethod(owner, "_shard", NULL);
-  if (!capsule) return NULL;
-  sh = (pyper_shard *)PyCapsule_GetPointer(capsule, PYPER_SHARD_NAME);
-  if (!sh) {
-    Py_DECREF(capsule);
-    return NULL;
-  }
-  if (sh->version != PER_VERSION || sh->size != sizeof(per_buffer)) {
-    Py_DECREF(capsule);
-    PyErr_SetString(PyExc_ImportError, "per._mpi and per._per were built "
-                                       "from different per.h: reinstall per");
-    return NULL;
-  }
+  if (!(sh = shard_of(owner, &capsule))) return NULL;
   Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
   PyThread_acquire_lock(sh->lock, WAIT_LOCK);
   s = per_mpi_feed_drain(&self->f, sh->b, max_msgs,
