@@ -93,10 +93,21 @@ def _indices(a: _t.Any, what: str, bits: int) -> _np.ndarray:
 
 
 def _floats(a: _t.Any, what: str, dt: type) -> _np.ndarray:
+    """a as a flat contiguous array of dt; a finite value that dt cannot
+    hold (1e39 into float32) is a ValueError naming it, not an inf."""
     arr = _np.asarray(a)
     if arr.dtype.kind not in "fiub" and arr.size > 0:
         raise TypeError(f"{what} must hold numbers, not {arr.dtype}")
-    return _np.ascontiguousarray(arr, dtype=dt).reshape(-1)
+    with _np.errstate(over="ignore"):
+        out = _np.ascontiguousarray(arr, dtype=dt).reshape(-1)
+    if arr.dtype.kind == "f" and out.size and arr.dtype.itemsize > out.dtype.itemsize:
+        bad = _np.isinf(out) & _np.isfinite(arr.reshape(-1))
+        if bad.any():
+            j = int(_np.argmax(bad))
+            raise ValueError(f"{what}[{j}] ({dt.__name__}): "
+                             f"{float(arr.reshape(-1)[j])!r} overflows "
+                             f"{dt.__name__}")
+    return out
 
 
 def _vector(a: _t.Any, what: str) -> _np.ndarray:

@@ -337,3 +337,22 @@ def test_long_dtypes_are_named_by_digest(tmp_path):
     b.save(p)
     refused(lambda: per.ReplayBuffer.from_file(p), ValueError, "digest")
     assert per.ReplayBuffer.from_file(p, wide).size == 0
+
+
+def test_td_beyond_float32_is_named_not_inf():
+    """A finite TD error too large for C's float is a ValueError naming the
+    entry, before anything changes; an infinite one is still C's
+    PER_ERR_INF."""
+    b = per.ReplayBuffer(8, np.float32, seed=1)
+    b.add_batch(np.arange(4, dtype=np.float32))
+    ids = b.sample(3)["ids"]
+    before = b.priorities()
+    with pytest.raises(ValueError, match=r"ReplayBuffer.update: td\[1\] \(float32\): "
+                                         r"1e\+39 overflows float32"):
+        b.update(ids, [1.0, 1e39, 2.0])
+    with pytest.raises(ValueError, match=r"add_batch: td\[0\] \(float32\): "
+                                         r"-1e\+300 overflows"):
+        b.add_batch(np.zeros(1, np.float32), td=[-1e300])
+    assert b.priorities().tobytes() == before.tobytes() and b.added == 4
+    with pytest.raises(per.Error, match="PER_ERR_INF"):
+        b.update(ids, [1.0, np.inf, 2.0])
