@@ -1811,6 +1811,10 @@ static void test_errors_say_why(void) {
   per_buffer_free(&q);
 }
 
+/* The double and float tests run at once in one directory: a file each. */
+#define MAX_LIVE_FILE \
+  (IS_FLOAT ? "buffer_float_max_live.bin" : "buffer_double_max_live.bin")
+
 /* PER_MAX_LIVE: new items get the largest stored leaf (max_priority when
    none is > 0); the default keeps the largest ever written. Checked
    against the leaves themselves after every call of a random run. */
@@ -1878,8 +1882,8 @@ static void test_max_live(void) {
         td[i] = per_rng_below(&r, 5) == 0 ? 0 : 100 * per_rng_float(&r);
       CHECK_OK(per_buffer_update(&live, ids, td, n, NULL));
     } else if (live.size > 0) {
-      CHECK_OK(per_buffer_save(&live, "max_live.bin"));
-      CHECK_OK(per_buffer_load(&live, "max_live.bin"));
+      CHECK_OK(per_buffer_save(&live, MAX_LIVE_FILE));
+      CHECK_OK(per_buffer_load(&live, MAX_LIVE_FILE));
     }
     for (i = 0; i < live.size; ++i)
       if (live.tree.node[live.tree.leaves + i] > top)
@@ -1887,7 +1891,7 @@ static void test_max_live(void) {
     CHECK_EQ_F(live.max_leaf, top > 0 ? top : (per_real)c.max_priority);
   }
   CHECK_OK(per_buffer_check(&live));
-  remove("max_live.bin");
+  remove(MAX_LIVE_FILE);
   per_buffer_free(&live);
 }
 
