@@ -3582,6 +3582,22 @@ static void peri_descend_lanes(const per_real *node, uint32_t depth,
   for (g = 0; g < PERI_LANES; ++g) k_out[g] = k[g];
 }
 
+/* k[g] = node index of the leaf per_tree_descend finds for u[g], g < m
+   (m <= PERI_LANES; u holds PERI_LANES values, those past m are
+   overwritten): few descents go one at a time, more in lockstep
+   (peri_descend_lanes). */
+static void peri_find_lanes(const per_tree *t, per_real *u, uint32_t m,
+                            uint32_t *k) {
+  uint32_t g;
+  if (!PERI_FAST || m < PERI_LOCKSTEP_MIN) {
+    for (g = 0; g < m; ++g)
+      k[g] = t->leaves + per_tree_descend(t->node, t->leaves, u[g]);
+    return;
+  }
+  for (g = m; g < PERI_LANES; ++g) u[g] = 0; /* spare lanes, never read */
+  peri_descend_lanes(t->node, t->depth, u, k);
+}
+
 /* leaf[g] = per_tree_descend(node, L, per_rng_real(rng) * total) for
    g = 0, 1, ..., m - 1 (m <= PERI_LANES), the reals drawn in that order:
    the same draws and leaves as m calls one after the other. Few draws go
@@ -3590,15 +3606,8 @@ static void peri_iid_lanes(const per_tree *t, per_rng *rng, per_real total,
                            uint32_t m, uint32_t *leaf) {
   per_real u[PERI_LANES];
   uint32_t k[PERI_LANES], g;
-  if (!PERI_FAST || m < PERI_LOCKSTEP_MIN) {
-    for (g = 0; g < m; ++g)
-      leaf[g] = per_tree_descend(t->node, t->leaves,
-                                 peri_mul_rn(per_rng_real(rng), total));
-    return;
-  }
   for (g = 0; g < m; ++g) u[g] = peri_mul_rn(per_rng_real(rng), total);
-  for (; g < PERI_LANES; ++g) u[g] = 0; /* spare lanes, never read */
-  peri_descend_lanes(t->node, t->depth, u, k);
+  peri_find_lanes(t, u, m, k);
   for (g = 0; g < m; ++g) leaf[g] = k[g] - t->leaves;
 }
 
@@ -3662,15 +3671,9 @@ PERDEF per_status per_tree_find_batch(const per_tree *t, const per_real *u,
   for (base = 0; base < n; base += PERI_LANES) {
     uint32_t k[PERI_LANES], g;
     uint32_t m = n - base < PERI_LANES ? n - base : PERI_LANES;
-    if (!PERI_FAST || m < PERI_LOCKSTEP_MIN) {
-      for (g = 0; g < m; ++g)
-        k[g] = L + per_tree_descend(t->node, L, u[base + g]);
-    } else {
-      per_real v[PERI_LANES];
-      for (g = 0; g < m; ++g) v[g] = u[base + g];
-      for (; g < PERI_LANES; ++g) v[g] = 0; /* spare lanes, never read */
-      peri_descend_lanes(t->node, t->depth, v, k);
-    }
+    per_real v[PERI_LANES];
+    for (g = 0; g < m; ++g) v[g] = u[base + g];
+    peri_find_lanes(t, v, m, k);
     for (g = 0; g < m; ++g) {
       idx[base + g] = k[g] - L;
       if (val) val[base + g] = t->node[k[g]];
