@@ -5467,7 +5467,6 @@ static void peri_nstep_emit(per_nstep *a, per_buffer *b, uint32_t m,
   uint32_t k, n = a->cfg.n, h = a->head;
   double acc = 0, g = 1, gamma = (double)a->cfg.gamma;
   float r, d;
-  per_status s;
   for (k = 0; k < m; ++k) {
     acc += peri_dmul_rn(g, (double)a->reward[(h + k) % n]);
     g *= gamma;
@@ -5484,9 +5483,12 @@ static void peri_nstep_emit(per_nstep *a, per_buffer *b, uint32_t m,
   memcpy(a->item + l->discount, &d, sizeof d);
   memcpy(a->item + l->done, &done, sizeof done);
   memcpy(a->item + l->next_obs, next_obs, a->cfg.obs_size);
-  s = per_buffer_add_step(b, a->item, end);
-  PER_ASSERT(s == PER_OK);
-  (void)s;
+  { /* initialised, not assigned: nvcc warns of a variable set and
+       unused under NDEBUG even with the cast */
+    per_status s = per_buffer_add_step(b, a->item, end);
+    PER_ASSERT(s == PER_OK);
+    (void)s;
+  }
   a->head = (h + 1) % n;
   a->count -= 1;
 }
