@@ -671,7 +671,9 @@ class ReplayBuffer(_per._Buffer):
                                  f"field {name!r} {_items(m)}")
             n, first = m, first or name
             conv[name] = _cast(v, base, f"{call}: {label}")
-        rec = _np.empty(1 if n is None else n, dt)
+        # zeros: the padding of an aligned dtype is stored too, and must
+        # not carry whatever the memory held (checkpoints would differ)
+        rec = _np.zeros(1 if n is None else n, dt)
         for name, v in conv.items():
             rec[name] = v
         return rec
