@@ -496,6 +496,18 @@ static __global__ void peri_cuda_advance_counter_kernel(
   PERI_CUDA_ST(d_counter, PERI_CUDA_LD(d_counter) + B);
 }
 
+// One thread: the first failure of many calls stays in keep[0..1].
+static __global__ void peri_cuda_keep_status_kernel(
+    unsigned long long *keep, const unsigned long long *status,
+    unsigned long long tag) {
+  unsigned long long w;
+  if (peri_cuda_thread_id() != 0 || PERI_CUDA_LD(&keep[0])) return;
+  w = PERI_CUDA_LD(status);
+  if (!w) return;
+  PERI_CUDA_ST(&keep[0], w);
+  PERI_CUDA_ST(&keep[1], tag);
+}
+
 // >>kernels: IS weights
 // Validate every value (> 0 and a valid leaf; the first bad one wins, as in
 // an update) and find the batch minimum: positive reals order like their
@@ -1238,6 +1250,20 @@ PER_CUDA_DEF per_status per_cuda_status_clear(unsigned long long *d_status,
   if (!peri_cuda_aligned(d_status, sizeof *d_status)) return PER_ERR_MEMORY;
   return peri_cuda_device_status(
       cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+}
+
+PER_CUDA_DEF per_status per_cuda_status_keep(unsigned long long *d_keep,
+                                             const unsigned long long *d_status,
+                                             unsigned long long tag,
+                                             per_cuda_stream stream) {
+  if (!d_keep || !d_status) return PER_ERR_NULL;
+  if (!peri_cuda_aligned(d_keep, sizeof *d_keep) ||
+      !peri_cuda_aligned(d_status, sizeof *d_status))
+    return PER_ERR_MEMORY;
+  if (d_status == d_keep || d_status == d_keep + 1) return PER_ERR_ARG;
+  PER_CUDA_LAUNCH(peri_cuda_keep_status_kernel, 1u, 1u, stream, d_keep,
+                  d_status, tag);
+  return peri_cuda_launch_status();
 }
 
 PER_CUDA_DEF per_status per_cuda_tree_set_batch(

@@ -35,7 +35,8 @@
 
    CONTENTS
       1. Device tree ........ per_cuda_tree, init_mem, clear, upload, download
-      2. Status word ........ per_cuda_status_decode, per_cuda_status_clear
+      2. Status word ........ per_cuda_status_decode, per_cuda_status_clear,
+                              per_cuda_status_keep
       3. Update ............. per_cuda_tree_set_batch, per_cuda_tree_set_td
       4. Sample ............. per_cuda_tree_sample
       5. IS weights ......... per_cuda_is_weights
@@ -274,6 +275,21 @@ PER_CUDA_DEF per_status per_cuda_status_decode(unsigned long long word,
    PER_ERR_MEMORY (d_status not 8-byte aligned), PER_ERR_DEVICE. */
 PER_CUDA_DEF per_status per_cuda_status_clear(unsigned long long *d_status,
                                               per_cuda_stream stream);
+
+/* Enqueue one thread that keeps the first error of many calls: when
+   d_keep[0] is 0 and *d_status is not, d_keep[0] = *d_status and
+   d_keep[1] = tag; otherwise nothing. d_keep is two words (16 bytes,
+   8-byte aligned) that you zero once (cudaMemsetAsync); call this after
+   each call whose word you want kept, with a tag that names the call, and
+   d_keep then holds the first failure of them all and its tag, through
+   any number of graph replays (each call overwrites its own word; this
+   one is sticky). Decode d_keep[0] with per_cuda_status_decode. Errors:
+   PER_ERR_NULL, PER_ERR_ARG (d_status inside d_keep), PER_ERR_MEMORY (a
+   pointer not 8-byte aligned), PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_status_keep(unsigned long long *d_keep,
+                                             const unsigned long long *d_status,
+                                             unsigned long long tag,
+                                             per_cuda_stream stream);
 
 /* ======================================================================
    3. Update

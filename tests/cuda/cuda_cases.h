@@ -193,6 +193,38 @@ static void cc_case_api(void) {
   CHECK_STATUS(per_cuda_status_clear(NULL, cc_stream), PER_ERR_NULL);
 }
 
+// >>case: per_cuda_status_keep keeps the first failure of many calls
+static void cc_case_status_keep(void) {
+  unsigned long long *d = (unsigned long long *)cc_dmalloc(4 * 8);
+  unsigned long long h[4], z[4] = {0, 0, 0, 0};
+  uint32_t pos = 7;
+  if (!d) return;
+  cc_h2d(d, z, sizeof z);
+  // d[0..1] keeps, d[2] is a call's word
+  CHECK_OK(per_cuda_status_keep(d, d + 2, 5, cc_stream)); // 0: nothing kept
+  cc_d2h(h, d, sizeof h);
+  CHECK(h[0] == 0 && h[1] == 0);
+  h[2] = ((unsigned long long)(0xFFFFFFFFu - 3u) << 32) | (unsigned)PER_ERR_NAN;
+  cc_h2d(d + 2, &h[2], 8);
+  CHECK_OK(per_cuda_status_keep(d, d + 2, 6, cc_stream)); // kept, tag 6
+  h[3] = (unsigned)PER_ERR_EMPTY;
+  cc_h2d(d + 3, &h[3], 8);
+  CHECK_OK(per_cuda_status_keep(d, d + 3, 7, cc_stream)); // not the first
+  cc_d2h(h, d, sizeof h);
+  CHECK_STATUS(per_cuda_status_decode(h[0], &pos), PER_ERR_NAN);
+  CHECK_EQ_U(pos, 3);
+  CHECK_EQ_U(h[1], 6);
+  CHECK_STATUS(per_cuda_status_keep(NULL, d + 2, 1, cc_stream), PER_ERR_NULL);
+  CHECK_STATUS(per_cuda_status_keep(d, NULL, 1, cc_stream), PER_ERR_NULL);
+  CHECK_STATUS(per_cuda_status_keep(d, d + 1, 1, cc_stream), PER_ERR_ARG);
+  CHECK_STATUS(per_cuda_status_keep(d, d, 1, cc_stream), PER_ERR_ARG);
+  CHECK_STATUS(
+      per_cuda_status_keep((unsigned long long *)(void *)((char *)d + 4), d + 2,
+                           1, cc_stream),
+      PER_ERR_MEMORY);
+  cudaFree(d);
+}
+
 // >>case: two-phase scratch and host-side argument errors
 static void cc_case_scratch(void) {
   cc_dev_tree d;
@@ -1098,6 +1130,7 @@ static void cc_run_all(void) {
   unsigned long long t0 = cc_trees, n0 = cc_nodes, d0 = cc_draws;
   cc_case_api();
   cc_case_scratch();
+  cc_case_status_keep();
   cc_case_transfer();
   cc_case_update();
   cc_case_bad();
