@@ -18,4 +18,6 @@ venv=$(pwd)/build-py/venv
 root=$(pwd)
 cd build-py
 "$venv/bin/python" -c 'import per, sys; print("per", per.__version__, "from", per.__file__)'
-"$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/python/tests" "$@"
+# per._cuda_host is built here (tools/pyvenv.sh): its tests must run
+PER_NEED_CUDA_HOST=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+  "$root/python/tests" "$@"

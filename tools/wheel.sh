@@ -61,15 +61,21 @@ names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
 need = {"pyproject.toml", "meson.build", "per.h", "python/meson.build",
         "python/per/_per.c", "python/per/__init__.py", "python/per/_per.pyi",
         "python/per/py.typed", "python/per/mpi.py", "python/per/_mpi.c",
-        "python/per/shard.h", "per_mpi.h", "README.md", "LICENSE", "PKG-INFO"}
+        "python/per/shard.h", "per_mpi.h", "README.md", "LICENSE", "PKG-INFO",
+        "python/per/_cuda.cpp", "python/per/cuda.py", "per_cuda.h",
+        "per_cuda.cu", "tests/cuda/cuda_host_shim.h"}
 missing = sorted(need - names)
 files = zipfile.ZipFile(wheel).namelist()
 stray = [n for n in files if not n.startswith(("per/", "per_replay-"))]
 pkg = {n for n in files if n.startswith("per/")}
 want = {"per/__init__.py", "per/_per.pyi", "per/py.typed", "per/mpi.py",
-        "per/_mpi.pyi"}
-# the extensions: per._per always, per._mpi where an MPI was found
-ext = ["_per"] + (["_mpi"] if shutil.which("mpicc") else [])
+        "per/_mpi.pyi", "per/cuda.py"}
+# the extensions: per._per always, per._mpi where an MPI was found,
+# per._cuda where nvcc was (never per._cuda_host: tests only)
+ext = (["_per"] + (["_mpi"] if shutil.which("mpicc") else []) +
+       (["_cuda"] if shutil.which("nvcc") else []))
+if any(n.startswith("per/_cuda_host") for n in files):
+    sys.exit("wheel: per._cuda_host (the tests' CPU emulation) is in the wheel")
 if missing or stray or not want <= pkg or not all(
         any(n.startswith(f"per/{e}.") and not n.endswith(".pyi") for n in pkg)
         for e in ext):
@@ -93,5 +99,24 @@ where = os.path.realpath(per.__file__)
 assert where.startswith(venv + os.sep), f"per imported from {where}, not {venv}"
 assert version("per-replay") == per.__version__, (version("per-replay"), per.__version__)
 print("wheel: per-replay", per.__version__, "from", where)
+# per.cuda: built where nvcc was; without a GPU it imports, says so, and
+# a buffer is a per.Error naming the CUDA error, not a crash
+import shutil
+import numpy as np
+import per.cuda as pc
+if shutil.which("nvcc"):
+    assert pc.available(), pc.unavailable_reason()
+    n = pc.device_count()
+    print("wheel: per.cuda built;", n, "CUDA device(s) here")
+    if n == 0:
+        try:
+            pc.ReplayBuffer(8, {"x": np.float32}, device=0)
+        except per.Error as e:
+            print("wheel: per.cuda without a GPU:", e)
+        else:
+            sys.exit("wheel: per.cuda.ReplayBuffer without a GPU did not fail")
+else:
+    assert not pc.available() and "nvcc" in pc.unavailable_reason()
+    print("wheel: no nvcc here, per.cuda says:", pc.unavailable_reason()[:60], "...")
 PY
 "$out/venv/bin/python" -m pytest -q -p no:cacheprovider "$root/python/tests" "$@"

@@ -26,7 +26,7 @@
 //     point into device memory too;
 //   - "device memory" is malloc'd and registered; the runtime calls check
 //     that the device side of a copy or memset lies inside an allocation;
-//   - cudaGetDeviceCount reports one device: the host;
+//   - cudaGetDeviceCount reports one device, 0: the host;
 //   - streams and graphs: cudaStreamBeginCapture records the launches,
 //     memsets and copies that follow (their arguments frozen, as CUDA's
 //     capture freezes them) instead of running them; cudaGraphLaunch runs
@@ -460,6 +460,31 @@ static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n,
   return cudaMemcpyAsync(dst, src, n, kind, (cudaStream_t)0);
 }
 
+// Rows of `width` bytes, device to device only (what the Python binding
+// uses to move an item's fields in and out of the item rows).
+static inline void per_shim_copy2d(char *dst, size_t dp, const char *src,
+                                   size_t sp, size_t w, size_t h) {
+  size_t r;
+  for (r = 0; r < h; ++r) memmove(dst + r * dp, src + r * sp, w);
+}
+
+static inline cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch,
+                                            const void *src, size_t spitch,
+                                            size_t width, size_t height,
+                                            cudaMemcpyKind kind,
+                                            cudaStream_t stream) {
+  (void)stream;
+  if (width == 0 || height == 0) return cudaSuccess;
+  if (kind != cudaMemcpyDeviceToDevice || !dst || !src || width > dpitch ||
+      width > spitch ||
+      !per_shim_on_device(dst, (height - 1) * dpitch + width) ||
+      !per_shim_on_device(src, (height - 1) * spitch + width))
+    return per_shim_fail(cudaErrorInvalidValue);
+  per_shim_enqueue(std::bind(per_shim_copy2d, (char *)dst, dpitch,
+                             (const char *)src, spitch, width, height));
+  return cudaSuccess;
+}
+
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n,
                                           cudaStream_t stream) {
   (void)stream;
@@ -563,6 +588,16 @@ static inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
 static inline cudaError_t cudaGetDeviceCount(int *n) {
   *n = 1;
   return cudaSuccess;
+}
+
+static inline cudaError_t cudaGetDevice(int *d) {
+  if (!d) return per_shim_fail(cudaErrorInvalidValue);
+  *d = 0;
+  return cudaSuccess;
+}
+
+static inline cudaError_t cudaSetDevice(int d) {
+  return d == 0 ? cudaSuccess : per_shim_fail(cudaErrorInvalidValue);
 }
 
 static inline const char *cudaGetErrorString(cudaError_t e) {

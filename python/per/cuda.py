@@ -1,0 +1,803 @@
+"""per.cuda: per_cuda.h from Python, for device tensors.
+
+``per.cuda.ReplayBuffer`` is ``per.ReplayBuffer`` on the GPU (per_cuda_buffer):
+items, priorities and every counter live in device memory, the calls only
+enqueue work on a CUDA stream (the caller's current one by default: PyTorch's
+``torch.cuda.current_stream()``), nothing waits for the device, and a whole
+training step can be captured in a CUDA graph (``torch.cuda.graph``). Inputs
+are device arrays of any library (PyTorch, CuPy, JAX, Numba: anything with
+``__cuda_array_interface__`` or ``__dlpack__``); ``sample`` returns views of
+the buffer's own output memory, without a copy. ``per.cuda.SumTree`` is the
+device sum tree alone (per_cuda_tree).
+
+The same calls, seed and config give the same bits as ``per.ReplayBuffer``
+(``to_cpu`` / ``from_cpu`` move the whole state between them, so ``save`` and
+``load`` work through the CPU buffer).
+
+Errors the host can see (a wrong dtype, shape or device, a batch too large)
+raise at once. Errors only the device knows (a NaN TD error, sampling an empty
+buffer) are kept in a status word on the device, the first one since the last
+check, and ``status()`` waits for the stream and raises it as per.Error; a
+call that failed on the device changed nothing.
+
+per.cuda needs the extension per._cuda, which pip builds when nvcc (the CUDA
+toolkit) is on PATH at install time; ``available()`` says whether it is here
+and ``unavailable_reason()`` why not. ``per.cuda.host`` has the same classes
+over a CPU emulation of the kernels (per._cuda_host, built for the tests with
+``-Csetup-args=-Dpython_cuda_host=true``): its "device arrays" are made by
+``host.to_device``.
+"""
+from __future__ import annotations
+
+import sys as _sys
+import types as _types
+import typing as _t
+
+import numpy as _np
+
+import per as _per_pkg
+from per import _per
+
+try:
+    from . import _cuda as _cuda_mod  # type: ignore[attr-defined]
+    _why: str = ""
+except ImportError as _e:  # pragma: no cover - depends on the install
+    _cuda_mod = None
+    _why = (f"per.cuda needs the extension per._cuda, which is not installed "
+            f"({_e}). It is built when nvcc is on PATH while pip installs per: "
+            "install the CUDA toolkit, put its bin/ on PATH and reinstall "
+            "(pip install --force-reinstall --no-binary per-replay per-replay, "
+            "or pip install . from a checkout).")
+
+try:
+    from . import _cuda_host as _host_mod  # type: ignore[attr-defined]
+except ImportError:
+    _host_mod = None
+
+__all__ = ["ReplayBuffer", "SumTree", "DeviceArray", "available",
+           "unavailable_reason", "device_count", "to_device", "to_host", "host"]
+
+# DLPack type codes
+_DL_INT, _DL_UINT, _DL_FLOAT, _DL_BOOL = 0, 1, 2, 6
+_TAGS = {1: "add_batch", 2: "sample", 3: "update"}
+_TREE_TAGS = {1: "set_batch", 2: "sample"}
+
+
+def available() -> bool:
+    """Whether per.cuda's GPU extension is installed (a device may still be
+    missing: device_count() says)."""
+    return _cuda_mod is not None
+
+
+def unavailable_reason() -> str:
+    """Why per.cuda is not available ("" when it is)."""
+    return _why
+
+
+def _module() -> _t.Any:
+    if _cuda_mod is None:
+        raise ImportError(_why)
+    return _cuda_mod
+
+
+def device_count() -> int:
+    """CUDA devices visible to the CUDA runtime (0 without a driver)."""
+    return int(_module().device_count())
+
+
+if _cuda_mod is not None:
+    DeviceArray = _cuda_mod.DeviceArray
+elif _host_mod is not None:
+    DeviceArray = _host_mod.DeviceArray
+else:  # pragma: no cover
+    class DeviceArray:  # type: ignore[no-redef]
+        """A view of device memory (per._cuda is not installed)."""
+
+
+def _raise(call: str, status: int, extra: str = "") -> None:
+    name = _per_pkg.status_name(status)
+    msg = extra or ""
+    raise _per_pkg._error(name, f"{call}{': ' + msg if msg else ''}")
+
+
+def _typestr(code: int, bits: int, lanes: int, what: str) -> str:
+    if lanes != 1:
+        raise TypeError(f"{what}: vector dtypes (lanes {lanes}) are not supported")
+    if code == _DL_BOOL and bits == 8:
+        return "|b1"
+    kind = {_DL_INT: "i", _DL_UINT: "u", _DL_FLOAT: "f"}.get(code)
+    if kind is None or bits % 8:
+        raise TypeError(f"{what}: DLPack dtype code {code} with {bits} bits "
+                        "is not a NumPy dtype per stores")
+    return ("|" if bits == 8 else "<") + kind + str(bits // 8)
+
+
+def _dl_code(dt: _np.dtype) -> _t.Tuple[int, int]:
+    if dt.kind == "b":
+        return _DL_BOOL, 8
+    code = {"i": _DL_INT, "u": _DL_UINT, "f": _DL_FLOAT}.get(dt.kind)
+    if code is None:
+        raise TypeError(f"no DLPack dtype for {dt}")
+    return code, dt.itemsize * 8
+
+
+class _Arr(_t.NamedTuple):
+    """What per.cuda needs of an input array: where it is and its layout
+    (strides in bytes)."""
+    ptr: int
+    shape: _t.Tuple[int, ...]
+    dtype: _np.dtype
+    strides: _t.Tuple[int, ...]
+
+
+def _contiguous_strides(shape: _t.Tuple[int, ...], size: int) -> _t.Tuple[int, ...]:
+    out = []
+    s = size
+    for d in reversed(shape):
+        out.append(s)
+        s *= d
+    return tuple(reversed(out))
+
+
+class _Backend:
+    """The extension (per._cuda or per._cuda_host) and what differs."""
+
+    def __init__(self, mod: _t.Any, name: str) -> None:
+        self.mod = mod
+        self.name = name
+        self.host = mod.backend == "host"
+
+    def device_of(self, device: _t.Any) -> int:
+        if self.host:
+            if device not in (None, 0, "cpu", "host"):
+                raise ValueError(f"the host backend has one device, 0: got {device!r}")
+            return 0
+        if device is None:
+            torch = _sys.modules.get("torch")
+            if torch is not None:
+                return int(torch.cuda.current_device())
+            return int(self.mod.current_device())
+        if isinstance(device, (int, _np.integer)) and not isinstance(device, bool):
+            return int(device)
+        idx = getattr(device, "index", None)
+        typ = getattr(device, "type", None)
+        if typ == "cuda":
+            return int(idx) if idx is not None else int(self.mod.current_device())
+        if isinstance(device, str) and device.startswith("cuda"):
+            rest = device[4:]
+            if rest == "":
+                return int(self.mod.current_device())
+            if rest.startswith(":") and rest[1:].isdigit():
+                return int(rest[1:])
+        raise ValueError(f"device must be a CUDA device (an int, 'cuda:N' or a "
+                         f"torch.device), not {device!r}")
+
+    def stream_of(self, stream: _t.Any, device: int) -> int:
+        """The stream handle a call enqueues on: stream as given (an int
+        handle, or an object with .cuda_stream, as torch.cuda.Stream, or
+        .ptr, as cupy's), else PyTorch's current stream when PyTorch is
+        imported, else CuPy's, else 0 (the legacy default stream)."""
+        if stream is None:
+            if self.host:
+                return 0
+            torch = _sys.modules.get("torch")
+            if torch is not None:
+                return int(torch.cuda.current_stream(device).cuda_stream)
+            cupy = _sys.modules.get("cupy")
+            if cupy is not None:
+                return int(cupy.cuda.get_current_stream().ptr)
+            return 0
+        if isinstance(stream, (int, _np.integer)) and not isinstance(stream, bool):
+            return int(stream)
+        for attr in ("cuda_stream", "ptr"):
+            h = getattr(stream, attr, None)
+            if isinstance(h, int):
+                return h
+        raise TypeError(f"stream must be an int handle or a stream object with "
+                        f".cuda_stream or .ptr, not {type(stream).__name__}")
+
+    def array(self, a: _t.Any, what: str, device: int, stream: int) -> _Arr:
+        """Where a device array is, from __cuda_array_interface__ (GPU),
+        __array_interface__ (the host backend) or __dlpack__; refused when
+        it is not this backend's device memory."""
+        iface = "__array_interface__" if self.host else "__cuda_array_interface__"
+        d = getattr(a, iface, None)
+        if isinstance(d, dict) and "data" in d:
+            ptr = int(d["data"][0] or 0)
+            shape = tuple(int(x) for x in d["shape"])
+            dt = _np.dtype(d["typestr"])
+            st = d.get("strides")
+            strides = (_contiguous_strides(shape, dt.itemsize) if st is None
+                       else tuple(int(x) for x in st))
+            if not self.host:
+                dev = self._pointer_device(a, ptr)
+                if dev is not None and dev != device:
+                    raise ValueError(f"{what} is on cuda:{dev}, the buffer on "
+                                     f"cuda:{device}")
+        elif hasattr(a, "__dlpack__"):
+            dl_stream = None if self.host else (stream if stream else 1)
+            try:
+                info = self.mod.dlpack_info(a, dl_stream)
+            except (BufferError, TypeError, RuntimeError) as e:
+                raise TypeError(f"{what}: {e}") from None
+            ptr, dtype_, dev_id, code, bits, lanes, shape, st = info
+            want = 1 if self.host else 2
+            if dtype_ != want and not (not self.host and dtype_ == 13):
+                place = {1: "host (CPU) memory", 2: "CUDA memory",
+                         3: "pinned host memory", 13: "managed memory"}.get(
+                             dtype_, f"DLPack device type {dtype_}")
+                raise ValueError(f"{what} is in {place}: per.cuda takes "
+                                 f"{'the host backend arrays' if self.host else 'CUDA device arrays'}")
+            if not self.host and dev_id != device:
+                raise ValueError(f"{what} is on cuda:{dev_id}, the buffer on "
+                                 f"cuda:{device}")
+            dt = _np.dtype(_typestr(code, bits, lanes, what))
+            shape = tuple(shape)
+            strides = (_contiguous_strides(shape, dt.itemsize) if st is None
+                       else tuple(int(x) * dt.itemsize for x in st))
+        else:
+            lib = "per.cuda.host.to_device" if self.host else (
+                "a CUDA tensor (torch.Tensor.cuda(), cupy.asarray)")
+            raise TypeError(f"{what} must be a device array ({lib}), not "
+                            f"{type(a).__name__}")
+        nbytes = 0 if 0 in shape else (
+            sum((n - 1) * abs(s) for n, s in zip(shape, strides)) + dt.itemsize)
+        if self.host and nbytes and not self.mod.on_device(ptr, nbytes):
+            raise ValueError(f"{what} is not in the host backend's device "
+                             "memory: make it with per.cuda.host.to_device")
+        return _Arr(ptr, shape, dt, strides)
+
+    @staticmethod
+    def _pointer_device(a: _t.Any, ptr: int) -> _t.Optional[int]:
+        dev = getattr(a, "device", None)
+        idx = getattr(dev, "index", None)
+        if isinstance(idx, int):
+            return idx
+        idx = getattr(dev, "id", None)
+        return idx if isinstance(idx, int) else None
+
+    def view(self, owner: _t.Any, ptr: int, device: int, dt: _np.dtype,
+             shape: _t.Tuple[int, ...], strides_el: _t.Tuple[int, ...]) -> _t.Any:
+        return self.mod.view(owner, ptr, device, _dl_code(dt), dt.str, shape,
+                             strides_el)
+
+    def check(self, status: int, call: str) -> None:
+        if status:
+            extra = ""
+            if status == _per.PER_ERR_DEVICE:
+                code, text = self.mod.last_error()
+                extra = f"CUDA error {code}: {text}"
+            _raise(call, status, extra)
+
+
+def _default_wrap(host: bool) -> _t.Callable[[_t.Any], _t.Any]:
+    torch = _sys.modules.get("torch")
+    if torch is not None:
+        return _t.cast(_t.Callable[[_t.Any], _t.Any], torch.from_dlpack)
+    return lambda a: a
+
+
+def _rows(arr: _Arr, n_expected: _t.Optional[int], inner: _t.Tuple[int, ...],
+          dt: _np.dtype, what: str) -> _t.Tuple[int, int]:
+    """(n, pitch) of an array of n rows of shape inner and dtype dt, each row
+    contiguous; refused with a message that names `what` otherwise."""
+    if arr.dtype != dt:
+        raise TypeError(f"{what} is {arr.dtype}, the item stores {dt}: convert "
+                        "it first (e.g. tensor.to(...))")
+    want = (n_expected if n_expected is not None else "n",) + inner
+    if len(arr.shape) != 1 + len(inner) or tuple(arr.shape[1:]) != inner or (
+            n_expected is not None and arr.shape[0] != n_expected):
+        raise ValueError(f"{what} has shape {arr.shape}, expected "
+                         f"{tuple(want)}")
+    n = arr.shape[0]
+    inner_strides = _contiguous_strides(inner, dt.itemsize)
+    if n and any(s != c for s, c, d in zip(arr.strides[1:], inner_strides, inner)
+                 if d > 1):
+        raise ValueError(f"{what}: each row must be contiguous (strides "
+                         f"{arr.strides}); use .contiguous()")
+    row = dt.itemsize * int(_np.prod(inner, dtype=_np.int64))
+    pitch = arr.strides[0] if n > 1 else row
+    if n > 1 and pitch < row:
+        raise ValueError(f"{what}: rows overlap or run backwards (stride "
+                         f"{pitch} bytes, row {row}); use .contiguous()")
+    return n, pitch
+
+
+class ReplayBuffer:
+    """per.ReplayBuffer on a CUDA device (per_cuda_buffer).
+
+    capacity, item and the keyword arguments alpha ... align mean what they
+    mean for per.ReplayBuffer; not on the device: sequences (seq_len > 0),
+    live_max, and sample's unique/sequences options. max_batch bounds every
+    add_batch, sample and update (device memory for the staging of that
+    many items is allocated up front). device: a CUDA device (int,
+    "cuda:N", torch.device; default the current one). stream: the default
+    stream of the calls (an int handle or a stream object; default each
+    call's current stream: PyTorch's when it is imported). wrap: turns the
+    DeviceArray views sample() returns into your arrays (default
+    torch.from_dlpack when PyTorch is imported, else the DeviceArray
+    itself, which cupy.from_dlpack, jax.dlpack.from_dlpack, numba and
+    numpy.from_dlpack take).
+    """
+
+    _backend_mod: _t.Any = _cuda_mod
+
+    def __init__(
+        self,
+        capacity: int,
+        item: _per_pkg.ItemSpec,
+        *,
+        max_batch: int = 1024,
+        device: _t.Any = None,
+        stream: _t.Any = None,
+        wrap: _t.Optional[_t.Callable[[_t.Any], _t.Any]] = None,
+        alpha: float = 0.6,
+        beta0: float = 0.4,
+        beta1: float = 1.0,
+        beta_steps: int = 200_000,
+        eps: float = 1e-6,
+        max_priority: float = 1.0,
+        seed: int = 0,
+        weights_buffer_max: bool = False,
+        max_unique: _t.Optional[int] = None,
+        cross_episodes: bool = False,
+        align: bool = False,
+        seq_len: int = 0,
+        live_max: bool = False,
+    ) -> None:
+        mod = type(self)._backend_mod
+        if mod is None:
+            raise ImportError(_why if type(self) is ReplayBuffer else
+                              "per.cuda.host needs per._cuda_host (built with "
+                              "-Dpython_cuda_host=true)")
+        self._b = _Backend(mod, "per.cuda")
+        call = "per.cuda.ReplayBuffer"
+        if seq_len:
+            raise ValueError(f"{call}: sequence replay (seq_len > 0) is not on "
+                             "the device; use per.ReplayBuffer")
+        if live_max:
+            raise ValueError(f"{call}: live_max is not on the device; use "
+                             "per.ReplayBuffer")
+        dt = _per_pkg._item_dtype(item, align)
+        capacity = _per_pkg._count(capacity, f"{call}: capacity")
+        max_batch = _per_pkg._count(max_batch, f"{call}: max_batch")
+        if not 0 < max_batch <= mod.MAX_BATCH:
+            raise ValueError(f"{call}: max_batch must be in [1, {mod.MAX_BATCH}], "
+                             f"got {max_batch}")
+        self.dtype: _np.dtype = dt
+        self.max_batch: int = max_batch
+        self.device: int = self._b.device_of(device)
+        self._stream_default = stream
+        self._wrap = wrap if wrap is not None else _default_wrap(self._b.host)
+        args = _per_pkg._buffer_args(
+            call, capacity, alpha, beta0, beta1, beta_steps, eps, max_priority,
+            seed, 0, weights_buffer_max, cross_episodes, max_unique, 0, 0, 0.9)
+        self._cpu_kwargs: _t.Dict[str, _t.Any] = dict(
+            capacity=capacity, item=dt, alpha=alpha, beta0=beta0, beta1=beta1,
+            beta_steps=beta_steps, eps=eps, max_priority=max_priority,
+            seed=seed, weights_buffer_max=weights_buffer_max,
+            max_unique=max_unique, cross_episodes=cross_episodes)
+        # the fields sample() cannot hand out as views of the item rows
+        # (an offset or row size off the field's alignment: a device
+        # kernel may not read it) are copied into areas of their own
+        self._fields: _t.List[_t.Tuple[str, int, _np.dtype, _t.Tuple[int, ...], int, int]] = []
+        extra = 0
+        for name in dt.names:
+            f, off = dt.fields[name][0], dt.fields[name][1]
+            base, shape = f.base, f.shape
+            nbytes = f.itemsize
+            own = -1
+            if off % base.alignment or dt.itemsize % base.alignment:
+                own = extra
+                extra += -(-max_batch * nbytes // 256) * 256
+            self._fields.append((name, off, base, shape, nbytes, own))
+        st = self._b.stream_of(stream, self.device)
+        h, s = mod._Buffer(capacity, dt.itemsize, *args, max_batch, extra,
+                           self.device, st)
+        self._b.check(s, call)
+        self._h = h
+        self._ptrs: _t.Dict[str, int] = h.ptrs
+        self._views: _t.Dict[int, _t.Dict[str, _t.Any]] = {}
+        self._stale: _t.Any = None
+
+    # -- helpers -------------------------------------------------------------
+
+    def _st(self, stream: _t.Any) -> int:
+        return self._b.stream_of(
+            stream if stream is not None else self._stream_default, self.device)
+
+    @property
+    def capacity(self) -> int:
+        return int(self._h.config["capacity"])
+
+    @property
+    def backend(self) -> str:
+        """"cuda" (per._cuda) or "host" (the CPU emulation, per._cuda_host)."""
+        return str(self._b.mod.backend)
+
+    def __repr__(self) -> str:
+        names = ", ".join(self.dtype.names)
+        return (f"per.cuda.ReplayBuffer(capacity={self.capacity}, fields=({names}), "
+                f"max_batch={self.max_batch}, device={self.device}, "
+                f"backend={self.backend!r})")
+
+    # -- adding ----------------------------------------------------------------
+
+    def add_batch(self, items: _t.Any = None, *, ends: _t.Any = None,
+                  stream: _t.Any = None, **fields: _t.Any) -> None:
+        """Enqueue n items as one trajectory (per_cuda_buffer_add_batch), at
+        the max priority: either the item's fields as keywords (device
+        arrays of shape (n, *field shape) and the field's dtype, each row
+        contiguous), or items, a uint8 device array of n whole items in
+        this buffer's layout (shape (n, item_size)). ends: None or a uint8
+        device array of n episode ends (per.END_*). n in [0, max_batch].
+        A bad end is a device error (status())."""
+        call = "per.cuda.ReplayBuffer.add_batch"
+        st = self._st(stream)
+        isz = self.dtype.itemsize
+        if items is not None and fields:
+            raise TypeError(f"{call}: pass items or the fields as keywords, not both")
+        ptr = 0
+        if items is not None:
+            a = self._b.array(items, f"{call}: items", self.device, st)
+            n, pitch = _rows(a, None, (isz,), _np.dtype(_np.uint8), f"{call}: items")
+            if n > 1 and pitch != isz:
+                raise ValueError(f"{call}: items must be contiguous")
+            ptr = a.ptr
+            copies: _t.List[_t.Tuple[int, int, int, int]] = []
+        else:
+            got, names = set(fields), set(self.dtype.names)
+            if got != names:
+                raise ValueError(f"{call}: fields do not match the item: missing "
+                                 f"{sorted(names - got)}, unknown {sorted(got - names)}")
+            n = -1
+            copies = []
+            for name, off, base, shape, nbytes, _own in self._fields:
+                what = f"{call}: field {name!r}"
+                a = self._b.array(fields[name], what, self.device, st)
+                k, pitch = _rows(a, None if n < 0 else n, shape, base, what)
+                n = k
+                copies.append((off, a.ptr, pitch, nbytes))
+            if len(copies) == 1 and copies[0][0] == 0 and copies[0][3] == isz and (
+                    n <= 1 or copies[0][2] == isz):
+                ptr = copies[0][1]
+                copies = []
+        if n > self.max_batch:
+            raise ValueError(f"{call}: {n} items, more than max_batch "
+                             f"{self.max_batch}")
+        eptr = 0
+        if ends is not None:
+            e = self._b.array(ends, f"{call}: ends", self.device, st)
+            k, pitch = _rows(e, n, (), _np.dtype(_np.uint8), f"{call}: ends")
+            if k > 1 and pitch != 1:
+                raise ValueError(f"{call}: ends must be contiguous")
+            eptr = e.ptr
+        stage = self._ptrs["stage"]
+        mod = self._b.mod
+        for off, src, pitch, nbytes in copies:
+            if n:
+                self._b.check(mod.copy2d(stage + off, isz, src, pitch, nbytes, n,
+                                         self.device, st), call)
+        self._b.check(self._h.add(ptr, n, eptr, st), call)
+
+    # -- sampling --------------------------------------------------------------
+
+    def _views_for(self, B: int) -> _t.Dict[str, _t.Any]:
+        v = self._views.get(B)
+        if v is not None:
+            return v
+        b, dev, isz = self._b, self.device, self.dtype.itemsize
+        out: _t.Dict[str, _t.Any] = {}
+        for name, off, base, shape, nbytes, own in self._fields:
+            es = base.itemsize
+            if own < 0:
+                ptr = self._ptrs["out"] + off
+                strides = (isz // es,) + _contiguous_strides(shape, 1)
+            else:
+                ptr = self._ptrs["extra"] + own
+                strides = (nbytes // es,) + _contiguous_strides(shape, 1)
+            out[name] = self._wrap(b.view(self._h, ptr, dev, base, (B,) + shape,
+                                          strides))
+        out["ids"] = self._wrap(b.view(self._h, self._ptrs["ids"], dev,
+                                       _np.dtype("<i8"), (B,), (1,)))
+        out["weights"] = self._wrap(b.view(self._h, self._ptrs["weights"], dev,
+                                           _np.dtype("<f4"), (B,), (1,)))
+        self._views[B] = out
+        return out
+
+    def sample(self, batch_size: int, *, beta: _t.Optional[float] = None,
+               window: int = 0, trajectories: bool = False,
+               stream: _t.Any = None) -> _t.Dict[str, _t.Any]:
+        """Enqueue a draw of batch_size items (per_cuda_buffer_sample) and
+        return views of the buffer's output memory: the item's fields
+        (shape (batch_size, *field shape)), "ids" (int64: per's uint64 ids,
+        the same bits; pass them back to update) and "weights" (float32 IS
+        weights). The views are the same memory on every call of the same
+        batch_size: a later sample overwrites them (clone what you keep),
+        which is what lets a CUDA graph capture the call. beta: a fixed
+        beta instead of the schedule; window: draw from the newest
+        `window` items only; trajectories: a window of whole trajectories.
+        An empty buffer is a device error (status())."""
+        call = "per.cuda.ReplayBuffer.sample"
+        B = _per_pkg._count(batch_size, f"{call}: batch_size")
+        if not 0 < B <= self.max_batch:
+            raise ValueError(f"{call}: batch_size must be in [1, max_batch = "
+                             f"{self.max_batch}], got {B}")
+        window = _per_pkg._count(window, f"{call}: window")
+        flags = 0
+        b = 0.0
+        if beta is not None:
+            b = _per_pkg._real(beta, f"{call}: beta")
+            flags |= _per.SAMPLE_BETA
+        if trajectories:
+            flags |= _per.SAMPLE_TRAJECTORIES
+        st = self._st(stream)
+        use_opts = bool(flags or window)
+        self._b.check(self._h.sample(B, flags, b, window, use_opts, st), call)
+        isz, mod = self.dtype.itemsize, self._b.mod
+        for _name, off, _base, _shape, nbytes, own in self._fields:
+            if own >= 0:
+                self._b.check(mod.copy2d(self._ptrs["extra"] + own, nbytes,
+                                         self._ptrs["out"] + off, isz, nbytes, B,
+                                         self.device, st), call)
+        return dict(self._views_for(B))
+
+    # -- priorities ------------------------------------------------------------
+
+    def update(self, ids: _t.Any, td: _t.Any, *, stream: _t.Any = None) -> _t.Any:
+        """Enqueue new priorities (|td| + eps)^alpha for the ids sample gave
+        (per_cuda_buffer_update): ids an int64 (or uint64) device array of
+        n ids, td a float32 device array of n TD errors, n <= max_batch.
+        Ids whose slot was overwritten since the draw are skipped. Returns
+        a 0-d int32 device view of their count (written by the device). A
+        NaN or infinite TD error, or an id never handed out, is a device
+        error (status()) and then nothing is applied."""
+        call = "per.cuda.ReplayBuffer.update"
+        st = self._st(stream)
+        a = self._b.array(ids, f"{call}: ids", self.device, st)
+        if a.dtype == _np.dtype("<u8"):
+            a = a._replace(dtype=_np.dtype("<i8"))
+        n, pitch = _rows(a, None, (), _np.dtype("<i8"), f"{call}: ids")
+        t = self._b.array(td, f"{call}: td", self.device, st)
+        _rows(t, n, (), _np.dtype("<f4"), f"{call}: td")
+        if n > 1 and (pitch != 8 or t.strides[0] != 4):
+            raise ValueError(f"{call}: ids and td must be contiguous")
+        if n > self.max_batch:
+            raise ValueError(f"{call}: {n} ids, more than max_batch {self.max_batch}")
+        self._b.check(self._h.update(a.ptr, t.ptr, n, st), call)
+        if self._stale is None:
+            self._stale = self._wrap(self._b.view(
+                self._h, self._ptrs["stale"], self.device, _np.dtype("<i4"), (), ()))
+        return self._stale
+
+    # -- status and state ------------------------------------------------------
+
+    def status(self, *, clear: bool = True, stream: _t.Any = None) -> None:
+        """Wait for the stream and raise, as per.Error, the first error the
+        device met in this buffer's calls since the last status() (which
+        call, and for a batch the position of the first bad entry); with
+        clear (the default) it is forgotten after. Never call it inside a
+        graph capture (it waits)."""
+        st = self._st(stream)
+        s, code, tag, pos = self._h.check(st, clear)
+        self._b.check(s, "per.cuda.ReplayBuffer.status")
+        if code:
+            what = _TAGS.get(tag, "a call")
+            where = f" at position {pos}" if what in ("add_batch", "update") else ""
+            _raise(f"per.cuda.ReplayBuffer.{what}", code,
+                   f"reported by the device{where}")
+
+    def synchronize(self, stream: _t.Any = None) -> None:
+        """Wait until the stream has run everything enqueued on it."""
+        self._b.check(self._b.mod.synchronize(self.device, self._st(stream)),
+                      "per.cuda.ReplayBuffer.synchronize")
+
+    def clear(self, *, stream: _t.Any = None) -> None:
+        """Empty the buffer, as a new one with the same config."""
+        self._b.check(self._h.reset(self._st(stream)), "per.cuda.ReplayBuffer.clear")
+
+    def to_cpu(self, *, stream: _t.Any = None) -> _per_pkg.ReplayBuffer:
+        """A per.ReplayBuffer with this buffer's state, byte for byte what a
+        per.ReplayBuffer given the same calls holds (per_cuda_buffer_download;
+        waits for the stream). Save it with its save()."""
+        cpu = _per_pkg.ReplayBuffer(**self._cpu_kwargs)
+        self._b.check(self._h.download(cpu, self._st(stream)),
+                      "per.cuda.ReplayBuffer.to_cpu")
+        return cpu
+
+    def from_cpu(self, cpu: _per_pkg.ReplayBuffer, *, stream: _t.Any = None) -> None:
+        """Take a per.ReplayBuffer's state (its items, priorities, stream and
+        counters, and its alpha, betas, eps, max_priority and seed): it
+        must have this buffer's capacity and item layout, and no sequences
+        (per_cuda_buffer_upload; waits for the copies)."""
+        call = "per.cuda.ReplayBuffer.from_cpu"
+        if not isinstance(cpu, _per_pkg.ReplayBuffer):
+            raise TypeError(f"{call}: a per.ReplayBuffer, not {type(cpu).__name__}")
+        if cpu.dtype != self.dtype:
+            raise ValueError(f"{call}: the CPU buffer's items are {cpu.dtype}, "
+                             f"these {self.dtype}")
+        self._b.check(self._h.upload(cpu, self._st(stream)), call)
+
+
+class SumTree:
+    """per_cuda_tree: per.h's sum tree in device memory (root at node 1,
+    leaf i at node L + i), the same bits as per.SumTree under the same
+    calls. set_batch and sample enqueue on the stream; total, leaves and
+    nodes are views of the tree's memory (read them after the stream has
+    run the calls)."""
+
+    _backend_mod: _t.Any = _cuda_mod
+
+    def __init__(self, capacity: int, *, max_batch: int = 1024, seed: int = 0,
+                 device: _t.Any = None, stream: _t.Any = None,
+                 wrap: _t.Optional[_t.Callable[[_t.Any], _t.Any]] = None) -> None:
+        mod = type(self)._backend_mod
+        if mod is None:
+            raise ImportError(_why)
+        call = "per.cuda.SumTree"
+        self._b = _Backend(mod, call)
+        capacity = _per_pkg._count(capacity, f"{call}: capacity")
+        max_batch = _per_pkg._count(max_batch, f"{call}: max_batch")
+        self.seed: int = _per_pkg._count(seed, f"{call}: seed", 64)
+        self.device: int = self._b.device_of(device)
+        self._stream_default = stream
+        self._wrap = wrap if wrap is not None else _default_wrap(self._b.host)
+        h, s = mod._Tree(capacity, max_batch, self.device,
+                         self._b.stream_of(stream, self.device))
+        self._b.check(s, call)
+        self._h = h
+        self.capacity, self.leaves, self.max_batch = h.shape
+        self._ptrs: _t.Dict[str, int] = h.ptrs
+        self._out: _t.Dict[int, _t.Tuple[_t.Any, _t.Any]] = {}
+        real = _np.dtype("<f8") if mod.real_bytes() == 8 else _np.dtype("<f4")
+        self.real: _np.dtype = real
+        L = self.leaves
+        self.nodes = self._wrap(self._b.view(h, self._ptrs["nodes"], self.device,
+                                             real, (2 * L,), (1,)))
+        self.leaf_values = self._wrap(self._b.view(
+            h, self._ptrs["nodes"] + L * real.itemsize, self.device, real,
+            (self.capacity,), (1,)))
+        self.total = self._wrap(self._b.view(
+            h, self._ptrs["nodes"] + real.itemsize, self.device, real, (), ()))
+
+    def _st(self, stream: _t.Any) -> int:
+        return self._b.stream_of(
+            stream if stream is not None else self._stream_default, self.device)
+
+    def __len__(self) -> int:
+        return int(self.capacity)
+
+    def set_batch(self, idx: _t.Any, p: _t.Any, *, stream: _t.Any = None) -> None:
+        """Enqueue leaves idx[j] = p[j] (per_cuda_tree_set_batch): idx an
+        int32 (or uint32) device array, p a device array of the tree's
+        real type (float64), n <= max_batch; duplicates: the last wins. A
+        bad index or value is a device error (status()), and then nothing
+        is written."""
+        call = "per.cuda.SumTree.set_batch"
+        st = self._st(stream)
+        a = self._b.array(idx, f"{call}: idx", self.device, st)
+        if a.dtype == _np.dtype("<u4"):
+            a = a._replace(dtype=_np.dtype("<i4"))
+        n, pitch = _rows(a, None, (), _np.dtype("<i4"), f"{call}: idx")
+        v = self._b.array(p, f"{call}: p", self.device, st)
+        _rows(v, n, (), self.real, f"{call}: p")
+        if n > 1 and (pitch != 4 or v.strides[0] != self.real.itemsize):
+            raise ValueError(f"{call}: idx and p must be contiguous")
+        if n > self.max_batch:
+            raise ValueError(f"{call}: {n} pairs, more than max_batch {self.max_batch}")
+        self._b.check(self._h.set(a.ptr, v.ptr, n, st), call)
+
+    def sample(self, batch_size: int, *,
+               stream: _t.Any = None) -> _t.Tuple[_t.Any, _t.Any]:
+        """Enqueue a stratified draw of batch_size leaves (per_cuda_tree_sample
+        with the tree's seed and its device counter, which each draw
+        advances: per.SumTree.sample with per.Rng(seed) gives the same)
+        and return views (idx int32, values of the tree's real type),
+        overwritten by the next sample of the same size. An empty tree is
+        a device error (status())."""
+        call = "per.cuda.SumTree.sample"
+        B = _per_pkg._count(batch_size, f"{call}: batch_size")
+        if not 0 < B <= self.max_batch:
+            raise ValueError(f"{call}: batch_size must be in [1, max_batch = "
+                             f"{self.max_batch}], got {B}")
+        self._b.check(self._h.sample(B, self.seed, self._st(stream)), call)
+        out = self._out.get(B)
+        if out is None:
+            out = (self._wrap(self._b.view(self._h, self._ptrs["idx"], self.device,
+                                           _np.dtype("<i4"), (B,), (1,))),
+                   self._wrap(self._b.view(self._h, self._ptrs["val"], self.device,
+                                           self.real, (B,), (1,))))
+            self._out[B] = out
+        return out
+
+    def status(self, *, clear: bool = True, stream: _t.Any = None) -> None:
+        """As ReplayBuffer.status: the first device error since the last."""
+        s, code, tag, pos = self._h.check(self._st(stream), clear)
+        self._b.check(s, "per.cuda.SumTree.status")
+        if code:
+            what = _TREE_TAGS.get(tag, "a call")
+            where = f" at position {pos}" if what == "set_batch" else ""
+            _raise(f"per.cuda.SumTree.{what}", code, f"reported by the device{where}")
+
+
+def _to_device_with(mod: _t.Any, a: _t.Any, device: _t.Any) -> _t.Any:
+    b = _Backend(mod, "per.cuda.to_device")
+    dev = b.device_of(device)
+    arr = _np.array(a, order="C", copy=True)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"to_device: a {arr.dtype} array; per.cuda takes bool, "
+                        "int, uint and float")
+    mem = mod.Memory(max(arr.nbytes, 1), dev)
+    if isinstance(mem, int):
+        b.check(mem, "per.cuda.to_device")
+    if arr.nbytes:
+        b.check(mod.copy(mem.ptr, arr.ctypes.data, arr.nbytes, 0, dev, 0),
+                "per.cuda.to_device")
+    return b.view(mem, mem.ptr, dev, arr.dtype, arr.shape,
+                  tuple(s // arr.itemsize for s in arr.strides))
+
+
+def _to_host_with(mod: _t.Any, a: _t.Any, stream: _t.Any) -> _np.ndarray:
+    b = _Backend(mod, "per.cuda.to_host")
+    dev = 0 if b.host else b.device_of(getattr(a, "device", None)
+                                       if getattr(getattr(a, "device", None),
+                                                  "type", None) == "cuda"
+                                       else None)
+    st = b.stream_of(stream, dev)
+    arr = b.array(a, "per.cuda.to_host: the array", dev, st)
+    if any(s < 0 for s in arr.strides):
+        raise ValueError("per.cuda.to_host: negative strides")
+    span = 0 if 0 in arr.shape else (
+        sum((n - 1) * s for n, s in zip(arr.shape, arr.strides)) + arr.dtype.itemsize)
+    es = arr.dtype.itemsize
+    raw = _np.zeros(-(-max(span, 1) // es) * es, _np.uint8)
+    if span:
+        b.check(mod.copy(raw.ctypes.data, arr.ptr, span, 1, dev, st),
+                "per.cuda.to_host")
+    view = _np.lib.stride_tricks.as_strided(raw.view(arr.dtype), arr.shape,
+                                            arr.strides)
+    return _np.array(view)
+
+
+def to_host(a: _t.Any, *, stream: _t.Any = None) -> _np.ndarray:
+    """A NumPy copy of a device array (any strides >= 0; waits for the
+    stream, then copies)."""
+    return _to_host_with(_module(), a, stream)
+
+
+def to_device(a: _t.Any, device: _t.Any = None) -> _t.Any:
+    """A copy of a NumPy-convertible array in device memory, as a
+    DeviceArray (waits for the copy)."""
+    return _to_device_with(_module(), a, device)
+
+
+def _host_namespace() -> _types.SimpleNamespace:
+    class HostReplayBuffer(ReplayBuffer):
+        __doc__ = ReplayBuffer.__doc__
+        _backend_mod = _host_mod
+
+    class HostSumTree(SumTree):
+        __doc__ = SumTree.__doc__
+        _backend_mod = _host_mod
+
+    HostReplayBuffer.__name__ = HostReplayBuffer.__qualname__ = "ReplayBuffer"
+    HostSumTree.__name__ = HostSumTree.__qualname__ = "SumTree"
+
+    def host_to_host(a: _t.Any, *, stream: _t.Any = None) -> _np.ndarray:
+        if _host_mod is None:
+            raise ImportError("per.cuda.host needs per._cuda_host")
+        return _to_host_with(_host_mod, a, stream)
+
+    def host_to_device(a: _t.Any, device: _t.Any = None) -> _t.Any:
+        if _host_mod is None:
+            raise ImportError("per.cuda.host needs per._cuda_host (built with "
+                              "-Dpython_cuda_host=true)")
+        return _to_device_with(_host_mod, a, device)
+
+    return _types.SimpleNamespace(
+        ReplayBuffer=HostReplayBuffer, SumTree=HostSumTree,
+        to_device=host_to_device, to_host=host_to_host, available=lambda: _host_mod is not None,
+        module=_host_mod)
+
+
+host = _host_namespace()

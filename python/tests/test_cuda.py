@@ -1,0 +1,433 @@
+"""per.cuda against per.ReplayBuffer and per.SumTree: the same calls give
+the same bits (draws, weights, items, stale counts, checkpoints), on the
+host backend (per._cuda_host: the kernels on the CPU under the test shim,
+every launch checked by its race detector) and, where a GPU and per._cuda
+are present, on the device.
+
+tools/pytest.sh builds per._cuda_host and sets PER_NEED_CUDA_HOST=1, so
+there a missing host backend fails instead of skipping; tools/gpu-check.sh
+sets PER_NEED_CUDA=1 for the GPU backend likewise. Deterministic: every
+random sequence has a fixed seed, nothing here is statistical."""
+import os
+
+import numpy as np
+import pytest
+
+import per
+import per.cuda as pc
+
+
+def _backends():
+    out = []
+    if pc.host.available():
+        out.append("host")
+    elif os.environ.get("PER_NEED_CUDA_HOST") == "1":
+        out.append("host")  # fails in the fixture: it must be there
+    if pc.available() and pc.device_count() > 0:
+        out.append("cuda")
+    elif os.environ.get("PER_NEED_CUDA") == "1":
+        out.append("cuda")
+    return out or ["none"]
+
+
+class _NS:
+    """The backend's classes and its array moves."""
+
+    def __init__(self, name):
+        self.name = name
+        if name == "host":
+            ns = pc.host
+            self.ReplayBuffer, self.SumTree = ns.ReplayBuffer, ns.SumTree
+            self.dev, self.host = ns.to_device, ns.to_host
+        else:
+            self.ReplayBuffer, self.SumTree = pc.ReplayBuffer, pc.SumTree
+            self.dev, self.host = pc.to_device, pc.to_host
+
+    def races(self):
+        return pc.host.module.shim_races() if self.name == "host" else 0
+
+
+@pytest.fixture(params=_backends())
+def B(request):
+    name = request.param
+    if name == "none":
+        pytest.skip("neither per._cuda_host nor a GPU with per._cuda here")
+    if name == "host" and not pc.host.available():
+        pytest.fail("PER_NEED_CUDA_HOST=1 but per._cuda_host is not installed")
+    if name == "cuda" and not (pc.available() and pc.device_count() > 0):
+        pytest.fail("PER_NEED_CUDA=1 but per._cuda or a GPU is missing: "
+                    + pc.unavailable_reason())
+    ns = _NS(name)
+    r0 = ns.races()
+    yield ns
+    assert ns.races() == r0, "the shim saw threads of a launch conflict"
+
+
+SPEC = {"obs": (np.float32, (3,)), "act": np.int64, "rew": np.float32,
+        "done": np.bool_}
+
+
+def _items(rng, n):
+    return {"obs": rng.standard_normal((n, 3)).astype(np.float32),
+            "act": rng.integers(0, 7, n).astype(np.int64),
+            "rew": rng.standard_normal(n).astype(np.float32),
+            "done": rng.random(n) < 0.2}
+
+
+def _same_state(tmp_path, cpu, dev, tag):
+    a, b = tmp_path / f"{tag}-cpu.per", tmp_path / f"{tag}-dev.per"
+    cpu.save(a)
+    dev.to_cpu().save(b)
+    assert a.read_bytes() == b.read_bytes()
+
+
+@pytest.mark.parametrize("align", [True, False])
+@pytest.mark.parametrize("alpha", [0.6, 0.0, 1.0])
+def test_random_calls_bitwise(B, tmp_path, align, alpha):
+    """Random add_batch / sample / update sequences, with episode ends,
+    fixed betas, windows, duplicates and stale ids: every draw, weight,
+    field and stale count equal, and the whole state after."""
+    rng = np.random.default_rng(11 + int(align) + int(alpha * 10))
+    kw = dict(alpha=alpha, beta_steps=50, seed=5, align=align)
+    cpu = per.ReplayBuffer(40, SPEC, **kw)
+    dev = B.ReplayBuffer(40, SPEC, max_batch=64, **kw)
+    for step in range(40):
+        n = int(rng.integers(0, 25))
+        it = _items(rng, n)
+        ends = rng.choice([per.END_NONE, per.END_TERMINATED, per.END_TRUNCATED],
+                          n, p=[0.8, 0.1, 0.1]).astype(np.uint8)
+        cpu.add_batch(ends=ends, **it)
+        dev.add_batch(ends=B.dev(ends), **{k: B.dev(v) for k, v in it.items()})
+        if len(cpu) == 0:
+            continue
+        bs = int(rng.integers(1, 33))
+        opts = {}
+        if step % 3 == 1:
+            opts["beta"] = float(rng.random())
+        if step % 4 == 2:
+            opts["window"] = int(rng.integers(1, 40))
+        ref = cpu.sample(bs, **opts)
+        got = dev.sample(bs, **opts)
+        ids = B.host(got["ids"]).view(np.uint64)
+        np.testing.assert_array_equal(ids, ref["ids"])
+        assert B.host(got["weights"]).tobytes() == ref["weights"].tobytes()
+        for name in SPEC:
+            assert B.host(got[name]).tobytes() == np.ascontiguousarray(
+                ref[name]).tobytes(), name
+        # update some of them, duplicates included, after more adds
+        k = int(rng.integers(0, bs + 1))
+        pick = rng.integers(0, bs, k)
+        uids = ids[pick]
+        td = (rng.standard_normal(k) * 3).astype(np.float32)
+        if step % 5 == 4:  # these go stale
+            more = _items(rng, 30)
+            cpu.add_batch(**more)
+            dev.add_batch(**{k2: B.dev(v) for k2, v in more.items()})
+        stale = dev.update(B.dev(uids.view(np.int64)), B.dev(td))
+        assert int(B.host(stale)) == cpu.update(uids, td)
+        dev.status()
+    _same_state(tmp_path, cpu, dev, "end")
+
+
+def test_device_errors_change_nothing(B, tmp_path):
+    """A NaN TD error, a bad end and an empty sample are reported by
+    status() as the CPU reports them, and leave the state as it was."""
+    cpu = per.ReplayBuffer(16, SPEC, seed=1)
+    dev = B.ReplayBuffer(16, SPEC, max_batch=8, seed=1)
+    dev.sample(4)
+    with pytest.raises(per.Error) as e:
+        dev.status()
+    assert e.value.name == "PER_ERR_EMPTY" and "sample" in str(e.value)
+    dev.status()  # cleared
+    rng = np.random.default_rng(3)
+    it = _items(rng, 6)
+    cpu.add_batch(**it)
+    dev.add_batch(**{k: B.dev(v) for k, v in it.items()})
+    bad_ends = np.array([0, 0, 9], np.uint8)
+    dev.add_batch(ends=B.dev(bad_ends), **{k: B.dev(v[:3]) for k, v in it.items()})
+    ref, got = cpu.sample(4), dev.sample(4)
+    ids = B.host(got["ids"]).view(np.uint64)
+    np.testing.assert_array_equal(ids, ref["ids"])
+    td = np.array([1, 2, np.nan, 4], np.float32)
+    dev.update(B.dev(ids.view(np.int64)), B.dev(td))
+    with pytest.raises(per.Error) as e:
+        cpu.update(ids, td)
+    assert e.value.name == "PER_ERR_NAN"
+    # the first error since the last check: the bad end
+    with pytest.raises(per.Error) as e:
+        dev.status()
+    assert e.value.name == "PER_ERR_ARG" and "add_batch" in str(e.value)
+    assert "position 2" in str(e.value)
+    dev.update(B.dev(ids.view(np.int64)), B.dev(td))
+    with pytest.raises(per.Error) as e:
+        dev.status(clear=False)
+    assert e.value.name == "PER_ERR_NAN" and "update" in str(e.value)
+    assert "position 2" in str(e.value)
+    with pytest.raises(per.Error):  # kept: clear=False
+        dev.status()
+    dev.status()
+    _same_state(tmp_path, cpu, dev, "after")
+
+
+def test_argument_errors(B):
+    """What the host can see is refused at once, naming the field."""
+    dev = B.ReplayBuffer(16, SPEC, max_batch=8)
+    rng = np.random.default_rng(4)
+    it = {k: B.dev(v) for k, v in _items(rng, 4).items()}
+    bad = dict(it, act=B.dev(np.zeros(4, np.int32)))
+    with pytest.raises(TypeError, match="'act' is int32, the item stores int64"):
+        dev.add_batch(**bad)
+    bad = dict(it, obs=B.dev(np.zeros((4, 2), np.float32)))
+    with pytest.raises(ValueError, match=r"'obs' has shape \(4, 2\)"):
+        dev.add_batch(**bad)
+    bad = dict(it, rew=B.dev(np.zeros(3, np.float32)))
+    with pytest.raises(ValueError, match="'rew' has shape"):
+        dev.add_batch(**bad)
+    with pytest.raises(ValueError, match="missing \\['done'\\]"):
+        dev.add_batch(**{k: v for k, v in it.items() if k != "done"})
+    big = {k: B.dev(v) for k, v in _items(rng, 9).items()}
+    with pytest.raises(ValueError, match="more than max_batch 8"):
+        dev.add_batch(**big)
+    with pytest.raises(ValueError, match="batch_size must be in"):
+        dev.sample(9)
+    with pytest.raises(ValueError, match="batch_size must be in"):
+        dev.sample(0)
+    with pytest.raises(TypeError, match="ids"):
+        dev.update(np.zeros(2, np.int64) if B.name == "cuda" else [1, 2],
+                   B.dev(np.zeros(2, np.float32)))
+    with pytest.raises(TypeError, match="td is float64"):
+        dev.update(B.dev(np.zeros(2, np.int64)), B.dev(np.zeros(2)))
+    with pytest.raises(ValueError, match="sequence replay"):
+        B.ReplayBuffer(16, SPEC, seq_len=4)
+    with pytest.raises(ValueError, match="max_batch"):
+        B.ReplayBuffer(16, SPEC, max_batch=0)
+    with pytest.raises(per.Error, match="PER_ERR_CAPACITY"):
+        B.ReplayBuffer(0, SPEC)
+    if B.name == "host":
+        # host memory that is not the backend's "device memory"
+        with pytest.raises(ValueError, match="to_device"):
+            dev.add_batch(**dict(it, rew=np.zeros(4, np.float32)))
+    # a refused call enqueued nothing
+    dev.sample(2)
+    with pytest.raises(per.Error, match="PER_ERR_EMPTY"):
+        dev.status()
+
+
+def test_strided_rows_and_whole_items(B, tmp_path):
+    """Fields may be strided along the batch (rows contiguous); whole
+    items may come as a (n, item_size) uint8 array."""
+    rng = np.random.default_rng(5)
+    cpu = per.ReplayBuffer(32, SPEC, seed=2, align=True)
+    dev = B.ReplayBuffer(32, SPEC, max_batch=16, seed=2, align=True)
+    it = _items(rng, 10)
+    wide = np.zeros((10, 5), np.float32)
+    wide[:, 1:4] = it["obs"]
+    d_wide = B.dev(wide)
+    # a strided view of device memory: rows 1:4 of each 5-wide row
+    arr = pc.host.module if B.name == "host" else pc._module()
+    b = pc._Backend(arr, "t")
+    info = b.array(d_wide, "wide", 0 if B.name == "host" else dev.device, 0)
+    strided = b.view(d_wide, info.ptr + 4, dev.device, np.dtype("<f4"), (10, 3), (5, 1))
+    cpu.add_batch(**it)
+    dev.add_batch(**dict({k: B.dev(v) for k, v in it.items()}, obs=strided))
+    rec = np.zeros(6, cpu.dtype)
+    rec["obs"] = rng.standard_normal((6, 3))
+    rec["act"] = np.arange(6)
+    cpu.add_batch(rec)
+    dev.add_batch(B.dev(rec.view(np.uint8).reshape(6, cpu.dtype.itemsize)))
+    _same_state(tmp_path, cpu, dev, "s")
+
+
+def test_from_cpu_then_alike(B, tmp_path):
+    """from_cpu takes a CPU buffer's whole state; the two go on alike."""
+    rng = np.random.default_rng(6)
+    cpu = per.ReplayBuffer(50, SPEC, seed=9, alpha=0.7)
+    for _ in range(5):
+        cpu.add_batch(**_items(rng, 13))
+        got = cpu.sample(8)
+        cpu.update(got["ids"], rng.random(8).astype(np.float32))
+    dev = B.ReplayBuffer(50, SPEC, max_batch=32, seed=0, alpha=0.1)
+    dev.from_cpu(cpu)
+    _same_state(tmp_path, cpu, dev, "up")
+    for _ in range(5):
+        it = _items(rng, 7)
+        cpu.add_batch(**it)
+        dev.add_batch(**{k: B.dev(v) for k, v in it.items()})
+        ref, got = cpu.sample(16), dev.sample(16)
+        ids = B.host(got["ids"]).view(np.uint64)
+        np.testing.assert_array_equal(ids, ref["ids"])
+        td = rng.standard_normal(16).astype(np.float32)
+        cpu.update(ids, td)
+        dev.update(B.dev(ids.view(np.int64)), B.dev(td))
+    dev.status()
+    _same_state(tmp_path, cpu, dev, "later")
+    other = per.ReplayBuffer(50, {"x": np.float32})
+    with pytest.raises(ValueError, match="items are"):
+        dev.from_cpu(other)
+    # a loaded copy: the round trip through a checkpoint
+    path = tmp_path / "ck.per"
+    dev.to_cpu().save(path)
+    back = per.ReplayBuffer.from_file(path, SPEC)
+    dev2 = B.ReplayBuffer(50, SPEC, max_batch=32)
+    dev2.from_cpu(back)
+    _same_state(tmp_path, cpu, dev2, "ckpt")
+
+
+def test_sum_tree(B):
+    """per.cuda.SumTree against per.SumTree: nodes after batches of sets
+    (duplicates: the last wins), and stratified draws with the seed's
+    stream."""
+    rng = np.random.default_rng(7)
+    cap = 37
+    t = per.SumTree(cap)
+    d = B.SumTree(cap, max_batch=64, seed=13)
+    r = per.Rng(13)
+    for _ in range(12):
+        n = int(rng.integers(1, 40))
+        idx = rng.integers(0, cap, n).astype(np.int32)
+        p = rng.random(n) * 5
+        t.set_batch(idx, p)
+        d.set_batch(B.dev(idx), B.dev(p))
+        assert B.host(d.nodes).tobytes() == t.nodes().tobytes()
+        assert float(B.host(d.total)) == t.nodes()[1]
+        i_ref, v_ref = t.sample(20, r)
+        i_got, v_got = d.sample(20)
+        np.testing.assert_array_equal(B.host(i_got), i_ref)
+        assert B.host(v_got).tobytes() == np.asarray(v_ref, np.float64).tobytes()
+    d.status()
+    d.set_batch(B.dev(np.array([0, cap], np.int32)), B.dev(np.array([1.0, 1.0])))
+    with pytest.raises(per.Error) as e:
+        d.status()
+    assert e.value.name == "PER_ERR_INDEX" and "position 1" in str(e.value)
+    assert B.host(d.nodes).tobytes() == t.nodes().tobytes()  # unchanged
+    np.testing.assert_array_equal(B.host(d.leaf_values), t.values())
+    e2 = B.SumTree(4, max_batch=4)
+    e2.sample(2)
+    with pytest.raises(per.Error, match="PER_ERR_EMPTY"):
+        e2.status()
+
+
+def test_views_and_dlpack(B):
+    """sample's views are the same memory every call of one size; they are
+    DLPack producers (NumPy takes the host backend's)."""
+    dev = B.ReplayBuffer(8, {"x": np.float32}, max_batch=4, align=True,
+                         wrap=lambda a: a)  # the DeviceArrays themselves
+    dev.add_batch(x=B.dev(np.arange(4, dtype=np.float32)))
+    a = dev.sample(4)
+    b = dev.sample(4)
+    assert a["x"].ptr == b["x"].ptr and a["ids"].ptr == b["ids"].ptr
+    assert a["ids"].typestr == "<i8" and a["weights"].typestr == "<f4"
+    assert a["x"].shape == (4,) and "DeviceArray" in repr(a["x"])
+    dev_type, _ = a["x"].__dlpack_device__()
+    if B.name == "host":
+        assert dev_type == 1
+        x = np.from_dlpack(a["x"])
+        assert set(x.tolist()) <= {0.0, 1.0, 2.0, 3.0}
+        assert np.asarray(a["x"]).ctypes.data == a["x"].ptr
+    else:
+        assert dev_type == 2
+        assert a["x"].__cuda_array_interface__["data"][0] == a["x"].ptr
+
+
+def test_graph_capture(B, tmp_path):
+    """A whole step (sample, then update with the sampled ids and TD errors
+    written to fixed device memory before each replay) captured once and
+    replayed, against the CPU doing each step's calls."""
+    if B.name != "host":
+        pytest.skip("the GPU's graphs are tools/gpu-check.sh's (torch.cuda.graph)")
+    mod = pc.host.module
+    rng = np.random.default_rng(8)
+    cpu = per.ReplayBuffer(64, SPEC, seed=3, beta_steps=10)
+    dev = B.ReplayBuffer(64, SPEC, max_batch=40, seed=3, beta_steps=10)
+    it = _items(rng, 40)
+    cpu.add_batch(**it)
+    dev.add_batch(**{k: B.dev(v) for k, v in it.items()})
+    td_dev = B.dev(np.zeros(16, np.float32))
+    assert mod.capture_begin(0) == 0
+    out = dev.sample(16)
+    stale = dev.update(out["ids"], td_dev)
+    graph = mod.capture_end(0)
+    assert not isinstance(graph, int), "the capture broke"
+    for _ in range(25):
+        td = rng.standard_normal(16).astype(np.float32)
+        assert mod.copy(td_dev.ptr, td.ctypes.data, td.nbytes, 0, 0, 0) == 0
+        assert mod.replay(graph) == 0
+        ref = cpu.sample(16)
+        np.testing.assert_array_equal(B.host(out["ids"]).view(np.uint64), ref["ids"])
+        assert B.host(out["weights"]).tobytes() == ref["weights"].tobytes()
+        assert int(B.host(stale)) == cpu.update(ref["ids"], td)
+    dev.status()
+    _same_state(tmp_path, cpu, dev, "graph")
+
+
+def test_thread_orders(B, tmp_path):
+    """The host backend's launches give the same bits with their threads
+    run forwards, backwards and shuffled."""
+    if B.name != "host":
+        pytest.skip("thread orders are the host backend's")
+    files = []
+    for order in range(3):
+        pc.host.module.shim_order(order)
+        try:
+            rng = np.random.default_rng(9)
+            dev = B.ReplayBuffer(30, SPEC, max_batch=32, seed=4)
+            for _ in range(10):
+                dev.add_batch(**{k: B.dev(v) for k, v in _items(rng, 9).items()})
+                got = dev.sample(12)
+                td = rng.standard_normal(12).astype(np.float32)
+                dev.update(got["ids"], B.dev(td))
+            dev.status()
+            p = tmp_path / f"o{order}.per"
+            dev.to_cpu().save(p)
+            files.append(p.read_bytes())
+        finally:
+            pc.host.module.shim_order(0)
+    assert files[0] == files[1] == files[2]
+
+
+def test_unavailable_message():
+    """Without per._cuda, per.cuda imports and says how to get it."""
+    if pc.available():
+        assert pc.unavailable_reason() == ""
+        return
+    assert "nvcc" in pc.unavailable_reason()
+    with pytest.raises(ImportError, match="nvcc"):
+        pc.ReplayBuffer(8, {"x": np.float32})
+
+
+def test_torch_tensors(B, tmp_path):
+    """PyTorch tensors in and out: sample's views are torch tensors (the
+    default wrap once torch is imported), inputs are taken through
+    __cuda_array_interface__ (GPU) or __dlpack__ (host), and the draws
+    are still per.ReplayBuffer's. Needs torch (CI's torch stage sets
+    PER_NEED_TORCH=1)."""
+    if os.environ.get("PER_NEED_TORCH") == "1":
+        import torch
+    else:
+        torch = pytest.importorskip("torch")
+    if B.name == "host":
+        def tens(a):  # a torch view of the emulation's "device memory"
+            return torch.from_dlpack(pc.host.to_device(a))
+    else:
+        def tens(a):
+            return torch.as_tensor(a, device=f"cuda:{torch.cuda.current_device()}")
+    rng = np.random.default_rng(12)
+    cpu = per.ReplayBuffer(64, SPEC, seed=8, align=True)
+    dev = B.ReplayBuffer(64, SPEC, max_batch=32, seed=8, align=True)
+    for _ in range(6):
+        it = _items(rng, 10)
+        cpu.add_batch(**it)
+        dev.add_batch(**{k: tens(v) for k, v in it.items()})
+        ref, got = cpu.sample(16), dev.sample(16)
+        assert isinstance(got["obs"], torch.Tensor) and got["obs"].shape == (16, 3)
+        assert got["ids"].dtype == torch.int64 and got["weights"].dtype == torch.float32
+        assert got["done"].dtype == torch.bool
+        np.testing.assert_array_equal(got["ids"].cpu().numpy().view(np.uint64), ref["ids"])
+        np.testing.assert_array_equal(got["obs"].cpu().numpy(), ref["obs"])
+        td = (got["rew"] - 0.5).contiguous()  # computed by torch from the views
+        if B.name == "host":
+            td = tens(td.numpy())
+        stale = dev.update(got["ids"], td)
+        assert int(stale) == cpu.update(ref["ids"], (ref["rew"] - np.float32(0.5)))
+    dev.status()
+    _same_state(tmp_path, cpu, dev, "torch")
