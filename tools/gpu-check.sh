@@ -10,7 +10,9 @@
 #      exists to run them;
 #   4. the GPU benchmark for both node types: bench/results/gpu_double.csv,
 #      gpu_float.csv (and .txt), and bench/results/gpu.md, a Markdown table
-#      (bench/gpu_report.py).
+#      (bench/gpu_report.py);
+#   5. per.cuda from Python (tools/gpu-python.sh): its tests on the GPU,
+#      the PyTorch DQN example, its peer benchmark.
 # --quick: the benchmark's two smallest rows only (checks the pipeline).
 # Exits non-zero when any step fails; the results of the steps that ran
 # stay in bench/results.
@@ -77,4 +79,7 @@ if [ -s "$out/gpu_double.csv" ]; then
   echo "== $out/gpu.md"
   cat "$out/gpu.md"
 fi
+
+echo "== per.cuda from Python (tools/gpu-python.sh)"
+sh tools/gpu-python.sh $quick || status=1
 exit $status
