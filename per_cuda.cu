@@ -488,6 +488,37 @@ static __global__ void peri_cuda_sample_strata_kernel(
   if (val) PERI_CUDA_ST(&val[i], PERI_CUDA_LD(&node[L + leaf]));
 }
 
+// per_tree_find_batch's checks: the first u (in order) that is NaN or
+// negative, else (position n) an unsamplable root.
+static __global__ void peri_cuda_validate_u_kernel(const per_real *node,
+                                                   const per_real *u,
+                                                   uint32_t n,
+                                                   unsigned long long *status) {
+  uint32_t j = peri_cuda_thread_id();
+  per_real x;
+  per_status s;
+  if (j >= n) return;
+  x = PERI_CUDA_LD(&u[j]);
+  s = x != x ? PER_ERR_NAN : x < 0 ? PER_ERR_NEGATIVE : PER_OK;
+  if (s != PER_OK) atomicMax(status, peri_cuda_status_word(j, s));
+  if (j == 0) {
+    s = peri_samplable(PERI_CUDA_LD(&node[1]));
+    if (s != PER_OK) atomicMax(status, peri_cuda_status_word(n, s));
+  }
+}
+
+// The leaf of each u, exactly per_tree_descend's.
+static __global__ void peri_cuda_find_kernel(const per_real *node, uint32_t L,
+                                             const per_real *u, uint32_t n,
+                                             uint32_t *idx, per_real *val,
+                                             const unsigned long long *status) {
+  uint32_t j = peri_cuda_thread_id(), leaf;
+  if (j >= n || PERI_CUDA_LD(status)) return;
+  leaf = peri_cuda_descend(node, L, PERI_CUDA_LD(&u[j]));
+  PERI_CUDA_ST(&idx[j], leaf);
+  if (val) PERI_CUDA_ST(&val[j], PERI_CUDA_LD(&node[L + leaf]));
+}
+
 // One thread: on success the device counter moves on by B.
 static __global__ void peri_cuda_advance_counter_kernel(
     unsigned long long *d_counter, uint32_t B,
@@ -1318,6 +1349,33 @@ PER_CUDA_DEF per_status per_cuda_tree_sample(
   if (d_counter)
     PER_CUDA_LAUNCH(peri_cuda_advance_counter_kernel, 1u, 1u, stream, d_counter,
                     B, d_status);
+  return peri_cuda_launch_status();
+}
+
+PER_CUDA_DEF per_status per_cuda_tree_find(const per_cuda_tree *t,
+                                           const per_real *d_u, uint32_t n,
+                                           uint32_t *d_idx, per_real *d_val,
+                                           unsigned long long *d_status,
+                                           per_cuda_stream stream) {
+  per_status s = peri_cuda_check_tree(t);
+  if (s != PER_OK) return s;
+  if (!d_status || (n > 0 && (!d_u || !d_idx))) return PER_ERR_NULL;
+  if (n > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
+  if (!peri_cuda_aligned(d_status, sizeof *d_status) ||
+      !peri_cuda_aligned(d_u, sizeof *d_u) ||
+      !peri_cuda_aligned(d_idx, sizeof *d_idx) ||
+      !peri_cuda_aligned(d_val, sizeof *d_val))
+    return PER_ERR_MEMORY;
+  s = peri_cuda_device_status(
+      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  if (s != PER_OK || n == 0) return s;
+  PER_CUDA_LAUNCH(peri_cuda_validate_u_kernel, peri_cuda_blocks_for(n),
+                  PERI_CUDA_BLOCK_THREADS, stream, (const per_real *)t->d_node,
+                  d_u, n, d_status);
+  PER_CUDA_LAUNCH(peri_cuda_find_kernel, peri_cuda_blocks_for(n),
+                  PERI_CUDA_BLOCK_THREADS, stream, (const per_real *)t->d_node,
+                  t->leaves, d_u, n, d_idx, d_val,
+                  (const unsigned long long *)d_status);
   return peri_cuda_launch_status();
 }
 

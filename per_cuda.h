@@ -38,7 +38,7 @@
       2. Status word ........ per_cuda_status_decode, per_cuda_status_clear,
                               per_cuda_status_keep
       3. Update ............. per_cuda_tree_set_batch, per_cuda_tree_set_td
-      4. Sample ............. per_cuda_tree_sample
+      4. Sample ............. per_cuda_tree_sample, per_cuda_tree_find
       5. IS weights ......... per_cuda_is_weights
       6. Replay buffer ...... per_cuda_buffer: init_mem, add_batch, sample,
                               update, upload, download
@@ -178,6 +178,7 @@ extern "C" {
 #define per_cuda_tree_set_batch PERI_NAME(per_cuda_tree_set_batch)
 #define per_cuda_tree_set_td PERI_NAME(per_cuda_tree_set_td)
 #define per_cuda_tree_sample PERI_NAME(per_cuda_tree_sample)
+#define per_cuda_tree_find PERI_NAME(per_cuda_tree_find)
 #define per_cuda_is_weights PERI_NAME(per_cuda_is_weights)
 #define per_cuda_buffer_bytes PERI_NAME(per_cuda_buffer_bytes)
 #define per_cuda_buffer_init_mem PERI_NAME(per_cuda_buffer_init_mem)
@@ -358,6 +359,23 @@ PER_CUDA_DEF per_status per_cuda_tree_sample(
     const per_cuda_tree *t, uint64_t seed, uint64_t counter,
     unsigned long long *d_counter, uint32_t B, uint32_t *d_idx, per_real *d_val,
     unsigned long long *d_status, per_cuda_stream stream);
+
+/* Enqueue per_tree_find_batch: d_idx[i] = the leaf whose prefix interval
+   holds d_u[i] (per_tree_descend; u >= total gives the last leaf with
+   mass) and d_val[i] (may be NULL) its value, for i < n: the CPU's leaves
+   exactly. *d_status, checked as the CPU checks: the first d_u[i] in
+   order that is NaN (PER_ERR_NAN) or negative (PER_ERR_NEGATIVE), its
+   position; else PER_ERR_EMPTY (total 0) or PER_ERR_DEGENERATE (total
+   not finite), position n; then nothing is written. n == 0 sets
+   *d_status = 0. Two launches. Errors returned: PER_ERR_NULL,
+   PER_ERR_CAPACITY (bad descriptor), PER_ERR_BATCH (n >
+   PER_CUDA_MAX_BATCH), PER_ERR_MEMORY (a misaligned pointer),
+   PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_tree_find(const per_cuda_tree *t,
+                                           const per_real *d_u, uint32_t n,
+                                           uint32_t *d_idx, per_real *d_val,
+                                           unsigned long long *d_status,
+                                           per_cuda_stream stream);
 
 /* ======================================================================
    5. Importance-sampling weights

@@ -1002,10 +1002,10 @@ static PyGetSetDef Buf_getset[] = {
      nodes  per_cuda_tree_bytes(capacity)
      scratch  per_cuda_tree_set_batch's for max_batch
      idx    max_batch uint32, val max_batch per_real
-     words  status of set and sample; the kept first error (word, tag);
-            the counter
+     words  status of set, sample and find; the kept first error (word,
+            tag); the counter
    --------------------------------------------------------------------- */
-enum { T_SET = 0, T_SAMPLE = 1, T_KEEP = 2, T_COUNTER = 4 };
+enum { T_SET = 0, T_SAMPLE = 1, T_FIND = 2, T_KEEP = 4, T_COUNTER = 6 };
 
 typedef struct {
   PyObject_HEAD per_cuda_tree t;
@@ -1120,6 +1120,29 @@ static PyObject *Tree_sample(TreeObject *self, PyObject *args) {
   return PyLong_FromLong(s);
 }
 
+/* find(u_ptr, n, stream): per_cuda_tree_find into the tree's idx and val
+   outputs */
+static PyObject *Tree_find(TreeObject *self, PyObject *args) {
+  void *u;
+  unsigned n;
+  int s;
+  cudaStream_t st;
+  if (!PyArg_ParseTuple(args, "O&IO&:find", conv_ptr, &u, &n, conv_stream,
+                        &st))
+    return NULL;
+  if (n > self->max_batch) return PyLong_FromLong((int)PER_ERR_BATCH);
+  {
+    pyper_guard g(self->device);
+    s = note_per(per_cuda_tree_find(
+        &self->t, (const per_real *)u, n,
+        (uint32_t *)((char *)self->d + self->off_idx),
+        (per_real *)((char *)self->d + self->off_val),
+        tree_words(self) + T_FIND, st));
+    if (s == PER_OK) s = tree_keep(self, T_FIND, st);
+  }
+  return PyLong_FromLong(s);
+}
+
 /* check(stream, clear) -> (status, code, tag, pos), as _Buffer.check */
 static PyObject *Tree_check(TreeObject *self, PyObject *args) {
   cudaStream_t st;
@@ -1163,6 +1186,7 @@ static PyObject *Tree_shape(TreeObject *self, void *unused) {
 static PyMethodDef Tree_methods[] = {
     {"set", (PyCFunction)Tree_set, METH_VARARGS, NULL},
     {"sample", (PyCFunction)Tree_sample, METH_VARARGS, NULL},
+    {"find", (PyCFunction)Tree_find, METH_VARARGS, NULL},
     {"check", (PyCFunction)Tree_check, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL}};
 

@@ -60,7 +60,7 @@ __all__ = ["ReplayBuffer", "SumTree", "DeviceArray", "available",
 # DLPack type codes
 _DL_INT, _DL_UINT, _DL_FLOAT, _DL_BOOL = 0, 1, 2, 6
 _TAGS = {1: "add_batch", 2: "sample", 3: "update"}
-_TREE_TAGS = {1: "set_batch", 2: "sample"}
+_TREE_TAGS = {1: "set_batch", 2: "sample", 3: "find"}
 
 
 def available() -> bool:
@@ -81,8 +81,9 @@ def _module() -> _t.Any:
 
 
 def device_count() -> int:
-    """CUDA devices visible to the CUDA runtime (0 without a driver)."""
-    return int(_module().device_count())
+    """CUDA devices visible to the CUDA runtime: 0 without a driver, or
+    without per._cuda (available())."""
+    return int(_cuda_mod.device_count()) if _cuda_mod is not None else 0
 
 
 if _cuda_mod is not None:
@@ -511,9 +512,11 @@ class ReplayBuffer:
         """Enqueue a draw of batch_size items (per_cuda_buffer_sample) and
         return views of the buffer's output memory: the item's fields
         (shape (batch_size, *field shape)), "ids" (int64: per's uint64 ids,
-        the same bits; pass them back to update) and "weights" (float32 IS
-        weights). The views are the same memory on every call of the same
-        batch_size: a later sample overwrites them (clone what you keep),
+        the same bits: the slot in the low 32 bits, its generation in the
+        high 32; pass them back to update as they are) and "weights"
+        (float32 IS weights). Every sample, of any size, writes the same
+        output memory, and the views of one size are the same objects
+        each time: a later sample overwrites them (clone what you keep),
         which is what lets a CUDA graph capture the call. beta: a fixed
         beta instead of the schedule; window: draw from the newest
         `window` items only; trajectories: a window of whole trajectories.
@@ -701,6 +704,28 @@ class SumTree:
             raise ValueError(f"{call}: batch_size must be in [1, max_batch = "
                              f"{self.max_batch}], got {B}")
         self._b.check(self._h.sample(B, self.seed, self._st(stream)), call)
+        return self._views(B)
+
+    def find(self, u: _t.Any, *, stream: _t.Any = None) -> _t.Tuple[_t.Any, _t.Any]:
+        """Enqueue the leaves whose prefix intervals hold u (per_cuda_tree_find,
+        per.SumTree.find_batch's leaves): u a device array of n <=
+        max_batch values of the tree's real type (float64), u >= total
+        giving the last leaf with mass. Returns views (idx int32, values),
+        the memory sample() returns too. A NaN or negative u, or an empty
+        tree, is a device error (status())."""
+        call = "per.cuda.SumTree.find"
+        st = self._st(stream)
+        a = self._b.array(u, f"{call}: u", self.device, st)
+        n, pitch = _rows(a, None, (), self.real, f"{call}: u")
+        if n > 1 and pitch != self.real.itemsize:
+            raise ValueError(f"{call}: u must be contiguous")
+        if not 0 < n <= self.max_batch:
+            raise ValueError(f"{call}: {n} values; 1 to max_batch = "
+                             f"{self.max_batch}")
+        self._b.check(self._h.find(a.ptr, n, st), call)
+        return self._views(n)
+
+    def _views(self, B: int) -> _t.Tuple[_t.Any, _t.Any]:
         out = self._out.get(B)
         if out is None:
             out = (self._wrap(self._b.view(self._h, self._ptrs["idx"], self.device,
@@ -716,7 +741,7 @@ class SumTree:
         self._b.check(s, "per.cuda.SumTree.status")
         if code:
             what = _TREE_TAGS.get(tag, "a call")
-            where = f" at position {pos}" if what == "set_batch" else ""
+            where = f" at position {pos}" if what in ("set_batch", "find") else ""
             _raise(f"per.cuda.SumTree.{what}", code, f"reported by the device{where}")
 
 

@@ -273,10 +273,23 @@ def test_from_cpu_then_alike(B, tmp_path):
     _same_state(tmp_path, cpu, dev2, "ckpt")
 
 
+def _descend(nodes, L, u):
+    """per.h's per_tree_descend, step for step, in doubles."""
+    k = 1
+    while k < L:
+        left = nodes[2 * k]
+        if left > 0 and (u < left or not nodes[2 * k + 1] > 0):
+            k = 2 * k
+        else:
+            u -= left
+            k = 2 * k + 1
+    return k - L
+
+
 def test_sum_tree(B):
     """per.cuda.SumTree against per.SumTree: nodes after batches of sets
-    (duplicates: the last wins), and stratified draws with the seed's
-    stream."""
+    (duplicates: the last wins), stratified draws with the seed's stream,
+    and find's leaves against per_tree_descend's."""
     rng = np.random.default_rng(7)
     cap = 37
     t = per.SumTree(cap)
@@ -294,7 +307,20 @@ def test_sum_tree(B):
         i_got, v_got = d.sample(20)
         np.testing.assert_array_equal(B.host(i_got), i_ref)
         assert B.host(v_got).tobytes() == np.asarray(v_ref, np.float64).tobytes()
+        # find: the leaves of given prefix masses, per_tree_descend's
+        nodes, L = t.nodes(), d.leaves
+        total = float(nodes[1])
+        u = np.concatenate([rng.random(30) * total, [0.0, total, 2 * total]])
+        i_got, v_got = d.find(B.dev(u))
+        want = [_descend(nodes, L, float(x)) for x in u]
+        np.testing.assert_array_equal(B.host(i_got), want)
+        np.testing.assert_array_equal(B.host(v_got), nodes[L + np.array(want)])
     d.status()
+    d.find(B.dev(np.array([1.0, -1.0, np.nan])))
+    with pytest.raises(per.Error) as e:
+        d.status()
+    assert e.value.name == "PER_ERR_NEGATIVE" and "find" in str(e.value)
+    assert "position 1" in str(e.value)
     d.set_batch(B.dev(np.array([0, cap], np.int32)), B.dev(np.array([1.0, 1.0])))
     with pytest.raises(per.Error) as e:
         d.status()

@@ -974,6 +974,117 @@ static void cc_case_sample_edges(void) {
   cc_sample_free(&s);
 }
 
+// >>case: per_cuda_tree_find against per_tree_find_batch
+static void cc_case_find(void) {
+  enum { N = 600 };
+  per_rng r;
+  per_real *u = (per_real *)malloc(sizeof(per_real) * N);
+  per_real *cv = (per_real *)malloc(sizeof(per_real) * N);
+  per_real *gv = (per_real *)malloc(sizeof(per_real) * N);
+  uint32_t *ci = (uint32_t *)malloc(4 * N), *gi = (uint32_t *)malloc(4 * N);
+  per_real *d_u = (per_real *)cc_dmalloc(sizeof(per_real) * N);
+  per_real *d_val = (per_real *)cc_dmalloc(sizeof(per_real) * N);
+  uint32_t *d_idx = (uint32_t *)cc_dmalloc(4 * N), pos = 0;
+  unsigned long long *d_status = (unsigned long long *)cc_dmalloc(8);
+  size_t c;
+  per_rng_init(&r, 0xf1d);
+  if (!u || !cv || !gv || !ci || !gi || !d_u || !d_val || !d_idx || !d_status)
+    return;
+  for (c = 0; c < CC_NCAPS; ++c) {
+    uint32_t C = cc_caps[c], i;
+    per_tree cpu;
+    cc_dev_tree d;
+    per_real total;
+    if (per_tree_init(&cpu, C, NULL) != PER_OK || !cc_dev_tree_make(&d, C))
+      continue;
+    cc_random_tree(&cpu, &d, &r, (int)(c % 2));
+    if (!(per_tree_total(&cpu) > 0)) {
+      CHECK_OK(per_tree_set(&cpu, C / 2, (per_real)0.5));
+      CHECK_OK(per_cuda_tree_upload(&d.t, &cpu, cc_stream));
+    }
+    total = per_tree_total(&cpu);
+    for (i = 0; i < N; ++i) { // inside, on prefix sums, the ends and past
+      uint32_t k = per_rng_below(&r, 6);
+      u[i] = k == 0   ? (per_real)0
+             : k == 1 ? total
+             : k == 2 ? total * (per_real)2
+             : k == 3 ? per_tree_prefix(&cpu, per_rng_below(&r, C + 1))
+                      : (per_real)per_rng_real(&r) * total;
+    }
+    cc_h2d(d_u, u, sizeof(per_real) * N);
+    CHECK_OK(per_tree_find_batch(&cpu, u, N, ci, cv));
+    CHECK_OK(
+        per_cuda_tree_find(&d.t, d_u, N, d_idx, d_val, d_status, cc_stream));
+    cc_d2h(gi, d_idx, 4 * N);
+    cc_d2h(gv, d_val, sizeof(per_real) * N);
+    CHECK_EQ_U(cc_status_word(d_status), 0);
+    CHECK(memcmp(ci, gi, 4 * N) == 0);
+    CHECK(memcmp(cv, gv, sizeof(per_real) * N) == 0);
+    cc_draws += N;
+    // the first bad u wins, and nothing is written
+    memset(gi, 0xEE, 4 * N);
+    cc_h2d(d_idx, gi, 4 * N);
+    u[5] = -(per_real)1;
+    u[3] = (per_real)NAN;
+    u[9] = (per_real)NAN;
+    cc_h2d(d_u, u, sizeof(per_real) * N);
+    CHECK_STATUS(per_tree_find_batch(&cpu, u, N, ci, cv), PER_ERR_NAN);
+    CHECK_OK(
+        per_cuda_tree_find(&d.t, d_u, N, d_idx, NULL, d_status, cc_stream));
+    CHECK_STATUS(per_cuda_status_decode(cc_status_word(d_status), &pos),
+                 PER_ERR_NAN);
+    CHECK_EQ_U(pos, 3);
+    u[3] = (per_real)1;
+    cc_h2d(d_u, u, sizeof(per_real) * N);
+    CHECK_OK(
+        per_cuda_tree_find(&d.t, d_u, N, d_idx, NULL, d_status, cc_stream));
+    CHECK_STATUS(per_cuda_status_decode(cc_status_word(d_status), &pos),
+                 PER_ERR_NEGATIVE);
+    CHECK_EQ_U(pos, 5);
+    cc_d2h(ci, d_idx, 4 * N);
+    CHECK(memcmp(ci, gi, 4 * N) == 0);
+    // an empty tree: after the u checks, at position n
+    CHECK_OK(per_cuda_tree_clear(&d.t, cc_stream));
+    u[5] = u[9] = (per_real)0;
+    cc_h2d(d_u, u, sizeof(per_real) * N);
+    CHECK_OK(
+        per_cuda_tree_find(&d.t, d_u, N, d_idx, NULL, d_status, cc_stream));
+    CHECK_STATUS(per_cuda_status_decode(cc_status_word(d_status), &pos),
+                 PER_ERR_EMPTY);
+    CHECK_EQ_U(pos, N);
+    CHECK_OK(
+        per_cuda_tree_find(&d.t, d_u, 0, d_idx, NULL, d_status, cc_stream));
+    CHECK_EQ_U(cc_status_word(d_status), 0);
+    per_tree_free(&cpu);
+    cc_dev_tree_free(&d);
+  }
+  {
+    cc_dev_tree d;
+    if (cc_dev_tree_make(&d, 4)) {
+      CHECK_STATUS(
+          per_cuda_tree_find(&d.t, NULL, 1, d_idx, NULL, d_status, cc_stream),
+          PER_ERR_NULL);
+      CHECK_STATUS(per_cuda_tree_find(&d.t, d_u, PER_CUDA_MAX_BATCH + 1, d_idx,
+                                      NULL, d_status, cc_stream),
+                   PER_ERR_BATCH);
+      CHECK_STATUS(per_cuda_tree_find(&d.t, d_u, 1,
+                                      (uint32_t *)(void *)((char *)d_idx + 2),
+                                      NULL, d_status, cc_stream),
+                   PER_ERR_MEMORY);
+      cc_dev_tree_free(&d);
+    }
+  }
+  free(u);
+  free(cv);
+  free(gv);
+  free(ci);
+  free(gi);
+  cudaFree(d_u);
+  cudaFree(d_val);
+  cudaFree(d_idx);
+  cudaFree(d_status);
+}
+
 // >>case: IS weights against the CPU formula
 static void cc_case_weights(void) {
   static const double betas[] = {0, 0.4, 0.7, 1, 2.5};
@@ -1137,6 +1248,7 @@ static void cc_run_all(void) {
   cc_case_td();
   cc_case_sample();
   cc_case_sample_edges();
+  cc_case_find();
   cc_case_weights();
   printf("  compared %llu trees (%llu nodes) byte for byte and %llu draws "
          "exactly\n",
