@@ -6,7 +6,10 @@
 # PYTHON picks the interpreter (default python3).
 set -e
 cd "$(dirname "$0")/.."
-# with mpi4py where an MPI is installed (per.mpi, tools/pympi.sh)
+# with per._cuda_host (per.cuda's tests, tests/test_cuda.py) and, where
+# an MPI is installed, mpi4py (per.mpi, tools/pympi.sh)
+PER_PY_CUDA_HOST=true
+export PER_PY_CUDA_HOST
 if command -v mpicc >/dev/null 2>&1; then
   sh tools/pyvenv.sh mpi4py
 else

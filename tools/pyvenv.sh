@@ -30,11 +30,11 @@ if "$venv/bin/python" -m pip show -q per >/dev/null 2>&1; then
   "$venv/bin/python" -m pip uninstall -q -y per
 fi
 # The wheel is built from the working tree as it is (no cached build),
-# with per._cuda_host (per.cuda's tests without a GPU) and, unless
-# PER_PY_CUDA=enabled (tools/gpu-check.sh), without nvcc: per._cuda
-# compiles per_cuda.cu for every GPU architecture, minutes that only
-# tools/wheel.sh and a GPU need to spend.
+# without nvcc unless PER_PY_CUDA=enabled (per._cuda compiles per_cuda.cu
+# for every GPU architecture, minutes that only tools/wheel.sh and a GPU
+# need to spend), and with per._cuda_host (per.cuda's tests without a
+# GPU) when PER_PY_CUDA_HOST=true (tools/pytest.sh, CI's torch stage).
 "$venv/bin/python" -m pip install -q --disable-pip-version-check \
   --force-reinstall --no-deps --config-settings=setup-args=-Dwerror=true \
-  --config-settings=setup-args=-Dpython_cuda_host=true \
+  --config-settings=setup-args=-Dpython_cuda_host="${PER_PY_CUDA_HOST:-false}" \
   --config-settings=setup-args=-Dcuda="${PER_PY_CUDA:-disabled}" .
