@@ -358,32 +358,84 @@ def test_views_and_dlpack(B):
 def test_graph_capture(B, tmp_path):
     """A whole step (sample, then update with the sampled ids and TD errors
     written to fixed device memory before each replay) captured once and
-    replayed, against the CPU doing each step's calls."""
-    if B.name != "host":
-        pytest.skip("the GPU's graphs are tools/gpu-check.sh's (torch.cuda.graph)")
-    mod = pc.host.module
+    replayed, against the CPU doing each step's calls: the shim's capture
+    on the host backend, torch.cuda.graph on a GPU."""
     rng = np.random.default_rng(8)
     cpu = per.ReplayBuffer(64, SPEC, seed=3, beta_steps=10)
-    dev = B.ReplayBuffer(64, SPEC, max_batch=40, seed=3, beta_steps=10)
     it = _items(rng, 40)
     cpu.add_batch(**it)
-    dev.add_batch(**{k: B.dev(v) for k, v in it.items()})
-    td_dev = B.dev(np.zeros(16, np.float32))
-    assert mod.capture_begin(0) == 0
-    out = dev.sample(16)
-    stale = dev.update(out["ids"], td_dev)
-    graph = mod.capture_end(0)
-    assert not isinstance(graph, int), "the capture broke"
+    if B.name == "host":
+        mod = pc.host.module
+        dev = B.ReplayBuffer(64, SPEC, max_batch=40, seed=3, beta_steps=10,
+                             wrap=lambda a: a)
+        dev.add_batch(**{k: B.dev(v) for k, v in it.items()})
+        td_dev = B.dev(np.zeros(16, np.float32))
+        assert mod.capture_begin(0) == 0
+        out = dev.sample(16)
+        stale = dev.update(out["ids"], td_dev)
+        graph = mod.capture_end(0)
+        assert not isinstance(graph, int), "the capture broke"
+
+        def replay(td):
+            assert mod.copy(td_dev.ptr, td.ctypes.data, td.nbytes, 0, 0, 0) == 0
+            assert mod.replay(graph) == 0
+    else:
+        torch = pytest.importorskip("torch")
+        dev = B.ReplayBuffer(64, SPEC, max_batch=40, seed=3, beta_steps=10,
+                             wrap=torch.from_dlpack)
+        dev.add_batch(**{k: B.dev(v) for k, v in it.items()})
+        td_dev = torch.zeros(16, dtype=torch.float32, device=f"cuda:{dev.device}")
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = dev.sample(16)
+            stale = dev.update(out["ids"], td_dev)
+
+        def replay(td):
+            td_dev.copy_(torch.from_numpy(td))
+            g.replay()
+            torch.cuda.synchronize()
     for _ in range(25):
         td = rng.standard_normal(16).astype(np.float32)
-        assert mod.copy(td_dev.ptr, td.ctypes.data, td.nbytes, 0, 0, 0) == 0
-        assert mod.replay(graph) == 0
+        replay(td)
         ref = cpu.sample(16)
         np.testing.assert_array_equal(B.host(out["ids"]).view(np.uint64), ref["ids"])
         assert B.host(out["weights"]).tobytes() == ref["weights"].tobytes()
         assert int(B.host(stale)) == cpu.update(ref["ids"], td)
     dev.status()
     _same_state(tmp_path, cpu, dev, "graph")
+
+
+def test_cupy_and_jax_arrays(B, tmp_path):
+    """CuPy and JAX device arrays in (JAX through __dlpack__ or its
+    __cuda_array_interface__), CuPy arrays out (wrap=cupy.from_dlpack):
+    the same draws as per.ReplayBuffer. GPU only, where they import."""
+    if B.name != "cuda":
+        pytest.skip("CuPy and JAX arrays live on a GPU")
+    cupy = pytest.importorskip("cupy")
+    jnp = pytest.importorskip("jax.numpy")
+    rng = np.random.default_rng(13)
+    cpu = per.ReplayBuffer(64, SPEC, seed=6, align=True)
+    dev = B.ReplayBuffer(64, SPEC, max_batch=32, seed=6, align=True,
+                         wrap=cupy.from_dlpack)
+    for k in range(6):
+        it = _items(rng, 12)
+        cpu.add_batch(**it)
+        if k % 2:
+            dev.add_batch(**{n: cupy.asarray(v) for n, v in it.items()})
+        else:  # JAX keeps 32-bit integers unless x64 is on: act from CuPy
+            dev.add_batch(**{n: cupy.asarray(v) if n == "act" else jnp.asarray(v)
+                             for n, v in it.items()})
+        ref, got = cpu.sample(16), dev.sample(16)
+        assert isinstance(got["obs"], cupy.ndarray)
+        np.testing.assert_array_equal(cupy.asnumpy(got["ids"]).view(np.uint64),
+                                      ref["ids"])
+        np.testing.assert_array_equal(cupy.asnumpy(got["obs"]), ref["obs"])
+        td = rng.standard_normal(16).astype(np.float32)
+        dev.update(got["ids"], cupy.asarray(td))
+        cpu.update(ref["ids"], td)
+    dev.status()
+    _same_state(tmp_path, cpu, dev, "cupy-jax")
 
 
 def test_thread_orders(B, tmp_path):
