@@ -1628,6 +1628,32 @@ PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
   return peri_cuda_launch_status();
 }
 
+// One thread: the counters out of the state.
+static __global__ void peri_cuda_counters_kernel(
+    const peri_cuda_buffer_state *st, per_cuda_counters *out) {
+  per_cuda_counters c;
+  if (peri_cuda_thread_id() != 0) return;
+  c.size = PERI_CUDA_LD(&st->size);
+  c.pos = PERI_CUDA_LD(&st->pos);
+  c.added = PERI_CUDA_LD(&st->added);
+  c.trajs = PERI_CUDA_LD(&st->trajs);
+  c.step = PERI_CUDA_LD(&st->step);
+  c.max_leaf = (double)PERI_CUDA_LD(&st->max_leaf);
+  PERI_CUDA_ST(out, c);
+}
+
+PER_CUDA_DEF per_status per_cuda_buffer_counters(const per_cuda_buffer *b,
+                                                 per_cuda_counters *d_out,
+                                                 per_cuda_stream stream) {
+  per_status s = peri_cuda_check_buffer(b);
+  if (s != PER_OK) return s;
+  if (!d_out) return PER_ERR_NULL;
+  if (!peri_cuda_aligned(d_out, 8)) return PER_ERR_MEMORY;
+  PER_CUDA_LAUNCH(peri_cuda_counters_kernel, 1u, 1u, stream,
+                  (const peri_cuda_buffer_state *)b->d_state, d_out);
+  return peri_cuda_launch_status();
+}
+
 PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
                                                const per_buffer *host,
                                                per_cuda_stream stream) {

@@ -41,7 +41,7 @@
       4. Sample ............. per_cuda_tree_sample, per_cuda_tree_find
       5. IS weights ......... per_cuda_is_weights
       6. Replay buffer ...... per_cuda_buffer: init_mem, add_batch, sample,
-                              update, upload, download
+                              update, counters, upload, download
 
    CONVENTIONS (every function)
       - d_ pointers are device memory; the function enqueues its work on
@@ -187,6 +187,7 @@ extern "C" {
 #define per_cuda_buffer_update PERI_NAME(per_cuda_buffer_update)
 #define per_cuda_buffer_upload PERI_NAME(per_cuda_buffer_upload)
 #define per_cuda_buffer_download PERI_NAME(per_cuda_buffer_download)
+#define per_cuda_buffer_counters PERI_NAME(per_cuda_buffer_counters)
 
 /* A CUDA stream; identical to cudaStream_t. */
 typedef struct CUstream_st *per_cuda_stream;
@@ -519,6 +520,24 @@ PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
                                                uint32_t *d_stale,
                                                unsigned long long *d_status,
                                                per_cuda_stream stream);
+
+/* A device buffer's counters: per_buffer's fields of the same names. */
+typedef struct per_cuda_counters {
+  uint64_t size;   /* items stored */
+  uint64_t pos;    /* the slot the next item goes to */
+  uint64_t added;  /* items added in total */
+  uint64_t trajs;  /* trajectories added in total */
+  uint64_t step;   /* scheduled samples so far (the beta step) */
+  double max_leaf; /* the leaf new items get */
+} per_cuda_counters;
+
+/* Enqueue a copy of the buffer's counters to *d_out (device memory,
+   8-byte aligned; one thread), as they are once the stream has run what
+   was enqueued before: read it after that (len() without a download).
+   Errors: PER_ERR_NULL, PER_ERR_MEMORY, PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_buffer_counters(const per_cuda_buffer *b,
+                                                 per_cuda_counters *d_out,
+                                                 per_cuda_stream stream);
 
 /* Enqueue a copy of a CPU buffer's state (items, generations, ends,
    trajectory ids, trees, stream, counters) to the device buffer; the

@@ -649,9 +649,16 @@ static PyObject *mod_replay(PyObject *mod, PyObject *cap) {
      ids    max_batch uint64, weights max_batch float
      extra  bytes the caller asked for (fields unpacked from out)
      words  status of add, sample, update; the kept first error (word and
-            tag); the stale count
+            tag); the stale count; the counters of counters()
    --------------------------------------------------------------------- */
-enum { W_ADD = 0, W_SAMPLE = 1, W_UPDATE = 2, W_KEEP = 4, W_STALE = 6 };
+enum {
+  W_ADD = 0,
+  W_SAMPLE = 1,
+  W_UPDATE = 2,
+  W_KEEP = 4,
+  W_STALE = 6,
+  W_COUNTERS = 8 /* a per_cuda_counters, 48 bytes */
+};
 
 typedef struct {
   PyObject_HEAD per_cuda_buffer b;
@@ -855,6 +862,32 @@ static PyObject *Buf_check(BufObject *self, PyObject *args) {
   return Py_BuildValue("(iiKI)", s, (int)code, w[1], (unsigned)pos);
 }
 
+/* counters(stream) -> (status, size, pos, added, trajs, step, max_leaf):
+   per_cuda_buffer_counters, waited for. */
+static PyObject *Buf_counters(BufObject *self, PyObject *arg) {
+  cudaStream_t st;
+  per_cuda_counters c;
+  per_cuda_counters *d_c;
+  int s;
+  if (!buf_ready(self) || !conv_stream(arg, &st)) return NULL;
+  memset(&c, 0, sizeof c);
+  d_c = (per_cuda_counters *)(void *)(buf_words(self) + W_COUNTERS);
+  Py_BEGIN_ALLOW_THREADS;
+  {
+    pyper_guard g(self->device);
+    s = note_per(per_cuda_buffer_counters(&self->b, d_c, st));
+    if (s == PER_OK)
+      s = note_cuda(
+          cudaMemcpyAsync(&c, d_c, sizeof c, cudaMemcpyDeviceToHost, st));
+    if (s == PER_OK) s = note_cuda(cudaStreamSynchronize(st));
+  }
+  Py_END_ALLOW_THREADS;
+  return Py_BuildValue("(iKKKKKd)", s, (unsigned long long)c.size,
+                       (unsigned long long)c.pos, (unsigned long long)c.added,
+                       (unsigned long long)c.trajs, (unsigned long long)c.step,
+                       c.max_leaf);
+}
+
 /* the per_buffer of a per.ReplayBuffer, and its lock held */
 static pyper_shard *shard_of(PyObject *owner, PyObject **capsule) {
   pyper_shard *sh;
@@ -983,6 +1016,7 @@ static PyMethodDef Buf_methods[] = {
     {"sample", (PyCFunction)Buf_sample, METH_VARARGS, NULL},
     {"update", (PyCFunction)Buf_update, METH_VARARGS, NULL},
     {"check", (PyCFunction)Buf_check, METH_VARARGS, NULL},
+    {"counters", (PyCFunction)Buf_counters, METH_O, NULL},
     {"download", (PyCFunction)Buf_download, METH_VARARGS, NULL},
     {"upload", (PyCFunction)Buf_upload, METH_VARARGS, NULL},
     {"reset", (PyCFunction)Buf_reset, METH_O, NULL},
@@ -1127,17 +1161,16 @@ static PyObject *Tree_find(TreeObject *self, PyObject *args) {
   unsigned n;
   int s;
   cudaStream_t st;
-  if (!PyArg_ParseTuple(args, "O&IO&:find", conv_ptr, &u, &n, conv_stream,
-                        &st))
+  if (!PyArg_ParseTuple(args, "O&IO&:find", conv_ptr, &u, &n, conv_stream, &st))
     return NULL;
   if (n > self->max_batch) return PyLong_FromLong((int)PER_ERR_BATCH);
   {
     pyper_guard g(self->device);
-    s = note_per(per_cuda_tree_find(
-        &self->t, (const per_real *)u, n,
-        (uint32_t *)((char *)self->d + self->off_idx),
-        (per_real *)((char *)self->d + self->off_val),
-        tree_words(self) + T_FIND, st));
+    s = note_per(
+        per_cuda_tree_find(&self->t, (const per_real *)u, n,
+                           (uint32_t *)((char *)self->d + self->off_idx),
+                           (per_real *)((char *)self->d + self->off_val),
+                           tree_words(self) + T_FIND, st));
     if (s == PER_OK) s = tree_keep(self, T_FIND, st);
   }
   return PyLong_FromLong(s);

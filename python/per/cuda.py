@@ -590,6 +590,20 @@ class ReplayBuffer:
             _raise(f"per.cuda.ReplayBuffer.{what}", code,
                    f"reported by the device{where}")
 
+    def counters(self, *, stream: _t.Any = None) -> _t.Dict[str, _t.Any]:
+        """The buffer's counters as the device holds them once the stream
+        has run what was enqueued (per_cuda_buffer_counters; waits): size,
+        pos, added, trajectories, step (the beta step) and max_leaf, as
+        per.ReplayBuffer.counters names them (a method here: it waits)."""
+        r = self._h.counters(self._st(stream))
+        self._b.check(r[0], "per.cuda.ReplayBuffer.counters")
+        return dict(zip(("size", "pos", "added", "trajectories", "step", "max_leaf"),
+                        r[1:]))
+
+    def __len__(self) -> int:
+        """Items stored (waits for the current stream: counters())."""
+        return int(self.counters()["size"])
+
     def synchronize(self, stream: _t.Any = None) -> None:
         """Wait until the stream has run everything enqueued on it."""
         self._b.check(self._b.mod.synchronize(self.device, self._st(stream)),

@@ -126,6 +126,10 @@ def test_random_calls_bitwise(B, tmp_path, align, alpha):
         stale = dev.update(B.dev(uids.view(np.int64)), B.dev(td))
         assert int(B.host(stale)) == cpu.update(uids, td)
         dev.status()
+        c = dev.counters()
+        assert len(dev) == len(cpu) == c["size"]
+        want = cpu.counters
+        assert all(c[k] == want[k] for k in c), (c, want)
     _same_state(tmp_path, cpu, dev, "end")
 
 

@@ -101,9 +101,28 @@ static void cb_compare(const char *what, const per_buffer *cpu, cb_dev *d) {
   per_buffer h;
   size_t la = 0, lb = 0, n;
   unsigned char *sa, *sb;
+  per_cuda_counters *d_c = (per_cuda_counters *)cc_dmalloc(sizeof *d_c), c;
   CHECK_OK(per_buffer_init(&h, &cpu->cfg, NULL));
   CHECK_OK(per_cuda_buffer_download(&d->b, &h, cc_stream));
   cb_same_state(what, cpu, &h);
+  // the counters alone, without a download
+  if (d_c) {
+    CHECK_OK(per_cuda_buffer_counters(&d->b, d_c, cc_stream));
+    cc_d2h(&c, d_c, sizeof c);
+    CHECK_EQ_U(c.size, cpu->size);
+    CHECK_EQ_U(c.pos, cpu->pos);
+    CHECK_EQ_U(c.added, cpu->added);
+    CHECK_EQ_U(c.trajs, cpu->trajs);
+    CHECK_EQ_U(c.step, cpu->step);
+    CHECK(c.max_leaf == (double)cpu->max_leaf);
+    CHECK_STATUS(per_cuda_buffer_counters(&d->b, NULL, cc_stream),
+                 PER_ERR_NULL);
+    CHECK_STATUS(
+        per_cuda_buffer_counters(
+            &d->b, (per_cuda_counters *)(void *)((char *)d_c + 4), cc_stream),
+        PER_ERR_MEMORY);
+    cudaFree(d_c);
+  }
   // and the checkpoints the two would write
   n = per_buffer_snapshot_bytes(cpu);
   sa = (unsigned char *)malloc(n);
