@@ -166,7 +166,6 @@ def main(argv=None):
     t_env = torch.zeros((), dtype=torch.float64, device=device)  # env steps
     ring = torch.zeros(WINDOW + 1, device=device)  # returns; slot WINDOW: none
     episodes = torch.zeros((), dtype=torch.int64, device=device)
-    one = torch.ones((), dtype=torch.int64, device=device)
     state = {"obs": obs}
 
     def act_and_add():

@@ -383,8 +383,9 @@ class ReplayBuffer:
         # kernel may not read it) are copied into areas of their own
         self._fields: _t.List[_t.Tuple[str, int, _np.dtype, _t.Tuple[int, ...], int, int]] = []
         extra = 0
-        for name in dt.names:
-            f, off = dt.fields[name][0], dt.fields[name][1]
+        layout: _t.Mapping[str, _t.Any] = dt.fields or {}  # always set here
+        for name in dt.names or ():
+            f, off = layout[name][0], layout[name][1]
             base, shape = f.base, f.shape
             nbytes = f.itemsize
             own = -1
@@ -417,7 +418,7 @@ class ReplayBuffer:
         return str(self._b.mod.backend)
 
     def __repr__(self) -> str:
-        names = ", ".join(self.dtype.names)
+        names = ", ".join(self.dtype.names or ())
         return (f"per.cuda.ReplayBuffer(capacity={self.capacity}, fields=({names}), "
                 f"max_batch={self.max_batch}, device={self.device}, "
                 f"backend={self.backend!r})")
@@ -447,7 +448,7 @@ class ReplayBuffer:
             ptr = a.ptr
             copies: _t.List[_t.Tuple[int, int, int, int]] = []
         else:
-            got, names = set(fields), set(self.dtype.names)
+            got, names = set(fields), set(self.dtype.names or ())
             if got != names:
                 raise ValueError(f"{call}: fields do not match the item: missing "
                                  f"{sorted(names - got)}, unknown {sorted(got - names)}")
