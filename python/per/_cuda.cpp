@@ -836,30 +836,37 @@ static PyObject *Buf_update(BufObject *self, PyObject *args) {
   return PyLong_FromLong(s);
 }
 
-/* check(stream, clear) -> (status, word, tag, pos): waits for the stream,
-   reads the first error kept since the last clear (tag 1 add, 2 sample,
-   3 update; 0 none) and, with clear, forgets it. */
-static PyObject *Buf_check(BufObject *self, PyObject *args) {
+/* The first error kept in keep[0..1] since the last clear, as (status,
+   code, tag, pos): waits for the stream, reads the pair and, with clear,
+   zeroes it. */
+static PyObject *read_keep(unsigned long long *keep, int device,
+                           PyObject *args) {
   cudaStream_t st;
   int clear, s;
   unsigned long long w[2] = {0, 0};
   uint32_t pos = 0;
   per_status code;
-  if (!buf_ready(self) ||
-      !PyArg_ParseTuple(args, "O&p:check", conv_stream, &st, &clear))
+  if (!PyArg_ParseTuple(args, "O&p:check", conv_stream, &st, &clear))
     return NULL;
   Py_BEGIN_ALLOW_THREADS;
   {
-    pyper_guard g(self->device);
-    s = note_cuda(cudaMemcpyAsync(w, buf_words(self) + W_KEEP, sizeof w,
-                                  cudaMemcpyDeviceToHost, st));
+    pyper_guard g(device);
+    s = note_cuda(
+        cudaMemcpyAsync(w, keep, sizeof w, cudaMemcpyDeviceToHost, st));
     if (s == PER_OK) s = note_cuda(cudaStreamSynchronize(st));
     if (s == PER_OK && clear && w[0])
-      s = note_cuda(cudaMemsetAsync(buf_words(self) + W_KEEP, 0, sizeof w, st));
+      s = note_cuda(cudaMemsetAsync(keep, 0, sizeof w, st));
   }
   Py_END_ALLOW_THREADS;
   code = per_cuda_status_decode(w[0], &pos);
   return Py_BuildValue("(iiKI)", s, (int)code, w[1], (unsigned)pos);
+}
+
+/* check(stream, clear) -> (status, code, tag, pos): read_keep of the
+   buffer's pair (tag 1 add, 2 sample, 3 update; 0 none). */
+static PyObject *Buf_check(BufObject *self, PyObject *args) {
+  if (!buf_ready(self)) return NULL;
+  return read_keep(buf_words(self) + W_KEEP, self->device, args);
 }
 
 /* counters(stream) -> (status, size, pos, added, trajs, step, max_leaf):
@@ -1176,28 +1183,10 @@ static PyObject *Tree_find(TreeObject *self, PyObject *args) {
   return PyLong_FromLong(s);
 }
 
-/* check(stream, clear) -> (status, code, tag, pos), as _Buffer.check */
+/* check(stream, clear) -> (status, code, tag, pos): read_keep of the
+   tree's pair (tag 1 set, 2 sample, 3 find). */
 static PyObject *Tree_check(TreeObject *self, PyObject *args) {
-  cudaStream_t st;
-  int clear, s;
-  unsigned long long w[2] = {0, 0};
-  uint32_t pos = 0;
-  per_status code;
-  if (!PyArg_ParseTuple(args, "O&p:check", conv_stream, &st, &clear))
-    return NULL;
-  Py_BEGIN_ALLOW_THREADS;
-  {
-    pyper_guard g(self->device);
-    s = note_cuda(cudaMemcpyAsync(w, tree_words(self) + T_KEEP, sizeof w,
-                                  cudaMemcpyDeviceToHost, st));
-    if (s == PER_OK) s = note_cuda(cudaStreamSynchronize(st));
-    if (s == PER_OK && clear && w[0])
-      s = note_cuda(
-          cudaMemsetAsync(tree_words(self) + T_KEEP, 0, sizeof w, st));
-  }
-  Py_END_ALLOW_THREADS;
-  code = per_cuda_status_decode(w[0], &pos);
-  return Py_BuildValue("(iiKI)", s, (int)code, w[1], (unsigned)pos);
+  return read_keep(tree_words(self) + T_KEEP, self->device, args);
 }
 
 static PyObject *Tree_ptrs(TreeObject *self, void *unused) {

@@ -304,6 +304,29 @@ def _rows(arr: _Arr, n_expected: _t.Optional[int], inner: _t.Tuple[int, ...],
     return n, pitch
 
 
+def _pairs(b: _Backend, device: int, st: int, call: str,
+           keys: _t.Tuple[str, _t.Any, str], values: _t.Tuple[str, _t.Any, str],
+           limit: int) -> _t.Tuple[int, int, int]:
+    """(keys' pointer, values' pointer, n) of two contiguous 1-D device
+    arrays of n <= limit entries: keys of a signed integer dtype (its
+    unsigned twin taken as the same bits), values of their dtype; each
+    given as (name, array, typestr)."""
+    kname, karr, kdt = keys
+    vname, varr, vdt = values
+    want = _np.dtype(kdt)
+    a = b.array(karr, f"{call}: {kname}", device, st)
+    if a.dtype == _np.dtype(want.str.replace("i", "u")):
+        a = a._replace(dtype=want)
+    n, pitch = _rows(a, None, (), want, f"{call}: {kname}")
+    v = b.array(varr, f"{call}: {vname}", device, st)
+    _rows(v, n, (), _np.dtype(vdt), f"{call}: {vname}")
+    if n > 1 and (pitch != want.itemsize or v.strides[0] != v.dtype.itemsize):
+        raise ValueError(f"{call}: {kname} and {vname} must be contiguous")
+    if n > limit:
+        raise ValueError(f"{call}: {n} {kname}, more than max_batch {limit}")
+    return a.ptr, v.ptr, n
+
+
 class ReplayBuffer:
     """per.ReplayBuffer on a CUDA device (per_cuda_buffer).
 
@@ -558,17 +581,9 @@ class ReplayBuffer:
         error (status()) and then nothing is applied."""
         call = "per.cuda.ReplayBuffer.update"
         st = self._st(stream)
-        a = self._b.array(ids, f"{call}: ids", self.device, st)
-        if a.dtype == _np.dtype("<u8"):
-            a = a._replace(dtype=_np.dtype("<i8"))
-        n, pitch = _rows(a, None, (), _np.dtype("<i8"), f"{call}: ids")
-        t = self._b.array(td, f"{call}: td", self.device, st)
-        _rows(t, n, (), _np.dtype("<f4"), f"{call}: td")
-        if n > 1 and (pitch != 8 or t.strides[0] != 4):
-            raise ValueError(f"{call}: ids and td must be contiguous")
-        if n > self.max_batch:
-            raise ValueError(f"{call}: {n} ids, more than max_batch {self.max_batch}")
-        self._b.check(self._h.update(a.ptr, t.ptr, n, st), call)
+        a, t, n = _pairs(self._b, self.device, st, call, ("ids", ids, "<i8"),
+                         ("td", td, "<f4"), self.max_batch)
+        self._b.check(self._h.update(a, t, n, st), call)
         if self._stale is None:
             self._stale = self._wrap(self._b.view(
                 self._h, self._ptrs["stale"], self.device, _np.dtype("<i4"), (), ()))
@@ -693,17 +708,9 @@ class SumTree:
         is written."""
         call = "per.cuda.SumTree.set_batch"
         st = self._st(stream)
-        a = self._b.array(idx, f"{call}: idx", self.device, st)
-        if a.dtype == _np.dtype("<u4"):
-            a = a._replace(dtype=_np.dtype("<i4"))
-        n, pitch = _rows(a, None, (), _np.dtype("<i4"), f"{call}: idx")
-        v = self._b.array(p, f"{call}: p", self.device, st)
-        _rows(v, n, (), self.real, f"{call}: p")
-        if n > 1 and (pitch != 4 or v.strides[0] != self.real.itemsize):
-            raise ValueError(f"{call}: idx and p must be contiguous")
-        if n > self.max_batch:
-            raise ValueError(f"{call}: {n} pairs, more than max_batch {self.max_batch}")
-        self._b.check(self._h.set(a.ptr, v.ptr, n, st), call)
+        a, v, n = _pairs(self._b, self.device, st, call, ("idx", idx, "<i4"),
+                         ("p", p, self.real.str), self.max_batch)
+        self._b.check(self._h.set(a, v, n, st), call)
 
     def sample(self, batch_size: int, *,
                stream: _t.Any = None) -> _t.Tuple[_t.Any, _t.Any]:
