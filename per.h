@@ -132,6 +132,11 @@
       PER_FREE(p,ctx)     given to the init function. Define both or neither
                           (the companion headers allocate through them too).
       PER_ASSERT(x)       internal invariant checks, default assert(x)
+      PER_NO_VECTOR_POW   leave out the AVX2 lanes that compute the pows
+                          of an update's or a sample's batch four at a
+                          time (x86-64, GCC or clang, taken when the CPU
+                          has AVX2), and the <immintrin.h> they include;
+                          the same bits either way
       PER_NO_STDIO        leave out the checkpoint files (per_buffer_save,
                           per_buffer_load, per_buffer_load_shard,
                           per_buffer_load_append, per_file_write,
@@ -140,9 +145,10 @@
       PER_REFERENCE       run only the plain paths: one descent at a time,
                           one Philox block at a time, parents recomputed
                           level by level, checkpoint words converted one by
-                          one. Every result is the same bits as without it
-                          (CI runs the CPU tests both ways); it is there to
-                          check the fast paths and to read the code by.
+                          one, one pow at a time. Every result is the same
+                          bits as without it (CI runs the CPU tests both
+                          ways); it is there to check the fast paths and to
+                          read the code by.
 
    BUILD FLAGS
       Results do not depend on the optimization level, -march, C or C++,
@@ -4017,6 +4023,220 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
 
 /* >>buffer */
 
+/* ---- formulas over a batch ----
+
+   peri_pow and peri_pow_f of many x and one y, for the batches of an
+   update or a sample (the exponent is the call's alpha or beta): the same
+   operations as the scalar functions, in the same order, on the four
+   lanes of an AVX2 register (GCC's vector extension; the table rows by
+   gathers), so that every result is the scalar function's bits. Products
+   go through the same barrier as peri_dmul_rn's, so no contraction can
+   change them; the error of an exact product is Dekker's, which is what
+   the scalar's FMA gives (both exact). A lane that leaves the main path
+   (a special case, a subnormal x, e^t that rounds to 1, a result past the
+   normal range) is done over by the scalar function. */
+#if !defined(__CUDACC__) && !defined(_WIN32) &&                         \
+    (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && \
+    !defined(PER_NO_VECTOR_POW)
+/* AVX2 lanes, compiled for AVX2 whatever the build's flags and taken
+   where the CPU has it (not on Windows, where GCC cannot align the
+   stack for them); a fast path (PERI_FAST). */
+#define PERI_VPOW 1
+#include <immintrin.h>
+#define PERI_VW 4
+#define PERI_AVX2 static inline __attribute__((target("avx2")))
+typedef double peri_vd __attribute__((vector_size(8 * PERI_VW)));
+typedef uint64_t peri_vu __attribute__((vector_size(8 * PERI_VW)));
+typedef int64_t peri_vi __attribute__((vector_size(8 * PERI_VW)));
+
+/* a * b, rounded once whatever the contraction flags (peri_dmul_rn) */
+PERI_AVX2 peri_vd peri_vmul(peri_vd a, peri_vd b) {
+  peri_vd p = a * b;
+  __asm__("" : "+x"(p));
+  return p;
+}
+
+PERI_AVX2 peri_vd peri_vsplat(double d) {
+  peri_vd v;
+  int g;
+  for (g = 0; g < PERI_VW; ++g) v[g] = d;
+  return v;
+}
+
+/* Lane g of the result: table[idx[g] * stride + col]. */
+PERI_AVX2 peri_vd peri_vgather(const double *table, peri_vu idx,
+                               unsigned stride, unsigned col) {
+  return (peri_vd)_mm256_i64gather_pd(table + col, (__m256i)(idx * stride), 8);
+}
+
+/* Bit g set when lane g of m is not 0. */
+PERI_AVX2 unsigned peri_vmask(peri_vi m) {
+  return (unsigned)_mm256_movemask_pd((__m256d)m);
+}
+
+/* peri_split in lanes */
+PERI_AVX2 peri_vd peri_vsplit(peri_vd a, peri_vd *lo) {
+  peri_vd t = peri_vmul(peri_vsplat(134217729.0), a), hi = t - (t - a);
+  *lo = a - hi;
+  return hi;
+}
+
+/* peri_pow_f(x, y) (f) or peri_pow(x, y) (y not 0 or 1) in lanes. Lanes
+   off the main path (x not normal, positive and finite, or 1; e^t
+   rounding to 1; a scale past the normal range, which every |t| past
+   760 has) are set in *redo, their values meaningless. */
+PERI_AVX2 peri_vd peri_vpow(peri_vd x, double y, int f, unsigned *redo) {
+  const uint64_t one = 1, sbits = 0x4338000000000000u;
+  const double shift = 6755399441055744.0; /* 1.5 * 2^52 */
+  peri_vu b = (peri_vu)x, u, k;
+  peri_vi bad;
+  peri_vd rh, rl, e, c0, c1, c2, mh, ml, p, th, tl, z, kd, yv = peri_vsplat(y);
+  /* the main path's x: 2^-1022 <= x < inf, x != 1 (others become 2) */
+  bad = (b - (one << 52) >= 0x7ff0000000000000u - (one << 52)) |
+        (b == 0x3ff0000000000000u);
+  b = (b & ~(peri_vu)bad) | ((peri_vu)bad & 0x4000000000000000u);
+  /* the reduction (peri_pow_reduce): k, the row, m = x 2^-k */
+  u = b - PERI_POW_OFF + (one << 63);
+  k = (u >> 52) - 2048u;
+  u = (u >> 45) & 127u;
+  c0 = peri_vgather(&PERI_POW_LN[0][0], u, 3, 0);
+  c1 = peri_vgather(&PERI_POW_LN[0][0], u, 3, 1);
+  c2 = peri_vgather(&PERI_POW_LN[0][0], u, 3, 2);
+  b -= k << 52;
+  e = (peri_vd)(sbits + k) - shift;
+  mh = (peri_vd)((b >> 10) << 10);
+  ml = (peri_vd)b - mh;
+  /* r = m c - 1 = rh + rl (peri_two_sum of the exact products) */
+  th = mh * c0 - 1.0;
+  tl = ml * c0;
+  rh = th + tl;
+  p = rh - th;
+  rl = (th - (rh - p)) + (tl - p);
+  if (f) {
+    peri_vd r2 = peri_vmul(rh, rh);
+    p = PERI_POW_LN5 + peri_vmul(rh, peri_vsplat(PERI_POW_LN6));
+    p = (PERI_POW_LN3 + peri_vmul(rh, peri_vsplat(PERI_POW_LN4))) +
+        peri_vmul(r2, p);
+    p = (rh - 0.5 * r2) + peri_vmul(peri_vmul(rh, r2), p);
+    th = peri_vmul(yv,
+                   ((e * PERI_POW_LN2_HI + c1) +
+                    (p + (peri_vmul(e, peri_vsplat(PERI_POW_LN2_LO)) + c2))));
+  } else {
+    peri_vd qh, ql, s, sl, err, lh, ll, yh, yl, a1, a2;
+    a1 = peri_vsplit(rh, &a2);
+    qh = peri_vmul(rh, rh);
+    ql = ((a1 * a1 - qh) + 2.0 * (a1 * a2)) + a2 * a2; /* exact products */
+    p = (PERI_POW_LN7 + peri_vmul(rh, peri_vsplat(PERI_POW_LN8))) +
+        peri_vmul(qh, peri_vsplat(PERI_POW_LN9));
+    p = (PERI_POW_LN5 + peri_vmul(rh, peri_vsplat(PERI_POW_LN6))) +
+        peri_vmul(qh, p);
+    p = (PERI_POW_LN3 + peri_vmul(rh, peri_vsplat(PERI_POW_LN4))) +
+        peri_vmul(qh, p);
+    p = peri_vmul(peri_vmul(rh, qh), p);
+    s = e * PERI_POW_LN2_HI + c1; /* peri_pow's three Fast2Sums */
+    sl = c1 - (s - e * PERI_POW_LN2_HI);
+    lh = s + rh;
+    err = rh - (lh - s);
+    s = lh;
+    sl += err;
+    lh = s + -0.5 * qh;
+    err = -0.5 * qh - (lh - s);
+    s = lh;
+    sl += err;
+    sl += (((peri_vmul(e, peri_vsplat(PERI_POW_LN2_LO)) + c2) + rl) -
+           (0.5 * ql + peri_vmul(rh, rl))) +
+          p;
+    lh = s + sl;
+    ll = sl - (lh - s);
+    th = peri_vmul(yv, lh);
+    bad |= (th < 8.6736173798840355e-19) & (th > -8.6736173798840355e-19);
+    /* th + tl = y lh exactly (peri_two_prod: Dekker's error is exact, as
+       the FMA's) */
+    yh = peri_vsplit(yv, &yl);
+    a1 = peri_vsplit(lh, &a2);
+    th = peri_vmul(lh, yv);
+    tl = ((a1 * yh - th) + a1 * yl + a2 * yh) + a2 * yl;
+    tl += peri_vmul(yv, ll);
+  }
+  /* e^t (peri_pow_k, then peri_pow_scale) */
+  kd = (peri_vmul(th, peri_vsplat(PERI_POW_EXP_INV_C)) + shift) - shift;
+  z = (th - kd * PERI_POW_EXP_C_HI) -
+      peri_vmul(kd, peri_vsplat(PERI_POW_EXP_C_LO));
+  if (f) {
+    p = PERI_POW_EXP3 + peri_vmul(z, peri_vsplat(PERI_POW_EXP4));
+  } else {
+    z += tl;
+    p = PERI_POW_EXP5 + peri_vmul(z, peri_vsplat(PERI_POW_EXP6));
+    p = (PERI_POW_EXP3 + peri_vmul(z, peri_vsplat(PERI_POW_EXP4))) +
+        peri_vmul(peri_vmul(z, z), p);
+  }
+  p = (PERI_POW_EXP1 + peri_vmul(z, peri_vsplat(PERI_POW_EXP2))) +
+      peri_vmul(peri_vmul(z, z), p);
+  p = peri_vmul(z, p); /* q */
+  /* |t| > 709 (peri_pow_range's 760 included): a scale past the normal
+     range */
+  bad |= (kd > 1023.0 * 128) | (kd < -1022.0 * 128);
+  k = (peri_vu)(kd + shift) - sbits; /* kd as an integer */
+  u = k & 127u;
+  c0 = peri_vgather(&PERI_POW_EXP[0][0], u, 2, 0);
+  if (f) {
+    z = c0 + peri_vmul(c0, p);
+  } else {
+    c1 = peri_vgather(&PERI_POW_EXP[0][0], u, 2, 1);
+    z = c0 + (c1 + peri_vmul(c0, p));
+  }
+  *redo = peri_vmask(bad);
+  return z * (peri_vd)(((k - u) << 45) + ((uint64_t)1023 << 52));
+}
+#else
+#define PERI_VPOW 0
+#endif
+
+#if PERI_VPOW
+/* peri_pow_many's lanes: v[j] for j < n - n % PERI_VW. */
+__attribute__((target("avx2"))) static void peri_pow_lanes(double *v, size_t n,
+                                                           double y, int f) {
+  size_t j;
+  for (j = 0; j < n - n % PERI_VW; j += PERI_VW) {
+    peri_vd x;
+    unsigned redo;
+    int g;
+    memcpy(&x, v + j, sizeof x);
+    x = peri_vpow(x, y, f, &redo);
+    for (g = 0; redo; ++g, redo >>= 1)
+      if (redo & 1u)
+        x[g] =
+            f ? peri_pow_f(v[j + (size_t)g], y) : peri_pow(v[j + (size_t)g], y);
+    memcpy(v + j, &x, sizeof x);
+  }
+}
+#endif
+
+/* 1 when the pows go through the lanes: the build has them, the CPU has
+   AVX2 and the fast paths are on. */
+static int peri_vpow_on(void) {
+#if !PERI_VPOW
+  return 0;
+#elif defined(__AVX2__)
+  return PERI_FAST;
+#else
+  return PERI_FAST && __builtin_cpu_supports("avx2");
+#endif
+}
+
+/* v[j] = peri_pow_f(v[j], y) when f, else peri_pow(v[j], y), j < n: the
+   same bits, PERI_VW lanes at a time where peri_vpow_on. */
+static void peri_pow_many(double *v, size_t n, double y, int f) {
+  size_t j = 0;
+#if PERI_VPOW
+  if (peri_vpow_on() && y != 0 && y != 1) {
+    peri_pow_lanes(v, n, y, f);
+    j = n - n % PERI_VW;
+  }
+#endif
+  for (; j < n; ++j) v[j] = f ? peri_pow_f(v[j], y) : peri_pow(v[j], y);
+}
+
 /* b->error emptied, for a message. */
 static peri_msg peri_buf_msg(per_buffer *b) {
   return peri_msg_into(b->error, sizeof b->error);
@@ -4041,6 +4261,38 @@ static per_status peri_buf_end(per_buffer *b, per_status s) {
 /* Batches are processed in pieces of this many slots (stack arrays: no
    allocation per call). */
 #define PERI_CHUNK 256
+
+/* out[j] = peri_priority(td[j], eps, alpha) and w[j] = peri_weight(val[j],
+   pmin, beta), j < n <= PERI_CHUNK: the same bits, the pows of a chunk
+   at once (peri_pow_many). */
+static void peri_priorities(const float *td, uint32_t n, double eps,
+                            double alpha, per_real *out) {
+  double v[PERI_CHUNK];
+  uint32_t j;
+  if (!peri_vpow_on() || alpha == 0 || alpha == 1) {
+    for (j = 0; j < n; ++j) out[j] = peri_priority(td[j], eps, alpha);
+    return;
+  }
+  for (j = 0; j < n; ++j) v[j] = fabs((double)td[j]) + eps;
+  peri_pow_many(v, n, alpha, sizeof(per_real) == sizeof(float));
+  for (j = 0; j < n; ++j)
+    out[j] = v[j] <= (double)PER_LEAF_MAX ? (per_real)v[j] : PER_LEAF_MAX;
+}
+
+static void peri_weights(const per_real *val, uint32_t n, per_real pmin,
+                         double beta, float *w) {
+  double v[PERI_CHUNK];
+  uint32_t j;
+  if (!peri_vpow_on() || beta == 0) {
+    for (j = 0; j < n; ++j) w[j] = peri_weight(val[j], pmin, beta);
+    return;
+  }
+  for (j = 0; j < n; ++j)
+    v[j] = val[j] > pmin ? (double)pmin / (double)val[j] : 1.0;
+  peri_pow_many(v, n, beta, 1);
+  for (j = 0; j < n; ++j) w[j] = val[j] > pmin ? (float)v[j] : 1.0f;
+}
+
 #define PERI_SAMPLE_FLAGS                                       \
   (PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA | PER_SAMPLE_SEQUENCES | \
    PER_SAMPLE_TRAJECTORIES)
@@ -4550,11 +4802,11 @@ static per_status peri_add(per_buffer *b, const void *items, uint32_t n,
   for (t = 0; t < PERI_CHUNK; ++t) val[t] = b->max_leaf;
   for (t = 0; t < keep;) {
     uint32_t s = (uint32_t)(((uint64_t)first + t) % cap);
-    uint32_t m = keep - t, j;
+    uint32_t m = keep - t;
     if (m > cap - s) m = cap - s;
     if (m > PERI_CHUNK) m = PERI_CHUNK;
-    for (j = 0; td && j < m; ++j)
-      val[j] = peri_priority(td[n - keep + t + j], b->cfg.eps, b->cfg.alpha);
+    if (td)
+      peri_priorities(td + (n - keep + t), m, b->cfg.eps, b->cfg.alpha, val);
     peri_set_run(b, s, val, m);
     t += m;
   }
@@ -4900,17 +5152,17 @@ static void peri_emit_batch(per_buffer *b, const peri_plan *p, void *items_out,
         PERI_PREFETCH(b->items + (size_t)idx[g] * p->stride * b->cfg.item_size);
     for (g = 0; g < m; ++g) {
       peri_emit_unit(b, p, base + g, idx[g], items_out, ids, mask);
-      if (now) {
-        weights[base + g] =
-            p->degenerate ? 1.0f : peri_weight(val[g], pmin, p->beta);
-      } else if (val[g] < pmin) {
-        pmin = val[g];
-      }
+      if (!now && val[g] < pmin) pmin = val[g];
+    }
+    if (now && p->degenerate) {
+      for (g = 0; g < m; ++g) weights[base + g] = 1.0f;
+    } else if (now) {
+      peri_weights(val, m, pmin, p->beta, weights + base);
     }
   }
   if (weights && !now) {
     if (B <= PERI_CHUNK) {
-      for (g = 0; g < B; ++g) weights[g] = peri_weight(val[g], pmin, p->beta);
+      peri_weights(val, B, pmin, p->beta, weights);
     } else {
       for (base = 0; base < B; base += PERI_CHUNK) {
         uint32_t m = B - base < PERI_CHUNK ? B - base : PERI_CHUNK;
@@ -4922,8 +5174,7 @@ static void peri_emit_batch(per_buffer *b, const peri_plan *p, void *items_out,
         } else {
           peri_draw_chunk(b, p, base, m, idx, val);
         }
-        for (g = 0; g < m; ++g)
-          weights[base + g] = peri_weight(val[g], pmin, p->beta);
+        peri_weights(val, m, pmin, p->beta, weights + base);
       }
     }
   }
@@ -5047,6 +5298,7 @@ PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
                                     const float *td, uint32_t n,
                                     uint32_t *stale) {
   uint32_t j, nstale = 0, m = 0, idx[PERI_CHUNK];
+  float tdc[PERI_CHUNK];
   per_real val[PERI_CHUNK];
   per_status s;
   peri_msg msg;
@@ -5061,13 +5313,17 @@ PERDEF per_status per_buffer_update(per_buffer *b, const uint64_t *ids,
       continue;
     }
     idx[m] = slot;
-    val[m] = peri_priority(td[j], b->cfg.eps, b->cfg.alpha);
+    tdc[m] = td[j];
     if (++m == PERI_CHUNK) {
+      peri_priorities(tdc, m, b->cfg.eps, b->cfg.alpha, val);
       peri_set_leaves(b, idx, val, m);
       m = 0;
     }
   }
-  if (m > 0) peri_set_leaves(b, idx, val, m);
+  if (m > 0) {
+    peri_priorities(tdc, m, b->cfg.eps, b->cfg.alpha, val);
+    peri_set_leaves(b, idx, val, m);
+  }
   if (b->seq_ok) /* the sequences holding a changed step */
     for (j = 0; j < n; ++j)
       if ((uint32_t)(ids[j] >> 32) == b->gen[(uint32_t)ids[j]])
@@ -5080,6 +5336,7 @@ PERDEF per_status per_buffer_update_seq(per_buffer *b, const uint64_t *ids,
                                         const float *td, uint32_t n,
                                         uint32_t *stale) {
   uint32_t j, t, nstale = 0, m = 0, cap, len, idx[PERI_CHUNK];
+  float tdc[PERI_CHUNK];
   per_real val[PERI_CHUNK];
   double v;
   peri_msg msg;
@@ -5126,14 +5383,18 @@ PERDEF per_status per_buffer_update_seq(per_buffer *b, const uint64_t *ids,
     steps = peri_seq_steps(b, slot, &v);
     for (t = 0; t < steps; ++t) {
       idx[m] = (uint32_t)(((uint64_t)slot + t) % cap);
-      val[m] = peri_priority(td[(size_t)j * len + t], b->cfg.eps, b->cfg.alpha);
+      tdc[m] = td[(size_t)j * len + t];
       if (++m == PERI_CHUNK) {
+        peri_priorities(tdc, m, b->cfg.eps, b->cfg.alpha, val);
         peri_set_leaves(b, idx, val, m);
         m = 0;
       }
     }
   }
-  if (m > 0) peri_set_leaves(b, idx, val, m);
+  if (m > 0) {
+    peri_priorities(tdc, m, b->cfg.eps, b->cfg.alpha, val);
+    peri_set_leaves(b, idx, val, m);
+  }
   for (j = 0; j < n; ++j) {
     uint32_t slot = (uint32_t)ids[j] & ~(uint32_t)PER_ID_SEQ;
     if ((uint32_t)(ids[j] >> 32) == b->gen[slot]) peri_seq_touch(b, slot, len);

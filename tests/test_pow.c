@@ -142,6 +142,53 @@ static void edges(void) {
   CHECK(isnan(peri_pow(NAN, 0.5)) && isnan(peri_pow_f(NAN, 0.5)));
 }
 
+/* peri_pow_many (the pows of a batch, in lanes where the CPU has them)
+   against peri_pow and peri_pow_f one at a time: the same bits, for every
+   length 0 .. 67 (the lanes and the rest), batches that mix x of every
+   kind (special, subnormal, near 1, huge) with y of every domain above.
+   Returns the number of batches. */
+static long lanes(long batches) {
+  static const double odd[] = {
+      0,       1,       0x1p-1074, 0x1.8p-1070,
+      DBL_MIN, DBL_MAX, INFINITY,  0x1.fffffffffffffp-1,
+      1e-300,  1e300};
+  double x[67], v[67], y;
+  long k, bad = 0;
+  size_t n, j;
+  int f;
+  for (k = 0; k < batches; ++k) {
+    switch (k & 3) {
+      case 0: y = (k & 4) ? 2 * unit() : logu(-20, 6); break;
+      case 1: y = (k & 4) ? 4 * unit() : logu(-20, 10); break;
+      case 2: y = logu(0, 50); break;
+      default: y = (k & 4) ? (double)(k % 5) * 0.5 : logu(-60, 60); break;
+    }
+    n = (size_t)(k % 68);
+    for (j = 0; j < n; ++j) {
+      uint64_t r = next64();
+      switch (r & 7) {
+        case 0: x[j] = odd[(r >> 3) % (sizeof odd / sizeof *odd)]; break;
+        case 1: x[j] = 1 + (unit() - 0.5) * logu(-52, -1); break;
+        case 2: x[j] = logu(-1074, 1024); break;
+        default: x[j] = (k & 8) ? unit() : logu(-1074, 0); break;
+      }
+    }
+    for (f = 0; f < 2; ++f) {
+      memcpy(v, x, n * sizeof *x);
+      peri_pow_many(v, n, y, f);
+      for (j = 0; j < n; ++j) {
+        double want = f ? peri_pow_f(x[j], y) : peri_pow(x[j], y);
+        if (bits(v[j]) != bits(want) && bad++ < 5)
+          T_FAIL_AT("peri_pow_many(%s): x = %a, y = %a gives %a, one at a "
+                    "time %a",
+                    f ? "f" : "double", x[j], y, v[j], want);
+      }
+    }
+  }
+  CHECK_MSG(bad == 0, "peri_pow_many: %ld results differ from the scalar", bad);
+  return batches;
+}
+
 int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 1000000, i;
   char name[64];
@@ -183,6 +230,9 @@ int main(int argc, char **argv) {
   CHECK_MSG(st.f_rel == 0 && st.f_ulp == 0,
             "peri_pow_f: %ld beyond 2^-42, %ld floats beyond 1 ulp", st.f_rel,
             st.f_ulp);
+  printf("%ld batches of peri_pow_many (%s) equal to the scalar pows\n",
+         lanes(n / 32 + 1000),
+         peri_vpow_on() ? "AVX2 lanes" : "one at a time: no lanes here");
   snprintf(name, sizeof name, "pow (%s)", IS_FLOAT ? "float" : "double");
   return t_done(name);
 }
