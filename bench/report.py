@@ -21,6 +21,8 @@ written only when its results are there:
         peers_python_machine.txt (bench/peers_python.sh)
     <!-- mpi:begin --> ... <!-- mpi:end -->        mpi.csv, mpi_machine.txt
         (bench/mpi.sh)
+    <!-- versions:begin --> ... <!-- versions:end -->  versions_*.csv,
+        versions_machine.txt (bench/versions.sh)
     <!-- gpu:begin --> ... <!-- gpu:end -->        gpu_double.csv,
         gpu_machine.txt (tools/gpu-check.sh), through
         bench/gpu_report.py's summary_lines
@@ -40,6 +42,8 @@ PEERS_BEGIN = "<!-- peers:begin -->"
 PEERS_END = "<!-- peers:end -->"
 PYTHON_BEGIN = "<!-- python:begin -->"
 PYTHON_END = "<!-- python:end -->"
+VERSIONS_BEGIN = "<!-- versions:begin -->"
+VERSIONS_END = "<!-- versions:end -->"
 MPI_BEGIN = "<!-- mpi:begin -->"
 MPI_END = "<!-- mpi:end -->"
 GPU_BEGIN = "<!-- gpu:begin -->"
@@ -655,6 +659,35 @@ def mpi_section(res):
     return lines + [""]
 
 
+def versions_section(res):
+    """The table of this per.h's buffer against an earlier per.h's
+    (versions_*.csv from bench/versions.sh), as lines; an empty list when
+    no CSV is there."""
+    lines = []
+    for real in ("double", "float"):
+        rows = load(os.path.join(res, f"versions_{real}.csv"))
+        if not rows:
+            continue
+        if not lines:
+            lines = measured_with(os.path.join(res, "versions_machine.txt"))
+            lines += ["Median ns per item, both per.h in one process, "
+                      "interleaved. step: `per_buffer_sample` of B (ids, IS "
+                      "weights) + `per_buffer_update` of those ids; update: "
+                      "`per_buffer_update` of B ids of random slots from B "
+                      "TD errors. Full buffer of N 4-byte items, alpha 0.6, "
+                      "the scheduled beta. other / this above 1: this per.h "
+                      "is faster.", ""]
+        lines += [f"PER_REAL={real}:", "",
+                  "| op | N | B | this ns/item | other ns/item | other / this |",
+                  "|---|---|---:|---:|---:|---:|"]
+        for r in rows:
+            lines.append(f"| {r['op']} | {nname(r['n'])} | {r['b']} | "
+                         f"{fnum(r['per_ns'])} | {fnum(r['base_ns'])} | "
+                         f"{ratio(r)} |")
+        lines.append("")
+    return lines
+
+
 def between(text, begin, end, body, source):
     """text with the part between the markers begin and end replaced by
     body (a list of lines) under a generated-by comment; text unchanged
@@ -698,6 +731,10 @@ def main():
     mpi = mpi_section(res)
     if mpi:
         text = between(text, MPI_BEGIN, MPI_END, mpi, "mpi.csv")
+    versions = versions_section(res)
+    if versions:
+        text = between(text, VERSIONS_BEGIN, VERSIONS_END, versions,
+                       "versions_*.csv")
     gpu = gpu_report.summary_lines(res, nname)
     if gpu:
         gpu = measured_with(os.path.join(res, "gpu_machine.txt")) + gpu
