@@ -17,10 +17,12 @@
              (N P(i))^-beta / max with powf, priorities (|td| + eps)^alpha
              with powf, B classic_update calls. alpha 0.6, beta 0.4.
      prio    the formulas alone: B priorities (|td| + 1e-6)^0.6 with
-             per.h's pow (peri_priority, as per_buffer_update computes
-             them) vs the same with the C library's pow; no tree (no N)
-     weight  B IS weights (pmin / p)^0.4 to float, peri_weight vs the C
-             library's pow
+             per.h's pow as per_buffer_update computes them
+             (peri_priorities: four at a time in AVX2 lanes where the CPU
+             has them) vs the same one at a time with the C library's pow;
+             no tree (no N)
+     weight  B IS weights (pmin / p)^0.4 to float as per_buffer_sample
+             computes them (peri_weights) vs the C library's pow
    Printed as ns per item (median of --reps timed loops of >= --min-time
    seconds each) and as the ratio classic / per.h (> 1: per.h faster).
 
@@ -204,7 +206,9 @@ static void k_prio_per(void *p, uint64_t iters) {
   uint32_t j;
   for (i = 0; i < iters; ++i) {
     const float *td = c->pool_valf + c->off_p;
-    for (j = 0; j < c->B; ++j) c->val_p[j] = peri_priority(td[j], 1e-6, 0.6);
+    for (j = 0; j < c->B; j += PERI_CHUNK)
+      peri_priorities(td + j, c->B - j < PERI_CHUNK ? c->B - j : PERI_CHUNK,
+                      1e-6, 0.6, c->val_p + j);
     bc_pool_next(&c->off_p, c->B, c->pool);
   }
 }
@@ -226,11 +230,15 @@ static void k_prio_libm(void *p, uint64_t iters) {
 static void k_weight_per(void *p, uint64_t iters) {
   ctx *c = (ctx *)p;
   uint64_t i;
-  uint32_t j;
+  uint32_t j, g, m;
+  per_real leaf[PERI_CHUNK];
   for (i = 0; i < iters; ++i) {
     const per_real *v = c->pool_val + c->off_p;
-    for (j = 0; j < c->B; ++j)
-      c->w_p[j] = peri_weight(v[j] + (per_real)1, (per_real)0.5, 0.4);
+    for (j = 0; j < c->B; j += m) {
+      m = c->B - j < PERI_CHUNK ? c->B - j : PERI_CHUNK;
+      for (g = 0; g < m; ++g) leaf[g] = v[j + g] + (per_real)1;
+      peri_weights(leaf, m, (per_real)0.5, 0.4, c->w_p + j);
+    }
     bc_pool_next(&c->off_p, c->B, c->pool);
   }
 }
