@@ -21,8 +21,9 @@ written only when its results are there:
         peers_python_machine.txt (bench/peers_python.sh)
     <!-- mpi:begin --> ... <!-- mpi:end -->        mpi.csv, mpi_machine.txt
         (bench/mpi.sh)
-    <!-- versions:begin --> ... <!-- versions:end -->  versions_*.csv,
-        versions_machine.txt (bench/versions.sh)
+    <!-- versions:begin --> ... <!-- versions:end -->
+        versions_*_1.csv, versions_*_2.csv, versions_machine.txt
+        (bench/versions.sh)
     <!-- gpu:begin --> ... <!-- gpu:end -->        gpu_double.csv,
         gpu_machine.txt (tools/gpu-check.sh), through
         bench/gpu_report.py's summary_lines
@@ -661,12 +662,14 @@ def mpi_section(res):
 
 def versions_section(res):
     """The table of this per.h's buffer against an earlier per.h's
-    (versions_*.csv from bench/versions.sh), as lines; an empty list when
-    no CSV is there."""
+    (versions_REAL_1.csv and _2.csv from bench/versions.sh: the program
+    linked with each side first), as lines; an empty list when no CSV is
+    there."""
     lines = []
     for real in ("double", "float"):
-        rows = load(os.path.join(res, f"versions_{real}.csv"))
-        if not rows:
+        runs = [load(os.path.join(res, f"versions_{real}_{k}.csv"))
+                for k in (1, 2)]
+        if not runs[0] or len(runs[0]) != len(runs[1]):
             continue
         if not lines:
             lines = measured_with(os.path.join(res, "versions_machine.txt"))
@@ -675,15 +678,23 @@ def versions_section(res):
                       "weights) + `per_buffer_update` of those ids; update: "
                       "`per_buffer_update` of B ids of random slots from B "
                       "TD errors. Full buffer of N 4-byte items, alpha 0.6, "
-                      "the scheduled beta. other / this above 1: this per.h "
-                      "is faster.", ""]
+                      "the scheduled beta. The program is linked twice, "
+                      "each side's code first once (where the code lands "
+                      "moves a figure by up to 20 %): ns are the mean of "
+                      "the two runs, other / this the geometric mean of "
+                      "their ratios (above 1: this per.h is faster), then "
+                      "each run's ratio.", ""]
         lines += [f"PER_REAL={real}:", "",
-                  "| op | N | B | this ns/item | other ns/item | other / this |",
-                  "|---|---|---:|---:|---:|---:|"]
-        for r in rows:
-            lines.append(f"| {r['op']} | {nname(r['n'])} | {r['b']} | "
-                         f"{fnum(r['per_ns'])} | {fnum(r['base_ns'])} | "
-                         f"{ratio(r)} |")
+                  "| op | N | B | this ns/item | other ns/item | "
+                  "other / this | this first | other first |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|"]
+        for r1, r2 in zip(*runs):
+            q1, q2 = float(r1["ratio"]), float(r2["ratio"])
+            this = (float(r1["per_ns"]) + float(r2["per_ns"])) / 2
+            other = (float(r1["base_ns"]) + float(r2["base_ns"])) / 2
+            lines.append(f"| {r1['op']} | {nname(r1['n'])} | {r1['b']} | "
+                         f"{fnum(this)} | {fnum(other)} | "
+                         f"{(q1 * q2) ** 0.5:.2f}x | {q1:.2f}x | {q2:.2f}x |")
         lines.append("")
     return lines
 

@@ -5,9 +5,14 @@
 # process, interleaved; ARGS go to it, e.g. --n 1000000 --b 256 --reps 15).
 # Both sides are built here with the benchmarks' flags (-O3 -march=native
 # -ffp-contract=off -DNDEBUG; CC, default cc) and the same PER_REAL (double,
-# or PER_REAL=float in the environment). Writes versions_REAL.csv,
-# versions_REAL.txt and versions_machine.txt to RESULTS_DIR (default
-# bench/results). Needs git and the revision in this clone.
+# or PER_REAL=float in the environment). Where each side's code lands
+# moves its figures by up to 20 % on one machine (the same per.h on both
+# sides measured 0.87x one way round and 1.20x the other), so the program
+# is linked twice, each side first once, and run twice: report.py takes
+# the geometric mean of the two ratios. Writes versions_REAL_1.csv (this
+# side linked first), versions_REAL_2.csv, their .txt and
+# versions_machine.txt to RESULTS_DIR (default bench/results). Needs git
+# and the revision in this clone.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -35,10 +40,13 @@ $cc $flags -I"$root" -DVS_SIDE=vs_this -c "$here/versions_side.c" \
   -o "$work/this.o"
 $cc $flags -I"$root" -DBENCH_CFLAGS="\"$flags\"" -c "$here/bench_versions.c" \
   -o "$work/main.o"
-$cc "$work/main.o" "$work/this.o" "$work/other.o" -o "$work/bench_versions" -lm
+$cc "$work/main.o" "$work/this.o" "$work/other.o" -o "$work/bv_1" -lm
+$cc "$work/main.o" "$work/other.o" "$work/this.o" -o "$work/bv_2" -lm
 load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
-"$work/bench_versions" --csv "$res/versions_$real.csv" "$@" |
-  tee "$res/versions_$real.txt"
+for k in 1 2; do
+  "$work/bv_$k" --csv "$res/versions_${real}_$k.csv" "$@" |
+    tee "$res/versions_${real}_$k.txt"
+done
 {
   cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //')
   echo "CPU: ${cpu:-unknown}, $(nproc) logical CPUs"
@@ -48,4 +56,4 @@ load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
   echo "load average before: $load"
   echo "arguments: ${*:-(defaults)}"
 } > "$res/versions_machine.txt"
-echo "versions.sh: wrote $res/versions_$real.csv"
+echo "versions.sh: wrote $res/versions_${real}_1.csv and _2.csv"
