@@ -545,6 +545,11 @@ typedef struct per_tree {
   uint32_t depth;    /* log2(L): levels above the leaves */
   uint32_t owns;     /* 1 when node was allocated with PER_MALLOC */
   void *alloc_ctx;   /* passed to PER_MALLOC / PER_FREE */
+  /* Private: how batch updates of a large tree fix its levels (walks or
+     level passes, the same bits), timed on its first batches where the
+     build has a cycle counter (per_tree_set_batch); zero at init. */
+  uint32_t fix_calls, fix_walk;
+  uint64_t fix_ticks[2], fix_leaves[2];
 } per_tree;
 
 /* PER_OK when v may be a leaf (finite, >= 0, <= PER_LEAF_MAX), else why
@@ -682,10 +687,12 @@ PERDEF per_status per_tree_set(per_tree *t, uint32_t i, per_real v);
    level (a parent shared by several leaves is recomputed more than once,
    from the same final children, so to the same bits); near the root,
    where the changed ancestors span at most n nodes, that span in order;
-   in a tree of at most 1 MiB the levels below the span by walking up
-   from each leaf in turn. O(n log L), no allocation. n == 0 is a no-op.
-   The result is bitwise identical to applying per_tree_set to each pair
-   in order. */
+   or the levels below the span by walking up from each leaf in turn: in
+   a tree of at most 16 MiB always, in a larger one when that was faster
+   on the tree's first batches (x86-64 with GCC or clang: the faster of
+   the two depends on the processor; elsewhere level by level). O(n log
+   L), no allocation. n == 0 is a no-op. The result is bitwise identical
+   to applying per_tree_set to each pair in order, whichever way. */
 PERDEF per_status per_tree_set_batch(per_tree *t, const uint32_t *idx,
                                      const per_real *val, size_t n);
 
@@ -2111,12 +2118,22 @@ PER_INLINE PER_HD per_status peri_float_status(float v) {
 
 /* Batch updates of a tree of at most this many bytes fix the levels
    near the leaves by walking up from each leaf, the running sum in a
-   register (fewer loads: a win while the tree is in L2 or L3, a loss
-   once the walks' dependent adds wait on DRAM misses); larger trees and
-   the levels above go level by level. 16 MiB (2^20 leaves in double)
-   won at 10^6 leaves on both an AMD EPYC and an Intel Xeon; above it
-   the two disagree (docs/DESIGN.md §14, "What is left"). */
+   register (fewer loads: a win while the tree is in L2 or L3); the
+   levels above the spans go level by level. 16 MiB (2^20 leaves in
+   double) won at 10^6 leaves on both an AMD EPYC and an Intel Xeon.
+   Above it the two disagree (the AMD's walks wait on DRAM misses, the
+   Intel's do not), so a larger tree times both ways on its first
+   batches, PERI_FIX_TRIALS of each, alternating, after PERI_FIX_WARM
+   untimed ones, and keeps the faster per leaf (where the build has a
+   cycle counter: x86-64 with GCC or clang; elsewhere level by level).
+   Both ways give the same bits. */
 #define PERI_WALK_MAX_BYTES ((size_t)1 << 24)
+#define PERI_FIX_WARM 2u
+#define PERI_FIX_TRIALS 16u
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && \
+    !defined(__CUDACC__)
+#define PERI_TICKS() __builtin_ia32_rdtsc()
+#endif
 
 /* The walks of a batch update (above) in a tree larger than this (out of
    L2, in L3) prefetch the lines of the walk PERI_WALK_AHEAD leaves on,
@@ -3308,6 +3325,16 @@ static void peri_tree_recompute_range(per_real *node, uint32_t lo,
   for (k = lo; k <= hi; ++k) per_tree_recompute(node, k);
 }
 
+/* Prefetch the lines a walk up from node k will load (the siblings of
+   its `levels` ancestors), below the top PERI_WALK_PREFETCH_TOP nodes,
+   which stay in cache. */
+static inline void peri_prefetch_walk(const per_real *node, size_t k,
+                                      uint32_t levels) {
+  uint32_t s;
+  for (s = 0; s <= levels && k >= PERI_WALK_PREFETCH_TOP; ++s, k >>= 1)
+    PERI_PREFETCH(node + (k ^ 1u));
+}
+
 /* Write val[j] (when val is not NULL: each leaf's final bits, stored as
    they are) to leaf idx[j] for j in order, so the last of duplicate
    indices wins, and make the tree exact again; with val NULL the leaves
@@ -3323,31 +3350,20 @@ static void peri_tree_recompute_range(per_real *node, uint32_t lo,
      Nodes of the span that are not ancestors of a changed leaf are
      recomputed from unchanged children: in a valid tree that writes back
      the bits they already hold.
-   A tree of at most PERI_WALK_MAX_BYTES does the levels below the spans by
-   writing each leaf and walking up from it at once, the running value in
-   a register (fewer loads; a walk is a chain of dependent adds, which
-   costs more than it saves once the loads miss). Still exact: a node's
+   With walk_ok the levels below the spans are done by writing each leaf
+   and walking up from it at once, the running value in a register (fewer
+   loads; a walk is a chain of dependent adds, which can cost more than it
+   saves once the loads miss: peri_tree_write_fix chooses). Still exact: a node's
    last recompute comes in the walk of the last changed leaf below it,
    after every leaf below it was written and the walks of all the others,
    so both its children are final by then. Either way every internal node
    ends as node[2k] + node[2k+1] of final children, which is what
    per_tree_set one leaf at a time gives. */
-/* Prefetch the lines a walk up from node k will load (the siblings of
-   its `levels` ancestors), below the top PERI_WALK_PREFETCH_TOP nodes,
-   which stay in cache. */
-static inline void peri_prefetch_walk(const per_real *node, size_t k,
-                                      uint32_t levels) {
-  uint32_t s;
-  for (s = 0; s <= levels && k >= PERI_WALK_PREFETCH_TOP; ++s, k >>= 1)
-    PERI_PREFETCH(node + (k ^ 1u));
-}
-
-static void peri_tree_write_fix(per_tree *t, const uint32_t *idx,
-                                const per_real *val, size_t n) {
+static void peri_tree_fix_levels(per_tree *t, const uint32_t *idx,
+                                 const per_real *val, size_t n, int walk_ok) {
   per_real *node = t->node;
   uint32_t L = t->leaves, s, lo, hi;
   size_t j;
-  if (n == 0) return;
   lo = hi = idx[0];
   for (j = 1; j < n; ++j) {
     lo = idx[j] < lo ? idx[j] : lo;
@@ -3356,7 +3372,7 @@ static void peri_tree_write_fix(per_tree *t, const uint32_t *idx,
   lo += L;
   hi += L;
   s = 1;
-  if (PERI_FAST && (size_t)L * 2 * sizeof(per_real) <= PERI_WALK_MAX_BYTES) {
+  if (walk_ok) {
     uint32_t walk = 0; /* levels 1 .. walk below the spans */
     while (walk < t->depth && (size_t)((hi >> 1) - (lo >> 1)) >= n) {
       lo >>= 1;
@@ -3391,6 +3407,43 @@ static void peri_tree_write_fix(per_tree *t, const uint32_t *idx,
       for (j = 0; j < n; ++j) per_tree_recompute(node, (L + idx[j]) >> s);
     }
   }
+}
+
+/* peri_tree_fix_levels with walks in a tree of at most
+   PERI_WALK_MAX_BYTES; in a larger one, the way its first batches found
+   faster (PERI_WALK_MAX_BYTES's comment), level by level until then and
+   where nothing can time them. */
+static void peri_tree_write_fix(per_tree *t, const uint32_t *idx,
+                                const per_real *val, size_t n) {
+  int walk = 0;
+  if (n == 0) return;
+  if (PERI_FAST &&
+      (size_t)t->leaves * 2 * sizeof(per_real) <= PERI_WALK_MAX_BYTES) {
+    walk = 1;
+  } else if (PERI_FAST) {
+#ifdef PERI_TICKS
+    uint32_t c = t->fix_calls;
+    if (c >= PERI_FIX_WARM + 2 * PERI_FIX_TRIALS) {
+      walk = (int)t->fix_walk;
+    } else if (c < PERI_FIX_WARM) {
+      t->fix_calls = c + 1;
+    } else { /* a trial: the ways alternate */
+      int m = (int)((c - PERI_FIX_WARM) & 1u);
+      uint64_t t0 = PERI_TICKS();
+      peri_tree_fix_levels(t, idx, val, n, m);
+      t->fix_ticks[m] += PERI_TICKS() - t0;
+      t->fix_leaves[m] += n;
+      t->fix_calls = c + 1;
+      if (t->fix_calls == PERI_FIX_WARM + 2 * PERI_FIX_TRIALS)
+        t->fix_walk = (double)t->fix_ticks[1] * (double)t->fix_leaves[0] <
+                              (double)t->fix_ticks[0] * (double)t->fix_leaves[1]
+                          ? 1u
+                          : 0u;
+      return;
+    }
+#endif
+  }
+  peri_tree_fix_levels(t, idx, val, n, walk);
 }
 
 PERDEF per_status per_tree_set(per_tree *t, uint32_t i, per_real v) {

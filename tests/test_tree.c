@@ -659,6 +659,46 @@ static void test_batch_shapes(void) {
   free(val);
 }
 
+/* A tree over PERI_WALK_MAX_BYTES times its batch updates both ways on
+   its first batches (where the build has a cycle counter) and keeps the
+   faster: every batch, the trial ones, the ones after, and the other way
+   forced afterwards, must leave the bytes per_tree_set one at a time
+   leaves. */
+static void test_fix_ways(void) {
+  uint32_t cap = (uint32_t)((size_t)1 << 23) / (uint32_t)sizeof(per_real) + 1;
+  uint32_t trials = PERI_FIX_WARM + 2 * PERI_FIX_TRIALS, r, j, n = 700;
+  uint32_t timed = 0; /* batches timed each way */
+  uint32_t *idx = (uint32_t *)malloc(n * sizeof(uint32_t));
+  per_real *val = (per_real *)malloc(n * sizeof(per_real));
+  per_tree a, b;
+  per_rng rng;
+  per_rng_init(&rng, 7);
+  CHECK_OK(per_tree_init(&a, cap, NULL));
+  CHECK_OK(per_tree_init(&b, cap, NULL));
+  CHECK((size_t)a.leaves * 2 * sizeof(per_real) > PERI_WALK_MAX_BYTES);
+  for (r = 0; r < trials + 8; ++r) {
+    if (r == trials + 4) a.fix_walk = !a.fix_walk; /* the other way */
+    for (j = 0; j < n; ++j) {
+      idx[j] = per_rng_below(&rng, cap);
+      val[j] = mixed_value(&rng);
+      if (j > 0 && per_rng_below(&rng, 8) == 0) idx[j] = idx[j - 1];
+    }
+    CHECK_OK(per_tree_set_batch(&a, idx, val, n));
+    for (j = 0; j < n; ++j) CHECK_OK(per_tree_set(&b, idx[j], val[j]));
+    CHECK_MEM(a.node, b.node, tree_nodes(&a) * sizeof(per_real));
+  }
+#ifdef PERI_TICKS
+  timed = PERI_FAST ? PERI_FIX_TRIALS : 0; /* PER_REFERENCE: level passes */
+#endif
+  CHECK(a.fix_calls == (timed ? trials : 0) &&
+        a.fix_leaves[0] == (uint64_t)n * timed &&
+        a.fix_leaves[1] == (uint64_t)n * timed);
+  per_tree_free(&a);
+  per_tree_free(&b);
+  free(idx);
+  free(val);
+}
+
 /* Sampling runs its descents in lockstep groups; every result must still
    be the one-at-a-time definition: stratum i of (seed, counter) is
    per_tree_descend of per_tree_stratum_u, for batch sizes and pieces that
@@ -922,6 +962,7 @@ int main(void) {
   test_set_range();
   test_set_range_errors();
   test_batch_shapes();
+  test_fix_ways();
   test_lockstep_strata();
   test_lockstep_draws();
   test_find_batch();
