@@ -136,7 +136,7 @@ static void run_op(const bc_opts *o, FILE *csv, side *a, side *b,
   bc_result r;
   a->B = b->B = B;
   a->off = b->off = 0;
-  r = bc_measure(o, k, a, k, b, B);
+  r = bc_measure(o, o->side == 2 ? NULL : k, a, o->side == 1 ? NULL : k, b, B);
   report(csv, op, n, B, &r);
   if (a->err) fail("a call of this per.h failed", n, B);
   if (b->err) fail("a call of the other per.h failed", n, B);
