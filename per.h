@@ -4299,6 +4299,7 @@ static int peri_vpow_on(void) {
 #elif defined(__AVX2__)
   return PERI_FAST;
 #else
+  __builtin_cpu_init(); /* idempotent; needed before constructors have run */
   return PERI_FAST && __builtin_cpu_supports("avx2");
 #endif
 }
