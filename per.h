@@ -2121,12 +2121,12 @@ PER_INLINE PER_HD per_status peri_float_status(float v) {
    register (fewer loads: a win while the tree is in L2 or L3); the
    levels above the spans go level by level. 16 MiB (2^20 leaves in
    double) won at 10^6 leaves on both an AMD EPYC and an Intel Xeon.
-   Above it the two disagree (the AMD's walks wait on DRAM misses, the
-   Intel's do not), so a larger tree times both ways on its first
-   batches, PERI_FIX_TRIALS of each, alternating, after PERI_FIX_WARM
-   untimed ones, and keeps the faster per leaf (where the build has a
-   cycle counter: x86-64 with GCC or clang; elsewhere level by level).
-   Both ways give the same bits. */
+   Above it the two disagreed (before the walks prefetched, the AMD
+   wanted level passes and the Intel walks), so a larger tree times both
+   ways on its first batches, PERI_FIX_TRIALS of each, alternating, after
+   PERI_FIX_WARM untimed ones, and keeps the faster per leaf (where the
+   build has a cycle counter: x86-64 with GCC or clang; elsewhere level
+   by level). Both ways give the same bits. */
 #define PERI_WALK_MAX_BYTES ((size_t)1 << 24)
 #define PERI_FIX_WARM 2u
 #define PERI_FIX_TRIALS 16u
@@ -3353,12 +3353,12 @@ static inline void peri_prefetch_walk(const per_real *node, size_t k,
    With walk_ok the levels below the spans are done by writing each leaf
    and walking up from it at once, the running value in a register (fewer
    loads; a walk is a chain of dependent adds, which can cost more than it
-   saves once the loads miss: peri_tree_write_fix chooses). Still exact: a node's
-   last recompute comes in the walk of the last changed leaf below it,
-   after every leaf below it was written and the walks of all the others,
-   so both its children are final by then. Either way every internal node
-   ends as node[2k] + node[2k+1] of final children, which is what
-   per_tree_set one leaf at a time gives. */
+   saves once the loads miss: peri_tree_write_fix chooses). Still exact:
+   a node's last recompute comes in the walk of the last changed leaf
+   below it, after every leaf below it was written and the walks of all
+   the others, so both its children are final by then. Either way every
+   internal node ends as node[2k] + node[2k+1] of final children, which
+   is what per_tree_set one leaf at a time gives. */
 static void peri_tree_fix_levels(per_tree *t, const uint32_t *idx,
                                  const per_real *val, size_t n, int walk_ok) {
   per_real *node = t->node;
