@@ -2137,9 +2137,10 @@ PER_INLINE PER_HD per_status peri_float_status(float v) {
 
 /* The walks of a batch update (above) in a tree larger than this (out of
    L2, in L3) prefetch the lines of the walk PERI_WALK_AHEAD leaves on,
-   below the top PERI_WALK_PREFETCH_TOP nodes: 1.2-1.3x at 2^19 and 10^6
-   leaves in double, a loss (0.9x) at 2^16 and 2^18 on an AMD EPYC with 1
-   MiB of L2 per core and 32 MiB of L3 (bench/versions.sh). */
+   below the top PERI_WALK_PREFETCH_TOP nodes: 1.2-1.35x at 2^19 and 10^6
+   leaves in double, nothing from 2^16 to 2^18 (0.93-1.04x, run to run),
+   on an AMD EPYC with 1 MiB of L2 per core and 32 MiB of L3
+   (bench/versions.sh, both link orders). */
 #define PERI_WALK_PREFETCH_BYTES ((size_t)1 << 22)
 #define PERI_WALK_AHEAD 8
 #define PERI_WALK_PREFETCH_TOP 65536u
