@@ -23,6 +23,7 @@
      10. Frame stacks ........ per_frames_* (pixel replay)         >>frames
       Internals shared with the companion files, not the API:
          in the declarations: byte order, allocator ....           >>internal
+         in the implementation: the default allocator ..           >>alloc
          in the implementation: per_cuda.cu's helpers ..           >>rules
       (grep for the >>markers)
 
@@ -128,9 +129,21 @@
                           names (per_tree_set is per_tree_set_double), so
                           files that disagree fail to link.
       PER_STATIC          make every function static to the including file
-      PER_MALLOC(sz,ctx)  allocator, default malloc; `ctx` is the alloc_ctx
-      PER_FREE(p,ctx)     given to the init function. Define both or neither
-                          (the companion headers allocate through them too).
+      PER_MALLOC(sz,ctx)  allocator, default per.h's own over malloc (see
+      PER_FREE(p,ctx)     PER_NO_HUGE_PAGES); `ctx` is the alloc_ctx given
+                          to the init function. Define both or neither, the
+                          same in every file (the companion headers
+                          allocate through them too).
+      PER_NO_HUGE_PAGES   the default allocator's blocks of 2 MiB or more
+                          (a large tree, item ring or generation array:
+                          read at random, one TLB miss per level of a
+                          descent with 4 KiB pages) start on a 2 MiB
+                          boundary and, on Linux, are advised
+                          MADV_HUGEPAGE, so that transparent huge pages
+                          back them where the kernel allows it; this
+                          leaves plain malloc blocks. Memory: at most 2
+                          MiB of address space per such block, and at
+                          most 1/8 of its size more resident
       PER_ASSERT(x)       internal invariant checks, default assert(x)
       PER_NO_VECTOR_POW   leave out the AVX2 lanes that compute the pows
                           of an update's or a sample's batch four at a
@@ -1991,10 +2004,24 @@ PERDEF per_status per_frames_load(per_frames *f, const char *path);
    free. Set by a file's first include of per.h. */
 #if defined(PER_MALLOC) && defined(PER_FREE)
 /* the caller's allocator */
+#define PERI_USER_ALLOC 1
 #elif !defined(PER_MALLOC) && !defined(PER_FREE)
 #include <stdlib.h>
-#define PER_MALLOC(sz, ctx) ((void)(ctx), malloc(sz))
-#define PER_FREE(p, ctx) ((void)(ctx), free(p))
+#define PER_MALLOC(sz, ctx) ((void)(ctx), peri_malloc(sz))
+#define PER_FREE(p, ctx) ((void)(ctx), peri_free(p))
+#define peri_malloc PERI_NAME(peri_malloc)
+#define peri_free PERI_NAME(peri_free)
+/* The default allocator (the implementation's >>alloc): `bytes` from
+   malloc, NULL when it has none; large blocks on huge pages unless
+   PER_NO_HUGE_PAGES. peri_free(p) frees such a block; NULL is fine. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+PERDEF void *peri_malloc(size_t bytes);
+PERDEF void peri_free(void *p);
+#ifdef __cplusplus
+}
+#endif
 #else
 #error "per.h: define both PER_MALLOC and PER_FREE, or neither"
 #endif
@@ -2075,6 +2102,22 @@ PER_INLINE PER_HD per_status peri_float_status(float v) {
 #define PERI_HAVE_FSYNC 1
 #elif defined(_WIN32)
 #include <io.h>
+#endif
+#endif
+
+/* The default allocator's madvise (>>alloc): from <sys/mman.h> where the
+   file's feature macros show it (glibc and musl: _DEFAULT_SOURCE or
+   _GNU_SOURCE, which g++ and clang++ define), else, in C on x86-64 and
+   AArch64, declared here with those kernels' MADV_HUGEPAGE (14): then
+   <sys/mman.h> has not declared it, so the declaration cannot clash. */
+#if !defined(PERI_USER_ALLOC) && !defined(PER_NO_HUGE_PAGES) && \
+    defined(__linux__)
+#include <sys/mman.h>
+#if defined(MADV_HUGEPAGE)
+#define PERI_MADV_HUGEPAGE MADV_HUGEPAGE
+#elif !defined(__cplusplus) && (defined(__x86_64__) || defined(__aarch64__))
+extern int madvise(void *addr, size_t len, int advice);
+#define PERI_MADV_HUGEPAGE 14
 #endif
 #endif
 
@@ -2159,6 +2202,61 @@ extern "C" {
 __declspec(dllimport) int __stdcall MoveFileExA(const char *from,
                                                 const char *to,
                                                 unsigned long flags);
+#endif
+
+/* >>alloc: the default allocator (PER_MALLOC and PER_FREE not defined).
+   malloc's block, with its start kept in the pointer-sized word before
+   the address handed out (PERI_ALLOC_HEAD bytes keep malloc's
+   alignment). A block of at least PERI_HUGE_PAGE bytes (a large tree,
+   item ring or generation array, read at random) starts on a
+   PERI_HUGE_PAGE boundary, and its whole huge pages are advised
+   MADV_HUGEPAGE: with 4 KiB pages each lower level of a descent costs a
+   TLB miss too (bench/README: the step at 10^6 items). The size is
+   rounded up to whole huge pages when that adds at most 1/8 (the last
+   page's rest is resident but unused), else the tail keeps small pages.
+   Without PERI_MADV_HUGEPAGE (other systems, PER_NO_HUGE_PAGES) every
+   block is a plain one. */
+#ifndef PERI_USER_ALLOC
+#define PERI_ALLOC_HEAD 16
+#define PERI_HUGE_PAGE ((size_t)2 << 20)
+
+PERDEF void *peri_malloc(size_t bytes) {
+  unsigned char *base, *p;
+  size_t pad = PERI_ALLOC_HEAD, huge = 0;
+#ifdef PERI_MADV_HUGEPAGE
+  if (bytes >= PERI_HUGE_PAGE && bytes <= (size_t)-1 / 2) {
+    size_t down = bytes - bytes % PERI_HUGE_PAGE;
+    size_t up = down == bytes ? down : down + PERI_HUGE_PAGE;
+    huge = up - bytes <= bytes / 8 ? up : down;
+    if (huge > bytes) bytes = huge;
+    pad = PERI_HUGE_PAGE;
+  }
+#endif
+  if (bytes > (size_t)-1 - pad) return NULL;
+  base = (unsigned char *)malloc(bytes + pad);
+  if (!base) return NULL;
+  if (huge == 0) {
+    p = base + PERI_ALLOC_HEAD;
+  } else {
+    /* In (base, base + PERI_HUGE_PAGE]: past the word before it, since
+       malloc aligns to at least 16 bytes, and p + bytes within the block. */
+    p = base + (PERI_HUGE_PAGE - (size_t)((uintptr_t)base % PERI_HUGE_PAGE));
+#ifdef PERI_MADV_HUGEPAGE
+    /* Advice only: a kernel without huge pages refuses it, and the block
+       is as good as any other. */
+    (void)madvise(p, huge, PERI_MADV_HUGEPAGE);
+#endif
+  }
+  memcpy(p - sizeof base, &base, sizeof base);
+  return p;
+}
+
+PERDEF void peri_free(void *p) {
+  void *base;
+  if (!p) return;
+  memcpy(&base, (unsigned char *)p - sizeof base, sizeof base);
+  free(base);
+}
 #endif
 
 /* >>rules: what the implementation shares with the companions that
@@ -5225,12 +5323,22 @@ static void peri_emit_batch(per_buffer *b, const peri_plan *p, void *items_out,
   per_real val[PERI_CHUNK];
   per_real pmin = p->bufmax ? p->min_node[1] : PERI_NO_MIN;
   int now = weights && (p->degenerate || p->bufmax); /* final in pass 1 */
+  /* One chunk with batch-min weights: the weights from its values first,
+     while the gathers' prefetches below are in flight. */
+  int one = weights && !now && B <= PERI_CHUNK;
   for (base = 0; base < B; base += PERI_CHUNK) {
     uint32_t m = B - base < PERI_CHUNK ? B - base : PERI_CHUNK;
     peri_draw_chunk(b, p, base, m, idx, val);
     if (items_out) /* overlap the gather's cache misses */
       for (g = 0; g < m; ++g)
         PERI_PREFETCH(b->items + (size_t)idx[g] * p->stride * b->cfg.item_size);
+    if (ids) /* and the generations' */
+      for (g = 0; g < m; ++g) PERI_PREFETCH(&b->gen[idx[g] * p->stride]);
+    if (one) {
+      for (g = 0; g < m; ++g)
+        if (val[g] < pmin) pmin = val[g];
+      peri_weights(val, m, pmin, p->beta, weights);
+    }
     for (g = 0; g < m; ++g) {
       peri_emit_unit(b, p, base + g, idx[g], items_out, ids, mask);
       if (!now && val[g] < pmin) pmin = val[g];
@@ -5241,22 +5349,19 @@ static void peri_emit_batch(per_buffer *b, const peri_plan *p, void *items_out,
       peri_weights(val, m, pmin, p->beta, weights + base);
     }
   }
-  if (weights && !now) {
-    if (B <= PERI_CHUNK) {
-      peri_weights(val, B, pmin, p->beta, weights);
-    } else {
-      for (base = 0; base < B; base += PERI_CHUNK) {
-        uint32_t m = B - base < PERI_CHUNK ? B - base : PERI_CHUNK;
-        if (ids) {
-          for (g = 0; g < m; ++g)
-            val[g] = p->tree->node[L + ((uint32_t)ids[base + g] &
-                                        ~(uint32_t)PER_ID_SEQ) /
-                                           p->stride];
-        } else {
-          peri_draw_chunk(b, p, base, m, idx, val);
-        }
-        peri_weights(val, m, pmin, p->beta, weights + base);
+  if (weights && !now && !one) {
+    for (base = 0; base < B; base += PERI_CHUNK) {
+      uint32_t m = B - base < PERI_CHUNK ? B - base : PERI_CHUNK;
+      if (ids) {
+        for (g = 0; g < m; ++g)
+          val[g] =
+              p->tree
+                  ->node[L + ((uint32_t)ids[base + g] & ~(uint32_t)PER_ID_SEQ) /
+                                 p->stride];
+      } else {
+        peri_draw_chunk(b, p, base, m, idx, val);
       }
+      peri_weights(val, m, pmin, p->beta, weights + base);
     }
   }
   if (p->mode == PERI_DRAW_STRATA) peri_rng_skip(&b->rng, B);
