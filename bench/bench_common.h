@@ -523,10 +523,15 @@ BC_FN int bc_finish(FILE *csv, const char *prog, int failures,
 
 /* The lines under a program's title: build flags, memory, clock (and
    `clock_note`), then how each figure is measured, in loops of `unit`. */
+#ifdef PER_NO_HUGE_PAGES
+#define BC_ALLOC "malloc"
+#else
+#define BC_ALLOC "per.h's default allocator (huge pages for large blocks)"
+#endif
 BC_FN void bc_print_setup(const bc_opts *o, const char *unit,
                           const char *clock_note) {
   printf("flags: %s; %s; %s%s\n", BENCH_CFLAGS,
-         o->huge ? "huge pages (madvise)" : "malloc",
+         o->huge ? "huge pages (madvise)" : BC_ALLOC,
          bc_clock == CLOCK_MONOTONIC ? "wall clock" : "thread CPU clock",
          clock_note);
   if (o->iters)

@@ -165,7 +165,9 @@ flags=""
 supported -ffp-contract=off && flags="-ffp-contract=off "
 flags="${flags}-O3"
 supported -march=native && flags="$flags -march=native"
-flags="$flags -DNDEBUG"
+# PER_NO_HUGE_PAGES: the peers' arrays sit on 4 KiB pages, and so do
+# per.h's (bench/meson.build says why).
+flags="$flags -DNDEBUG -DPER_NO_HUGE_PAGES"
 for real in double float; do
   echo "peers.sh: building bench_peers_$real ($cxx -std=c++17 $flags)"
   # shellcheck disable=SC2086 # one word a flag
