@@ -92,13 +92,12 @@ static void block(size_t n) {
 }
 
 static void test_blocks(void) {
-  static const size_t sizes[] = {0,       1,           15,
-                                 16,      17,          4096,
-                                 MIB,     2 * MIB - 1, 2 * MIB,
-                                 2 * MIB + 1,          /* tail: small pages */
-                                 5 * MIB / 2,          /* the same */
-                                 4000000,              /* rounded up: 1/21 */
-                                 4 * MIB, 9 * MIB + 3, 64 * MIB};
+  static const size_t sizes[] = {
+      0,           1,           15,      16,          17, 4096,
+      MIB,         2 * MIB - 1, 2 * MIB, 2 * MIB + 1, /* tail: small pages */
+      5 * MIB / 2,                                    /* the same */
+      4000000,                                        /* rounded up: 1/21 */
+      4 * MIB,     9 * MIB + 3, 64 * MIB};
   size_t i;
   for (i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) block(sizes[i]);
   PER_FREE(NULL, NULL); /* as free(NULL) */
