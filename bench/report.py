@@ -563,7 +563,10 @@ def section(res):
                 f"| {fnum(r['base_ns'])} | {ratio(r)} |")
         lines += ["", "per.h takes caller memory through per_tree_init_mem "
                   "(the benchmark allocates it with posix_memalign and "
-                  "madvise); the buffer would take it through PER_MALLOC.", ""]
+                  "madvise). Elsewhere these programs build per.h with "
+                  "PER_NO_HUGE_PAGES, so that it sits on the baselines' "
+                  "4 KiB pages; per.h's default allocator gives a user's "
+                  "large trees and arrays huge pages by itself.", ""]
     for real in ("double", "float"):
         rows = data["samplers_" + real]
         if rows:
