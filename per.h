@@ -134,16 +134,16 @@
                           to the init function. Define both or neither, the
                           same in every file (the companion headers
                           allocate through them too).
-      PER_NO_HUGE_PAGES   the default allocator's blocks of 2 MiB or more
-                          (a large tree, item ring or generation array:
-                          read at random, one TLB miss per level of a
-                          descent with 4 KiB pages) start on a 2 MiB
-                          boundary and, on Linux, are advised
+      PER_NO_HUGE_PAGES   plain malloc blocks from the default allocator.
+                          Without it, a block of 2 MiB or more (a large
+                          tree, item ring or generation array, read at
+                          random: with 4 KiB pages each level of a
+                          descent is a TLB miss too) starts on a 2 MiB
+                          boundary and, on Linux, is advised
                           MADV_HUGEPAGE, so that transparent huge pages
-                          back them where the kernel allows it; this
-                          leaves plain malloc blocks. Memory: at most 2
-                          MiB of address space per such block, and at
-                          most 1/8 of its size more resident
+                          back it where the kernel allows; it costs at
+                          most 2 MiB of address space and 1/8 of the
+                          block's size in resident memory
       PER_ASSERT(x)       internal invariant checks, default assert(x)
       PER_NO_VECTOR_POW   leave out the AVX2 lanes that compute the pows
                           of an update's or a sample's batch four at a
@@ -5341,7 +5341,7 @@ static void peri_emit_batch(per_buffer *b, const peri_plan *p, void *items_out,
     }
     for (g = 0; g < m; ++g) {
       peri_emit_unit(b, p, base + g, idx[g], items_out, ids, mask);
-      if (!now && val[g] < pmin) pmin = val[g];
+      if (!now && !one && val[g] < pmin) pmin = val[g];
     }
     if (now && p->degenerate) {
       for (g = 0; g < m; ++g) weights[base + g] = 1.0f;
