@@ -11,26 +11,29 @@
 // keywords, the runtime calls used here, integer atomics and
 // PER_CUDA_LAUNCH (every block and thread of the grid run as loops). So the
 // kernels are written for that to be a faithful emulation:
-//   - within one launch every thread's work is independent: no shared
-//     memory, no __syncthreads, no warp intrinsics, no reliance on the
-//     order in which threads run;
+//   - no shared memory, no __syncthreads, no warp intrinsics, no reliance
+//     on the order in which threads run, and no thread ever waits for
+//     another;
 //   - a memory location that two threads of one launch may both touch is
-//     touched only by integer atomics (atomicMax/Min/CAS/Exch);
-//     plain loads and stores go to locations that, within the launch,
-//     only one thread writes and nobody else reads, or that nobody writes;
-//   - ordering between phases comes only from kernel boundaries on one
+//     touched by integer atomics only (atomicMax/Min/CAS/Exch/Add), or in
+//     order through a hand-over: a thread that is done with its part
+//     arrives at a counter (PERI_CUDA_ARRIVE: a fence, then atomicAdd),
+//     and only the arrival that completes the count goes on, after
+//     PERI_CUDA_ACQUIRE (a fence), reading what the arrived threads wrote
+//     (PERI_CUDA_LDCG: from L2, never a stale L1 line);
+//   - ordering between launches comes from kernel boundaries on one
 //     stream;
 //   - every plain load and store of device memory in a kernel is written
-//     PERI_CUDA_LD / PERI_CUDA_ST (a plain access on the device), so that
-//     the shim can log each thread's accesses and report any two threads of
-//     one launch that conflict (a plain write and any other access, or a
-//     plain read and an atomic), the races a loop would hide. Only the
-//     descents (per.h's and peri_cuda_descend) read the tree directly, in
-//     the sampling kernels, which write no node.
+//     PERI_CUDA_LD / PERI_CUDA_LDCG / PERI_CUDA_ST, so that the shim can
+//     log each thread's accesses and report any two of one launch that
+//     conflict (a plain write and any other access, or a plain read and
+//     an atomic) unless a hand-over orders them: the races a loop of whole
+//     threads would hide. Only the descents (per.h's and
+//     peri_cuda_descend) and a sample's plan read the tree and the
+//     trajectory ids directly, in launches that write neither.
 // No float atomics: tree nodes get their values from per_tree_recompute
 // (a parent) or from the batch (a leaf); integer atomics on their bit
-// patterns only mark, claim and publish.
-
+// patterns only claim leaves.
 #define PER_STATIC
 #define PER_IMPLEMENTATION
 #include "per.h"
@@ -119,7 +122,7 @@ struct peri_cuda_pairs {
   double eps, alpha;
 };
 
-static peri_cuda_pairs peri_cuda_pairs_none(void) {
+static __host__ __device__ inline peri_cuda_pairs peri_cuda_pairs_none(void) {
   peri_cuda_pairs v;
   memset(&v, 0, sizeof v);
   return v;
@@ -134,15 +137,6 @@ static __host__ __device__ inline per_real peri_cuda_pair_value(
 static __host__ __device__ inline uint32_t peri_cuda_pair_leaf(
     const peri_cuda_pairs &v, uint32_t j) {
   return v.idx ? PERI_CUDA_LD(&v.idx[j]) : (uint32_t)PERI_CUDA_LD(&v.ids[j]);
-}
-
-// Pair j is applied: not a stale id.
-static __host__ __device__ inline int peri_cuda_pair_live(
-    const peri_cuda_pairs &v, uint32_t j) {
-  uint64_t id;
-  if (!v.ids) return 1;
-  id = PERI_CUDA_LD(&v.ids[j]);
-  return (uint32_t)(id >> 32) == PERI_CUDA_LD(&v.gen[(uint32_t)id]);
 }
 
 // Why pair j cannot be applied, or PER_OK, in the CPU's order: for values,
@@ -165,67 +159,140 @@ static __device__ inline uint32_t peri_cuda_thread_id(void) {
   return (uint32_t)blockIdx.x * (uint32_t)blockDim.x + (uint32_t)threadIdx.x;
 }
 
+// >>kernels: arrival
+// A launch's threads hand work on through arrival counters (unsigned int
+// in device memory): a thread that is done with its part arrives
+// (PERI_CUDA_ARRIVE: a fence, then atomicAdd), and the one whose arrival
+// completes the count - the last of those the counter waits for - acquires
+// (PERI_CUDA_ACQUIRE: a fence) and so sees everything they wrote before
+// arriving; it goes on alone, nobody waits. Loads of what other threads of
+// the launch wrote go through PERI_CUDA_LDCG (the L2, never a stale L1
+// line). The host shim turns each of these into a happens-before edge of
+// its race detector.
+#ifndef PERI_CUDA_ARRIVE
+#define PERI_CUDA_ARRIVE(c, v) (__threadfence(), atomicAdd((c), (v)))
+#define PERI_CUDA_ACQUIRE(c) __threadfence()
+#define PERI_CUDA_LDCG(p) __ldcg(p)
+#endif
+
+// A reduction record: what a launch's threads report (each field through
+// an integer atomic, 0 when a thread has nothing to say), per block and
+// for the whole grid. Every field starts 0 and is left 0 (see
+// peri_cuda_finish).
+//   status  the first failure (peri_cuda_status_word; atomicMax);
+//   minc    the complement of the smallest positive value's pattern
+//           (atomicMax: positive reals order like their patterns);
+//   maxbits the largest priority's pattern;
+//   stale   stale pairs (atomicAdd); zero: a priority of 0 (atomicMax);
+//   arrived the threads (per block) or blocks (grid) that arrived.
+struct peri_cuda_acc {
+  unsigned long long status, minc, maxbits;
+  unsigned int stale, zero, arrived, pad;
+};
+
+static __device__ inline void peri_cuda_acc_add(peri_cuda_acc *a,
+                                                const peri_cuda_acc &x) {
+  if (x.status) atomicMax(&a->status, x.status);
+  if (x.minc) atomicMax(&a->minc, x.minc);
+  if (x.maxbits) atomicMax(&a->maxbits, x.maxbits);
+  if (x.stale) atomicAdd(&a->stale, x.stale);
+  if (x.zero) atomicMax(&a->zero, 1u);
+}
+
+// A record read by the thread that acquired it (its fields were changed
+// by atomics of the arrived threads).
+static __device__ inline peri_cuda_acc peri_cuda_acc_load(
+    const peri_cuda_acc *a) {
+  peri_cuda_acc x;
+  x.status = PERI_CUDA_LDCG(&a->status);
+  x.minc = PERI_CUDA_LDCG(&a->minc);
+  x.maxbits = PERI_CUDA_LDCG(&a->maxbits);
+  x.stale = PERI_CUDA_LDCG(&a->stale);
+  x.zero = PERI_CUDA_LDCG(&a->zero);
+  x.arrived = 0;
+  x.pad = 0;
+  return x;
+}
+
+static __device__ inline void peri_cuda_acc_clear(peri_cuda_acc *a) {
+  PERI_CUDA_ST(&a->status, 0ull);
+  PERI_CUDA_ST(&a->minc, 0ull);
+  PERI_CUDA_ST(&a->maxbits, 0ull);
+  PERI_CUDA_ST(&a->stale, 0u);
+  PERI_CUDA_ST(&a->zero, 0u);
+  PERI_CUDA_ST(&a->arrived, 0u);
+}
+
+static __device__ inline peri_cuda_acc peri_cuda_acc_none(void) {
+  peri_cuda_acc x;
+  memset(&x, 0, sizeof x);
+  return x;
+}
+
+// Every thread of the grid calls this once, as its last step, with what
+// it has to report: the last thread of each block folds the block's record
+// (acc[1 + block]) into the grid's (acc[0]) and clears it; the last
+// block's last thread gets the grid's record in *out, sets acc[0].arrived
+// back to 0 and returns 1 (everybody else 0). So a launch has at most 256
+// atomics on one block record and one per block on the grid's. The other
+// fields of acc[0] are the caller's to clear.
+static __device__ int peri_cuda_finish(peri_cuda_acc *acc,
+                                       const peri_cuda_acc &mine,
+                                       peri_cuda_acc *out) {
+  peri_cuda_acc *blk = &acc[1u + blockIdx.x], x;
+  peri_cuda_acc_add(blk, mine);
+  if (PERI_CUDA_ARRIVE(&blk->arrived, 1u) != blockDim.x - 1u) return 0;
+  PERI_CUDA_ACQUIRE(&blk->arrived);
+  x = peri_cuda_acc_load(blk);
+  peri_cuda_acc_clear(blk);
+  peri_cuda_acc_add(&acc[0], x);
+  if (PERI_CUDA_ARRIVE(&acc[0].arrived, 1u) != gridDim.x - 1u) return 0;
+  PERI_CUDA_ACQUIRE(&acc[0].arrived);
+  *out = peri_cuda_acc_load(&acc[0]);
+  PERI_CUDA_ST(&acc[0].arrived, 0u);
+  return 1;
+}
+
+// The device buffer's counters (per_cuda_buffer.d_state): per_buffer's
+// fields of the same names.
+struct peri_cuda_buffer_state {
+  per_rng rng;
+  unsigned long long step, added, trajs;
+  per_real max_leaf;
+  uint32_t size, pos, zero_hint, pad;
+};
+
 // >>kernels: update
-// Phase 1. Validate every pair; the first bad one (smallest j) ends up in
-// *status. Writes: *status, by atomicMax only.
-static __global__ void peri_cuda_validate_pairs_kernel(
-    peri_cuda_pairs v, uint32_t n, uint32_t capacity,
-    unsigned long long *status) {
-  uint32_t j = peri_cuda_thread_id();
-  per_status s;
-  if (j >= n) return;
-  s = peri_cuda_pair_status(v, j, capacity);
-  if (s != PER_OK) atomicMax(status, peri_cuda_status_word(j, s));
-}
-
-// Phase 2. Each pair claims its leaf with atomicMax(TAG | j): afterwards the
-// leaf holds TAG | (last position with that index). Only atomics touch the
-// leaves in this launch. For TD errors (prio not NULL) each pair also
-// stores its priority in prio[j], so that the pows run here, one per
-// thread, and not one after another in the thread that leads a subtree.
-static __global__ void peri_cuda_claim_leaves_kernel(
-    per_real *node, uint32_t L, peri_cuda_pairs v, uint32_t n, per_real *prio,
-    const unsigned long long *status) {
-  uint32_t j = peri_cuda_thread_id();
-  if (j >= n || PERI_CUDA_LD(status) || !peri_cuda_pair_live(v, j)) return;
-  if (prio) PERI_CUDA_ST(&prio[j], peri_cuda_pair_value(v, j));
-  atomicMax(peri_cuda_as_bits(&node[L + peri_cuda_pair_leaf(v, j)]),
-            PERI_CUDA_CLAIM_TAG | j);
-}
-
-// Phase 3, once per group of levels. The tree above the leaves is cut
-// into G groups of at most PERI_CUDA_GROUP_LEVELS levels, bases
-// b_0 = 0 < b_1 < ... < b_G = depth (b_g = g * PERI_CUDA_GROUP_LEVELS, the
-// last one shorter).
-// A node of level b_g recomputed by group g is published with its sign
-// bit set (no valid node has it: nodes are >= +0), and a claimed leaf
-// carries its tag (also negative): in both cases "changed". So each group
-// reads its base level to learn what changed, and nobody needs an atomic:
-//   - pair j wins its leaf when the leaf holds TAG | j (group 1 reads it;
-//     the value is written by the winner two groups later);
-//   - in group g < G, every pair alive at level b_{g-1} (the winners at
-//     g = 1, then the leaders of group g - 1) looks at its ancestor A at
-//     level b_g: the one whose base node is the leftmost changed one under
-//     A is A's leader and recomputes A's subtree, level by level, from the
-//     2^(b_g - b_{g-1}) base nodes (sign cleared, tags replaced by their
-//     values), with per_tree_recompute on a copy: a node is recomputed iff
-//     a child changed, others keep their stored value, exactly the nodes
-//     per_tree_set_batch recomputes. It writes the changed nodes, A with
-//     its sign bit set. Losers stop climbing.
-//   - the last group (the top of the tree, at most
-//     2^PERI_CUDA_GROUP_LEVELS base nodes) is one thread's: it also writes
-//     its base nodes back with the sign cleared (the leaves' values when
-//     G == 1);
-//   - in group g, a pair that led group g - 2 (or g - 1, which implies it)
-//     clears the sign of its level-b_{g-2} node, or at g = 2 writes its
-//     leaf's value (-0 as +0). Nobody reads that level in group g.
-// win[j] holds the last group pair j led (0: it won its leaf), or
-// PERI_CUDA_LOST. Per launch, every location is written by one thread and
-// read only by threads that do not write it: no race, no atomics, and the
-// launch count is 2 + G with G = ceil(depth / PERI_CUDA_GROUP_LEVELS).
+// An update is two launches, a thread per pair.
+// Claim: each pair is checked (a bad one atomicMax'es its status word into
+// acc[0].status: the first bad one in batch order wins) and claims its
+// leaf with atomicMax(TAG | j): afterwards the leaf holds TAG | (the last
+// position with that index). The one claim that found the leaf's old value
+// keeps it (orig[j]), so that a refused batch can put it back. Each pair
+// also counts itself on the path above its leaf: the tree above the
+// leaves is cut into G groups of at most PERI_CUDA_GROUP_LEVELS levels,
+// bases b_0 = 0 < b_1 < ... < b_G = depth, and every node A of a level
+// b_g (g >= 1) has a counter: the pairs below it when g = 1, otherwise
+// the nodes of level b_{g-1} below it that have pairs below them (a pair
+// climbs on while its increment was the node's first).
+// Settle: each counted pair arrives at its level-b_1 node's counter
+// (decrementing it); the last to arrive leads that node: it recomputes
+// the node's subtree from its base (the 2^5 leaves below, the tagged ones
+// taking their pair's value) with per_tree_recompute on a copy, a node
+// iff one of its children changed, as per_tree_set_batch does, writes the
+// base back final and the changed nodes, the top one with its sign bit
+// set ("changed": no valid node has it), then arrives one group up, where
+// the last leader leads again, up to the root. The counters end where
+// they started: at 0. When the claim found a bad pair, the settle only
+// counts down and puts the claimed leaves back.
 #define PERI_CUDA_GROUP_LEVELS 5u
-#define PERI_CUDA_LOST 0xFFFFFFFFu
 #define PERI_CUDA_SIGN_BIT ((peri_cuda_bits)1 << (8 * sizeof(per_real) - 1))
+
+// flag[j] of an update: the pair counted itself (and claimed its leaf),
+// found the leaf's old value, or is a stale id.
+#define PERI_CUDA_F_CLIMB 1u
+#define PERI_CUDA_F_OWN 2u
+#define PERI_CUDA_F_STALE 4u
 
 static __host__ __device__ inline uint32_t peri_cuda_group_count(
     uint32_t depth) {
@@ -240,18 +307,36 @@ static __host__ __device__ inline uint32_t peri_cuda_group_base(
   return b < depth ? b : depth;
 }
 
+// Where the counters of group g (1 .. G) start in the counter array, and
+// (g = G + 1) how many counters a tree of L leaves has: L >> b_g for each
+// group, about L / 31 in all.
+static __host__ __device__ inline size_t peri_cuda_counter_base(
+    uint32_t g, uint32_t L, uint32_t depth) {
+  size_t off = 0;
+  uint32_t h;
+  for (h = 1; h < g; ++h) off += L >> peri_cuda_group_base(h, depth);
+  return off;
+}
+
+// The counter of leaf's ancestor at level b_g.
+static __device__ inline unsigned int *peri_cuda_counter(
+    unsigned int *cnt, uint32_t L, uint32_t depth, uint32_t g, uint32_t leaf) {
+  return &cnt[peri_cuda_counter_base(g, L, depth) +
+              (leaf >> peri_cuda_group_base(g, depth))];
+}
+
+// The claim's count of a pair (or an added slot) with this leaf.
+static __device__ inline void peri_cuda_count_path(unsigned int *cnt,
+                                                   uint32_t L, uint32_t depth,
+                                                   uint32_t leaf) {
+  uint32_t g, G = peri_cuda_group_count(depth);
+  for (g = 1; g <= G; ++g)
+    if (atomicAdd(peri_cuda_counter(cnt, L, depth, g, leaf), 1u) != 0) return;
+}
+
 // A claimed leaf's value x as the leaf stores it: -0 as +0.
 static __host__ __device__ inline per_real peri_cuda_leaf_final(per_real x) {
   return x == 0 ? (per_real)0 : x;
-}
-
-// The final value a changed node or claimed leaf stands for.
-static __host__ __device__ inline per_real peri_cuda_final_value(
-    peri_cuda_bits b, int leaf, const peri_cuda_pairs &v) {
-  if (leaf)
-    return peri_cuda_leaf_final(
-        peri_cuda_pair_value(v, (uint32_t)(b & ~PERI_CUDA_CLAIM_TAG)));
-  return peri_cuda_from_bits(b & ~PERI_CUDA_SIGN_BIT);
 }
 
 // Unrolled by nvcc; the host build runs the same loops as written.
@@ -271,26 +356,23 @@ static __host__ __device__ inline uint32_t peri_cuda_subtree_node(uint32_t top,
   return (top << d) + k - (1u << d);
 }
 
-// Recompute the subtree of node `top` from its base nodes LV levels below
-// (2^LV <= 2^PERI_CUDA_GROUP_LEVELS of them), as described above, when the
-// caller leads it: `own` is the base position (0 .. 2^LV - 1) of the
-// caller's node, and the caller leads when no base node left of it
-// changed (own = 0: always). Returns whether it led. The base nodes are
-// written back in their final form when `rewrite_base`, and `top` keeps
-// its sign bit when `mark_top`. With a min tree (MIN; a buffer's, for
-// buffer-max weights: node = the smallest positive leaf below it, or
-// PERI_NO_MIN) the same nodes of it are recomputed, by the same thread:
-// a changed leaf's min is written here, and a min node above the leaves
-// is final once written (the min tree carries no marks).
+// Lead node `top`: recompute its subtree from its base nodes LV levels
+// below (2^LV <= 2^PERI_CUDA_GROUP_LEVELS of them; leaves when `leaf`,
+// whose tagged ones take their pair's value from v), as described above:
+// the changed base nodes are written back final, the changed nodes above
+// them recomputed and written, `top` with its sign bit set when
+// `mark_top`. With a min tree (MIN; a buffer's, for buffer-max weights:
+// node = the smallest positive leaf below it, or PERI_NO_MIN) the same
+// nodes of it are recomputed, a changed leaf's min written here.
 // LV is a constant so that the loops unroll: every load of the subtree
 // (its base, the stored values above it, then the batch values of the
 // claimed leaves) is issued before the first is used, and the thread
 // waits for memory about three times, not once per node.
-
 template <uint32_t LV, bool MIN>
-static __device__ int peri_cuda_recompute_subtree_fixed(
-    per_real *node, per_real *mn, uint32_t top, uint32_t own, int leaf,
-    const peri_cuda_pairs &v, int rewrite_base, int mark_top) {
+static __device__ void peri_cuda_lead_fixed(per_real *node, per_real *mn,
+                                            uint32_t top, int leaf,
+                                            const peri_cuda_pairs &v,
+                                            int mark_top) {
   const uint32_t W = 1u << LV, first = top << LV;
   per_real t[2 * W], m[2 * W];
   peri_cuda_bits b[W];
@@ -298,20 +380,17 @@ static __device__ int peri_cuda_recompute_subtree_fixed(
   uint32_t k;
   PERI_CUDA_UNROLL
   for (k = 0; k < W; ++k)
-    b[k] = peri_cuda_to_bits(PERI_CUDA_LD(&node[first + k]));
+    b[k] = peri_cuda_to_bits(PERI_CUDA_LDCG(&node[first + k]));
   PERI_CUDA_UNROLL
-  for (k = 0; k < W; ++k) { // a changed base node left of the caller's
-    chg[W + k] = (b[k] & PERI_CUDA_SIGN_BIT) != 0;
-    if (k < own && chg[W + k]) return 0;
-  }
+  for (k = 0; k < W; ++k) chg[W + k] = (b[k] & PERI_CUDA_SIGN_BIT) != 0;
   // The stored values, kept where no child changed.
   PERI_CUDA_UNROLL
   for (k = 1; k < W; ++k)
-    t[k] = PERI_CUDA_LD(&node[peri_cuda_subtree_node(top, k)]);
+    t[k] = PERI_CUDA_LDCG(&node[peri_cuda_subtree_node(top, k)]);
   if (MIN) {
     PERI_CUDA_UNROLL
     for (k = 1; k < 2 * W; ++k)
-      m[k] = PERI_CUDA_LD(&mn[peri_cuda_subtree_node(top, k)]);
+      m[k] = PERI_CUDA_LDCG(&mn[peri_cuda_subtree_node(top, k)]);
   }
   if (leaf) { // claimed leaves take their pair's value
     // Loaded for every leaf (pair 0's for an unclaimed one, then
@@ -332,8 +411,7 @@ static __device__ int peri_cuda_recompute_subtree_fixed(
   } else {
     PERI_CUDA_UNROLL
     for (k = 0; k < W; ++k)
-      t[W + k] = chg[W + k] ? peri_cuda_final_value(b[k], 0, v)
-                            : peri_cuda_from_bits(b[k]);
+      t[W + k] = peri_cuda_from_bits(b[k] & ~PERI_CUDA_SIGN_BIT);
   }
   PERI_CUDA_UNROLL
   for (k = W - 1; k >= 1; --k) { // children before parents
@@ -345,7 +423,7 @@ static __device__ int peri_cuda_recompute_subtree_fixed(
   PERI_CUDA_UNROLL
   for (k = 0; k < W; ++k) { // the stores, after every load
     if (!chg[W + k]) continue;
-    if (rewrite_base) PERI_CUDA_ST(&node[first + k], t[W + k]);
+    PERI_CUDA_ST(&node[first + k], t[W + k]);
     if (MIN && leaf) PERI_CUDA_ST(&mn[first + k], m[W + k]);
   }
   PERI_CUDA_UNROLL
@@ -358,71 +436,133 @@ static __device__ int peri_cuda_recompute_subtree_fixed(
                                                   PERI_CUDA_SIGN_BIT));
     else PERI_CUDA_ST(&node[at], t[k]);
   }
-  return 1;
 }
 
-// peri_cuda_recompute_subtree_fixed for `levels`
-// (0 .. PERI_CUDA_GROUP_LEVELS) known at run time.
+// peri_cuda_lead_fixed for `levels` (0 .. PERI_CUDA_GROUP_LEVELS) known at
+// run time.
 template <bool MIN>
-static __device__ int peri_cuda_recompute_subtree(
-    per_real *node, per_real *mn, uint32_t top, uint32_t levels, uint32_t own,
-    int leaf, const peri_cuda_pairs &v, int rewrite_base, int mark_top) {
-#define PERI_CUDA_RECOMPUTE_SUBTREE(LV)                                       \
-  return peri_cuda_recompute_subtree_fixed<LV, MIN>(node, mn, top, own, leaf, \
-                                                    v, rewrite_base, mark_top)
+static __device__ void peri_cuda_lead(per_real *node, per_real *mn,
+                                      uint32_t top, uint32_t levels, int leaf,
+                                      const peri_cuda_pairs &v, int mark_top) {
+#define PERI_CUDA_LEAD(LV) \
+  peri_cuda_lead_fixed<LV, MIN>(node, mn, top, leaf, v, mark_top)
   switch (levels) {
-    case 0: PERI_CUDA_RECOMPUTE_SUBTREE(0);
-    case 1: PERI_CUDA_RECOMPUTE_SUBTREE(1);
-    case 2: PERI_CUDA_RECOMPUTE_SUBTREE(2);
-    case 3: PERI_CUDA_RECOMPUTE_SUBTREE(3);
-    case 4: PERI_CUDA_RECOMPUTE_SUBTREE(4);
-    default: PERI_CUDA_RECOMPUTE_SUBTREE(PERI_CUDA_GROUP_LEVELS);
+    case 0: PERI_CUDA_LEAD(0); break;
+    case 1: PERI_CUDA_LEAD(1); break;
+    case 2: PERI_CUDA_LEAD(2); break;
+    case 3: PERI_CUDA_LEAD(3); break;
+    case 4: PERI_CUDA_LEAD(4); break;
+    default: PERI_CUDA_LEAD(PERI_CUDA_GROUP_LEVELS); break;
   }
-#undef PERI_CUDA_RECOMPUTE_SUBTREE
+#undef PERI_CUDA_LEAD
 }
 
-// Phase 3, group g of the update, as described above. MIN: with the min
-// tree mn (a buffer's); a kernel of its own, since its registers would
-// otherwise be the plain tree's too.
+// The settle's climb of a counted pair (or added slot) with this leaf:
+// arrive at each group's counter, lead where the arrival was the last
+// (recompute only when `apply`), stop where it was not.
 template <bool MIN>
-static __global__ void peri_cuda_recompute_levels_kernel(
-    per_real *node, per_real *mn, uint32_t L, uint32_t depth, uint32_t g,
-    peri_cuda_pairs v, uint32_t n, const unsigned long long *status,
-    uint32_t *win) {
-  uint32_t j = peri_cuda_thread_id(), G = peri_cuda_group_count(depth), led;
-  uint32_t leaf, lo, hi, A, m;
-  if (j >= n || PERI_CUDA_LD(status)) return;
-  if (g == G) { // the top: one thread
-    if (j == 0)
-      peri_cuda_recompute_subtree<MIN>(
-          node, mn, 1, depth - peri_cuda_group_base(G - 1, depth), 0, G == 1, v,
-          1, 0);
-    if (G == 1) return;
+static __device__ void peri_cuda_climb(per_real *node, per_real *mn,
+                                       unsigned int *cnt, uint32_t L,
+                                       uint32_t depth, uint32_t leaf,
+                                       const peri_cuda_pairs &v, int apply) {
+  uint32_t g, G = peri_cuda_group_count(depth);
+  for (g = 1; g <= G; ++g) {
+    unsigned int *c = peri_cuda_counter(cnt, L, depth, g, leaf);
+    uint32_t lo = peri_cuda_group_base(g - 1, depth);
+    uint32_t hi = peri_cuda_group_base(g, depth);
+    if (PERI_CUDA_ARRIVE(c, 0xFFFFFFFFu) != 1u) return; // not the last
+    PERI_CUDA_ACQUIRE(c);
+    if (apply)
+      peri_cuda_lead<MIN>(node, mn, (L + leaf) >> hi, hi - lo, g == 1, v,
+                          g < G);
   }
-  leaf = L + peri_cuda_pair_leaf(v, j); // a stale pair's leaf never has its tag
-  if (g == 1) {
-    led = peri_cuda_to_bits(PERI_CUDA_LD(&node[leaf])) ==
-                  (PERI_CUDA_CLAIM_TAG | j)
-              ? 0u
-              : PERI_CUDA_LOST;
-    PERI_CUDA_ST(&win[j], led);
+}
+
+// The claim, thread j for pair j. For a buffer's update (v.ids, with its
+// state st) the checks are per_buffer_update's, a stale id is flagged and takes no part,
+// and the priority goes to prio[j]; for TD errors (v.td) too.
+static __global__ void peri_cuda_claim_kernel(
+    per_real *node, uint32_t L, uint32_t depth, uint32_t cap, peri_cuda_pairs v,
+    uint32_t n, const peri_cuda_buffer_state *st, unsigned int *cnt,
+    uint32_t *flag, per_real *prio, per_real *orig, peri_cuda_acc *acc) {
+  uint32_t j = peri_cuda_thread_id(), f = 0, leaf;
+  per_status s;
+  int live;
+  if (j >= n) return;
+  if (v.ids) {
+    uint64_t id = PERI_CUDA_LD(&v.ids[j]);
+    float td = PERI_CUDA_LD(&v.td[j]);
+    uint32_t gen;
+    leaf = (uint32_t)id;
+    gen = leaf < cap ? PERI_CUDA_LD(&v.gen[leaf]) : 0u;
+    s = peri_float_status(td);
+    if (s == PER_OK)
+      s = peri_id_status_of(id, cap, 1, gen, PERI_CUDA_LD(&st->added));
+    live = s == PER_OK && (uint32_t)(id >> 32) == gen;
+    if (s == PER_OK && !live) f = PERI_CUDA_F_STALE;
   } else {
-    led = PERI_CUDA_LD(&win[j]);
+    s = peri_cuda_pair_status(v, j, cap);
+    leaf = peri_cuda_pair_leaf(v, j);
+    live = leaf < cap;
   }
-  if (led == PERI_CUDA_LOST) return;
-  if (g >= 2 && led + 2 >= g) { // led group g - 2 (or g - 1): clean up
-    uint32_t c = leaf >> peri_cuda_group_base(g - 2, depth);
-    peri_cuda_bits b = peri_cuda_to_bits(PERI_CUDA_LD(&node[c]));
-    PERI_CUDA_ST(&node[c], peri_cuda_final_value(b, g == 2, v));
+  if (s != PER_OK) atomicMax(&acc->status, peri_cuda_status_word(j, s));
+  if (live) {
+    peri_cuda_bits old;
+    if (v.td) PERI_CUDA_ST(&prio[j], peri_cuda_pair_value(v, j));
+    old =
+        atomicMax(peri_cuda_as_bits(&node[L + leaf]), PERI_CUDA_CLAIM_TAG | j);
+    if (old < PERI_CUDA_CLAIM_TAG) { // the leaf's value before the batch
+      PERI_CUDA_ST(&orig[j], peri_cuda_from_bits(old));
+      f |= PERI_CUDA_F_OWN;
+    }
+    f |= PERI_CUDA_F_CLIMB;
+    peri_cuda_count_path(cnt, L, depth, leaf);
   }
-  if (g == G || led + 1 != g) return; // not alive at level b_{g-1}
-  lo = peri_cuda_group_base(g - 1, depth);
-  hi = peri_cuda_group_base(g, depth);
-  A = leaf >> hi;
-  m = leaf >> lo;
-  if (peri_cuda_recompute_subtree<MIN>(node, mn, A, hi - lo,
-                                       m - (A << (hi - lo)), lo == 0, v, 0, 1))
-    PERI_CUDA_ST(&win[j], g);
+  PERI_CUDA_ST(&flag[j], f);
+}
+
+// The settle, thread j for pair j (values: v, with the priorities in
+// v.val for TD errors). Without a buffer state (st NULL: the tree's own
+// update) thread 0 writes the outcome to *d_status; a buffer's update
+// also folds its totals (stale count, largest priority, a priority of 0)
+// into the state and *stale, and leaves acc[0] cleared.
+template <bool MIN>
+static __global__ void peri_cuda_settle_kernel(
+    per_real *node, per_real *mn, uint32_t L, uint32_t depth, peri_cuda_pairs v,
+    uint32_t n, unsigned int *cnt, const uint32_t *flag, const per_real *orig,
+    peri_cuda_acc *acc, peri_cuda_buffer_state *st, uint32_t *stale,
+    unsigned long long *d_status) {
+  uint32_t j = peri_cuda_thread_id();
+  unsigned long long bad = PERI_CUDA_LD(&acc[0].status);
+  peri_cuda_acc mine = peri_cuda_acc_none(), tot;
+  if (j < n) {
+    uint32_t f = PERI_CUDA_LD(&flag[j]);
+    if (f & PERI_CUDA_F_CLIMB) {
+      uint32_t leaf = peri_cuda_pair_leaf(v, j);
+      if (bad && (f & PERI_CUDA_F_OWN))
+        PERI_CUDA_ST(&node[L + leaf], PERI_CUDA_LD(&orig[j]));
+      peri_cuda_climb<MIN>(node, mn, cnt, L, depth, leaf, v, !bad);
+      if (st && !bad) {
+        per_real p = PERI_CUDA_LD(&v.val[j]);
+        mine.maxbits = (unsigned long long)peri_cuda_to_bits(p);
+        mine.zero = !(p > 0);
+      }
+    }
+    if (f & PERI_CUDA_F_STALE) mine.stale = 1;
+  }
+  if (!st) {
+    if (j == 0) PERI_CUDA_ST(d_status, bad);
+    return;
+  }
+  if (!peri_cuda_finish(acc, mine, &tot)) return;
+  if (!tot.status) {
+    per_real mx = peri_cuda_from_bits((peri_cuda_bits)tot.maxbits);
+    if (stale) PERI_CUDA_ST(stale, tot.stale);
+    if (mx > PERI_CUDA_LD(&st->max_leaf)) PERI_CUDA_ST(&st->max_leaf, mx);
+    if (tot.zero) PERI_CUDA_ST(&st->zero_hint, 1u);
+  }
+  PERI_CUDA_ST(d_status, tot.status);
+  peri_cuda_acc_clear(&acc[0]);
 }
 
 // >>kernels: sample
@@ -464,8 +604,9 @@ static __host__ __device__ inline uint32_t peri_cuda_descend(
   return k - L;
 }
 
-// Stratum i of a B-batch, exactly per_tree_sample_strata's arithmetic. On an
-// unsamplable root every thread writes the same status and nothing else.
+// Stratum i of a B-batch, exactly per_tree_sample_strata's arithmetic.
+// Thread 0 writes the outcome to *status (every thread sees the same
+// root); on an unsamplable root nothing else is written.
 static __global__ void peri_cuda_sample_strata_kernel(
     const per_real *node, uint32_t L, uint64_t seed, uint64_t counter,
     const unsigned long long *d_counter, uint32_t B, uint32_t *idx,
@@ -476,10 +617,9 @@ static __global__ void peri_cuda_sample_strata_kernel(
   if (i >= B) return;
   total = PERI_CUDA_LD(&node[1]);
   s = peri_samplable(total);
-  if (s != PER_OK) { // every thread sees it; the first one says it
-    if (i == 0) PERI_CUDA_ST(status, peri_cuda_status_word(0, s));
-    return;
-  }
+  if (i == 0)
+    PERI_CUDA_ST(status, s == PER_OK ? 0ull : peri_cuda_status_word(0, s));
+  if (s != PER_OK) return;
   if (d_counter) counter = PERI_CUDA_LD(d_counter);
   seg = total / (per_real)B;
   u = per_tree_stratum_u(seed, counter, i, seg);
@@ -540,76 +680,53 @@ static __global__ void peri_cuda_keep_status_kernel(
 }
 
 // >>kernels: IS weights
-// Validate every value (> 0 and a valid leaf; the first bad one wins, as in
-// an update) and find the batch minimum: positive reals order like their
-// bit patterns, so an integer atomicMin on the patterns finds it exactly,
-// whatever the order of the threads. Each thread takes the values i = t,
-// t + T, t + 2T, ... (T threads, PERI_CUDA_VALUES_PER_THREAD values each)
-// and does at most one atomicMin and one atomicMax:
-// B / PERI_CUDA_VALUES_PER_THREAD atomics on the minimum's address instead
-// of B.
-#define PERI_CUDA_VALUES_PER_THREAD 32u
-
-static __host__ __device__ inline uint32_t peri_cuda_reduce_threads(
-    uint32_t B) {
-  return B / PERI_CUDA_VALUES_PER_THREAD +
-         (B % PERI_CUDA_VALUES_PER_THREAD != 0);
+// A value's check for the weights (> 0 and a valid leaf) and its part in
+// the batch minimum, as a reduction record.
+static __device__ inline peri_cuda_acc peri_cuda_weight_report(per_real x,
+                                                               uint32_t i) {
+  peri_cuda_acc a = peri_cuda_acc_none();
+  per_status s = per_leaf_status(x);
+  if (s == PER_OK && !(x > 0)) s = PER_ERR_ARG;
+  if (s != PER_OK) a.status = peri_cuda_status_word(i, s);
+  else a.minc = (unsigned long long)(peri_cuda_bits)~peri_cuda_to_bits(x);
+  return a;
 }
 
-// What a replay buffer's sample call draws from, found by its first kernel
-// (one thread): peri_plan_sample's plan for items, with replacement.
-struct peri_cuda_sample_plan {
-  peri_cover cov; // !whole: the window's subtrees
-  double beta;
-  per_real total, seg, pmin;        // pmin: buffer-max weights' minimum
-  unsigned long long seed, counter; // the strata's stream
-  uint32_t W, start, whole, degenerate, bufmax, pad;
-};
-
-// The weights kernels serve per_cuda_is_weights (plan NULL) and a replay
-// buffer's sample, which passes its plan: beta is the plan's, and nothing
-// is left to do when the call already failed (an empty buffer) or the draw
-// kernel wrote the weights (degenerate mass: 1; buffer-max weights).
-static __device__ inline int peri_cuda_weights_done(
-    const peri_cuda_sample_plan *plan, const unsigned long long *status) {
-  return plan && (PERI_CUDA_LD(status) || PERI_CUDA_LD(&plan->degenerate) ||
-                  PERI_CUDA_LD(&plan->bufmax));
+// The batch minimum from a record's minc.
+static __device__ inline per_real peri_cuda_min_of(unsigned long long minc) {
+  return peri_cuda_from_bits((peri_cuda_bits) ~(peri_cuda_bits)minc);
 }
 
-static __global__ void peri_cuda_batch_min_kernel(
-    const peri_cuda_sample_plan *plan, const per_real *val, uint32_t B,
-    peri_cuda_bits *minbits, unsigned long long *status) {
-  uint32_t t = peri_cuda_thread_id(), T = peri_cuda_reduce_threads(B), i;
-  peri_cuda_bits m = ~(peri_cuda_bits)0; // above every valid pattern
-  unsigned long long bad = 0;
-  if (t >= T || peri_cuda_weights_done(plan, status)) return;
-  for (i = t; i < B; i += T) {
-    per_real x = PERI_CUDA_LD(&val[i]);
-    per_status s = per_leaf_status(x);
-    if (s == PER_OK && !(x > 0)) s = PER_ERR_ARG;
-    if (s != PER_OK) {
-      if (!bad) bad = peri_cuda_status_word(i, s); // i grows: the first is kept
-    } else if (peri_cuda_to_bits(x) < m) {
-      m = peri_cuda_to_bits(x);
-    }
-    if (B - i <= T) break; // i + T would be past B (or wrap)
-  }
-  if (bad) atomicMax(status, bad);
-  else atomicMin(minbits, m);
-}
-
-// w[i] = peri_weight(val[i], min, beta); thread i alone writes w[i].
-static __global__ void peri_cuda_is_weights_kernel(
-    const peri_cuda_sample_plan *plan, const per_real *val, uint32_t B,
-    double beta, float *w, const peri_cuda_bits *minbits,
-    const unsigned long long *status) {
+// per_cuda_is_weights, launch 1: every value checked (the first bad one
+// wins) and the minimum found, through the reduction records.
+static __global__ void peri_cuda_batch_min_kernel(const per_real *val,
+                                                  uint32_t B,
+                                                  peri_cuda_acc *acc) {
   uint32_t i = peri_cuda_thread_id();
-  if (i >= B || PERI_CUDA_LD(status) || peri_cuda_weights_done(plan, status))
-    return;
-  if (plan) beta = PERI_CUDA_LD(&plan->beta);
+  peri_cuda_acc tot;
+  (void)peri_cuda_finish(acc,
+                         i < B
+                             ? peri_cuda_weight_report(PERI_CUDA_LD(&val[i]), i)
+                             : peri_cuda_acc_none(),
+                         &tot);
+}
+
+// Launch 2: w[i] = peri_weight(val[i], min, beta); thread 0 writes the
+// outcome.
+static __global__ void peri_cuda_is_weights_kernel(const per_real *val,
+                                                   uint32_t B, double beta,
+                                                   float *w,
+                                                   const peri_cuda_acc *acc,
+                                                   unsigned long long *status) {
+  uint32_t i = peri_cuda_thread_id();
+  unsigned long long bad;
+  if (i >= B) return;
+  bad = PERI_CUDA_LD(&acc[0].status);
+  if (i == 0) PERI_CUDA_ST(status, bad);
+  if (bad) return;
   PERI_CUDA_ST(&w[i],
                peri_weight(PERI_CUDA_LD(&val[i]),
-                           peri_cuda_from_bits(PERI_CUDA_LD(minbits)), beta));
+                           peri_cuda_min_of(PERI_CUDA_LD(&acc[0].minc)), beta));
 }
 
 // bytes rounded up to a multiple of 256 (at least 256).
@@ -619,78 +736,30 @@ static __host__ __device__ inline size_t peri_cuda_round256(size_t bytes) {
 }
 
 // >>kernels: replay buffer
-// The device buffer's counters (per_cuda_buffer.d_state): per_buffer's
-// fields of the same names.
-struct peri_cuda_buffer_state {
-  per_rng rng;
-  unsigned long long step, added, trajs;
-  per_real max_leaf;
-  uint32_t size, pos, zero_hint, pad;
+// What a replay buffer's sample draws from (peri_plan_sample's plan for
+// items, with replacement), worked out by every thread of the draw from
+// the state, and kept by thread 0 for the second launch.
+struct peri_cuda_sample_plan {
+  peri_cover cov; // !whole: the window's subtrees
+  per_rng next;   // the state's stream after the call
+  double beta;
+  per_real total, seg, pmin; // pmin: buffer-max weights' minimum
+  uint32_t W, start, whole, degenerate, bufmax, pad;
 };
 
-// An update's totals over its live pairs, or over part of them (the
-// partial records in per_cuda_buffer.d_work).
-struct peri_cuda_totals {
-  unsigned long long maxbits; // the largest priority's pattern
-  unsigned int stale, zero;
-};
-
-// The workspace: the sample's plan and weights' minimum, three arrays of
-// max_batch (win and val serve an update too: its subtree leaders and its
-// pairs' priorities), then an update's partial totals: part[t] of its
-// T = peri_cuda_reduce_threads(n) aggregating threads, part2[u] of 32 of
-// those each.
+// The workspace of a buffer (or the scratch of a tree call): the sample's
+// plan, the reduction records (1 + the most blocks of a launch), the
+// group counters of the tree (peri_cuda_counter_base), and arrays of
+// max_batch: flags, drawn leaves, values (a draw's leaf values, an
+// update's priorities) and an update's old leaf values. Everything but
+// the arrays starts 0 and every call leaves it 0.
 struct peri_cuda_workspace {
   peri_cuda_sample_plan *plan;
-  peri_cuda_bits *minbits;
-  uint32_t *win, *idx;
-  per_real *val;
-  peri_cuda_totals *part, *part2;
+  peri_cuda_acc *acc;
+  unsigned int *cnt;
+  uint32_t *flag, *idx;
+  per_real *val, *orig;
 };
-
-// The next `bytes` (rounded to 256) of a block at base, from *off; NULL
-// when base is (a size query).
-static unsigned char *peri_cuda_carve(unsigned char *base, size_t *off,
-                                      size_t bytes) {
-  unsigned char *p = base ? base + *off : NULL;
-  *off += peri_cuda_round256(bytes);
-  return p;
-}
-
-// The workspace for batches of up to max_batch laid out from base into *w
-// (base NULL: only the size); returns the bytes it spans.
-static size_t peri_cuda_workspace_layout(unsigned char *base,
-                                         uint32_t max_batch,
-                                         peri_cuda_workspace *w) {
-  size_t off = 0, t1 = peri_cuda_reduce_threads(max_batch);
-  size_t t2 = peri_cuda_reduce_threads((uint32_t)t1);
-  w->plan = (peri_cuda_sample_plan *)peri_cuda_carve(
-      base, &off, sizeof(peri_cuda_sample_plan));
-  w->minbits =
-      (peri_cuda_bits *)peri_cuda_carve(base, &off, sizeof(peri_cuda_bits));
-  w->win = (uint32_t *)peri_cuda_carve(base, &off,
-                                       (size_t)max_batch * sizeof(uint32_t));
-  w->idx = (uint32_t *)peri_cuda_carve(base, &off,
-                                       (size_t)max_batch * sizeof(uint32_t));
-  w->val = (per_real *)peri_cuda_carve(base, &off,
-                                       (size_t)max_batch * sizeof(per_real));
-  w->part = (peri_cuda_totals *)peri_cuda_carve(base, &off,
-                                                t1 * sizeof(peri_cuda_totals));
-  w->part2 = (peri_cuda_totals *)peri_cuda_carve(base, &off,
-                                                 t2 * sizeof(peri_cuda_totals));
-  return off;
-}
-
-static size_t peri_cuda_workspace_bytes(uint32_t max_batch) {
-  peri_cuda_workspace w;
-  return peri_cuda_workspace_layout(NULL, max_batch, &w);
-}
-
-static peri_cuda_workspace peri_cuda_workspace_of(const per_cuda_buffer *b) {
-  peri_cuda_workspace w;
-  peri_cuda_workspace_layout((unsigned char *)b->d_work, b->max_batch, &w);
-  return w;
-}
 
 // The state record = s; with a min tree mn of L leaves (a reset), every
 // node of it PERI_NO_MIN: no positive leaf anywhere.
@@ -706,94 +775,127 @@ static __global__ void peri_cuda_set_state_kernel(peri_cuda_buffer_state *st,
 }
 
 // Rows of item bytes in units of U (1 or 4 bytes: the host picks 4 when
-// every address allows it), a grid-stride loop over the units. An add
-// copies call row skip + t to ring slot (pos + skip + t) % cap, a sample
-// ring slot idx[t] to batch row t.
+// every address allows it), a grid-stride loop over the units: row t of
+// `rows` from src row from + t to dst row (to + t) % cap (an add), or
+// from src row idx[t] to dst row t (a sample's gather: idx not NULL).
 template <typename U>
-static __global__ void peri_cuda_copy_rows_kernel(
-    U *dst, const U *src, const peri_cuda_buffer_state *st, const uint32_t *idx,
-    uint32_t rows, uint32_t skip, uint32_t units, uint32_t cap, int add,
-    const unsigned long long *status) {
+static __device__ inline void peri_cuda_copy_rows(U *dst, const U *src,
+                                                  const uint32_t *idx,
+                                                  uint32_t rows, uint32_t units,
+                                                  uint64_t from, uint64_t to,
+                                                  uint32_t cap) {
   uint64_t e = peri_cuda_thread_id(), all = (uint64_t)rows * units;
   uint64_t step = (uint64_t)gridDim.x * blockDim.x;
-  uint32_t pos;
-  if (e >= all || PERI_CUDA_LD(status)) return;
-  pos = add ? PERI_CUDA_LD(&st->pos) : 0;
   for (; e < all; e += step) {
     uint32_t t = (uint32_t)(e / units), u = (uint32_t)(e % units);
-    uint64_t from, to;
-    if (add) {
-      from = (uint64_t)skip + t;
-      to = ((uint64_t)pos + skip + t) % cap;
+    uint64_t a, b;
+    if (idx) {
+      a = PERI_CUDA_LD(&idx[t]);
+      b = t;
     } else {
-      from = PERI_CUDA_LD(&idx[t]);
-      to = t;
+      a = from + t;
+      b = (to + t) % cap;
     }
-    PERI_CUDA_ST(&dst[to * units + u], PERI_CUDA_LD(&src[from * units + u]));
+    PERI_CUDA_ST(&dst[b * units + u], PERI_CUDA_LD(&src[a * units + u]));
   }
 }
 
-// add: the first bad episode end wins.
-static __global__ void peri_cuda_check_ends_kernel(const uint8_t *ends,
-                                                   uint32_t n,
-                                                   unsigned long long *status) {
-  uint32_t j = peri_cuda_thread_id();
-  if (j >= n) return;
-  if (PERI_CUDA_LD(&ends[j]) > PER_END_TRUNCATED)
-    atomicMax(status, peri_cuda_status_word(j, PER_ERR_ARG));
+// add, launch 1 ("count"): the first bad episode end wins acc[0].status;
+// slot t of the kept ones counts itself on its path (as an update's
+// pairs do). The kept items are the last keep = min(n, cap) of the call,
+// added at ages n - keep + t from the ring position.
+static __host__ __device__ inline uint32_t peri_cuda_add_slot(uint32_t pos,
+                                                              uint32_t n,
+                                                              uint32_t cap,
+                                                              uint32_t t) {
+  uint32_t keep = n < cap ? n : cap;
+  uint32_t age = (uint32_t)(((uint64_t)(n - keep) + t) % cap);
+  return (uint32_t)(((uint64_t)pos + age) % cap);
 }
 
-// add: slot t of the kept ones, as per_buffer_add_steps: its generation,
-// trajectory id, episode end, and its index for the tree update.
-static __global__ void peri_cuda_fill_slots_kernel(
-    const peri_cuda_buffer_state *st, uint32_t *gen, uint32_t *traj,
-    uint8_t *ends, const uint8_t *in, uint32_t *idx, uint32_t n, uint32_t cap,
-    const unsigned long long *status) {
-  uint32_t t = peri_cuda_thread_id(), keep = n < cap ? n : cap, pos, age;
-  uint32_t slot;
-  if (t >= keep || PERI_CUDA_LD(status)) return;
-  pos = PERI_CUDA_LD(&st->pos);
-  age = (uint32_t)(((uint64_t)(n - keep) + t) % cap); // from pos
-  slot = (uint32_t)(((uint64_t)pos + age) % cap);
-  PERI_CUDA_ST(&gen[slot], peri_gen_add(PERI_CUDA_LD(&gen[slot]),
-                                        peri_add_writes(age, n, cap)));
-  PERI_CUDA_ST(&traj[slot], (uint32_t)PERI_CUDA_LD(&st->trajs));
-  PERI_CUDA_ST(&ends[slot],
-               in ? PERI_CUDA_LD(&in[n - keep + t]) : (uint8_t)PER_END_NONE);
-  PERI_CUDA_ST(&idx[t], slot);
+static __global__ void peri_cuda_add_count_kernel(
+    const peri_cuda_buffer_state *st, const uint8_t *ends, uint32_t n,
+    uint32_t cap, uint32_t L, uint32_t depth, unsigned int *cnt,
+    peri_cuda_acc *acc) {
+  uint32_t t = peri_cuda_thread_id(), keep = n < cap ? n : cap;
+  if (t >= n) return;
+  if (ends && PERI_CUDA_LD(&ends[t]) > PER_END_TRUNCATED)
+    atomicMax(&acc[0].status, peri_cuda_status_word(t, PER_ERR_ARG));
+  if (t < keep)
+    peri_cuda_count_path(cnt, L, depth,
+                         peri_cuda_add_slot(PERI_CUDA_LD(&st->pos), n, cap, t));
 }
 
-// add, one thread: the ring position, size and counters moved on by the
-// n added items (a trajectory more).
-static __global__ void peri_cuda_record_add_kernel(
-    peri_cuda_buffer_state *st, uint32_t n, uint32_t cap,
-    const unsigned long long *status) {
-  peri_cuda_buffer_state s;
-  if (peri_cuda_thread_id() != 0 || PERI_CUDA_LD(status)) return;
-  s = PERI_CUDA_LD(st);
-  s.pos = (uint32_t)(((uint64_t)s.pos + n) % cap);
-  s.size = (uint64_t)s.size + n >= cap ? cap : s.size + n;
-  s.added += n;
-  s.trajs += 1;
-  PERI_CUDA_ST(st, s);
+// add, launch 2: unless the ends were refused, slot t as
+// per_buffer_add_steps leaves it (generation, trajectory, end, its item
+// row copied, its leaf claimed for the state's max_leaf), then the climb
+// (as an update's settle); the last thread moves the ring position, size
+// and counters on, writes *d_status and clears acc[0].
+template <typename U, bool MIN>
+static __global__ void peri_cuda_add_kernel(
+    peri_cuda_buffer_state *st, per_real *node, per_real *mn, uint32_t L,
+    uint32_t depth, uint32_t *gen, uint32_t *traj, uint8_t *ends,
+    const uint8_t *in, U *items, const U *src, uint32_t units, uint32_t n,
+    uint32_t cap, unsigned int *cnt, peri_cuda_acc *acc,
+    unsigned long long *d_status) {
+  uint32_t t = peri_cuda_thread_id(), keep = n < cap ? n : cap;
+  unsigned long long bad = PERI_CUDA_LD(&acc[0].status);
+  uint32_t pos = PERI_CUDA_LD(&st->pos);
+  peri_cuda_acc tot;
+  if (!bad)
+    peri_cuda_copy_rows<U>(items, src, (const uint32_t *)NULL, keep, units,
+                           (uint64_t)(n - keep), (uint64_t)pos + (n - keep),
+                           cap);
+  if (t < keep) {
+    uint32_t slot = peri_cuda_add_slot(pos, n, cap, t);
+    uint32_t age = (uint32_t)(((uint64_t)(n - keep) + t) % cap);
+    peri_cuda_pairs v = peri_cuda_pairs_none();
+    v.one = &st->max_leaf;
+    if (!bad) {
+      PERI_CUDA_ST(&gen[slot], peri_gen_add(PERI_CUDA_LD(&gen[slot]),
+                                            peri_add_writes(age, n, cap)));
+      PERI_CUDA_ST(&traj[slot], (uint32_t)PERI_CUDA_LD(&st->trajs));
+      PERI_CUDA_ST(&ends[slot], in ? PERI_CUDA_LD(&in[n - keep + t])
+                                   : (uint8_t)PER_END_NONE);
+      PERI_CUDA_ST(peri_cuda_as_bits(&node[L + slot]), PERI_CUDA_CLAIM_TAG | t);
+    }
+    peri_cuda_climb<MIN>(node, mn, cnt, L, depth, slot, v, !bad);
+  }
+  if (!peri_cuda_finish(acc, peri_cuda_acc_none(), &tot)) return;
+  if (!tot.status) {
+    peri_cuda_buffer_state s = PERI_CUDA_LD(st);
+    s.pos = (uint32_t)(((uint64_t)s.pos + n) % cap);
+    s.size = (uint64_t)s.size + n >= cap ? cap : s.size + n;
+    s.added += n;
+    s.trajs += 1;
+    PERI_CUDA_ST(st, s);
+  }
+  PERI_CUDA_ST(d_status, tot.status);
+  peri_cuda_acc_clear(&acc[0]);
 }
 
-// sample, one thread: the plan (peri_plan_sample for items, with
-// replacement), the stream and step advanced. Degenerate mass: the
-// uniform draws here, in order, as the CPU's.
-static __global__ void peri_cuda_plan_sample_kernel(
-    peri_cuda_buffer_state *st, per_config cfg, uint32_t cap, uint32_t L,
-    const per_real *node, const per_real *mn, const uint32_t *traj, uint32_t B,
-    uint32_t flags, double beta, uint32_t window, peri_cuda_sample_plan *plan,
-    uint32_t *idx, unsigned long long *status) {
+// sample, launch 1 ("draw"): thread i works out the plan from the state
+// (every thread the same), then draws i: stratum i's leaf, its value, id
+// and, when it needs no batch minimum, its weight; otherwise it reports
+// the value for the minimum. Degenerate mass: thread 0 makes the uniform
+// draws, in order, as the CPU's (weights 1). An empty buffer: thread 0
+// reports PER_ERR_EMPTY. Thread 0 keeps the plan.
+static __global__ void peri_cuda_draw_kernel(
+    const peri_cuda_buffer_state *st, per_config cfg, uint32_t cap, uint32_t L,
+    const per_real *node, const per_real *mn, const uint32_t *traj,
+    const uint32_t *gen, uint32_t B, uint32_t flags, double beta,
+    uint32_t window, peri_cuda_sample_plan *plan, uint32_t *idx, per_real *val,
+    uint64_t *ids, float *w, peri_cuda_acc *acc) {
+  uint32_t i = peri_cuda_thread_id(), q, nr, lo[2], hi[2], leaf;
+  peri_cuda_acc mine = peri_cuda_acc_none(), tot;
   peri_cuda_buffer_state s;
   peri_cuda_sample_plan p;
-  uint32_t q, nr, lo[2], hi[2], i;
-  if (peri_cuda_thread_id() != 0) return;
+  per_real x;
+  if (i >= B) goto done;
   s = PERI_CUDA_LD(st);
   if (s.size == 0) {
-    PERI_CUDA_ST(status, peri_cuda_status_word(0, PER_ERR_EMPTY));
-    return;
+    if (i == 0) mine.status = peri_cuda_status_word(0, PER_ERR_EMPTY);
+    goto done;
   }
   memset(&p, 0, sizeof p);
   p.beta = (flags & PER_SAMPLE_BETA) ? beta : peri_beta_at(&cfg, s.step);
@@ -812,165 +914,157 @@ static __global__ void peri_cuda_plan_sample_kernel(
   p.degenerate = !peri_dfinite((double)p.total) || !(p.total > 0);
   p.bufmax = mn && mn[1] <= PER_LEAF_MAX;
   p.pmin = p.bufmax ? mn[1] : PERI_NO_MIN;
-  p.seed = s.rng.seed;
-  p.counter = s.rng.counter;
+  p.next = s.rng;
   if (p.degenerate) {
-    for (i = 0; i < B; ++i)
-      PERI_CUDA_ST(
-          &idx[i],
-          (uint32_t)(((uint64_t)p.start + peri_rng_below(&s.rng, p.W)) % cap));
+    if (i == 0) {
+      uint32_t k;
+      for (k = 0; k < B; ++k) {
+        leaf = (uint32_t)(((uint64_t)p.start + peri_rng_below(&p.next, p.W)) %
+                          cap);
+        PERI_CUDA_ST(&idx[k], leaf);
+        PERI_CUDA_ST(&val[k], node[L + leaf]);
+        if (ids)
+          PERI_CUDA_ST(&ids[k], (uint64_t)leaf |
+                                    ((uint64_t)PERI_CUDA_LD(&gen[leaf]) << 32));
+        if (w) PERI_CUDA_ST(&w[k], 1.0f);
+      }
+    }
   } else {
+    per_real u;
     p.seg = p.total / (per_real)B;
-    s.rng.counter += B;
-    s.rng.avail = 0;
-  }
-  s.step += 1;
-  PERI_CUDA_ST(plan, p);
-  PERI_CUDA_ST(st, s);
-}
-
-// sample: draw i (stratum i, or the plan's uniform pick), its id and, when
-// they need no batch minimum, its weight.
-static __global__ void peri_cuda_draw_batch_kernel(
-    const peri_cuda_sample_plan *plan, const per_real *node, uint32_t L,
-    const uint32_t *gen, uint32_t B, uint32_t *idx, per_real *val,
-    uint64_t *ids, float *w, const unsigned long long *status) {
-  uint32_t i = peri_cuda_thread_id(), leaf;
-  per_real v;
-  if (i >= B || PERI_CUDA_LD(status)) return;
-  if (PERI_CUDA_LD(&plan->degenerate)) {
-    leaf = PERI_CUDA_LD(&idx[i]);
-  } else {
-    per_real u = per_tree_stratum_u(PERI_CUDA_LD(&plan->seed),
-                                    PERI_CUDA_LD(&plan->counter), i,
-                                    PERI_CUDA_LD(&plan->seg));
-    leaf = PERI_CUDA_LD(&plan->whole) ? peri_cuda_descend(node, L, u)
-                                      : peri_cover_find(&plan->cov, node, L, u);
+    p.next.counter += B;
+    p.next.avail = 0;
+    u = per_tree_stratum_u(s.rng.seed, s.rng.counter, i, p.seg);
+    leaf = p.whole ? peri_cuda_descend(node, L, u)
+                   : peri_cover_find(&p.cov, node, L, u);
+    x = node[L + leaf];
     PERI_CUDA_ST(&idx[i], leaf);
+    PERI_CUDA_ST(&val[i], x);
+    if (ids)
+      PERI_CUDA_ST(&ids[i],
+                   (uint64_t)leaf | ((uint64_t)PERI_CUDA_LD(&gen[leaf]) << 32));
+    if (w && p.bufmax) PERI_CUDA_ST(&w[i], peri_weight(x, p.pmin, p.beta));
+    else if (w) mine = peri_cuda_weight_report(x, i);
   }
-  v = node[L + leaf];
-  PERI_CUDA_ST(&val[i], v);
-  if (ids)
-    PERI_CUDA_ST(&ids[i],
-                 (uint64_t)leaf | ((uint64_t)PERI_CUDA_LD(&gen[leaf]) << 32));
-  if (w && PERI_CUDA_LD(&plan->degenerate)) PERI_CUDA_ST(&w[i], 1.0f);
-  else if (w && PERI_CUDA_LD(&plan->bufmax))
-    PERI_CUDA_ST(&w[i], peri_weight(v, PERI_CUDA_LD(&plan->pmin),
-                                    PERI_CUDA_LD(&plan->beta)));
+  if (i == 0) PERI_CUDA_ST(plan, p);
+done:
+  (void)peri_cuda_finish(acc, mine, &tot);
 }
 
-// update, 32 pairs a thread: each pair checked (the first bad one in
-// batch order wins the status word), and over the good ones the stale
-// count, the largest priority and whether one is 0, written to the
-// thread's own part[t]: no atomic unless a pair is bad. A live pair's
-// priority also goes to prio[j], for the tree update. The totals are
-// used only when no pair was bad.
-static __global__ void peri_cuda_pair_totals_kernel(
-    peri_cuda_pairs v, const peri_cuda_buffer_state *st, uint32_t n,
-    uint32_t cap, peri_cuda_totals *part, per_real *prio,
-    unsigned long long *status) {
-  uint32_t t = peri_cuda_thread_id(), T = peri_cuda_reduce_threads(n), k, count;
-  unsigned int stale = 0, zero = 0, live = 0;
-  unsigned long long mx = 0, bad = 0, added;
-  uint64_t id[PERI_CUDA_VALUES_PER_THREAD];
-  uint32_t gen[PERI_CUDA_VALUES_PER_THREAD];
-  float td[PERI_CUDA_VALUES_PER_THREAD];
-  peri_cuda_totals a;
-  if (t >= T) return;
-  // Pair k < count of this thread is j = t + k T (k T < n - t: no
-  // overflow). The loads first, all of them, then the generations they
-  // name, so the thread waits for memory twice, not twice per pair.
-  count = (n - t + T - 1) / T;
-  added = PERI_CUDA_LD(&st->added);
-  PERI_CUDA_UNROLL
-  for (k = 0; k < PERI_CUDA_VALUES_PER_THREAD; ++k) {
-    if (k >= count) break;
-    id[k] = PERI_CUDA_LD(&v.ids[t + k * T]);
-    td[k] = PERI_CUDA_LD(&v.td[t + k * T]);
-  }
-  PERI_CUDA_UNROLL
-  for (k = 0; k < PERI_CUDA_VALUES_PER_THREAD; ++k) {
-    if (k >= count) break;
-    gen[k] = (uint32_t)id[k] < cap ? PERI_CUDA_LD(&v.gen[(uint32_t)id[k]]) : 0u;
-  }
-  PERI_CUDA_UNROLL
-  for (k = 0; k < PERI_CUDA_VALUES_PER_THREAD; ++k) {
-    per_status s;
-    if (k >= count) break;
-    // per_buffer_update's checks, then liveness, on the values read
-    s = peri_float_status(td[k]);
-    if (s == PER_OK) s = peri_id_status_of(id[k], cap, 1, gen[k], added);
-    if (s != PER_OK) {
-      if (!bad) bad = peri_cuda_status_word(t + k * T, s); // the first is kept
-    } else if ((uint32_t)(id[k] >> 32) != gen[k]) {
-      ++stale;
-    } else {
-      per_real p = peri_priority(td[k], v.eps, v.alpha);
-      unsigned long long b = (unsigned long long)peri_cuda_to_bits(p);
-      PERI_CUDA_ST(&prio[t + k * T], p); // the tree update's value
-      live = 1;
-      if (b > mx) mx = b;
-      if (!(p > 0)) zero = 1;
+// sample, launch 2 ("deliver"): unless the draw failed, weight i from
+// the batch minimum (when the draw left it to this launch), the gather of
+// the drawn rows, and (thread 0) the state's stream and step moved on;
+// the last thread writes *d_status and clears acc[0].
+template <typename U>
+static __global__ void peri_cuda_deliver_kernel(
+    peri_cuda_buffer_state *st, const peri_cuda_sample_plan *plan,
+    const uint32_t *idx, const per_real *val, uint32_t B, float *w, U *out,
+    const U *items, uint32_t units, peri_cuda_acc *acc,
+    unsigned long long *d_status) {
+  uint32_t i = peri_cuda_thread_id();
+  unsigned long long bad = PERI_CUDA_LD(&acc[0].status);
+  peri_cuda_acc tot;
+  if (!bad) {
+    if (w && i < B && !PERI_CUDA_LD(&plan->degenerate) &&
+        !PERI_CUDA_LD(&plan->bufmax))
+      PERI_CUDA_ST(&w[i],
+                   peri_weight(PERI_CUDA_LD(&val[i]),
+                               peri_cuda_min_of(PERI_CUDA_LD(&acc[0].minc)),
+                               PERI_CUDA_LD(&plan->beta)));
+    if (out) peri_cuda_copy_rows<U>(out, items, idx, B, units, 0, 0, 1);
+    if (i == 0) {
+      peri_cuda_buffer_state s = PERI_CUDA_LD(st);
+      s.rng = PERI_CUDA_LD(&plan->next);
+      s.step += 1;
+      PERI_CUDA_ST(st, s);
     }
   }
-  if (bad) atomicMax(status, bad);
-  a.maxbits = live ? mx : 0;
-  a.stale = stale;
-  a.zero = zero;
-  PERI_CUDA_ST(&part[t], a);
-}
-
-// The totals of part[first, first + count): stale counts added, the
-// largest pattern and the zero flag kept (a pattern of 0 is no live pair:
-// every live priority's pattern is above it or is +0, which adds nothing).
-static __device__ inline peri_cuda_totals peri_cuda_combine_totals(
-    const peri_cuda_totals *part, uint32_t first, uint32_t count) {
-  peri_cuda_totals a;
-  uint32_t i;
-  a.maxbits = 0;
-  a.stale = 0;
-  a.zero = 0;
-  for (i = first; i < first + count; ++i) {
-    peri_cuda_totals x = PERI_CUDA_LD(&part[i]);
-    a.stale += x.stale;
-    if (x.maxbits > a.maxbits) a.maxbits = x.maxbits;
-    if (x.zero) a.zero = 1;
-  }
-  return a;
-}
-
-// update: thread u folds part[32u, 32u + 32) of the T partial totals into
-// part2[u].
-static __global__ void peri_cuda_fold_totals_kernel(
-    const peri_cuda_totals *part, uint32_t T, peri_cuda_totals *part2,
-    const unsigned long long *status) {
-  uint32_t u = peri_cuda_thread_id(), first = u * PERI_CUDA_VALUES_PER_THREAD;
-  if (first >= T || PERI_CUDA_LD(status)) return;
-  PERI_CUDA_ST(&part2[u],
-               peri_cuda_combine_totals(part, first,
-                                        T - first < PERI_CUDA_VALUES_PER_THREAD
-                                            ? T - first
-                                            : PERI_CUDA_VALUES_PER_THREAD));
-}
-
-// update, one thread: the U folded totals into the state and *stale.
-static __global__ void peri_cuda_apply_totals_kernel(
-    peri_cuda_buffer_state *st, const peri_cuda_totals *part2, uint32_t U,
-    uint32_t *stale, const unsigned long long *status) {
-  peri_cuda_totals a;
-  per_real mx;
-  if (peri_cuda_thread_id() != 0 || PERI_CUDA_LD(status)) return;
-  a = peri_cuda_combine_totals(part2, 0, U);
-  if (stale) PERI_CUDA_ST(stale, a.stale);
-  mx = peri_cuda_from_bits((peri_cuda_bits)a.maxbits);
-  if (mx > PERI_CUDA_LD(&st->max_leaf)) PERI_CUDA_ST(&st->max_leaf, mx);
-  if (a.zero) PERI_CUDA_ST(&st->zero_hint, 1u);
+  if (!peri_cuda_finish(acc, peri_cuda_acc_none(), &tot)) return;
+  PERI_CUDA_ST(d_status, tot.status);
+  peri_cuda_acc_clear(&acc[0]);
 }
 
 // >>launchers
 // Blocks for n threads; no overflow for n up to UINT32_MAX (a sample's B).
 static uint32_t peri_cuda_blocks_for(uint32_t n) {
   return n / PERI_CUDA_BLOCK_THREADS + (n % PERI_CUDA_BLOCK_THREADS != 0);
+}
+
+// The most blocks a copy of rows uses (a grid-stride loop does the rest);
+// a launch of a call with batches of up to max_batch has at most
+// peri_cuda_max_blocks(max_batch) blocks.
+#define PERI_CUDA_COPY_BLOCKS 4096u
+
+static uint32_t peri_cuda_max_blocks(uint32_t max_batch) {
+  uint32_t b = peri_cuda_blocks_for(max_batch);
+  return b > PERI_CUDA_COPY_BLOCKS ? b : PERI_CUDA_COPY_BLOCKS;
+}
+
+// The grid of a launch with a thread per row that also copies rows of
+// `units` units.
+static uint32_t peri_cuda_copy_grid(uint32_t rows, uint32_t units) {
+  uint64_t all = (uint64_t)rows * units;
+  uint64_t b =
+      all / PERI_CUDA_BLOCK_THREADS + (all % PERI_CUDA_BLOCK_THREADS != 0);
+  uint32_t least = peri_cuda_blocks_for(rows);
+  if (b > PERI_CUDA_COPY_BLOCKS) b = PERI_CUDA_COPY_BLOCKS;
+  if (b < least) b = least;
+  return b ? (uint32_t)b : 1u;
+}
+
+// The next `bytes` (rounded to 256) of a block at base, from *off; NULL
+// when base is (a size query).
+static unsigned char *peri_cuda_carve(unsigned char *base, size_t *off,
+                                      size_t bytes) {
+  unsigned char *p = base ? base + *off : NULL;
+  *off += peri_cuda_round256(bytes);
+  return p;
+}
+
+// A workspace for batches of up to max_batch on a tree of L leaves laid
+// out from base into *w (base NULL: only the sizes). Returns the bytes it
+// spans; *zeroed gets the bytes of its start that must be 0 before a call
+// (plan, reduction records, counters). A buffer's (`buffer`) has the plan,
+// records for its largest grid and the drawn leaves; a tree update's
+// records for its n pairs' grid, and values only when `val` (TD errors).
+// In that order: plan, records, counters, flags, leaves, values, old
+// values.
+static size_t peri_cuda_workspace_layout(unsigned char *base,
+                                         uint32_t max_batch, uint32_t L,
+                                         uint32_t depth, int buffer, int val,
+                                         peri_cuda_workspace *w,
+                                         size_t *zeroed) {
+  size_t off = 0,
+         slots =
+             peri_cuda_counter_base(peri_cuda_group_count(depth) + 1, L, depth);
+  size_t nb = 1u + (size_t)(buffer ? peri_cuda_max_blocks(max_batch)
+                                   : peri_cuda_blocks_for(max_batch));
+  w->plan = buffer ? (peri_cuda_sample_plan *)peri_cuda_carve(
+                         base, &off, sizeof(peri_cuda_sample_plan))
+                   : NULL;
+  w->acc =
+      (peri_cuda_acc *)peri_cuda_carve(base, &off, nb * sizeof(peri_cuda_acc));
+  w->cnt =
+      (unsigned int *)peri_cuda_carve(base, &off, slots * sizeof(unsigned int));
+  if (zeroed) *zeroed = off;
+  w->flag = (uint32_t *)peri_cuda_carve(base, &off,
+                                        (size_t)max_batch * sizeof(uint32_t));
+  w->idx = buffer ? (uint32_t *)peri_cuda_carve(
+                        base, &off, (size_t)max_batch * sizeof(uint32_t))
+                  : NULL;
+  w->val = val ? (per_real *)peri_cuda_carve(
+                     base, &off, (size_t)max_batch * sizeof(per_real))
+               : NULL;
+  w->orig = (per_real *)peri_cuda_carve(base, &off,
+                                        (size_t)max_batch * sizeof(per_real));
+  return off;
+}
+
+static peri_cuda_workspace peri_cuda_workspace_of(const per_cuda_buffer *b) {
+  peri_cuda_workspace w;
+  peri_cuda_workspace_layout((unsigned char *)b->d_work, b->max_batch,
+                             b->tree.leaves, b->tree.depth, 1, 1, &w, NULL);
+  return w;
 }
 
 // The cudaError_t behind the last PER_ERR_DEVICE of this thread.
@@ -1020,38 +1114,34 @@ static per_status peri_cuda_check_scratch(void *d_scratch,
   return PER_OK;
 }
 
-// Enqueue an update's kernels after its checks (n >= 1; *d_status
-// already cleared): validate (when `validate`), claim, the groups. With
-// TD errors, prio (n values) receives the pairs' priorities in the claim
-// and the groups read them from there.
-static void peri_cuda_enqueue_update(const per_cuda_tree *t, per_real *d_min,
-                                     peri_cuda_pairs v, uint32_t n,
-                                     int validate, uint32_t *win,
-                                     per_real *prio,
-                                     unsigned long long *d_status,
-                                     per_cuda_stream stream) {
-  uint32_t g = peri_cuda_blocks_for(n), lv;
-  peri_cuda_pairs vg = v;
-  if (validate)
-    PER_CUDA_LAUNCH(peri_cuda_validate_pairs_kernel, g, PERI_CUDA_BLOCK_THREADS,
-                    stream, v, n, t->capacity, d_status);
-  PER_CUDA_LAUNCH(peri_cuda_claim_leaves_kernel, g, PERI_CUDA_BLOCK_THREADS,
-                  stream, t->d_node, t->leaves, v, n,
-                  v.td ? prio : (per_real *)NULL, d_status);
+// Enqueue an update's two launches (n >= 1; the workspace's counters and
+// records 0): the claim, then the settle. With TD errors the claim puts
+// the pairs' priorities in w->val, where the settle reads them. st: a
+// buffer's state (its update; NULL for the tree's own).
+static void peri_cuda_enqueue_update(
+    const per_cuda_tree *t, per_real *d_min, peri_cuda_pairs v, uint32_t n,
+    const peri_cuda_workspace *w, peri_cuda_buffer_state *st, uint32_t *d_stale,
+    unsigned long long *d_status, per_cuda_stream stream) {
+  uint32_t g = peri_cuda_blocks_for(n);
+  peri_cuda_pairs vs = v;
+  PER_CUDA_LAUNCH(peri_cuda_claim_kernel, g, PERI_CUDA_BLOCK_THREADS, stream,
+                  t->d_node, t->leaves, t->depth, t->capacity, v, n,
+                  (const peri_cuda_buffer_state *)st, w->cnt, w->flag, w->val,
+                  w->orig, w->acc);
   if (v.td) {
-    vg.td = NULL;
-    vg.val = prio;
+    vs.td = NULL;
+    vs.val = w->val;
   }
-  for (lv = 1; lv <= peri_cuda_group_count(t->depth); ++lv) {
-    if (d_min)
-      PER_CUDA_LAUNCH(peri_cuda_recompute_levels_kernel<true>, g,
-                      PERI_CUDA_BLOCK_THREADS, stream, t->d_node, d_min,
-                      t->leaves, t->depth, lv, vg, n, d_status, win);
-    else
-      PER_CUDA_LAUNCH(peri_cuda_recompute_levels_kernel<false>, g,
-                      PERI_CUDA_BLOCK_THREADS, stream, t->d_node, d_min,
-                      t->leaves, t->depth, lv, vg, n, d_status, win);
-  }
+  if (d_min)
+    PER_CUDA_LAUNCH(peri_cuda_settle_kernel<true>, g, PERI_CUDA_BLOCK_THREADS,
+                    stream, t->d_node, d_min, t->leaves, t->depth, vs, n,
+                    w->cnt, (const uint32_t *)w->flag,
+                    (const per_real *)w->orig, w->acc, st, d_stale, d_status);
+  else
+    PER_CUDA_LAUNCH(peri_cuda_settle_kernel<false>, g, PERI_CUDA_BLOCK_THREADS,
+                    stream, t->d_node, d_min, t->leaves, t->depth, vs, n,
+                    w->cnt, (const uint32_t *)w->flag,
+                    (const per_real *)w->orig, w->acc, st, d_stale, d_status);
 }
 
 static per_status peri_cuda_tree_update(const per_cuda_tree *t,
@@ -1061,30 +1151,32 @@ static per_status peri_cuda_tree_update(const per_cuda_tree *t,
                                         unsigned long long *d_status,
                                         per_cuda_stream stream) {
   per_status s;
-  size_t win_bytes = peri_cuda_round256((size_t)n * sizeof(uint32_t));
-  size_t prio_bytes =
-      v.td ? peri_cuda_round256((size_t)n * sizeof(per_real)) : 0;
-  uint32_t *win = (uint32_t *)d_scratch;
-  per_real *prio = (per_real *)((unsigned char *)d_scratch + win_bytes);
+  peri_cuda_workspace w;
+  size_t need, zeroed;
   int go;
   if ((s = peri_cuda_check_tree(t)) != PER_OK) return s;
   if (n > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
-  s = peri_cuda_check_scratch(d_scratch, scratch_bytes, win_bytes + prio_bytes,
-                              &go);
+  need = peri_cuda_workspace_layout(NULL, n ? n : 1u, t->leaves, t->depth, 0,
+                                    v.td != NULL, &w, &zeroed);
+  s = peri_cuda_check_scratch(d_scratch, scratch_bytes, need, &go);
   if (s != PER_OK || !go) return s;
   if (!d_status) return PER_ERR_NULL;
   if (n > 0 && (!d_idx || (!v.val && !v.td))) return PER_ERR_NULL;
   if (!peri_cuda_aligned(d_status, sizeof *d_status) ||
-      !peri_cuda_aligned(d_scratch, sizeof(uint32_t)) ||
+      !peri_cuda_aligned(d_scratch, 8) ||
       !peri_cuda_aligned(d_idx, sizeof *d_idx) ||
       !peri_cuda_aligned(v.val, sizeof *v.val) ||
       !peri_cuda_aligned(v.td, sizeof *v.td))
     return PER_ERR_MEMORY;
-  s = peri_cuda_device_status(
-      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
-  if (s != PER_OK || n == 0) return s;
+  if (n == 0)
+    return peri_cuda_device_status(
+        cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  peri_cuda_workspace_layout((unsigned char *)d_scratch, n, t->leaves, t->depth,
+                             0, v.td != NULL, &w, &zeroed);
+  s = peri_cuda_device_status(cudaMemsetAsync(d_scratch, 0, zeroed, stream));
+  if (s != PER_OK) return s;
   v.idx = d_idx;
-  peri_cuda_enqueue_update(t, NULL, v, n, 1, win, prio, d_status, stream);
+  peri_cuda_enqueue_update(t, NULL, v, n, &w, NULL, NULL, d_status, stream);
   return peri_cuda_launch_status();
 }
 
@@ -1094,8 +1186,11 @@ static per_status peri_cuda_tree_update(const per_cuda_tree *t,
 static size_t peri_cuda_buffer_parts(const per_config *c, uint32_t max_batch,
                                      size_t part[8]) {
   size_t total = 0, cap = c->capacity, tb = per_tree_bytes(c->capacity);
+  peri_cuda_workspace w;
+  uint32_t L, depth;
   int i;
   if (tb == 0 || cap * c->item_size / c->item_size != cap) return 0;
+  L = peri_leaves_for(c->capacity, &depth);
   part[0] = peri_cuda_round256(cap * c->item_size);
   part[1] = peri_cuda_round256(cap * sizeof(uint32_t));
   part[2] = peri_cuda_round256(cap);
@@ -1103,7 +1198,8 @@ static size_t peri_cuda_buffer_parts(const per_config *c, uint32_t max_batch,
   part[4] = peri_cuda_round256(tb);
   part[5] = (c->flags & PER_WEIGHTS_BUFFER_MAX) ? part[4] : 0;
   part[6] = peri_cuda_round256(sizeof(peri_cuda_buffer_state));
-  part[7] = peri_cuda_workspace_bytes(max_batch);
+  part[7] =
+      peri_cuda_workspace_layout(NULL, max_batch, L, depth, 1, 1, &w, NULL);
   for (i = 0; i < 8; ++i) {
     if (total + part[i] < total) return 0;
     total += part[i];
@@ -1125,31 +1221,6 @@ static per_status peri_cuda_check_buffer_config(const per_config *cfg,
 // 4-byte units when the item size and every base address allow them.
 static uint32_t peri_cuda_copy_unit(const per_cuda_buffer *b, const void *p) {
   return (b->cfg.item_size % 4 == 0 && peri_cuda_aligned(p, 4)) ? 4u : 1u;
-}
-
-static void peri_cuda_copy_rows(const per_cuda_buffer *b, void *dst,
-                                const void *src, const uint32_t *idx,
-                                uint32_t rows, uint32_t skip, int add,
-                                const unsigned long long *d_status,
-                                per_cuda_stream stream) {
-  uint32_t unit = peri_cuda_copy_unit(b, add ? src : dst);
-  uint32_t units = b->cfg.item_size / unit;
-  uint64_t all = (uint64_t)rows * units;
-  uint64_t blocks =
-      all / PERI_CUDA_BLOCK_THREADS + (all % PERI_CUDA_BLOCK_THREADS != 0);
-  peri_cuda_buffer_state *st = (peri_cuda_buffer_state *)b->d_state;
-  if (blocks > (1u << 20)) blocks = 1u << 20; // the rest by the loop
-  if (unit == 4)
-    PER_CUDA_LAUNCH(peri_cuda_copy_rows_kernel<uint32_t>, (uint32_t)blocks,
-                    PERI_CUDA_BLOCK_THREADS, stream, (uint32_t *)dst,
-                    (const uint32_t *)src, (const peri_cuda_buffer_state *)st,
-                    idx, rows, skip, units, b->cfg.capacity, add, d_status);
-  else
-    PER_CUDA_LAUNCH(peri_cuda_copy_rows_kernel<unsigned char>, (uint32_t)blocks,
-                    PERI_CUDA_BLOCK_THREADS, stream, (unsigned char *)dst,
-                    (const unsigned char *)src,
-                    (const peri_cuda_buffer_state *)st, idx, rows, skip, units,
-                    b->cfg.capacity, add, d_status);
 }
 
 static per_status peri_cuda_check_buffer(const per_cuda_buffer *b) {
@@ -1340,15 +1411,13 @@ PER_CUDA_DEF per_status per_cuda_tree_sample(
       !peri_cuda_aligned(d_idx, sizeof *d_idx) ||
       !peri_cuda_aligned(d_val, sizeof *d_val))
     return PER_ERR_MEMORY;
-  s = peri_cuda_device_status(
-      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
-  if (s != PER_OK) return s;
   PER_CUDA_LAUNCH(peri_cuda_sample_strata_kernel, peri_cuda_blocks_for(B),
                   PERI_CUDA_BLOCK_THREADS, stream, t->d_node, t->leaves, seed,
-                  counter, d_counter, B, d_idx, d_val, d_status);
+                  counter, (const unsigned long long *)d_counter, B, d_idx,
+                  d_val, d_status);
   if (d_counter)
     PER_CUDA_LAUNCH(peri_cuda_advance_counter_kernel, 1u, 1u, stream, d_counter,
-                    B, d_status);
+                    B, (const unsigned long long *)d_status);
   return peri_cuda_launch_status();
 }
 
@@ -1385,37 +1454,30 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
                                             size_t *scratch_bytes,
                                             unsigned long long *d_status,
                                             per_cuda_stream stream) {
-  peri_cuda_bits *minbits = (peri_cuda_bits *)d_scratch;
+  peri_cuda_acc *acc = (peri_cuda_acc *)d_scratch;
   per_status s;
   uint32_t g;
+  size_t need;
   int go;
   if (B == 0 || B > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
   if (!peri_cuda_nonneg_finite(beta)) return PER_ERR_ARG;
-  s = peri_cuda_check_scratch(d_scratch, scratch_bytes, peri_cuda_round256(0),
-                              &go);
+  g = peri_cuda_blocks_for(B);
+  need = (1u + (size_t)g) * sizeof(peri_cuda_acc);
+  s = peri_cuda_check_scratch(d_scratch, scratch_bytes, need, &go);
   if (s != PER_OK || !go) return s;
   if (!d_val || !d_w || !d_status) return PER_ERR_NULL;
   if (!peri_cuda_aligned(d_status, sizeof *d_status) ||
-      !peri_cuda_aligned(minbits, sizeof *minbits) ||
+      !peri_cuda_aligned(d_scratch, 8) ||
       !peri_cuda_aligned(d_val, sizeof *d_val) ||
       !peri_cuda_aligned(d_w, sizeof *d_w))
     return PER_ERR_MEMORY;
-  // minbits starts above every valid pattern (all ones: a negative NaN)
-  s = peri_cuda_device_status(
-      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
-  if (s == PER_OK)
-    s = peri_cuda_device_status(
-        cudaMemsetAsync(minbits, 0xFF, sizeof *minbits, stream));
+  s = peri_cuda_device_status(cudaMemsetAsync(d_scratch, 0, need, stream));
   if (s != PER_OK) return s;
-  g = peri_cuda_blocks_for(B);
-  PER_CUDA_LAUNCH(peri_cuda_batch_min_kernel,
-                  peri_cuda_blocks_for(peri_cuda_reduce_threads(B)),
-                  PERI_CUDA_BLOCK_THREADS, stream,
-                  (const peri_cuda_sample_plan *)NULL, d_val, B, minbits,
-                  d_status);
+  PER_CUDA_LAUNCH(peri_cuda_batch_min_kernel, g, PERI_CUDA_BLOCK_THREADS,
+                  stream, d_val, B, acc);
   PER_CUDA_LAUNCH(peri_cuda_is_weights_kernel, g, PERI_CUDA_BLOCK_THREADS,
-                  stream, (const peri_cuda_sample_plan *)NULL, d_val, B, beta,
-                  d_w, (const peri_cuda_bits *)minbits, d_status);
+                  stream, d_val, B, beta, d_w, (const peri_cuda_acc *)acc,
+                  d_status);
   return peri_cuda_launch_status();
 }
 
@@ -1454,10 +1516,10 @@ PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
   b->d_min_node = part[5] ? (per_real *)p : NULL;
   b->d_state = (p += part[5]);
   b->d_work = p + part[6];
-  // everything but the min tree and the state is zero when empty
+  // everything but the min tree and the state is zero when empty (the
+  // workspace too: its records and counters start 0)
   if (s == PER_OK)
-    s = peri_cuda_device_status(
-        cudaMemsetAsync(d_mem, 0, need - part[7], stream));
+    s = peri_cuda_device_status(cudaMemsetAsync(d_mem, 0, need, stream));
   if (s != PER_OK) {
     memset(b, 0, sizeof *b);
     return s;
@@ -1483,35 +1545,38 @@ PER_CUDA_DEF per_status per_cuda_buffer_add_batch(const per_cuda_buffer *b,
   per_status s = peri_cuda_check_buffer(b);
   peri_cuda_buffer_state *st;
   peri_cuda_workspace w;
-  peri_cuda_pairs v = peri_cuda_pairs_none();
-  uint32_t cap, keep;
+  uint32_t cap, keep, unit, units, L, depth, grid;
   if (s != PER_OK) return s;
   if (!d_status || (n > 0 && !d_items)) return PER_ERR_NULL;
   if (n > b->max_batch) return PER_ERR_BATCH;
   if (!peri_cuda_aligned(d_status, sizeof *d_status)) return PER_ERR_MEMORY;
-  s = peri_cuda_device_status(
-      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
-  if (s != PER_OK || n == 0) return s;
+  if (n == 0)
+    return peri_cuda_device_status(
+        cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
   st = (peri_cuda_buffer_state *)b->d_state;
   w = peri_cuda_workspace_of(b);
   cap = b->cfg.capacity;
   keep = n < cap ? n : cap;
-  if (d_ends)
-    PER_CUDA_LAUNCH(peri_cuda_check_ends_kernel, peri_cuda_blocks_for(n),
-                    PERI_CUDA_BLOCK_THREADS, stream, d_ends, n, d_status);
-  PER_CUDA_LAUNCH(peri_cuda_fill_slots_kernel, peri_cuda_blocks_for(keep),
+  L = b->tree.leaves;
+  depth = b->tree.depth;
+  unit = peri_cuda_copy_unit(b, d_items);
+  units = b->cfg.item_size / unit;
+  grid = peri_cuda_copy_grid(keep, units);
+  PER_CUDA_LAUNCH(peri_cuda_add_count_kernel, peri_cuda_blocks_for(n),
                   PERI_CUDA_BLOCK_THREADS, stream,
-                  (const peri_cuda_buffer_state *)st, b->d_gen, b->d_traj,
-                  b->d_ends, d_ends, w.idx, n, cap,
-                  (const unsigned long long *)d_status);
-  peri_cuda_copy_rows(b, b->d_items, d_items, NULL, keep, n - keep, 1, d_status,
-                      stream);
-  v.idx = w.idx;
-  v.one = &st->max_leaf;
-  peri_cuda_enqueue_update(&b->tree, b->d_min_node, v, keep, 0, w.win, NULL,
-                           d_status, stream);
-  PER_CUDA_LAUNCH(peri_cuda_record_add_kernel, 1u, 1u, stream, st, n, cap,
-                  (const unsigned long long *)d_status);
+                  (const peri_cuda_buffer_state *)st, d_ends, n, cap, L, depth,
+                  w.cnt, w.acc);
+#define PERI_CUDA_ADD(U, MIN)                                                 \
+  PER_CUDA_LAUNCH((peri_cuda_add_kernel<U, MIN>), grid,                       \
+                  PERI_CUDA_BLOCK_THREADS, stream, st, b->tree.d_node,        \
+                  b->d_min_node, L, depth, b->d_gen, b->d_traj, b->d_ends,    \
+                  d_ends, (U *)b->d_items, (const U *)d_items, units, n, cap, \
+                  w.cnt, w.acc, d_status)
+  if (unit == 4 && b->d_min_node) PERI_CUDA_ADD(uint32_t, true);
+  else if (unit == 4) PERI_CUDA_ADD(uint32_t, false);
+  else if (b->d_min_node) PERI_CUDA_ADD(unsigned char, true);
+  else PERI_CUDA_ADD(unsigned char, false);
+#undef PERI_CUDA_ADD
   return peri_cuda_launch_status();
 }
 
@@ -1520,7 +1585,7 @@ PER_CUDA_DEF per_status per_cuda_buffer_sample(
     void *d_items_out, uint64_t *d_ids, float *d_weights,
     unsigned long long *d_status, per_cuda_stream stream) {
   per_status s = peri_cuda_check_buffer(b);
-  uint32_t flags = opts ? opts->flags : 0, g;
+  uint32_t flags = opts ? opts->flags : 0, unit, units, grid;
   double beta = 0;
   peri_cuda_workspace w;
   peri_cuda_buffer_state *st;
@@ -1539,38 +1604,25 @@ PER_CUDA_DEF per_status per_cuda_buffer_sample(
     return PER_ERR_MEMORY;
   w = peri_cuda_workspace_of(b);
   st = (peri_cuda_buffer_state *)b->d_state;
-  s = peri_cuda_device_status(
-      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
-  if (s == PER_OK)
-    s = peri_cuda_device_status(
-        cudaMemsetAsync(w.minbits, 0xFF, sizeof *w.minbits, stream));
-  if (s != PER_OK) return s;
-  g = peri_cuda_blocks_for(B);
+  unit = d_items_out ? peri_cuda_copy_unit(b, d_items_out) : 4u;
+  units = b->cfg.item_size / unit;
+  grid = d_items_out ? peri_cuda_copy_grid(B, units) : peri_cuda_blocks_for(B);
   PER_CUDA_LAUNCH(
-      peri_cuda_plan_sample_kernel, 1u, 1u, stream, st, b->cfg, b->cfg.capacity,
+      peri_cuda_draw_kernel, peri_cuda_blocks_for(B), PERI_CUDA_BLOCK_THREADS,
+      stream, (const peri_cuda_buffer_state *)st, b->cfg, b->cfg.capacity,
       b->tree.leaves, (const per_real *)b->tree.d_node,
-      (const per_real *)b->d_min_node, (const uint32_t *)b->d_traj, B, flags,
-      beta, opts ? opts->window : 0u, w.plan, w.idx, d_status);
-  PER_CUDA_LAUNCH(peri_cuda_draw_batch_kernel, g, PERI_CUDA_BLOCK_THREADS,
-                  stream, (const peri_cuda_sample_plan *)w.plan,
-                  (const per_real *)b->tree.d_node, b->tree.leaves,
-                  (const uint32_t *)b->d_gen, B, w.idx, w.val, d_ids, d_weights,
-                  (const unsigned long long *)d_status);
-  if (d_weights) {
-    PER_CUDA_LAUNCH(peri_cuda_batch_min_kernel,
-                    peri_cuda_blocks_for(peri_cuda_reduce_threads(B)),
-                    PERI_CUDA_BLOCK_THREADS, stream,
-                    (const peri_cuda_sample_plan *)w.plan,
-                    (const per_real *)w.val, B, w.minbits, d_status);
-    PER_CUDA_LAUNCH(peri_cuda_is_weights_kernel, g, PERI_CUDA_BLOCK_THREADS,
-                    stream, (const peri_cuda_sample_plan *)w.plan,
-                    (const per_real *)w.val, B, 0.0, d_weights,
-                    (const peri_cuda_bits *)w.minbits,
-                    (const unsigned long long *)d_status);
-  }
-  if (d_items_out)
-    peri_cuda_copy_rows(b, d_items_out, b->d_items, w.idx, B, 0, 0, d_status,
-                        stream);
+      (const per_real *)b->d_min_node, (const uint32_t *)b->d_traj,
+      (const uint32_t *)b->d_gen, B, flags, beta, opts ? opts->window : 0u,
+      w.plan, w.idx, w.val, d_ids, d_weights, w.acc);
+#define PERI_CUDA_DELIVER(U)                                                  \
+  PER_CUDA_LAUNCH(peri_cuda_deliver_kernel<U>, grid, PERI_CUDA_BLOCK_THREADS, \
+                  stream, st, (const peri_cuda_sample_plan *)w.plan,          \
+                  (const uint32_t *)w.idx, (const per_real *)w.val, B,        \
+                  d_weights, (U *)d_items_out, (const U *)b->d_items, units,  \
+                  w.acc, d_status)
+  if (unit == 4) PERI_CUDA_DELIVER(uint32_t);
+  else PERI_CUDA_DELIVER(unsigned char);
+#undef PERI_CUDA_DELIVER
   return peri_cuda_launch_status();
 }
 
@@ -1582,9 +1634,7 @@ PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
                                                per_cuda_stream stream) {
   per_status s = peri_cuda_check_buffer(b);
   peri_cuda_pairs v = peri_cuda_pairs_none();
-  peri_cuda_buffer_state *st;
   peri_cuda_workspace w;
-  uint32_t T, U;
   if (s != PER_OK) return s;
   if (!d_status || (n > 0 && (!d_ids || !d_td))) return PER_ERR_NULL;
   if (n > b->max_batch) return PER_ERR_BATCH;
@@ -1593,38 +1643,23 @@ PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
       !peri_cuda_aligned(d_td, sizeof *d_td) ||
       !peri_cuda_aligned(d_stale, sizeof *d_stale))
     return PER_ERR_MEMORY;
-  w = peri_cuda_workspace_of(b);
-  st = (peri_cuda_buffer_state *)b->d_state;
-  s = peri_cuda_device_status(
-      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
-  if (s == PER_OK && n == 0 && d_stale)
+  if (n == 0) {
     s = peri_cuda_device_status(
-        cudaMemsetAsync(d_stale, 0, sizeof *d_stale, stream));
-  if (s != PER_OK || n == 0) return s;
+        cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+    if (s == PER_OK && d_stale)
+      s = peri_cuda_device_status(
+          cudaMemsetAsync(d_stale, 0, sizeof *d_stale, stream));
+    return s;
+  }
+  w = peri_cuda_workspace_of(b);
   v.ids = d_ids;
   v.gen = b->d_gen;
   v.td = d_td;
   v.eps = b->cfg.eps;
   v.alpha = b->cfg.alpha;
-  T = peri_cuda_reduce_threads(n);
-  U = peri_cuda_reduce_threads(T);
-  PER_CUDA_LAUNCH(peri_cuda_pair_totals_kernel, peri_cuda_blocks_for(T),
-                  PERI_CUDA_BLOCK_THREADS, stream, v,
-                  (const peri_cuda_buffer_state *)st, n, b->cfg.capacity,
-                  w.part, w.val, d_status);
-  // the tree update takes the priorities the checks computed (one pow a
-  // pair), not the TD errors
-  v.td = NULL;
-  v.val = w.val;
-  peri_cuda_enqueue_update(&b->tree, b->d_min_node, v, n, 0, w.win, NULL,
+  peri_cuda_enqueue_update(&b->tree, b->d_min_node, v, n, &w,
+                           (peri_cuda_buffer_state *)b->d_state, d_stale,
                            d_status, stream);
-  PER_CUDA_LAUNCH(peri_cuda_fold_totals_kernel, peri_cuda_blocks_for(U),
-                  PERI_CUDA_BLOCK_THREADS, stream,
-                  (const peri_cuda_totals *)w.part, T, w.part2,
-                  (const unsigned long long *)d_status);
-  PER_CUDA_LAUNCH(peri_cuda_apply_totals_kernel, 1u, 1u, stream, st,
-                  (const peri_cuda_totals *)w.part2, U, d_stale,
-                  (const unsigned long long *)d_status);
   return peri_cuda_launch_status();
 }
 

@@ -73,8 +73,9 @@
       - Scratch memory follows the two-phase convention: call with
         d_scratch == NULL and *scratch_bytes gets the size needed (never 0);
         nothing else happens. Then call again with at least that many bytes
-        (the size for a batch of n is enough for every smaller batch).
-        Scratch is not kept between calls.
+        (the size for a batch of n is enough for every smaller batch on
+        the same tree). Scratch need not be initialised (the call clears
+        what it needs with one memset) and is not kept between calls.
       - Calls on one stream run in order. One tree must not be updated by
         two streams at once, nor read (sampled) by one stream while another
         updates it: the update writes marks into the tree while it runs.
@@ -91,12 +92,15 @@
       re-capture and swap the graph in (cudaGraphExecUpdate), as
       examples/gpu/gpu_trainer.cu does once per epoch. Each call overwrites
       its status word: to keep an error from any replay, fold the words
-      into a sticky one on the device (the example's keep_error). An update
-      costs a memset and 2 + ceil(depth / 5) launches (depth = log2 L; 8
-      at 2^24 leaves), which graphs make cheap. A per_cuda_buffer keeps
-      even the beta schedule on the device: its whole step is one graph,
-      captured once (examples/gpu/gpu_dqn.cu; the tests capture a step and
-      compare every replay with per_buffer).
+      into a sticky one on the device (the example's keep_error). Each
+      call is a fixed, small number of graph nodes at any tree size: an
+      update or the weights a memset and 2 launches, a sample 1 (2 with a
+      device counter), a find a memset and 2. A per_cuda_buffer keeps even
+      the beta schedule on the device and needs no memset: add, sample
+      (with weights and the gather) and update are 2 launches each, so its
+      whole step is one graph of 6 kernels, captured once
+      (examples/gpu/gpu_dqn.cu; the tests capture a step and compare
+      every replay with per_buffer, and count its launches).
 
    BIT FOR BIT
       per_cuda_tree_set_batch and per_cuda_tree_sample give exactly the bits of
@@ -122,37 +126,50 @@
       runs every thread of every launch as a loop (forwards, backwards and
       shuffled) and compared byte for byte with per.h. The GPU test binary
       does the same comparisons on a device and skips (exit 77) without one.
-      The kernels use no shared memory, barriers or warp intrinsics, and
-      integer atomics (max, min, CAS, exchange, 32-bit add) wherever two
-      threads of a launch touch one location, so running threads one by one is a
-      faithful schedule: the shim logs every access of every thread and
-      fails on any two threads of a launch that conflict, and
-      tests/cuda/check_ptx.py checks the PTX (no fma, ftz or approximate
-      division, no cooperation, only those atomics).
+      The kernels use no shared memory, barriers or warp intrinsics; two
+      threads of a launch touch one location only through integer atomics
+      (max, min, CAS, exchange, 32-bit add), or in order: a thread that
+      is done arrives at a counter (a fence, then an atomicAdd), and the
+      arrival that completes the count goes on alone and acquires what the
+      others wrote (a fence). Nobody waits for anybody, so running threads
+      one by one, each to its end, is a faithful schedule: the shim logs
+      every access of every thread, tracks those hand-overs as
+      happens-before edges, and fails on any two accesses of a launch that
+      conflict without one; tests/cuda/check_ptx.py checks the PTX (no
+      fma, ftz or approximate division, no cooperation, only those
+      atomics).
 
-   HOW THE UPDATE WORKS (a memset and 2 + G launches, a thread per pair;
-   G = ceil(depth / 5) groups of tree levels: 8 launches at 2^24 leaves,
-   at most 10 at any size)
-      validate: each bad pair atomicMax'es (position, code) into *d_status,
-         so the first bad one in batch order wins, as on the CPU;
-      claim:    each pair atomicMax'es "NaN tag | position" into its leaf's
-         bit pattern, so the leaf ends up tagged with its last position;
-      group g = 1..G, five levels each, from the leaves up: a pair whose
-         node at the group's base level changed (a tagged leaf, or a node
-         the previous group published with its sign bit set: no valid node
-         has it) and is the leftmost changed one under its ancestor A at
-         the group's top is A's leader: it recomputes A's subtree level by
-         level with per_tree_recompute on a copy (a node iff one of its
-         children changed, as per_tree_set_batch does), writes the changed
-         nodes and publishes A with its sign bit set. The others stop.
-         Two groups later the leader clears that sign bit (the winners of
-         the leaves write their values); the top group, at most 32 base
-         nodes, is one thread's, which writes everything final.
-      The groups read each level only in launches that do not write it, so
-      they need no atomic at all: atomics are the claims (as many per leaf
-      as the batch names it) and a bad pair's status. Every kernel returns
-      at once when *d_status is set, so a refused batch leaves the tree
-      untouched. No float atomics anywhere.
+   HOW THE UPDATE WORKS (2 launches, a thread per pair, at any size)
+      The tree above the leaves is cut into G groups of five levels (the
+      top one shorter), bases b_0 = 0 < b_1 < ... < b_G = depth; every
+      node of a level b_g (g >= 1) has a counter in the workspace.
+      claim:  each pair is checked (a bad one atomicMax'es (position, code)
+         into the call's status, so the first bad one in batch order
+         wins, as on the CPU), atomicMax'es "NaN tag | position" into its
+         leaf's bit pattern (the leaf ends up tagged with its last
+         position; the claim that saw the old value keeps it) and counts
+         itself up the path: +1 on its level-b_1 ancestor, and on up while
+         its increment was that node's first. A counter of level b_g then
+         says how many arrivals to expect: the pairs below it (g = 1) or
+         the level-b_{g-1} nodes below it that have pairs.
+      settle: each counted pair arrives at its level-b_1 ancestor A (a
+         decrement); the arrival that brings the counter to 0 leads A: it
+         recomputes A's subtree from its 32 base nodes with
+         per_tree_recompute on a copy (a node iff one of its children
+         changed - a tagged leaf, or a base node published with its sign
+         bit set: no valid node has it - as per_tree_set_batch does),
+         writes the base back final and the changed nodes, A with its sign
+         bit set, and arrives one group up, where the last leader leads
+         again, up to the root, whose leader writes it final. The others
+         stop at their first arrival that is not the last. Counters end
+         at 0, ready for the next call.
+      A refused batch (the claim's status not 0) only counts down and puts
+      the claimed leaves back: the tree is byte for byte as it was. A
+      buffer's update also folds its totals (stale ids, the largest
+      priority) through per-block reduction records in the same launch.
+      Atomics per address are the claims of one leaf, the arrivals at one
+      counter (at most 32 above level 5) and the 256 threads of a block
+      on its record. No float atomics anywhere.
 */
 #ifndef PER_CUDA_H_INCLUDED
 #define PER_CUDA_H_INCLUDED
@@ -298,8 +315,8 @@ PER_CUDA_DEF per_status per_cuda_status_keep(unsigned long long *d_keep,
    ====================================================================== */
 
 /* Enqueue leaves d_idx[j] = d_val[j] for j in [0, n), then recompute every
-   touched ancestor once from its two children, five levels per launch
-   (HOW THE UPDATE WORKS): O(n log L) work, no rebuild. Exactly
+   touched ancestor once from its two children (HOW THE UPDATE WORKS: a
+   memset and 2 launches): O(n log L) work, no rebuild. Exactly
    per_tree_set_batch: duplicate indices, the last one wins; -0 is stored
    as +0; the resulting tree has the same bits.
    The whole batch is validated on the device first; the first bad pair in
@@ -307,7 +324,9 @@ PER_CUDA_DEF per_status per_cuda_status_keep(unsigned long long *d_keep,
    then per_leaf_status of the value: PER_ERR_NAN, PER_ERR_INF,
    PER_ERR_NEGATIVE, PER_ERR_RANGE) and then nothing is written.
    n == 0 sets *d_status = 0 and does nothing else.
-   Scratch: round_up(4n, 256) bytes (at least 256).
+   Scratch: for the grid's reduction records, the tree's group counters
+   (about capacity / 31 words: 2.2 MB at 2^24 leaves), and a flag and an
+   old leaf value per pair; ask with d_scratch NULL.
    Errors returned: PER_ERR_NULL, PER_ERR_CAPACITY (bad descriptor),
    PER_ERR_BATCH (n > PER_CUDA_MAX_BATCH), PER_ERR_MEMORY (scratch too
    small, or a misaligned pointer), PER_ERR_DEVICE. */
@@ -325,8 +344,8 @@ PER_CUDA_DEF per_status per_cuda_tree_set_batch(
    per_buffer_update's order: a TD error that is NaN (PER_ERR_NAN) or
    infinite (PER_ERR_INF), then PER_ERR_INDEX; the first bad pair in batch
    order sets *d_status and nothing is written. eps and alpha must be
-   finite and >= 0 (PER_ERR_ARG). Scratch: round_up(4n, 256) +
-   round_up(sizeof(per_real) n, 256) bytes (each pair's priority is
+   finite and >= 0 (PER_ERR_ARG). Scratch: per_cuda_tree_set_batch's and
+   round_up(sizeof(per_real) n, 256) bytes more (each pair's priority is
    computed once, by its own thread, before the tree is written).
    Duplicates and the other errors as per_cuda_tree_set_batch. */
 PER_CUDA_DEF per_status
@@ -368,7 +387,7 @@ PER_CUDA_DEF per_status per_cuda_tree_sample(
    order that is NaN (PER_ERR_NAN) or negative (PER_ERR_NEGATIVE), its
    position; else PER_ERR_EMPTY (total 0) or PER_ERR_DEGENERATE (total
    not finite), position n; then nothing is written. n == 0 sets
-   *d_status = 0. Two launches. Errors returned: PER_ERR_NULL,
+   *d_status = 0. A memset and 2 launches. Errors returned: PER_ERR_NULL,
    PER_ERR_CAPACITY (bad descriptor), PER_ERR_BATCH (n >
    PER_CUDA_MAX_BATCH), PER_ERR_MEMORY (a misaligned pointer),
    PER_ERR_DEVICE. */
@@ -390,11 +409,13 @@ PER_CUDA_DEF per_status per_cuda_tree_find(const per_cuda_tree *t,
    double with per.h's pow and rounded to float into d_w[i]: exactly 1 for
    the smallest value and when beta == 0, every weight in [0, 1], never
    NaN; the CPU's bits (BIT FOR BIT). The minimum is exact and
-   order-independent (an integer atomicMin on the bit patterns). d_w must
+   order-independent (integer atomics on the bit patterns, per block then
+   per grid). A memset and 2 launches. d_w must
    not overlap d_val. beta finite and >= 0 (PER_ERR_ARG).
    *d_status: for the first d_val[i] that is not a valid positive leaf,
    per_leaf_status's code, or PER_ERR_ARG for 0; then d_w is not written.
-   Scratch: 256 bytes. Errors returned: PER_ERR_NULL, PER_ERR_BATCH
+   Scratch: 40 (1 + ceil(B / 256)) bytes. Errors returned: PER_ERR_NULL,
+   PER_ERR_BATCH
    (B == 0 or > PER_CUDA_MAX_BATCH), PER_ERR_ARG, PER_ERR_MEMORY (scratch
    too small, or a misaligned pointer), PER_ERR_DEVICE. */
 PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
@@ -432,6 +453,14 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
    buffer-max weights, episode ends, alpha = 0 and the degenerate case
    (eligible mass 0 or not finite: uniform draws, weights 1) are as on
    the CPU.
+
+   LAUNCHES: add_batch, sample (with weights and the gather) and update
+   are 2 kernels each and no memset (n == 0: a memset of the status), at
+   any capacity and batch size: a trainer step of add, sample and update
+   is 6 kernels. The second kernel of each call writes *d_status; the
+   workspace's counters and reduction records (in d_mem, about capacity
+   / 31 words of it) start at 0 and every call, refused or not, leaves
+   them at 0 again.
 
    Calls on one buffer must be enqueued on one stream (or ordered by
    events): they share the buffer's workspace. */

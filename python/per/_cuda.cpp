@@ -1089,8 +1089,21 @@ static PyObject *mod_tree(PyObject *mod, PyObject *args) {
   if (!self) return NULL;
   self->device = device;
   self->max_batch = mb;
-  /* per_cuda_tree_set_batch's scratch for mb pairs (per_cuda.h) */
-  self->scratch_bytes = round256((size_t)mb * 4u);
+  /* per_cuda_tree_set_batch's scratch for mb pairs on this tree: its size
+     query, on a descriptor of the tree's shape (init_mem does no device
+     work; the query touches no memory) */
+  {
+    per_cuda_tree probe;
+    per_status q = per_cuda_tree_init_mem(&probe, capacity, (void *)256, nodes);
+    self->scratch_bytes = 0;
+    if (q == PER_OK)
+      q = per_cuda_tree_set_batch(&probe, NULL, NULL, mb, NULL,
+                                  &self->scratch_bytes, NULL, st);
+    if (q != PER_OK) {
+      Py_DECREF(self);
+      return Py_BuildValue("(Oi)", Py_None, (int)q);
+    }
+  }
   self->off_scratch = round256(nodes);
   self->off_idx = self->off_scratch + round256(self->scratch_bytes);
   self->off_val = self->off_idx + round256((size_t)mb * 4u);

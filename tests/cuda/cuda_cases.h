@@ -225,6 +225,8 @@ static void cc_case_status_keep(void) {
   cudaFree(d);
 }
 
+static size_t cc_round256(size_t n) { return (n + 255) / 256 * 256; }
+
 // >>case: two-phase scratch and host-side argument errors
 static void cc_case_scratch(void) {
   cc_dev_tree d;
@@ -237,14 +239,11 @@ static void cc_case_scratch(void) {
   float *d_w = (float *)cc_dmalloc(sizeof(float) * 8);
   void *d_scratch = cc_dmalloc(4096);
   uint32_t ns[] = {0, 1, 64, 65, 1000, PER_CUDA_MAX_BATCH};
-  size_t want[] = {256, 256, 256, 512, 4096, 4u * PER_CUDA_MAX_BATCH};
-  // set_td also holds the pairs' priorities: round_up(n sizeof(per_real))
-  size_t want_prio[] = {256,
-                        256,
-                        sizeof(per_real) == 8 ? 512u : 256u,
-                        sizeof(per_real) == 8 ? 768u : 512u,
-                        sizeof(per_real) == 8 ? 8192u : 4096u,
-                        sizeof(per_real) * PER_CUDA_MAX_BATCH};
+  // The layout (per_cuda.cu): 40-byte reduction records for the grid and
+  // one more, the group counters of the tree (100 leaves: L = 128, levels
+  // 5 and 7: 4 + 1), a flag and an old value per pair, and for set_td the
+  // priorities; each part rounded up to 256 bytes.
+  size_t want[6], want_prio[6];
   size_t bytes, i;
   uint32_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   per_real val[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -260,6 +259,12 @@ static void cc_case_scratch(void) {
   cc_h2d(d_td, td, sizeof td);
   cc_h2d(d_w, wsentinel, sizeof wsentinel);
   for (i = 0; i < sizeof ns / sizeof ns[0]; ++i) {
+    size_t n = ns[i] ? ns[i] : 1, blocks = (n + 255) / 256;
+    want[i] = cc_round256((1 + blocks) * 40) + cc_round256(5 * 4) +
+              cc_round256(4 * n) + cc_round256(sizeof(per_real) * n);
+    want_prio[i] = cc_round256(sizeof(per_real) * n);
+  }
+  for (i = 0; i < sizeof ns / sizeof ns[0]; ++i) {
     bytes = 1;
     CHECK_OK(per_cuda_tree_set_batch(&d.t, d_idx, d_val, ns[i], NULL, &bytes,
                                      d_status, cc_stream));
@@ -272,7 +277,7 @@ static void cc_case_scratch(void) {
   bytes = 0;
   CHECK_OK(per_cuda_is_weights(d_val, 8, 0.4, d_w, NULL, &bytes, d_status,
                                cc_stream));
-  CHECK_EQ_U(bytes, 256);
+  CHECK_EQ_U(bytes, 2 * 40); // the grid's record and its block's
   // a query did nothing: the tree is still zero and the word untouched
   cc_same_tree("after size queries", &cpu, cc_download(&d));
   CHECK_EQ_U(cc_status_word(d_status), sentinel);
@@ -349,7 +354,7 @@ static void cc_case_scratch(void) {
   CHECK_STATUS(per_cuda_is_weights(d_val, 8, 0.4, d_w, d_scratch, NULL,
                                    d_status, cc_stream),
                PER_ERR_NULL);
-  bytes = 100;
+  bytes = 79; // the two 40-byte records need 80
   CHECK_STATUS(per_cuda_is_weights(d_val, 8, 0.4, d_w, d_scratch, &bytes,
                                    d_status, cc_stream),
                PER_ERR_MEMORY);
@@ -442,8 +447,22 @@ static int cc_batch_make(cc_batch *b, uint32_t max) {
   b->d_val = (per_real *)cc_dmalloc(sizeof(per_real) * max);
   b->td = (float *)malloc(sizeof(float) * max);
   b->d_td = (float *)cc_dmalloc(sizeof(float) * max);
-  // >= what the queries say (set_td's is the larger)
-  b->scratch_bytes = (4 + sizeof(per_real)) * (size_t)max + 512;
+  // what the queries say for the largest tree of the tests (2^24 leaves;
+  // set_td's is the larger), and the weights'
+  {
+    per_cuda_tree big;
+    size_t w = 0;
+    big.d_node = b->d_val;
+    big.capacity = big.leaves = 1u << 24;
+    big.depth = 24;
+    b->scratch_bytes = 0;
+    if (per_cuda_tree_set_td(&big, NULL, NULL, max, 0, 1, NULL,
+                             &b->scratch_bytes, NULL, cc_stream) != PER_OK ||
+        per_cuda_is_weights(NULL, max, 0, NULL, NULL, &w, NULL, cc_stream) !=
+            PER_OK)
+      return 0;
+    if (w > b->scratch_bytes) b->scratch_bytes = w;
+  }
   b->d_scratch = cc_dmalloc(b->scratch_bytes);
   b->d_status = (unsigned long long *)cc_dmalloc(8);
   return b->idx && b->val && b->td && b->d_idx && b->d_val && b->d_td &&
@@ -1092,14 +1111,17 @@ static void cc_case_weights(void) {
   cc_sample_bufs s;
   float *w, *cw, *d_w;
   void *d_scratch;
-  size_t sb = 256, c;
+  size_t sb = 0, c;
   uint64_t worst = 0;
   per_rng_init(&r, 0x3e1u);
   if (!cc_sample_make(&s, 4096)) return;
   w = (float *)malloc(sizeof(float) * 4096);
   cw = (float *)malloc(sizeof(float) * 4096);
   d_w = (float *)cc_dmalloc(sizeof(float) * 4096);
-  d_scratch = cc_dmalloc(256);
+  // the scratch for the largest batch is enough for every smaller one
+  REQUIRE(per_cuda_is_weights(NULL, 4096, 0.5, NULL, NULL, &sb, NULL,
+                              cc_stream) == PER_OK);
+  d_scratch = cc_dmalloc(sb);
   if (!w || !cw || !d_w || !d_scratch) return;
   for (c = 0; c < CC_NCAPS; ++c) {
     uint32_t C = cc_caps[c], k;

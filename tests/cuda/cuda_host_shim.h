@@ -14,16 +14,21 @@
 //     unsigned long long, atomicAdd on unsigned int (memcpy on the target,
 //     so any object may be the target);
 //   - a race detector: per_cuda.cu's kernels access device memory through
-//     PERI_CUDA_LD / PERI_CUDA_ST, which the shim defines to log every
-//     plain load, plain store and atomic of the running thread. Two
-//     different threads of one launch conflict when one stores and the
-//     other touches the same location in any way, or one loads plainly
-//     what the other changes atomically: on a GPU those run concurrently
-//     and the result would depend on timing, while a loop of whole threads
-//     would silently pick one outcome. Every conflict, and every access
-//     outside "device" memory, is counted in per_shim_races (the first ten
-//     printed); the tests require 0. Pointer arguments of a launch must
-//     point into device memory too;
+//     PERI_CUDA_LD / PERI_CUDA_LDCG / PERI_CUDA_ST, which the shim defines
+//     to log every plain load, plain store and atomic of the running
+//     thread, and hand work on through PERI_CUDA_ARRIVE / PERI_CUDA_ACQUIRE
+//     (an atomicAdd on a counter, and the completing arrival taking over),
+//     which the shim turns into happens-before edges. Two different
+//     threads of one launch conflict when one stores and the other touches
+//     the same location in any way, or one loads plainly what the other
+//     changes atomically, and no hand-over orders them: on a GPU those run
+//     concurrently and the result would depend on timing, while a loop of
+//     whole threads would silently pick one outcome. Every conflict, and
+//     every access outside "device" memory, is counted in per_shim_races
+//     (the first ten printed); the tests require 0. Pointer arguments of
+//     a launch must point into device memory too;
+//   - launches and memsets are counted (per_shim_launches,
+//     per_shim_memsets), so the tests pin what each call enqueues;
 //   - "device memory" is malloc'd and registered; the runtime calls check
 //     that the device side of a copy or memset lies inside an allocation;
 //   - cudaGetDeviceCount reports one device, 0: the host;
@@ -38,15 +43,14 @@
 //     enqueued on any stream during a capture is captured.
 //
 // Running whole threads one at a time is one legal schedule of a launch.
-// It is a faithful emulation only for kernels whose threads do not wait for
-// each other or communicate inside a launch other than through atomics:
-// per_cuda.cu is written that way (no shared memory, no __syncthreads, no
-// warp intrinsics, plain accesses only to locations no other thread of the
-// launch touches). The shim enforces it as far as a host build can:
-// __shared__, __syncthreads, warp intrinsics and float atomics are not
-// defined here, so a kernel using them does not compile in the host build;
-// the race detector checks the plain-access rule on every launch the tests
-// make; and the tests run every launch in three orders.
+// It is a faithful emulation only for kernels whose threads never wait for
+// each other and communicate inside a launch only through atomics and
+// hand-overs (the last arrival at a counter goes on; nobody spins):
+// per_cuda.cu is written that way. The shim enforces it as far as a host
+// build can: __shared__, __syncthreads, warp intrinsics and float atomics
+// are not defined here, so a kernel using them does not compile in the
+// host build; the race detector checks the plain-access rule on every
+// launch the tests make; and the tests run every launch in three orders.
 #ifndef PER_CUDA_HOST_SHIM_H
 #define PER_CUDA_HOST_SHIM_H
 
@@ -110,18 +114,37 @@ static inline uint64_t per_shim_mix(uint64_t x) {
 }
 
 // >>race detector
-// Per 4-byte word touched in the current launch, for plain loads, plain
-// stores and atomics: the first thread that did one, the bytes of the word
-// it touched, and the bytes any other thread touched. Byte-exact, so that
+// Every plain load, plain store and atomic of the running launch, per
+// 4-byte word: which thread did it, to which bytes (byte-exact, so that
 // accesses of different sizes that overlap are seen, and threads that
-// write neighbouring bytes (legal on a GPU: stores never touch the bytes
-// beside them) are not.
+// write neighbouring bytes - legal on a GPU: stores never touch the bytes
+// beside them - are not), and the thread's release count at the time.
+// Two accesses of different threads conflict (a store and anything, or a
+// plain load and an atomic) unless the first happens before the second:
+// its thread released (PERI_CUDA_ARRIVE on a counter) after it, and the
+// second's thread acquired that counter (PERI_CUDA_ACQUIRE, which
+// per_cuda.cu does only as the arrival that completed a count) before it,
+// directly or through a chain of such hand-overs. Threads run whole, one
+// after the other, so a happens-before edge always goes from a thread that
+// ran earlier to one that runs later, and checking each access against
+// those before it finds every conflict.
 enum { PER_SHIM_LD = 0, PER_SHIM_ST = 1, PER_SHIM_AT = 2 };
-struct per_shim_touch {
-  size_t first[3];
-  unsigned char any[3], mine[3], more[3]; // byte masks
+struct per_shim_access {
+  size_t thread;
+  unsigned stamp; // the thread's releases before the access
+  unsigned mask;  // bytes of the word
 };
+struct per_shim_touch {
+  std::vector<per_shim_access> by[3]; // per kind
+};
+typedef std::unordered_map<size_t, unsigned> per_shim_clock;
 static std::unordered_map<uintptr_t, per_shim_touch> per_shim_touched;
+// Per thread of the launch: its releases so far and what it has acquired
+// (thread -> accesses with a stamp below this happen before it); per
+// counter: what the threads that arrived at it released.
+static per_shim_clock per_shim_rel;
+static std::unordered_map<size_t, per_shim_clock> per_shim_know;
+static std::unordered_map<uintptr_t, per_shim_clock> per_shim_released;
 static size_t per_shim_thread;            // the running thread of the launch
 static int per_shim_in_kernel;            // 1 while a kernel runs
 static unsigned long long per_shim_races; // conflicts and stray accesses
@@ -130,6 +153,8 @@ static unsigned long long per_shim_races; // conflicts and stray accesses
 static unsigned long long per_shim_atomics;
 static unsigned long long per_shim_atomic_peak;
 static std::unordered_map<uintptr_t, unsigned long long> per_shim_atomic_at;
+// Hand-overs (acquires) in all.
+static unsigned long long per_shim_acquires;
 
 static void per_shim_race(const char *what, const void *p) {
   if (per_shim_races++ < 10) // the first ten
@@ -140,36 +165,59 @@ static void per_shim_race(const char *what, const void *p) {
 // 1 when [p, p + n) lies inside one "device" allocation.
 static inline int per_shim_on_device(const void *p, size_t n);
 
-// Some thread other than t did an access of kind k to a byte of mask m.
-static inline int per_shim_other(const per_shim_touch &r, int k, size_t t,
-                                 unsigned m) {
-  unsigned others = r.more[k] | (r.first[k] != t ? r.mine[k] : 0u);
-  return r.any[k] && (others & m);
+static inline void per_shim_merge(per_shim_clock &to,
+                                  const per_shim_clock &from) {
+  per_shim_clock::const_iterator i;
+  for (i = from.begin(); i != from.end(); ++i)
+    if (to[i->first] < i->second) to[i->first] = i->second;
+}
+
+// An access of kind k by another thread, to a byte of mask m, that does
+// not happen before the running thread's present one.
+static inline int per_shim_unordered(const per_shim_touch &r, int k,
+                                     unsigned m) {
+  size_t t = per_shim_thread, i;
+  const std::vector<per_shim_access> &v = r.by[k];
+  const per_shim_clock *know = NULL;
+  std::unordered_map<size_t, per_shim_clock>::const_iterator kn =
+      per_shim_know.find(t);
+  if (kn != per_shim_know.end()) know = &kn->second;
+  for (i = 0; i < v.size(); ++i) {
+    per_shim_clock::const_iterator e;
+    if (v[i].thread == t || !(v[i].mask & m)) continue;
+    if (know && (e = know->find(v[i].thread)) != know->end() &&
+        e->second > v[i].stamp)
+      continue;
+    return 1;
+  }
+  return 0;
 }
 
 // The access of `kind` to bytes m of word w; 1 when it conflicts.
 static inline int per_shim_note_word(uintptr_t w, unsigned m, int kind) {
   size_t t = per_shim_thread;
   per_shim_touch &r = per_shim_touched[w];
+  std::vector<per_shim_access> &v = r.by[kind];
+  unsigned stamp = per_shim_rel.empty() ? 0u : per_shim_rel[t];
   int clash;
   if (kind == PER_SHIM_ST) // a store clashes with anything another does
-    clash = per_shim_other(r, PER_SHIM_LD, t, m) ||
-            per_shim_other(r, PER_SHIM_ST, t, m) ||
-            per_shim_other(r, PER_SHIM_AT, t, m);
+    clash = per_shim_unordered(r, PER_SHIM_LD, m) ||
+            per_shim_unordered(r, PER_SHIM_ST, m) ||
+            per_shim_unordered(r, PER_SHIM_AT, m);
   else if (kind == PER_SHIM_LD) // a load with another's store or atomic
-    clash = per_shim_other(r, PER_SHIM_ST, t, m) ||
-            per_shim_other(r, PER_SHIM_AT, t, m);
+    clash = per_shim_unordered(r, PER_SHIM_ST, m) ||
+            per_shim_unordered(r, PER_SHIM_AT, m);
   else // an atomic with another's plain store or load
-    clash = per_shim_other(r, PER_SHIM_ST, t, m) ||
-            per_shim_other(r, PER_SHIM_LD, t, m);
-  if (!r.any[kind]) {
-    r.any[kind] = 1;
-    r.first[kind] = t;
-    r.mine[kind] = (unsigned char)m;
-  } else if (r.first[kind] == t) {
-    r.mine[kind] |= (unsigned char)m;
+    clash = per_shim_unordered(r, PER_SHIM_ST, m) ||
+            per_shim_unordered(r, PER_SHIM_LD, m);
+  if (!v.empty() && v.back().thread == t && v.back().stamp == stamp) {
+    v.back().mask |= m;
   } else {
-    r.more[kind] |= (unsigned char)m;
+    per_shim_access a;
+    a.thread = t;
+    a.stamp = stamp;
+    a.mask = m;
+    v.push_back(a);
   }
   return clash;
 }
@@ -205,6 +253,7 @@ static inline void per_shim_st(T *p, typename per_shim_same<T>::type v) {
   *p = v;
 }
 #define PERI_CUDA_LD(p) per_shim_ld(p)
+#define PERI_CUDA_LDCG(p) per_shim_ld(p)
 #define PERI_CUDA_ST(p, v) per_shim_st((p), (v))
 
 // Pointer arguments of a kernel must be NULL or device memory.
@@ -237,6 +286,9 @@ static inline void per_shim_run(Kernel kernel, unsigned grid, unsigned block,
     (void)check;
   }
   per_shim_touched.clear();
+  per_shim_rel.clear();
+  per_shim_know.clear();
+  per_shim_released.clear();
   per_shim_atomic_at.clear();
   per_shim_in_kernel = 1;
   gridDim.x = grid;
@@ -363,6 +415,37 @@ static inline unsigned int atomicAdd(unsigned int *a, unsigned int v) {
   per_shim_rmw_store(a, old + v);
   return old;
 }
+
+// PERI_CUDA_ARRIVE: the atomicAdd, then a release of everything the
+// thread did so far (and what it acquired) to whoever acquires c.
+static inline unsigned int per_shim_arrive(unsigned int *c, unsigned int v) {
+  unsigned int old = atomicAdd(c, v);
+  if (per_shim_in_kernel) {
+    size_t t = per_shim_thread;
+    per_shim_clock &to = per_shim_released[(uintptr_t)c];
+    unsigned r = per_shim_rel[t];
+    std::unordered_map<size_t, per_shim_clock>::const_iterator kn =
+        per_shim_know.find(t);
+    if (kn != per_shim_know.end()) per_shim_merge(to, kn->second);
+    if (to[t] < r + 1) to[t] = r + 1;
+    per_shim_rel[t] = r + 1;
+  }
+  return old;
+}
+
+// PERI_CUDA_ACQUIRE: what the threads that arrived at c released now
+// happens before the running thread's next accesses.
+static inline void per_shim_acquire(const unsigned int *c) {
+  std::unordered_map<uintptr_t, per_shim_clock>::const_iterator i;
+  if (!per_shim_in_kernel) return;
+  ++per_shim_acquires;
+  i = per_shim_released.find((uintptr_t)c);
+  if (i != per_shim_released.end())
+    per_shim_merge(per_shim_know[per_shim_thread], i->second);
+}
+#define PERI_CUDA_ARRIVE(c, v) per_shim_arrive((c), (v))
+#define PERI_CUDA_ACQUIRE(c) per_shim_acquire(c)
+
 static inline unsigned int atomicExch(unsigned int *a, unsigned int v) {
   unsigned int old = per_shim_rmw_load(a);
   per_shim_rmw_store(a, v);
@@ -485,13 +568,21 @@ static inline cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch,
   return cudaSuccess;
 }
 
+// A memset on the stream: counted with the launches (on a GPU it is one
+// more node of a graph, one more step of the stream).
+static unsigned long long per_shim_memsets; // memsets run so far
+static inline void per_shim_memset(void *p, int v, size_t n) {
+  memset(p, v, n);
+  ++per_shim_memsets;
+}
+
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n,
                                           cudaStream_t stream) {
   (void)stream;
   if (n == 0) return cudaSuccess;
   if (!p || !per_shim_on_device(p, n))
     return per_shim_fail(cudaErrorInvalidValue);
-  per_shim_enqueue(std::bind(memset, p, v, n));
+  per_shim_enqueue(std::bind(per_shim_memset, p, v, n));
   return cudaSuccess;
 }
 

@@ -35,81 +35,133 @@ static __global__ void host_k_overlap(const double *v, float *w) {
   PERI_CUDA_ST(&w[threadIdx.x], 1.0f);
 }
 
+// A hand-over: every thread writes its own word and arrives; the last to
+// arrive reads them all and resets the counter. Ordered: no race. With
+// `skip`, thread 0 writes but does not arrive, so the last one's read of
+// its word races; with `early`, the thread that arrives first reads too,
+// before the others have written.
+static __global__ void host_k_handover(unsigned int *x, unsigned int *c,
+                                       int skip, int early) {
+  unsigned t = threadIdx.x, n = blockDim.x, i, sum = 0, old;
+  PERI_CUDA_ST(&x[t], t + 1);
+  if (skip && t == 0) return;
+  old = PERI_CUDA_ARRIVE(c, 1u);
+  if (old != n - 1 - (unsigned)skip && !(early && old == 0)) return;
+  PERI_CUDA_ACQUIRE(c);
+  for (i = 0; i < n; ++i) sum += PERI_CUDA_LD(&x[i]);
+  if (old != 0 || !early) PERI_CUDA_ST(c, 0u);
+  (void)sum;
+}
+
 static void host_case_race_detector(void) {
   unsigned int *d = (unsigned int *)cc_dmalloc(64 * sizeof(unsigned int));
   double *dv = (double *)cc_dmalloc(2 * sizeof(double));
   static unsigned int host_mem[4];
   unsigned long long r0 = per_shim_races;
+  int o;
   if (!d || !dv) return;
   per_shim_order = 0;
-  fprintf(stderr, "(five reports of deliberate races follow)\n");
+  fprintf(stderr, "(seven reports of deliberate races follow)\n");
   PER_CUDA_LAUNCH(host_k_private, 2, 31, cc_stream, d, d + 63);
   CHECK_EQ_U(per_shim_races - r0, 0);
-  PER_CUDA_LAUNCH(host_k_store_same, 1, 2, cc_stream, d); // store vs store
+  CHECK_EQ_U(cudaMemset(d, 0, 64 * sizeof(unsigned int)), cudaSuccess);
+  for (o = 0; o < 3; ++o) { // hand-overs, in every order: ordered
+    per_shim_order = o;
+    PER_CUDA_LAUNCH(host_k_handover, 1, 16, cc_stream, d, d + 32, 0, 0);
+  }
+  per_shim_order = 0;
+  CHECK_EQ_U(per_shim_races - r0, 0);
+  // a writer that never arrives: its word is read unordered
+  PER_CUDA_LAUNCH(host_k_handover, 1, 16, cc_stream, d, d + 32, 1, 0);
   CHECK_EQ_U(per_shim_races - r0, 1);
+  CHECK_EQ_U(cudaMemset(d + 32, 0, sizeof(unsigned int)), cudaSuccess);
+  // the first arrival reads before thread 1 has written
+  PER_CUDA_LAUNCH(host_k_handover, 1, 2, cc_stream, d, d + 32, 0, 1);
+  CHECK_EQ_U(per_shim_races - r0, 2);
+  CHECK_EQ_U(cudaMemset(d, 0, 64 * sizeof(unsigned int)), cudaSuccess);
+  PER_CUDA_LAUNCH(host_k_store_same, 1, 2, cc_stream, d); // store vs store
+  CHECK_EQ_U(per_shim_races - r0, 3);
   PER_CUDA_LAUNCH(host_k_load_vs_atomic, 1, 2, cc_stream, d); // load/atomic
-  CHECK_EQ_U(per_shim_races - r0, 2);
+  CHECK_EQ_U(per_shim_races - r0, 4);
   PER_CUDA_LAUNCH(host_k_store_same, 1, 1, cc_stream, d); // one thread: fine
-  CHECK_EQ_U(per_shim_races - r0, 2);
+  CHECK_EQ_U(per_shim_races - r0, 4);
   // a host pointer: refused as an argument and again at the access
   PER_CUDA_LAUNCH(host_k_read, 1, 1, cc_stream, host_mem);
-  CHECK_EQ_U(per_shim_races - r0, 4);
+  CHECK_EQ_U(per_shim_races - r0, 6);
   // accesses of different sizes that overlap
   PER_CUDA_LAUNCH(host_k_overlap, 1, 2, cc_stream, (const double *)dv,
                   (float *)dv);
-  CHECK_EQ_U(per_shim_races - r0, 5);
+  CHECK_EQ_U(per_shim_races - r0, 7);
   cudaFree(d);
   cudaFree(dv);
   per_shim_races = r0;
 }
 
-// An update is 4 + depth launches of ceil(n / 256) blocks: O(n log L) work,
-// never a pass over the whole tree. Sampling is one launch (two with a
-// device counter), the weights two.
+// Launches and memsets each call enqueues: what a CUDA graph of it holds.
+static unsigned long long host_steps(void) {
+  return per_shim_launches + per_shim_memsets;
+}
+
+// The tree's own calls, at every depth: an update is a memset (its
+// scratch) and 2 launches of ceil(n / 256) blocks (O(n log L) work, never
+// a pass over the tree); a sample 1 launch (2 with a device counter); the
+// weights a memset and 2.
 static void host_case_launches(void) {
-  static const uint32_t caps[] = {1, 1000, 65539};
+  static const uint32_t caps[] = {1, 33, 1000, 65539, 1u << 21};
   size_t c;
   for (c = 0; c < sizeof caps / sizeof caps[0]; ++c) {
     cc_dev_tree d;
     cc_batch b;
     size_t sb;
     unsigned long long l0, t0;
+    unsigned long long *d_counter;
     uint32_t j, n = 300;
     per_rng r;
     if (!cc_dev_tree_make(&d, caps[c]) || !cc_batch_make(&b, n)) return;
+    d_counter = (unsigned long long *)cc_dmalloc(8);
     per_rng_init(&r, c);
     sb = b.scratch_bytes;
     CHECK_OK(per_cuda_tree_clear(&d.t, cc_stream));
     cc_batch_fill(&b, &r, n, caps[c], 0);
     for (j = 0; j < n; ++j) b.val[j] = 1;
     cc_batch_upload(&b, n);
-    l0 = per_shim_launches;
+    l0 = host_steps();
     t0 = per_shim_threads;
     CHECK_OK(per_cuda_tree_set_batch(&d.t, b.d_idx, b.d_val, n, b.d_scratch,
                                      &sb, b.d_status, cc_stream));
-    // validate, claim and one launch per group of PERI_CUDA_GROUP_LEVELS levels
-    CHECK_EQ_U(per_shim_launches - l0, 2 + peri_cuda_group_count(d.t.depth));
-    CHECK_EQ_U(per_shim_threads - t0,
-               (2 + peri_cuda_group_count(d.t.depth)) * 512ull);
-    l0 = per_shim_launches;
+    CHECK_EQ_U(host_steps() - l0, 3);
+    CHECK_EQ_U(per_shim_threads - t0, 2 * 512ull);
+    l0 = host_steps();
+    CHECK_OK(per_cuda_tree_set_td(&d.t, b.d_idx, b.d_td, n, 0.01, 0.6,
+                                  b.d_scratch, &sb, b.d_status, cc_stream));
+    CHECK_EQ_U(host_steps() - l0, 3);
+    l0 = host_steps();
     CHECK_OK(per_cuda_tree_sample(&d.t, 1, 2, NULL, 64, b.d_idx, NULL,
                                   b.d_status, cc_stream));
-    CHECK_EQ_U(per_shim_launches - l0, 1);
-    l0 = per_shim_launches;
+    CHECK_EQ_U(host_steps() - l0, 1);
+    l0 = host_steps();
+    CHECK_OK(per_cuda_tree_sample(&d.t, 1, 2, d_counter, 64, b.d_idx, NULL,
+                                  b.d_status, cc_stream));
+    CHECK_EQ_U(host_steps() - l0, 2);
+    l0 = host_steps();
     CHECK_OK(per_cuda_is_weights(b.d_val, 64, 0.5, b.d_td, b.d_scratch, &sb,
                                  b.d_status, cc_stream));
-    CHECK_EQ_U(per_shim_launches - l0, 2);
+    CHECK_EQ_U(host_steps() - l0, 3);
+    CHECK_STATUS(per_cuda_status_decode(cc_status_word(b.d_status), NULL),
+                 PER_OK);
+    cudaFree(d_counter);
     cc_batch_free(&b);
     cc_dev_tree_free(&d);
   }
 }
 
-// The update's cost at the size a GPU trainer uses, counted: N = 2^24
-// leaves, B = 65536 pairs, random (with duplicates) and contiguous. At
-// most 10 launches including the status memset (the old design took 1 +
-// 4 + 24 = 29) and at most 8 atomic operations on any one address in any
-// launch (the old one put about B compare-and-swaps on the root); the tree
-// is still byte for byte per_tree_set_batch's.
+// The update at the size a GPU trainer uses, counted: N = 2^24 leaves, B =
+// 65536 pairs, random (with duplicates) and contiguous. A memset and 2
+// launches (the first design took 1 + 4 + 24 = 29, the second 10), at
+// most 40 atomics on any one address in a launch (a counter: the pairs
+// below one node of level 5, or the 32 nodes below one node higher up,
+// or one reduction record's block), and the tree is byte for byte
+// per_tree_set_batch's.
 static void host_case_update_targets(void) {
   const uint32_t C = 1u << 24, B = 65536;
   cc_dev_tree d;
@@ -123,7 +175,7 @@ static void host_case_update_targets(void) {
   per_rng_init(&r, 0x7a59u);
   cc_random_tree(&cpu, &d, &r, 0);
   for (round = 0; round < 2; ++round) {
-    unsigned long long l0 = per_shim_launches, a0 = per_shim_atomics;
+    unsigned long long l0 = host_steps(), a0 = per_shim_atomics;
     uint32_t j;
     per_shim_atomic_peak = 0;
     cc_batch_fill(&b, &r, B, C, 0);
@@ -136,13 +188,12 @@ static void host_case_update_targets(void) {
     CHECK_OK(per_tree_set_batch(&cpu, b.idx, b.val, B));
     cc_same_tree(round ? "2^24, contiguous" : "2^24, random", &cpu,
                  cc_download(&d));
-    CHECK_MSG(1 + per_shim_launches - l0 <= 10, "%llu launches",
-              1 + per_shim_launches - l0);
-    CHECK_MSG(per_shim_atomic_peak <= 8, "%llu atomics on one address",
+    CHECK_EQ_U(host_steps() - l0, 3);
+    CHECK_MSG(per_shim_atomic_peak <= 40, "%llu atomics on one address",
               per_shim_atomic_peak);
     printf("  update at N = 2^24, B = %u %s: %llu launches with the memset, "
            "%llu atomics, at most %llu on one address in a launch\n",
-           B, round ? "contiguous" : "random", 1 + per_shim_launches - l0,
+           B, round ? "contiguous" : "random", host_steps() - l0,
            per_shim_atomics - a0, per_shim_atomic_peak);
   }
   per_tree_free(&cpu);
@@ -150,77 +201,76 @@ static void host_case_update_targets(void) {
   cc_dev_tree_free(&d);
 }
 
-// A replay-buffer step at 2^20 slots, B = 4096, against per_buffer: the
-// launches each call takes (pinned: an add without episode ends is a
-// memset and 4 + G kernels, a sample 2 memsets and 5, an update a memset
-// and 4 + G, G = ceil(depth / 5): at 2^24 slots 10, 7 and 10 in all) and
-// the most atomics on one address.
+// A replay-buffer step against per_buffer at 2^20 and 2^24 slots: add B,
+// sample B with weights and gather, update B, each call 2 launches and no
+// memset, 6 in all, at any depth and batch size; the most atomics on one
+// address in a launch is a block's reduction record (256) or a counter
+// (at most 32 arrivals above level 5).
 static void host_case_buffer_step(void) {
-  const uint32_t C = 1u << 20, B = 4096;
-  per_config cfg = per_config_default(C, 8);
-  uint32_t G = peri_cuda_group_count(20), j, k;
-  cb_dev d;
-  cb_host h;
-  per_buffer cpu;
-  per_rng r;
-  unsigned long long l0, peak[3] = {0, 0, 0}, launches[3] = {0, 0, 0};
-  cfg.seed = 99;
-  cfg.flags = PER_WEIGHTS_BUFFER_MAX;
-  if (!cb_dev_make(&d, &cfg, B)) return;
-  REQUIRE(per_buffer_init(&cpu, &cfg, NULL) == PER_OK);
-  memset(&h, 0, sizeof h);
-  REQUIRE(cb_host_make(&h, B, 8));
-  per_rng_init(&r, 5);
-  for (k = 0; k < 4; ++k) {
-    for (j = 0; j < B * 8; ++j) h.items[j] = (unsigned char)per_rng_u32(&r);
-    cc_h2d(d.d_in, h.items, (size_t)B * 8);
-    per_shim_atomic_peak = 0;
-    l0 = per_shim_launches;
-    CHECK_OK(per_cuda_buffer_add_batch(&d.b, d.d_in, B, NULL, d.d_status,
-                                       cc_stream));
-    launches[0] = per_shim_launches - l0;
-    peak[0] = per_shim_atomic_peak;
-    CHECK_OK(per_buffer_add_batch(&cpu, h.items, B));
-    per_shim_atomic_peak = 0;
-    l0 = per_shim_launches;
-    CHECK_OK(per_cuda_buffer_sample(&d.b, B, NULL, d.d_out, d.d_ids, d.d_w,
-                                    d.d_status, cc_stream));
-    launches[1] = per_shim_launches - l0;
-    peak[1] = per_shim_atomic_peak;
-    CHECK_OK(per_buffer_sample(&cpu, B, NULL, h.out_cpu, h.ids, h.w_cpu));
-    cc_d2h(h.ids_dev, d.d_ids, (size_t)B * 8);
-    CHECK(memcmp(h.ids, h.ids_dev, (size_t)B * 8) == 0);
-    for (j = 0; j < B; ++j) h.td[j] = cb_td(&r, 0);
-    cc_h2d(d.d_ids, h.ids, (size_t)B * 8);
-    cc_h2d(d.d_td, h.td, (size_t)B * 4);
-    per_shim_atomic_peak = 0;
-    l0 = per_shim_launches;
-    CHECK_OK(per_cuda_buffer_update(&d.b, d.d_ids, d.d_td, B, d.d_stale,
-                                    d.d_status, cc_stream));
-    launches[2] = per_shim_launches - l0;
-    peak[2] = per_shim_atomic_peak;
-    CHECK_OK(per_buffer_update(&cpu, h.ids, h.td, B, NULL));
+  static const uint32_t Cs[] = {1u << 20, 1u << 24}, Bs[] = {4096, 300};
+  size_t c;
+  for (c = 0; c < 2; ++c) {
+    const uint32_t C = Cs[c], B = Bs[c];
+    per_config cfg = per_config_default(C, 8);
+    uint32_t j, k;
+    cb_dev d;
+    cb_host h;
+    per_buffer cpu;
+    per_rng r;
+    unsigned long long l0, peak = 0, steps[3] = {0, 0, 0};
+    cfg.seed = 99;
+    cfg.flags = c == 0 ? PER_WEIGHTS_BUFFER_MAX : 0;
+    if (!cb_dev_make(&d, &cfg, B)) return;
+    REQUIRE(per_buffer_init(&cpu, &cfg, NULL) == PER_OK);
+    memset(&h, 0, sizeof h);
+    REQUIRE(cb_host_make(&h, B, 8));
+    per_rng_init(&r, 5);
+    for (k = 0; k < 3; ++k) {
+      for (j = 0; j < B * 8; ++j) h.items[j] = (unsigned char)per_rng_u32(&r);
+      cc_h2d(d.d_in, h.items, (size_t)B * 8);
+      per_shim_atomic_peak = 0;
+      l0 = host_steps();
+      CHECK_OK(per_cuda_buffer_add_batch(&d.b, d.d_in, B, NULL, d.d_status,
+                                         cc_stream));
+      steps[0] = host_steps() - l0;
+      CHECK_OK(per_buffer_add_batch(&cpu, h.items, B));
+      l0 = host_steps();
+      CHECK_OK(per_cuda_buffer_sample(&d.b, B, NULL, d.d_out, d.d_ids, d.d_w,
+                                      d.d_status, cc_stream));
+      steps[1] = host_steps() - l0;
+      CHECK_OK(per_buffer_sample(&cpu, B, NULL, h.out_cpu, h.ids, h.w_cpu));
+      cc_d2h(h.ids_dev, d.d_ids, (size_t)B * 8);
+      CHECK(memcmp(h.ids, h.ids_dev, (size_t)B * 8) == 0);
+      for (j = 0; j < B; ++j) h.td[j] = cb_td(&r, 0);
+      cc_h2d(d.d_ids, h.ids, (size_t)B * 8);
+      cc_h2d(d.d_td, h.td, (size_t)B * 4);
+      l0 = host_steps();
+      CHECK_OK(per_cuda_buffer_update(&d.b, d.d_ids, d.d_td, B, d.d_stale,
+                                      d.d_status, cc_stream));
+      steps[2] = host_steps() - l0;
+      CHECK_OK(per_buffer_update(&cpu, h.ids, h.td, B, NULL));
+      if (per_shim_atomic_peak > peak) peak = per_shim_atomic_peak;
+      CHECK_STATUS(per_cuda_status_decode(cc_status_word(d.d_status), NULL),
+                   PER_OK);
+    }
+    cb_compare(c ? "a buffer step at 2^24" : "a buffer step at 2^20", &cpu, &d);
+    CHECK_EQ_U(steps[0], 2);
+    CHECK_EQ_U(steps[1], 2);
+    CHECK_EQ_U(steps[2], 2);
+    CHECK(peak <= PERI_CUDA_BLOCK_THREADS);
+    printf("  buffer at N = 2^%d, B = %u: add %llu, sample %llu, update %llu "
+           "launches (%llu in a step); at most %llu atomics on one address\n",
+           c ? 24 : 20, B, steps[0], steps[1], steps[2],
+           steps[0] + steps[1] + steps[2], peak);
+    per_buffer_free(&cpu);
+    cb_dev_free(&d);
+    cb_host_free(&h);
   }
-  cb_compare("a buffer step at 2^20", &cpu, &d);
-  CHECK_EQ_U(launches[0], 4 + G);
-  CHECK_EQ_U(launches[1], 5);
-  CHECK_EQ_U(launches[2], 4 + G);
-  // the add's claims: at most 1 per slot; the weights' minimum: one atomic
-  // per 32 draws; the update: its claims (at most 2 per leaf of B among
-  // 2^20, as the tree's), its totals folded without atomics
-  CHECK(peak[0] <= 1 && peak[1] <= B / 32 && peak[2] <= 2);
-  printf("  buffer at N = 2^20, B = %u: add %llu + 1 memset, sample %llu + 2, "
-         "update %llu + 1 launches; at most %llu, %llu, %llu atomics on one "
-         "address\n",
-         B, launches[0], launches[1], launches[2], peak[0], peak[1], peak[2]);
-  per_buffer_free(&cpu);
-  cb_dev_free(&d);
-  cb_host_free(&h);
 }
 
-// The IS weights' minimum takes one atomicMin per
-// PERI_CUDA_VALUES_PER_THREAD values (not one per value), and a sample of
-// an empty tree reports its status with one store (not B atomics).
+// The IS weights' minimum takes one atomic per block on the grid's record
+// (the rest on the blocks' own), and a sample of an empty tree reports its
+// status with one store (no atomic).
 static void host_case_weights_sample_atomics(void) {
   const uint32_t B = 65536;
   cc_dev_tree d;
@@ -235,13 +285,11 @@ static void host_case_weights_sample_atomics(void) {
   cc_batch_upload(&b, B);
   sb = b.scratch_bytes;
   per_shim_atomic_peak = 0;
-  a0 = per_shim_atomics;
   CHECK_OK(per_cuda_is_weights(b.d_val, B, 0.5, b.d_td, b.d_scratch, &sb,
                                b.d_status, cc_stream));
   CHECK_STATUS(per_cuda_status_decode(cc_status_word(b.d_status), NULL),
                PER_OK);
-  CHECK_EQ_U(per_shim_atomics - a0, B / PERI_CUDA_VALUES_PER_THREAD);
-  CHECK_EQ_U(per_shim_atomic_peak, B / PERI_CUDA_VALUES_PER_THREAD);
+  CHECK_EQ_U(per_shim_atomic_peak, PERI_CUDA_BLOCK_THREADS);
   CHECK_OK(per_cuda_tree_clear(&d.t, cc_stream));
   per_shim_atomic_peak = 0;
   a0 = per_shim_atomics;
@@ -258,7 +306,7 @@ static void host_case_weights_sample_atomics(void) {
 // reported as PER_ERR_DEVICE, and an update refused that way before
 // its first launch changes nothing.
 static void host_case_runtime_errors(void) {
-  static unsigned long long host_word;
+  static unsigned long long host_word, host_scratch[512];
   cc_dev_tree d;
   cc_batch b;
   per_tree cpu;
@@ -273,10 +321,10 @@ static void host_case_runtime_errors(void) {
     b.val[j] = 1;
   }
   cc_batch_upload(&b, 8);
-  sb = b.scratch_bytes;
   CHECK_STATUS(per_cuda_status_clear(&host_word, cc_stream), PER_ERR_DEVICE);
-  CHECK_STATUS(per_cuda_tree_set_batch(&d.t, b.d_idx, b.d_val, 8, b.d_scratch,
-                                       &sb, &host_word, cc_stream),
+  sb = sizeof host_scratch; // a host array as scratch: its memset fails
+  CHECK_STATUS(per_cuda_tree_set_batch(&d.t, b.d_idx, b.d_val, 8, host_scratch,
+                                       &sb, b.d_status, cc_stream),
                PER_ERR_DEVICE);
   CHECK_STATUS(per_cuda_tree_download(&d.t, &cpu, cc_stream), PER_OK);
   // per_cuda_last_error names the cudaError_t behind PER_ERR_DEVICE
@@ -402,6 +450,7 @@ int main(void) {
   host_case_capture();
   host_case_runtime_errors();
   host_case_descend();
+  CHECK_EQ_U(sizeof(peri_cuda_acc), 40); // the scratch sizes the cases expect
   // grid sizes up to the largest sample (B = UINT32_MAX) do not overflow
   CHECK_EQ_U(peri_cuda_blocks_for(1), 1);
   CHECK_EQ_U(peri_cuda_blocks_for(256), 1);

@@ -31,20 +31,23 @@ int main(void) {
                                &pos) == PER_ERR_NAN &&
         pos == 5;
   ok &= per_cuda_status_clear(NULL, 0) == PER_ERR_NULL;
+  /* scratch, each part rounded up to 256 bytes: reduction records (two of
+     40 bytes), the tree's one group counter, a flag and an old value per
+     pair, and from TD errors the priorities */
   ok &= per_cuda_tree_set_batch(&dt, idx, mem, 8, NULL, &bytes, NULL, 0) ==
             PER_OK &&
-        bytes == 256;
+        bytes == 4 * 256;
   bytes = 0;
   ok &= per_cuda_tree_set_td(&dt, idx, td, 100, 1e-6, 0.6, NULL, &bytes, NULL,
                              0) == PER_OK &&
-        bytes == 512 + (sizeof(per_real) == 8 ? 1024 : 512);
+        bytes == 256 + 256 + 512 + 2 * (sizeof(per_real) == 8 ? 1024 : 512);
   ok &= per_cuda_tree_set_td(&dt, idx, td, 8, -1, 0.6, NULL, &bytes, NULL, 0) ==
         PER_ERR_ARG;
   ok &= per_cuda_tree_sample(&dt, 1, 0, NULL, 0, NULL, NULL, NULL, 0) ==
         PER_ERR_NULL;
   bytes = 0;
   ok &= per_cuda_is_weights(mem, 8, 0.4, w, NULL, &bytes, NULL, 0) == PER_OK &&
-        bytes == 256;
+        bytes == 2 * 40;
   ok &= per_cuda_is_weights(mem, 0, 0.4, w, NULL, &bytes, NULL, 0) ==
         PER_ERR_BATCH;
   ok &= per_tree_init(&t, 7, NULL) == PER_OK;
