@@ -61,10 +61,19 @@ def main():
 
 # The GPU targets (PER_REAL=double): (label, op, N, B, limit in µs).
 GPU_TARGETS = [
-    ("update", "update", 1 << 24, 1024, 15.0),
+    ("buffer step", "buffer", 1 << 24, 1024, 25.0),
+    ("buffer step", "buffer", 1 << 20, 1024, 20.0),
+    ("update", "update", 1 << 24, 1024, 10.0),
     ("sample", "sample", 1 << 24, 1024, 8.0),
-    ("tree step", "step", 1 << 24, 1024, 30.0),
 ]
+# Ratio targets at B = 1024 (double): the tree step against the CUB scan
+# baseline, at least `least` times as fast, for every N >= `from_n`.
+GPU_RATIO_TARGETS = [
+    ("tree step × CUB scan + search", "step", 1 << 18, 1.0),
+    ("tree step × CUB scan + search", "step", 1 << 24, 4.0),
+]
+# The buffer step at B = 65536 within this factor of B = 1024, at 2^24.
+GPU_BIG_BATCH = (1 << 24, 65536, 1024, 2.0)
 SUMMARY_OPS = (("update", "× scatter"), ("sample", "× scan + search"),
                ("step", "×"), ("buffer", "×"))
 SUMMARY_NAMES = {"update": "update", "sample": "sample",
@@ -129,6 +138,28 @@ def summary_lines(out, nname):
         lines.append(f"| {label} | {nname(n)} | {b} | ≤ {lim:g} µs "
                      f"| {us:.1f} µs | "
                      f"{'**met**' if us <= lim else 'not met'} |")
+    for label, op, from_n, least in GPU_RATIO_TARGETS:
+        rows = [r for (n, b, o), r in d.items()
+                if o == op and b == 1024 and n >= from_n and r['ratio']]
+        where = f"≥ {nname(from_n)}" if from_n < (1 << 24) else nname(from_n)
+        if not rows:
+            lines.append(f"| {label} | {where} | 1024 | ≥ {least:g}x "
+                         "| not measured | |")
+            continue
+        worst = min(float(r['ratio']) for r in rows)
+        lines.append(f"| {label} | {where} | 1024 | ≥ {least:g}x "
+                     f"| {worst:.2f}x (worst) | "
+                     f"{'**met**' if worst >= least else 'not met'} |")
+    n, big, small, factor = GPU_BIG_BATCH
+    rb, rs = d.get((n, big, 'buffer')), d.get((n, small, 'buffer'))
+    if rb and rs:
+        x = float(rb['graph_us']) / float(rs['graph_us'])
+        lines.append(f"| buffer step B = {big} ÷ B = {small} | {nname(n)} "
+                     f"| {big} | ≤ {factor:g}x | {x:.2f}x | "
+                     f"{'**met**' if x <= factor else 'not met'} |")
+    else:
+        lines.append(f"| buffer step B = {big} ÷ B = {small} | {nname(n)} "
+                     f"| {big} | ≤ {factor:g}x | not measured | |")
     return lines + [""]
 
 
