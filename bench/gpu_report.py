@@ -37,7 +37,7 @@ def main():
           'float µs | × baseline |')
     print('|---:|---:|---|---:|---:|---:|---:|---:|')
     order = {'update': 0, 'update_td': 1, 'sample': 2, 'weights': 3,
-             'step': 4, 'buffer': 5}
+             'step': 4, 'buffer': 5, 'buffer_cpu': 6}
     keys = sorted(set(d) | set(f), key=lambda k: (k[0], k[1], order.get(
         k[2], 9)))
 
@@ -56,7 +56,39 @@ def main():
           'baseline is a CUB inclusive scan over all N priorities plus B '
           'binary searches (sample), a scatter (update), or both (step, '
           'buffer). buffer: per_cuda_buffer add_batch + sample (items '
-          'gathered) + update on a full buffer of N 16-byte items.')
+          'gathered) + update on a full buffer of N 16-byte items; '
+          'buffer_cpu: the same row against per.h\'s per_buffer doing the '
+          'same step on the CPU (one thread) in the same run.')
+    lines = seed_table(d, str)
+    if lines:
+        print()
+        print('\n'.join(lines))
+
+
+def seed_table(d, nname):
+    """Seed 001's grid (N in 2^12, 2^14, 2^16, 10^5, 2^20, 2^24; B in 256,
+    1024, 4096), one run, double: per.h's buffer step on the CPU, the same
+    step of per_cuda_buffer on the GPU, and the scan baseline on the GPU
+    (a scatter, a CUB scan over all N and B binary searches): where the
+    GPU starts to pay. Lines of Markdown, or none without buffer_cpu
+    rows."""
+    rows = sorted((n, b) for n, b, op in d
+                  if op == 'buffer_cpu' and b in (256, 1024, 4096))
+    if not rows:
+        return []
+    out = ["Seed 001's grid in one run (double, µs per step of add B + "
+           "sample B with weights and items + update B; GPU: one CUDA graph "
+           "replay): per.h on the CPU (one thread), per_cuda_buffer on the "
+           "GPU, and the GPU's scan baseline.", "",
+           "| N | B | per.h CPU | per_cuda GPU | GPU × CPU | scan baseline "
+           "(GPU) |", "|---:|---:|---:|---:|---:|---:|"]
+    for n, b in rows:
+        c, g = d[(n, b, 'buffer_cpu')], d.get((n, b, 'buffer'))
+        cpu, gpu = float(c['baseline_graph_us']), float(c['graph_us'])
+        base = f"{float(g['baseline_graph_us']):.1f}" if g else '–'
+        out.append(f"| {nname(n)} | {b} | {cpu:.1f} | {gpu:.1f} | "
+                   f"{cpu / gpu:.2f}x | {base} |")
+    return out
 
 
 # The GPU targets (PER_REAL=double): (label, op, N, B, limit in µs).
@@ -160,7 +192,8 @@ def summary_lines(out, nname):
     else:
         lines.append(f"| buffer step B = {big} ÷ B = {small} | {nname(n)} "
                      f"| {big} | ≤ {factor:g}x | not measured | |")
-    return lines + [""]
+    seed = seed_table(d, nname)
+    return lines + ([""] + seed if seed else []) + [""]
 
 
 if __name__ == '__main__':

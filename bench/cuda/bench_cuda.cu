@@ -16,6 +16,9 @@
 //   baseline  : update = scatter the B values into a flat priority array;
 //               sample = CUB DeviceScan::InclusiveSum over all N, then B
 //               binary searches of the same stratified u's; step = both.
+//   buffer_cpu: the buffer row again, against per.h's own buffer on the
+//               CPU (one thread, the same config, N items and B) doing the
+//               same step in the same run: where the GPU starts to pay.
 //
 // Each operation is captured once as a CUDA graph and replayed: the graph
 // time is the primary figure (what a trainer that captures its step
@@ -30,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define PER_IMPLEMENTATION
 #include "per.h"
@@ -126,6 +130,29 @@ static int bench_time(cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1,
   BENCH_CHECK(cudaEventSynchronize(e1));
   BENCH_CHECK(cudaEventElapsedTime(&ms, e0, e1));
   out->stream_us = 1e3 * ms / iters;
+  return 0;
+}
+
+// per.h's buffer step on the CPU (add B, sample B with the items and
+// weights, update B), mean µs over iters after 3 unmeasured steps.
+static int bench_cpu_step(per_buffer *cb, uint32_t B, int iters,
+                          const unsigned char *items, unsigned char *out,
+                          uint64_t *ids, float *w, const float *td,
+                          bench_times *t) {
+  struct timespec a, b;
+  int it;
+  for (it = -3; it < iters; ++it) {
+    if (it == 0) clock_gettime(CLOCK_MONOTONIC, &a);
+    BENCH_OK(per_buffer_add_batch(cb, items, B));
+    BENCH_OK(per_buffer_sample(cb, B, NULL, out, ids, w));
+    BENCH_OK(per_buffer_update(cb, ids, td, B, NULL));
+  }
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  t->graph_us =
+      ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) /
+      1e3 / iters;
+  t->stream_us = t->graph_us;
+  t->launches = 0;
   return 0;
 }
 
@@ -231,6 +258,20 @@ int main(int argc, char **argv) {
     uint64_t *d_bids;
     float *d_bw;
     unsigned long long *d_bstatus, bstatus = 0;
+    // the same buffer on the CPU, filled the same way
+    per_buffer cbuf;
+    unsigned char *h_in =
+                      (unsigned char *)malloc((size_t)BENCH_MAX_B * BENCH_ITEM),
+                  *h_out =
+                      (unsigned char *)malloc((size_t)BENCH_MAX_B * BENCH_ITEM);
+    uint64_t *h_ids = (uint64_t *)malloc((size_t)BENCH_MAX_B * 8);
+    float *h_w = (float *)malloc((size_t)BENCH_MAX_B * 4);
+    if (!h_in || !h_out || !h_ids || !h_w) return 1;
+    memset(h_in, 1, (size_t)BENCH_MAX_B * BENCH_ITEM);
+    BENCH_OK(per_buffer_init(&cbuf, &bc, NULL));
+    for (i = 0; i < N; i += BENCH_MAX_B)
+      BENCH_OK(per_buffer_add_batch(&cbuf, h_in,
+                                    N - i < BENCH_MAX_B ? N - i : BENCH_MAX_B));
     BENCH_CHECK(cudaMalloc(&d_bmem, bbytes));
     BENCH_CHECK(cudaMalloc((void **)&d_bin, (size_t)BENCH_MAX_B * BENCH_ITEM));
     BENCH_CHECK(cudaMalloc((void **)&d_bout, (size_t)BENCH_MAX_B * BENCH_ITEM));
@@ -253,6 +294,7 @@ int main(int argc, char **argv) {
       size_t sb = 0, sbw = 0;
       unsigned long long *d_status, *d_counter, status = 0;
       bench_times upd, upd_td, smp, wts, step, bstep, b_upd, b_smp, b_step;
+      bench_times cpu;
       if (B == 65536 && N < (1u << 20)) continue;
       idx = (uint32_t *)malloc(4 * (size_t)B);
       val = (per_real *)malloc(sizeof(per_real) * B);
@@ -341,7 +383,8 @@ int main(int argc, char **argv) {
           bench_time(st, e0, e1, iters, op_buffer, &bstep) ||
           bench_time(st, e0, e1, iters, op_b_upd, &b_upd) ||
           bench_time(st, e0, e1, iters, op_b_smp, &b_smp) ||
-          bench_time(st, e0, e1, iters, op_b_step, &b_step))
+          bench_time(st, e0, e1, iters, op_b_step, &b_step) ||
+          bench_cpu_step(&cbuf, B, iters, h_in, h_out, h_ids, h_w, td, &cpu))
         return 1;
       BENCH_CHECK(cudaMemcpy(&status, d_status, 8, cudaMemcpyDeviceToHost));
       BENCH_OK(per_cuda_status_decode(status, NULL));
@@ -353,6 +396,7 @@ int main(int argc, char **argv) {
       bench_row(csv, N, B, "weights", wts, NULL);
       bench_row(csv, N, B, "step", step, &b_step);
       bench_row(csv, N, B, "buffer", bstep, &b_step);
+      bench_row(csv, N, B, "buffer_cpu", bstep, &cpu);
       cudaFree(d_idx);
       cudaFree(d_out);
       cudaFree(d_val);
@@ -366,6 +410,11 @@ int main(int argc, char **argv) {
       free(val);
       free(td);
     }
+    per_buffer_free(&cbuf);
+    free(h_in);
+    free(h_out);
+    free(h_ids);
+    free(h_w);
     cudaFree(d_bmem);
     cudaFree(d_bin);
     cudaFree(d_bout);
