@@ -134,8 +134,24 @@ struct per_shim_access {
   unsigned stamp; // the thread's releases before the access
   unsigned mask;  // bytes of the word
 };
+// The accesses of one kind to a word: the first one in place, the rest
+// (rare: most words are touched by one thread) in a vector.
+struct per_shim_kind {
+  per_shim_access first;
+  size_t n;
+  std::vector<per_shim_access> more;
+  per_shim_kind() : n(0) {}
+  const per_shim_access &at(size_t i) const {
+    return i == 0 ? first : more[i - 1];
+  }
+  per_shim_access &last() { return n == 1 ? first : more.back(); }
+  void add(const per_shim_access &a) {
+    if (n++ == 0) first = a;
+    else more.push_back(a);
+  }
+};
 struct per_shim_touch {
-  std::vector<per_shim_access> by[3]; // per kind
+  per_shim_kind by[3]; // per kind
 };
 typedef std::unordered_map<size_t, unsigned> per_shim_clock;
 static std::unordered_map<uintptr_t, per_shim_touch> per_shim_touched;
@@ -177,16 +193,21 @@ static inline void per_shim_merge(per_shim_clock &to,
 static inline int per_shim_unordered(const per_shim_touch &r, int k,
                                      unsigned m) {
   size_t t = per_shim_thread, i;
-  const std::vector<per_shim_access> &v = r.by[k];
+  const per_shim_kind &v = r.by[k];
   const per_shim_clock *know = NULL;
-  std::unordered_map<size_t, per_shim_clock>::const_iterator kn =
-      per_shim_know.find(t);
-  if (kn != per_shim_know.end()) know = &kn->second;
-  for (i = 0; i < v.size(); ++i) {
+  int looked = 0;
+  for (i = 0; i < v.n; ++i) {
+    const per_shim_access &a = v.at(i);
     per_shim_clock::const_iterator e;
-    if (v[i].thread == t || !(v[i].mask & m)) continue;
-    if (know && (e = know->find(v[i].thread)) != know->end() &&
-        e->second > v[i].stamp)
+    if (a.thread == t || !(a.mask & m)) continue;
+    if (!looked) { // what t acquired: looked up once, when needed
+      std::unordered_map<size_t, per_shim_clock>::const_iterator kn =
+          per_shim_know.find(t);
+      if (kn != per_shim_know.end()) know = &kn->second;
+      looked = 1;
+    }
+    if (know && (e = know->find(a.thread)) != know->end() &&
+        e->second > a.stamp)
       continue;
     return 1;
   }
@@ -197,8 +218,9 @@ static inline int per_shim_unordered(const per_shim_touch &r, int k,
 static inline int per_shim_note_word(uintptr_t w, unsigned m, int kind) {
   size_t t = per_shim_thread;
   per_shim_touch &r = per_shim_touched[w];
-  std::vector<per_shim_access> &v = r.by[kind];
-  unsigned stamp = per_shim_rel.empty() ? 0u : per_shim_rel[t];
+  per_shim_kind &v = r.by[kind];
+  per_shim_clock::const_iterator rel = per_shim_rel.find(t);
+  unsigned stamp = rel == per_shim_rel.end() ? 0u : rel->second;
   int clash;
   if (kind == PER_SHIM_ST) // a store clashes with anything another does
     clash = per_shim_unordered(r, PER_SHIM_LD, m) ||
@@ -210,14 +232,14 @@ static inline int per_shim_note_word(uintptr_t w, unsigned m, int kind) {
   else // an atomic with another's plain store or load
     clash = per_shim_unordered(r, PER_SHIM_ST, m) ||
             per_shim_unordered(r, PER_SHIM_LD, m);
-  if (!v.empty() && v.back().thread == t && v.back().stamp == stamp) {
-    v.back().mask |= m;
+  if (v.n && v.last().thread == t && v.last().stamp == stamp) {
+    v.last().mask |= m;
   } else {
     per_shim_access a;
     a.thread = t;
     a.stamp = stamp;
     a.mask = m;
-    v.push_back(a);
+    v.add(a);
   }
   return clash;
 }
