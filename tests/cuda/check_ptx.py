@@ -28,17 +28,19 @@ args = [a for a in sys.argv[3:]
 
 def kernel_name(mangled):
     """The kernel's name from its mangled one: _Z<length><name>, then the
-    template argument of the templated kernels (a bool or an integer
-    type); anything else as it is."""
+    template arguments of the templated kernels (bools and integer
+    types); anything else as it is."""
     m = re.match(r'_Z(\d+)', mangled)
     if not m:
         return mangled
     end = m.end() + int(m.group(1))
     name = mangled[m.end():end]
-    t = re.match(r'I(Lb[01]E|[a-z])E', mangled[end:])
+    t = re.match(r'I((?:Lb[01]E|[a-z])+)E', mangled[end:])
     if t:
-        name += '<%s>' % {'Lb1E': 'true', 'Lb0E': 'false', 'j': 'uint32_t',
-                          'h': 'unsigned char'}.get(t.group(1), t.group(1))
+        names = {'Lb1E': 'true', 'Lb0E': 'false', 'j': 'uint32_t',
+                 'h': 'unsigned char'}
+        args = re.findall(r'Lb[01]E|[a-z]', t.group(1))
+        name += '<%s>' % ', '.join(names.get(a, a) for a in args)
     return name
 
 
