@@ -307,7 +307,14 @@ static inline void per_shim_run(Kernel kernel, unsigned grid, unsigned block,
     int check[] = {0, (per_shim_arg(args), 0)...};
     (void)check;
   }
-  per_shim_touched.clear();
+  if (per_shim_touched.bucket_count() > 4096) {
+    // a large launch's table: dropped, not cleared (clear() would walk
+    // its buckets again at every small launch after it)
+    std::unordered_map<uintptr_t, per_shim_touch> fresh;
+    per_shim_touched.swap(fresh);
+  } else {
+    per_shim_touched.clear();
+  }
   per_shim_rel.clear();
   per_shim_know.clear();
   per_shim_released.clear();

@@ -201,13 +201,14 @@ static void host_case_update_targets(void) {
   cc_dev_tree_free(&d);
 }
 
-// A replay-buffer step against per_buffer at 2^20 and 2^24 slots: add B,
+// A replay-buffer step against per_buffer at 2^20 and 2^21 slots (2^21:
+// as many level groups as 2^24, five): add B,
 // sample B with weights and gather, update B, each call 2 launches and no
 // memset, 6 in all, at any depth and batch size; the most atomics on one
 // address in a launch is a block's reduction record (256) or a counter
 // (at most 32 arrivals above level 5).
 static void host_case_buffer_step(void) {
-  static const uint32_t Cs[] = {1u << 20, 1u << 24}, Bs[] = {4096, 300};
+  static const uint32_t Cs[] = {1u << 20, 1u << 21}, Bs[] = {4096, 300};
   size_t c;
   for (c = 0; c < 2; ++c) {
     const uint32_t C = Cs[c], B = Bs[c];
@@ -253,14 +254,14 @@ static void host_case_buffer_step(void) {
       CHECK_STATUS(per_cuda_status_decode(cc_status_word(d.d_status), NULL),
                    PER_OK);
     }
-    cb_compare(c ? "a buffer step at 2^24" : "a buffer step at 2^20", &cpu, &d);
+    cb_compare(c ? "a buffer step at 2^21" : "a buffer step at 2^20", &cpu, &d);
     CHECK_EQ_U(steps[0], 2);
     CHECK_EQ_U(steps[1], 2);
     CHECK_EQ_U(steps[2], 2);
     CHECK(peak <= PERI_CUDA_BLOCK_THREADS);
     printf("  buffer at N = 2^%d, B = %u: add %llu, sample %llu, update %llu "
            "launches (%llu in a step); at most %llu atomics on one address\n",
-           c ? 24 : 20, B, steps[0], steps[1], steps[2],
+           c ? 21 : 20, B, steps[0], steps[1], steps[2],
            steps[0] + steps[1] + steps[2], peak);
     per_buffer_free(&cpu);
     cb_dev_free(&d);
