@@ -24,6 +24,11 @@
 # is the expected outcome there; with one it samples a batch on the device
 # and compares it with the CPU's.
 #
+# PER_GPU_ARCH (a gpu_arch value, e.g. sm_90,compute_75), when set, is the
+# GPU code of the Meson builds (install and subproject); CMake's is
+# CUDAARCHS's, when set. CI sets both: every nvcc compile of per_cuda.cu
+# is one pass per arch.
+#
 # Installs what is missing with apt-get (tools/deps.sh, cmake). workdir
 # (default: a fresh mktemp -d, removed afterwards) keeps the builds and a
 # log per consumer. Prints "consumers: N ok, N failed, N skipped" last and
@@ -82,7 +87,8 @@ run() {
 # command: the libraries only (no examples, benchmarks or tests), both node
 # types of per_cuda when nvcc works.
 install_per() {
-  meson setup "$work/build" "$root" --prefix="$prefix" -Dprograms=false
+  meson setup "$work/build" "$root" --prefix="$prefix" -Dprograms=false \
+    ${PER_GPU_ARCH:+-Dgpu_arch=$PER_GPU_ARCH}
   if meson introspect "$work/build" --targets | grep -q '"name": "per_cuda"'; then
     meson compile -C "$work/build" per_cuda per_cuda_float
   fi
@@ -151,7 +157,7 @@ meson_subproject() {
   if [ -n "$cuda" ]; then feature=enabled; else feature=disabled; fi
   # The fallback even where a per is installed: this is the subproject test.
   meson setup "$d/build" "$d" --force-fallback-for=per,per_cuda \
-    -Dcuda=$feature
+    -Dcuda=$feature ${PER_GPU_ARCH:+-Dper:gpu_arch=$PER_GPU_ARCH}
   meson compile -C "$d/build"
   "$d/build/quoted"
   "$d/build/angled"

@@ -34,7 +34,42 @@ fi
 # for every GPU architecture, minutes that only tools/wheel.sh and a GPU
 # need to spend), and with per._cuda_host (per.cuda's tests without a
 # GPU) when PER_PY_CUDA_HOST=true (tools/pytest.sh, CI's torch stage).
+# It is not built again when the venv's per-replay was built from the same
+# files (every file git tracks or would track, by content) with the same
+# cuda option and python_cuda_host as asked or true: a build with
+# per._cuda_host serves a caller that does not need it. The stamp
+# build-py/venv/per-build.txt says what was built.
+host=${PER_PY_CUDA_HOST:-false}
+cuda=${PER_PY_CUDA:-disabled}
+stamp=$venv/per-build.txt
+# the sources' hash; nothing outside a git checkout (then always built)
+tree=$("$py" - <<'PY'
+import hashlib, os, subprocess
+try:
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"],
+                         capture_output=True, check=True).stdout
+except (OSError, subprocess.CalledProcessError):
+    raise SystemExit(0)
+h = hashlib.sha256()
+for name in sorted(set(out.split(b"\0")) - {b""}):
+    h.update(name + b"\0")
+    if os.path.isfile(name):
+        with open(name, "rb") as f:
+            h.update(hashlib.sha256(f.read()).digest())
+print(h.hexdigest())
+PY
+)
+if [ -n "$tree" ] && [ -f "$stamp" ] &&
+  "$venv/bin/python" -m pip show -q per-replay >/dev/null 2>&1; then
+  read -r s_tree s_cuda s_host <"$stamp" || true
+  if [ "$s_tree" = "$tree" ] && [ "$s_cuda" = "$cuda" ] &&
+    { [ "$s_host" = "$host" ] || [ "$s_host" = true ]; }; then
+    exit 0
+  fi
+fi
+rm -f "$stamp"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check \
   --force-reinstall --no-deps --config-settings=setup-args=-Dwerror=true \
-  --config-settings=setup-args=-Dpython_cuda_host="${PER_PY_CUDA_HOST:-false}" \
-  --config-settings=setup-args=-Dcuda="${PER_PY_CUDA:-disabled}" .
+  --config-settings=setup-args=-Dpython_cuda_host="$host" \
+  --config-settings=setup-args=-Dcuda="$cuda" .
+[ -z "$tree" ] || echo "$tree $cuda $host" >"$stamp"

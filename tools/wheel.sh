@@ -12,7 +12,8 @@
 # the interpreter (default python3). Needs git, a C compiler, Python >=
 # 3.9 with its headers and venv module (installed from Debian when
 # missing) and PyPI (build; meson-python, meson and ninja in build's
-# isolated environment; numpy and pytest).
+# isolated environment; numpy and pytest). PER_GPU_ARCH (a gpu_arch
+# value), when set, is per._cuda's GPU code (CI: one pass per arch).
 set -e
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python3}
@@ -41,7 +42,9 @@ fi
 "$out/tools/bin/python" $pip build
 rm -rf "$out/dist"
 "$out/tools/bin/python" -m build --outdir "$out/dist" \
-  --config-setting=setup-args=-Dwerror=true . >"$out/build.log" 2>&1 ||
+  --config-setting=setup-args=-Dwerror=true \
+  ${PER_GPU_ARCH:+--config-setting=setup-args=-Dgpu_arch=$PER_GPU_ARCH} \
+  . >"$out/build.log" 2>&1 ||
   {
     tail -n 40 "$out/build.log"
     echo "wheel: python -m build failed (log: $out/build.log)"
