@@ -802,14 +802,19 @@ static __device__ inline void peri_cuda_copy_rows(U *dst, const U *src,
 
 // add, launch 1 ("count"): the first bad episode end wins acc[0].status;
 // slot t of the kept ones counts itself on its path (as an update's
-// pairs do). The kept items are the last keep = min(n, cap) of the call,
-// added at ages n - keep + t from the ring position.
-static __host__ __device__ inline uint32_t peri_cuda_add_slot(uint32_t pos,
-                                                              uint32_t n,
-                                                              uint32_t cap,
-                                                              uint32_t t) {
+// pairs do). The kept items are the last keep = min(n, cap) of the call:
+// kept item t is added at age n - keep + t (mod cap), into the slot that
+// many places on from the ring position.
+static __host__ __device__ inline uint32_t peri_cuda_add_age(uint32_t n,
+                                                             uint32_t cap,
+                                                             uint32_t t) {
   uint32_t keep = n < cap ? n : cap;
-  uint32_t age = (uint32_t)(((uint64_t)(n - keep) + t) % cap);
+  return (uint32_t)(((uint64_t)(n - keep) + t) % cap);
+}
+
+static __host__ __device__ inline uint32_t peri_cuda_add_slot(uint32_t pos,
+                                                              uint32_t age,
+                                                              uint32_t cap) {
   return (uint32_t)(((uint64_t)pos + age) % cap);
 }
 
@@ -823,7 +828,8 @@ static __global__ void peri_cuda_add_count_kernel(
     atomicMax(&acc[0].status, peri_cuda_status_word(t, PER_ERR_ARG));
   if (t < keep)
     peri_cuda_count_path(cnt, L, depth,
-                         peri_cuda_add_slot(PERI_CUDA_LD(&st->pos), n, cap, t));
+                         peri_cuda_add_slot(PERI_CUDA_LD(&st->pos),
+                                            peri_cuda_add_age(n, cap, t), cap));
 }
 
 // add, launch 2: unless the ends were refused, slot t as
@@ -847,8 +853,8 @@ static __global__ void peri_cuda_add_kernel(
                            (uint64_t)(n - keep), (uint64_t)pos + (n - keep),
                            cap);
   if (t < keep) {
-    uint32_t slot = peri_cuda_add_slot(pos, n, cap, t);
-    uint32_t age = (uint32_t)(((uint64_t)(n - keep) + t) % cap);
+    uint32_t age = peri_cuda_add_age(n, cap, t);
+    uint32_t slot = peri_cuda_add_slot(pos, age, cap);
     peri_cuda_pairs v = peri_cuda_pairs_none();
     v.one = &st->max_leaf;
     if (!bad) {
