@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """check_ptx.py NVCC SRC_DIR [nvcc args...]: compile per_cuda.cu to PTX
-(compute_80 and compute_90, PER_REAL double and float) with the build's
+(compute_75, the oldest GPU of gpu_arch's default, compute_80 and
+compute_90, PER_REAL double and float) with the build's
 flags and check what the host build and the bitwise contract rely on, for
 every kernel (.entry):
   - IEEE arithmetic as on the CPU: no fused multiply-add (fma, float mad),
@@ -45,7 +46,7 @@ def kernel_name(mangled):
 
 
 bad = 0
-for arch, real in [(a, r) for a in ('80', '90') for r in ('double', 'float')]:
+for arch, real in [(a, r) for a in ('75', '80', '90') for r in ('double', 'float')]:
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, 'per_cuda.ptx')
         cmd = [nvcc, '-ptx', '-arch=compute_' + arch, '-I', src,
