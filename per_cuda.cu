@@ -30,7 +30,9 @@
 //     an atomic) unless a hand-over orders them: the races a loop of whole
 //     threads would hide. Only the descents (per.h's and
 //     peri_cuda_descend) and a sample's plan read the tree and the
-//     trajectory ids directly, in launches that write neither.
+//     trajectory ids directly, in launches that write neither, or where
+//     the one thread that reads them is the one that writes them (a
+//     sample's distinct draws).
 // No float atomics: tree nodes get their values from per_tree_recompute
 // (a parent) or from the batch (a leaf); integer atomics on their bit
 // patterns only claim leaves.
@@ -751,27 +753,33 @@ struct peri_cuda_sample_plan {
 // plan, the reduction records (1 + the most blocks of a launch), the
 // group counters of the tree (peri_cuda_counter_base), and arrays of
 // max_batch: flags, drawn leaves, values (a draw's leaf values, an
-// update's priorities) and an update's old leaf values. Everything but
-// the arrays starts 0 and every call leaves it 0.
+// update's priorities) and an update's old leaf values; a buffer's also
+// has the set of its distinct draws (peri_cuda_set_bits(max_batch) bits,
+// each call clearing what it uses first). Everything but the arrays
+// starts 0 and every call leaves it 0.
 struct peri_cuda_workspace {
   peri_cuda_sample_plan *plan;
   peri_cuda_acc *acc;
   unsigned int *cnt;
-  uint32_t *flag, *idx;
+  uint32_t *flag, *idx, *set;
   per_real *val, *orig;
 };
 
 // The state record = s; with a min tree mn of L leaves (a reset), every
-// node of it PERI_NO_MIN: no positive leaf anywhere.
+// node of it PERI_NO_MIN: no positive leaf anywhere; with a permutation
+// perm of cap slots (a reset), the identity.
 static __global__ void peri_cuda_set_state_kernel(peri_cuda_buffer_state *st,
                                                   peri_cuda_buffer_state s,
-                                                  per_real *mn, uint32_t L) {
+                                                  per_real *mn, uint32_t L,
+                                                  uint32_t *perm,
+                                                  uint32_t cap) {
   uint32_t k = peri_cuda_thread_id();
   if (k == 0) PERI_CUDA_ST(st, s);
   if (mn && k < L) { // node k and leaf k
     PERI_CUDA_ST(&mn[k], PERI_NO_MIN);
     PERI_CUDA_ST(&mn[L + k], PERI_NO_MIN);
   }
+  if (perm && k < cap) PERI_CUDA_ST(&perm[k], k);
 }
 
 // Rows of item bytes in units of U (1 or 4 bytes: the host picks 4 when
@@ -880,24 +888,245 @@ static __global__ void peri_cuda_add_kernel(
   peri_cuda_acc_clear(&acc[0]);
 }
 
+// >>kernels: distinct draws
+// A sample's PER_SAMPLE_UNIQUE picks, made by thread 0 of the draw alone,
+// in order, with per_buffer_sample's methods and the same use of the
+// stream, so the same leaves in the same order: it reads and writes the
+// tree (zeroed picks, put back before it returns) and the permutation,
+// which no other thread of the launch touches.
+
+// Bits of the set of a batch of k distinct draws (per.h's per_cat table:
+// load factor <= 1/2).
+static __host__ __device__ inline uint32_t peri_cuda_set_bits(uint32_t k) {
+  uint32_t hb = 1;
+  while ((1u << hb) < 2u * k) ++hb;
+  return hb;
+}
+
+// The set of 2^hb words emptied (0: an empty slot, key + 1 a member).
+static __device__ void peri_cuda_set_clear(uint32_t *set, uint32_t hb) {
+  uint32_t j;
+  for (j = 0; j < (1u << hb); ++j) PERI_CUDA_ST(&set[j], 0u);
+}
+
+// key into the set: 1 when it was new, 0 when already there (linear
+// probing, per.h's hash).
+static __device__ int peri_cuda_set_insert(uint32_t *set, uint32_t hb,
+                                           uint32_t key) {
+  uint32_t mask = (1u << hb) - 1u;
+  uint32_t h = (uint32_t)(key * 2654435761u) >> (32u - hb);
+  for (;;) {
+    uint32_t cur = PERI_CUDA_LD(&set[h]);
+    if (cur == 0) {
+      PERI_CUDA_ST(&set[h], key + 1u);
+      return 1;
+    }
+    if (cur == key + 1u) return 0;
+    h = (h + 1u) & mask;
+  }
+}
+
+// per_rng_real: the stream's next real.
+static __device__ per_real peri_cuda_rng_real(per_rng *r) {
+  uint32_t hi, lo;
+  if (sizeof(per_real) == sizeof(float))
+    return (per_real)per_u01f(peri_rng_u32(r));
+  hi = peri_rng_u32(r);
+  lo = peri_rng_u32(r);
+  return (per_real)per_u01d(hi, lo);
+}
+
+// per_tree_set of a valid value: leaf = v, its ancestors recomputed.
+static __device__ void peri_cuda_put_leaf(per_real *node, uint32_t L,
+                                          uint32_t leaf, per_real v) {
+  uint32_t k;
+  PERI_CUDA_ST(&node[L + leaf], v);
+  for (k = (L + leaf) >> 1; k >= 1; k >>= 1)
+    PERI_CUDA_ST(&node[k], PERI_CUDA_LD(&node[2u * k]) +
+                               PERI_CUDA_LD(&node[2u * k + 1u]));
+}
+
+// The picks idx[0..m) put back from val[0..m): the tree is bitwise what
+// it was (every node is the sum of its children).
+static __device__ void peri_cuda_put_back(per_real *node, uint32_t L,
+                                          const uint32_t *idx,
+                                          const per_real *val, uint32_t m) {
+  uint32_t j;
+  for (j = 0; j < m; ++j)
+    peri_cuda_put_leaf(node, L, PERI_CUDA_LD(&idx[j]), PERI_CUDA_LD(&val[j]));
+}
+
+// Pick j: leaf into idx, its value into val.
+static __device__ void peri_cuda_keep_pick(const per_real *node, uint32_t L,
+                                           uint32_t j, uint32_t leaf,
+                                           uint32_t *idx, per_real *val) {
+  PERI_CUDA_ST(&idx[j], leaf);
+  PERI_CUDA_ST(&val[j], PERI_CUDA_LD(&node[L + leaf]));
+}
+
+// Degenerate mass (peri_pick_uniform): B distinct positions of the
+// window's W by Floyd's algorithm, as slots.
+static __device__ void peri_cuda_pick_uniform(per_rng *r, const per_real *node,
+                                              uint32_t L, uint32_t cap,
+                                              uint32_t start, uint32_t W,
+                                              uint32_t B, uint32_t *set,
+                                              uint32_t *idx, per_real *val) {
+  uint32_t j, i = 0, hb = peri_cuda_set_bits(B);
+  peri_cuda_set_clear(set, hb);
+  for (j = W - B; j < W; ++j, ++i) {
+    uint32_t t = peri_rng_below(r, j + 1u);
+    if (!peri_cuda_set_insert(set, hb, t)) {
+      peri_cuda_set_insert(set, hb, j);
+      t = j;
+    }
+    peri_cuda_keep_pick(node, L, i, (uint32_t)(((uint64_t)start + t) % cap),
+                        idx, val);
+  }
+}
+
+// alpha = 0, the whole buffer (per_swap_sample): partial Fisher-Yates on
+// the permutation of the n stored slots, which keeps the swaps.
+static __device__ void peri_cuda_pick_swap(per_rng *r, const per_real *node,
+                                           uint32_t L, uint32_t *perm,
+                                           uint32_t n, uint32_t B,
+                                           uint32_t *idx, per_real *val) {
+  uint32_t i;
+  for (i = 0; i < B; ++i) {
+    uint32_t j = i + peri_rng_below(r, n - i), pick = PERI_CUDA_LD(&perm[j]);
+    PERI_CUDA_ST(&perm[j], PERI_CUDA_LD(&perm[i]));
+    PERI_CUDA_ST(&perm[i], pick);
+    peri_cuda_keep_pick(node, L, i, pick, idx, val);
+  }
+}
+
+// The whole buffer (per_cat_sample with the buffer's workspace, whose
+// repeat limit is max_unique): i.i.d. draws keeping first occurrences
+// until B picks or the repeat limit; then the picks zeroed and the rest
+// drawn one at a time, each zeroed; then the picks put back. PER_ERR_TOO_FEW
+// when the mass runs out first (the tree put back as well).
+static __device__ per_status peri_cuda_pick_cat(per_rng *r, per_real *node,
+                                                uint32_t L, uint32_t B,
+                                                uint32_t max_unique,
+                                                uint32_t *set, uint32_t *idx,
+                                                per_real *val) {
+  per_real total = PERI_CUDA_LD(&node[1]);
+  uint32_t m = 0, j, hb = peri_cuda_set_bits(B);
+  uint64_t rejects = 0, limit = (uint64_t)64 * B + 1024;
+  if (max_unique < limit) limit = max_unique;
+  peri_cuda_set_clear(set, hb);
+  while (m < B && rejects < limit) {
+    uint32_t leaf =
+        peri_cuda_descend(node, L, peri_mul_rn(peri_cuda_rng_real(r), total));
+    if (peri_cuda_set_insert(set, hb, leaf)) {
+      peri_cuda_keep_pick(node, L, m++, leaf, idx, val);
+    } else {
+      ++rejects;
+    }
+  }
+  if (m == B) return PER_OK;
+  for (j = 0; j < m; ++j)
+    peri_cuda_put_leaf(node, L, PERI_CUDA_LD(&idx[j]), (per_real)0);
+  while (m < B) {
+    uint32_t leaf;
+    total = PERI_CUDA_LD(&node[1]);
+    if (!(total > 0)) {
+      peri_cuda_put_back(node, L, idx, val, m);
+      return PER_ERR_TOO_FEW;
+    }
+    leaf = per_tree_descend(node, L, peri_mul_rn(peri_cuda_rng_real(r), total));
+    peri_cuda_keep_pick(node, L, m++, leaf, idx, val);
+    peri_cuda_put_leaf(node, L, leaf, (per_real)0);
+  }
+  peri_cuda_put_back(node, L, idx, val, m);
+  return PER_OK;
+}
+
+// A window (peri_pick_window): each pick in proportion to the cover's
+// mass, then zeroed; then the picks put back. PER_ERR_TOO_FEW when the
+// mass runs out first.
+static __device__ per_status peri_cuda_pick_window(per_rng *r, per_real *node,
+                                                   uint32_t L,
+                                                   const peri_cover *cov,
+                                                   uint32_t B, uint32_t *idx,
+                                                   per_real *val) {
+  uint32_t j;
+  per_status s = PER_OK;
+  for (j = 0; j < B; ++j) {
+    per_real tot = peri_cover_total(cov, node);
+    uint32_t leaf;
+    if (!(tot > 0)) {
+      s = PER_ERR_TOO_FEW;
+      break;
+    }
+    leaf =
+        peri_cover_find(cov, node, L, peri_mul_rn(peri_cuda_rng_real(r), tot));
+    peri_cuda_keep_pick(node, L, j, leaf, idx, val);
+    peri_cuda_put_leaf(node, L, leaf, (per_real)0);
+  }
+  peri_cuda_put_back(node, L, idx, val, j);
+  return s;
+}
+
+// Thread 0 of a PER_SAMPLE_UNIQUE draw: the B picks (p->next advances
+// over the stream they read), their ids and weights, as the draw kernel
+// writes a batch's; returns what the thread reports (a status, or the
+// batch minimum when the weights wait for it).
+static __device__ peri_cuda_acc
+peri_cuda_pick(peri_cuda_sample_plan *p, uint32_t max_unique, uint32_t cap,
+               uint32_t L, uint32_t size, per_real *node, uint32_t *perm,
+               const uint32_t *gen, uint32_t B, uint32_t *set, uint32_t *idx,
+               per_real *val, uint64_t *ids, float *w) {
+  peri_cuda_acc a = peri_cuda_acc_none();
+  per_status s = PER_OK;
+  per_real pmin = PERI_NO_MIN;
+  uint32_t k;
+  if (B > p->W) s = PER_ERR_TOO_FEW;
+  else if (p->degenerate)
+    peri_cuda_pick_uniform(&p->next, node, L, cap, p->start, p->W, B, set, idx,
+                           val);
+  else if (p->whole && perm)
+    peri_cuda_pick_swap(&p->next, node, L, perm, size, B, idx, val);
+  else if (p->whole)
+    s = peri_cuda_pick_cat(&p->next, node, L, B, max_unique, set, idx, val);
+  else s = peri_cuda_pick_window(&p->next, node, L, &p->cov, B, idx, val);
+  if (s != PER_OK) {
+    a.status = peri_cuda_status_word(0, s);
+    return a;
+  }
+  for (k = 0; k < B; ++k) {
+    uint32_t leaf = PERI_CUDA_LD(&idx[k]);
+    per_real x = PERI_CUDA_LD(&val[k]);
+    if (ids)
+      PERI_CUDA_ST(&ids[k],
+                   (uint64_t)leaf | ((uint64_t)PERI_CUDA_LD(&gen[leaf]) << 32));
+    if (w && p->degenerate) PERI_CUDA_ST(&w[k], 1.0f);
+    else if (w && p->bufmax)
+      PERI_CUDA_ST(&w[k], peri_weight(x, p->pmin, p->beta));
+    else if (x < pmin) pmin = x;
+  }
+  if (w && !p->degenerate && !p->bufmax) a = peri_cuda_weight_report(pmin, 0);
+  return a;
+}
+
 // sample, launch 1 ("draw"): thread i works out the plan from the state
 // (every thread the same), then draws i: stratum i's leaf, its value, id
 // and, when it needs no batch minimum, its weight; otherwise it reports
 // the value for the minimum. Degenerate mass: thread 0 makes the uniform
-// draws, in order, as the CPU's (weights 1). An empty buffer: thread 0
+// draws, in order, as the CPU's (weights 1). PER_SAMPLE_UNIQUE: thread 0
+// alone makes the picks (peri_cuda_pick). An empty buffer: thread 0
 // reports PER_ERR_EMPTY. Thread 0 keeps the plan.
 static __global__ void peri_cuda_draw_kernel(
     const peri_cuda_buffer_state *st, per_config cfg, uint32_t cap, uint32_t L,
-    const per_real *node, const per_real *mn, const uint32_t *traj,
-    const uint32_t *gen, uint32_t B, uint32_t flags, double beta,
-    uint32_t window, peri_cuda_sample_plan *plan, uint32_t *idx, per_real *val,
-    uint64_t *ids, float *w, peri_cuda_acc *acc) {
+    per_real *node, const per_real *mn, const uint32_t *traj,
+    const uint32_t *gen, uint32_t *perm, uint32_t B, uint32_t flags,
+    double beta, uint32_t window, peri_cuda_sample_plan *plan, uint32_t *set,
+    uint32_t *idx, per_real *val, uint64_t *ids, float *w, peri_cuda_acc *acc) {
   uint32_t i = peri_cuda_thread_id(), q, nr, lo[2], hi[2], leaf;
   peri_cuda_acc mine = peri_cuda_acc_none(), tot;
   peri_cuda_buffer_state s;
   peri_cuda_sample_plan p;
   per_real x;
-  if (i >= B) goto done;
+  if (i >= B || (i != 0 && (flags & PER_SAMPLE_UNIQUE))) goto done;
   s = PERI_CUDA_LD(st);
   if (s.size == 0) {
     if (i == 0) mine.status = peri_cuda_status_word(0, PER_ERR_EMPTY);
@@ -921,7 +1150,10 @@ static __global__ void peri_cuda_draw_kernel(
   p.bufmax = mn && mn[1] <= PER_LEAF_MAX;
   p.pmin = p.bufmax ? mn[1] : PERI_NO_MIN;
   p.next = s.rng;
-  if (p.degenerate) {
+  if (flags & PER_SAMPLE_UNIQUE) {
+    mine = peri_cuda_pick(&p, cfg.max_unique, cap, L, s.size, node, perm, gen,
+                          B, set, idx, val, ids, w);
+  } else if (p.degenerate) {
     if (i == 0) {
       uint32_t k;
       for (k = 0; k < B; ++k) {
@@ -1031,9 +1263,10 @@ static unsigned char *peri_cuda_carve(unsigned char *base, size_t *off,
 // out from base into *w (base NULL: only the sizes). Returns the bytes it
 // spans; *zeroed gets the bytes of its start that must be 0 before a call
 // (plan, reduction records, counters). A buffer's (`buffer`) has the plan,
-// records for its largest grid and the drawn leaves; a tree update's
-// records for its n pairs' grid, and values only when `val` (TD errors).
-// In that order: plan, records, counters, flags, leaves, values, old
+// records for its largest grid, the drawn leaves and the set of distinct
+// draws; a tree update's records for its n pairs' grid, and values only
+// when `val` (TD errors).
+// In that order: plan, records, counters, flags, leaves, set, values, old
 // values.
 static size_t peri_cuda_workspace_layout(unsigned char *base,
                                          uint32_t max_batch, uint32_t L,
@@ -1058,6 +1291,12 @@ static size_t peri_cuda_workspace_layout(unsigned char *base,
   w->idx = buffer ? (uint32_t *)peri_cuda_carve(
                         base, &off, (size_t)max_batch * sizeof(uint32_t))
                   : NULL;
+  w->set =
+      buffer
+          ? (uint32_t *)peri_cuda_carve(
+                base, &off,
+                ((size_t)1 << peri_cuda_set_bits(max_batch)) * sizeof(uint32_t))
+          : NULL;
   w->val = val ? (per_real *)peri_cuda_carve(
                      base, &off, (size_t)max_batch * sizeof(per_real))
                : NULL;
@@ -1188,9 +1427,11 @@ static per_status peri_cuda_tree_update(const per_cuda_tree *t,
 
 // >>launchers: replay buffer
 // The parts of a buffer's device memory, in order, each 256-byte aligned:
-// items, generations, ends, trajectory ids, tree, min tree, state, work.
+// items, generations, ends, trajectory ids, tree, min tree, permutation,
+// state, work.
+#define PERI_CUDA_PARTS 9
 static size_t peri_cuda_buffer_parts(const per_config *c, uint32_t max_batch,
-                                     size_t part[8]) {
+                                     size_t part[PERI_CUDA_PARTS]) {
   size_t total = 0, cap = c->capacity, tb = per_tree_bytes(c->capacity);
   peri_cuda_workspace w;
   uint32_t L, depth;
@@ -1203,10 +1444,11 @@ static size_t peri_cuda_buffer_parts(const per_config *c, uint32_t max_batch,
   part[3] = part[1];
   part[4] = peri_cuda_round256(tb);
   part[5] = (c->flags & PER_WEIGHTS_BUFFER_MAX) ? part[4] : 0;
-  part[6] = peri_cuda_round256(sizeof(peri_cuda_buffer_state));
-  part[7] =
+  part[6] = c->alpha == 0 ? part[1] : 0;
+  part[7] = peri_cuda_round256(sizeof(peri_cuda_buffer_state));
+  part[8] =
       peri_cuda_workspace_layout(NULL, max_batch, L, depth, 1, 1, &w, NULL);
-  for (i = 0; i < 8; ++i) {
+  for (i = 0; i < PERI_CUDA_PARTS; ++i) {
     if (total + part[i] < total) return 0;
     total += part[i];
   }
@@ -1241,29 +1483,45 @@ static per_status peri_cuda_host_match(const per_cuda_buffer *b,
   if (h->cfg.capacity != b->cfg.capacity ||
       h->cfg.item_size != b->cfg.item_size || h->cfg.flags != b->cfg.flags ||
       h->cfg.seq_len != 0 || (h->cfg.alpha == 0) != (b->cfg.alpha == 0) ||
-      (h->min_node == NULL) != (b->d_min_node == NULL))
+      (h->min_node == NULL) != (b->d_min_node == NULL) ||
+      (h->swap.perm == NULL) != (b->d_perm == NULL))
     return PER_ERR_ARG;
   return PER_OK;
 }
 
+// What a buffer takes of another's config when it takes its state, as
+// per_buffer_load does: the rest (the shape, max_unique: what memory was
+// sized for) stays its own.
+static void peri_cuda_take_cfg(per_config *to, const per_config *from) {
+  to->alpha = from->alpha;
+  to->beta0 = from->beta0;
+  to->beta1 = from->beta1;
+  to->beta_steps = from->beta_steps;
+  to->eps = from->eps;
+  to->max_priority = from->max_priority;
+  to->seed = from->seed;
+}
+
 // The state's copies between a CPU buffer and the device, in the order of
-// peri_cuda_buffer_parts (items, gen, ends, traj, tree, min tree).
+// peri_cuda_buffer_parts (items, gen, ends, traj, tree, min tree,
+// permutation).
 static per_status peri_cuda_buffer_copy(const per_cuda_buffer *b,
                                         const per_buffer *h, int up,
                                         per_cuda_stream stream) {
   size_t cap = b->cfg.capacity, tb = per_tree_bytes(b->cfg.capacity);
-  void *dev[6] = {b->d_items, b->d_gen,       b->d_ends,
-                  b->d_traj,  b->tree.d_node, b->d_min_node};
-  void *host[6] = {h->items, h->gen,       h->ends,
-                   h->traj,  h->tree.node, h->min_node};
-  size_t n[6] = {cap * b->cfg.item_size,
+  void *dev[7] = {b->d_items,     b->d_gen,      b->d_ends, b->d_traj,
+                  b->tree.d_node, b->d_min_node, b->d_perm};
+  void *host[7] = {h->items,     h->gen,      h->ends,     h->traj,
+                   h->tree.node, h->min_node, h->swap.perm};
+  size_t n[7] = {cap * b->cfg.item_size,
                  cap * sizeof(uint32_t),
                  cap,
                  cap * sizeof(uint32_t),
                  tb,
-                 tb};
+                 tb,
+                 cap * sizeof(uint32_t)};
   int i;
-  for (i = 0; i < 6; ++i) {
+  for (i = 0; i < 7; ++i) {
     cudaError_t e;
     if (!dev[i]) continue;
     e = up ? cudaMemcpyAsync(dev[i], host[i], n[i], cudaMemcpyHostToDevice,
@@ -1489,7 +1747,7 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
 
 PER_CUDA_DEF size_t per_cuda_buffer_bytes(const per_config *cfg,
                                           uint32_t max_batch) {
-  size_t part[8];
+  size_t part[PERI_CUDA_PARTS];
   if (peri_cuda_check_buffer_config(cfg, max_batch) != PER_OK) return 0;
   return peri_cuda_buffer_parts(cfg, max_batch, part);
 }
@@ -1499,7 +1757,7 @@ PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
                                                  uint32_t max_batch,
                                                  void *d_mem, size_t bytes,
                                                  per_cuda_stream stream) {
-  size_t part[8], need;
+  size_t part[PERI_CUDA_PARTS], need;
   unsigned char *p = (unsigned char *)d_mem;
   peri_cuda_buffer_state st;
   per_status s;
@@ -1520,10 +1778,12 @@ PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
   s = per_cuda_tree_init_mem(&b->tree, cfg->capacity, p += part[3], part[4]);
   p += part[4];
   b->d_min_node = part[5] ? (per_real *)p : NULL;
-  b->d_state = (p += part[5]);
-  b->d_work = p + part[6];
-  // everything but the min tree and the state is zero when empty (the
-  // workspace too: its records and counters start 0)
+  p += part[5];
+  b->d_perm = part[6] ? (uint32_t *)p : NULL;
+  b->d_state = (p += part[6]);
+  b->d_work = p + part[7];
+  // everything but the min tree, the permutation and the state is zero
+  // when empty (the workspace too: its records and counters start 0)
   if (s == PER_OK)
     s = peri_cuda_device_status(cudaMemsetAsync(d_mem, 0, need, stream));
   if (s != PER_OK) {
@@ -1536,7 +1796,8 @@ PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
   L = b->tree.leaves;
   PER_CUDA_LAUNCH(peri_cuda_set_state_kernel, peri_cuda_blocks_for(L),
                   PERI_CUDA_BLOCK_THREADS, stream,
-                  (peri_cuda_buffer_state *)b->d_state, st, b->d_min_node, L);
+                  (peri_cuda_buffer_state *)b->d_state, st, b->d_min_node, L,
+                  b->d_perm, b->cfg.capacity);
   s = peri_cuda_launch_status();
   if (s != PER_OK) memset(b, 0, sizeof *b);
   return s;
@@ -1596,13 +1857,16 @@ PER_CUDA_DEF per_status per_cuda_buffer_sample(
   peri_cuda_workspace w;
   peri_cuda_buffer_state *st;
   if (s != PER_OK) return s;
-  if (flags & ~(uint32_t)(PER_SAMPLE_BETA | PER_SAMPLE_TRAJECTORIES))
+  if (flags & ~(uint32_t)(PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA |
+                          PER_SAMPLE_TRAJECTORIES))
     return PER_ERR_ARG;
   if (flags & PER_SAMPLE_BETA) {
     beta = opts->beta;
     if (!peri_cuda_nonneg_finite(beta)) return PER_ERR_ARG;
   }
   if (B == 0 || B > b->max_batch) return PER_ERR_BATCH;
+  if ((flags & PER_SAMPLE_UNIQUE) && B > b->cfg.max_unique)
+    return PER_ERR_BATCH;
   if (!d_status) return PER_ERR_NULL;
   if (!peri_cuda_aligned(d_status, sizeof *d_status) ||
       !peri_cuda_aligned(d_ids, sizeof *d_ids) ||
@@ -1616,10 +1880,10 @@ PER_CUDA_DEF per_status per_cuda_buffer_sample(
   PER_CUDA_LAUNCH(
       peri_cuda_draw_kernel, peri_cuda_blocks_for(B), PERI_CUDA_BLOCK_THREADS,
       stream, (const peri_cuda_buffer_state *)st, b->cfg, b->cfg.capacity,
-      b->tree.leaves, (const per_real *)b->tree.d_node,
-      (const per_real *)b->d_min_node, (const uint32_t *)b->d_traj,
-      (const uint32_t *)b->d_gen, B, flags, beta, opts ? opts->window : 0u,
-      w.plan, w.idx, w.val, d_ids, d_weights, w.acc);
+      b->tree.leaves, b->tree.d_node, (const per_real *)b->d_min_node,
+      (const uint32_t *)b->d_traj, (const uint32_t *)b->d_gen, b->d_perm, B,
+      flags, beta, opts ? opts->window : 0u, w.plan, w.set, w.idx, w.val, d_ids,
+      d_weights, w.acc);
 #define PERI_CUDA_DELIVER(U)                                                  \
   PER_CUDA_LAUNCH(peri_cuda_deliver_kernel<U>, grid, PERI_CUDA_BLOCK_THREADS, \
                   stream, st, (const peri_cuda_sample_plan *)w.plan,          \
@@ -1715,9 +1979,9 @@ PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
   st.zero_hint = host->zero_hint;
   PER_CUDA_LAUNCH(peri_cuda_set_state_kernel, 1u, 1u, stream,
                   (peri_cuda_buffer_state *)b->d_state, st, (per_real *)NULL,
-                  0u);
+                  0u, (uint32_t *)NULL, 0u);
   s = peri_cuda_launch_status();
-  if (s == PER_OK) b->cfg = host->cfg;
+  if (s == PER_OK) peri_cuda_take_cfg(&b->cfg, &host->cfg);
   return s;
 }
 
@@ -1726,7 +1990,6 @@ PER_CUDA_DEF per_status per_cuda_buffer_download(const per_cuda_buffer *b,
                                                  per_cuda_stream stream) {
   per_status s = peri_cuda_check_buffer(b);
   peri_cuda_buffer_state st;
-  uint32_t i;
   if (s != PER_OK) return s;
   if ((s = peri_cuda_host_match(b, host)) != PER_OK) return s;
   s = peri_cuda_buffer_copy(b, host, 0, stream);
@@ -1735,7 +1998,7 @@ PER_CUDA_DEF per_status per_cuda_buffer_download(const per_cuda_buffer *b,
         &st, b->d_state, sizeof st, cudaMemcpyDeviceToHost, stream));
   if (s == PER_OK) s = peri_cuda_device_status(cudaStreamSynchronize(stream));
   if (s != PER_OK) return s;
-  host->cfg = b->cfg;
+  peri_cuda_take_cfg(&host->cfg, &b->cfg);
   host->rng = st.rng;
   host->step = st.step;
   host->added = st.added;
@@ -1744,10 +2007,8 @@ PER_CUDA_DEF per_status per_cuda_buffer_download(const per_cuda_buffer *b,
   host->size = st.size;
   host->pos = st.pos;
   host->zero_hint = st.zero_hint;
-  if (host->swap.perm) { // as after adds only: [0, size) unswapped
-    for (i = 0; i < b->cfg.capacity; ++i) host->swap.perm[i] = i;
+  if (host->swap.perm) // the sampler of [0, size), grown by every add
     host->swap.n = st.size <= b->cfg.capacity ? st.size : 0;
-  }
   return per_buffer_check(host);
 }
 

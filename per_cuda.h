@@ -447,12 +447,23 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
    types.
 
    Not on the device (PER_ERR_ARG): sequence replay (config seq_len > 0,
-   PER_SAMPLE_SEQUENCES), distinct draws (PER_SAMPLE_UNIQUE) and the live
-   maximum for new items (PER_MAX_LIVE). Windows,
+   PER_SAMPLE_SEQUENCES) and the live maximum for new items
+   (PER_MAX_LIVE). Distinct draws (PER_SAMPLE_UNIQUE), windows,
    trajectory windows (PER_SAMPLE_TRAJECTORIES), PER_SAMPLE_BETA,
    buffer-max weights, episode ends, alpha = 0 and the degenerate case
    (eligible mass 0 or not finite: uniform draws, weights 1) are as on
    the CPU.
+
+   DISTINCT DRAWS (PER_SAMPLE_UNIQUE) are made by one device thread, in
+   order, by per_buffer_sample's methods (successive sampling by i.i.d.
+   draws keeping first occurrences, then zeroing the picks; in a window,
+   zeroing each pick; alpha = 0, the swap sampler's permutation, which the
+   device buffer keeps as per_buffer does; degenerate mass, Floyd's
+   uniform picks): each pick is a descent of dependent loads, so a batch
+   costs about B times one descent's latency (about a millisecond for B
+   = 1024 at 2^24 items), where a draw with replacement costs one. Use it
+   where the batch must not repeat an item, not in the hot loop of a
+   large batch.
 
    LAUNCHES: add_batch, sample (with weights and the gather) and update
    are 2 kernels each and no memset (n == 0: a memset of the status), at
@@ -479,6 +490,8 @@ typedef struct per_cuda_buffer {
   per_real *d_min_node;   /* PER_WEIGHTS_BUFFER_MAX: 2L values; else NULL */
   void *d_state;          /* the counters (private layout) */
   void *d_work;           /* the calls' workspace (private layout) */
+  uint32_t *d_perm;       /* alpha = 0: capacity, as per_buffer.swap.perm
+                             (distinct draws); else NULL */
 } per_cuda_buffer;
 
 /* Device bytes per_cuda_buffer_init_mem needs for cfg and batches of up
@@ -517,17 +530,21 @@ PER_CUDA_DEF per_status per_cuda_buffer_add_batch(const per_cuda_buffer *b,
                                                   per_cuda_stream stream);
 
 /* Enqueue per_buffer_sample of B draws (opts: NULL, or flags among
-   PER_SAMPLE_BETA and PER_SAMPLE_TRAJECTORIES, beta, window; read on the
-   host, so they are frozen in a graph; opts->mask is not used). Outputs,
+   PER_SAMPLE_UNIQUE, PER_SAMPLE_BETA and PER_SAMPLE_TRAJECTORIES, beta,
+   window; read on the host, so they are frozen in a graph; opts->mask is
+   not used). Outputs,
    device memory, each may be NULL: d_items_out B * item_size bytes (any
    alignment), d_ids B ids (slot | generation << 32), d_weights B IS
    weights. The beta schedule reads the device's step, which a
    successful call advances, as it does the stream. *d_status:
-   PER_ERR_EMPTY (nothing stored); then nothing is written or advanced.
-   Errors returned: PER_ERR_NULL, PER_ERR_ARG (unknown flags,
-   PER_SAMPLE_UNIQUE or PER_SAMPLE_SEQUENCES, beta NaN, infinite or
-   negative), PER_ERR_BATCH (B == 0 or > max_batch), PER_ERR_MEMORY (a
-   misaligned d_ids, d_weights or d_status), PER_ERR_DEVICE. */
+   PER_ERR_EMPTY (nothing stored), PER_ERR_TOO_FEW (PER_SAMPLE_UNIQUE and
+   fewer than B eligible items with priority > 0, or, with degenerate
+   mass, fewer than B eligible items); then nothing is written or
+   advanced. Errors returned: PER_ERR_NULL, PER_ERR_ARG (unknown flags,
+   PER_SAMPLE_SEQUENCES, beta NaN, infinite or negative), PER_ERR_BATCH (B
+   == 0 or > max_batch; PER_SAMPLE_UNIQUE and B > config max_unique),
+   PER_ERR_MEMORY (a misaligned d_ids, d_weights or d_status),
+   PER_ERR_DEVICE. */
 PER_CUDA_DEF per_status per_cuda_buffer_sample(
     const per_cuda_buffer *b, uint32_t B, const per_sample_opts *opts,
     void *d_items_out, uint64_t *d_ids, float *d_weights,
@@ -569,9 +586,10 @@ PER_CUDA_DEF per_status per_cuda_buffer_counters(const per_cuda_buffer *b,
                                                  per_cuda_stream stream);
 
 /* Enqueue a copy of a CPU buffer's state (items, generations, ends,
-   trajectory ids, trees, stream, counters) to the device buffer; the
-   device buffer takes host->cfg's alpha, betas, eps, max_priority and
-   seed, as per_buffer_load does. host must have the device buffer's
+   trajectory ids, trees, the swap permutation of alpha = 0, stream,
+   counters) to the device buffer; the device buffer takes host->cfg's
+   alpha, betas, beta_steps, eps, max_priority and seed, as
+   per_buffer_load does, and keeps its max_unique. host must have the device buffer's
    capacity, item_size and flags, seq_len 0, and alpha 0 on both or
    neither (PER_ERR_ARG). The copies are from pageable memory: they have
    read host when this returns. Errors: PER_ERR_NULL, PER_ERR_ARG,
@@ -584,8 +602,10 @@ PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
    per_buffer_init for a config with the same capacity, item_size, flags
    and seq_len 0, and alpha 0 on both or neither; PER_ERR_ARG otherwise),
    which then holds exactly what a per_buffer given the same calls holds
-   (its swap sampler as after those calls, without distinct draws):
-   per_buffer_save works on it. The one call here that waits: it
+   (the swap permutation of alpha = 0 too), and takes the device buffer's
+   alpha, betas, beta_steps, eps, max_priority and seed (host keeps its
+   max_unique, which its memory was sized for): per_buffer_save works on
+   it. The one call here that waits: it
    synchronises `stream`. The result is checked (per_buffer_check):
    PER_ERR_CORRUPT means the device state was not valid (device memory
    overwritten by something else). After PER_ERR_CORRUPT or

@@ -211,20 +211,13 @@ static void cb_add(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
   ++cb_calls;
 }
 
-// Returns the batch size on success (its ids are in h->ids), else 0.
-static uint32_t cb_sample(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
-                          uint32_t max_batch) {
-  uint32_t B = 1 + per_rng_below(r, max_batch), isz = cpu->cfg.item_size, j;
-  per_sample_opts o;
+// A sample of B with options o on both; returns B on success (its ids
+// are in h->ids), else 0.
+static uint32_t cb_sample_opts(per_buffer *cpu, cb_dev *d, cb_host *h,
+                               uint32_t B, const per_sample_opts *opts) {
+  uint32_t isz = cpu->cfg.item_size, j;
+  per_sample_opts o = *opts;
   per_status want;
-  memset(&o, 0, sizeof o);
-  if (per_rng_below(r, 3) == 0)
-    o.window = 1 + per_rng_below(r, 2 * cpu->cfg.capacity);
-  if (o.window && per_rng_below(r, 2)) o.flags |= PER_SAMPLE_TRAJECTORIES;
-  if (per_rng_below(r, 4) == 0) {
-    o.flags |= PER_SAMPLE_BETA;
-    o.beta = per_rng_below(r, 3) == 0 ? 0.0 : 2 * per_rng_double(r);
-  }
   want = per_buffer_sample(cpu, B, &o, h->out_cpu, h->ids, h->w_cpu);
   CHECK_OK(per_cuda_buffer_sample(&d->b, B, &o, d->d_out, d->d_ids, d->d_w,
                                   d->d_status, cc_stream));
@@ -248,13 +241,49 @@ static uint32_t cb_sample(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
   return B;
 }
 
+// A random sample: batch size, window, trajectories, beta, distinct.
+static uint32_t cb_sample(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
+                          uint32_t max_batch) {
+  uint32_t B = 1 + per_rng_below(r, max_batch);
+  per_sample_opts o;
+  memset(&o, 0, sizeof o);
+  if (per_rng_below(r, 3) == 0)
+    o.window = 1 + per_rng_below(r, 2 * cpu->cfg.capacity);
+  if (o.window && per_rng_below(r, 2)) o.flags |= PER_SAMPLE_TRAJECTORIES;
+  if (per_rng_below(r, 4) == 0) {
+    o.flags |= PER_SAMPLE_BETA;
+    o.beta = per_rng_below(r, 3) == 0 ? 0.0 : 2 * per_rng_double(r);
+  }
+  if (per_rng_below(r, 3) == 0) { // distinct: B <= max_unique
+    o.flags |= PER_SAMPLE_UNIQUE;
+    if (B > cpu->cfg.max_unique) B = 1 + per_rng_below(r, cpu->cfg.max_unique);
+  }
+  return cb_sample_opts(cpu, d, h, B, &o);
+}
+
+// An update of the n pairs in h->ids, h->td on both.
+static void cb_update_pairs(per_buffer *cpu, cb_dev *d, cb_host *h,
+                            uint32_t n) {
+  uint32_t stale_cpu = 0xdeadu, stale_dev = 0xbeefu;
+  per_status want;
+  if (n) cc_h2d(d->d_ids, h->ids, (size_t)n * 8);
+  if (n) cc_h2d(d->d_td, h->td, (size_t)n * 4);
+  cc_h2d(d->d_stale, &stale_dev, 4);
+  want = per_buffer_update(cpu, h->ids, h->td, n, &stale_cpu);
+  CHECK_OK(per_cuda_buffer_update(&d->b, d->d_ids, d->d_td, n, d->d_stale,
+                                  d->d_status, cc_stream));
+  CHECK_STATUS(cb_status(d), want);
+  cc_d2h(&stale_dev, d->d_stale, 4);
+  CHECK_EQ_U(stale_dev, want == PER_OK ? stale_cpu : 0xbeefu);
+  ++cb_calls;
+}
+
 // Update the ids of the last sample (or made-up ones), sometimes with a
 // bad TD error or a bad id.
 static void cb_update(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
                       uint32_t max_batch, uint32_t have) {
   uint32_t n = per_rng_below(r, 8) == 0 ? 0 : 1 + per_rng_below(r, max_batch);
-  uint32_t j, stale_cpu = 0xdeadu, stale_dev = 0xbeefu, cap = cpu->cfg.capacity;
-  per_status want;
+  uint32_t j, cap = cpu->cfg.capacity;
   for (j = 0; j < n; ++j) {
     if (have && per_rng_below(r, 8) != 0) {
       h->ids[j] = h->ids[per_rng_below(r, have)];
@@ -268,16 +297,7 @@ static void cb_update(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
     }
     h->td[j] = cb_td(r, 3);
   }
-  if (n) cc_h2d(d->d_ids, h->ids, (size_t)n * 8);
-  if (n) cc_h2d(d->d_td, h->td, (size_t)n * 4);
-  cc_h2d(d->d_stale, &stale_dev, 4);
-  want = per_buffer_update(cpu, h->ids, h->td, n, &stale_cpu);
-  CHECK_OK(per_cuda_buffer_update(&d->b, d->d_ids, d->d_td, n, d->d_stale,
-                                  d->d_status, cc_stream));
-  CHECK_STATUS(cb_status(d), want);
-  cc_d2h(&stale_dev, d->d_stale, 4);
-  CHECK_EQ_U(stale_dev, want == PER_OK ? stale_cpu : 0xbeefu);
-  ++cb_calls;
+  cb_update_pairs(cpu, d, h, n);
 }
 
 // One random sequence of `ops` calls on a CPU buffer and a device buffer
@@ -348,7 +368,10 @@ static void cb_case_bitwise(void) {
         cfg.beta_steps = 20;
         cfg.flags = (f & 1) ? PER_WEIGHTS_BUFFER_MAX : 0;
         cfg.eps = (f & 2) ? 0.0 : 1e-3; // eps 0: zero leaves, degenerate mass
-        cfg.max_unique = 1;
+        // distinct draws: up to the whole buffer (repeats, the fallback,
+        // too few), or a repeat limit of 4
+        cfg.max_unique = (f & 1) ? (caps[c] < 4 ? caps[c] : 4)
+                                 : (caps[c] < mb ? caps[c] : mb);
         cb_sequence(&cfg, mb, 80, seed++);
       }
 }
@@ -357,6 +380,7 @@ static void cb_case_bitwise(void) {
 static void cb_case_api(void) {
   per_config cfg = per_config_default(100, 8);
   per_sample_opts o;
+  cfg.max_unique = 10;
   cb_dev d;
   size_t bytes = per_cuda_buffer_bytes(&cfg, 64);
   per_cuda_buffer b;
@@ -392,10 +416,13 @@ static void cb_case_api(void) {
       PER_ERR_MEMORY);
   if (!cb_dev_make(&d, &cfg, 64)) return;
   memset(&o, 0, sizeof o);
-  o.flags = PER_SAMPLE_UNIQUE;
-  CHECK_STATUS(per_cuda_buffer_sample(&d.b, 4, &o, NULL, d.d_ids, NULL,
+  o.flags = PER_SAMPLE_UNIQUE; // B <= max_batch but > config max_unique
+  CHECK_STATUS(per_cuda_buffer_sample(&d.b, 11, &o, NULL, d.d_ids, NULL,
                                       d.d_status, cc_stream),
-               PER_ERR_ARG);
+               PER_ERR_BATCH);
+  CHECK_OK(per_cuda_buffer_sample(&d.b, 10, &o, NULL, d.d_ids, NULL, d.d_status,
+                                  cc_stream));
+  CHECK_STATUS(cb_status(&d), PER_ERR_EMPTY);
   o.flags = PER_SAMPLE_SEQUENCES;
   CHECK_STATUS(per_cuda_buffer_sample(&d.b, 4, &o, NULL, d.d_ids, NULL,
                                       d.d_status, cc_stream),
@@ -545,9 +572,102 @@ static void cb_case_graph(void) {
   }
 }
 
+// >>case: distinct draws down every path of per_buffer_sample's, each
+// certain here (not left to the random sequences): the fallback after too
+// many repeats, too few positive leaves (whole buffer and window), a
+// window, the swap permutation of alpha = 0 (kept across calls and
+// compared after each), and Floyd's uniform picks of degenerate mass.
+static void cb_case_unique(void) {
+  enum { CAP = 64, MAXB = 64 };
+  static const double alphas[] = {1.0, 0.0};
+  uint32_t a, j;
+  for (a = 0; a < 2; ++a) {
+    per_config cfg = per_config_default(CAP, 4);
+    per_buffer cpu;
+    cb_dev d;
+    cb_host h;
+    per_sample_opts o;
+    char what[96];
+    cfg.alpha = alphas[a];
+    cfg.eps = 0; // zero TD errors make zero leaves
+    cfg.seed = 99 + a;
+    cfg.max_unique = CAP; // the repeat limit: 64 repeats, then the fallback
+    memset(&h, 0, sizeof h);
+    memset(&o, 0, sizeof o);
+    REQUIRE(cb_dev_make(&d, &cfg, MAXB));
+    CHECK_OK(per_buffer_init(&cpu, &cfg, NULL));
+    REQUIRE(cb_host_make(&h, MAXB, cfg.item_size));
+    for (j = 0; j < CAP * 4; ++j) h.items[j] = (unsigned char)(j * 7u);
+    CHECK_OK(per_buffer_add_steps(&cpu, h.items, CAP, NULL));
+    CHECK_OK(per_cuda_buffer_add_batch(&d.b, d.d_in, 0, NULL, d.d_status,
+                                       cc_stream));
+    cc_h2d(d.d_in, h.items, CAP * 4);
+    CHECK_OK(per_cuda_buffer_add_batch(&d.b, d.d_in, CAP, NULL, d.d_status,
+                                       cc_stream));
+    CHECK_STATUS(cb_status(&d), PER_OK);
+    snprintf(what, sizeof what, "distinct draws, alpha %g", cfg.alpha);
+    o.flags = PER_SAMPLE_UNIQUE;
+    if (a == 1) { // alpha 0: the swap permutation, call after call
+      static const uint32_t Bs[] = {64, 10, 1, 33, 64, 7};
+      for (j = 0; j < sizeof Bs / sizeof Bs[0]; ++j) {
+        CHECK_EQ_U(cb_sample_opts(&cpu, &d, &h, Bs[j], &o), Bs[j]);
+        cb_compare(what, &cpu, &d);
+      }
+      o.window = 40; // a window of alpha 0: each pick zeroed
+      CHECK_EQ_U(cb_sample_opts(&cpu, &d, &h, 40, &o), 40);
+      CHECK_EQ_U(cb_sample_opts(&cpu, &d, &h, 41, &o), 0); // too few
+      cb_compare(what, &cpu, &d);
+    } else {
+      // leaf 0 holds nearly all the mass, 1 .. 39 a little, 40 .. 63 none
+      for (j = 0; j < CAP; ++j) {
+        h.ids[j] = (uint64_t)j | (uint64_t)cpu.gen[j] << 32;
+        h.td[j] = j == 0 ? 1e6f : j < 40 ? 1e-3f : 0.0f;
+      }
+      cb_update_pairs(&cpu, &d, &h, CAP);
+      // 40 picks: leaf 0 at once, then repeats of it until the fallback
+      CHECK_EQ_U(cb_sample_opts(&cpu, &d, &h, 40, &o), 40);
+      for (j = 0; j < 40; ++j) CHECK((uint32_t)h.ids[j] < 40);
+      CHECK_EQ_U(cb_sample_opts(&cpu, &d, &h, 41, &o), 0); // too few
+      cb_compare(what, &cpu, &d);
+      o.window = 50; // slots 14 .. 63: 26 with mass
+      CHECK_EQ_U(cb_sample_opts(&cpu, &d, &h, 20, &o), 20);
+      CHECK_EQ_U(cb_sample_opts(&cpu, &d, &h, 27, &o), 0); // too few
+      cb_compare(what, &cpu, &d);
+      // every leaf 0: degenerate mass, Floyd's picks over the window
+      for (j = 0; j < CAP; ++j) {
+        h.ids[j] = (uint64_t)j | (uint64_t)cpu.gen[j] << 32;
+        h.td[j] = 0.0f;
+      }
+      cb_update_pairs(&cpu, &d, &h, CAP);
+      CHECK_EQ_U(cb_sample_opts(&cpu, &d, &h, 50, &o), 50);
+      CHECK_EQ_U(cb_sample_opts(&cpu, &d, &h, 51, &o), 0); // too few
+      o.window = 0;
+      CHECK_EQ_U(cb_sample_opts(&cpu, &d, &h, 64, &o), 64);
+      cb_compare(what, &cpu, &d);
+    }
+    { // max_unique stays each side's own: what its memory was sized for
+      per_config c8 = cfg;
+      per_buffer small;
+      c8.max_unique = 8;
+      CHECK_OK(per_buffer_init(&small, &c8, NULL));
+      CHECK_OK(per_cuda_buffer_download(&d.b, &small, cc_stream));
+      CHECK_EQ_U(small.cfg.max_unique, 8);
+      CHECK_STATUS(per_buffer_sample(&small, 9, &o, NULL, NULL, NULL),
+                   PER_ERR_BATCH);
+      CHECK_OK(per_cuda_buffer_upload(&d.b, &small, cc_stream));
+      CHECK_EQ_U(d.b.cfg.max_unique, CAP);
+      per_buffer_free(&small);
+    }
+    per_buffer_free(&cpu);
+    cb_dev_free(&d);
+    cb_host_free(&h);
+  }
+}
+
 static void cb_run_all(void) {
   cb_case_api();
   cb_case_bitwise();
+  cb_case_unique();
   cb_case_graph();
   printf("  replay buffer: %llu calls, %llu draws, %llu states compared\n",
          cb_calls, cb_draws, cb_states);
