@@ -332,7 +332,7 @@ class ReplayBuffer:
 
     capacity, item and the keyword arguments alpha ... align mean what they
     mean for per.ReplayBuffer; not on the device: sequences (seq_len > 0),
-    live_max, and sample's unique/sequences options. max_batch bounds every
+    live_max, and sample's sequences option. max_batch bounds every
     add_batch, sample and update (device memory for the staging of that
     many items is allocated up front). device: a CUDA device (int,
     "cuda:N", torch.device; default the current one). stream: the default
@@ -396,6 +396,7 @@ class ReplayBuffer:
         args = _per_pkg._buffer_args(
             call, capacity, alpha, beta0, beta1, beta_steps, eps, max_priority,
             seed, 0, weights_buffer_max, cross_episodes, max_unique, 0, 0, 0.9)
+        self.max_unique: int = int(args[8])
         self._cpu_kwargs: _t.Dict[str, _t.Any] = dict(
             capacity=capacity, item=dt, alpha=alpha, beta0=beta0, beta1=beta1,
             beta_steps=beta_steps, eps=eps, max_priority=max_priority,
@@ -530,8 +531,9 @@ class ReplayBuffer:
         self._views[B] = out
         return out
 
-    def sample(self, batch_size: int, *, beta: _t.Optional[float] = None,
-               window: int = 0, trajectories: bool = False,
+    def sample(self, batch_size: int, *, unique: bool = False,
+               beta: _t.Optional[float] = None, window: int = 0,
+               trajectories: bool = False,
                stream: _t.Any = None) -> _t.Dict[str, _t.Any]:
         """Enqueue a draw of batch_size items (per_cuda_buffer_sample) and
         return views of the buffer's output memory: the item's fields
@@ -541,10 +543,15 @@ class ReplayBuffer:
         (float32 IS weights). Every sample, of any size, writes the same
         output memory, and the views of one size are the same objects
         each time: a later sample overwrites them (clone what you keep),
-        which is what lets a CUDA graph capture the call. beta: a fixed
-        beta instead of the schedule; window: draw from the newest
-        `window` items only; trajectories: a window of whole trajectories.
-        An empty buffer is a device error (status())."""
+        which is what lets a CUDA graph capture the call. unique:
+        batch_size distinct items (batch_size <= max_unique), drawn as
+        per.ReplayBuffer draws them, by one device thread: about
+        batch_size times a descent's latency, so keep it out of the hot
+        loop of large batches. beta: a fixed beta instead of the schedule;
+        window: draw from the newest `window` items only; trajectories: a
+        window of whole trajectories. An empty buffer, or fewer than
+        batch_size items with priority > 0 for unique, is a device error
+        (status())."""
         call = "per.cuda.ReplayBuffer.sample"
         B = _per_pkg._count(batch_size, f"{call}: batch_size")
         if not 0 < B <= self.max_batch:
@@ -552,6 +559,11 @@ class ReplayBuffer:
                              f"{self.max_batch}], got {B}")
         window = _per_pkg._count(window, f"{call}: window")
         flags = 0
+        if unique:
+            if B > self.max_unique:
+                raise ValueError(f"{call}: unique: batch_size {B} > max_unique "
+                                 f"{self.max_unique}")
+            flags |= _per.SAMPLE_UNIQUE
         b = 0.0
         if beta is not None:
             b = _per_pkg._real(beta, f"{call}: beta")

@@ -85,8 +85,9 @@ def _same_state(tmp_path, cpu, dev, tag):
 @pytest.mark.parametrize("alpha", [0.6, 0.0, 1.0])
 def test_random_calls_bitwise(B, tmp_path, align, alpha):
     """Random add_batch / sample / update sequences, with episode ends,
-    fixed betas, windows, duplicates and stale ids: every draw, weight,
-    field and stale count equal, and the whole state after."""
+    fixed betas, windows, distinct draws, duplicates and stale ids: every
+    draw, weight, field and stale count equal, and the whole state
+    after."""
     rng = np.random.default_rng(11 + int(align) + int(alpha * 10))
     kw = dict(alpha=alpha, beta_steps=50, seed=5, align=align)
     cpu = per.ReplayBuffer(40, SPEC, **kw)
@@ -106,6 +107,9 @@ def test_random_calls_bitwise(B, tmp_path, align, alpha):
             opts["beta"] = float(rng.random())
         if step % 4 == 2:
             opts["window"] = int(rng.integers(1, 40))
+        if step % 6 == 5:  # never with a window (step even there)
+            opts["unique"] = True
+            bs = min(bs, len(cpu))
         ref = cpu.sample(bs, **opts)
         got = dev.sample(bs, **opts)
         ids = B.host(got["ids"]).view(np.uint64)
@@ -171,6 +175,38 @@ def test_device_errors_change_nothing(B, tmp_path):
         dev.status()
     dev.status()
     _same_state(tmp_path, cpu, dev, "after")
+
+
+def test_unique(B, tmp_path):
+    """Distinct draws: as per.ReplayBuffer's (alpha 0 too, whose swap
+    permutation the device keeps), batch_size > max_unique refused on the
+    host, too few items a device error that changes nothing."""
+    rng = np.random.default_rng(8)
+    for alpha in (0.6, 0.0):
+        kw = dict(alpha=alpha, seed=4, max_unique=12)
+        cpu = per.ReplayBuffer(30, SPEC, **kw)
+        dev = B.ReplayBuffer(30, SPEC, max_batch=16, **kw)
+        assert dev.max_unique == 12
+        it = _items(rng, 10)
+        cpu.add_batch(**it)
+        dev.add_batch(**{k: B.dev(v) for k, v in it.items()})
+        with pytest.raises(ValueError, match="max_unique 12"):
+            dev.sample(13, unique=True)
+        dev.sample(11, unique=True)
+        with pytest.raises(per.Error) as e:
+            dev.status()
+        assert e.value.name == "PER_ERR_TOO_FEW" and "sample" in str(e.value)
+        with pytest.raises(per.Error) as e:
+            cpu.sample(11, unique=True)
+        assert e.value.name == "PER_ERR_TOO_FEW"
+        for bs in (10, 3, 7):
+            ref, got = cpu.sample(bs, unique=True), dev.sample(bs, unique=True)
+            ids = B.host(got["ids"]).view(np.uint64)
+            np.testing.assert_array_equal(ids, ref["ids"])
+            assert len(set(ids.tolist())) == bs
+            assert B.host(got["weights"]).tobytes() == ref["weights"].tobytes()
+        dev.status()
+        _same_state(tmp_path, cpu, dev, f"unique-{alpha}")
 
 
 def test_argument_errors(B):
