@@ -37,7 +37,8 @@ def main():
           'float µs | × baseline |')
     print('|---:|---:|---|---:|---:|---:|---:|---:|')
     order = {'update': 0, 'update_td': 1, 'sample': 2, 'weights': 3,
-             'step': 4, 'buffer': 5, 'buffer_cpu': 6}
+             'step': 4, 'buffer': 5, 'buffer_cpu': 6, 'buf_sample': 7,
+             'unique': 8}
     keys = sorted(set(d) | set(f), key=lambda k: (k[0], k[1], order.get(
         k[2], 9)))
 
@@ -58,7 +59,10 @@ def main():
           'buffer). buffer: per_cuda_buffer add_batch + sample (items '
           'gathered) + update on a full buffer of N 16-byte items; '
           'buffer_cpu: the same row against per.h\'s per_buffer doing the '
-          'same step on the CPU (one thread) in the same run.')
+          'same step on the CPU (one thread) in the same run; buf_sample: '
+          'per_cuda_buffer_sample alone (items gathered, weights) against '
+          'the scan + search; unique: the same with PER_SAMPLE_UNIQUE '
+          '(B <= 1024; one thread makes the picks) against buf_sample.')
     lines = seed_table(d, str)
     if lines:
         print()

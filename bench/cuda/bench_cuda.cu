@@ -294,7 +294,8 @@ int main(int argc, char **argv) {
       size_t sb = 0, sbw = 0;
       unsigned long long *d_status, *d_counter, status = 0;
       bench_times upd, upd_td, smp, wts, step, bstep, b_upd, b_smp, b_step;
-      bench_times cpu;
+      bench_times cpu, bsmp, uniq;
+      per_sample_opts uo;
       if (B == 65536 && N < (1u << 20)) continue;
       idx = (uint32_t *)malloc(4 * (size_t)B);
       val = (per_real *)malloc(sizeof(per_real) * B);
@@ -362,6 +363,18 @@ int main(int argc, char **argv) {
             per_cuda_buffer_update(&buf, d_bids, d_td, B, NULL, d_bstatus, st));
         return 0;
       };
+      auto op_bsmp = [&]() -> int {
+        BENCH_OK(per_cuda_buffer_sample(&buf, B, NULL, d_bout, d_bids, d_bw,
+                                        d_bstatus, st));
+        return 0;
+      };
+      memset(&uo, 0, sizeof uo);
+      uo.flags = PER_SAMPLE_UNIQUE;
+      auto op_uniq = [&]() -> int {
+        BENCH_OK(per_cuda_buffer_sample(&buf, B, &uo, d_bout, d_bids, d_bw,
+                                        d_bstatus, st));
+        return 0;
+      };
       auto op_b_upd = [&]() -> int {
         bench_scatter<<<(B + 255) / 256, 256, 0, st>>>(d_p, d_idx, d_val, B);
         BENCH_CHECK(cudaGetLastError());
@@ -381,6 +394,8 @@ int main(int argc, char **argv) {
           bench_time(st, e0, e1, iters, op_wts, &wts) ||
           bench_time(st, e0, e1, iters, op_step, &step) ||
           bench_time(st, e0, e1, iters, op_buffer, &bstep) ||
+          bench_time(st, e0, e1, iters, op_bsmp, &bsmp) ||
+          (B <= 1024 && bench_time(st, e0, e1, iters, op_uniq, &uniq)) ||
           bench_time(st, e0, e1, iters, op_b_upd, &b_upd) ||
           bench_time(st, e0, e1, iters, op_b_smp, &b_smp) ||
           bench_time(st, e0, e1, iters, op_b_step, &b_step) ||
@@ -397,6 +412,8 @@ int main(int argc, char **argv) {
       bench_row(csv, N, B, "step", step, &b_step);
       bench_row(csv, N, B, "buffer", bstep, &b_step);
       bench_row(csv, N, B, "buffer_cpu", bstep, &cpu);
+      bench_row(csv, N, B, "buf_sample", bsmp, &b_smp);
+      if (B <= 1024) bench_row(csv, N, B, "unique", uniq, &bsmp);
       cudaFree(d_idx);
       cudaFree(d_out);
       cudaFree(d_val);
