@@ -135,6 +135,41 @@ compare() {
     }' "$1" "$2"
 }
 
+# Every build compiled and run first, as many at a time as there are
+# cores (each is one process), each in a directory of its own (det writes
+# its checkpoints under fixed names); det_REAL_N.rc says how it went: "cc"
+# when it did not compile, else det's exit status.
+build_one() { # REAL N CC FLAGS
+  exe=$work/det_$1_$2
+  # shellcheck disable=SC2086 # flags are words on purpose
+  if ! "$3" $4 "-DPER_REAL=$1" "-I$root" "$src" -o "$exe" -lm \
+    </dev/null >"$exe.err" 2>&1; then
+    echo cc >"$exe.rc"
+    return
+  fi
+  mkdir -p "$exe.run"
+  (cd "$exe.run" && "$exe") </dev/null >"$exe.out" 2>"$exe.err"
+  echo $? >"$exe.rc"
+}
+jobs=$(nproc 2>/dev/null || echo 2)
+running=0
+for real in double float; do
+  n=0
+  while IFS='|' read -r label cc flags; do
+    n=$((n + 1))
+    [ -z "$cc" ] && continue
+    build_one "$real" "$n" "$cc" "$flags" &
+    running=$((running + 1))
+    if [ "$running" -ge "$jobs" ]; then
+      wait
+      running=0
+    fi
+  done <<EOF
+$variants
+EOF
+done
+wait
+
 for real in double float; do
   printf '%s\n' "$variants" | {
     # The pipe's subshell reports its counts through a file: builds that
@@ -149,19 +184,16 @@ for real in double float; do
         continue
       fi
       exe=$work/det_${real}_$n
-      out=$work/det_${real}_$n.out
-      err=$work/det_${real}_$n.err
-      # shellcheck disable=SC2086 # flags are words on purpose
-      if ! "$cc" $flags "-DPER_REAL=$real" "-I$root" "$src" -o "$exe" -lm \
-        </dev/null >"$err" 2>&1; then
+      out=$exe.out
+      err=$exe.err
+      rc=$(cat "$exe.rc" 2>/dev/null || echo cc)
+      if [ "$rc" = cc ]; then
         echo "  $name: FAIL: does not compile:"
         sed 's/^/      /' "$err"
         failed=$((failed + 1))
         continue
       fi
-      (cd "$work" && "$exe") </dev/null >"$out" 2>"$err"
-      rc=$?
-      if [ $rc -ne 0 ]; then
+      if [ "$rc" -ne 0 ]; then
         echo "  $name: FAIL: det exited with status $rc:"
         sed 's/^/      /' "$err"
         failed=$((failed + 1))
