@@ -3153,6 +3153,14 @@ static PER_HD uint32_t peri_window(uint32_t cap, uint32_t pos, uint32_t W,
   return 2;
 }
 
+/* Bits of the hash table of distinct draws (per_cat's, and a device
+   buffer's) for batches up to max_k (1 .. 2^30): load factor <= 1/2. */
+static PER_HD uint32_t peri_cat_hbits(uint32_t max_k) {
+  uint32_t hbits = 1;
+  while ((1u << hbits) < 2u * max_k) ++hbits;
+  return hbits;
+}
+
 /* Items stored by the w most recent trajectories (w >= 1, size >= 1),
    counted from the newest item's: the newest k items, found by binary
    search over age, since the distance d of an item's trajectory from
@@ -4039,14 +4047,6 @@ PERDEF per_status per_tree_sample_iid(const per_tree *t, per_rng *rng,
     }
   }
   return PER_OK;
-}
-
-/* Bits of the hash table for batches up to max_k (1 .. 2^30): load
-   factor <= 1/2. */
-static uint32_t peri_cat_hbits(uint32_t max_k) {
-  uint32_t hbits = 1;
-  while ((1u << hbits) < 2u * max_k) ++hbits;
-  return hbits;
 }
 
 PERDEF size_t per_cat_bytes(uint32_t max_k) {

@@ -754,7 +754,7 @@ struct peri_cuda_sample_plan {
 // group counters of the tree (peri_cuda_counter_base), and arrays of
 // max_batch: flags, drawn leaves, values (a draw's leaf values, an
 // update's priorities) and an update's old leaf values; a buffer's also
-// has the set of its distinct draws (peri_cuda_set_bits(max_batch) bits,
+// has the set of its distinct draws (2^peri_cat_hbits(max_batch) words,
 // each call clearing what it uses first). Everything but the arrays
 // starts 0 and every call leaves it 0.
 struct peri_cuda_workspace {
@@ -895,14 +895,6 @@ static __global__ void peri_cuda_add_kernel(
 // tree (zeroed picks, put back before it returns) and the permutation,
 // which no other thread of the launch touches.
 
-// Bits of the set of a batch of k distinct draws (per.h's per_cat table:
-// load factor <= 1/2).
-static __host__ __device__ inline uint32_t peri_cuda_set_bits(uint32_t k) {
-  uint32_t hb = 1;
-  while ((1u << hb) < 2u * k) ++hb;
-  return hb;
-}
-
 // The set of 2^hb words emptied (0: an empty slot, key + 1 a member).
 static __device__ void peri_cuda_set_clear(uint32_t *set, uint32_t hb) {
   uint32_t j;
@@ -971,7 +963,7 @@ static __device__ void peri_cuda_pick_uniform(per_rng *r, const per_real *node,
                                               uint32_t start, uint32_t W,
                                               uint32_t B, uint32_t *set,
                                               uint32_t *idx, per_real *val) {
-  uint32_t j, i = 0, hb = peri_cuda_set_bits(B);
+  uint32_t j, i = 0, hb = peri_cat_hbits(B);
   peri_cuda_set_clear(set, hb);
   for (j = W - B; j < W; ++j, ++i) {
     uint32_t t = peri_rng_below(r, j + 1u);
@@ -1010,7 +1002,7 @@ static __device__ per_status peri_cuda_pick_cat(per_rng *r, per_real *node,
                                                 uint32_t *set, uint32_t *idx,
                                                 per_real *val) {
   per_real total = PERI_CUDA_LD(&node[1]);
-  uint32_t m = 0, j, hb = peri_cuda_set_bits(B);
+  uint32_t m = 0, j, hb = peri_cat_hbits(B);
   uint64_t rejects = 0, limit = (uint64_t)64 * B + 1024;
   if (max_unique < limit) limit = max_unique;
   peri_cuda_set_clear(set, hb);
@@ -1292,11 +1284,10 @@ static size_t peri_cuda_workspace_layout(unsigned char *base,
                         base, &off, (size_t)max_batch * sizeof(uint32_t))
                   : NULL;
   w->set =
-      buffer
-          ? (uint32_t *)peri_cuda_carve(
-                base, &off,
-                ((size_t)1 << peri_cuda_set_bits(max_batch)) * sizeof(uint32_t))
-          : NULL;
+      buffer ? (uint32_t *)peri_cuda_carve(
+                   base, &off,
+                   ((size_t)1 << peri_cat_hbits(max_batch)) * sizeof(uint32_t))
+             : NULL;
   w->val = val ? (per_real *)peri_cuda_carve(
                      base, &off, (size_t)max_batch * sizeof(per_real))
                : NULL;
