@@ -3179,6 +3179,41 @@ static PER_HD uint32_t peri_traj_window_of(const uint32_t *traj, uint32_t cap,
   return lo;
 }
 
+/* The sequence of n steps starting at slot s of a ring of cap slots
+   (the item tree's leaves at leaf[k], generations gen, episode ends ends,
+   the next write at pos): the number of its steps up to and including
+   the first episode end (n when none ends it early), and in *value its
+   priority over them, eta * max + (1 - eta) * mean (<= max); 0 when it
+   is not valid (not all stored, in order, since s was written; or,
+   without `cross` (PER_SEQ_CROSS_EPISODES), an end before its last
+   step). O(n). A device buffer refreshes its sequences with it. */
+static PER_HD uint32_t peri_seq_steps_of(const per_real *leaf,
+                                         const uint32_t *gen,
+                                         const uint8_t *ends, uint32_t cap,
+                                         uint32_t pos, uint32_t n, int cross,
+                                         double eta, uint32_t s,
+                                         double *value) {
+  uint32_t t;
+  double mx = 0, sum = 0, mean, v;
+  if (gen[s] == 0 || (uint64_t)(((uint64_t)pos + cap - 1 - s) % cap) + 1 < n)
+    return 0; /* empty, or fewer than n steps written since s */
+  for (t = 0; t < n; ++t) {
+    uint32_t k = (uint32_t)(((uint64_t)s + t) % cap);
+    double x = (double)leaf[k];
+    if (x > mx) mx = x;
+    sum += x;
+    if (ends[k] && t + 1 < n) {
+      if (!cross) return 0;
+      n = t + 1;
+    }
+  }
+  mean = sum / (double)n;
+  /* through peri_dmul_rn: no fused multiply-add */
+  v = mean + peri_dmul_rn(eta, mx - mean);
+  *value = v > mx ? mx : v;
+  return n;
+}
+
 /* >>status */
 PERDEF const char *per_status_str(per_status s) {
   switch (s) {
@@ -4583,33 +4618,12 @@ static void peri_set_run(per_buffer *b, uint32_t first, const per_real *val,
 
 /* ---- sequences (seq_len > 0) ---- */
 
-/* The sequence starting at slot s: the number of its steps up to and
-   including the first episode end (seq_len when none ends it early), and
-   in *value its priority over them; 0 when it is not valid (not all
-   stored, in order, since s was written; or, without
-   PER_SEQ_CROSS_EPISODES, an end before its last step). O(seq_len). */
+/* The sequence starting at slot s (peri_seq_steps_of). */
 static uint32_t peri_seq_steps(const per_buffer *b, uint32_t s, double *value) {
-  uint32_t cap = b->cfg.capacity, n = b->cfg.seq_len, t, Lt = b->tree.leaves;
-  int cross = (b->cfg.flags & PER_SEQ_CROSS_EPISODES) != 0;
-  double mx = 0, sum = 0, mean, v;
-  if (b->gen[s] == 0 ||
-      (uint64_t)(((uint64_t)b->pos + cap - 1 - s) % cap) + 1 < n)
-    return 0; /* empty, or fewer than n steps written since s */
-  for (t = 0; t < n; ++t) {
-    uint32_t k = (uint32_t)(((uint64_t)s + t) % cap);
-    double x = (double)b->tree.node[Lt + k];
-    if (x > mx) mx = x;
-    sum += x;
-    if (b->ends[k] && t + 1 < n) {
-      if (!cross) return 0;
-      n = t + 1;
-    }
-  }
-  mean = sum / (double)n;
-  /* through peri_dmul_rn: no fused multiply-add */
-  v = mean + peri_dmul_rn(b->cfg.seq_eta, mx - mean);
-  *value = v > mx ? mx : v; /* eta * max + (1 - eta) * mean, <= max */
-  return n;
+  return peri_seq_steps_of(b->tree.node + b->tree.leaves, b->gen, b->ends,
+                           b->cfg.capacity, b->pos, b->cfg.seq_len,
+                           (b->cfg.flags & PER_SEQ_CROSS_EPISODES) != 0,
+                           b->cfg.seq_eta, s, value);
 }
 
 /* Sequence j's leaf (and validity) from its steps. */

@@ -78,6 +78,16 @@ static __host__ __device__ inline unsigned long long peri_cuda_status_word(
          (unsigned long long)(uint32_t)code;
 }
 
+// Word w with its position divided by div (a key that orders several
+// checks per batch entry, back to the entry).
+static __host__ __device__ inline unsigned long long peri_cuda_status_per(
+    unsigned long long w, uint32_t div) {
+  uint32_t pos = 0xFFFFFFFFu - (uint32_t)(w >> 32);
+  if (!w || div <= 1u) return w;
+  return ((unsigned long long)(0xFFFFFFFFu - pos / div) << 32) |
+         (w & 0xFFFFFFFFull);
+}
+
 static __host__ __device__ inline peri_cuda_bits peri_cuda_to_bits(per_real v) {
   peri_cuda_bits b;
   memcpy(&b, &v, sizeof b);
@@ -358,9 +368,18 @@ static __host__ __device__ inline uint32_t peri_cuda_subtree_node(uint32_t top,
   return (top << d) + k - (1u << d);
 }
 
+// How the base of a lead's subtree marks what changed: nodes above the
+// leaves, and a sequence tree's leaves, with the sign bit (their value
+// is the rest); an update's leaves with a claim tag (their value is their
+// pair's).
+#define PERI_CUDA_BASE_MARKED 0
+#define PERI_CUDA_BASE_TAGGED 1
+#define PERI_CUDA_BASE_MARKED_LEAVES 2
+
 // Lead node `top`: recompute its subtree from its base nodes LV levels
-// below (2^LV <= 2^PERI_CUDA_GROUP_LEVELS of them; leaves when `leaf`,
-// whose tagged ones take their pair's value from v), as described above:
+// below (2^LV <= 2^PERI_CUDA_GROUP_LEVELS of them; leaves unless `leaf`
+// is PERI_CUDA_BASE_MARKED; tagged ones take their pair's value from v),
+// as described above:
 // the changed base nodes are written back final, the changed nodes above
 // them recomputed and written, `top` with its sign bit set when
 // `mark_top`. With a min tree (MIN; a buffer's, for buffer-max weights:
@@ -394,7 +413,7 @@ static __device__ void peri_cuda_lead_fixed(per_real *node, per_real *mn,
     for (k = 1; k < 2 * W; ++k)
       m[k] = PERI_CUDA_LDCG(&mn[peri_cuda_subtree_node(top, k)]);
   }
-  if (leaf) { // claimed leaves take their pair's value
+  if (leaf == PERI_CUDA_BASE_TAGGED) { // claimed leaves: their pair's value
     // Loaded for every leaf (pair 0's for an unclaimed one, then
     // dropped): a load under a branch would wait before the next.
     PERI_CUDA_UNROLL
@@ -412,8 +431,11 @@ static __device__ void peri_cuda_lead_fixed(per_real *node, per_real *mn,
     }
   } else {
     PERI_CUDA_UNROLL
-    for (k = 0; k < W; ++k)
+    for (k = 0; k < W; ++k) {
       t[W + k] = peri_cuda_from_bits(b[k] & ~PERI_CUDA_SIGN_BIT);
+      if (MIN && leaf && chg[W + k])
+        m[W + k] = t[W + k] > 0 ? t[W + k] : PERI_NO_MIN;
+    }
   }
   PERI_CUDA_UNROLL
   for (k = W - 1; k >= 1; --k) { // children before parents
@@ -461,12 +483,14 @@ static __device__ void peri_cuda_lead(per_real *node, per_real *mn,
 
 // The settle's climb of a counted pair (or added slot) with this leaf:
 // arrive at each group's counter, lead where the arrival was the last
-// (recompute only when `apply`), stop where it was not.
+// (recompute only when `apply`), stop where it was not. `base`: how the
+// leaves mark a change (PERI_CUDA_BASE_TAGGED or _MARKED_LEAVES).
 template <bool MIN>
 static __device__ void peri_cuda_climb(per_real *node, per_real *mn,
                                        unsigned int *cnt, uint32_t L,
                                        uint32_t depth, uint32_t leaf,
-                                       const peri_cuda_pairs &v, int apply) {
+                                       const peri_cuda_pairs &v, int apply,
+                                       int base) {
   uint32_t g, G = peri_cuda_group_count(depth);
   for (g = 1; g <= G; ++g) {
     unsigned int *c = peri_cuda_counter(cnt, L, depth, g, leaf);
@@ -475,8 +499,8 @@ static __device__ void peri_cuda_climb(per_real *node, per_real *mn,
     if (PERI_CUDA_ARRIVE(c, 0xFFFFFFFFu) != 1u) return; // not the last
     PERI_CUDA_ACQUIRE(c);
     if (apply)
-      peri_cuda_lead<MIN>(node, mn, (L + leaf) >> hi, hi - lo, g == 1, v,
-                          g < G);
+      peri_cuda_lead<MIN>(node, mn, (L + leaf) >> hi, hi - lo,
+                          g == 1 ? base : PERI_CUDA_BASE_MARKED, v, g < G);
   }
 }
 
@@ -527,13 +551,14 @@ static __global__ void peri_cuda_claim_kernel(
 // v.val for TD errors). Without a buffer state (st NULL: the tree's own
 // update) thread 0 writes the outcome to *d_status; a buffer's update
 // also folds its totals (stale count, largest priority, a priority of 0)
-// into the state and *stale, and leaves acc[0] cleared.
+// into the state and *stale, and leaves acc[0] cleared. The status's
+// position is divided by pos_div (1; an update_seq's key: its entry).
 template <bool MIN>
 static __global__ void peri_cuda_settle_kernel(
     per_real *node, per_real *mn, uint32_t L, uint32_t depth, peri_cuda_pairs v,
     uint32_t n, unsigned int *cnt, const uint32_t *flag, const per_real *orig,
     peri_cuda_acc *acc, peri_cuda_buffer_state *st, uint32_t *stale,
-    unsigned long long *d_status) {
+    unsigned long long *d_status, uint32_t pos_div) {
   uint32_t j = peri_cuda_thread_id();
   unsigned long long bad = PERI_CUDA_LD(&acc[0].status);
   peri_cuda_acc mine = peri_cuda_acc_none(), tot;
@@ -543,7 +568,8 @@ static __global__ void peri_cuda_settle_kernel(
       uint32_t leaf = peri_cuda_pair_leaf(v, j);
       if (bad && (f & PERI_CUDA_F_OWN))
         PERI_CUDA_ST(&node[L + leaf], PERI_CUDA_LD(&orig[j]));
-      peri_cuda_climb<MIN>(node, mn, cnt, L, depth, leaf, v, !bad);
+      peri_cuda_climb<MIN>(node, mn, cnt, L, depth, leaf, v, !bad,
+                           PERI_CUDA_BASE_TAGGED);
       if (st && !bad) {
         per_real p = PERI_CUDA_LD(&v.val[j]);
         mine.maxbits = (unsigned long long)peri_cuda_to_bits(p);
@@ -563,7 +589,7 @@ static __global__ void peri_cuda_settle_kernel(
     if (mx > PERI_CUDA_LD(&st->max_leaf)) PERI_CUDA_ST(&st->max_leaf, mx);
     if (tot.zero) PERI_CUDA_ST(&st->zero_hint, 1u);
   }
-  PERI_CUDA_ST(d_status, tot.status);
+  PERI_CUDA_ST(d_status, peri_cuda_status_per(tot.status, pos_div));
   peri_cuda_acc_clear(&acc[0]);
 }
 
@@ -738,67 +764,86 @@ static __host__ __device__ inline size_t peri_cuda_round256(size_t bytes) {
 }
 
 // >>kernels: replay buffer
-// What a replay buffer's sample draws from (peri_plan_sample's plan for
-// items, with replacement), worked out by every thread of the draw from
-// the state, and kept by thread 0 for the second launch.
+// What a replay buffer's sample draws from (peri_plan_sample's plan),
+// worked out by every thread of the draw from the state, and kept by
+// thread 0 for the second launch.
 struct peri_cuda_sample_plan {
-  peri_cover cov; // !whole: the window's subtrees
+  peri_cover cov; // !whole: the eligible leaves' subtrees
   per_rng next;   // the state's stream after the call
   double beta;
   per_real total, seg, pmin; // pmin: buffer-max weights' minimum
-  uint32_t W, start, whole, degenerate, bufmax, pad;
+  uint32_t W, start, whole, degenerate, bufmax, seq;
+  uint32_t nr, lo[2], hi[2]; // the eligible leaves: nr ranges [lo, hi)
+  uint32_t nvalid; // what uniform draws pick from: items, W; sequences,
+                   // the valid eligible ones (counted when degenerate)
+};
+
+// A buffer's sequences (seq_len > 0) as the kernels see them: the
+// sequence tree, its min tree (or NULL), the validity flags; len steps
+// each, sequence q starting at slot q * stride, ns of them.
+struct peri_cuda_seqs {
+  per_real *node;
+  const per_real *mn;
+  uint8_t *ok;
+  uint32_t L, depth, ns, len, stride;
 };
 
 // The workspace of a buffer (or the scratch of a tree call): the sample's
 // plan, the reduction records (1 + the most blocks of a launch), the
-// group counters of the tree (peri_cuda_counter_base), and arrays of
-// max_batch: flags, drawn leaves, values (a draw's leaf values, an
-// update's priorities) and an update's old leaf values; a buffer's also
-// has the set of its distinct draws (2^peri_cat_hbits(max_batch) words,
-// each call clearing what it uses first). Everything but the arrays
-// starts 0 and every call leaves it 0.
+// group counters of the tree (peri_cuda_counter_base) and of a buffer's
+// sequence tree (scnt), and arrays of its most pairs (max_batch, times
+// seq_len for a buffer with sequences: an update_seq's TD errors):
+// flags, drawn leaves (an update_seq's leaves), values (a draw's leaf
+// values, an update's priorities) and an update's old leaf values; a
+// buffer's also has the set of its distinct draws
+// (2^peri_cat_hbits(max_batch) words, each call clearing what it uses
+// first) and, with sequences, a word per sequence (own: 0 between
+// calls). Everything but the arrays starts 0 and every call leaves it 0.
 struct peri_cuda_workspace {
   peri_cuda_sample_plan *plan;
   peri_cuda_acc *acc;
-  unsigned int *cnt;
-  uint32_t *flag, *idx, *set;
+  unsigned int *cnt, *scnt;
+  uint32_t *flag, *idx, *set, *own;
   per_real *val, *orig;
 };
 
 // The state record = s; with a min tree mn of L leaves (a reset), every
-// node of it PERI_NO_MIN: no positive leaf anywhere; with a permutation
-// perm of cap slots (a reset), the identity.
-static __global__ void peri_cuda_set_state_kernel(peri_cuda_buffer_state *st,
-                                                  peri_cuda_buffer_state s,
-                                                  per_real *mn, uint32_t L,
-                                                  uint32_t *perm,
-                                                  uint32_t cap) {
+// node of it PERI_NO_MIN: no positive leaf anywhere, and the same for the
+// sequences' smn of sL leaves; with a permutation perm of cap slots (a
+// reset), the identity.
+static __global__ void peri_cuda_set_state_kernel(
+    peri_cuda_buffer_state *st, peri_cuda_buffer_state s, per_real *mn,
+    uint32_t L, per_real *smn, uint32_t sL, uint32_t *perm, uint32_t cap) {
   uint32_t k = peri_cuda_thread_id();
   if (k == 0) PERI_CUDA_ST(st, s);
   if (mn && k < L) { // node k and leaf k
     PERI_CUDA_ST(&mn[k], PERI_NO_MIN);
     PERI_CUDA_ST(&mn[L + k], PERI_NO_MIN);
   }
+  if (smn && k < sL) {
+    PERI_CUDA_ST(&smn[k], PERI_NO_MIN);
+    PERI_CUDA_ST(&smn[sL + k], PERI_NO_MIN);
+  }
   if (perm && k < cap) PERI_CUDA_ST(&perm[k], k);
 }
 
 // Rows of item bytes in units of U (1 or 4 bytes: the host picks 4 when
 // every address allows it), a grid-stride loop over the units: row t of
-// `rows` from src row from + t to dst row (to + t) % cap (an add), or
-// from src row idx[t] to dst row t (a sample's gather: idx not NULL).
+// `rows` from src row from + t to dst row (to + t) % cap (an add), or to
+// dst row t from src row (idx[t / n] * stride + t % n) % cap: step t % n
+// of the unit of n rows starting at slot idx[t / n] * stride (a
+// sample's gather: idx not NULL; items n = stride = 1).
 template <typename U>
-static __device__ inline void peri_cuda_copy_rows(U *dst, const U *src,
-                                                  const uint32_t *idx,
-                                                  uint32_t rows, uint32_t units,
-                                                  uint64_t from, uint64_t to,
-                                                  uint32_t cap) {
+static __device__ inline void peri_cuda_copy_rows(
+    U *dst, const U *src, const uint32_t *idx, uint32_t rows, uint32_t units,
+    uint64_t from, uint64_t to, uint32_t cap, uint32_t n, uint32_t stride) {
   uint64_t e = peri_cuda_thread_id(), all = (uint64_t)rows * units;
   uint64_t step = (uint64_t)gridDim.x * blockDim.x;
   for (; e < all; e += step) {
     uint32_t t = (uint32_t)(e / units), u = (uint32_t)(e % units);
     uint64_t a, b;
     if (idx) {
-      a = PERI_CUDA_LD(&idx[t]);
+      a = ((uint64_t)PERI_CUDA_LD(&idx[t / n]) * stride + t % n) % cap;
       b = t;
     } else {
       a = from + t;
@@ -859,7 +904,7 @@ static __global__ void peri_cuda_add_kernel(
   if (!bad)
     peri_cuda_copy_rows<U>(items, src, (const uint32_t *)NULL, keep, units,
                            (uint64_t)(n - keep), (uint64_t)pos + (n - keep),
-                           cap);
+                           cap, 1u, 1u);
   if (t < keep) {
     uint32_t age = peri_cuda_add_age(n, cap, t);
     uint32_t slot = peri_cuda_add_slot(pos, age, cap);
@@ -873,7 +918,8 @@ static __global__ void peri_cuda_add_kernel(
                                    : (uint8_t)PER_END_NONE);
       PERI_CUDA_ST(peri_cuda_as_bits(&node[L + slot]), PERI_CUDA_CLAIM_TAG | t);
     }
-    peri_cuda_climb<MIN>(node, mn, cnt, L, depth, slot, v, !bad);
+    peri_cuda_climb<MIN>(node, mn, cnt, L, depth, slot, v, !bad,
+                         PERI_CUDA_BASE_TAGGED);
   }
   if (!peri_cuda_finish(acc, peri_cuda_acc_none(), &tot)) return;
   if (!tot.status) {
@@ -886,6 +932,166 @@ static __global__ void peri_cuda_add_kernel(
   }
   PERI_CUDA_ST(d_status, tot.status);
   peri_cuda_acc_clear(&acc[0]);
+}
+
+// >>kernels: sequences
+// A buffer with seq_len = len > 0 also keeps per_buffer's sequence tree
+// (leaf q: the priority of the sequence starting at slot q * stride, 0
+// while it is not valid), its min tree (buffer-max weights) and validity
+// flags. After an add's or an update's two launches on the item tree, two
+// more refresh the sequences holding a changed step, the ones
+// peri_seq_touch refreshes: each of them gets its leaf from the final
+// item leaves (peri_seq_steps_of), then the sequence tree settles as an
+// update's tree does. A refresh of a sequence whose steps did not change
+// writes the bits it holds (its leaf is always that function of the
+// state), so the set refreshed may be larger than the set changed: it
+// costs time, never bits.
+// Refresh ("own"): a thread per candidate (touch j, its k-th sequence
+// start; touch j a run of slots [first, first + count) mod cap). It
+// computes sequence q's leaf r and exchanges the leaf for r with the sign
+// bit set, the mark of a changed node; every candidate of q writes the
+// same bits, and the one that found the leaf unmarked owns q: it sets
+// q's validity, own[q] = 1, and counts itself on q's path.
+// Settle: the same threads; the one that takes own[q] back to 0 climbs.
+// Both do nothing when the call's status word is not 0 (the call was
+// refused and changed nothing).
+#define PERI_CUDA_SEQ_ADD 0u   // the slots of the add just made
+#define PERI_CUDA_SEQ_ITEMS 1u // the slot of each current item id
+#define PERI_CUDA_SEQ_SEQS 2u  // the steps of each current sequence id
+#define PERI_CUDA_NONE 0xFFFFFFFFu
+
+struct peri_cuda_seq_job {
+  const peri_cuda_buffer_state *st;
+  const uint64_t *ids; // ITEMS, SEQS: the call's ids
+  const uint32_t *gen;
+  const unsigned long long *status; // the call's status word
+  uint32_t kind, n, per, cap, len, stride, ns;
+};
+
+// The sequences of touch (first, count): per candidates at most, count
+// >= cap: all ns; else ceil(count / stride).
+static uint32_t peri_cuda_seq_per(uint64_t count, uint32_t cap, uint32_t st) {
+  return count >= cap ? cap / st : (uint32_t)((count + st - 1) / st);
+}
+
+// The sequence of candidate t (< touches * per), or PERI_CUDA_NONE.
+static __device__ uint32_t peri_cuda_seq_candidate(const peri_cuda_seq_job &jb,
+                                                   uint32_t t) {
+  uint32_t j = t / jb.per, k = t % jb.per, slot, first;
+  uint64_t count, m;
+  if (jb.kind == PERI_CUDA_SEQ_ADD) {
+    uint32_t keep = jb.n < jb.cap ? jb.n : jb.cap; // after the add's pos
+    slot = (uint32_t)(((uint64_t)PERI_CUDA_LD(&jb.st->pos) + jb.cap - keep) %
+                      jb.cap);
+    count = keep;
+  } else {
+    uint64_t id = PERI_CUDA_LD(&jb.ids[j]);
+    slot = (uint32_t)id;
+    if (jb.kind == PERI_CUDA_SEQ_SEQS) slot &= ~(uint32_t)PER_ID_SEQ;
+    if (slot >= jb.cap || (uint32_t)(id >> 32) != PERI_CUDA_LD(&jb.gen[slot]))
+      return PERI_CUDA_NONE; // stale: nothing of it changed
+    count = jb.kind == PERI_CUDA_SEQ_SEQS ? jb.len : 1u;
+  }
+  count += jb.len - 1u; // and the sequences that start before it
+  if (count >= jb.cap) return k < jb.ns ? k : PERI_CUDA_NONE;
+  first = (uint32_t)(((uint64_t)slot + jb.cap - (jb.len - 1u)) % jb.cap);
+  m = ((uint64_t)first + jb.stride - 1u) / jb.stride + k;
+  if (m * jb.stride >= (uint64_t)first + count) return PERI_CUDA_NONE;
+  return (uint32_t)(m % jb.ns);
+}
+
+static __global__ void peri_cuda_seq_own_kernel(
+    peri_cuda_seq_job jb, uint32_t threads, const per_real *leaf,
+    const uint8_t *ends, int cross, double eta, peri_cuda_seqs sq,
+    uint32_t *own, unsigned int *scnt) {
+  uint32_t t = peri_cuda_thread_id(), q, steps;
+  double v = 0;
+  per_real r;
+  if (t >= threads || PERI_CUDA_LD(jb.status) != 0) return;
+  q = peri_cuda_seq_candidate(jb, t);
+  if (q == PERI_CUDA_NONE) return;
+  steps =
+      peri_seq_steps_of(leaf, jb.gen, ends, jb.cap, PERI_CUDA_LD(&jb.st->pos),
+                        jb.len, cross, eta, q * jb.stride, &v);
+  r = steps ? (per_real)v : (per_real)0;
+  if (atomicExch(peri_cuda_as_bits(&sq.node[sq.L + q]),
+                 peri_cuda_to_bits(r) | PERI_CUDA_SIGN_BIT) &
+      PERI_CUDA_SIGN_BIT)
+    return; // another candidate of q owns it
+  PERI_CUDA_ST(&sq.ok[q], (uint8_t)(steps != 0));
+  PERI_CUDA_ST(&own[q], 1u);
+  peri_cuda_count_path(scnt, sq.L, sq.depth, q);
+}
+
+template <bool MIN>
+static __global__ void peri_cuda_seq_settle_kernel(peri_cuda_seq_job jb,
+                                                   uint32_t threads,
+                                                   peri_cuda_seqs sq,
+                                                   uint32_t *own,
+                                                   unsigned int *scnt) {
+  uint32_t t = peri_cuda_thread_id(), q;
+  if (t >= threads || PERI_CUDA_LD(jb.status) != 0) return;
+  q = peri_cuda_seq_candidate(jb, t);
+  if (q == PERI_CUDA_NONE || atomicExch(&own[q], 0u) != 1u) return;
+  peri_cuda_climb<MIN>(sq.node, (per_real *)sq.mn, scnt, sq.L, sq.depth, q,
+                       peri_cuda_pairs_none(), 1, PERI_CUDA_BASE_MARKED_LEAVES);
+}
+
+// update_seq, launch 1 ("claim"): thread p for TD error p = j * len + t,
+// step t of ids[j]. per_buffer_update_seq's checks, in its order through
+// the key j * (len + 2) + c: c = 0 the id (a sequence's id, sample
+// handed out), 1 + t the TD error, len + 1 a current id whose sequence
+// is not valid (the settle divides the key back to j). A current id's
+// step before its sequence's first episode end (peri_seq_steps_of's
+// steps) is the pair (slot + t, the priority of td[p]), claimed as an
+// update's pair is (its leaf in idx[p]); step 0 flags a stale id.
+static __global__ void peri_cuda_claim_seq_kernel(
+    per_real *node, uint32_t L, uint32_t depth, uint32_t cap,
+    const uint64_t *ids, const float *td, const uint32_t *gen,
+    const uint8_t *ends, const uint8_t *ok, uint32_t len, uint32_t stride,
+    double eps, double alpha, uint32_t pairs, const peri_cuda_buffer_state *st,
+    unsigned int *cnt, uint32_t *flag, uint32_t *idx, per_real *prio,
+    per_real *orig, peri_cuda_acc *acc) {
+  uint32_t p = peri_cuda_thread_id(), j, t, u, slot, g, f = 0, key;
+  uint64_t id;
+  per_status s, sf;
+  int current, live;
+  if (p >= pairs) return;
+  j = p / len;
+  t = p % len;
+  key = j * (len + 2u);
+  id = PERI_CUDA_LD(&ids[j]) & ~PER_ID_SEQ;
+  slot = (uint32_t)id;
+  g = slot < cap ? PERI_CUDA_LD(&gen[slot]) : 0u;
+  s = peri_id_status_of(id, cap, stride, g, PERI_CUDA_LD(&st->added));
+  if (s != PER_OK && t == 0)
+    atomicMax(&acc->status, peri_cuda_status_word(key, s));
+  sf = peri_float_status(PERI_CUDA_LD(&td[p]));
+  if (sf != PER_OK)
+    atomicMax(&acc->status, peri_cuda_status_word(key + 1u + t, sf));
+  current = s == PER_OK && (uint32_t)(id >> 32) == g;
+  live = current && PERI_CUDA_LD(&ok[slot / stride]);
+  if (t == 0 && current && !live)
+    atomicMax(&acc->status,
+              peri_cuda_status_word(key + len + 1u, PER_ERR_INDEX));
+  if (t == 0 && s == PER_OK && !current) f = PERI_CUDA_F_STALE;
+  for (u = 0; live && u < t; ++u) // an episode end before step t
+    if (PERI_CUDA_LD(&ends[((uint64_t)slot + u) % cap])) live = 0;
+  if (live && sf == PER_OK) {
+    uint32_t leaf = (uint32_t)(((uint64_t)slot + t) % cap);
+    peri_cuda_bits old;
+    PERI_CUDA_ST(&idx[p], leaf);
+    PERI_CUDA_ST(&prio[p], peri_priority(PERI_CUDA_LD(&td[p]), eps, alpha));
+    old =
+        atomicMax(peri_cuda_as_bits(&node[L + leaf]), PERI_CUDA_CLAIM_TAG | p);
+    if (old < PERI_CUDA_CLAIM_TAG) {
+      PERI_CUDA_ST(&orig[p], peri_cuda_from_bits(old));
+      f |= PERI_CUDA_F_OWN;
+    }
+    f |= PERI_CUDA_F_CLIMB;
+    peri_cuda_count_path(cnt, L, depth, leaf);
+  }
+  PERI_CUDA_ST(&flag[p], f);
 }
 
 // >>kernels: distinct draws
@@ -956,24 +1162,47 @@ static __device__ void peri_cuda_keep_pick(const per_real *node, uint32_t L,
   PERI_CUDA_ST(&val[j], PERI_CUDA_LD(&node[L + leaf]));
 }
 
+// The leaf of uniform position r < p->nvalid (peri_uniform_leaf): items
+// by window position, sequences by rank among the valid eligible ones
+// (O(leaves): degenerate mass only).
+static __device__ uint32_t
+peri_cuda_uniform_leaf(const peri_cuda_sample_plan *p, const uint8_t *ok,
+                       uint32_t cap, uint32_t r) {
+  uint32_t q, j;
+  if (!p->seq) return (uint32_t)(((uint64_t)p->start + r) % cap);
+  for (q = 0; q < p->nr; ++q)
+    for (j = p->lo[q]; j < p->hi[q]; ++j)
+      if (ok[j] && r-- == 0) return j;
+  return 0; // r < nvalid: not reached
+}
+
 // Degenerate mass (peri_pick_uniform): B distinct positions of the
-// window's W by Floyd's algorithm, as slots.
-static __device__ void peri_cuda_pick_uniform(per_rng *r, const per_real *node,
-                                              uint32_t L, uint32_t cap,
-                                              uint32_t start, uint32_t W,
-                                              uint32_t B, uint32_t *set,
-                                              uint32_t *idx, per_real *val) {
-  uint32_t j, i = 0, hb = peri_cat_hbits(B);
+// nvalid by Floyd's algorithm, as leaves.
+static __device__ void peri_cuda_pick_uniform(
+    per_rng *r, const peri_cuda_sample_plan *p, const uint8_t *ok,
+    const per_real *node, uint32_t L, uint32_t cap, uint32_t B, uint32_t *set,
+    uint32_t *idx, per_real *val) {
+  uint32_t j, i = 0, hb = peri_cat_hbits(B), N = p->nvalid;
   peri_cuda_set_clear(set, hb);
-  for (j = W - B; j < W; ++j, ++i) {
+  for (j = N - B; j < N; ++j, ++i) {
     uint32_t t = peri_rng_below(r, j + 1u);
     if (!peri_cuda_set_insert(set, hb, t)) {
       peri_cuda_set_insert(set, hb, j);
       t = j;
     }
-    peri_cuda_keep_pick(node, L, i, (uint32_t)(((uint64_t)start + t) % cap),
-                        idx, val);
+    peri_cuda_keep_pick(node, L, i, peri_cuda_uniform_leaf(p, ok, cap, t), idx,
+                        val);
   }
+}
+
+// The id of a drawn leaf: its unit's first slot, that slot's generation,
+// PER_ID_SEQ for a sequence.
+static __device__ uint64_t peri_cuda_id_of(const peri_cuda_sample_plan *p,
+                                           const uint32_t *gen, uint32_t stride,
+                                           uint32_t leaf) {
+  uint32_t slot = leaf * stride;
+  return (uint64_t)slot | ((uint64_t)PERI_CUDA_LD(&gen[slot]) << 32) |
+         (p->seq ? PER_ID_SEQ : 0u);
 }
 
 // alpha = 0, the whole buffer (per_swap_sample): partial Fisher-Yates on
@@ -1062,21 +1291,21 @@ static __device__ per_status peri_cuda_pick_window(per_rng *r, per_real *node,
 // Thread 0 of a PER_SAMPLE_UNIQUE draw: the B picks (p->next advances
 // over the stream they read), their ids and weights, as the draw kernel
 // writes a batch's; returns what the thread reports (a status, or the
-// batch minimum when the weights wait for it).
-static __device__ peri_cuda_acc
-peri_cuda_pick(peri_cuda_sample_plan *p, uint32_t max_unique, uint32_t cap,
-               uint32_t L, uint32_t size, per_real *node, uint32_t *perm,
-               const uint32_t *gen, uint32_t B, uint32_t *set, uint32_t *idx,
-               per_real *val, uint64_t *ids, float *w) {
+// batch minimum when the weights wait for it). node, L: the tree drawn
+// from (items' or sequences'); perm: items only.
+static __device__ peri_cuda_acc peri_cuda_pick(
+    peri_cuda_sample_plan *p, uint32_t max_unique, uint32_t cap, uint32_t L,
+    uint32_t size, per_real *node, uint32_t *perm, const uint32_t *gen,
+    const uint8_t *ok, uint32_t stride, uint32_t B, uint32_t *set,
+    uint32_t *idx, per_real *val, uint64_t *ids, float *w) {
   peri_cuda_acc a = peri_cuda_acc_none();
   per_status s = PER_OK;
   per_real pmin = PERI_NO_MIN;
   uint32_t k;
-  if (B > p->W) s = PER_ERR_TOO_FEW;
+  if ((!p->seq || p->degenerate) && B > p->nvalid) s = PER_ERR_TOO_FEW;
   else if (p->degenerate)
-    peri_cuda_pick_uniform(&p->next, node, L, cap, p->start, p->W, B, set, idx,
-                           val);
-  else if (p->whole && perm)
+    peri_cuda_pick_uniform(&p->next, p, ok, node, L, cap, B, set, idx, val);
+  else if (p->whole && perm && !p->seq)
     peri_cuda_pick_swap(&p->next, node, L, perm, size, B, idx, val);
   else if (p->whole)
     s = peri_cuda_pick_cat(&p->next, node, L, B, max_unique, set, idx, val);
@@ -1088,9 +1317,7 @@ peri_cuda_pick(peri_cuda_sample_plan *p, uint32_t max_unique, uint32_t cap,
   for (k = 0; k < B; ++k) {
     uint32_t leaf = PERI_CUDA_LD(&idx[k]);
     per_real x = PERI_CUDA_LD(&val[k]);
-    if (ids)
-      PERI_CUDA_ST(&ids[k],
-                   (uint64_t)leaf | ((uint64_t)PERI_CUDA_LD(&gen[leaf]) << 32));
+    if (ids) PERI_CUDA_ST(&ids[k], peri_cuda_id_of(p, gen, stride, leaf));
     if (w && p->degenerate) PERI_CUDA_ST(&w[k], 1.0f);
     else if (w && p->bufmax)
       PERI_CUDA_ST(&w[k], peri_weight(x, p->pmin, p->beta));
@@ -1101,23 +1328,27 @@ peri_cuda_pick(peri_cuda_sample_plan *p, uint32_t max_unique, uint32_t cap,
 }
 
 // sample, launch 1 ("draw"): thread i works out the plan from the state
-// (every thread the same), then draws i: stratum i's leaf, its value, id
+// (every thread the same; peri_plan_sample's, on the sequence tree with
+// PER_SAMPLE_SEQUENCES), then draws i: stratum i's leaf, its value, id
 // and, when it needs no batch minimum, its weight; otherwise it reports
 // the value for the minimum. Degenerate mass: thread 0 makes the uniform
-// draws, in order, as the CPU's (weights 1). PER_SAMPLE_UNIQUE: thread 0
-// alone makes the picks (peri_cuda_pick). An empty buffer: thread 0
-// reports PER_ERR_EMPTY. Thread 0 keeps the plan.
+// draws, in order, as the CPU's (weights 1; sequences: PER_ERR_TOO_FEW
+// when none is valid). PER_SAMPLE_UNIQUE: thread 0 alone makes the
+// picks (peri_cuda_pick). An empty buffer: thread 0 reports
+// PER_ERR_EMPTY. Thread 0 keeps the plan.
 static __global__ void peri_cuda_draw_kernel(
-    const peri_cuda_buffer_state *st, per_config cfg, uint32_t cap, uint32_t L,
-    per_real *node, const per_real *mn, const uint32_t *traj,
-    const uint32_t *gen, uint32_t *perm, uint32_t B, uint32_t flags,
-    double beta, uint32_t window, peri_cuda_sample_plan *plan, uint32_t *set,
-    uint32_t *idx, per_real *val, uint64_t *ids, float *w, peri_cuda_acc *acc) {
-  uint32_t i = peri_cuda_thread_id(), q, nr, lo[2], hi[2], leaf;
+    const peri_cuda_buffer_state *st, per_config cfg, uint32_t cap,
+    uint32_t L_items, per_real *items_node, const per_real *items_mn,
+    peri_cuda_seqs sq, const uint32_t *traj, const uint32_t *gen,
+    uint32_t *perm, uint32_t B, uint32_t flags, double beta, uint32_t window,
+    peri_cuda_sample_plan *plan, uint32_t *set, uint32_t *idx, per_real *val,
+    uint64_t *ids, float *w, peri_cuda_acc *acc) {
+  uint32_t i = peri_cuda_thread_id(), q, leaf, L = L_items, stride = 1;
   peri_cuda_acc mine = peri_cuda_acc_none(), tot;
   peri_cuda_buffer_state s;
   peri_cuda_sample_plan p;
-  per_real x;
+  per_real x, *node = items_node;
+  const per_real *mn = items_mn;
   if (i >= B || (i != 0 && (flags & PER_SAMPLE_UNIQUE))) goto done;
   s = PERI_CUDA_LD(st);
   if (s.size == 0) {
@@ -1131,33 +1362,58 @@ static __global__ void peri_cuda_draw_kernel(
     p.W = peri_traj_window_of(traj, cap, s.pos, s.size, p.W);
   if (p.W == 0 || p.W > s.size) p.W = s.size;
   p.whole = p.W == s.size;
-  nr = peri_window(cap, s.pos, p.W, &p.start, lo, hi);
+  p.nr = peri_window(cap, s.pos, p.W, &p.start, p.lo, p.hi);
+  p.nvalid = p.W;
+  if (flags & PER_SAMPLE_SEQUENCES) {
+    p.seq = 1;
+    node = sq.node;
+    mn = sq.mn;
+    L = sq.L;
+    stride = sq.stride;
+    if (p.whole) { // every sequence: the invalid ones have leaf 0
+      p.nr = 1;
+      p.lo[0] = 0;
+      p.hi[0] = sq.ns;
+    } else { // the sequences starting in the window's slots
+      for (q = 0; q < p.nr; ++q) {
+        p.lo[q] = (uint32_t)(((uint64_t)p.lo[q] + stride - 1) / stride);
+        p.hi[q] = (uint32_t)(((uint64_t)p.hi[q] + stride - 1) / stride);
+      }
+    }
+  }
   if (p.whole) {
     p.total = node[1];
   } else {
-    for (q = 0; q < nr; ++q) peri_cover_range(&p.cov, L, lo[q], hi[q]);
+    for (q = 0; q < p.nr; ++q) peri_cover_range(&p.cov, L, p.lo[q], p.hi[q]);
     p.total = peri_cover_total(&p.cov, node);
   }
   p.degenerate = !peri_dfinite((double)p.total) || !(p.total > 0);
+  if (p.degenerate && i != 0) goto done; // thread 0 draws them all
+  if (p.degenerate && p.seq) {           // uniform over the valid ones
+    uint32_t j;
+    p.nvalid = 0;
+    for (q = 0; q < p.nr; ++q)
+      for (j = p.lo[q]; j < p.hi[q]; ++j) p.nvalid += PERI_CUDA_LD(&sq.ok[j]);
+    if (p.nvalid == 0) {
+      mine.status = peri_cuda_status_word(0, PER_ERR_TOO_FEW);
+      goto done;
+    }
+  }
   p.bufmax = mn && mn[1] <= PER_LEAF_MAX;
   p.pmin = p.bufmax ? mn[1] : PERI_NO_MIN;
   p.next = s.rng;
   if (flags & PER_SAMPLE_UNIQUE) {
     mine = peri_cuda_pick(&p, cfg.max_unique, cap, L, s.size, node, perm, gen,
-                          B, set, idx, val, ids, w);
+                          sq.ok, stride, B, set, idx, val, ids, w);
   } else if (p.degenerate) {
-    if (i == 0) {
-      uint32_t k;
-      for (k = 0; k < B; ++k) {
-        leaf = (uint32_t)(((uint64_t)p.start + peri_rng_below(&p.next, p.W)) %
-                          cap);
-        PERI_CUDA_ST(&idx[k], leaf);
-        PERI_CUDA_ST(&val[k], node[L + leaf]);
-        if (ids)
-          PERI_CUDA_ST(&ids[k], (uint64_t)leaf |
-                                    ((uint64_t)PERI_CUDA_LD(&gen[leaf]) << 32));
-        if (w) PERI_CUDA_ST(&w[k], 1.0f);
-      }
+    uint32_t k;
+    for (k = 0; k < B; ++k) {
+      leaf = peri_cuda_uniform_leaf(&p, sq.ok, cap,
+                                    peri_rng_below(&p.next, p.nvalid));
+      PERI_CUDA_ST(&idx[k], leaf);
+      PERI_CUDA_ST(&val[k], node[L + leaf]);
+      if (ids) PERI_CUDA_ST(&ids[k], peri_cuda_id_of(&p, gen, stride, leaf));
+      if (w) PERI_CUDA_ST(&w[k], 1.0f);
     }
   } else {
     per_real u;
@@ -1170,9 +1426,7 @@ static __global__ void peri_cuda_draw_kernel(
     x = node[L + leaf];
     PERI_CUDA_ST(&idx[i], leaf);
     PERI_CUDA_ST(&val[i], x);
-    if (ids)
-      PERI_CUDA_ST(&ids[i],
-                   (uint64_t)leaf | ((uint64_t)PERI_CUDA_LD(&gen[leaf]) << 32));
+    if (ids) PERI_CUDA_ST(&ids[i], peri_cuda_id_of(&p, gen, stride, leaf));
     if (w && p.bufmax) PERI_CUDA_ST(&w[i], peri_weight(x, p.pmin, p.beta));
     else if (w) mine = peri_cuda_weight_report(x, i);
   }
@@ -1183,13 +1437,15 @@ done:
 
 // sample, launch 2 ("deliver"): unless the draw failed, weight i from
 // the batch minimum (when the draw left it to this launch), the gather of
-// the drawn rows, and (thread 0) the state's stream and step moved on;
+// the drawn units (n rows each: n = seq_len for sequences, whose mask
+// row i writes), and (thread 0) the state's stream and step moved on;
 // the last thread writes *d_status and clears acc[0].
 template <typename U>
 static __global__ void peri_cuda_deliver_kernel(
     peri_cuda_buffer_state *st, const peri_cuda_sample_plan *plan,
     const uint32_t *idx, const per_real *val, uint32_t B, float *w, U *out,
-    const U *items, uint32_t units, peri_cuda_acc *acc,
+    const U *items, uint32_t units, uint32_t cap, uint32_t n, uint32_t stride,
+    const uint8_t *ends, uint8_t *mask, peri_cuda_acc *acc,
     unsigned long long *d_status) {
   uint32_t i = peri_cuda_thread_id();
   unsigned long long bad = PERI_CUDA_LD(&acc[0].status);
@@ -1201,7 +1457,17 @@ static __global__ void peri_cuda_deliver_kernel(
                    peri_weight(PERI_CUDA_LD(&val[i]),
                                peri_cuda_min_of(PERI_CUDA_LD(&acc[0].minc)),
                                PERI_CUDA_LD(&plan->beta)));
-    if (out) peri_cuda_copy_rows<U>(out, items, idx, B, units, 0, 0, 1);
+    if (out)
+      peri_cuda_copy_rows<U>(out, items, idx, B * n, units, 0, 0, cap, n,
+                             stride);
+    if (mask && i < B) { // 1 up to and including the first episode end
+      uint32_t slot = PERI_CUDA_LD(&idx[i]) * stride, t;
+      uint8_t live = 1;
+      for (t = 0; t < n; ++t) {
+        PERI_CUDA_ST(&mask[(size_t)i * n + t], live);
+        if (PERI_CUDA_LD(&ends[((uint64_t)slot + t) % cap])) live = 0;
+      }
+    }
     if (i == 0) {
       peri_cuda_buffer_state s = PERI_CUDA_LD(st);
       s.rng = PERI_CUDA_LD(&plan->next);
@@ -1251,25 +1517,30 @@ static unsigned char *peri_cuda_carve(unsigned char *base, size_t *off,
   return p;
 }
 
-// A workspace for batches of up to max_batch on a tree of L leaves laid
-// out from base into *w (base NULL: only the sizes). Returns the bytes it
-// spans; *zeroed gets the bytes of its start that must be 0 before a call
-// (plan, reduction records, counters). A buffer's (`buffer`) has the plan,
-// records for its largest grid, the drawn leaves and the set of distinct
-// draws; a tree update's records for its n pairs' grid, and values only
-// when `val` (TD errors).
-// In that order: plan, records, counters, flags, leaves, set, values, old
-// values.
-static size_t peri_cuda_workspace_layout(unsigned char *base,
-                                         uint32_t max_batch, uint32_t L,
-                                         uint32_t depth, int buffer, int val,
-                                         peri_cuda_workspace *w,
-                                         size_t *zeroed) {
+// A workspace for calls of up to `pairs` pairs (a tree call's n; a
+// buffer's max_batch, times seq_len with sequences) on a tree of L
+// leaves, laid out from base into *w (base NULL: only the sizes).
+// Returns the bytes it spans; *zeroed gets the bytes of its start that
+// must be 0 before a call (plan, reduction records, counters). A
+// buffer's (`buffer`) has the plan, records for its largest grid, the
+// drawn leaves, the set of distinct draws (batches up to max_batch) and,
+// with sequences (ns of them, a tree of sL leaves, depth sdepth; else
+// ns = 0), their counters and words; a tree update's records for its n
+// pairs' grid, and values only when `val` (TD errors).
+// In that order: plan, records, counters, sequence counters, flags,
+// leaves, set, sequence words, values, old values.
+static size_t peri_cuda_workspace_layout(
+    unsigned char *base, uint32_t max_batch, uint32_t pairs, uint32_t L,
+    uint32_t depth, uint32_t ns, uint32_t sL, uint32_t sdepth, int buffer,
+    int val, peri_cuda_workspace *w, size_t *zeroed) {
   size_t off = 0,
          slots =
-             peri_cuda_counter_base(peri_cuda_group_count(depth) + 1, L, depth);
-  size_t nb = 1u + (size_t)(buffer ? peri_cuda_max_blocks(max_batch)
-                                   : peri_cuda_blocks_for(max_batch));
+             peri_cuda_counter_base(peri_cuda_group_count(depth) + 1, L, depth),
+         sslots = ns ? peri_cuda_counter_base(peri_cuda_group_count(sdepth) + 1,
+                                              sL, sdepth)
+                     : 0;
+  size_t nb = 1u + (size_t)(buffer ? peri_cuda_max_blocks(pairs)
+                                   : peri_cuda_blocks_for(pairs));
   w->plan = buffer ? (peri_cuda_sample_plan *)peri_cuda_carve(
                          base, &off, sizeof(peri_cuda_sample_plan))
                    : NULL;
@@ -1277,29 +1548,44 @@ static size_t peri_cuda_workspace_layout(unsigned char *base,
       (peri_cuda_acc *)peri_cuda_carve(base, &off, nb * sizeof(peri_cuda_acc));
   w->cnt =
       (unsigned int *)peri_cuda_carve(base, &off, slots * sizeof(unsigned int));
+  w->scnt = ns ? (unsigned int *)peri_cuda_carve(base, &off,
+                                                 sslots * sizeof(unsigned int))
+               : NULL;
   if (zeroed) *zeroed = off;
-  w->flag = (uint32_t *)peri_cuda_carve(base, &off,
-                                        (size_t)max_batch * sizeof(uint32_t));
+  w->flag =
+      (uint32_t *)peri_cuda_carve(base, &off, (size_t)pairs * sizeof(uint32_t));
   w->idx = buffer ? (uint32_t *)peri_cuda_carve(
-                        base, &off, (size_t)max_batch * sizeof(uint32_t))
+                        base, &off, (size_t)pairs * sizeof(uint32_t))
                   : NULL;
   w->set =
       buffer ? (uint32_t *)peri_cuda_carve(
                    base, &off,
                    ((size_t)1 << peri_cat_hbits(max_batch)) * sizeof(uint32_t))
              : NULL;
-  w->val = val ? (per_real *)peri_cuda_carve(
-                     base, &off, (size_t)max_batch * sizeof(per_real))
+  w->own = ns ? (uint32_t *)peri_cuda_carve(base, &off,
+                                            (size_t)ns * sizeof(uint32_t))
+              : NULL;
+  w->val = val ? (per_real *)peri_cuda_carve(base, &off,
+                                             (size_t)pairs * sizeof(per_real))
                : NULL;
-  w->orig = (per_real *)peri_cuda_carve(base, &off,
-                                        (size_t)max_batch * sizeof(per_real));
+  w->orig =
+      (per_real *)peri_cuda_carve(base, &off, (size_t)pairs * sizeof(per_real));
   return off;
+}
+
+// The most pairs of a buffer's call: max_batch, times seq_len with
+// sequences (<= PER_CUDA_MAX_BATCH: checked with the config).
+static uint32_t peri_cuda_max_pairs(const per_config *c, uint32_t max_batch) {
+  return max_batch * (c->seq_len ? c->seq_len : 1u);
 }
 
 static peri_cuda_workspace peri_cuda_workspace_of(const per_cuda_buffer *b) {
   peri_cuda_workspace w;
-  peri_cuda_workspace_layout((unsigned char *)b->d_work, b->max_batch,
-                             b->tree.leaves, b->tree.depth, 1, 1, &w, NULL);
+  peri_cuda_workspace_layout(
+      (unsigned char *)b->d_work, b->max_batch,
+      peri_cuda_max_pairs(&b->cfg, b->max_batch), b->tree.leaves, b->tree.depth,
+      b->cfg.seq_len ? b->seq_tree.capacity : 0u, b->seq_tree.leaves,
+      b->seq_tree.depth, 1, 1, &w, NULL);
   return w;
 }
 
@@ -1350,6 +1636,26 @@ static per_status peri_cuda_check_scratch(void *d_scratch,
   return PER_OK;
 }
 
+// Enqueue an update's settle of n pairs with values vs (after a claim).
+static void peri_cuda_enqueue_settle(
+    const per_cuda_tree *t, per_real *d_min, peri_cuda_pairs vs, uint32_t n,
+    const peri_cuda_workspace *w, peri_cuda_buffer_state *st, uint32_t *d_stale,
+    unsigned long long *d_status, uint32_t pos_div, per_cuda_stream stream) {
+  uint32_t g = peri_cuda_blocks_for(n);
+  if (d_min)
+    PER_CUDA_LAUNCH(peri_cuda_settle_kernel<true>, g, PERI_CUDA_BLOCK_THREADS,
+                    stream, t->d_node, d_min, t->leaves, t->depth, vs, n,
+                    w->cnt, (const uint32_t *)w->flag,
+                    (const per_real *)w->orig, w->acc, st, d_stale, d_status,
+                    pos_div);
+  else
+    PER_CUDA_LAUNCH(peri_cuda_settle_kernel<false>, g, PERI_CUDA_BLOCK_THREADS,
+                    stream, t->d_node, d_min, t->leaves, t->depth, vs, n,
+                    w->cnt, (const uint32_t *)w->flag,
+                    (const per_real *)w->orig, w->acc, st, d_stale, d_status,
+                    pos_div);
+}
+
 // Enqueue an update's two launches (n >= 1; the workspace's counters and
 // records 0): the claim, then the settle. With TD errors the claim puts
 // the pairs' priorities in w->val, where the settle reads them. st: a
@@ -1358,26 +1664,18 @@ static void peri_cuda_enqueue_update(
     const per_cuda_tree *t, per_real *d_min, peri_cuda_pairs v, uint32_t n,
     const peri_cuda_workspace *w, peri_cuda_buffer_state *st, uint32_t *d_stale,
     unsigned long long *d_status, per_cuda_stream stream) {
-  uint32_t g = peri_cuda_blocks_for(n);
   peri_cuda_pairs vs = v;
-  PER_CUDA_LAUNCH(peri_cuda_claim_kernel, g, PERI_CUDA_BLOCK_THREADS, stream,
-                  t->d_node, t->leaves, t->depth, t->capacity, v, n,
+  PER_CUDA_LAUNCH(peri_cuda_claim_kernel, peri_cuda_blocks_for(n),
+                  PERI_CUDA_BLOCK_THREADS, stream, t->d_node, t->leaves,
+                  t->depth, t->capacity, v, n,
                   (const peri_cuda_buffer_state *)st, w->cnt, w->flag, w->val,
                   w->orig, w->acc);
   if (v.td) {
     vs.td = NULL;
     vs.val = w->val;
   }
-  if (d_min)
-    PER_CUDA_LAUNCH(peri_cuda_settle_kernel<true>, g, PERI_CUDA_BLOCK_THREADS,
-                    stream, t->d_node, d_min, t->leaves, t->depth, vs, n,
-                    w->cnt, (const uint32_t *)w->flag,
-                    (const per_real *)w->orig, w->acc, st, d_stale, d_status);
-  else
-    PER_CUDA_LAUNCH(peri_cuda_settle_kernel<false>, g, PERI_CUDA_BLOCK_THREADS,
-                    stream, t->d_node, d_min, t->leaves, t->depth, vs, n,
-                    w->cnt, (const uint32_t *)w->flag,
-                    (const per_real *)w->orig, w->acc, st, d_stale, d_status);
+  peri_cuda_enqueue_settle(t, d_min, vs, n, w, st, d_stale, d_status, 1u,
+                           stream);
 }
 
 static per_status peri_cuda_tree_update(const per_cuda_tree *t,
@@ -1392,8 +1690,9 @@ static per_status peri_cuda_tree_update(const per_cuda_tree *t,
   int go;
   if ((s = peri_cuda_check_tree(t)) != PER_OK) return s;
   if (n > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
-  need = peri_cuda_workspace_layout(NULL, n ? n : 1u, t->leaves, t->depth, 0,
-                                    v.td != NULL, &w, &zeroed);
+  need = peri_cuda_workspace_layout(NULL, n ? n : 1u, n ? n : 1u, t->leaves,
+                                    t->depth, 0u, 0u, 0u, 0, v.td != NULL, &w,
+                                    &zeroed);
   s = peri_cuda_check_scratch(d_scratch, scratch_bytes, need, &go);
   if (s != PER_OK || !go) return s;
   if (!d_status) return PER_ERR_NULL;
@@ -1407,8 +1706,9 @@ static per_status peri_cuda_tree_update(const per_cuda_tree *t,
   if (n == 0)
     return peri_cuda_device_status(
         cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
-  peri_cuda_workspace_layout((unsigned char *)d_scratch, n, t->leaves, t->depth,
-                             0, v.td != NULL, &w, &zeroed);
+  peri_cuda_workspace_layout((unsigned char *)d_scratch, n, n, t->leaves,
+                             t->depth, 0u, 0u, 0u, 0, v.td != NULL, &w,
+                             &zeroed);
   s = peri_cuda_device_status(cudaMemsetAsync(d_scratch, 0, zeroed, stream));
   if (s != PER_OK) return s;
   v.idx = d_idx;
@@ -1419,16 +1719,18 @@ static per_status peri_cuda_tree_update(const per_cuda_tree *t,
 // >>launchers: replay buffer
 // The parts of a buffer's device memory, in order, each 256-byte aligned:
 // items, generations, ends, trajectory ids, tree, min tree, permutation,
-// state, work.
-#define PERI_CUDA_PARTS 9
+// sequence tree, its min tree, sequence flags, state, work.
+#define PERI_CUDA_PARTS 12
 static size_t peri_cuda_buffer_parts(const per_config *c, uint32_t max_batch,
                                      size_t part[PERI_CUDA_PARTS]) {
   size_t total = 0, cap = c->capacity, tb = per_tree_bytes(c->capacity);
+  uint32_t ns = c->seq_len ? c->capacity / c->seq_stride : 0u;
   peri_cuda_workspace w;
-  uint32_t L, depth;
+  uint32_t L, depth, sL = 0, sdepth = 0;
   int i;
   if (tb == 0 || cap * c->item_size / c->item_size != cap) return 0;
   L = peri_leaves_for(c->capacity, &depth);
+  if (ns) sL = peri_leaves_for(ns, &sdepth);
   part[0] = peri_cuda_round256(cap * c->item_size);
   part[1] = peri_cuda_round256(cap * sizeof(uint32_t));
   part[2] = peri_cuda_round256(cap);
@@ -1436,9 +1738,13 @@ static size_t peri_cuda_buffer_parts(const per_config *c, uint32_t max_batch,
   part[4] = peri_cuda_round256(tb);
   part[5] = (c->flags & PER_WEIGHTS_BUFFER_MAX) ? part[4] : 0;
   part[6] = c->alpha == 0 ? part[1] : 0;
-  part[7] = peri_cuda_round256(sizeof(peri_cuda_buffer_state));
-  part[8] =
-      peri_cuda_workspace_layout(NULL, max_batch, L, depth, 1, 1, &w, NULL);
+  part[7] = ns ? peri_cuda_round256(per_tree_bytes(ns)) : 0;
+  part[8] = (c->flags & PER_WEIGHTS_BUFFER_MAX) ? part[7] : 0;
+  part[9] = ns ? peri_cuda_round256(ns) : 0;
+  part[10] = peri_cuda_round256(sizeof(peri_cuda_buffer_state));
+  part[11] = peri_cuda_workspace_layout(NULL, max_batch,
+                                        peri_cuda_max_pairs(c, max_batch), L,
+                                        depth, ns, sL, sdepth, 1, 1, &w, NULL);
   for (i = 0; i < PERI_CUDA_PARTS; ++i) {
     if (total + part[i] < total) return 0;
     total += part[i];
@@ -1452,8 +1758,10 @@ static per_status peri_cuda_check_buffer_config(const per_config *cfg,
   if (!cfg) return PER_ERR_NULL;
   s = peri_config_check(cfg, NULL);
   if (s != PER_OK) return s;
-  if (cfg->seq_len || (cfg->flags & PER_MAX_LIVE)) return PER_ERR_ARG;
+  if (cfg->flags & PER_MAX_LIVE) return PER_ERR_ARG;
   if (max_batch == 0 || max_batch > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
+  if (cfg->seq_len && max_batch > PER_CUDA_MAX_BATCH / cfg->seq_len)
+    return PER_ERR_BATCH; // an update_seq's max_batch * seq_len TD errors
   return PER_OK;
 }
 
@@ -1473,9 +1781,12 @@ static per_status peri_cuda_host_match(const per_cuda_buffer *b,
   if (!h || !h->items || !h->gen || !h->tree.node) return PER_ERR_NULL;
   if (h->cfg.capacity != b->cfg.capacity ||
       h->cfg.item_size != b->cfg.item_size || h->cfg.flags != b->cfg.flags ||
-      h->cfg.seq_len != 0 || (h->cfg.alpha == 0) != (b->cfg.alpha == 0) ||
+      h->cfg.seq_len != b->cfg.seq_len ||
+      h->cfg.seq_stride != b->cfg.seq_stride ||
+      (h->cfg.alpha == 0) != (b->cfg.alpha == 0) ||
       (h->min_node == NULL) != (b->d_min_node == NULL) ||
-      (h->swap.perm == NULL) != (b->d_perm == NULL))
+      (h->swap.perm == NULL) != (b->d_perm == NULL) ||
+      (h->seq_min_node == NULL) != (b->d_seq_min_node == NULL))
     return PER_ERR_ARG;
   return PER_OK;
 }
@@ -1484,6 +1795,7 @@ static per_status peri_cuda_host_match(const per_cuda_buffer *b,
 // per_buffer_load does: the rest (the shape, max_unique: what memory was
 // sized for) stays its own.
 static void peri_cuda_take_cfg(per_config *to, const per_config *from) {
+  if (to->seq_len) to->seq_eta = from->seq_eta;
   to->alpha = from->alpha;
   to->beta0 = from->beta0;
   to->beta1 = from->beta1;
@@ -1495,24 +1807,34 @@ static void peri_cuda_take_cfg(per_config *to, const per_config *from) {
 
 // The state's copies between a CPU buffer and the device, in the order of
 // peri_cuda_buffer_parts (items, gen, ends, traj, tree, min tree,
-// permutation).
+// permutation, sequence tree, its min tree, sequence flags).
 static per_status peri_cuda_buffer_copy(const per_cuda_buffer *b,
                                         const per_buffer *h, int up,
                                         per_cuda_stream stream) {
   size_t cap = b->cfg.capacity, tb = per_tree_bytes(b->cfg.capacity);
-  void *dev[7] = {b->d_items,     b->d_gen,      b->d_ends, b->d_traj,
-                  b->tree.d_node, b->d_min_node, b->d_perm};
-  void *host[7] = {h->items,     h->gen,      h->ends,     h->traj,
-                   h->tree.node, h->min_node, h->swap.perm};
-  size_t n[7] = {cap * b->cfg.item_size,
-                 cap * sizeof(uint32_t),
-                 cap,
-                 cap * sizeof(uint32_t),
-                 tb,
-                 tb,
-                 cap * sizeof(uint32_t)};
+  size_t ns = b->cfg.seq_len ? b->seq_tree.capacity : 0;
+  size_t sb = ns ? per_tree_bytes((uint32_t)ns) : 0;
+  void *dev[10] = {b->d_items,        b->d_gen,
+                   b->d_ends,         b->d_traj,
+                   b->tree.d_node,    b->d_min_node,
+                   b->d_perm,         ns ? b->seq_tree.d_node : NULL,
+                   b->d_seq_min_node, b->d_seq_ok};
+  void *host[10] = {h->items,     h->gen,           h->ends,
+                    h->traj,      h->tree.node,     h->min_node,
+                    h->swap.perm, h->seq_tree.node, h->seq_min_node,
+                    h->seq_ok};
+  size_t n[10] = {cap * b->cfg.item_size,
+                  cap * sizeof(uint32_t),
+                  cap,
+                  cap * sizeof(uint32_t),
+                  tb,
+                  tb,
+                  cap * sizeof(uint32_t),
+                  sb,
+                  sb,
+                  ns};
   int i;
-  for (i = 0; i < 7; ++i) {
+  for (i = 0; i < 10; ++i) {
     cudaError_t e;
     if (!dev[i]) continue;
     e = up ? cudaMemcpyAsync(dev[i], host[i], n[i], cudaMemcpyHostToDevice,
@@ -1522,6 +1844,67 @@ static per_status peri_cuda_buffer_copy(const per_cuda_buffer *b,
     if (e != cudaSuccess) return peri_cuda_device_status(e);
   }
   return PER_OK;
+}
+
+// The sequences of b as the kernels see them.
+static peri_cuda_seqs peri_cuda_seqs_of(const per_cuda_buffer *b) {
+  peri_cuda_seqs q;
+  memset(&q, 0, sizeof q);
+  if (!b->cfg.seq_len) return q;
+  q.node = b->seq_tree.d_node;
+  q.mn = b->d_seq_min_node;
+  q.ok = b->d_seq_ok;
+  q.L = b->seq_tree.leaves;
+  q.depth = b->seq_tree.depth;
+  q.ns = b->seq_tree.capacity;
+  q.len = b->cfg.seq_len;
+  q.stride = b->cfg.seq_stride;
+  return q;
+}
+
+// Enqueue the refresh of the sequences a call changed (b has sequences;
+// kind PERI_CUDA_SEQ_*, n the call's n, d_ids its ids, d_status its
+// status word, written by its last launch before): two launches.
+static void peri_cuda_enqueue_seq(const per_cuda_buffer *b, uint32_t kind,
+                                  uint32_t n, const uint64_t *d_ids,
+                                  const unsigned long long *d_status,
+                                  const peri_cuda_workspace *w,
+                                  per_cuda_stream stream) {
+  uint32_t cap = b->cfg.capacity, len = b->cfg.seq_len;
+  uint64_t count = kind == PERI_CUDA_SEQ_ADD     ? (uint64_t)(n < cap ? n : cap)
+                   : kind == PERI_CUDA_SEQ_ITEMS ? 1u
+                                                 : len;
+  peri_cuda_seqs sq = peri_cuda_seqs_of(b);
+  peri_cuda_seq_job jb;
+  uint32_t threads, g;
+  jb.st = (const peri_cuda_buffer_state *)b->d_state;
+  jb.ids = d_ids;
+  jb.gen = b->d_gen;
+  jb.status = d_status;
+  jb.kind = kind;
+  jb.n = n;
+  jb.per = peri_cuda_seq_per(count + len - 1u, cap, b->cfg.seq_stride);
+  jb.cap = cap;
+  jb.len = len;
+  jb.stride = b->cfg.seq_stride;
+  jb.ns = sq.ns;
+  // at most PER_CUDA_MAX_BATCH * 2 (update_seq: 2 len - 1 slots each)
+  threads = (kind == PERI_CUDA_SEQ_ADD ? 1u : n) * jb.per;
+  g = peri_cuda_blocks_for(threads);
+  PER_CUDA_LAUNCH(peri_cuda_seq_own_kernel, g, PERI_CUDA_BLOCK_THREADS, stream,
+                  jb, threads,
+                  (const per_real *)(b->tree.d_node + b->tree.leaves),
+                  (const uint8_t *)b->d_ends,
+                  (int)((b->cfg.flags & PER_SEQ_CROSS_EPISODES) != 0),
+                  b->cfg.seq_eta, sq, w->own, w->scnt);
+  if (sq.mn)
+    PER_CUDA_LAUNCH(peri_cuda_seq_settle_kernel<true>, g,
+                    PERI_CUDA_BLOCK_THREADS, stream, jb, threads, sq, w->own,
+                    w->scnt);
+  else
+    PER_CUDA_LAUNCH(peri_cuda_seq_settle_kernel<false>, g,
+                    PERI_CUDA_BLOCK_THREADS, stream, jb, threads, sq, w->own,
+                    w->scnt);
 }
 
 // >>api
@@ -1771,10 +2154,19 @@ PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
   b->d_min_node = part[5] ? (per_real *)p : NULL;
   p += part[5];
   b->d_perm = part[6] ? (uint32_t *)p : NULL;
-  b->d_state = (p += part[6]);
-  b->d_work = p + part[7];
-  // everything but the min tree, the permutation and the state is zero
-  // when empty (the workspace too: its records and counters start 0)
+  p += part[6];
+  if (part[7] && s == PER_OK)
+    s = per_cuda_tree_init_mem(&b->seq_tree, cfg->capacity / cfg->seq_stride, p,
+                               part[7]);
+  p += part[7];
+  b->d_seq_min_node = part[8] ? (per_real *)p : NULL;
+  p += part[8];
+  b->d_seq_ok = part[9] ? (uint8_t *)p : NULL;
+  b->d_state = (p += part[9]);
+  b->d_work = p + part[10];
+  // everything but the min trees, the permutation and the state is zero
+  // when empty (the workspace too: its records, counters and sequence
+  // words start 0)
   if (s == PER_OK)
     s = peri_cuda_device_status(cudaMemsetAsync(d_mem, 0, need, stream));
   if (s != PER_OK) {
@@ -1788,7 +2180,8 @@ PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
   PER_CUDA_LAUNCH(peri_cuda_set_state_kernel, peri_cuda_blocks_for(L),
                   PERI_CUDA_BLOCK_THREADS, stream,
                   (peri_cuda_buffer_state *)b->d_state, st, b->d_min_node, L,
-                  b->d_perm, b->cfg.capacity);
+                  b->d_seq_min_node, b->seq_tree.leaves, b->d_perm,
+                  b->cfg.capacity);
   s = peri_cuda_launch_status();
   if (s != PER_OK) memset(b, 0, sizeof *b);
   return s;
@@ -1835,6 +2228,8 @@ PER_CUDA_DEF per_status per_cuda_buffer_add_batch(const per_cuda_buffer *b,
   else if (b->d_min_node) PERI_CUDA_ADD(unsigned char, true);
   else PERI_CUDA_ADD(unsigned char, false);
 #undef PERI_CUDA_ADD
+  if (b->cfg.seq_len)
+    peri_cuda_enqueue_seq(b, PERI_CUDA_SEQ_ADD, n, NULL, d_status, &w, stream);
   return peri_cuda_launch_status();
 }
 
@@ -1843,14 +2238,21 @@ PER_CUDA_DEF per_status per_cuda_buffer_sample(
     void *d_items_out, uint64_t *d_ids, float *d_weights,
     unsigned long long *d_status, per_cuda_stream stream) {
   per_status s = peri_cuda_check_buffer(b);
-  uint32_t flags = opts ? opts->flags : 0, unit, units, grid;
+  uint32_t flags = opts ? opts->flags : 0, unit, units, grid, n = 1, stride = 1;
   double beta = 0;
   peri_cuda_workspace w;
   peri_cuda_buffer_state *st;
+  uint8_t *d_mask = NULL;
   if (s != PER_OK) return s;
   if (flags & ~(uint32_t)(PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA |
-                          PER_SAMPLE_TRAJECTORIES))
+                          PER_SAMPLE_TRAJECTORIES | PER_SAMPLE_SEQUENCES))
     return PER_ERR_ARG;
+  if (flags & PER_SAMPLE_SEQUENCES) {
+    if (!b->cfg.seq_len) return PER_ERR_ARG;
+    n = b->cfg.seq_len;
+    stride = b->cfg.seq_stride;
+    d_mask = opts->mask;
+  }
   if (flags & PER_SAMPLE_BETA) {
     beta = opts->beta;
     if (!peri_cuda_nonneg_finite(beta)) return PER_ERR_ARG;
@@ -1867,20 +2269,23 @@ PER_CUDA_DEF per_status per_cuda_buffer_sample(
   st = (peri_cuda_buffer_state *)b->d_state;
   unit = d_items_out ? peri_cuda_copy_unit(b, d_items_out) : 4u;
   units = b->cfg.item_size / unit;
-  grid = d_items_out ? peri_cuda_copy_grid(B, units) : peri_cuda_blocks_for(B);
-  PER_CUDA_LAUNCH(
-      peri_cuda_draw_kernel, peri_cuda_blocks_for(B), PERI_CUDA_BLOCK_THREADS,
-      stream, (const peri_cuda_buffer_state *)st, b->cfg, b->cfg.capacity,
-      b->tree.leaves, b->tree.d_node, (const per_real *)b->d_min_node,
-      (const uint32_t *)b->d_traj, (const uint32_t *)b->d_gen, b->d_perm, B,
-      flags, beta, opts ? opts->window : 0u, w.plan, w.set, w.idx, w.val, d_ids,
-      d_weights, w.acc);
+  grid =
+      d_items_out ? peri_cuda_copy_grid(B * n, units) : peri_cuda_blocks_for(B);
+  PER_CUDA_LAUNCH(peri_cuda_draw_kernel, peri_cuda_blocks_for(B),
+                  PERI_CUDA_BLOCK_THREADS, stream,
+                  (const peri_cuda_buffer_state *)st, b->cfg, b->cfg.capacity,
+                  b->tree.leaves, b->tree.d_node,
+                  (const per_real *)b->d_min_node, peri_cuda_seqs_of(b),
+                  (const uint32_t *)b->d_traj, (const uint32_t *)b->d_gen,
+                  b->d_perm, B, flags, beta, opts ? opts->window : 0u, w.plan,
+                  w.set, w.idx, w.val, d_ids, d_weights, w.acc);
 #define PERI_CUDA_DELIVER(U)                                                  \
   PER_CUDA_LAUNCH(peri_cuda_deliver_kernel<U>, grid, PERI_CUDA_BLOCK_THREADS, \
                   stream, st, (const peri_cuda_sample_plan *)w.plan,          \
                   (const uint32_t *)w.idx, (const per_real *)w.val, B,        \
                   d_weights, (U *)d_items_out, (const U *)b->d_items, units,  \
-                  w.acc, d_status)
+                  b->cfg.capacity, n, stride, (const uint8_t *)b->d_ends,     \
+                  d_mask, w.acc, d_status)
   if (unit == 4) PERI_CUDA_DELIVER(uint32_t);
   else PERI_CUDA_DELIVER(unsigned char);
 #undef PERI_CUDA_DELIVER
@@ -1921,6 +2326,54 @@ PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
   peri_cuda_enqueue_update(&b->tree, b->d_min_node, v, n, &w,
                            (peri_cuda_buffer_state *)b->d_state, d_stale,
                            d_status, stream);
+  if (b->cfg.seq_len)
+    peri_cuda_enqueue_seq(b, PERI_CUDA_SEQ_ITEMS, n, d_ids, d_status, &w,
+                          stream);
+  return peri_cuda_launch_status();
+}
+
+PER_CUDA_DEF per_status per_cuda_buffer_update_seq(
+    const per_cuda_buffer *b, const uint64_t *d_ids, const float *d_td,
+    uint32_t n, uint32_t *d_stale, unsigned long long *d_status,
+    per_cuda_stream stream) {
+  per_status s = peri_cuda_check_buffer(b);
+  peri_cuda_pairs v = peri_cuda_pairs_none();
+  peri_cuda_workspace w;
+  uint32_t len, pairs;
+  if (s != PER_OK) return s;
+  if (!b->cfg.seq_len) return PER_ERR_ARG;
+  if (!d_status || (n > 0 && (!d_ids || !d_td))) return PER_ERR_NULL;
+  if (n > b->max_batch) return PER_ERR_BATCH;
+  if (!peri_cuda_aligned(d_status, sizeof *d_status) ||
+      !peri_cuda_aligned(d_ids, sizeof *d_ids) ||
+      !peri_cuda_aligned(d_td, sizeof *d_td) ||
+      !peri_cuda_aligned(d_stale, sizeof *d_stale))
+    return PER_ERR_MEMORY;
+  if (n == 0) {
+    s = peri_cuda_device_status(
+        cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+    if (s == PER_OK && d_stale)
+      s = peri_cuda_device_status(
+          cudaMemsetAsync(d_stale, 0, sizeof *d_stale, stream));
+    return s;
+  }
+  w = peri_cuda_workspace_of(b);
+  len = b->cfg.seq_len;
+  pairs = n * len; // <= PER_CUDA_MAX_BATCH: checked at init
+  PER_CUDA_LAUNCH(peri_cuda_claim_seq_kernel, peri_cuda_blocks_for(pairs),
+                  PERI_CUDA_BLOCK_THREADS, stream, b->tree.d_node,
+                  b->tree.leaves, b->tree.depth, b->cfg.capacity, d_ids, d_td,
+                  (const uint32_t *)b->d_gen, (const uint8_t *)b->d_ends,
+                  (const uint8_t *)b->d_seq_ok, len, b->cfg.seq_stride,
+                  b->cfg.eps, b->cfg.alpha, pairs,
+                  (const peri_cuda_buffer_state *)b->d_state, w.cnt, w.flag,
+                  w.idx, w.val, w.orig, w.acc);
+  v.idx = w.idx;
+  v.val = w.val;
+  peri_cuda_enqueue_settle(&b->tree, b->d_min_node, v, pairs, &w,
+                           (peri_cuda_buffer_state *)b->d_state, d_stale,
+                           d_status, len + 2u, stream);
+  peri_cuda_enqueue_seq(b, PERI_CUDA_SEQ_SEQS, n, d_ids, d_status, &w, stream);
   return peri_cuda_launch_status();
 }
 
@@ -1970,7 +2423,7 @@ PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
   st.zero_hint = host->zero_hint;
   PER_CUDA_LAUNCH(peri_cuda_set_state_kernel, 1u, 1u, stream,
                   (peri_cuda_buffer_state *)b->d_state, st, (per_real *)NULL,
-                  0u, (uint32_t *)NULL, 0u);
+                  0u, (per_real *)NULL, 0u, (uint32_t *)NULL, 0u);
   s = peri_cuda_launch_status();
   if (s == PER_OK) peri_cuda_take_cfg(&b->cfg, &host->cfg);
   return s;

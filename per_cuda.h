@@ -41,7 +41,8 @@
       4. Sample ............. per_cuda_tree_sample, per_cuda_tree_find
       5. IS weights ......... per_cuda_is_weights
       6. Replay buffer ...... per_cuda_buffer: init_mem, add_batch, sample,
-                              update, counters, upload, download
+                              update, update_seq, counters, upload,
+                              download
 
    CONVENTIONS (every function)
       - d_ pointers are device memory; the function enqueues its work on
@@ -202,6 +203,7 @@ extern "C" {
 #define per_cuda_buffer_add_batch PERI_NAME(per_cuda_buffer_add_batch)
 #define per_cuda_buffer_sample PERI_NAME(per_cuda_buffer_sample)
 #define per_cuda_buffer_update PERI_NAME(per_cuda_buffer_update)
+#define per_cuda_buffer_update_seq PERI_NAME(per_cuda_buffer_update_seq)
 #define per_cuda_buffer_upload PERI_NAME(per_cuda_buffer_upload)
 #define per_cuda_buffer_download PERI_NAME(per_cuda_buffer_download)
 #define per_cuda_buffer_counters PERI_NAME(per_cuda_buffer_counters)
@@ -446,13 +448,21 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
    kernels to the CPU's bits over random sequences of calls, both node
    types.
 
-   Not on the device (PER_ERR_ARG): sequence replay (config seq_len > 0,
-   PER_SAMPLE_SEQUENCES) and the live maximum for new items
-   (PER_MAX_LIVE). Distinct draws (PER_SAMPLE_UNIQUE), windows,
-   trajectory windows (PER_SAMPLE_TRAJECTORIES), PER_SAMPLE_BETA,
-   buffer-max weights, episode ends, alpha = 0 and the degenerate case
-   (eligible mass 0 or not finite: uniform draws, weights 1) are as on
-   the CPU.
+   Not on the device (PER_ERR_ARG): the live maximum for new items
+   (PER_MAX_LIVE). Sequence replay (seq_len, PER_SAMPLE_SEQUENCES,
+   per_cuda_buffer_update_seq), distinct draws (PER_SAMPLE_UNIQUE),
+   windows, trajectory windows (PER_SAMPLE_TRAJECTORIES),
+   PER_SAMPLE_BETA, buffer-max weights, episode ends, alpha = 0 and the
+   degenerate case (eligible mass 0 or not finite: uniform draws,
+   weights 1) are as on the CPU.
+
+   SEQUENCES (config seq_len > 0, R2D2): the device keeps per_buffer's
+   sequence tree, its min tree and validity flags, and refreshes the
+   sequences holding a step that an add or an update changed, as
+   per_buffer does: each such call is 2 more launches (4 in all), and a
+   sequence's leaf is recomputed from its seq_len steps by one thread.
+   max_batch bounds an update_seq's sequences, and max_batch * seq_len
+   (its TD errors, and a sample's rows) must be <= PER_CUDA_MAX_BATCH.
 
    DISTINCT DRAWS (PER_SAMPLE_UNIQUE) are made by one device thread, in
    order, by per_buffer_sample's methods (successive sampling by i.i.d.
@@ -468,7 +478,8 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
    LAUNCHES: add_batch, sample (with weights and the gather) and update
    are 2 kernels each and no memset (n == 0: a memset of the status), at
    any capacity and batch size: a trainer step of add, sample and update
-   is 6 kernels. The second kernel of each call writes *d_status; the
+   is 6 kernels (with sequences: add_batch, update and update_seq are 4,
+   a step 10). The second kernel of each call writes *d_status; the
    workspace's counters and reduction records (in d_mem, about capacity
    / 31 words of it) start at 0 and every call, refused or not, leaves
    them at 0 again.
@@ -479,25 +490,34 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
 /* The descriptor lives on the host and owns nothing; every pointer is
    into the caller's device memory given to per_cuda_buffer_init_mem. */
 typedef struct per_cuda_buffer {
-  per_config cfg;         /* validated as by per_buffer_init */
-  uint32_t max_batch;     /* largest n of an add or update, B of a sample */
-  unsigned char *d_items; /* capacity * item_size bytes: slot i at
-                             d_items + i * item_size */
-  uint32_t *d_gen;        /* capacity: as per_buffer.gen */
-  uint8_t *d_ends;        /* capacity: as per_buffer.ends */
-  uint32_t *d_traj;       /* capacity: as per_buffer.traj */
-  per_cuda_tree tree;     /* leaf i = priority of slot i */
-  per_real *d_min_node;   /* PER_WEIGHTS_BUFFER_MAX: 2L values; else NULL */
-  void *d_state;          /* the counters (private layout) */
-  void *d_work;           /* the calls' workspace (private layout) */
-  uint32_t *d_perm;       /* alpha = 0: capacity, as per_buffer.swap.perm
-                             (distinct draws); else NULL */
+  per_config cfg;           /* validated as by per_buffer_init */
+  uint32_t max_batch;       /* largest n of an add or update, B of a sample,
+                               sequences of an update_seq */
+  unsigned char *d_items;   /* capacity * item_size bytes: slot i at
+                               d_items + i * item_size */
+  uint32_t *d_gen;          /* capacity: as per_buffer.gen */
+  uint8_t *d_ends;          /* capacity: as per_buffer.ends */
+  uint32_t *d_traj;         /* capacity: as per_buffer.traj */
+  per_cuda_tree tree;       /* leaf i = priority of slot i */
+  per_real *d_min_node;     /* PER_WEIGHTS_BUFFER_MAX: 2L values; else NULL */
+  void *d_state;            /* the counters (private layout) */
+  void *d_work;             /* the calls' workspace (private layout) */
+  uint32_t *d_perm;         /* alpha = 0: capacity, as per_buffer.swap.perm
+                               (distinct draws); else NULL */
+  per_cuda_tree seq_tree;   /* seq_len > 0: as per_buffer.seq_tree (leaf j:
+                               the sequence starting at slot j * seq_stride);
+                               else zeroed */
+  per_real *d_seq_min_node; /* seq_len > 0 with PER_WEIGHTS_BUFFER_MAX: its
+                               min tree; else NULL */
+  uint8_t *d_seq_ok;        /* seq_len > 0: capacity / seq_stride bytes, as
+                               per_buffer.seq_ok; else NULL */
 } per_cuda_buffer;
 
 /* Device bytes per_cuda_buffer_init_mem needs for cfg and batches of up
    to max_batch; 0 when cfg is not valid (per_buffer_init's rules, plus
-   the device's: seq_len 0), max_batch is 0 or above PER_CUDA_MAX_BATCH,
-   or the size overflows. */
+   the device's: no PER_MAX_LIVE), max_batch is 0 or above
+   PER_CUDA_MAX_BATCH (or, with seq_len > 0, max_batch * seq_len is), or
+   the size overflows. */
 PER_CUDA_DEF size_t per_cuda_buffer_bytes(const per_config *cfg,
                                           uint32_t max_batch);
 
@@ -505,8 +525,9 @@ PER_CUDA_DEF size_t per_cuda_buffer_bytes(const per_config *cfg,
    aligned, e.g. from cudaMalloc) and enqueue its reset: empty, items
    zeroed, the stream at cfg->seed, max leaf cfg->max_priority (1 with
    alpha 0), as per_buffer_init. Errors: PER_ERR_NULL, the config errors
-   of per_buffer_init, PER_ERR_ARG (seq_len > 0, PER_MAX_LIVE), PER_ERR_BATCH
-   (max_batch 0 or > PER_CUDA_MAX_BATCH), PER_ERR_MEMORY (bytes too few,
+   of per_buffer_init, PER_ERR_ARG (PER_MAX_LIVE), PER_ERR_BATCH
+   (max_batch 0 or > PER_CUDA_MAX_BATCH, or max_batch * seq_len >
+   PER_CUDA_MAX_BATCH), PER_ERR_MEMORY (bytes too few,
    d_mem not 256-byte aligned), PER_ERR_DEVICE; then *b is zeroed. */
 PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
                                                  const per_config *cfg,
@@ -530,21 +551,27 @@ PER_CUDA_DEF per_status per_cuda_buffer_add_batch(const per_cuda_buffer *b,
                                                   per_cuda_stream stream);
 
 /* Enqueue per_buffer_sample of B draws (opts: NULL, or flags among
-   PER_SAMPLE_UNIQUE, PER_SAMPLE_BETA and PER_SAMPLE_TRAJECTORIES, beta,
-   window; read on the host, so they are frozen in a graph; opts->mask is
-   not used). Outputs,
-   device memory, each may be NULL: d_items_out B * item_size bytes (any
-   alignment), d_ids B ids (slot | generation << 32), d_weights B IS
-   weights. The beta schedule reads the device's step, which a
+   PER_SAMPLE_UNIQUE, PER_SAMPLE_BETA, PER_SAMPLE_TRAJECTORIES and
+   PER_SAMPLE_SEQUENCES, beta, window, mask; read on the host, so they
+   are frozen in a graph). Outputs, device memory, each may be NULL:
+   d_items_out B * item_size bytes (any alignment), d_ids B ids (slot |
+   generation << 32), d_weights B IS weights. With PER_SAMPLE_SEQUENCES
+   (a buffer with seq_len = L > 0) B sequences, as per_buffer_sample
+   draws them: d_items_out B * L * item_size bytes, sequence j's steps
+   at [j * L, (j + 1) * L); d_ids sequence ids (with PER_ID_SEQ, for
+   per_cuda_buffer_update_seq); opts->mask, when not NULL, device memory
+   of B * L bytes (1 up to and including a sequence's first episode end,
+   then 0). The beta schedule reads the device's step, which a
    successful call advances, as it does the stream. *d_status:
    PER_ERR_EMPTY (nothing stored), PER_ERR_TOO_FEW (PER_SAMPLE_UNIQUE and
-   fewer than B eligible items with priority > 0, or, with degenerate
-   mass, fewer than B eligible items); then nothing is written or
-   advanced. Errors returned: PER_ERR_NULL, PER_ERR_ARG (unknown flags,
-   PER_SAMPLE_SEQUENCES, beta NaN, infinite or negative), PER_ERR_BATCH (B
-   == 0 or > max_batch; PER_SAMPLE_UNIQUE and B > config max_unique),
-   PER_ERR_MEMORY (a misaligned d_ids, d_weights or d_status),
-   PER_ERR_DEVICE. */
+   fewer than B eligible items (sequences) with priority > 0, or, with
+   degenerate mass, fewer than B eligible ones; sequences: none of the
+   eligible ones is valid); then nothing is written or advanced. Errors
+   returned: PER_ERR_NULL, PER_ERR_ARG (unknown flags,
+   PER_SAMPLE_SEQUENCES on a buffer without seq_len, beta NaN, infinite
+   or negative), PER_ERR_BATCH (B == 0 or > max_batch; PER_SAMPLE_UNIQUE
+   and B > config max_unique), PER_ERR_MEMORY (a misaligned d_ids,
+   d_weights or d_status), PER_ERR_DEVICE. */
 PER_CUDA_DEF per_status per_cuda_buffer_sample(
     const per_cuda_buffer *b, uint32_t B, const per_sample_opts *opts,
     void *d_items_out, uint64_t *d_ids, float *d_weights,
@@ -567,6 +594,26 @@ PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
                                                unsigned long long *d_status,
                                                per_cuda_stream stream);
 
+/* Enqueue per_buffer_update_seq: for the sequence ids d_ids[j], j < n
+   (from a PER_SAMPLE_SEQUENCES sample), step t's leaf becomes (|d_td[j *
+   seq_len + t]| + eps)^alpha for the steps up to the sequence's first
+   episode end (the masked ones are not written, but their TD errors must
+   be finite); where sequences overlap, the last write of a step wins;
+   then every sequence holding a changed step gets its priority again.
+   Stale ids are skipped and counted in *d_stale (device memory, may be
+   NULL) on success. *d_status: the first bad sequence in batch order
+   (its position j), checked as the CPU checks it: PER_ERR_INDEX (an id
+   sample never handed out, or a current id whose sequence is not
+   valid), PER_ERR_NAN or PER_ERR_INF (one of its TD errors); then nothing
+   is applied and *d_stale is untouched. n == 0 sets *d_status = 0 and
+   *d_stale = 0. 4 launches. Errors returned: PER_ERR_NULL, PER_ERR_ARG (a
+   buffer without seq_len), PER_ERR_BATCH (n > max_batch), PER_ERR_MEMORY
+   (a misaligned pointer), PER_ERR_DEVICE. */
+PER_CUDA_DEF per_status per_cuda_buffer_update_seq(
+    const per_cuda_buffer *b, const uint64_t *d_ids, const float *d_td,
+    uint32_t n, uint32_t *d_stale, unsigned long long *d_status,
+    per_cuda_stream stream);
+
 /* A device buffer's counters: per_buffer's fields of the same names. */
 typedef struct per_cuda_counters {
   uint64_t size;   /* items stored */
@@ -586,12 +633,13 @@ PER_CUDA_DEF per_status per_cuda_buffer_counters(const per_cuda_buffer *b,
                                                  per_cuda_stream stream);
 
 /* Enqueue a copy of a CPU buffer's state (items, generations, ends,
-   trajectory ids, trees, the swap permutation of alpha = 0, stream,
-   counters) to the device buffer; the device buffer takes host->cfg's
-   alpha, betas, beta_steps, eps, max_priority and seed, as
-   per_buffer_load does, and keeps its max_unique. host must have the device buffer's
-   capacity, item_size and flags, seq_len 0, and alpha 0 on both or
-   neither (PER_ERR_ARG). The copies are from pageable memory: they have
+   trajectory ids, trees, the swap permutation of alpha = 0, sequence
+   tree and flags, stream, counters) to the device buffer; the device
+   buffer takes host->cfg's alpha, betas, beta_steps, eps, max_priority
+   and seed (and seq_eta), as per_buffer_load does, and keeps its
+   max_unique. host must have the device buffer's capacity, item_size,
+   flags, seq_len and seq_stride, and alpha 0 on both or neither
+   (PER_ERR_ARG). The copies are from pageable memory: they have
    read host when this returns. Errors: PER_ERR_NULL, PER_ERR_ARG,
    PER_ERR_DEVICE. */
 PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
@@ -599,11 +647,13 @@ PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
                                                per_cuda_stream stream);
 
 /* Copy the device buffer's state into a CPU buffer (initialised with
-   per_buffer_init for a config with the same capacity, item_size, flags
-   and seq_len 0, and alpha 0 on both or neither; PER_ERR_ARG otherwise),
+   per_buffer_init for a config with the same capacity, item_size, flags,
+   seq_len and seq_stride, and alpha 0 on both or neither; PER_ERR_ARG
+   otherwise),
    which then holds exactly what a per_buffer given the same calls holds
    (the swap permutation of alpha = 0 too), and takes the device buffer's
-   alpha, betas, beta_steps, eps, max_priority and seed (host keeps its
+   alpha, betas, beta_steps, eps, max_priority and seed (and seq_eta;
+   host keeps its
    max_unique, which its memory was sized for): per_buffer_save works on
    it. The one call here that waits: it
    synchronises `stream`. The result is checked (per_buffer_check):

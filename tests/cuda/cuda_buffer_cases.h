@@ -11,36 +11,46 @@
 
 // Evidence, printed by cb_run_all.
 static unsigned long long cb_calls, cb_draws, cb_states;
+// Of them: sequences drawn, update_seq calls applied, and sequence
+// states compared with a valid sequence in them.
+static unsigned long long cb_seq_draws, cb_seq_updates, cb_seq_states;
 
 // A device buffer with device arrays for one call's inputs and outputs.
 struct cb_dev {
   per_cuda_buffer b;
   void *mem;
   unsigned char *d_in, *d_out; // items in (adds) and out (samples)
-  uint8_t *d_ends;
+  uint8_t *d_ends, *d_mask;
   uint64_t *d_ids;
   float *d_td, *d_w;
   uint32_t *d_stale;
   unsigned long long *d_status;
 };
 
+// Rows of a call: max_batch, times seq_len with sequences (a sample's
+// steps, an update_seq's TD errors).
+static uint32_t cb_rows(const per_config *cfg, uint32_t max_batch) {
+  return max_batch * (cfg->seq_len ? cfg->seq_len : 1u);
+}
+
 static int cb_dev_make(cb_dev *d, const per_config *cfg, uint32_t max_batch) {
   size_t bytes = per_cuda_buffer_bytes(cfg, max_batch);
-  size_t items = (size_t)max_batch * cfg->item_size;
+  size_t rows = cb_rows(cfg, max_batch);
   memset(d, 0, sizeof *d);
   CHECK(bytes > 0);
   if (bytes == 0) return 0;
   d->mem = cc_dmalloc(bytes);
-  d->d_in = (unsigned char *)cc_dmalloc(items);
-  d->d_out = (unsigned char *)cc_dmalloc(items);
+  d->d_in = (unsigned char *)cc_dmalloc((size_t)max_batch * cfg->item_size);
+  d->d_out = (unsigned char *)cc_dmalloc(rows * cfg->item_size);
   d->d_ends = (uint8_t *)cc_dmalloc(max_batch);
+  d->d_mask = (uint8_t *)cc_dmalloc(rows);
   d->d_ids = (uint64_t *)cc_dmalloc((size_t)max_batch * 8);
-  d->d_td = (float *)cc_dmalloc((size_t)max_batch * 4);
+  d->d_td = (float *)cc_dmalloc(rows * 4);
   d->d_w = (float *)cc_dmalloc((size_t)max_batch * 4);
   d->d_stale = (uint32_t *)cc_dmalloc(8);
   d->d_status = (unsigned long long *)cc_dmalloc(8);
-  if (!d->mem || !d->d_in || !d->d_out || !d->d_ends || !d->d_ids || !d->d_td ||
-      !d->d_w || !d->d_stale || !d->d_status)
+  if (!d->mem || !d->d_in || !d->d_out || !d->d_ends || !d->d_mask ||
+      !d->d_ids || !d->d_td || !d->d_w || !d->d_stale || !d->d_status)
     return 0;
   CHECK_OK(per_cuda_buffer_init_mem(&d->b, cfg, max_batch, d->mem, bytes,
                                     cc_stream));
@@ -48,8 +58,8 @@ static int cb_dev_make(cb_dev *d, const per_config *cfg, uint32_t max_batch) {
 }
 
 static void cb_dev_free(cb_dev *d) {
-  void *p[] = {d->mem,  d->d_in, d->d_out,   d->d_ends,  d->d_ids,
-               d->d_td, d->d_w,  d->d_stale, d->d_status};
+  void *p[] = {d->mem,   d->d_in, d->d_out, d->d_ends,  d->d_mask,
+               d->d_ids, d->d_td, d->d_w,   d->d_stale, d->d_status};
   size_t i;
   for (i = 0; i < sizeof p / sizeof p[0]; ++i) cudaFree(p[i]);
   memset(d, 0, sizeof *d);
@@ -93,6 +103,19 @@ static void cb_same_state(const char *what, const per_buffer *a,
   if (a->swap.perm && b->swap.perm) {
     CHECK_EQ_U(a->swap.n, b->swap.n);
     CHECK(memcmp(a->swap.perm, b->swap.perm, (size_t)cap * 4) == 0);
+  }
+  CHECK_MSG((a->seq_ok == NULL) == (b->seq_ok == NULL), "%s: sequences", what);
+  if (a->seq_ok && b->seq_ok) {
+    uint32_t ns = a->seq_tree.capacity;
+    size_t sb = per_tree_bytes(ns);
+    cb_seq_states += memchr(a->seq_ok, 1, ns) != NULL;
+    cc_same_tree(what, &a->seq_tree, b->seq_tree.node);
+    CHECK_MSG(memcmp(a->seq_ok, b->seq_ok, ns) == 0,
+              "%s: sequence flags differ", what);
+    CHECK_MSG((a->seq_min_node == NULL) == (b->seq_min_node == NULL) &&
+                  (!a->seq_min_node ||
+                   memcmp(a->seq_min_node, b->seq_min_node, sb) == 0),
+              "%s: sequence min trees differ", what);
   }
 }
 
@@ -153,25 +176,31 @@ static float cb_td(per_rng *r, uint32_t bad_per_mille) {
 
 struct cb_host { // the host side of one call
   unsigned char *items, *out_cpu, *out_dev;
-  uint8_t *ends;
+  uint8_t *ends, *mask_cpu, *mask_dev;
   uint64_t *ids, *ids_dev;
   float *td, *w_cpu, *w_dev;
+  int seq_ids; // ids holds the last sample's sequence ids
 };
 
-// Host arrays for calls of up to max_batch items of isz bytes.
-static int cb_host_make(cb_host *h, uint32_t max_batch, size_t isz) {
+// Host arrays for calls of up to max_batch items of isz bytes (rows:
+// cb_rows, a sample's steps or an update_seq's TD errors).
+static int cb_host_make(cb_host *h, uint32_t max_batch, uint32_t rows,
+                        size_t isz) {
   int ok;
   h->items = (unsigned char *)malloc(max_batch * isz);
-  h->out_cpu = (unsigned char *)malloc(max_batch * isz);
-  h->out_dev = (unsigned char *)malloc(max_batch * isz);
+  h->out_cpu = (unsigned char *)malloc(rows * isz);
+  h->out_dev = (unsigned char *)malloc(rows * isz);
   h->ends = (uint8_t *)malloc(max_batch);
+  h->mask_cpu = (uint8_t *)malloc(rows);
+  h->mask_dev = (uint8_t *)malloc(rows);
   h->ids = (uint64_t *)malloc((size_t)max_batch * 8);
   h->ids_dev = (uint64_t *)malloc((size_t)max_batch * 8);
-  h->td = (float *)malloc((size_t)max_batch * 4);
+  h->td = (float *)malloc((size_t)rows * 4);
   h->w_cpu = (float *)malloc((size_t)max_batch * 4);
   h->w_dev = (float *)malloc((size_t)max_batch * 4);
-  ok = h->items && h->out_cpu && h->out_dev && h->ends && h->ids &&
-       h->ids_dev && h->td && h->w_cpu && h->w_dev;
+  h->seq_ids = 0;
+  ok = h->items && h->out_cpu && h->out_dev && h->ends && h->mask_cpu &&
+       h->mask_dev && h->ids && h->ids_dev && h->td && h->w_cpu && h->w_dev;
   CHECK(ok);
   return ok;
 }
@@ -181,6 +210,8 @@ static void cb_host_free(cb_host *h) {
   free(h->out_cpu);
   free(h->out_dev);
   free(h->ends);
+  free(h->mask_cpu);
+  free(h->mask_dev);
   free(h->ids);
   free(h->ids_dev);
   free(h->td);
@@ -216,15 +247,27 @@ static void cb_add(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
 static uint32_t cb_sample_opts(per_buffer *cpu, cb_dev *d, cb_host *h,
                                uint32_t B, const per_sample_opts *opts) {
   uint32_t isz = cpu->cfg.item_size, j;
+  int seq = (opts->flags & PER_SAMPLE_SEQUENCES) != 0;
+  size_t rows = (size_t)B * (seq ? cpu->cfg.seq_len : 1u);
   per_sample_opts o = *opts;
   per_status want;
+  if (seq) o.mask = h->mask_cpu;
   want = per_buffer_sample(cpu, B, &o, h->out_cpu, h->ids, h->w_cpu);
+  if (seq) o.mask = d->d_mask;
   CHECK_OK(per_cuda_buffer_sample(&d->b, B, &o, d->d_out, d->d_ids, d->d_w,
                                   d->d_status, cc_stream));
   CHECK_STATUS(cb_status(d), want);
   ++cb_calls;
+  h->seq_ids = 0;
   if (want != PER_OK) return 0;
-  cc_d2h(h->out_dev, d->d_out, (size_t)B * isz);
+  h->seq_ids = seq;
+  if (seq) {
+    cb_seq_draws += B;
+    cc_d2h(h->mask_dev, d->d_mask, rows);
+    CHECK_MSG(memcmp(h->mask_cpu, h->mask_dev, rows) == 0,
+              "masks of %u sequences differ", B);
+  }
+  cc_d2h(h->out_dev, d->d_out, rows * isz);
   cc_d2h(h->ids_dev, d->d_ids, (size_t)B * 8);
   cc_d2h(h->w_dev, d->d_w, (size_t)B * 4);
   cb_draws += B;
@@ -237,7 +280,7 @@ static uint32_t cb_sample_opts(per_buffer *cpu, cb_dev *d, cb_host *h,
               (double)h->w_cpu[j], (double)h->w_dev[j]);
     if (h->ids[j] != h->ids_dev[j]) break;
   }
-  CHECK(memcmp(h->out_cpu, h->out_dev, (size_t)B * isz) == 0);
+  CHECK(memcmp(h->out_cpu, h->out_dev, rows * isz) == 0);
   return B;
 }
 
@@ -258,6 +301,8 @@ static uint32_t cb_sample(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
     o.flags |= PER_SAMPLE_UNIQUE;
     if (B > cpu->cfg.max_unique) B = 1 + per_rng_below(r, cpu->cfg.max_unique);
   }
+  if (cpu->cfg.seq_len && per_rng_below(r, 4) != 0)
+    o.flags |= PER_SAMPLE_SEQUENCES;
   return cb_sample_opts(cpu, d, h, B, &o);
 }
 
@@ -278,12 +323,64 @@ static void cb_update_pairs(per_buffer *cpu, cb_dev *d, cb_host *h,
   ++cb_calls;
 }
 
+// An update_seq of the n sequence ids in h->ids (TD errors h->td, n *
+// seq_len of them) on both.
+static void cb_update_seq_ids(per_buffer *cpu, cb_dev *d, cb_host *h,
+                              uint32_t n) {
+  uint32_t stale_cpu = 0xdeadu, stale_dev = 0xbeefu, len = cpu->cfg.seq_len;
+  per_status want;
+  if (n) cc_h2d(d->d_ids, h->ids, (size_t)n * 8);
+  if (n) cc_h2d(d->d_td, h->td, (size_t)n * len * 4);
+  cc_h2d(d->d_stale, &stale_dev, 4);
+  want = per_buffer_update_seq(cpu, h->ids, h->td, n, &stale_cpu);
+  CHECK_OK(per_cuda_buffer_update_seq(&d->b, d->d_ids, d->d_td, n, d->d_stale,
+                                      d->d_status, cc_stream));
+  CHECK_STATUS(cb_status(d), want);
+  cc_d2h(&stale_dev, d->d_stale, 4);
+  CHECK_EQ_U(stale_dev, want == PER_OK ? stale_cpu : 0xbeefu);
+  ++cb_calls;
+  cb_seq_updates += want == PER_OK && n > stale_cpu;
+}
+
+// Update the sequences of the last sample (or made-up sequence ids),
+// sometimes with a bad TD error or a bad id.
+static void cb_update_seq(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
+                          uint32_t max_batch, uint32_t have) {
+  uint32_t n = per_rng_below(r, 8) == 0 ? 0 : 1 + per_rng_below(r, max_batch);
+  uint32_t j, cap = cpu->cfg.capacity, st = cpu->cfg.seq_stride;
+  uint32_t len = cpu->cfg.seq_len;
+  for (j = 0; j < n; ++j) {
+    if (have && per_rng_below(r, 6) != 0) {
+      h->ids[j] = h->ids[per_rng_below(r, have)];
+    } else { // a sequence start, its generation, one older or (rarely) bad
+      uint32_t slot = per_rng_below(r, cap / st) * st, g = cpu->gen[slot];
+      uint32_t k = per_rng_below(r, 24);
+      if (k == 0) g += 1;                   // never handed out
+      else if (k == 1 && st > 1) slot += 1; // not a sequence start
+      else if (k < 8 && g > 1) g -= 1;      // stale
+      h->ids[j] = (uint64_t)slot | (uint64_t)g << 32 | PER_ID_SEQ;
+    }
+  }
+  for (j = 0; j < n * len; ++j) h->td[j] = cb_td(r, 1);
+  cb_update_seq_ids(cpu, d, h, n);
+}
+
 // Update the ids of the last sample (or made-up ones), sometimes with a
 // bad TD error or a bad id.
 static void cb_update(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
                       uint32_t max_batch, uint32_t have) {
   uint32_t n = per_rng_below(r, 8) == 0 ? 0 : 1 + per_rng_below(r, max_batch);
   uint32_t j, cap = cpu->cfg.capacity;
+  if (h->seq_ids) { // a sequence sample's ids go to update_seq
+    if (per_rng_below(r, 5) != 0) {
+      cb_update_seq(cpu, d, h, r, max_batch, have);
+      return;
+    }
+    have = 0;
+  } else if (cpu->cfg.seq_len && per_rng_below(r, 3) == 0) {
+    cb_update_seq(cpu, d, h, r, max_batch, 0);
+    return;
+  }
   for (j = 0; j < n; ++j) {
     if (have && per_rng_below(r, 8) != 0) {
       h->ids[j] = h->ids[per_rng_below(r, have)];
@@ -314,12 +411,13 @@ static void cb_sequence(const per_config *cfg, uint32_t max_batch, uint32_t ops,
   memset(&h, 0, sizeof h);
   if (!cb_dev_make(&d, cfg, max_batch)) return;
   CHECK_OK(per_buffer_init(&cpu, cfg, NULL));
-  REQUIRE(cb_host_make(&h, max_batch, isz));
+  REQUIRE(cb_host_make(&h, max_batch, cb_rows(cfg, max_batch), isz));
   per_rng_init(&r, seed);
   snprintf(what, sizeof what,
-           "capacity %u, item %u bytes, alpha %g, eps %g, flags %u, seed %llu",
+           "capacity %u, item %u bytes, alpha %g, eps %g, flags %u, seq_len "
+           "%u, seq_stride %u, seed %llu",
            cfg->capacity, cfg->item_size, cfg->alpha, cfg->eps, cfg->flags,
-           (unsigned long long)seed);
+           cfg->seq_len, cfg->seq_stride, (unsigned long long)seed);
   cb_compare(what, &cpu, &d); // the empty buffers
   for (i = 0; i < ops && t_fail_count == fails; ++i) {
     uint32_t k = per_rng_below(&r, 10);
@@ -376,6 +474,37 @@ static void cb_case_bitwise(void) {
       }
 }
 
+// >>case: sequence replay (R2D2) bitwise against per_buffer over random
+// call sequences: sequence samples (items, ids, weights, masks), item
+// and sequence updates (update_seq), and after every add and update the
+// sequence tree, its validity flags and min tree, compared with each
+// state. Short and long sequences, strides that overlap and that do not,
+// episodes crossed or not, buffer-max weights, zero leaves, alpha 0.
+static void cb_case_seq(void) {
+  static const uint32_t caps[] = {6, 64, 100};
+  static const uint32_t shapes[][2] = {{1, 1}, {3, 1}, {4, 2}, {5, 5}, {6, 3}};
+  uint32_t c, k, f;
+  uint64_t seed = 500;
+  for (c = 0; c < sizeof caps / sizeof caps[0]; ++c)
+    for (k = 0; k < sizeof shapes / sizeof shapes[0]; ++k)
+      for (f = 0; f < 4; ++f) {
+        per_config cfg = per_config_default(caps[c], 4 + 4 * (f & 1));
+        uint32_t mb = caps[c] < 20 ? 9 : 24;
+        if (caps[c] % shapes[k][1] != 0 || shapes[k][0] > caps[c]) continue;
+        cfg.seq_len = shapes[k][0];
+        cfg.seq_stride = shapes[k][1];
+        cfg.alpha = f == 3 ? 0.0 : 0.6;
+        cfg.eps = f == 2 ? 0.0 : 1e-3; // eps 0: zero leaves
+        cfg.seed = seed * 31;
+        cfg.beta_steps = 20;
+        cfg.seq_eta = f == 1 ? 1.0 : 0.9;
+        cfg.flags = ((f & 1) ? PER_WEIGHTS_BUFFER_MAX : 0) |
+                    ((f & 2) ? PER_SEQ_CROSS_EPISODES : 0);
+        cfg.max_unique = (f & 1) ? 4 : mb < caps[c] ? mb : caps[c];
+        cb_sequence(&cfg, mb, 80, seed++);
+      }
+}
+
 // >>case: what the device buffer refuses, and init's errors
 static void cb_case_api(void) {
   per_config cfg = per_config_default(100, 8);
@@ -389,15 +518,22 @@ static void cb_case_api(void) {
   CHECK_EQ_U(per_cuda_buffer_bytes(&cfg, 0), 0);
   CHECK_EQ_U(per_cuda_buffer_bytes(&cfg, PER_CUDA_MAX_BATCH + 1), 0);
   CHECK_EQ_U(per_cuda_buffer_bytes(NULL, 64), 0);
-  cfg.seq_len = 4;
+  cfg.seq_len = 4; // an update_seq's max_batch * seq_len TD errors: too many
   cfg.seq_stride = 4;
+  CHECK(per_cuda_buffer_bytes(&cfg, PER_CUDA_MAX_BATCH / 4) > 0);
+  CHECK_EQ_U(per_cuda_buffer_bytes(&cfg, PER_CUDA_MAX_BATCH / 4 + 1), 0);
+  CHECK_STATUS(per_cuda_buffer_init_mem(&b, &cfg, PER_CUDA_MAX_BATCH / 4 + 1,
+                                        (void *)256, 1 << 20, cc_stream),
+               PER_ERR_BATCH);
+  cfg.seq_len = 0;
+  cfg.seq_stride = 0;
+  cfg.flags = PER_MAX_LIVE; // not on the device
   CHECK_EQ_U(per_cuda_buffer_bytes(&cfg, 64), 0);
   CHECK_STATUS(
       per_cuda_buffer_init_mem(&b, &cfg, 64, (void *)256, 1 << 20, cc_stream),
       PER_ERR_ARG);
   CHECK(b.d_items == NULL);
-  cfg.seq_len = 0;
-  cfg.seq_stride = 0;
+  cfg.flags = 0;
   cfg.capacity = 0;
   CHECK_STATUS(
       per_cuda_buffer_init_mem(&b, &cfg, 64, (void *)256, 1 << 20, cc_stream),
@@ -502,7 +638,7 @@ static void cb_case_graph(void) {
     cfg.flags = k ? PER_WEIGHTS_BUFFER_MAX : 0;
     REQUIRE(cudaStreamCreate(&s[k]) == cudaSuccess);
     REQUIRE(cb_dev_make(&d[k], &cfg, MAXB));
-    REQUIRE(cb_host_make(&h[k], MAXB, cfg.item_size));
+    REQUIRE(cb_host_make(&h[k], MAXB, MAXB, cfg.item_size));
     d_st[k] = (unsigned long long *)cc_dmalloc(3 * 8);
     REQUIRE(d_st[k] != NULL);
     CHECK_OK(per_buffer_init(&cpu[k], &cfg, NULL));
@@ -596,7 +732,7 @@ static void cb_case_unique(void) {
     memset(&o, 0, sizeof o);
     REQUIRE(cb_dev_make(&d, &cfg, MAXB));
     CHECK_OK(per_buffer_init(&cpu, &cfg, NULL));
-    REQUIRE(cb_host_make(&h, MAXB, cfg.item_size));
+    REQUIRE(cb_host_make(&h, MAXB, MAXB, cfg.item_size));
     for (j = 0; j < CAP * 4; ++j) h.items[j] = (unsigned char)(j * 7u);
     CHECK_OK(per_buffer_add_steps(&cpu, h.items, CAP, NULL));
     CHECK_OK(per_cuda_buffer_add_batch(&d.b, d.d_in, 0, NULL, d.d_status,
@@ -667,10 +803,15 @@ static void cb_case_unique(void) {
 static void cb_run_all(void) {
   cb_case_api();
   cb_case_bitwise();
+  cb_case_seq();
   cb_case_unique();
   cb_case_graph();
   printf("  replay buffer: %llu calls, %llu draws, %llu states compared\n",
          cb_calls, cb_draws, cb_states);
+  printf("  sequences: %llu drawn, %llu update_seq calls applied, %llu states "
+         "with valid sequences compared\n",
+         cb_seq_draws, cb_seq_updates, cb_seq_states);
+  CHECK(cb_seq_draws > 1000 && cb_seq_updates > 100 && cb_seq_states > 100);
 }
 
 #endif

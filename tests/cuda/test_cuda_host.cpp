@@ -224,7 +224,7 @@ static void host_case_buffer_step(void) {
     if (!cb_dev_make(&d, &cfg, B)) return;
     REQUIRE(per_buffer_init(&cpu, &cfg, NULL) == PER_OK);
     memset(&h, 0, sizeof h);
-    REQUIRE(cb_host_make(&h, B, 8));
+    REQUIRE(cb_host_make(&h, B, B, 8));
     per_rng_init(&r, 5);
     for (k = 0; k < 3; ++k) {
       for (j = 0; j < B * 8; ++j) h.items[j] = (unsigned char)per_rng_u32(&r);
@@ -267,6 +267,92 @@ static void host_case_buffer_step(void) {
     cb_dev_free(&d);
     cb_host_free(&h);
   }
+}
+
+// An R2D2 step against per_buffer at 256,000 slots holding 51,200 steps,
+// sequences of 80 steps every 40: add 256 steps (with an episode end),
+// sample 64 sequences
+// with weights, gather and masks, update_seq their 64 * 80 TD errors.
+// With sequences an add and an update_seq are 4 launches each (the
+// item tree's 2, then the sequences' refresh and settle), a sample 2:
+// 10 in a step. At most 256 atomics on one address, as for items, while
+// the draws spread over many sequences (each step is in 2 of them; a
+// leaf that many pairs write takes an atomic per pair).
+static void host_case_seq_step(void) {
+  const uint32_t C = 256000, LEN = 80, ADD = 256, B = 64;
+  per_config cfg = per_config_default(C, 8);
+  uint32_t j, k;
+  cb_dev d;
+  cb_host h;
+  per_buffer cpu;
+  per_rng r;
+  per_sample_opts o;
+  unsigned long long l0, peak = 0, steps[3] = {0, 0, 0};
+  cfg.seed = 7;
+  cfg.seq_len = LEN;
+  cfg.seq_stride = LEN / 2;
+  cfg.flags = PER_WEIGHTS_BUFFER_MAX;
+  if (!cb_dev_make(&d, &cfg, ADD)) return;
+  REQUIRE(per_buffer_init(&cpu, &cfg, NULL) == PER_OK);
+  memset(&h, 0, sizeof h);
+  memset(&o, 0, sizeof o);
+  o.flags = PER_SAMPLE_SEQUENCES;
+  REQUIRE(cb_host_make(&h, ADD, ADD * LEN, 8));
+  per_rng_init(&r, 6);
+  for (k = 0; k < 200; ++k) { // 51,200 steps, uploaded: 1280 sequences
+    for (j = 0; j < ADD * 8; ++j) h.items[j] = (unsigned char)per_rng_u32(&r);
+    CHECK_OK(per_buffer_add_steps(&cpu, h.items, ADD, NULL));
+  }
+  CHECK_OK(per_cuda_buffer_upload(&d.b, &cpu, cc_stream));
+  for (k = 0; k < 4; ++k) {
+    for (j = 0; j < ADD * 8; ++j) h.items[j] = (unsigned char)per_rng_u32(&r);
+    for (j = 0; j < ADD; ++j) h.ends[j] = j == 100 ? PER_END_TERMINATED : 0;
+    cc_h2d(d.d_in, h.items, (size_t)ADD * 8);
+    cc_h2d(d.d_ends, h.ends, ADD);
+    per_shim_atomic_peak = 0;
+    l0 = host_steps();
+    CHECK_OK(per_cuda_buffer_add_batch(&d.b, d.d_in, ADD, d.d_ends, d.d_status,
+                                       cc_stream));
+    steps[0] = host_steps() - l0;
+    CHECK_OK(per_buffer_add_steps(&cpu, h.items, ADD, h.ends));
+    o.mask = d.d_mask;
+    l0 = host_steps();
+    CHECK_OK(per_cuda_buffer_sample(&d.b, B, &o, d.d_out, d.d_ids, d.d_w,
+                                    d.d_status, cc_stream));
+    steps[1] = host_steps() - l0;
+    o.mask = h.mask_cpu;
+    CHECK_OK(per_buffer_sample(&cpu, B, &o, h.out_cpu, h.ids, h.w_cpu));
+    cc_d2h(h.ids_dev, d.d_ids, (size_t)B * 8);
+    cc_d2h(h.out_dev, d.d_out, (size_t)B * LEN * 8);
+    cc_d2h(h.mask_dev, d.d_mask, (size_t)B * LEN);
+    CHECK(memcmp(h.ids, h.ids_dev, (size_t)B * 8) == 0);
+    CHECK(memcmp(h.out_cpu, h.out_dev, (size_t)B * LEN * 8) == 0);
+    CHECK(memcmp(h.mask_cpu, h.mask_dev, (size_t)B * LEN) == 0);
+    for (j = 0; j < B * LEN; ++j) h.td[j] = cb_td(&r, 0);
+    cc_h2d(d.d_ids, h.ids, (size_t)B * 8);
+    cc_h2d(d.d_td, h.td, (size_t)B * LEN * 4);
+    l0 = host_steps();
+    CHECK_OK(per_cuda_buffer_update_seq(&d.b, d.d_ids, d.d_td, B, d.d_stale,
+                                        d.d_status, cc_stream));
+    steps[2] = host_steps() - l0;
+    CHECK_OK(per_buffer_update_seq(&cpu, h.ids, h.td, B, NULL));
+    if (per_shim_atomic_peak > peak) peak = per_shim_atomic_peak;
+    CHECK_STATUS(per_cuda_status_decode(cc_status_word(d.d_status), NULL),
+                 PER_OK);
+  }
+  cb_compare("an R2D2 step at 256,000 slots", &cpu, &d);
+  CHECK_EQ_U(steps[0], 4);
+  CHECK_EQ_U(steps[1], 2);
+  CHECK_EQ_U(steps[2], 4);
+  CHECK(peak <= PERI_CUDA_BLOCK_THREADS);
+  printf("  sequences at N = 256000, L = %u, B = %u: add %llu, sample %llu, "
+         "update_seq %llu launches (%llu in a step); at most %llu atomics on "
+         "one address\n",
+         LEN, B, steps[0], steps[1], steps[2], steps[0] + steps[1] + steps[2],
+         peak);
+  per_buffer_free(&cpu);
+  cb_dev_free(&d);
+  cb_host_free(&h);
 }
 
 // The IS weights' minimum takes one atomic per block on the grid's record
@@ -457,6 +543,7 @@ int main(int argc, char **argv) {
   if (!once) host_case_update_targets();
   host_case_weights_sample_atomics();
   host_case_buffer_step();
+  host_case_seq_step();
   host_case_race_detector();
   host_case_capture();
   host_case_runtime_errors();
