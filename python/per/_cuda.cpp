@@ -645,16 +645,20 @@ static PyObject *mod_replay(PyObject *mod, PyObject *cap) {
    and status words:
      core   per_cuda_buffer_bytes(cfg, max_batch)
      stage  max_batch items: fields packed here, then added
-     out    max_batch items: what sample() drew
+     out    rows items: what sample() drew (rows: max_batch, times
+            seq_len with sequences)
+     mask   rows bytes: a sequence sample's mask
      ids    max_batch uint64, weights max_batch float
      extra  bytes the caller asked for (fields unpacked from out)
-     words  status of add, sample, update; the kept first error (word and
-            tag); the stale count; the counters of counters()
+     words  status of add, sample, update, update_seq; the kept first
+            error (word and tag); the stale count; the counters of
+            counters()
    --------------------------------------------------------------------- */
 enum {
   W_ADD = 0,
   W_SAMPLE = 1,
   W_UPDATE = 2,
+  W_UPDATE_SEQ = 3,
   W_KEEP = 4,
   W_STALE = 6,
   W_COUNTERS = 8 /* a per_cuda_counters, 48 bytes */
@@ -665,7 +669,8 @@ typedef struct {
   void *d;
   int device;
   int ready;
-  size_t off_stage, off_out, off_ids, off_w, off_extra, off_words, bytes;
+  size_t off_stage, off_out, off_mask, off_ids, off_w, off_extra, off_words,
+      bytes;
 } BufObject;
 
 static PyTypeObject *BufType;
@@ -689,15 +694,16 @@ static int buf_ready(BufObject *self) {
 
 /* _Buffer(capacity, item_size, alpha, beta0, beta1, beta_steps, eps,
    max_priority, seed, flags, max_unique, seq_len, seq_stride, seq_eta,
-   max_batch, extra_bytes, device, stream) -> (buffer, status): the
-   buffer is None unless status is 0. Waits for the reset to finish. */
+   max_batch, extra_bytes, device, stream) -> (buffer, status, why): the
+   buffer is None unless status is 0; why names a bad config's field as
+   per.ReplayBuffer does ("" otherwise). Waits for the reset to finish. */
 static PyObject *mod_buffer(PyObject *mod, PyObject *args) {
   per_config c;
   unsigned capacity, item_size, flags, max_unique, seq_len, seq_stride, mb;
   unsigned long long beta_steps, seed, extra;
   int device, s;
   cudaStream_t st;
-  size_t core;
+  size_t core, rows;
   BufObject *self;
   (void)mod;
   memset(&c, 0, sizeof c);
@@ -720,16 +726,26 @@ static PyObject *mod_buffer(PyObject *mod, PyObject *args) {
   self->device = device;
   core = per_cuda_buffer_bytes(&c, mb);
   if (core == 0) {
-    /* the config's own error: init_mem says which */
-    per_cuda_buffer probe;
-    s = (int)per_cuda_buffer_init_mem(&probe, &c, mb, NULL, 0, st);
-    if (s == PER_OK || s == PER_ERR_NULL) s = PER_ERR_ARG;
+    /* the config's own error, named as the CPU names it: per.h validates
+       before it allocates, so a valid config stops at the empty ring
+       (PER_ERR_MEMORY) and then the device's own rule is the reason */
+    per_buffer probe;
+    unsigned char ring = 0;
+    s = (int)per_buffer_init_mem(&probe, &c, &ring, 0, NULL);
+    if (s == PER_ERR_MEMORY) {
+      per_cuda_buffer dp;
+      s = (int)per_cuda_buffer_init_mem(&dp, &c, mb, NULL, 0, st);
+      if (s == PER_OK || s == PER_ERR_NULL) s = PER_ERR_ARG;
+      probe.error[0] = 0;
+    }
     Py_DECREF(self);
-    return Py_BuildValue("(Oi)", Py_None, s);
+    return Py_BuildValue("(Ois)", Py_None, s, probe.error);
   }
+  rows = (size_t)mb * (seq_len ? seq_len : 1u); /* <= PER_CUDA_MAX_BATCH */
   self->off_stage = round256(core);
   self->off_out = self->off_stage + round256((size_t)mb * item_size);
-  self->off_ids = self->off_out + round256((size_t)mb * item_size);
+  self->off_mask = self->off_out + round256(rows * item_size);
+  self->off_ids = self->off_mask + round256(seq_len ? rows : 0u);
   self->off_w = self->off_ids + round256((size_t)mb * 8u);
   self->off_extra = self->off_w + round256((size_t)mb * 4u);
   self->off_words = self->off_extra + round256((size_t)extra);
@@ -750,10 +766,10 @@ static PyObject *mod_buffer(PyObject *mod, PyObject *args) {
   }
   if (s != PER_OK) {
     Py_DECREF(self);
-    return Py_BuildValue("(Oi)", Py_None, s);
+    return Py_BuildValue("(Ois)", Py_None, s, "");
   }
   self->ready = 1;
-  return Py_BuildValue("(Ni)", (PyObject *)self, 0);
+  return Py_BuildValue("(Nis)", (PyObject *)self, 0, "");
 }
 
 /* keep the call's status word in the buffer's first-error word */
@@ -786,8 +802,8 @@ static PyObject *Buf_add(BufObject *self, PyObject *args) {
 }
 
 /* sample(B, flags, beta, window, stream): per_cuda_buffer_sample into
-   the buffer's out, ids and weights; flags 0 and window 0 take the
-   defaults (opts NULL). */
+   the buffer's out, ids and weights (and mask, for sequences); flags 0
+   and window 0 take the defaults (opts NULL). */
 static PyObject *Buf_sample(BufObject *self, PyObject *args) {
   unsigned B, flags, window;
   double beta;
@@ -802,6 +818,8 @@ static PyObject *Buf_sample(BufObject *self, PyObject *args) {
   o.flags = flags;
   o.beta = beta;
   o.window = window;
+  if (flags & PER_SAMPLE_SEQUENCES)
+    o.mask = (uint8_t *)self->d + self->off_mask;
   {
     pyper_guard g(self->device);
     s = note_per(per_cuda_buffer_sample(
@@ -836,6 +854,28 @@ static PyObject *Buf_update(BufObject *self, PyObject *args) {
   return PyLong_FromLong(s);
 }
 
+/* update_seq(ids_ptr, td_ptr, n, stream): per_cuda_buffer_update_seq,
+   the stale count into the buffer's word. */
+static PyObject *Buf_update_seq(BufObject *self, PyObject *args) {
+  void *ids, *td;
+  unsigned n;
+  int s;
+  cudaStream_t st;
+  if (!buf_ready(self) ||
+      !PyArg_ParseTuple(args, "O&O&IO&:update_seq", conv_ptr, &ids, conv_ptr,
+                        &td, &n, conv_stream, &st))
+    return NULL;
+  {
+    pyper_guard g(self->device);
+    s = note_per(per_cuda_buffer_update_seq(
+        &self->b, (const uint64_t *)ids, (const float *)td, n,
+        (uint32_t *)(buf_words(self) + W_STALE), buf_words(self) + W_UPDATE_SEQ,
+        st));
+    if (s == PER_OK) s = buf_keep(self, W_UPDATE_SEQ, st);
+  }
+  return PyLong_FromLong(s);
+}
+
 /* The first error kept in keep[0..1] since the last clear, as (status,
    code, tag, pos): waits for the stream, reads the pair and, with clear,
    zeroes it. */
@@ -863,7 +903,7 @@ static PyObject *read_keep(unsigned long long *keep, int device,
 }
 
 /* check(stream, clear) -> (status, code, tag, pos): read_keep of the
-   buffer's pair (tag 1 add, 2 sample, 3 update; 0 none). */
+   buffer's pair (tag 1 add, 2 sample, 3 update, 4 update_seq; 0 none). */
 static PyObject *Buf_check(BufObject *self, PyObject *args) {
   if (!buf_ready(self)) return NULL;
   return read_keep(buf_words(self) + W_KEEP, self->device, args);
@@ -992,9 +1032,10 @@ static PyObject *Buf_ptrs(BufObject *self, void *unused) {
   char *d = (char *)self->d;
   (void)unused;
   return Py_BuildValue(
-      "{s:K,s:K,s:K,s:K,s:K,s:K}", "stage",
+      "{s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "stage",
       (unsigned long long)(uintptr_t)(d + self->off_stage), "out",
-      (unsigned long long)(uintptr_t)(d + self->off_out), "ids",
+      (unsigned long long)(uintptr_t)(d + self->off_out), "mask",
+      (unsigned long long)(uintptr_t)(d + self->off_mask), "ids",
       (unsigned long long)(uintptr_t)(d + self->off_ids), "weights",
       (unsigned long long)(uintptr_t)(d + self->off_w), "extra",
       (unsigned long long)(uintptr_t)(d + self->off_extra), "stale",
@@ -1008,9 +1049,9 @@ static PyObject *Buf_bytes(BufObject *self, void *unused) {
 
 static PyObject *Buf_config(BufObject *self, void *unused) {
   (void)unused;
-  return Py_BuildValue("{s:I,s:I,s:I}", "capacity", self->b.cfg.capacity,
+  return Py_BuildValue("{s:I,s:I,s:I,s:I}", "capacity", self->b.cfg.capacity,
                        "item_size", self->b.cfg.item_size, "max_batch",
-                       self->b.max_batch);
+                       self->b.max_batch, "seq_len", self->b.cfg.seq_len);
 }
 
 static PyObject *Buf_beta(BufObject *self, void *unused) {
@@ -1022,6 +1063,7 @@ static PyMethodDef Buf_methods[] = {
     {"add", (PyCFunction)Buf_add, METH_VARARGS, NULL},
     {"sample", (PyCFunction)Buf_sample, METH_VARARGS, NULL},
     {"update", (PyCFunction)Buf_update, METH_VARARGS, NULL},
+    {"update_seq", (PyCFunction)Buf_update_seq, METH_VARARGS, NULL},
     {"check", (PyCFunction)Buf_check, METH_VARARGS, NULL},
     {"counters", (PyCFunction)Buf_counters, METH_O, NULL},
     {"download", (PyCFunction)Buf_download, METH_VARARGS, NULL},

@@ -59,7 +59,7 @@ __all__ = ["ReplayBuffer", "SumTree", "DeviceArray", "available",
 
 # DLPack type codes
 _DL_INT, _DL_UINT, _DL_FLOAT, _DL_BOOL = 0, 1, 2, 6
-_TAGS = {1: "add_batch", 2: "sample", 3: "update"}
+_TAGS = {1: "add_batch", 2: "sample", 3: "update", 4: "update_sequences"}
 _TREE_TAGS = {1: "set_batch", 2: "sample", 3: "find"}
 
 
@@ -306,11 +306,11 @@ def _rows(arr: _Arr, n_expected: _t.Optional[int], inner: _t.Tuple[int, ...],
 
 def _pairs(b: _Backend, device: int, st: int, call: str,
            keys: _t.Tuple[str, _t.Any, str], values: _t.Tuple[str, _t.Any, str],
-           limit: int) -> _t.Tuple[int, int, int]:
-    """(keys' pointer, values' pointer, n) of two contiguous 1-D device
-    arrays of n <= limit entries: keys of a signed integer dtype (its
-    unsigned twin taken as the same bits), values of their dtype; each
-    given as (name, array, typestr)."""
+           limit: int, inner: _t.Tuple[int, ...] = ()) -> _t.Tuple[int, int, int]:
+    """(keys' pointer, values' pointer, n) of two contiguous device arrays
+    of n <= limit entries: keys 1-D, of a signed integer dtype (its
+    unsigned twin taken as the same bits), values of their dtype and shape
+    (n, *inner); each given as (name, array, typestr)."""
     kname, karr, kdt = keys
     vname, varr, vdt = values
     want = _np.dtype(kdt)
@@ -319,8 +319,9 @@ def _pairs(b: _Backend, device: int, st: int, call: str,
         a = a._replace(dtype=want)
     n, pitch = _rows(a, None, (), want, f"{call}: {kname}")
     v = b.array(varr, f"{call}: {vname}", device, st)
-    _rows(v, n, (), _np.dtype(vdt), f"{call}: {vname}")
-    if n > 1 and (pitch != want.itemsize or v.strides[0] != v.dtype.itemsize):
+    _rows(v, n, inner, _np.dtype(vdt), f"{call}: {vname}")
+    vrow = v.dtype.itemsize * int(_np.prod(inner, dtype=_np.int64))
+    if n > 1 and (pitch != want.itemsize or v.strides[0] != vrow):
         raise ValueError(f"{call}: {kname} and {vname} must be contiguous")
     if n > limit:
         raise ValueError(f"{call}: {n} {kname}, more than max_batch {limit}")
@@ -330,11 +331,11 @@ def _pairs(b: _Backend, device: int, st: int, call: str,
 class ReplayBuffer:
     """per.ReplayBuffer on a CUDA device (per_cuda_buffer).
 
-    capacity, item and the keyword arguments alpha ... align mean what they
-    mean for per.ReplayBuffer; not on the device: sequences (seq_len > 0),
-    live_max, and sample's sequences option. max_batch bounds every
-    add_batch, sample and update (device memory for the staging of that
-    many items is allocated up front). device: a CUDA device (int,
+    capacity, item and the keyword arguments alpha ... seq_eta mean what
+    they mean for per.ReplayBuffer; not on the device: live_max. max_batch
+    bounds every add_batch, sample and update, and the sequences of an
+    update_sequences (device memory for the staging of that many items,
+    and of max_batch * seq_len drawn steps, is allocated up front). device: a CUDA device (int,
     "cuda:N", torch.device; default the current one). stream: the default
     stream of the calls (an int handle or a stream object; default each
     call's current stream: PyTorch's when it is imported). wrap: turns the
@@ -367,6 +368,8 @@ class ReplayBuffer:
         cross_episodes: bool = False,
         align: bool = False,
         seq_len: int = 0,
+        seq_stride: int = 0,
+        seq_eta: float = 0.9,
         live_max: bool = False,
     ) -> None:
         mod = type(self)._backend_mod
@@ -376,9 +379,6 @@ class ReplayBuffer:
                               "-Dpython_cuda_host=true)")
         self._b = _Backend(mod, "per.cuda")
         call = "per.cuda.ReplayBuffer"
-        if seq_len:
-            raise ValueError(f"{call}: sequence replay (seq_len > 0) is not on "
-                             "the device; use per.ReplayBuffer")
         if live_max:
             raise ValueError(f"{call}: live_max is not on the device; use "
                              "per.ReplayBuffer")
@@ -388,6 +388,11 @@ class ReplayBuffer:
         if not 0 < max_batch <= mod.MAX_BATCH:
             raise ValueError(f"{call}: max_batch must be in [1, {mod.MAX_BATCH}], "
                              f"got {max_batch}")
+        seq_len = _per_pkg._count(seq_len, f"{call}: seq_len")
+        if seq_len and max_batch * seq_len > mod.MAX_BATCH:
+            raise ValueError(f"{call}: max_batch * seq_len = {max_batch * seq_len}"
+                             f" (an update_sequences' TD errors) must be <= "
+                             f"{mod.MAX_BATCH}")
         self.dtype: _np.dtype = dt
         self.max_batch: int = max_batch
         self.device: int = self._b.device_of(device)
@@ -395,18 +400,22 @@ class ReplayBuffer:
         self._wrap = wrap if wrap is not None else _default_wrap(self._b.host)
         args = _per_pkg._buffer_args(
             call, capacity, alpha, beta0, beta1, beta_steps, eps, max_priority,
-            seed, 0, weights_buffer_max, cross_episodes, max_unique, 0, 0, 0.9)
+            seed, 0, weights_buffer_max, cross_episodes, max_unique, seq_len,
+            seq_stride, seq_eta)
         self.max_unique: int = int(args[8])
+        self.seq_len: int = seq_len
         self._cpu_kwargs: _t.Dict[str, _t.Any] = dict(
             capacity=capacity, item=dt, alpha=alpha, beta0=beta0, beta1=beta1,
             beta_steps=beta_steps, eps=eps, max_priority=max_priority,
             seed=seed, weights_buffer_max=weights_buffer_max,
-            max_unique=max_unique, cross_episodes=cross_episodes)
+            max_unique=max_unique, cross_episodes=cross_episodes,
+            seq_len=seq_len, seq_stride=seq_stride, seq_eta=seq_eta)
         # the fields sample() cannot hand out as views of the item rows
         # (an offset or row size off the field's alignment: a device
         # kernel may not read it) are copied into areas of their own
         self._fields: _t.List[_t.Tuple[str, int, _np.dtype, _t.Tuple[int, ...], int, int]] = []
         extra = 0
+        rows = max_batch * max(seq_len, 1)  # a sample's rows at most
         layout: _t.Mapping[str, _t.Any] = dt.fields or {}  # always set here
         for name in dt.names or ():
             f, off = layout[name][0], layout[name][1]
@@ -415,15 +424,17 @@ class ReplayBuffer:
             own = -1
             if off % base.alignment or dt.itemsize % base.alignment:
                 own = extra
-                extra += -(-max_batch * nbytes // 256) * 256
+                extra += -(-rows * nbytes // 256) * 256
             self._fields.append((name, off, base, shape, nbytes, own))
         st = self._b.stream_of(stream, self.device)
-        h, s = mod._Buffer(capacity, dt.itemsize, *args, max_batch, extra,
-                           self.device, st)
+        h, s, why = mod._Buffer(capacity, dt.itemsize, *args, max_batch, extra,
+                                self.device, st)
+        if s and why:  # a config error, named as per.ReplayBuffer names it
+            _raise(call, s, why)
         self._b.check(s, call)
         self._h = h
         self._ptrs: _t.Dict[str, int] = h.ptrs
-        self._views: _t.Dict[int, _t.Dict[str, _t.Any]] = {}
+        self._views: _t.Dict[_t.Tuple[int, int], _t.Dict[str, _t.Any]] = {}
         self._stale: _t.Any = None
 
     # -- helpers -------------------------------------------------------------
@@ -508,32 +519,35 @@ class ReplayBuffer:
 
     # -- sampling --------------------------------------------------------------
 
-    def _views_for(self, B: int) -> _t.Dict[str, _t.Any]:
-        v = self._views.get(B)
+    def _views_for(self, B: int, L: int) -> _t.Dict[str, _t.Any]:
+        """The views of a sample of B items (L == 0) or B sequences of L
+        steps (leading shape (B, L), and "mask")."""
+        v = self._views.get((B, L))
         if v is not None:
             return v
         b, dev, isz = self._b, self.device, self.dtype.itemsize
         out: _t.Dict[str, _t.Any] = {}
+        lead = (B, L) if L else (B,)
         for name, off, base, shape, nbytes, own in self._fields:
             es = base.itemsize
-            if own < 0:
-                ptr = self._ptrs["out"] + off
-                strides = (isz // es,) + _contiguous_strides(shape, 1)
-            else:
-                ptr = self._ptrs["extra"] + own
-                strides = (nbytes // es,) + _contiguous_strides(shape, 1)
-            out[name] = self._wrap(b.view(self._h, ptr, dev, base, (B,) + shape,
-                                          strides))
+            row = isz // es if own < 0 else nbytes // es  # one step's
+            ptr = self._ptrs["out"] + off if own < 0 else self._ptrs["extra"] + own
+            steps = (L * row, row) if L else (row,)
+            out[name] = self._wrap(b.view(self._h, ptr, dev, base, lead + shape,
+                                          steps + _contiguous_strides(shape, 1)))
+        if L:
+            out["mask"] = self._wrap(b.view(self._h, self._ptrs["mask"], dev,
+                                            _np.dtype(_np.bool_), lead, (L, 1)))
         out["ids"] = self._wrap(b.view(self._h, self._ptrs["ids"], dev,
                                        _np.dtype("<i8"), (B,), (1,)))
         out["weights"] = self._wrap(b.view(self._h, self._ptrs["weights"], dev,
                                            _np.dtype("<f4"), (B,), (1,)))
-        self._views[B] = out
+        self._views[(B, L)] = out
         return out
 
     def sample(self, batch_size: int, *, unique: bool = False,
                beta: _t.Optional[float] = None, window: int = 0,
-               trajectories: bool = False,
+               trajectories: bool = False, sequences: bool = False,
                stream: _t.Any = None) -> _t.Dict[str, _t.Any]:
         """Enqueue a draw of batch_size items (per_cuda_buffer_sample) and
         return views of the buffer's output memory: the item's fields
@@ -549,9 +563,13 @@ class ReplayBuffer:
         batch_size times a descent's latency, so keep it out of the hot
         loop of large batches. beta: a fixed beta instead of the schedule;
         window: draw from the newest `window` items only; trajectories: a
-        window of whole trajectories. An empty buffer, or fewer than
-        batch_size items with priority > 0 for unique, is a device error
-        (status())."""
+        window of whole trajectories. sequences: batch_size sequences of
+        seq_len steps (a buffer made with seq_len), as per.ReplayBuffer
+        draws them: the fields' leading shape is (batch_size, seq_len),
+        "ids" are sequence ids (for update_sequences), "mask" (bool, False
+        after an episode's end) is added. An empty buffer, fewer than
+        batch_size items (sequences) with priority > 0 for unique, or no
+        complete sequence, is a device error (status())."""
         call = "per.cuda.ReplayBuffer.sample"
         B = _per_pkg._count(batch_size, f"{call}: batch_size")
         if not 0 < B <= self.max_batch:
@@ -570,6 +588,13 @@ class ReplayBuffer:
             flags |= _per.SAMPLE_BETA
         if trajectories:
             flags |= _per.SAMPLE_TRAJECTORIES
+        L = 0
+        if sequences:
+            if not self.seq_len:
+                raise ValueError(f"{call}: sequences needs a buffer made with "
+                                 "seq_len > 0")
+            flags |= _per.SAMPLE_SEQUENCES
+            L = self.seq_len
         st = self._st(stream)
         use_opts = bool(flags or window)
         self._b.check(self._h.sample(B, flags, b, window, use_opts, st), call)
@@ -577,9 +602,9 @@ class ReplayBuffer:
         for _name, off, _base, _shape, nbytes, own in self._fields:
             if own >= 0:
                 self._b.check(mod.copy2d(self._ptrs["extra"] + own, nbytes,
-                                         self._ptrs["out"] + off, isz, nbytes, B,
-                                         self.device, st), call)
-        return dict(self._views_for(B))
+                                         self._ptrs["out"] + off, isz, nbytes,
+                                         B * max(L, 1), self.device, st), call)
+        return dict(self._views_for(B, L))
 
     # -- priorities ------------------------------------------------------------
 
@@ -601,6 +626,30 @@ class ReplayBuffer:
                 self._h, self._ptrs["stale"], self.device, _np.dtype("<i4"), (), ()))
         return self._stale
 
+    def update_sequences(self, ids: _t.Any, td: _t.Any, *,
+                         stream: _t.Any = None) -> _t.Any:
+        """Enqueue per_cuda_buffer_update_seq for the sequence ids a
+        sequences sample gave: ids an int64 (or uint64) device array of n
+        <= max_batch ids, td a float32 device array of shape (n, seq_len),
+        one TD error per step (the masked steps' are not used but must be
+        finite); where sequences overlap, the last write of a step wins,
+        and every sequence holding a changed step gets its priority again.
+        Returns a 0-d int32 device view of the stale ids' count. A NaN or
+        infinite TD error, or an id never handed out, is a device error
+        (status(), with the position of the sequence) and then nothing is
+        applied."""
+        call = "per.cuda.ReplayBuffer.update_sequences"
+        if not self.seq_len:
+            raise ValueError(f"{call}: a buffer made with seq_len > 0 only")
+        st = self._st(stream)
+        a, t, n = _pairs(self._b, self.device, st, call, ("ids", ids, "<i8"),
+                         ("td", td, "<f4"), self.max_batch, (self.seq_len,))
+        self._b.check(self._h.update_seq(a, t, n, st), call)
+        if self._stale is None:
+            self._stale = self._wrap(self._b.view(
+                self._h, self._ptrs["stale"], self.device, _np.dtype("<i4"), (), ()))
+        return self._stale
+
     # -- status and state ------------------------------------------------------
 
     def status(self, *, clear: bool = True, stream: _t.Any = None) -> None:
@@ -614,7 +663,8 @@ class ReplayBuffer:
         self._b.check(s, "per.cuda.ReplayBuffer.status")
         if code:
             what = _TAGS.get(tag, "a call")
-            where = f" at position {pos}" if what in ("add_batch", "update") else ""
+            where = (f" at position {pos}" if what in
+                     ("add_batch", "update", "update_sequences") else "")
             _raise(f"per.cuda.ReplayBuffer.{what}", code,
                    f"reported by the device{where}")
 
@@ -652,9 +702,9 @@ class ReplayBuffer:
 
     def from_cpu(self, cpu: _per_pkg.ReplayBuffer, *, stream: _t.Any = None) -> None:
         """Take a per.ReplayBuffer's state (its items, priorities, stream and
-        counters, and its alpha, betas, eps, max_priority and seed): it
-        must have this buffer's capacity and item layout, and no sequences
-        (per_cuda_buffer_upload; waits for the copies)."""
+        counters, and its alpha, betas, eps, max_priority, seed and
+        seq_eta): it must have this buffer's capacity, item layout, seq_len
+        and seq_stride (per_cuda_buffer_upload; waits for the copies)."""
         call = "per.cuda.ReplayBuffer.from_cpu"
         if not isinstance(cpu, _per_pkg.ReplayBuffer):
             raise TypeError(f"{call}: a per.ReplayBuffer, not {type(cpu).__name__}")

@@ -209,6 +209,88 @@ def test_unique(B, tmp_path):
         _same_state(tmp_path, cpu, dev, f"unique-{alpha}")
 
 
+@pytest.mark.parametrize("cross", [False, True])
+def test_sequences(B, tmp_path, cross):
+    """Sequence replay (R2D2) on the device: sequences samples (fields of
+    shape (batch_size, seq_len), sequence ids, weights, masks), item and
+    sequence updates, episode ends, windows, distinct draws, stale ids and
+    an upload, as per.ReplayBuffer's, and the whole state after."""
+    rng = np.random.default_rng(31 + int(cross))
+    L, S = 6, 3
+    kw = dict(alpha=0.7, beta_steps=30, seed=9, seq_len=L, seq_stride=S,
+              seq_eta=0.8, cross_episodes=cross, weights_buffer_max=cross,
+              max_unique=8)
+    cpu = per.ReplayBuffer(48, SPEC, **kw)
+    dev = B.ReplayBuffer(48, SPEC, max_batch=16, **kw)
+    assert dev.seq_len == L
+    dev.sample(2, sequences=True)  # nothing stored yet
+    with pytest.raises(per.Error, match="PER_ERR_EMPTY"):
+        dev.status()
+    drawn = 0
+    for step in range(30):
+        n = int(rng.integers(0, 12))
+        it = _items(rng, n)
+        ends = rng.choice([per.END_NONE, per.END_TERMINATED], n,
+                          p=[0.9, 0.1]).astype(np.uint8)
+        cpu.add_batch(ends=ends, **it)
+        dev.add_batch(ends=B.dev(ends), **{k: B.dev(v) for k, v in it.items()})
+        bs = int(rng.integers(1, 9))
+        opts = {}
+        if step % 4 == 1:
+            opts["window"] = int(rng.integers(1, 48))
+        if step % 5 == 3:
+            opts["unique"] = True
+        try:
+            ref = cpu.sample(bs, sequences=True, **opts)
+        except per.Error as e:  # no complete sequence yet, too few
+            dev.sample(bs, sequences=True, **opts)
+            with pytest.raises(per.Error) as got_e:
+                dev.status()
+            assert got_e.value.name == e.name
+            continue
+        got = dev.sample(bs, sequences=True, **opts)
+        ids = B.host(got["ids"]).view(np.uint64)
+        np.testing.assert_array_equal(ids, ref["ids"])
+        assert B.host(got["weights"]).tobytes() == ref["weights"].tobytes()
+        np.testing.assert_array_equal(B.host(got["mask"]), ref["mask"])
+        for name in SPEC:
+            g = B.host(got[name])
+            assert g.shape == ref[name].shape, name
+            assert g.tobytes() == np.ascontiguousarray(ref[name]).tobytes(), name
+        drawn += bs
+        td = (rng.standard_normal((bs, L)) * 2).astype(np.float32)
+        if step % 3 == 2:  # an item update of some of the steps
+            slots = (ids & 0x7FFFFFFF).astype(np.int64)
+            gens = ids >> np.uint64(32)
+            uids = (slots.astype(np.uint64) | (gens << np.uint64(32)))
+            stale = dev.update(B.dev(uids.view(np.int64)), B.dev(td[:, 0].copy()))
+            assert int(B.host(stale)) == cpu.update(uids, td[:, 0])
+        else:
+            stale = dev.update_sequences(B.dev(ids.view(np.int64)), B.dev(td))
+            assert int(B.host(stale)) == cpu.update_sequences(ids, td)
+        dev.status()
+    assert drawn > 60
+    _same_state(tmp_path, cpu, dev, f"seq-{cross}")
+    # a bad TD error: refused whole, with the sequence's position
+    ref = cpu.sample(4, sequences=True)
+    got = dev.sample(4, sequences=True)
+    td = np.ones((4, L), np.float32)
+    td[2, 1] = np.nan
+    dev.update_sequences(B.dev(B.host(got["ids"]).view(np.int64)), B.dev(td))
+    with pytest.raises(per.Error) as e:
+        dev.status()
+    assert e.value.name == "PER_ERR_NAN" and "position 2" in str(e.value)
+    with pytest.raises(per.Error, match="PER_ERR_NAN"):
+        cpu.update_sequences(ref["ids"], td)
+    _same_state(tmp_path, cpu, dev, f"seq-refused-{cross}")
+    # the CPU state uploaded into a fresh device buffer goes on the same
+    other = B.ReplayBuffer(48, SPEC, max_batch=16, **kw)
+    other.from_cpu(cpu)
+    ref, got = cpu.sample(5, sequences=True), other.sample(5, sequences=True)
+    np.testing.assert_array_equal(B.host(got["ids"]).view(np.uint64), ref["ids"])
+    _same_state(tmp_path, cpu, other, f"seq-upload-{cross}")
+
+
 def test_argument_errors(B):
     """What the host can see is refused at once, naming the field."""
     dev = B.ReplayBuffer(16, SPEC, max_batch=8)
@@ -237,8 +319,18 @@ def test_argument_errors(B):
                    B.dev(np.zeros(2, np.float32)))
     with pytest.raises(TypeError, match="td is float64"):
         dev.update(B.dev(np.zeros(2, np.int64)), B.dev(np.zeros(2)))
-    with pytest.raises(ValueError, match="sequence replay"):
-        B.ReplayBuffer(16, SPEC, seq_len=4)
+    with pytest.raises(ValueError, match="live_max is not on the device"):
+        B.ReplayBuffer(16, SPEC, live_max=True)
+    with pytest.raises(ValueError, match="max_batch \\* seq_len"):
+        B.ReplayBuffer(16, SPEC, seq_len=4, seq_stride=4,
+                       max_batch=0x400000 // 4 + 1)  # PER_CUDA_MAX_BATCH
+    with pytest.raises(per.Error, match="seq_stride"):
+        B.ReplayBuffer(16, SPEC, seq_len=4, seq_stride=3)
+    with pytest.raises(ValueError, match="sequences needs a buffer made with"):
+        dev.sample(2, sequences=True)
+    with pytest.raises(ValueError, match="seq_len > 0 only"):
+        dev.update_sequences(B.dev(np.zeros(2, np.int64)),
+                             B.dev(np.zeros((2, 1), np.float32)))
     with pytest.raises(ValueError, match="max_batch"):
         B.ReplayBuffer(16, SPEC, max_batch=0)
     with pytest.raises(per.Error, match="PER_ERR_CAPACITY"):
