@@ -213,7 +213,8 @@
              per_buffer_add_td (new items' priorities from TD errors);
              per_tree_find_batch (descents in lockstep); per_mpi.h: a
              shard's draws descend together, a receiver's own are copied
-             once
+             once; per_cuda.h: distinct draws and sequence replay on the
+             device (per_cuda_buffer_update_seq)
       0.3.0  episode ends; sequence replay (R2D2); trajectory ids and
              windows of trajectories; the trajectory accumulator
              (per_traj_*); snapshots written from any thread; the item
