@@ -38,7 +38,7 @@ def main():
     print('|---:|---:|---|---:|---:|---:|---:|---:|')
     order = {'update': 0, 'update_td': 1, 'sample': 2, 'weights': 3,
              'step': 4, 'buffer': 5, 'buffer_cpu': 6, 'buf_sample': 7,
-             'unique': 8}
+             'unique': 8, 'seq_step': 9}
     keys = sorted(set(d) | set(f), key=lambda k: (k[0], k[1], order.get(
         k[2], 9)))
 
@@ -62,7 +62,10 @@ def main():
           'same step on the CPU (one thread) in the same run; buf_sample: '
           'per_cuda_buffer_sample alone (items gathered, weights) against '
           'the scan + search; unique: the same with PER_SAMPLE_UNIQUE '
-          '(B <= 1024; one thread makes the picks) against buf_sample.')
+          '(B <= 1024; one thread makes the picks) against buf_sample; '
+          'seq_step: an R2D2 step (add 64 steps, sample B = 64 sequences '
+          'of 64 steps every 32 with masks, update_seq their TD errors) '
+          'against per.h\'s per_buffer doing it on the CPU.')
     lines = seed_table(d, str)
     if lines:
         print()

@@ -19,6 +19,15 @@
 //   buffer_cpu: the buffer row again, against per.h's own buffer on the
 //               CPU (one thread, the same config, N items and B) doing the
 //               same step in the same run: where the GPU starts to pay.
+//   buf_sample: per_cuda_buffer_sample alone against the scan + search;
+//   unique    : the same with PER_SAMPLE_UNIQUE (B <= 1024), against
+//               buf_sample.
+//   seq_step  : an R2D2 step (sequences of 64 steps every 32) on a full
+//               buffer of N items (2^16 and 2^20; --quick 2^20): add 64
+//               steps, sample B = 64 sequences (their 4096 steps
+//               gathered, weights, masks), update_seq their 4096 TD
+//               errors; the baseline is per.h's buffer doing the same
+//               step on the CPU in the same run.
 //
 // Each operation is captured once as a CUDA graph and replayed: the graph
 // time is the primary figure (what a trainer that captures its step
@@ -153,6 +162,112 @@ static int bench_cpu_step(per_buffer *cb, uint32_t B, int iters,
       1e3 / iters;
   t->stream_us = t->graph_us;
   t->launches = 0;
+  return 0;
+}
+
+static void bench_row(FILE *csv, uint32_t N, uint32_t B, const char *op,
+                      const bench_times &t, const bench_times *base);
+
+// The seq_step row at N items (a multiple of 4096).
+#define BENCH_SEQ_LEN 64u
+#define BENCH_SEQ_B 64u
+#define BENCH_SEQ_MAX_B 4096u
+static int bench_seq(FILE *csv, uint32_t N, cudaStream_t st, cudaEvent_t e0,
+                     cudaEvent_t e1, int iters) {
+  const uint32_t L = BENCH_SEQ_LEN, B = BENCH_SEQ_B, MB = BENCH_SEQ_MAX_B;
+  per_config c = per_config_default(N, BENCH_ITEM);
+  per_cuda_buffer buf;
+  per_buffer cb;
+  per_sample_opts o, co;
+  size_t bytes;
+  void *d_mem;
+  unsigned char *d_in, *d_out, *h_in, *h_out;
+  uint8_t *d_mask, *h_mask;
+  uint64_t *d_ids, *h_ids;
+  float *d_w, *d_td, *h_w, *h_td;
+  unsigned long long *d_status, status = 0;
+  bench_times gpu, cpu;
+  struct timespec a, b;
+  uint32_t i;
+  int it;
+  c.seq_len = L;
+  c.seq_stride = L / 2;
+  bytes = per_cuda_buffer_bytes(&c, MB);
+  if (bytes == 0) {
+    fprintf(stderr, "bench_cuda: the sequence buffer's config is refused\n");
+    return 1;
+  }
+  h_in = (unsigned char *)malloc((size_t)MB * BENCH_ITEM);
+  h_out = (unsigned char *)malloc((size_t)B * L * BENCH_ITEM);
+  h_mask = (uint8_t *)malloc((size_t)B * L);
+  h_ids = (uint64_t *)malloc((size_t)B * 8);
+  h_w = (float *)malloc((size_t)B * 4);
+  h_td = (float *)malloc((size_t)B * L * 4);
+  if (!h_in || !h_out || !h_mask || !h_ids || !h_w || !h_td) return 1;
+  memset(h_in, 1, (size_t)MB * BENCH_ITEM);
+  for (i = 0; i < B * L; ++i) h_td[i] = 0.1f * (float)(i % 7) - 0.3f;
+  BENCH_CHECK(cudaMalloc(&d_mem, bytes));
+  BENCH_CHECK(cudaMalloc((void **)&d_in, (size_t)MB * BENCH_ITEM));
+  BENCH_CHECK(cudaMalloc((void **)&d_out, (size_t)B * L * BENCH_ITEM));
+  BENCH_CHECK(cudaMalloc((void **)&d_mask, (size_t)B * L));
+  BENCH_CHECK(cudaMalloc((void **)&d_ids, (size_t)B * 8));
+  BENCH_CHECK(cudaMalloc((void **)&d_w, (size_t)B * 4));
+  BENCH_CHECK(cudaMalloc((void **)&d_td, (size_t)B * L * 4));
+  BENCH_CHECK(cudaMalloc((void **)&d_status, 8));
+  BENCH_CHECK(cudaMemcpyAsync(d_in, h_in, (size_t)MB * BENCH_ITEM,
+                              cudaMemcpyHostToDevice, st));
+  BENCH_CHECK(cudaMemcpyAsync(d_td, h_td, (size_t)B * L * 4,
+                              cudaMemcpyHostToDevice, st));
+  BENCH_OK(per_cuda_buffer_init_mem(&buf, &c, MB, d_mem, bytes, st));
+  BENCH_OK(per_buffer_init(&cb, &c, NULL));
+  for (i = 0; i < N; i += MB) { // full: N steps on both
+    BENCH_OK(per_cuda_buffer_add_batch(&buf, d_in, MB, NULL, d_status, st));
+    BENCH_OK(per_buffer_add_steps(&cb, h_in, MB, NULL));
+  }
+  memset(&o, 0, sizeof o);
+  o.flags = PER_SAMPLE_SEQUENCES;
+  co = o;
+  o.mask = d_mask;
+  co.mask = h_mask;
+  auto op = [&]() -> int {
+    BENCH_OK(per_cuda_buffer_add_batch(&buf, d_in, B, NULL, d_status, st));
+    BENCH_OK(per_cuda_buffer_sample(&buf, B, &o, d_out, d_ids, d_w, d_status,
+                                    st));
+    BENCH_OK(per_cuda_buffer_update_seq(&buf, d_ids, d_td, B, NULL, d_status,
+                                        st));
+    return 0;
+  };
+  if (bench_time(st, e0, e1, iters, op, &gpu)) return 1;
+  BENCH_CHECK(cudaMemcpy(&status, d_status, 8, cudaMemcpyDeviceToHost));
+  BENCH_OK(per_cuda_status_decode(status, NULL));
+  for (it = -3; it < iters; ++it) {
+    if (it == 0) clock_gettime(CLOCK_MONOTONIC, &a);
+    BENCH_OK(per_buffer_add_steps(&cb, h_in, B, NULL));
+    BENCH_OK(per_buffer_sample(&cb, B, &co, h_out, h_ids, h_w));
+    BENCH_OK(per_buffer_update_seq(&cb, h_ids, h_td, B, NULL));
+  }
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  cpu.graph_us =
+      ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) /
+      1e3 / iters;
+  cpu.stream_us = cpu.graph_us;
+  cpu.launches = 0;
+  bench_row(csv, N, B, "seq_step", gpu, &cpu);
+  per_buffer_free(&cb);
+  cudaFree(d_mem);
+  cudaFree(d_in);
+  cudaFree(d_out);
+  cudaFree(d_mask);
+  cudaFree(d_ids);
+  cudaFree(d_w);
+  cudaFree(d_td);
+  cudaFree(d_status);
+  free(h_in);
+  free(h_out);
+  free(h_mask);
+  free(h_ids);
+  free(h_w);
+  free(h_td);
   return 0;
 }
 
@@ -445,6 +560,9 @@ int main(int argc, char **argv) {
     free(vals);
     per_tree_free(&host);
   }
+  for (ni = 0; ni < nN; ++ni) // the R2D2 step at 2^16 and 2^20
+    if (Ns[ni] == (1u << 16) || Ns[ni] == (1u << 20))
+      if (bench_seq(csv, Ns[ni], st, e0, e1, iters)) return 1;
   printf("graph us: one replay of the captured operation; stream us: the "
          "same calls launched one by one; ratio: baseline / per_cuda "
          "(graph times; above 1: per_cuda is faster)\n");
