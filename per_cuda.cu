@@ -2292,16 +2292,17 @@ PER_CUDA_DEF per_status per_cuda_buffer_sample(
   return peri_cuda_launch_status();
 }
 
-PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
-                                               const uint64_t *d_ids,
-                                               const float *d_td, uint32_t n,
-                                               uint32_t *d_stale,
-                                               unsigned long long *d_status,
-                                               per_cuda_stream stream) {
-  per_status s = peri_cuda_check_buffer(b);
-  peri_cuda_pairs v = peri_cuda_pairs_none();
-  peri_cuda_workspace w;
-  if (s != PER_OK) return s;
+// The arguments update and update_seq check alike, and their n == 0 (the
+// status and stale words zeroed): PER_OK with *go = 1 when there are
+// pairs to enqueue.
+static per_status peri_cuda_update_args(const per_cuda_buffer *b,
+                                        const uint64_t *d_ids,
+                                        const float *d_td, uint32_t n,
+                                        uint32_t *d_stale,
+                                        unsigned long long *d_status,
+                                        per_cuda_stream stream, int *go) {
+  per_status s;
+  *go = 0;
   if (!d_status || (n > 0 && (!d_ids || !d_td))) return PER_ERR_NULL;
   if (n > b->max_batch) return PER_ERR_BATCH;
   if (!peri_cuda_aligned(d_status, sizeof *d_status) ||
@@ -2317,6 +2318,23 @@ PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
           cudaMemsetAsync(d_stale, 0, sizeof *d_stale, stream));
     return s;
   }
+  *go = 1;
+  return PER_OK;
+}
+
+PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
+                                               const uint64_t *d_ids,
+                                               const float *d_td, uint32_t n,
+                                               uint32_t *d_stale,
+                                               unsigned long long *d_status,
+                                               per_cuda_stream stream) {
+  per_status s = peri_cuda_check_buffer(b);
+  peri_cuda_pairs v = peri_cuda_pairs_none();
+  peri_cuda_workspace w;
+  int go;
+  if (s != PER_OK) return s;
+  s = peri_cuda_update_args(b, d_ids, d_td, n, d_stale, d_status, stream, &go);
+  if (s != PER_OK || !go) return s;
   w = peri_cuda_workspace_of(b);
   v.ids = d_ids;
   v.gen = b->d_gen;
@@ -2340,23 +2358,11 @@ PER_CUDA_DEF per_status per_cuda_buffer_update_seq(
   peri_cuda_pairs v = peri_cuda_pairs_none();
   peri_cuda_workspace w;
   uint32_t len, pairs;
+  int go;
   if (s != PER_OK) return s;
   if (!b->cfg.seq_len) return PER_ERR_ARG;
-  if (!d_status || (n > 0 && (!d_ids || !d_td))) return PER_ERR_NULL;
-  if (n > b->max_batch) return PER_ERR_BATCH;
-  if (!peri_cuda_aligned(d_status, sizeof *d_status) ||
-      !peri_cuda_aligned(d_ids, sizeof *d_ids) ||
-      !peri_cuda_aligned(d_td, sizeof *d_td) ||
-      !peri_cuda_aligned(d_stale, sizeof *d_stale))
-    return PER_ERR_MEMORY;
-  if (n == 0) {
-    s = peri_cuda_device_status(
-        cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
-    if (s == PER_OK && d_stale)
-      s = peri_cuda_device_status(
-          cudaMemsetAsync(d_stale, 0, sizeof *d_stale, stream));
-    return s;
-  }
+  s = peri_cuda_update_args(b, d_ids, d_td, n, d_stale, d_status, stream, &go);
+  if (s != PER_OK || !go) return s;
   w = peri_cuda_workspace_of(b);
   len = b->cfg.seq_len;
   pairs = n * len; // <= PER_CUDA_MAX_BATCH: checked at init

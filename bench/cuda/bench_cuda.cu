@@ -231,10 +231,10 @@ static int bench_seq(FILE *csv, uint32_t N, cudaStream_t st, cudaEvent_t e0,
   co.mask = h_mask;
   auto op = [&]() -> int {
     BENCH_OK(per_cuda_buffer_add_batch(&buf, d_in, B, NULL, d_status, st));
-    BENCH_OK(per_cuda_buffer_sample(&buf, B, &o, d_out, d_ids, d_w, d_status,
-                                    st));
-    BENCH_OK(per_cuda_buffer_update_seq(&buf, d_ids, d_td, B, NULL, d_status,
-                                        st));
+    BENCH_OK(
+        per_cuda_buffer_sample(&buf, B, &o, d_out, d_ids, d_w, d_status, st));
+    BENCH_OK(
+        per_cuda_buffer_update_seq(&buf, d_ids, d_td, B, NULL, d_status, st));
     return 0;
   };
   if (bench_time(st, e0, e1, iters, op, &gpu)) return 1;
