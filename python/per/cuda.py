@@ -335,8 +335,9 @@ class ReplayBuffer:
     they mean for per.ReplayBuffer; not on the device: live_max. max_batch
     bounds every add_batch, sample and update, and the sequences of an
     update_sequences (device memory for the staging of that many items,
-    and of max_batch * seq_len drawn steps, is allocated up front). device: a CUDA device (int,
-    "cuda:N", torch.device; default the current one). stream: the default
+    and of max_batch * seq_len drawn steps, is allocated up front).
+    device: a CUDA device (int, "cuda:N", torch.device; default the
+    current one). stream: the default
     stream of the calls (an int handle or a stream object; default each
     call's current stream: PyTorch's when it is imported). wrap: turns the
     DeviceArray views sample() returns into your arrays (default
