@@ -37,6 +37,8 @@ static void *bf_malloc(size_t n) {
 #define PER_FREE(p, ctx) ((void)(ctx), free(p))
 #define PER_IMPLEMENTATION
 #include "per.h"
+#define PER_FRAMES_IMPLEMENTATION
+#include "per_frames.h"
 
 #include "bench_common.h"
 

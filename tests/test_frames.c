@@ -9,6 +9,8 @@
    priority updates; sequences that stop at episode ends; the memory;
    errors that name the field; no allocation per step or sample. */
 #include "buffer_util.h"
+#define PER_FRAMES_IMPLEMENTATION
+#include "per_frames.h"
 
 #define F 12u /* bytes a frame */
 #define MAXK 4u
@@ -563,8 +565,8 @@ static void test_checkpoint(void) {
     records = size - (long)rlen;
     at[0] = records - 4 - 1;
     at[1] = size - 20;
-    at[2] = PERI_FR_HEAD + 3;
-    REQUIRE(size > 0 && records > PERI_FR_HEAD);
+    at[2] = PERI_FRAMES_HEAD + 3;
+    REQUIRE(size > 0 && records > PERI_FRAMES_HEAD);
     for (q = 0; q < 3; ++q) {
       long off = at[q];
       copy_file(path, bad);

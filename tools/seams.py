@@ -15,12 +15,14 @@ What is checked:
      `#endif /* PER_H_INCLUDED */`: its >>internal section, the PER_HD
      helpers, PERI_NAME), since every file that includes per.h sees them;
    - and, for a companion that compiles per.h's implementation
-     (per_cuda.cu, python/per/_per.c), those defined in the
-     implementation's >>rules section;
+     (per_cuda.cu, per_frames.h, python/per/_per.c), those defined or
+     declared in the implementation's >>rules section (what the kernels
+     run too) and >>seam section (the checkpoint stages and byte sinks);
    plus its own private names: peri_cuda_ / PERI_CUDA_ in per_cuda.cu,
-   peri_mpi_ / PERI_MPI_ in per_mpi.h. per_mpi.h's implementation may be
-   compiled without per.h's, so it may not use >>rules. Any other peri_ /
-   PERI_ identifier a companion uses is a violation. Comments and string
+   peri_mpi_ / PERI_MPI_ in per_mpi.h, peri_frames_ / PERI_FRAMES_ in
+   per_frames.h. per_mpi.h's implementation may be compiled without
+   per.h's, so it may use neither section. Any other peri_ / PERI_
+   identifier a companion uses is a violation. Comments and string
    literals are ignored.
 
    "Defined" is read from the code with comments removed: a `#define`
@@ -29,7 +31,8 @@ What is checked:
    clang-formatted, so declarations and definitions do and statements do
    not) with the name followed by `(`, `[`, `=` or `;`.
 
-2. No field writes. per_mpi.h and python/per/_per.c change a per_buffer
+2. No field writes. per_mpi.h, per_frames.h and python/per/_per.c
+   change a per_buffer
    only through per.h's functions. The field names are parsed from
    per.h's `typedef struct per_buffer { ... } per_buffer;`. The variables
    that hold a per_buffer are the names declared with the type
@@ -43,9 +46,11 @@ What is checked:
    variable of another name or a cast; replacing the whole struct
    (`m->shard = st`) is not a field write.
 
-3. Markers. Every `>>marker` that per.h's comments use (section banners
-   and cross references) is listed in the CONTENTS table of its top
-   comment, and every marker CONTENTS lists occurs in per.h outside it.
+3. Markers. In per.h and in each companion header that has a CONTENTS
+   table in its top comment (per_frames.h), every `>>marker` that the
+   file's comments use (section banners and cross references) is listed
+   in that table, and every marker the table lists occurs in the file
+   outside it. per.h's table must be there.
 
 The last line is a summary: seams: C companions, N shared names,
 V violations (N counts the names of rule 1's first two kinds).
@@ -62,8 +67,13 @@ COMPANIONS = [
     # path, private prefixes, compiles the implementation, field writes
     ("per_cuda.cu", ("peri_cuda_", "PERI_CUDA_"), True, True),
     ("per_mpi.h", ("peri_mpi_", "PERI_MPI_"), False, False),
+    ("per_frames.h", ("peri_frames_", "PERI_FRAMES_"), True, False),
     ("python/per/_per.c", (), True, False),
 ]
+
+# Headers whose CONTENTS table rule 3 checks when they have one (per.h's
+# is required).
+MARKED = ["per_frames.h"]
 
 DECL_END = "#endif /* PER_H_INCLUDED */"
 IMPL_START = "#if defined(PER_IMPLEMENTATION) && !defined(PER_IMPLEMENTATION_INCLUDED)"
@@ -167,11 +177,12 @@ def per_h_parts(per_h):
                       "start is not where this script looks")
     decl = per_h[:decl_end]
     impl = per_h[impl_start:]
-    _, rules = section(impl, r"^/\* >>rules\b", [r"^/\* >>\w+ \*/"],
-                       "/* >>rules section")
+    ends = [r"^/\* >>\w+ \*/", r"^/\* >>seam\b"]
+    _, rules = section(impl, r"^/\* >>rules\b", ends, "/* >>rules section")
+    _, seam = section(impl, r"^/\* >>seam\b", ends[:1], "/* >>seam section")
     section(decl, r"={10,}\n[^\n]*>>internal\b", [],
             ">>internal section (a banner line after a line of =)")
-    return decl, impl, rules
+    return decl, impl, rules, seam
 
 
 def buffer_fields(per_h_code):
@@ -207,14 +218,40 @@ def field_writes(code, fields, variables):
     return sorted(hits)
 
 
+def marker_problems(rel, text, required):
+    """Rule 3 for one file: (file, line, message) of each marker its
+    comments use that its CONTENTS does not list, and of each it lists
+    that occurs nowhere else."""
+    problems = []
+    m = re.search(r"^\s*CONTENTS\n(.*?)\n\s*\n", text, re.S | re.M)
+    if not m:
+        if required:
+            raise Missing(f"{rel}: no CONTENTS table in the top comment")
+        return problems
+    listed = set(re.findall(r">>(\w+)\s*$", m.group(1), re.M))
+    rest = split(text[:m.start()] + " " * (m.end() - m.start()) +
+                 text[m.end():])[1]
+    used = {}
+    for mm in MARKER.finditer(rest):
+        used.setdefault(mm.group(1), mm.start())
+    for name, pos in sorted(used.items(), key=lambda kv: kv[1]):
+        if name not in listed:
+            problems.append((rel, line_of(text, pos),
+                             f">>{name}: a marker that CONTENTS does not list"))
+    for name in sorted(listed - set(used)):
+        problems.append((rel, line_of(text, m.start()),
+                         f">>{name}: listed in CONTENTS but found nowhere else"))
+    return problems
+
+
 def check(root):
     problems = []  # (file, line, message)
     per_h_path = os.path.join(root, "per.h")
     with open(per_h_path, encoding="utf-8") as f:
         per_h = f.read()
-    decl, _, rules = per_h_parts(per_h)
+    decl, _, rules, seam = per_h_parts(per_h)
     decl_names = defined_names(code_of(decl))
-    rules_names = defined_names(code_of(rules))
+    rules_names = defined_names(code_of(rules)) | defined_names(code_of(seam))
     fields = buffer_fields(code_of(per_h))
 
     checked = 0
@@ -235,7 +272,8 @@ def check(root):
                 continue
             first.setdefault(name, m.start())
         for name, pos in sorted(first.items(), key=lambda kv: kv[1]):
-            where = ("defined in its declarations or its >>rules section"
+            where = ("defined in its declarations or its >>rules or "
+                     ">>seam section"
                      if with_impl else "defined in its declarations: this "
                      "file may be compiled without per.h's implementation")
             own = " or ".join(p + "*" for p in private) or "none"
@@ -250,22 +288,12 @@ def check(root):
                                  f"per.h's functions)"))
 
     # 3. markers
-    m = re.search(r"^\s*CONTENTS\n(.*?)\n\s*\n", per_h, re.S | re.M)
-    if not m:
-        raise Missing("per.h: no CONTENTS table in the top comment")
-    listed = set(re.findall(r">>(\w+)\s*$", m.group(1), re.M))
-    rest = split(per_h[:m.start()] + " " * (m.end() - m.start()) +
-                 per_h[m.end():])[1]
-    used = {}
-    for mm in MARKER.finditer(rest):
-        used.setdefault(mm.group(1), mm.start())
-    for name, pos in sorted(used.items(), key=lambda kv: kv[1]):
-        if name not in listed:
-            problems.append(("per.h", line_of(per_h, pos),
-                             f">>{name}: a marker that CONTENTS does not list"))
-    for name in sorted(listed - set(used)):
-        problems.append(("per.h", line_of(per_h, m.start()),
-                         f">>{name}: listed in CONTENTS but found nowhere else"))
+    problems += marker_problems("per.h", per_h, required=True)
+    for rel in MARKED:
+        path = os.path.join(root, rel)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                problems += marker_problems(rel, f.read(), required=False)
     return checked, len(decl_names | rules_names), problems
 
 

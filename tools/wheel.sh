@@ -64,7 +64,7 @@ names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
 need = {"pyproject.toml", "meson.build", "per.h", "python/meson.build",
         "python/per/_per.c", "python/per/__init__.py", "python/per/_per.pyi",
         "python/per/py.typed", "python/per/mpi.py", "python/per/_mpi.c",
-        "python/per/shard.h", "per_mpi.h", "README.md", "LICENSE", "PKG-INFO",
+        "python/per/shard.h", "per_mpi.h", "per_frames.h", "README.md", "LICENSE", "PKG-INFO",
         "python/per/_cuda.cpp", "python/per/cuda.py", "per_cuda.h",
         "per_cuda.cu", "tests/cuda/cuda_host_shim.h"}
 missing = sorted(need - names)

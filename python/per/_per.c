@@ -17,6 +17,8 @@
 #define PER_STATIC
 #define PER_IMPLEMENTATION
 #include "per.h"
+#define PER_FRAMES_IMPLEMENTATION
+#include "per_frames.h"
 #include "shard.h"
 
 static PyObject *per_error; /* per.Error */

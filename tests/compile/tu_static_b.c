@@ -1,6 +1,8 @@
 #define PER_STATIC
 #define PER_IMPLEMENTATION
 #include "per.h"
+#define PER_FRAMES_IMPLEMENTATION
+#include "per_frames.h"
 #include <stdio.h>
 
 int static_a_total(void);

@@ -1,7 +1,8 @@
 /* A translation unit that only includes the declarations and uses them;
-   linking it with tu_impl proves the header's two halves fit together. */
+   linking it with tu_impl proves the headers' two halves fit together
+   (per.h's and per_frames.h's). */
 #include <stdio.h>
-#include "per.h"
+#include "per_frames.h"
 
 int main(void) {
   per_tree t;
@@ -14,6 +15,13 @@ int main(void) {
   ok = per_tree_sample(&t, &rng, 4, idx, NULL) == PER_OK && idx[0] == 3 &&
        idx[3] == 3 && per_tree_total(&t) == 2;
   per_tree_free(&t);
+  {
+    per_frames f;
+    per_frames_config fc = per_frames_config_default(16, 4, 2, 1);
+    if (per_frames_init(&f, &fc, NULL) != PER_OK) return 1;
+    ok = ok && per_frames_drawable(&f) == 0 && per_frames_check(&f) == PER_OK;
+    per_frames_free(&f);
+  }
   printf("%s\n", ok ? "linked: ok" : "linked: wrong result");
   return ok ? 0 : 1;
 }

@@ -3,7 +3,7 @@
 // compiler has them): nothing in per.h may trip them, neither the
 // declarations and inline functions nor the public macros.
 #include <cstdio>
-#include "per.h"
+#include "per_frames.h"
 
 int main() {
   per_config cfg = per_config_default(64, 4);
@@ -26,6 +26,11 @@ int main() {
   per_rng_init(&rng, 1);
   ok = ok && per_tree_sample(&t, &rng, 4, idx, NULL) == PER_OK && idx[0] == 3;
   per_tree_free(&t);
+  per_frames f;
+  per_frames_config fc = per_frames_config_default(16, 4, 2, 1);
+  if (per_frames_init(&f, &fc, NULL) != PER_OK) return 1;
+  ok = ok && per_frames_drawable(&f) == 0 && per_frames_check(&f) == PER_OK;
+  per_frames_free(&f);
   std::printf("per %s: %s\n", PER_VERSION_STRING, ok ? "ok" : "wrong result");
   return ok ? 0 : 1;
 }

@@ -1,3 +1,6 @@
-// The implementation compiled as C++11, in its own translation unit.
+// The implementation compiled as C++11, in its own translation unit:
+// per.h's and its companion per_frames.h's.
 #define PER_IMPLEMENTATION
 #include "per.h"
+#define PER_FRAMES_IMPLEMENTATION
+#include "per_frames.h"
