@@ -28,7 +28,7 @@ per.cuda.host, the CPU emulation of per's kernels (built for tests with
 -Csetup-args=-Dpython_cuda_host=true), without graphs; --smoke runs 3000
 environment steps and checks the machinery (every call ran, no device
 error, the replay downloads and passes its check), not the learning:
-CI runs `--host --smoke` (tools/pygpudqn.sh).
+CI's torch stage (.ci/run) runs `--host --smoke`.
 
 Needs torch, numpy and per with per.cuda (pip install . where nvcc is on
 PATH).

@@ -1,9 +1,11 @@
-"""The README's Python examples run as they are (every ```python block of
-its "## Python" and "## GPU" sections), so the documentation cannot rot.
-A block that imports torch (the PyTorch loop) is compiled here and run
-only where torch is installed: the test environment does not download
-torch. With PER_NEED_TORCH=1 (CI's torch stage) a missing torch fails
-instead. A block that uses per.cuda runs only where per._cuda and a GPU
+"""The documentation's Python examples run as they are, so it cannot rot:
+every ```python block of the README's two Python quick starts ("## Quick
+start: Python", "## Quick start: PyTorch on the GPU") and of
+docs/PYTHON.md, which holds the PyTorch loop. (docs/MPI.md's per.mpi
+block needs mpirun: python/tests_mpi/check_mpi.py runs it.) A block
+that imports torch is compiled here and run only where torch is
+installed: the test environment does not download torch. With
+PER_NEED_TORCH=1 (CI's torch stage) a missing torch fails instead. A block that uses per.cuda runs only where per._cuda and a GPU
 are (tools/gpu-check.sh, which sets PER_NEED_CUDA=1 so that there a
 missing one fails); elsewhere it is compiled."""
 
@@ -12,16 +14,31 @@ import os
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent.parent
+README = ROOT / "README.md"
+PYTHON = ROOT / "docs" / "PYTHON.md"
+
+
+def readme_blocks():
+    text = README.read_text(encoding="utf-8")
+    found = []
+    for title in ("Quick start: Python", "Quick start: PyTorch on the GPU"):
+        assert f"\n## {title}\n" in text, f"README.md has no '## {title}'"
+        section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+        got = re.findall(r"```python\n(.*?)```", section, re.S)
+        assert got, f"README.md has no python block under '## {title}'"
+        found += [(README, c) for c in got]
+    return found
+
+
+def python_doc_blocks():
+    text = PYTHON.read_text(encoding="utf-8")
+    return [(PYTHON, c) for c in re.findall(r"```python\n(.*?)```", text, re.S)]
 
 
 def blocks():
-    text = README.read_text()
-    found = []
-    for title in ("Python", "GPU"):
-        section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
-        found += re.findall(r"```python\n(.*?)```", section, re.S)
-    return found
+    """(file, code) of every block this test runs."""
+    return readme_blocks() + python_doc_blocks()
 
 
 def needs_cuda(code):
@@ -42,17 +59,17 @@ def needs_torch(code):
 
 def test_readme_python_blocks_run():
     found = blocks()
-    assert found, "README.md has no python block under ## Python"
-    assert any(not needs_torch(c) for c in found), "no block runs without torch"
+    assert python_doc_blocks(), "docs/PYTHON.md has no python block"
+    assert any(not needs_torch(c) for _, c in found), "no block runs without torch"
     have_torch = importlib.util.find_spec("torch") is not None
     assert have_torch or os.environ.get("PER_NEED_TORCH") != "1", \
         "PER_NEED_TORCH=1 but torch is not installed"
     gpu = have_torch and have_gpu()
     assert gpu or os.environ.get("PER_NEED_CUDA") != "1", \
         "PER_NEED_CUDA=1 but per._cuda, torch or a GPU is missing"
-    assert any(needs_cuda(c) for c in found), "no per.cuda block"
-    for code in found:
-        compiled = compile(code, str(README), "exec")
+    assert any(needs_cuda(c) for _, c in readme_blocks()), "no per.cuda quick start"
+    for path, code in found:
+        compiled = compile(code, str(path), "exec")
         if needs_torch(code) and not have_torch:
             continue
         if needs_cuda(code) and not gpu:
@@ -60,8 +77,9 @@ def test_readme_python_blocks_run():
         exec(compiled, {})
 
 
-def test_readme_has_the_pytorch_loop():
-    torch_blocks = [c for c in blocks() if needs_torch(c) and not needs_cuda(c)]
+def test_docs_have_the_pytorch_loop():
+    """docs/PYTHON.md's PyTorch learner step (CI's torch stage runs it)."""
+    torch_blocks = [c for _, c in python_doc_blocks() if needs_torch(c) and not needs_cuda(c)]
     assert len(torch_blocks) == 1
     code = torch_blocks[0]
     for call in ("buf.sample(", "weights", "buf.update("):

@@ -256,14 +256,14 @@ def feed():
 
 
 def readme():
-    """The README's per.mpi block (the ```python block of its "## More
-    than one machine" section) runs as it is."""
+    """docs/MPI.md's per.mpi block (the ```python block of its "## From
+    Python: per.mpi" section) runs as it is."""
     import re
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                        "README.md")
+                        "docs", "MPI.md")
     with open(path) as f:
         text = f.read()
-    section = text.split("\n## More than one machine\n", 1)[1].split("\n## ", 1)[0]
+    section = text.split("\n## From Python: per.mpi\n", 1)[1].split("\n## ", 1)[0]
     found = re.findall(r"```python\n(.*?)```", section, re.S)
     assert len(found) == 1, len(found)
     exec(compile(found[0], path, "exec"), {})
