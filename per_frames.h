@@ -260,7 +260,8 @@ PERDEF per_status per_frames_load(per_frames *f, const char *path);
 #define PER_FRAMES_IMPLEMENTATION_INCLUDED
 
 #ifndef PER_IMPLEMENTATION_INCLUDED
-#error "per_frames.h: define PER_FRAMES_IMPLEMENTATION in the file that defines PER_IMPLEMENTATION, after including per.h there"
+#error \
+    "per_frames.h: PER_FRAMES_IMPLEMENTATION goes after per.h's implementation"
 #endif
 
 /* per.h's casts are C casts; so are these (see per.h). */
@@ -926,7 +927,8 @@ static int peri_frames_same(peri_msg *m, const char *name, uint64_t file,
 
 /* Read and check the frames section's header, lanes and queue into st,
    then the frames through the CRC only. */
-static per_status peri_frames_read_section(const per_frames *f, peri_frames_rd *r,
+static per_status peri_frames_read_section(const per_frames *f,
+                                           peri_frames_rd *r,
                                            peri_frames_stage *st,
                                            fpos_t *frames_at, peri_msg *m) {
   unsigned char h[PERI_FRAMES_HEAD];
@@ -990,7 +992,8 @@ static per_status peri_frames_read_section(const per_frames *f, peri_frames_rd *
     uint32_t live = peri_frames_rd_u32(r);
     st->count[i] = peri_frames_rd_u32(r);
     st->live[i] = (uint8_t)live;
-    for (j = 0; j < k; ++j) st->stack[(size_t)i * k + j] = peri_frames_rd_u64(r);
+    for (j = 0; j < k; ++j)
+      st->stack[(size_t)i * k + j] = peri_frames_rd_u64(r);
     if (r->s != PER_OK) return r->s;
     if (live > 1 || st->count[i] >= c->n || (!live && st->count[i] != 0)) {
       peri_msg_at(m, "lane", i);
@@ -1149,12 +1152,13 @@ PERDEF per_status per_frames_load(per_frames *f, const char *path) {
       uint64_t at = c % f->cfg.frames, run = f->cfg.frames - at;
       if (run > st.next_frame - c) run = st.next_frame - c;
       peri_frames_rd_read(&r, f->ring + (size_t)at * f->cfg.frame_bytes,
-                    (size_t)run * f->cfg.frame_bytes);
+                          (size_t)run * f->cfg.frame_bytes);
       c += run;
     }
     if (r.s == PER_OK) {
       uint32_t want = ~r.crc;
-      if (peri_frames_rd_u32(&r) != want && r.s == PER_OK) r.s = PER_ERR_CHECKSUM;
+      if (peri_frames_rd_u32(&r) != want && r.s == PER_OK)
+        r.s = PER_ERR_CHECKSUM;
     }
     if (r.s != PER_OK) {
       peri_frames_forget(f);
