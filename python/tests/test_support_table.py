@@ -150,8 +150,8 @@ def _cpu(**kw):
 def cpu_probes(tmp_path):
     p = {}
     b = _cpu()
-    s = b.sample(8)
-    p["replacement"] = s["weights"].max() == 1 and len(set(s["ids"].tolist())) <= 8
+    s = b.sample(64)                        # 64 draws of 40 items: repeats
+    p["replacement"] = s["weights"].max() == 1 and len(set(s["ids"].tolist())) < 64
     p["same_batches"] = None
     got = _cpu().sample(16, window=5)["ids"] & 0xFFFFFFFF
     p["window"] = set(got.tolist()) <= set(range(35, 40))
@@ -171,9 +171,12 @@ def cpu_probes(tmp_path):
         bool((e["trajectory"] == e["trajectory"][0]).all())
     p["beta"] = bool((b.sample(8, beta=0.0)["weights"] == 1).all())
     p["weights_batch"] = b.sample(8)["weights"].max() == 1
+    # one leaf made the buffer's smallest (td 0), then almost never drawn:
+    # over the buffer's smallest leaf the batch's largest weight is below
+    # 1 (over the batch's it is 1, seed fixed)
     w = _cpu(weights_buffer_max=True)
-    w.update(np.array([w.sample(1)["ids"][0]], np.uint64), [100.0])
-    p["weights_buffer"] = w.sample(8)["weights"].max() <= 1
+    w.update(np.array([w.sample(1)["ids"][0]], np.uint64), [0.0])
+    p["weights_buffer"] = w.sample(8)["weights"].max() < 1
     p["live_max"] = len(_cpu(live_max=True).sample(4)["ids"]) == 4
     a = per.ReplayBuffer(8, ITEM, seed=3)
     a.add_batch(**_items(2), td=np.array([0.5, 2.0], np.float32))
@@ -232,9 +235,10 @@ def cuda_probes(tmp_path):
 
     p = {}
     b = dev()
-    s = b.sample(8)
+    s = b.sample(64)                        # 64 draws of 40 items: repeats
     b.status()
-    p["replacement"] = host(s["weights"]).max() == 1
+    p["replacement"] = host(s["weights"]).max() == 1 and \
+        len(set(host(s["ids"]).tolist())) < 64
     b, cpu = dev(), _cpu()                  # the same config, seed and adds
     same = True
     for kw in ({}, {"window": 7}, {"beta": 0.5}):
@@ -264,8 +268,11 @@ def cuda_probes(tmp_path):
     p["beta"] = bool((host(works(dev, lambda d: d.sample(8, beta=0.0))["weights"]) == 1)
                      .all())
     p["weights_batch"] = host(works(dev, lambda d: d.sample(8))["weights"]).max() == 1
-    p["weights_buffer"] = host(works(lambda: dev(weights_buffer_max=True),
-                                     lambda d: d.sample(8))["weights"]).max() <= 1
+    wb = dev(weights_buffer_max=True)       # as the CPU probe: one leaf at td 0
+    one = H.to_device(host(wb.sample(1)["ids"]).copy())
+    wb.update(one, H.to_device(np.zeros(1, np.float32)))
+    wb.status()
+    p["weights_buffer"] = host(works(lambda: wb, lambda d: d.sample(8))["weights"]).max() < 1
     # per.cuda.ReplayBuffer refuses live_max itself; ask per_cuda_buffer_init_mem
     mod = H.module
     bk = pc._Backend(mod, "per.cuda")
