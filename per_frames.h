@@ -261,7 +261,7 @@ PERDEF per_status per_frames_load(per_frames *f, const char *path);
 
 #ifndef PER_IMPLEMENTATION_INCLUDED
 #error \
-    "per_frames.h: PER_FRAMES_IMPLEMENTATION goes after per.h's implementation"
+    "per_frames.h: define PER_FRAMES_IMPLEMENTATION in the file that defines PER_IMPLEMENTATION, after including per.h there"
 #endif
 
 /* per.h's casts are C casts; so are these (see per.h). */

@@ -10,7 +10,7 @@ with the message that names it:
 - per_mpi.h (compiled without per.h's implementation) calls a >>seam
   function;
 - per_frames.h writes a per_buffer field;
-- per_frames.h's CONTENTS forgets one of its markers;
+- per_frames.h's CONTENTS forgets one of its markers, or is not there;
 - per.h's CONTENTS lists a marker that is nowhere else;
 - per.h loses its >>seam section (exit 2: nothing to check against).
 
@@ -61,6 +61,9 @@ CASES = [
     ("a companion's CONTENTS forgets a marker", "per_frames.h",
      "   Implementation: checkpoints (not with PER_NO_STDIO) .......   >>ckpt\n",
      "", 1, ">>ckpt: a marker that CONTENTS does not list"),
+    ("a companion without a CONTENTS", "per_frames.h",
+     "   CONTENTS\n", "   TABLE\n", 1,
+     "per_frames.h:1: no CONTENTS table in the top comment"),
     ("per.h's CONTENTS lists a marker found nowhere", "per.h",
      "      (grep for the >>markers)\n",
      "         nowhere ........................................   >>nowhere\n"

@@ -32,8 +32,7 @@ What is checked:
    not) with the name followed by `(`, `[`, `=` or `;`.
 
 2. No field writes. per_mpi.h, per_frames.h and python/per/_per.c
-   change a per_buffer
-   only through per.h's functions. The field names are parsed from
+   change a per_buffer only through per.h's functions. The field names are parsed from
    per.h's `typedef struct per_buffer { ... } per_buffer;`. The variables
    that hold a per_buffer are the names declared with the type
    per_buffer in the file (`per_buffer *b`, `const per_buffer *b`,
@@ -46,11 +45,12 @@ What is checked:
    variable of another name or a cast; replacing the whole struct
    (`m->shard = st`) is not a field write.
 
-3. Markers. In per.h and in each companion header that has a CONTENTS
-   table in its top comment (per_frames.h), every `>>marker` that the
-   file's comments use (section banners and cross references) is listed
-   in that table, and every marker the table lists occurs in the file
-   outside it. per.h's table must be there.
+3. Markers. In per.h and in the companion headers listed in MARKED
+   (per_frames.h), every `>>marker` that the file's comments use
+   (section banners and cross references) is listed in the CONTENTS
+   table of its top comment, and every marker the table lists occurs in
+   the file outside it. A listed companion without a CONTENTS is a
+   violation; per.h without one, exit status 2.
 
 The last line is a summary: seams: C companions, N shared names,
 V violations (N counts the names of rule 1's first two kinds).
@@ -71,8 +71,7 @@ COMPANIONS = [
     ("python/per/_per.c", (), True, False),
 ]
 
-# Headers whose CONTENTS table rule 3 checks when they have one (per.h's
-# is required).
+# The companion headers whose CONTENTS table rule 3 checks, as per.h's.
 MARKED = ["per_frames.h"]
 
 DECL_END = "#endif /* PER_H_INCLUDED */"
@@ -218,16 +217,17 @@ def field_writes(code, fields, variables):
     return sorted(hits)
 
 
-def marker_problems(rel, text, required):
+def marker_problems(rel, text, fatal):
     """Rule 3 for one file: (file, line, message) of each marker its
     comments use that its CONTENTS does not list, and of each it lists
-    that occurs nowhere else."""
+    that occurs nowhere else. Without a CONTENTS: Missing when fatal,
+    else one problem saying so."""
     problems = []
     m = re.search(r"^\s*CONTENTS\n(.*?)\n\s*\n", text, re.S | re.M)
     if not m:
-        if required:
+        if fatal:
             raise Missing(f"{rel}: no CONTENTS table in the top comment")
-        return problems
+        return [(rel, 1, "no CONTENTS table in the top comment")]
     listed = set(re.findall(r">>(\w+)\s*$", m.group(1), re.M))
     rest = split(text[:m.start()] + " " * (m.end() - m.start()) +
                  text[m.end():])[1]
@@ -251,7 +251,7 @@ def check(root):
         per_h = f.read()
     decl, _, rules, seam = per_h_parts(per_h)
     decl_names = defined_names(code_of(decl))
-    rules_names = defined_names(code_of(rules)) | defined_names(code_of(seam))
+    impl_names = defined_names(code_of(rules)) | defined_names(code_of(seam))
     fields = buffer_fields(code_of(per_h))
 
     checked = 0
@@ -264,7 +264,7 @@ def check(root):
         with open(path, encoding="utf-8") as f:
             text = f.read()
         code = code_of(text)
-        allowed = decl_names | (rules_names if with_impl else set())
+        allowed = decl_names | (impl_names if with_impl else set())
         first = {}
         for m in INTERNAL.finditer(code):
             name = m.group(1)
@@ -288,13 +288,13 @@ def check(root):
                                  f"per.h's functions)"))
 
     # 3. markers
-    problems += marker_problems("per.h", per_h, required=True)
+    problems += marker_problems("per.h", per_h, fatal=True)
     for rel in MARKED:
         path = os.path.join(root, rel)
-        if os.path.exists(path):
+        if os.path.exists(path):  # else rule 1 reports it missing
             with open(path, encoding="utf-8") as f:
-                problems += marker_problems(rel, f.read(), required=False)
-    return checked, len(decl_names | rules_names), problems
+                problems += marker_problems(rel, f.read(), fatal=False)
+    return checked, len(decl_names | impl_names), problems
 
 
 def main(argv):
