@@ -23,6 +23,7 @@
       Internals shared with the companion files, not the API:
          in the declarations: byte order, allocator ....           >>internal
          in the implementation: the default allocator ..           >>alloc
+         in the implementation: x^y, scalar and in lanes .         >>pow
          in the implementation: what the kernels run too           >>rules
          in the implementation: checkpoint stages, sinks           >>seam
       (grep for the >>markers)
@@ -1801,9 +1802,9 @@ PERDEF const char *per_traj_error(const per_traj *a);
    written once where every file that includes per.h sees it: a companion
    may be compiled without per.h's implementation (per_mpi.h's may sit in
    a file of its own). A companion that compiles beside per.h's
-   implementation may also use two of the implementation's sections:
-   >>rules (what the kernels run too) and >>seam (checkpoint stages and
-   byte sinks); tools/seams.py checks that the companions use nothing
+   implementation may also use three of the implementation's sections:
+   >>pow (x^y), >>rules (what the kernels run too) and >>seam
+   (checkpoint stages and byte sinks); tools/seams.py checks that the companions use nothing
    else of per.h's internals. */
 
 /* The allocator: the caller's PER_MALLOC and PER_FREE, or malloc and
@@ -2065,14 +2066,11 @@ PERDEF void peri_free(void *p) {
 }
 #endif
 
-/* >>rules: what the implementation shares with the companions that
-   compile it (per_cuda.cu, with PER_STATIC), written once: the formulas
-   and the buffer's helpers that the kernels run too, PER_HD where they
-   do. A companion uses these, the >>seam section's and what the
-   declarations define (>>internal among it), nothing else of the
-   implementation (tools/seams.py checks). Each is per.h's own as well. */
-
-/* ---- formulas ---- */
+/* >>pow: x^y, the one transcendental of the priority and IS-weight
+   formulas, written once for the CPU and the device (per_cuda.cu's
+   kernels inline it through >>rules): the scalar peri_pow and
+   peri_pow_f (PER_HD), the same in AVX2 lanes for a batch's pows
+   (peri_pow_many, the CPU's), and last the generated tables. */
 
 /* x^y for the priority and IS-weight formulas, written once for the CPU
    and the device from IEEE basic operations only (+, -, *, / on doubles,
@@ -2100,10 +2098,462 @@ PERDEF void peri_free(void *p) {
    finite and >= 0; x^0 = 1^y = 1; x^1 = x; 0^y = 0 for y > 0. peri_pow:
    overflow gives +inf, underflow 0; peri_pow_f: past |y ln x| = 760,
    and within its relative bound before. The tables and constants are
-   tools/pow_tables.py's. */
+   tools/pow_tables.py's: the constants here, the tables' rows last. */
+
+/* pow constants: written by tools/pow_tables.py (which says what
+   they are), checked in CI; do not edit by hand. */
+#define PERI_POW_OFF 0x3FE6B00000000000ULL
+#define PERI_POW_LN2_HI 0.6931471805598903
+#define PERI_POW_LN2_LO 5.497923018708371e-14
+#define PERI_POW_EXP_C_HI 0.005415212347998022
+#define PERI_POW_EXP_C_LO 1.2655086083325438e-13
+#define PERI_POW_EXP_INV_C 184.6649652337873
+#define PERI_POW_LN3 0.3333333333333333
+#define PERI_POW_LN4 -0.25
+#define PERI_POW_LN5 0.2
+#define PERI_POW_LN6 -0.16666666666666666
+#define PERI_POW_LN7 0.14285714285714285
+#define PERI_POW_LN8 -0.125
+#define PERI_POW_LN9 0.1111111111111111
+#define PERI_POW_EXP1 1.0
+#define PERI_POW_EXP2 0.5
+#define PERI_POW_EXP3 0.16666666666666666
+#define PERI_POW_EXP4 0.041666666666666664
+#define PERI_POW_EXP5 0.008333333333333333
+#define PERI_POW_EXP6 0.001388888888888889
+/* end of the pow constants */
+
+PER_INLINE PER_HD uint64_t peri_dbits(double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+}
+PER_INLINE PER_HD double peri_dfrom(uint64_t u) {
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+/* a = *hi + *lo, each of at most 26 significant bits (Veltkamp's split;
+   |a| < 2^995), so that products of the halves are exact. */
+PER_INLINE PER_HD void peri_split(double a, double *hi, double *lo) {
+  double t = peri_dmul_rn(134217729.0, a);
+  *hi = t - (t - a);
+  *lo = a - *hi;
+}
+
+/* a * b rounded, and its rounding error in *err exactly, as long as
+   |a|, |b| < 2^995 and the error is a normal double (|a b| >= 2^-969):
+   by a fused multiply-add where the CPU has one (-mfma, -march=native on
+   x86-64, every aarch64), else by Dekker's products of 26-bit halves.
+   The same bits either way, the error being exact; the device uses
+   Dekker's, so that its kernels hold no fma (tests/cuda/check_ptx.py). */
+PER_INLINE PER_HD double peri_two_prod(double a, double b, double *err) {
+  double p = peri_dmul_rn(a, b);
+#if !defined(__CUDA_ARCH__) && (defined(__GNUC__) || defined(__clang__)) && \
+    (defined(__FMA__) || defined(__ARM_FEATURE_FMA))
+  *err = __builtin_fma(a, b, -p);
+#else
+  double a1, a2, b1, b2;
+  peri_split(a, &a1, &a2);
+  peri_split(b, &b1, &b2);
+  *err = ((a1 * b1 - p) + a1 * b2 + a2 * b1) + a2 * b2;
+#endif
+  return p;
+}
+
+/* peri_two_prod(a, a, err), with one split. */
+PER_INLINE PER_HD double peri_two_sqr(double a, double *err) {
+  double p = peri_dmul_rn(a, a);
+#if !defined(__CUDA_ARCH__) && (defined(__GNUC__) || defined(__clang__)) && \
+    (defined(__FMA__) || defined(__ARM_FEATURE_FMA))
+  *err = __builtin_fma(a, a, -p);
+#else
+  double a1, a2;
+  peri_split(a, &a1, &a2);
+  *err = ((a1 * a1 - p) + 2.0 * (a1 * a2)) + a2 * a2;
+#endif
+  return p;
+}
+
+/* a + b rounded, and its rounding error in *err exactly when a is 0 or
+   |a| >= |b| (Dekker's Fast2Sum). */
+PER_INLINE PER_HD double peri_fast_two_sum(double a, double b, double *err) {
+  double s = a + b;
+  *err = b - (s - a);
+  return s;
+}
+
+/* a + b rounded, and its rounding error in *err exactly (Knuth). */
+PER_INLINE PER_HD double peri_two_sum(double a, double b, double *err) {
+  double s = a + b, v = s - a;
+  *err = (a - (s - v)) + (b - v);
+  return s;
+}
+
+/* Row j (< 128) of the ln table, {c, hi, lo} (hi + lo = -ln c), and of
+   the exp table, {hi, lo} (2^(j/128)): the device's copy in device code.
+   Defined with the tables, at the end of this section. */
+PER_INLINE PER_HD const double *peri_pow_ln_row(uint32_t j);
+PER_INLINE PER_HD const double *peri_pow_exp_row(uint32_t j);
+
+/* x (> 0, finite) as 2^e m: the table row of m, e (as a double) in *e and
+   r = m c - 1 (c the row's) rounded, with its rounding error in *r_lo
+   (exactly: r = return + *r_lo). */
+PER_INLINE PER_HD double peri_pow_reduce(double x, const double **row,
+                                         double *e, double *r_lo) {
+  uint64_t b = peri_dbits(x), u, mb;
+  double m_hi, m_lo, c;
+  int k;
+  *e = 0;
+  if (b < (uint64_t)1 << 52) { /* subnormal: times 2^54 */
+    b = peri_dbits(x * 18014398509481984.0);
+    *e = -54;
+  }
+  u = b - PERI_POW_OFF + ((uint64_t)1 << 63); /* no wrap: OFF < 2^62 */
+  k = (int)(u >> 52) - 2048;
+  *row = peri_pow_ln_row((uint32_t)((u >> 45) & 127u));
+  mb = b - ((uint64_t)(int64_t)k << 52);
+  /* (double)k, from the bits of 1.5 * 2^52 + k: no int-to-double
+     conversion, which x86's cvtsi2sd chains to the previous loop trip */
+  *e += peri_dfrom((uint64_t)0x4338000000000000 + (uint64_t)(int64_t)k) -
+        6755399441055744.0;
+  m_hi = peri_dfrom(mb & ~(uint64_t)1023);
+  m_lo = peri_dfrom(mb) - m_hi;
+  c = (*row)[0];
+  return peri_two_sum(m_hi * c - 1.0, m_lo * c, r_lo); /* exact products */
+}
+
+/* 2^(kd/128) (1 + q) for the integer-valued kd (|kd| < 2^18): the
+   table's 2^(j/128) (with its low part when dd), then the power of two,
+   in two steps where the result leaves the normal range. */
+PER_INLINE PER_HD double peri_pow_scale(double kd, double q, int dd) {
+  int64_t k = (int64_t)kd;
+  uint64_t j = (uint64_t)k & 127u;
+  int sc = (int)((k - (int64_t)j) / 128);
+  const double *row = peri_pow_exp_row((uint32_t)j);
+  double r = dd ? row[0] + (row[1] + peri_dmul_rn(row[0], q))
+                : row[0] + peri_dmul_rn(row[0], q);
+  if (sc > 1023) {
+    r *= 8.98846567431158e307; /* 2^1023 */
+    sc = sc - 1023 > 1023 ? 1023 : sc - 1023;
+  } else if (sc < -1022) {
+    r *= 2.2250738585072014e-308; /* 2^-1022 */
+    sc = sc + 1022 < -1022 ? -1022 : sc + 1022;
+  }
+  return r * peri_dfrom((uint64_t)(sc + 1023) << 52);
+}
+
+/* k = round(t 128 / ln 2) as a double (|t| <= 760), and z = t - k ln 2 /
+   128 with the k ln 2 / 128 part exact. */
+PER_INLINE PER_HD double peri_pow_k(double t, double *z) {
+  const double shift = 6755399441055744.0; /* 1.5 * 2^52 */
+  double kd = (peri_dmul_rn(t, PERI_POW_EXP_INV_C) + shift) - shift;
+  *z = (t - kd * PERI_POW_EXP_C_HI) - peri_dmul_rn(kd, PERI_POW_EXP_C_LO);
+  return kd;
+}
+
+/* Special cases of x^y (the cases of the top comment): 1 with *v set when
+   x, y is one, else 0. */
+PER_INLINE PER_HD int peri_pow_special(double x, double y, double *v) {
+  if (y == 0 || x == 1) *v = 1;
+  else if (y == 1) *v = x;
+  else if (x == 0) *v = 0;
+  else if (!(x > 0)) *v = (x - x) / (x - x); /* NaN */
+  else if (!(x <= 1.7976931348623157e308)) *v = x;
+  else return 0;
+  return 1;
+}
+
+/* e^t for t past +-760: +inf or 0 (*v), 1; else 0. */
+PER_INLINE PER_HD int peri_pow_range(double t, double *v) {
+  if (t > 760) *v = peri_dfrom((uint64_t)0x7ff << 52);
+  else if (t < -760) *v = 0;
+  else return 0;
+  return 1;
+}
+
+PER_INLINE PER_HD double peri_pow(double x, double y) {
+  const double *row;
+  double v, e, rh, rl, qh, ql, p, s, sl, err, lh, ll, th, tl, kd, z;
+  if (peri_pow_special(x, y, &v)) return v;
+  /* ln x = lh + ll */
+  rh = peri_pow_reduce(x, &row, &e, &rl);
+  qh = peri_two_sqr(rh, &ql); /* rh^2 = qh + ql */
+  p = (PERI_POW_LN7 + peri_dmul_rn(rh, PERI_POW_LN8)) +
+      peri_dmul_rn(qh, PERI_POW_LN9);
+  p = (PERI_POW_LN5 + peri_dmul_rn(rh, PERI_POW_LN6)) + peri_dmul_rn(qh, p);
+  p = (PERI_POW_LN3 + peri_dmul_rn(rh, PERI_POW_LN4)) + peri_dmul_rn(qh, p);
+  p = peri_dmul_rn(peri_dmul_rn(rh, qh), p); /* r^3 (1/3 - r/4 + ...) */
+  /* each sum's first term is 0 or the larger (e ln 2 >= 0.69 > |ln c|;
+     |ln c| > |r| + r^2 / 2 in every row with c != 1: tools/pow_tables.py
+     checks), so Fast2Sum is exact */
+  s = peri_fast_two_sum(e * PERI_POW_LN2_HI, row[1], &sl); /* exact product */
+  s = peri_fast_two_sum(s, rh, &err);
+  sl += err;
+  s = peri_fast_two_sum(s, -0.5 * qh, &err);
+  sl += err;
+  sl += (((peri_dmul_rn(e, PERI_POW_LN2_LO) + row[2]) + rl) -
+         (0.5 * ql + peri_dmul_rn(rh, rl))) +
+        p;
+  lh = s + sl;
+  ll = sl - (lh - s);
+  /* t = y ln x = th + tl */
+  th = peri_dmul_rn(y, lh);
+  if (peri_pow_range(th, &v)) return v;
+  /* |y| < 2^63 here (|lh| >= 2^-53); below 2^-60, e^t rounds to 1 */
+  if (th < 8.6736173798840355e-19 && th > -8.6736173798840355e-19) return 1;
+  th = peri_two_prod(y, lh, &tl);
+  tl += peri_dmul_rn(y, ll);
+  /* e^t */
+  kd = peri_pow_k(th, &z);
+  z += tl;
+  p = PERI_POW_EXP5 + peri_dmul_rn(z, PERI_POW_EXP6);
+  p = (PERI_POW_EXP3 + peri_dmul_rn(z, PERI_POW_EXP4)) +
+      peri_dmul_rn(peri_dmul_rn(z, z), p);
+  p = (PERI_POW_EXP1 + peri_dmul_rn(z, PERI_POW_EXP2)) +
+      peri_dmul_rn(peri_dmul_rn(z, z), p);
+  return peri_pow_scale(kd, peri_dmul_rn(z, p), 1);
+}
+
+PER_INLINE PER_HD double peri_pow_f(double x, double y) {
+  const double *row;
+  double v, e, r, rl, r2, p, t, kd, z;
+  if (peri_pow_special(x, y, &v)) return v;
+  r = peri_pow_reduce(x, &row, &e, &rl);
+  r2 = peri_dmul_rn(r, r);
+  p = (PERI_POW_LN5 + peri_dmul_rn(r, PERI_POW_LN6));
+  p = (PERI_POW_LN3 + peri_dmul_rn(r, PERI_POW_LN4)) + peri_dmul_rn(r2, p);
+  p = (r - 0.5 * r2) + peri_dmul_rn(peri_dmul_rn(r, r2), p);
+  t = peri_dmul_rn(y, ((e * PERI_POW_LN2_HI + row[1]) +
+                       (p + (peri_dmul_rn(e, PERI_POW_LN2_LO) + row[2]))));
+  if (peri_pow_range(t, &v)) return v;
+  kd = peri_pow_k(t, &z);
+  p = (PERI_POW_EXP3 + peri_dmul_rn(z, PERI_POW_EXP4));
+  p = (PERI_POW_EXP1 + peri_dmul_rn(z, PERI_POW_EXP2)) +
+      peri_dmul_rn(peri_dmul_rn(z, z), p);
+  return peri_pow_scale(kd, peri_dmul_rn(z, p), 0);
+}
+
+/* ---- the same over a batch ----
+
+   peri_pow and peri_pow_f of many x and one y, for the batches of an
+   update or a sample (the exponent is the call's alpha or beta): the same
+   operations as the scalar functions, in the same order, on the four
+   lanes of an AVX2 register (GCC's vector extension; the table rows by
+   gathers), so that every result is the scalar function's bits. Products
+   go through the same barrier as peri_dmul_rn's, so no contraction can
+   change them; the error of an exact product is Dekker's, which is what
+   the scalar's FMA gives (both exact). A lane that leaves the main path
+   (a special case, a subnormal x, e^t that rounds to 1, a result past the
+   normal range) is done over by the scalar function. */
+#if !defined(__CUDACC__) && !defined(_WIN32) &&                         \
+    (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && \
+    !defined(PER_NO_VECTOR_POW)
+/* AVX2 lanes, compiled for AVX2 whatever the build's flags and taken
+   where the CPU has it (not on Windows, where GCC cannot align the
+   stack for them); a fast path (PERI_FAST). */
+#define PERI_VPOW 1
+#include <immintrin.h>
+#define PERI_VW 4
+#define PERI_AVX2 static inline __attribute__((target("avx2")))
+typedef double peri_vd __attribute__((vector_size(8 * PERI_VW)));
+typedef uint64_t peri_vu __attribute__((vector_size(8 * PERI_VW)));
+typedef int64_t peri_vi __attribute__((vector_size(8 * PERI_VW)));
+
+/* a * b, rounded once whatever the contraction flags (peri_dmul_rn) */
+PERI_AVX2 peri_vd peri_vmul(peri_vd a, peri_vd b) {
+  peri_vd p = a * b;
+  __asm__("" : "+x"(p));
+  return p;
+}
+
+PERI_AVX2 peri_vd peri_vsplat(double d) {
+  peri_vd v;
+  int g;
+  for (g = 0; g < PERI_VW; ++g) v[g] = d;
+  return v;
+}
+
+/* Lane g of the result: table[idx[g] * stride + col]. */
+PERI_AVX2 peri_vd peri_vgather(const double *table, peri_vu idx,
+                               unsigned stride, unsigned col) {
+  return (peri_vd)_mm256_i64gather_pd(table + col, (__m256i)(idx * stride), 8);
+}
+
+/* Bit g set when lane g of m is not 0. */
+PERI_AVX2 unsigned peri_vmask(peri_vi m) {
+  return (unsigned)_mm256_movemask_pd((__m256d)m);
+}
+
+/* peri_split in lanes */
+PERI_AVX2 peri_vd peri_vsplit(peri_vd a, peri_vd *lo) {
+  peri_vd t = peri_vmul(peri_vsplat(134217729.0), a), hi = t - (t - a);
+  *lo = a - hi;
+  return hi;
+}
+
+/* peri_pow_f(x, y) (f) or peri_pow(x, y) (y not 0 or 1) in lanes. Lanes
+   off the main path (x not normal, positive and finite, or 1; e^t
+   rounding to 1; a scale past the normal range, which every |t| past
+   760 has) are set in *redo, their values meaningless. */
+PERI_AVX2 peri_vd peri_vpow(peri_vd x, double y, int f, unsigned *redo) {
+  const uint64_t one = 1, sbits = 0x4338000000000000u;
+  const double shift = 6755399441055744.0; /* 1.5 * 2^52 */
+  peri_vu b = (peri_vu)x, u, k;
+  peri_vi bad;
+  peri_vd rh, rl, e, c0, c1, c2, mh, ml, p, th, tl, z, kd, yv = peri_vsplat(y);
+  /* the main path's x: 2^-1022 <= x < inf, x != 1 (others become 2) */
+  bad = (b - (one << 52) >= 0x7ff0000000000000u - (one << 52)) |
+        (b == 0x3ff0000000000000u);
+  b = (b & ~(peri_vu)bad) | ((peri_vu)bad & 0x4000000000000000u);
+  /* the reduction (peri_pow_reduce): k, the row, m = x 2^-k */
+  u = b - PERI_POW_OFF + (one << 63);
+  k = (u >> 52) - 2048u;
+  u = (u >> 45) & 127u;
+  c0 = peri_vgather(peri_pow_ln_row(0), u, 3, 0);
+  c1 = peri_vgather(peri_pow_ln_row(0), u, 3, 1);
+  c2 = peri_vgather(peri_pow_ln_row(0), u, 3, 2);
+  b -= k << 52;
+  e = (peri_vd)(sbits + k) - shift;
+  mh = (peri_vd)((b >> 10) << 10);
+  ml = (peri_vd)b - mh;
+  /* r = m c - 1 = rh + rl (peri_two_sum of the exact products) */
+  th = mh * c0 - 1.0;
+  tl = ml * c0;
+  rh = th + tl;
+  p = rh - th;
+  rl = (th - (rh - p)) + (tl - p);
+  if (f) {
+    peri_vd r2 = peri_vmul(rh, rh);
+    p = PERI_POW_LN5 + peri_vmul(rh, peri_vsplat(PERI_POW_LN6));
+    p = (PERI_POW_LN3 + peri_vmul(rh, peri_vsplat(PERI_POW_LN4))) +
+        peri_vmul(r2, p);
+    p = (rh - 0.5 * r2) + peri_vmul(peri_vmul(rh, r2), p);
+    th = peri_vmul(yv,
+                   ((e * PERI_POW_LN2_HI + c1) +
+                    (p + (peri_vmul(e, peri_vsplat(PERI_POW_LN2_LO)) + c2))));
+  } else {
+    peri_vd qh, ql, s, sl, err, lh, ll, yh, yl, a1, a2;
+    a1 = peri_vsplit(rh, &a2);
+    qh = peri_vmul(rh, rh);
+    ql = ((a1 * a1 - qh) + 2.0 * (a1 * a2)) + a2 * a2; /* exact products */
+    p = (PERI_POW_LN7 + peri_vmul(rh, peri_vsplat(PERI_POW_LN8))) +
+        peri_vmul(qh, peri_vsplat(PERI_POW_LN9));
+    p = (PERI_POW_LN5 + peri_vmul(rh, peri_vsplat(PERI_POW_LN6))) +
+        peri_vmul(qh, p);
+    p = (PERI_POW_LN3 + peri_vmul(rh, peri_vsplat(PERI_POW_LN4))) +
+        peri_vmul(qh, p);
+    p = peri_vmul(peri_vmul(rh, qh), p);
+    s = e * PERI_POW_LN2_HI + c1; /* peri_pow's three Fast2Sums */
+    sl = c1 - (s - e * PERI_POW_LN2_HI);
+    lh = s + rh;
+    err = rh - (lh - s);
+    s = lh;
+    sl += err;
+    lh = s + -0.5 * qh;
+    err = -0.5 * qh - (lh - s);
+    s = lh;
+    sl += err;
+    sl += (((peri_vmul(e, peri_vsplat(PERI_POW_LN2_LO)) + c2) + rl) -
+           (0.5 * ql + peri_vmul(rh, rl))) +
+          p;
+    lh = s + sl;
+    ll = sl - (lh - s);
+    th = peri_vmul(yv, lh);
+    bad |= (th < 8.6736173798840355e-19) & (th > -8.6736173798840355e-19);
+    /* th + tl = y lh exactly (peri_two_prod: Dekker's error is exact, as
+       the FMA's) */
+    yh = peri_vsplit(yv, &yl);
+    a1 = peri_vsplit(lh, &a2);
+    th = peri_vmul(lh, yv);
+    tl = ((a1 * yh - th) + a1 * yl + a2 * yh) + a2 * yl;
+    tl += peri_vmul(yv, ll);
+  }
+  /* e^t (peri_pow_k, then peri_pow_scale) */
+  kd = (peri_vmul(th, peri_vsplat(PERI_POW_EXP_INV_C)) + shift) - shift;
+  z = (th - kd * PERI_POW_EXP_C_HI) -
+      peri_vmul(kd, peri_vsplat(PERI_POW_EXP_C_LO));
+  if (f) {
+    p = PERI_POW_EXP3 + peri_vmul(z, peri_vsplat(PERI_POW_EXP4));
+  } else {
+    z += tl;
+    p = PERI_POW_EXP5 + peri_vmul(z, peri_vsplat(PERI_POW_EXP6));
+    p = (PERI_POW_EXP3 + peri_vmul(z, peri_vsplat(PERI_POW_EXP4))) +
+        peri_vmul(peri_vmul(z, z), p);
+  }
+  p = (PERI_POW_EXP1 + peri_vmul(z, peri_vsplat(PERI_POW_EXP2))) +
+      peri_vmul(peri_vmul(z, z), p);
+  p = peri_vmul(z, p); /* q */
+  /* |t| > 709 (peri_pow_range's 760 included): a scale past the normal
+     range */
+  bad |= (kd > 1023.0 * 128) | (kd < -1022.0 * 128);
+  k = (peri_vu)(kd + shift) - sbits; /* kd as an integer */
+  u = k & 127u;
+  c0 = peri_vgather(peri_pow_exp_row(0), u, 2, 0);
+  if (f) {
+    z = c0 + peri_vmul(c0, p);
+  } else {
+    c1 = peri_vgather(peri_pow_exp_row(0), u, 2, 1);
+    z = c0 + (c1 + peri_vmul(c0, p));
+  }
+  *redo = peri_vmask(bad);
+  return z * (peri_vd)(((k - u) << 45) + ((uint64_t)1023 << 52));
+}
+#else
+#define PERI_VPOW 0
+#endif
+
+#if PERI_VPOW
+/* peri_pow_many's lanes: v[j] for j < n - n % PERI_VW. */
+__attribute__((target("avx2"))) static void peri_pow_lanes(double *v, size_t n,
+                                                           double y, int f) {
+  size_t j;
+  for (j = 0; j < n - n % PERI_VW; j += PERI_VW) {
+    peri_vd x;
+    unsigned redo;
+    int g;
+    memcpy(&x, v + j, sizeof x);
+    x = peri_vpow(x, y, f, &redo);
+    for (g = 0; redo; ++g, redo >>= 1)
+      if (redo & 1u)
+        x[g] =
+            f ? peri_pow_f(v[j + (size_t)g], y) : peri_pow(v[j + (size_t)g], y);
+    memcpy(v + j, &x, sizeof x);
+  }
+}
+#endif
+
+/* 1 when the pows go through the lanes: the build has them, the CPU has
+   AVX2 and the fast paths are on. */
+static int peri_vpow_on(void) {
+#if !PERI_VPOW
+  return 0;
+#elif defined(__AVX2__)
+  return PERI_FAST;
+#else
+  __builtin_cpu_init(); /* idempotent; needed before constructors have run */
+  return PERI_FAST && __builtin_cpu_supports("avx2");
+#endif
+}
+
+/* v[j] = peri_pow_f(v[j], y) when f, else peri_pow(v[j], y), j < n: the
+   same bits, PERI_VW lanes at a time where peri_vpow_on. */
+static void peri_pow_many(double *v, size_t n, double y, int f) {
+  size_t j = 0;
+#if PERI_VPOW
+  if (peri_vpow_on() && y != 0 && y != 1) {
+    peri_pow_lanes(v, n, y, f);
+    j = n - n % PERI_VW;
+  }
+#endif
+  for (; j < n; ++j) v[j] = f ? peri_pow_f(v[j], y) : peri_pow(v[j], y);
+}
+
+/* ---- the tables ---- */
+
 /* pow tables: written by tools/pow_tables.py (which says what they
    are), checked in CI; do not edit by hand. */
-#define PERI_POW_OFF 0x3FE6B00000000000ULL
 #define PERI_POW_LN_ROWS                                             \
   {1.40625, -0.3409265869705932, -1.7467136443544747e-17},           \
       {1.3984375, -0.3353555419211378, -1.834564437059473e-17},      \
@@ -2363,24 +2813,6 @@ PERDEF void peri_free(void *p) {
       {1.978456026387951, 4.0388753109278167e-17}, {       \
     1.9891988469672663, 8.2051326383692e-18                \
   }
-#define PERI_POW_LN2_HI 0.6931471805598903
-#define PERI_POW_LN2_LO 5.497923018708371e-14
-#define PERI_POW_EXP_C_HI 0.005415212347998022
-#define PERI_POW_EXP_C_LO 1.2655086083325438e-13
-#define PERI_POW_EXP_INV_C 184.6649652337873
-#define PERI_POW_LN3 0.3333333333333333
-#define PERI_POW_LN4 -0.25
-#define PERI_POW_LN5 0.2
-#define PERI_POW_LN6 -0.16666666666666666
-#define PERI_POW_LN7 0.14285714285714285
-#define PERI_POW_LN8 -0.125
-#define PERI_POW_LN9 0.1111111111111111
-#define PERI_POW_EXP1 1.0
-#define PERI_POW_EXP2 0.5
-#define PERI_POW_EXP3 0.16666666666666666
-#define PERI_POW_EXP4 0.041666666666666664
-#define PERI_POW_EXP5 0.008333333333333333
-#define PERI_POW_EXP6 0.001388888888888889
 /* end of the pow tables */
 static const double peri_pow_ln[128][3] = {PERI_POW_LN_ROWS};
 static const double peri_pow_exp[128][2] = {PERI_POW_EXP_ROWS};
@@ -2388,219 +2820,33 @@ static const double peri_pow_exp[128][2] = {PERI_POW_EXP_ROWS};
 static __device__ const double peri_pow_ln_dev[128][3] = {PERI_POW_LN_ROWS};
 static __device__ const double peri_pow_exp_dev[128][2] = {PERI_POW_EXP_ROWS};
 #endif
+
+PER_INLINE PER_HD const double *peri_pow_ln_row(uint32_t j) {
 #ifdef __CUDA_ARCH__
-#define PERI_POW_LN peri_pow_ln_dev
-#define PERI_POW_EXP peri_pow_exp_dev
+  return peri_pow_ln_dev[j];
 #else
-#define PERI_POW_LN peri_pow_ln
-#define PERI_POW_EXP peri_pow_exp
+  return peri_pow_ln[j];
 #endif
-
-PER_INLINE PER_HD uint64_t peri_dbits(double d) {
-  uint64_t u;
-  memcpy(&u, &d, sizeof u);
-  return u;
-}
-PER_INLINE PER_HD double peri_dfrom(uint64_t u) {
-  double d;
-  memcpy(&d, &u, sizeof d);
-  return d;
 }
 
-/* a = *hi + *lo, each of at most 26 significant bits (Veltkamp's split;
-   |a| < 2^995), so that products of the halves are exact. */
-PER_INLINE PER_HD void peri_split(double a, double *hi, double *lo) {
-  double t = peri_dmul_rn(134217729.0, a);
-  *hi = t - (t - a);
-  *lo = a - *hi;
-}
-
-/* a * b rounded, and its rounding error in *err exactly, as long as
-   |a|, |b| < 2^995 and the error is a normal double (|a b| >= 2^-969):
-   by a fused multiply-add where the CPU has one (-mfma, -march=native on
-   x86-64, every aarch64), else by Dekker's products of 26-bit halves.
-   The same bits either way, the error being exact; the device uses
-   Dekker's, so that its kernels hold no fma (tests/cuda/check_ptx.py). */
-PER_INLINE PER_HD double peri_two_prod(double a, double b, double *err) {
-  double p = peri_dmul_rn(a, b);
-#if !defined(__CUDA_ARCH__) && (defined(__GNUC__) || defined(__clang__)) && \
-    (defined(__FMA__) || defined(__ARM_FEATURE_FMA))
-  *err = __builtin_fma(a, b, -p);
+PER_INLINE PER_HD const double *peri_pow_exp_row(uint32_t j) {
+#ifdef __CUDA_ARCH__
+  return peri_pow_exp_dev[j];
 #else
-  double a1, a2, b1, b2;
-  peri_split(a, &a1, &a2);
-  peri_split(b, &b1, &b2);
-  *err = ((a1 * b1 - p) + a1 * b2 + a2 * b1) + a2 * b2;
+  return peri_pow_exp[j];
 #endif
-  return p;
 }
 
-/* peri_two_prod(a, a, err), with one split. */
-PER_INLINE PER_HD double peri_two_sqr(double a, double *err) {
-  double p = peri_dmul_rn(a, a);
-#if !defined(__CUDA_ARCH__) && (defined(__GNUC__) || defined(__clang__)) && \
-    (defined(__FMA__) || defined(__ARM_FEATURE_FMA))
-  *err = __builtin_fma(a, a, -p);
-#else
-  double a1, a2;
-  peri_split(a, &a1, &a2);
-  *err = ((a1 * a1 - p) + 2.0 * (a1 * a2)) + a2 * a2;
-#endif
-  return p;
-}
+/* >>rules: what the implementation shares with the companions that
+   compile it (per_cuda.cu, with PER_STATIC), written once: the formulas
+   (over >>pow's x^y), the argument checks and messages, the stream and
+   the beta schedule, the min tree and the windows that the kernels run
+   too, PER_HD where they do. A companion uses these, the >>pow and
+   >>seam sections' and what the declarations define (>>internal among
+   it), nothing else of the implementation (tools/seams.py checks). Each
+   is per.h's own as well. */
 
-/* a + b rounded, and its rounding error in *err exactly when a is 0 or
-   |a| >= |b| (Dekker's Fast2Sum). */
-PER_INLINE PER_HD double peri_fast_two_sum(double a, double b, double *err) {
-  double s = a + b;
-  *err = b - (s - a);
-  return s;
-}
-
-/* a + b rounded, and its rounding error in *err exactly (Knuth). */
-PER_INLINE PER_HD double peri_two_sum(double a, double b, double *err) {
-  double s = a + b, v = s - a;
-  *err = (a - (s - v)) + (b - v);
-  return s;
-}
-
-/* x (> 0, finite) as 2^e m: the table row of m, e (as a double) in *e and
-   r = m c - 1 (c the row's) rounded, with its rounding error in *r_lo
-   (exactly: r = return + *r_lo). */
-PER_INLINE PER_HD double peri_pow_reduce(double x, const double **row,
-                                         double *e, double *r_lo) {
-  uint64_t b = peri_dbits(x), u, mb;
-  double m_hi, m_lo, c;
-  int k;
-  *e = 0;
-  if (b < (uint64_t)1 << 52) { /* subnormal: times 2^54 */
-    b = peri_dbits(x * 18014398509481984.0);
-    *e = -54;
-  }
-  u = b - PERI_POW_OFF + ((uint64_t)1 << 63); /* no wrap: OFF < 2^62 */
-  k = (int)(u >> 52) - 2048;
-  *row = PERI_POW_LN[(u >> 45) & 127u];
-  mb = b - ((uint64_t)(int64_t)k << 52);
-  /* (double)k, from the bits of 1.5 * 2^52 + k: no int-to-double
-     conversion, which x86's cvtsi2sd chains to the previous loop trip */
-  *e += peri_dfrom((uint64_t)0x4338000000000000 + (uint64_t)(int64_t)k) -
-        6755399441055744.0;
-  m_hi = peri_dfrom(mb & ~(uint64_t)1023);
-  m_lo = peri_dfrom(mb) - m_hi;
-  c = (*row)[0];
-  return peri_two_sum(m_hi * c - 1.0, m_lo * c, r_lo); /* exact products */
-}
-
-/* 2^(kd/128) (1 + q) for the integer-valued kd (|kd| < 2^18): the
-   table's 2^(j/128) (with its low part when dd), then the power of two,
-   in two steps where the result leaves the normal range. */
-PER_INLINE PER_HD double peri_pow_scale(double kd, double q, int dd) {
-  int64_t k = (int64_t)kd;
-  uint64_t j = (uint64_t)k & 127u;
-  int sc = (int)((k - (int64_t)j) / 128);
-  const double *row = PERI_POW_EXP[j];
-  double r = dd ? row[0] + (row[1] + peri_dmul_rn(row[0], q))
-                : row[0] + peri_dmul_rn(row[0], q);
-  if (sc > 1023) {
-    r *= 8.98846567431158e307; /* 2^1023 */
-    sc = sc - 1023 > 1023 ? 1023 : sc - 1023;
-  } else if (sc < -1022) {
-    r *= 2.2250738585072014e-308; /* 2^-1022 */
-    sc = sc + 1022 < -1022 ? -1022 : sc + 1022;
-  }
-  return r * peri_dfrom((uint64_t)(sc + 1023) << 52);
-}
-
-/* k = round(t 128 / ln 2) as a double (|t| <= 760), and z = t - k ln 2 /
-   128 with the k ln 2 / 128 part exact. */
-PER_INLINE PER_HD double peri_pow_k(double t, double *z) {
-  const double shift = 6755399441055744.0; /* 1.5 * 2^52 */
-  double kd = (peri_dmul_rn(t, PERI_POW_EXP_INV_C) + shift) - shift;
-  *z = (t - kd * PERI_POW_EXP_C_HI) - peri_dmul_rn(kd, PERI_POW_EXP_C_LO);
-  return kd;
-}
-
-/* Special cases of x^y (the cases of the top comment): 1 with *v set when
-   x, y is one, else 0. */
-PER_INLINE PER_HD int peri_pow_special(double x, double y, double *v) {
-  if (y == 0 || x == 1) *v = 1;
-  else if (y == 1) *v = x;
-  else if (x == 0) *v = 0;
-  else if (!(x > 0)) *v = (x - x) / (x - x); /* NaN */
-  else if (!(x <= 1.7976931348623157e308)) *v = x;
-  else return 0;
-  return 1;
-}
-
-/* e^t for t past +-760: +inf or 0 (*v), 1; else 0. */
-PER_INLINE PER_HD int peri_pow_range(double t, double *v) {
-  if (t > 760) *v = peri_dfrom((uint64_t)0x7ff << 52);
-  else if (t < -760) *v = 0;
-  else return 0;
-  return 1;
-}
-
-PER_INLINE PER_HD double peri_pow(double x, double y) {
-  const double *row;
-  double v, e, rh, rl, qh, ql, p, s, sl, err, lh, ll, th, tl, kd, z;
-  if (peri_pow_special(x, y, &v)) return v;
-  /* ln x = lh + ll */
-  rh = peri_pow_reduce(x, &row, &e, &rl);
-  qh = peri_two_sqr(rh, &ql); /* rh^2 = qh + ql */
-  p = (PERI_POW_LN7 + peri_dmul_rn(rh, PERI_POW_LN8)) +
-      peri_dmul_rn(qh, PERI_POW_LN9);
-  p = (PERI_POW_LN5 + peri_dmul_rn(rh, PERI_POW_LN6)) + peri_dmul_rn(qh, p);
-  p = (PERI_POW_LN3 + peri_dmul_rn(rh, PERI_POW_LN4)) + peri_dmul_rn(qh, p);
-  p = peri_dmul_rn(peri_dmul_rn(rh, qh), p); /* r^3 (1/3 - r/4 + ...) */
-  /* each sum's first term is 0 or the larger (e ln 2 >= 0.69 > |ln c|;
-     |ln c| > |r| + r^2 / 2 in every row with c != 1: tools/pow_tables.py
-     checks), so Fast2Sum is exact */
-  s = peri_fast_two_sum(e * PERI_POW_LN2_HI, row[1], &sl); /* exact product */
-  s = peri_fast_two_sum(s, rh, &err);
-  sl += err;
-  s = peri_fast_two_sum(s, -0.5 * qh, &err);
-  sl += err;
-  sl += (((peri_dmul_rn(e, PERI_POW_LN2_LO) + row[2]) + rl) -
-         (0.5 * ql + peri_dmul_rn(rh, rl))) +
-        p;
-  lh = s + sl;
-  ll = sl - (lh - s);
-  /* t = y ln x = th + tl */
-  th = peri_dmul_rn(y, lh);
-  if (peri_pow_range(th, &v)) return v;
-  /* |y| < 2^63 here (|lh| >= 2^-53); below 2^-60, e^t rounds to 1 */
-  if (th < 8.6736173798840355e-19 && th > -8.6736173798840355e-19) return 1;
-  th = peri_two_prod(y, lh, &tl);
-  tl += peri_dmul_rn(y, ll);
-  /* e^t */
-  kd = peri_pow_k(th, &z);
-  z += tl;
-  p = PERI_POW_EXP5 + peri_dmul_rn(z, PERI_POW_EXP6);
-  p = (PERI_POW_EXP3 + peri_dmul_rn(z, PERI_POW_EXP4)) +
-      peri_dmul_rn(peri_dmul_rn(z, z), p);
-  p = (PERI_POW_EXP1 + peri_dmul_rn(z, PERI_POW_EXP2)) +
-      peri_dmul_rn(peri_dmul_rn(z, z), p);
-  return peri_pow_scale(kd, peri_dmul_rn(z, p), 1);
-}
-
-PER_INLINE PER_HD double peri_pow_f(double x, double y) {
-  const double *row;
-  double v, e, r, rl, r2, p, t, kd, z;
-  if (peri_pow_special(x, y, &v)) return v;
-  r = peri_pow_reduce(x, &row, &e, &rl);
-  r2 = peri_dmul_rn(r, r);
-  p = (PERI_POW_LN5 + peri_dmul_rn(r, PERI_POW_LN6));
-  p = (PERI_POW_LN3 + peri_dmul_rn(r, PERI_POW_LN4)) + peri_dmul_rn(r2, p);
-  p = (r - 0.5 * r2) + peri_dmul_rn(peri_dmul_rn(r, r2), p);
-  t = peri_dmul_rn(y, ((e * PERI_POW_LN2_HI + row[1]) +
-                       (p + (peri_dmul_rn(e, PERI_POW_LN2_LO) + row[2]))));
-  if (peri_pow_range(t, &v)) return v;
-  kd = peri_pow_k(t, &z);
-  p = (PERI_POW_EXP3 + peri_dmul_rn(z, PERI_POW_EXP4));
-  p = (PERI_POW_EXP1 + peri_dmul_rn(z, PERI_POW_EXP2)) +
-      peri_dmul_rn(peri_dmul_rn(z, z), p);
-  return peri_pow_scale(kd, peri_dmul_rn(z, p), 0);
-}
+/* ---- formulas ---- */
 
 /* L, the smallest power of two >= capacity, and log2(L) in *depth (when
    not NULL): the tree's shape for a capacity. */
@@ -4093,221 +4339,6 @@ PERDEF per_status per_cat_sample(per_cat *c, per_tree *t, per_rng *rng,
 }
 
 /* >>buffer */
-
-/* ---- formulas over a batch ----
-
-   peri_pow and peri_pow_f of many x and one y, for the batches of an
-   update or a sample (the exponent is the call's alpha or beta): the same
-   operations as the scalar functions, in the same order, on the four
-   lanes of an AVX2 register (GCC's vector extension; the table rows by
-   gathers), so that every result is the scalar function's bits. Products
-   go through the same barrier as peri_dmul_rn's, so no contraction can
-   change them; the error of an exact product is Dekker's, which is what
-   the scalar's FMA gives (both exact). A lane that leaves the main path
-   (a special case, a subnormal x, e^t that rounds to 1, a result past the
-   normal range) is done over by the scalar function. */
-#if !defined(__CUDACC__) && !defined(_WIN32) &&                         \
-    (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && \
-    !defined(PER_NO_VECTOR_POW)
-/* AVX2 lanes, compiled for AVX2 whatever the build's flags and taken
-   where the CPU has it (not on Windows, where GCC cannot align the
-   stack for them); a fast path (PERI_FAST). */
-#define PERI_VPOW 1
-#include <immintrin.h>
-#define PERI_VW 4
-#define PERI_AVX2 static inline __attribute__((target("avx2")))
-typedef double peri_vd __attribute__((vector_size(8 * PERI_VW)));
-typedef uint64_t peri_vu __attribute__((vector_size(8 * PERI_VW)));
-typedef int64_t peri_vi __attribute__((vector_size(8 * PERI_VW)));
-
-/* a * b, rounded once whatever the contraction flags (peri_dmul_rn) */
-PERI_AVX2 peri_vd peri_vmul(peri_vd a, peri_vd b) {
-  peri_vd p = a * b;
-  __asm__("" : "+x"(p));
-  return p;
-}
-
-PERI_AVX2 peri_vd peri_vsplat(double d) {
-  peri_vd v;
-  int g;
-  for (g = 0; g < PERI_VW; ++g) v[g] = d;
-  return v;
-}
-
-/* Lane g of the result: table[idx[g] * stride + col]. */
-PERI_AVX2 peri_vd peri_vgather(const double *table, peri_vu idx,
-                               unsigned stride, unsigned col) {
-  return (peri_vd)_mm256_i64gather_pd(table + col, (__m256i)(idx * stride), 8);
-}
-
-/* Bit g set when lane g of m is not 0. */
-PERI_AVX2 unsigned peri_vmask(peri_vi m) {
-  return (unsigned)_mm256_movemask_pd((__m256d)m);
-}
-
-/* peri_split in lanes */
-PERI_AVX2 peri_vd peri_vsplit(peri_vd a, peri_vd *lo) {
-  peri_vd t = peri_vmul(peri_vsplat(134217729.0), a), hi = t - (t - a);
-  *lo = a - hi;
-  return hi;
-}
-
-/* peri_pow_f(x, y) (f) or peri_pow(x, y) (y not 0 or 1) in lanes. Lanes
-   off the main path (x not normal, positive and finite, or 1; e^t
-   rounding to 1; a scale past the normal range, which every |t| past
-   760 has) are set in *redo, their values meaningless. */
-PERI_AVX2 peri_vd peri_vpow(peri_vd x, double y, int f, unsigned *redo) {
-  const uint64_t one = 1, sbits = 0x4338000000000000u;
-  const double shift = 6755399441055744.0; /* 1.5 * 2^52 */
-  peri_vu b = (peri_vu)x, u, k;
-  peri_vi bad;
-  peri_vd rh, rl, e, c0, c1, c2, mh, ml, p, th, tl, z, kd, yv = peri_vsplat(y);
-  /* the main path's x: 2^-1022 <= x < inf, x != 1 (others become 2) */
-  bad = (b - (one << 52) >= 0x7ff0000000000000u - (one << 52)) |
-        (b == 0x3ff0000000000000u);
-  b = (b & ~(peri_vu)bad) | ((peri_vu)bad & 0x4000000000000000u);
-  /* the reduction (peri_pow_reduce): k, the row, m = x 2^-k */
-  u = b - PERI_POW_OFF + (one << 63);
-  k = (u >> 52) - 2048u;
-  u = (u >> 45) & 127u;
-  c0 = peri_vgather(&PERI_POW_LN[0][0], u, 3, 0);
-  c1 = peri_vgather(&PERI_POW_LN[0][0], u, 3, 1);
-  c2 = peri_vgather(&PERI_POW_LN[0][0], u, 3, 2);
-  b -= k << 52;
-  e = (peri_vd)(sbits + k) - shift;
-  mh = (peri_vd)((b >> 10) << 10);
-  ml = (peri_vd)b - mh;
-  /* r = m c - 1 = rh + rl (peri_two_sum of the exact products) */
-  th = mh * c0 - 1.0;
-  tl = ml * c0;
-  rh = th + tl;
-  p = rh - th;
-  rl = (th - (rh - p)) + (tl - p);
-  if (f) {
-    peri_vd r2 = peri_vmul(rh, rh);
-    p = PERI_POW_LN5 + peri_vmul(rh, peri_vsplat(PERI_POW_LN6));
-    p = (PERI_POW_LN3 + peri_vmul(rh, peri_vsplat(PERI_POW_LN4))) +
-        peri_vmul(r2, p);
-    p = (rh - 0.5 * r2) + peri_vmul(peri_vmul(rh, r2), p);
-    th = peri_vmul(yv,
-                   ((e * PERI_POW_LN2_HI + c1) +
-                    (p + (peri_vmul(e, peri_vsplat(PERI_POW_LN2_LO)) + c2))));
-  } else {
-    peri_vd qh, ql, s, sl, err, lh, ll, yh, yl, a1, a2;
-    a1 = peri_vsplit(rh, &a2);
-    qh = peri_vmul(rh, rh);
-    ql = ((a1 * a1 - qh) + 2.0 * (a1 * a2)) + a2 * a2; /* exact products */
-    p = (PERI_POW_LN7 + peri_vmul(rh, peri_vsplat(PERI_POW_LN8))) +
-        peri_vmul(qh, peri_vsplat(PERI_POW_LN9));
-    p = (PERI_POW_LN5 + peri_vmul(rh, peri_vsplat(PERI_POW_LN6))) +
-        peri_vmul(qh, p);
-    p = (PERI_POW_LN3 + peri_vmul(rh, peri_vsplat(PERI_POW_LN4))) +
-        peri_vmul(qh, p);
-    p = peri_vmul(peri_vmul(rh, qh), p);
-    s = e * PERI_POW_LN2_HI + c1; /* peri_pow's three Fast2Sums */
-    sl = c1 - (s - e * PERI_POW_LN2_HI);
-    lh = s + rh;
-    err = rh - (lh - s);
-    s = lh;
-    sl += err;
-    lh = s + -0.5 * qh;
-    err = -0.5 * qh - (lh - s);
-    s = lh;
-    sl += err;
-    sl += (((peri_vmul(e, peri_vsplat(PERI_POW_LN2_LO)) + c2) + rl) -
-           (0.5 * ql + peri_vmul(rh, rl))) +
-          p;
-    lh = s + sl;
-    ll = sl - (lh - s);
-    th = peri_vmul(yv, lh);
-    bad |= (th < 8.6736173798840355e-19) & (th > -8.6736173798840355e-19);
-    /* th + tl = y lh exactly (peri_two_prod: Dekker's error is exact, as
-       the FMA's) */
-    yh = peri_vsplit(yv, &yl);
-    a1 = peri_vsplit(lh, &a2);
-    th = peri_vmul(lh, yv);
-    tl = ((a1 * yh - th) + a1 * yl + a2 * yh) + a2 * yl;
-    tl += peri_vmul(yv, ll);
-  }
-  /* e^t (peri_pow_k, then peri_pow_scale) */
-  kd = (peri_vmul(th, peri_vsplat(PERI_POW_EXP_INV_C)) + shift) - shift;
-  z = (th - kd * PERI_POW_EXP_C_HI) -
-      peri_vmul(kd, peri_vsplat(PERI_POW_EXP_C_LO));
-  if (f) {
-    p = PERI_POW_EXP3 + peri_vmul(z, peri_vsplat(PERI_POW_EXP4));
-  } else {
-    z += tl;
-    p = PERI_POW_EXP5 + peri_vmul(z, peri_vsplat(PERI_POW_EXP6));
-    p = (PERI_POW_EXP3 + peri_vmul(z, peri_vsplat(PERI_POW_EXP4))) +
-        peri_vmul(peri_vmul(z, z), p);
-  }
-  p = (PERI_POW_EXP1 + peri_vmul(z, peri_vsplat(PERI_POW_EXP2))) +
-      peri_vmul(peri_vmul(z, z), p);
-  p = peri_vmul(z, p); /* q */
-  /* |t| > 709 (peri_pow_range's 760 included): a scale past the normal
-     range */
-  bad |= (kd > 1023.0 * 128) | (kd < -1022.0 * 128);
-  k = (peri_vu)(kd + shift) - sbits; /* kd as an integer */
-  u = k & 127u;
-  c0 = peri_vgather(&PERI_POW_EXP[0][0], u, 2, 0);
-  if (f) {
-    z = c0 + peri_vmul(c0, p);
-  } else {
-    c1 = peri_vgather(&PERI_POW_EXP[0][0], u, 2, 1);
-    z = c0 + (c1 + peri_vmul(c0, p));
-  }
-  *redo = peri_vmask(bad);
-  return z * (peri_vd)(((k - u) << 45) + ((uint64_t)1023 << 52));
-}
-#else
-#define PERI_VPOW 0
-#endif
-
-#if PERI_VPOW
-/* peri_pow_many's lanes: v[j] for j < n - n % PERI_VW. */
-__attribute__((target("avx2"))) static void peri_pow_lanes(double *v, size_t n,
-                                                           double y, int f) {
-  size_t j;
-  for (j = 0; j < n - n % PERI_VW; j += PERI_VW) {
-    peri_vd x;
-    unsigned redo;
-    int g;
-    memcpy(&x, v + j, sizeof x);
-    x = peri_vpow(x, y, f, &redo);
-    for (g = 0; redo; ++g, redo >>= 1)
-      if (redo & 1u)
-        x[g] =
-            f ? peri_pow_f(v[j + (size_t)g], y) : peri_pow(v[j + (size_t)g], y);
-    memcpy(v + j, &x, sizeof x);
-  }
-}
-#endif
-
-/* 1 when the pows go through the lanes: the build has them, the CPU has
-   AVX2 and the fast paths are on. */
-static int peri_vpow_on(void) {
-#if !PERI_VPOW
-  return 0;
-#elif defined(__AVX2__)
-  return PERI_FAST;
-#else
-  __builtin_cpu_init(); /* idempotent; needed before constructors have run */
-  return PERI_FAST && __builtin_cpu_supports("avx2");
-#endif
-}
-
-/* v[j] = peri_pow_f(v[j], y) when f, else peri_pow(v[j], y), j < n: the
-   same bits, PERI_VW lanes at a time where peri_vpow_on. */
-static void peri_pow_many(double *v, size_t n, double y, int f) {
-  size_t j = 0;
-#if PERI_VPOW
-  if (peri_vpow_on() && y != 0 && y != 1) {
-    peri_pow_lanes(v, n, y, f);
-    j = n - n % PERI_VW;
-  }
-#endif
-  for (; j < n; ++j) v[j] = f ? peri_pow_f(v[j], y) : peri_pow(v[j], y);
-}
 
 /* b->error emptied, for a message. */
 static peri_msg peri_buf_msg(per_buffer *b) {

@@ -6,6 +6,20 @@
 //        -gencode arch=compute_80,code=sm_80
 //        -gencode arch=compute_90,code=[sm_90,compute_90] -c per_cuda.cu
 //
+// CONTENTS
+//    Internals: types and helpers the kernels share ........... >>internals
+//    Kernels: hand-overs through arrival counters ............... >>arrival
+//    Kernels: the tree's update (claim, settle) .................. >>update
+//    Kernels: the tree's stratified sample ....................... >>sample
+//    Kernels: importance-sampling weights ....................... >>weights
+//    Kernels: a buffer's state, add and sampling plan ............ >>buffer
+//    Kernels: sequence replay ................................. >>sequences
+//    Kernels: a buffer's sample (distinct draws, draw, deliver) .... >>draw
+//    Launchers: launch shapes, the tree's ........................ >>launch
+//    Launchers: a buffer's device memory and calls ........ >>launch_buffer
+//    The API: per_cuda.h's functions ................................ >>api
+//    (grep for the >>markers)
+//
 // The same source also compiles as plain host C++ under the test-only shim
 // tests/cuda/cuda_host_shim.h, which defines PER_CUDA_HOST_SHIM, the CUDA
 // keywords, the runtime calls used here, integer atomics and
@@ -57,7 +71,7 @@
 #define PERI_CUDA_ST(p, v) (*(p) = (v))
 #endif
 
-// >>internals
+/* >>internals: the types and helpers the kernels share */
 
 #define PERI_CUDA_BLOCK_THREADS 256u
 
@@ -171,7 +185,7 @@ static __device__ inline uint32_t peri_cuda_thread_id(void) {
   return (uint32_t)blockIdx.x * (uint32_t)blockDim.x + (uint32_t)threadIdx.x;
 }
 
-// >>kernels: arrival
+/* >>arrival: hand-overs between a launch's threads */
 // A launch's threads hand work on through arrival counters (unsigned int
 // in device memory): a thread that is done with its part arrives
 // (PERI_CUDA_ARRIVE: a fence, then atomicAdd), and the one whose arrival
@@ -274,7 +288,7 @@ struct peri_cuda_buffer_state {
   uint32_t size, pos, zero_hint, pad;
 };
 
-// >>kernels: update
+/* >>update: the tree's update (claim, settle) */
 // An update is two launches, a thread per pair.
 // Claim: each pair is checked (a bad one atomicMax'es its status word into
 // acc[0].status: the first bad one in batch order wins) and claims its
@@ -593,7 +607,7 @@ static __global__ void peri_cuda_settle_kernel(
   peri_cuda_acc_clear(&acc[0]);
 }
 
-// >>kernels: sample
+/* >>sample: the tree's stratified sample */
 // x[j] of four values, j in 0 .. 3, without an indexed array (which
 // would go to local memory).
 static __host__ __device__ inline per_real peri_cuda_pick4(
@@ -707,7 +721,7 @@ static __global__ void peri_cuda_keep_status_kernel(
   PERI_CUDA_ST(&keep[1], tag);
 }
 
-// >>kernels: IS weights
+/* >>weights: importance-sampling weights */
 // A value's check for the weights (> 0 and a valid leaf) and its part in
 // the batch minimum, as a reduction record.
 static __device__ inline peri_cuda_acc peri_cuda_weight_report(per_real x,
@@ -763,7 +777,7 @@ static __host__ __device__ inline size_t peri_cuda_round256(size_t bytes) {
   return r ? r : 256u;
 }
 
-// >>kernels: replay buffer
+/* >>buffer: the replay buffer's state, add and plan */
 // What a replay buffer's sample draws from (peri_plan_sample's plan),
 // worked out by every thread of the draw from the state, and kept by
 // thread 0 for the second launch.
@@ -934,7 +948,7 @@ static __global__ void peri_cuda_add_kernel(
   peri_cuda_acc_clear(&acc[0]);
 }
 
-// >>kernels: sequences
+/* >>sequences: sequence replay (seq_len > 0) */
 // A buffer with seq_len = len > 0 also keeps per_buffer's sequence tree
 // (leaf q: the priority of the sequence starting at slot q * stride, 0
 // while it is not valid), its min tree (buffer-max weights) and validity
@@ -1094,7 +1108,7 @@ static __global__ void peri_cuda_claim_seq_kernel(
   PERI_CUDA_ST(&flag[p], f);
 }
 
-// >>kernels: distinct draws
+/* >>draw: a buffer's sample (distinct draws, draw, deliver) */
 // A sample's PER_SAMPLE_UNIQUE picks, made by thread 0 of the draw alone,
 // in order, with per_buffer_sample's methods and the same use of the
 // stream, so the same leaves in the same order: it reads and writes the
@@ -1480,7 +1494,7 @@ static __global__ void peri_cuda_deliver_kernel(
   peri_cuda_acc_clear(&acc[0]);
 }
 
-// >>launchers
+/* >>launch: launch shapes and the tree's launchers */
 // Blocks for n threads; no overflow for n up to UINT32_MAX (a sample's B).
 static uint32_t peri_cuda_blocks_for(uint32_t n) {
   return n / PERI_CUDA_BLOCK_THREADS + (n % PERI_CUDA_BLOCK_THREADS != 0);
@@ -1716,7 +1730,7 @@ static per_status peri_cuda_tree_update(const per_cuda_tree *t,
   return peri_cuda_launch_status();
 }
 
-// >>launchers: replay buffer
+/* >>launch_buffer: a buffer's device memory and launchers */
 // The parts of a buffer's device memory, in order, each 256-byte aligned:
 // items, generations, ends, trajectory ids, tree, min tree, permutation,
 // sequence tree, its min tree, sequence flags, state, work.
@@ -1907,7 +1921,7 @@ static void peri_cuda_enqueue_seq(const per_cuda_buffer *b, uint32_t kind,
                     w->scnt);
 }
 
-// >>api
+/* >>api: per_cuda.h's functions */
 extern "C" {
 
 PER_CUDA_DEF size_t per_cuda_real_bytes(void) { return sizeof(per_real); }

@@ -1,6 +1,17 @@
 /* per_mpi.h - prioritized replay sharded over MPI ranks, sampling as one
    buffer does. (no warranty; LICENSE: see the end of per.h)
 
+   CONTENTS
+      Declarations ............ per_mpi, per_mpi_* (collectives) ..... >>api
+      Declarations: the feed .. per_mpi_feed_* (actors) ......... >>feed_api
+      Implementation: agreement, the workspace, records ........ >>internals
+      Implementation: init .......................................... >>init
+      Implementation: sample ...................................... >>sample
+      Implementation: update ...................................... >>update
+      Implementation: checkpoints (not with PER_NO_STDIO) ........... >>ckpt
+      Implementation: the feed ...................................... >>feed
+      (grep for the >>markers)
+
    WHAT IT IS
       A replay buffer spread over the ranks of an MPI communicator: every
       rank owns a per_buffer (its shard) and adds to it with no
@@ -106,6 +117,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* >>api: one buffer over the ranks */
 
 #define per_mpi_init PERI_NAME(per_mpi_init)
 #define per_mpi_free PERI_NAME(per_mpi_free)
@@ -273,7 +286,7 @@ PERDEF per_status per_mpi_save(per_mpi *m, const char *path);
 PERDEF per_status per_mpi_load(per_mpi *m, const char *path);
 #endif
 
-/* ---- the feed: asynchronous ingestion (Ape-X's actors) ----
+/* >>feed_api: asynchronous ingestion (Ape-X's actors)
    Actor ranks hand batches of items (with their episode ends and TD
    errors) to a replay rank without waiting for it: each send copies the
    batch into one of the sender's `slots` message buffers and starts a
@@ -382,6 +395,8 @@ PERDEF void per_mpi_feed_free(per_mpi_feed *f);
 #ifdef PER_MPI_IMPLEMENTATION
 #ifndef PER_MPI_IMPLEMENTATION_INCLUDED
 #define PER_MPI_IMPLEMENTATION_INCLUDED
+
+/* >>internals: agreement, the workspace, records */
 
 /* C casts, as in per.h: C++ builds with -Wold-style-cast or
    -Wuseless-cast do not hear about them (pop at the end). */
@@ -511,7 +526,7 @@ static peri_mpi_work *peri_mpi_work_new(int world, void *ctx) {
   return w;
 }
 
-/* ---- init ---- */
+/* >>init */
 
 /* What ranks must agree on at init: the config but its capacity and
    max_unique (which follow the shard's size), and PER_REAL, as integers
@@ -594,7 +609,7 @@ PERDEF uint64_t per_mpi_size(const per_mpi *m) {
   return all;
 }
 
-/* ---- sample ----
+/* >>sample
    A call runs in phases, each its own function: every rank's info
    (peri_mpi_sample_info, one allgather, peri_mpi_sample_agree); the
    batch's plan, alike on every rank (peri_mpi_plan_of: the top tree);
@@ -938,7 +953,7 @@ done:
   return (per_status)s;
 }
 
-/* ---- update ----
+/* >>update
    Four collectives, a phase each: every rank's status and counts per
    owner (one alltoall), room to receive (one allreduce), the records
    routed to their owners (one alltoallv), and each owner's check of its
@@ -1094,7 +1109,7 @@ PERDEF per_status per_mpi_update(per_mpi *m, const per_mpi_id *ids,
 }
 
 #ifndef PER_NO_STDIO
-/* ---- checkpoints ---- */
+/* >>ckpt: checkpoints (not with PER_NO_STDIO) */
 
 /* The manifest, little-endian: the head, one record per saved rank, then
    the CRC-32C of everything before it (per_file_write). */
@@ -1648,7 +1663,7 @@ done:
 }
 #endif /* PER_NO_STDIO */
 
-/* ---- the feed ----
+/* >>feed
    A message: n (u32), flags (u32: PERI_MPI_FEED_ENDS, _TD, _CLOSE), the n
    items, then their n float TD errors (at the next multiple of 4 bytes)
    and their n ends, each when flagged; the architecture's byte order (as

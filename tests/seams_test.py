@@ -12,7 +12,14 @@ with the message that names it:
 - per_frames.h writes a per_buffer field;
 - per_frames.h's CONTENTS forgets one of its markers, or is not there;
 - per.h's CONTENTS lists a marker that is nowhere else;
-- per.h loses its >>seam section (exit 2: nothing to check against).
+- per.h loses its >>seam section (exit 2: nothing to check against);
+- per_cuda.cu's CONTENTS (// comments) forgets a marker; a section of
+  per_mpi.h loses its banner; per_mpi.h names a marker of per.h's that
+  per.h does not have;
+- docs/DESIGN.md's table of sections lists per.h's in another order, or
+  a count of sections that is wrong; its kernels table lists a kernel
+  that is gone, misses one, or puts one in another section; a count of
+  kernels that is wrong.
 
 Prints one line per case and `seams_test: N passed, N failed`; exit 1
 when a case failed.
@@ -24,7 +31,7 @@ import sys
 import tempfile
 
 FILES = ["per.h", "per_frames.h", "per_mpi.h", "per_cuda.cu",
-         "python/per/_per.c", "tools/seams.py"]
+         "python/per/_per.c", "tools/seams.py", "docs/DESIGN.md"]
 
 
 def run(root):
@@ -71,6 +78,35 @@ CASES = [
      1, ">>nowhere: listed in CONTENTS but found nowhere else"),
     ("per.h without its >>seam section", "per.h",
      "/* >>seam: ", "/* the seam: ", 2, "no /* >>seam section"),
+    ("per_cuda.cu's CONTENTS forgets a marker", "per_cuda.cu",
+     "//    The API: per_cuda.h's functions ......................"
+     ".......... >>api\n", "",
+     1, ">>api: a marker that CONTENTS does not list"),
+    ("a section of per_mpi.h loses its banner", "per_mpi.h",
+     "/* >>init */", "/* init (>>init) */",
+     1, ">>init: listed in CONTENTS but no line starts with `/* >>init`"),
+    ("per_mpi.h names a marker per.h does not have", "per_mpi.h",
+     "per.h's >>internal", "per.h's >>internals",
+     1, ">>internals: not a marker of per.h's CONTENTS"),
+    ("DESIGN.md lists per.h's sections in another order", "docs/DESIGN.md",
+     "`>>status`, `>>rng`, `>>tree`", "`>>rng`, `>>status`, `>>tree`",
+     1, "per.h's sections are"),
+    ("DESIGN.md counts per_mpi.h's sections wrong", "docs/DESIGN.md",
+     "`per_mpi.h`'s eight sections", "`per_mpi.h`'s nine sections",
+     1, "says per_mpi.h has nine sections"),
+    ("DESIGN.md names a kernel that is gone", "docs/DESIGN.md",
+     "| `peri_cuda_find_kernel` |", "| `peri_cuda_gone_kernel` |",
+     1, "peri_cuda_gone_kernel: no such kernel in per_cuda.cu"),
+    ("DESIGN.md's kernels table misses one", "docs/DESIGN.md",
+     "| `peri_cuda_find_kernel` |", "| find |",
+     1, "peri_cuda_find_kernel: a kernel of per_cuda.cu that the kernels"),
+    ("DESIGN.md puts a kernel in another section", "docs/DESIGN.md",
+     "| `peri_cuda_draw_kernel` | `>>draw` |",
+     "| `peri_cuda_draw_kernel` | `>>buffer` |",
+     1, "peri_cuda_draw_kernel is in per_cuda.cu's >>draw, not >>buffer"),
+    ("DESIGN.md counts the kernels wrong", "docs/DESIGN.md",
+     "defines eighteen kernels", "defines seventeen kernels",
+     1, "says per_cuda.cu defines seventeen kernels; it defines 18"),
 ]
 
 

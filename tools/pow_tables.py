@@ -2,12 +2,15 @@
 """Write or check the tables and constants of per.h's peri_pow.
 
 Usage: python3 tools/pow_tables.py [--write | --check] [PER_H]
-  (no option)  print the block
-  --write      replace the block in per.h (then run tools/format.sh)
-  --check      exit 1 when per.h's block holds other numbers than these
+  (no option)  print the blocks
+  --write      replace the blocks in per.h (then run tools/format.sh)
+  --check      exit 1 when per.h's blocks hold other numbers than these
 
-The block sits between the lines `/* pow tables: written by` and
-`/* end of the pow tables */` of per.h. --check compares numbers, not text, so the block may be
+Two blocks of per.h's >>pow section: the constants, between the lines
+`/* pow constants: written by` and `/* end of the pow constants */`
+(above the functions that use them), and the tables' rows, between
+`/* pow tables: written by` and `/* end of the pow tables */` (last in
+the section). --check compares numbers, not text, so the blocks may be
 formatted as clang-format likes. Python 3, standard library only: the
 values are computed with decimal at 80 digits and rounded to double once
 (Python's float() of a Decimal is correctly rounded), and every literal
@@ -100,28 +103,36 @@ def values():
     return out
 
 
-def block():
-    lines = [
+def blocks():
+    """The two blocks: the constants (above the functions that use them)
+    and the tables' rows (last in per.h's >>pow section)."""
+    consts = [
+        "/* pow constants: written by tools/pow_tables.py (which says what",
+        "   they are), checked in CI; do not edit by hand. */",
+        "#define PERI_POW_OFF 0x%XULL" % OFF,
+    ]
+    rows = [
         "/* pow tables: written by tools/pow_tables.py (which says what they",
         "   are), checked in CI; do not edit by hand. */",
-        "#define PERI_POW_OFF 0x%XULL" % OFF,
     ]
     for name, vals in values():
         if name == "peri_pow_ln":
-            lines.append("#define PERI_POW_LN_ROWS \\")
+            rows.append("#define PERI_POW_LN_ROWS \\")
             for i in range(0, len(vals), 3):
                 end = ", \\" if i + 3 < len(vals) else ""
-                lines.append("  {%r, %r, %r}%s" % (vals[i], vals[i + 1],
-                                                   vals[i + 2], end))
+                rows.append("  {%r, %r, %r}%s" % (vals[i], vals[i + 1],
+                                                  vals[i + 2], end))
         elif name == "peri_pow_exp":
-            lines.append("#define PERI_POW_EXP_ROWS \\")
+            rows.append("#define PERI_POW_EXP_ROWS \\")
             for i in range(0, len(vals), 2):
                 end = ", \\" if i + 2 < len(vals) else ""
-                lines.append("  {%r, %r}%s" % (vals[i], vals[i + 1], end))
+                rows.append("  {%r, %r}%s" % (vals[i], vals[i + 1], end))
         else:
-            lines.append("#define %s %r" % (name, vals[0]))
-    lines.append("/* end of the pow tables */")
-    return "\n".join(lines) + "\n"
+            consts.append("#define %s %r" % (name, vals[0]))
+    consts.append("/* end of the pow constants */")
+    rows.append("/* end of the pow tables */")
+    return {"constants": "\n".join(consts) + "\n",
+            "tables": "\n".join(rows) + "\n"}
 
 
 NUM = re.compile(r"(?<![\w.])-?(?:\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)")
@@ -131,39 +142,50 @@ def numbers(text):
     return [float(t) for t in NUM.findall(text)]
 
 
-def find(text):
-    a = text.find("/* pow tables: written by")
-    b = text.find("/* end of the pow tables */")
+def find(text, what):
+    """(start, end) of the block `what` ("constants" or "tables") in
+    text, or None."""
+    head, tail = "/* pow %s: written by" % what, "/* end of the pow %s */" % what
+    a = text.find(head)
+    b = text.find(tail, a)
     if a < 0 or b < 0:
         return None
-    return a, b + len("/* end of the pow tables */\n")
+    return a, b + len(tail) + 1
 
 
 def main(argv):
     mode = argv[1] if len(argv) > 1 and argv[1].startswith("--") else ""
     path = argv[-1] if len(argv) > 1 and not argv[-1].startswith("--") \
         else "per.h"
+    want = blocks()
     if not mode:
-        sys.stdout.write(block())
+        sys.stdout.write(want["constants"] + "\n" + want["tables"])
         return 0
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    span = find(text)
-    if span is None:
-        print("pow_tables: no pow tables block in %s" % path)
-        return 2
+    count = 0
+    for what in ("constants", "tables"):
+        span = find(text, what)
+        if span is None:
+            print("pow_tables: no pow %s block in %s" % (what, path))
+            return 2
+        if mode == "--write":
+            text = text[:span[0]] + want[what] + text[span[1]:]
+            continue
+        got = numbers(text[span[0]:span[1]])
+        if got != numbers(want[what]) or (
+                what == "constants" and
+                "0x%XULL" % OFF not in text[span[0]:span[1]]):
+            print("pow_tables: %s's %s block differs from "
+                  "tools/pow_tables.py (run python3 tools/pow_tables.py "
+                  "--write %s)" % (path, what, path))
+            return 1
+        count += len(got)
     if mode == "--write":
-        text = text[:span[0]] + block() + text[span[1]:]
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
         return 0
-    got = numbers(text[span[0]:span[1]])
-    want = numbers(block())
-    if got != want or "0x%XULL" % OFF not in text[span[0]:span[1]]:
-        print("pow_tables: %s's block differs from tools/pow_tables.py "
-              "(run python3 tools/pow_tables.py --write %s)" % (path, path))
-        return 1
-    print("pow_tables: %d numbers match" % len(got))
+    print("pow_tables: %d numbers match" % count)
     return 0
 
 

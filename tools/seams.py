@@ -16,8 +16,9 @@ What is checked:
      helpers, PERI_NAME), since every file that includes per.h sees them;
    - and, for a companion that compiles per.h's implementation
      (per_cuda.cu, per_frames.h, python/per/_per.c), those defined or
-     declared in the implementation's >>rules section (what the kernels
-     run too) and >>seam section (the checkpoint stages and byte sinks);
+     declared in the implementation's >>pow section (x^y), >>rules
+     section (what the kernels run too) and >>seam section (the
+     checkpoint stages and byte sinks);
    plus its own private names: peri_cuda_ / PERI_CUDA_ in per_cuda.cu,
    peri_mpi_ / PERI_MPI_ in per_mpi.h, peri_frames_ / PERI_FRAMES_ in
    per_frames.h. per_mpi.h's implementation may be compiled without
@@ -45,12 +46,26 @@ What is checked:
    variable of another name or a cast; replacing the whole struct
    (`m->shard = st`) is not a field write.
 
-3. Markers. In per.h and in the companion headers listed in MARKED
-   (per_frames.h), every `>>marker` that the file's comments use
-   (section banners and cross references) is listed in the CONTENTS
-   table of its top comment, and every marker the table lists occurs in
-   the file outside it. A listed companion without a CONTENTS is a
+3. Markers. In per.h and in the companion files listed in MARKED
+   (per_frames.h, per_cuda.cu, per_mpi.h), every `>>marker` that the
+   file's comments use (section banners and cross references) is listed
+   in the CONTENTS table of its top comment (lines of a /* */ or of //
+   comments), and every marker the table lists occurs in the file outside
+   it as a section banner: a line that starts with `/* >>name`, or a
+   boxed title (below a line `/* ====...`) that ends with it. A marker
+   written as another file's ("per.h's >>rules") is checked against that
+   file's CONTENTS instead. A listed companion without a CONTENTS is a
    violation; per.h without one, exit status 2.
+
+4. The design document. docs/DESIGN.md's table of sections (rows
+   "| `FILE` | `>>a`, `>>b`, ... |") lists, for each file of rule 3, its
+   CONTENTS markers in their order; a sentence's "`FILE`'s N sections"
+   (N in words or digits) is that file's count; its table of kernels
+   (rows "| `peri_cuda_..._kernel` | `>>section` | ... |") lists every
+   `__global__` function of per_cuda.cu once, each in the section whose
+   banner precedes it, and nothing else, and "`per_cuda.cu` defines N
+   kernels" is their count; every `peri_cuda_..._kernel` named anywhere
+   in docs/ is one of them.
 
 The last line is a summary: seams: C companions, N shared names,
 V violations (N counts the names of rule 1's first two kinds).
@@ -71,8 +86,15 @@ COMPANIONS = [
     ("python/per/_per.c", (), True, False),
 ]
 
-# The companion headers whose CONTENTS table rule 3 checks, as per.h's.
-MARKED = ["per_frames.h"]
+# The companion files whose CONTENTS table rule 3 checks, as per.h's.
+MARKED = ["per_frames.h", "per_cuda.cu", "per_mpi.h"]
+
+# Rule 4's document, and the files whose sections it lists.
+DESIGN = "docs/DESIGN.md"
+NUMBERS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve "
+    "thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty "
+    "twenty-one twenty-two twenty-three twenty-four twenty-five".split())}
 
 DECL_END = "#endif /* PER_H_INCLUDED */"
 IMPL_START = "#if defined(PER_IMPLEMENTATION) && !defined(PER_IMPLEMENTATION_INCLUDED)"
@@ -176,12 +198,13 @@ def per_h_parts(per_h):
                       "start is not where this script looks")
     decl = per_h[:decl_end]
     impl = per_h[impl_start:]
-    ends = [r"^/\* >>\w+ \*/", r"^/\* >>seam\b"]
+    ends = [r"^/\* >>\w+\b"]
+    _, pow_ = section(impl, r"^/\* >>pow\b", ends, "/* >>pow section")
     _, rules = section(impl, r"^/\* >>rules\b", ends, "/* >>rules section")
-    _, seam = section(impl, r"^/\* >>seam\b", ends[:1], "/* >>seam section")
+    _, seam = section(impl, r"^/\* >>seam\b", ends, "/* >>seam section")
     section(decl, r"={10,}\n[^\n]*>>internal\b", [],
             ">>internal section (a banner line after a line of =)")
-    return decl, impl, rules, seam
+    return decl, impl, pow_ + rules, seam
 
 
 def buffer_fields(per_h_code):
@@ -217,22 +240,51 @@ def field_writes(code, fields, variables):
     return sorted(hits)
 
 
-def marker_problems(rel, text, fatal):
+CONTENTS = re.compile(r"^(?://)?[ \t]*CONTENTS\n(.*?)\n(?://)?[ \t]*\n",
+                      re.S | re.M)
+# A section's banner: `/* >>name` at a line's start, or a boxed title
+# (a line of `/* ====` above it) that ends with >>name.
+BANNER = r"^/\* >>(\w+)|^/\* ={10,}\n[^\n]*>>(\w+)[ \t]*$"
+CROSS = re.compile(r"`?([\w.]+\.(?:h|cu))`?'s\s+`?>>(\w+)")
+
+
+def contents_of(text):
+    """(match, [markers in order]) of the CONTENTS table of text's top
+    comment, or (None, [])."""
+    m = CONTENTS.search(text)
+    if not m:
+        return None, []
+    return m, re.findall(r">>(\w+)\s*$", m.group(1), re.M)
+
+
+def marker_problems(rel, text, fatal, others=None):
     """Rule 3 for one file: (file, line, message) of each marker its
-    comments use that its CONTENTS does not list, and of each it lists
-    that occurs nowhere else. Without a CONTENTS: Missing when fatal,
-    else one problem saying so."""
+    comments use that its CONTENTS does not list (or, written as another
+    file's, that file's CONTENTS in others: {file: [markers]}), and of
+    each it lists with no banner. Without a CONTENTS: Missing when
+    fatal, else one problem saying so."""
     problems = []
-    m = re.search(r"^\s*CONTENTS\n(.*?)\n\s*\n", text, re.S | re.M)
+    m, order = contents_of(text)
     if not m:
         if fatal:
             raise Missing(f"{rel}: no CONTENTS table in the top comment")
         return [(rel, 1, "no CONTENTS table in the top comment")]
-    listed = set(re.findall(r">>(\w+)\s*$", m.group(1), re.M))
+    listed = set(order)
     rest = split(text[:m.start()] + " " * (m.end() - m.start()) +
                  text[m.end():])[1]
+    crossed = {}
+    for mm in CROSS.finditer(rest):
+        if mm.group(1) != rel and others and mm.group(1) in others:
+            crossed[mm.start(2) - 2] = mm.group(1)
     used = {}
     for mm in MARKER.finditer(rest):
+        owner = crossed.get(mm.start())
+        if owner:
+            if mm.group(1) not in others[owner]:
+                problems.append((rel, line_of(text, mm.start()),
+                                 f">>{mm.group(1)}: not a marker of "
+                                 f"{owner}'s CONTENTS"))
+            continue
         used.setdefault(mm.group(1), mm.start())
     for name, pos in sorted(used.items(), key=lambda kv: kv[1]):
         if name not in listed:
@@ -241,6 +293,98 @@ def marker_problems(rel, text, fatal):
     for name in sorted(listed - set(used)):
         problems.append((rel, line_of(text, m.start()),
                          f">>{name}: listed in CONTENTS but found nowhere else"))
+    banners = set(re.findall(BANNER, text, re.M))
+    banners = {a or b for a, b in banners}
+    for name in order:
+        if name in used and name not in banners:
+            problems.append((rel, line_of(text, used[name]),
+                             f">>{name}: listed in CONTENTS but no line "
+                             f"starts with `/* >>{name}`"))
+    return problems
+
+
+def kernels_of(text):
+    """{name: the section whose banner precedes it} of every __global__
+    function in text (per_cuda.cu)."""
+    code = code_of(text)
+    banners = [(m.start(), m.group(1))
+               for m in re.finditer(r"^/\* >>(\w+)", text, re.M)]
+    out = {}
+    for m in re.finditer(r"__global__[^;{(]*?\b(peri_cuda_\w+)\s*\(", code):
+        sec = None
+        for pos, name in banners:
+            if pos < m.start():
+                sec = name
+        out.setdefault(m.group(1), (sec, m.start()))
+    return out
+
+
+def number(word):
+    return int(word) if word.isdigit() else NUMBERS.get(word.lower(), -1)
+
+
+def design_problems(root, contents, kernels):
+    """Rule 4: (file, line, message) of each place where DESIGN.md's
+    tables and counts of sections and kernels differ from the files.
+    contents: {file: [markers]}; kernels: per_cuda.cu's kernels_of."""
+    problems = []
+    path = os.path.join(root, DESIGN)
+    if not os.path.exists(path):
+        return [(DESIGN, 0, "missing")]
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    seen = set()
+    for m in re.finditer(r"^\| `([\w.]+)` \| (`>>[^|]*)\|\s*$", text, re.M):
+        rel, got = m.group(1), re.findall(r"`>>(\w+)`", m.group(2))
+        if rel not in contents:
+            continue
+        seen.add(rel)
+        if got != contents[rel]:
+            problems.append((DESIGN, line_of(text, m.start()),
+                             f"{rel}'s sections are {contents[rel]} in its "
+                             f"CONTENTS, not {got}"))
+    for rel in sorted(set(contents) - seen):
+        problems.append((DESIGN, 1, f"no row of the sections table for {rel}"))
+    for m in re.finditer(r"`([\w.]+)`'s\s+([\w-]+)\s+sections", text):
+        rel = m.group(1)
+        if rel in contents and number(m.group(2)) != len(contents[rel]):
+            problems.append((DESIGN, line_of(text, m.start()),
+                             f"says {rel} has {m.group(2)} sections; its "
+                             f"CONTENTS lists {len(contents[rel])}"))
+    rows = {}
+    for m in re.finditer(r"^\| `(peri_cuda_\w+_kernel)` \| `>>(\w+)` \|",
+                         text, re.M):
+        if m.group(1) in rows:
+            problems.append((DESIGN, line_of(text, m.start()),
+                             f"{m.group(1)}: listed twice"))
+        rows[m.group(1)] = (m.group(2), m.start())
+    for name, (sec, pos) in sorted(rows.items()):
+        if name not in kernels:
+            problems.append((DESIGN, line_of(text, pos),
+                             f"{name}: no such kernel in per_cuda.cu"))
+        elif kernels[name][0] != sec:
+            problems.append((DESIGN, line_of(text, pos),
+                             f"{name} is in per_cuda.cu's >>{kernels[name][0]}, "
+                             f"not >>{sec}"))
+    for name in sorted(set(kernels) - set(rows)):
+        problems.append((DESIGN, 1, f"{name}: a kernel of per_cuda.cu that "
+                         f"the kernels table does not list"))
+    for m in re.finditer(r"`per_cuda\.cu` defines ([\w-]+) kernels", text):
+        if number(m.group(1)) != len(kernels):
+            problems.append((DESIGN, line_of(text, m.start()),
+                             f"says per_cuda.cu defines {m.group(1)} kernels; "
+                             f"it defines {len(kernels)}"))
+    docs = os.path.join(root, "docs")
+    for fn in sorted(os.listdir(docs)) if os.path.isdir(docs) else []:
+        if not fn.endswith(".md"):
+            continue
+        with open(os.path.join(docs, fn), encoding="utf-8") as f:
+            doc = f.read()
+        for m in re.finditer(r"\bperi_cuda_\w+_kernel\b", doc):
+            if m.group(0) not in kernels:
+                problems.append(("docs/" + fn, line_of(doc, m.start()),
+                                 f"{m.group(0)}: no such kernel in "
+                                 f"per_cuda.cu"))
     return problems
 
 
@@ -272,8 +416,8 @@ def check(root):
                 continue
             first.setdefault(name, m.start())
         for name, pos in sorted(first.items(), key=lambda kv: kv[1]):
-            where = ("defined in its declarations or its >>rules or "
-                     ">>seam section"
+            where = ("defined in its declarations or its >>pow, >>rules "
+                     "or >>seam section"
                      if with_impl else "defined in its declarations: this "
                      "file may be compiled without per.h's implementation")
             own = " or ".join(p + "*" for p in private) or "none"
@@ -288,12 +432,19 @@ def check(root):
                                  f"per.h's functions)"))
 
     # 3. markers
-    problems += marker_problems("per.h", per_h, fatal=True)
+    texts = {"per.h": per_h}
     for rel in MARKED:
         path = os.path.join(root, rel)
         if os.path.exists(path):  # else rule 1 reports it missing
             with open(path, encoding="utf-8") as f:
-                problems += marker_problems(rel, f.read(), fatal=False)
+                texts[rel] = f.read()
+    contents = {rel: contents_of(t)[1] for rel, t in texts.items()}
+    for rel, t in texts.items():
+        problems += marker_problems(rel, t, fatal=rel == "per.h",
+                                    others=contents)
+    # 4. the design document
+    kernels = kernels_of(texts.get("per_cuda.cu", ""))
+    problems += design_problems(root, contents, kernels)
     return checked, len(decl_names | impl_names), problems
 
 
