@@ -14,6 +14,8 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 README = ROOT / "README.md"
 PYTHON = ROOT / "docs" / "PYTHON.md"
@@ -57,24 +59,43 @@ def needs_torch(code):
     return re.search(r"^import torch\b", code, re.M) is not None
 
 
-def test_readme_python_blocks_run():
-    found = blocks()
-    assert python_doc_blocks(), "docs/PYTHON.md has no python block"
-    assert any(not needs_torch(c) for _, c in found), "no block runs without torch"
-    have_torch = importlib.util.find_spec("torch") is not None
-    assert have_torch or os.environ.get("PER_NEED_TORCH") != "1", \
-        "PER_NEED_TORCH=1 but torch is not installed"
-    gpu = have_torch and have_gpu()
-    assert gpu or os.environ.get("PER_NEED_CUDA") != "1", \
+def run_blocks(with_torch):
+    """Runs, in order, every block that imports torch (with_torch) or
+    every one that does not, skipping those that need per.cuda without a
+    GPU and per._cuda; returns how many ran."""
+    ran = 0
+    gpu = with_torch and have_gpu()
+    assert gpu or os.environ.get("PER_NEED_CUDA") != "1" or not with_torch, \
         "PER_NEED_CUDA=1 but per._cuda, torch or a GPU is missing"
-    assert any(needs_cuda(c) for _, c in readme_blocks()), "no per.cuda quick start"
-    for path, code in found:
+    for path, code in blocks():
         compiled = compile(code, str(path), "exec")
-        if needs_torch(code) and not have_torch:
+        if needs_torch(code) != with_torch:
             continue
         if needs_cuda(code) and not gpu:
             continue
         exec(compiled, {})
+        ran += 1
+    return ran
+
+
+def test_readme_python_blocks_run():
+    """The blocks without torch (every run of the suite)."""
+    found = blocks()
+    assert python_doc_blocks(), "docs/PYTHON.md has no python block"
+    assert any(not needs_torch(c) for _, c in found), "no block runs without torch"
+    assert any(needs_cuda(c) for _, c in readme_blocks()), "no per.cuda quick start"
+    assert run_blocks(with_torch=False) > 0
+
+
+def test_readme_torch_blocks_run():
+    """The blocks that import torch: where torch is (CI's torch stage,
+    with PER_NEED_TORCH=1, where a missing torch fails); the per.cuda
+    ones where a GPU is too (PER_NEED_CUDA=1: tools/gpu-check.sh)."""
+    if importlib.util.find_spec("torch") is None:
+        assert os.environ.get("PER_NEED_TORCH") != "1", \
+            "PER_NEED_TORCH=1 but torch is not installed"
+        pytest.skip("torch is not installed")
+    assert run_blocks(with_torch=True) > 0
 
 
 def test_docs_have_the_pytorch_loop():
