@@ -22,7 +22,9 @@ where the conversion is exact (ReplayBuffer.add states the rule).
 """
 
 # Everything imported here has a leading underscore, so that dir(per)
-# and `from per import *` show the API (__all__) and nothing else.
+# and `from per import *` show the API (__all__) and nothing else (and
+# per.config, the config and argument checks this module shares with
+# per.cuda and per.mpi).
 import concurrent.futures as _futures
 import hashlib as _hashlib
 import json as _json
@@ -34,7 +36,25 @@ import typing as _t
 import numpy as _np
 
 from . import _per
+from . import config as _config
 from ._per import Error, Rng, crc32c, status_name
+from .config import Array as _Array
+from .config import ArrayLike as _ArrayLike
+from .config import DType as _DType
+from .config import DTypeLike as _DTypeLike
+from .config import Items as _ItemsIn
+from .config import ItemSpec
+from .config import PathArg as _PathArg
+from .config import ShapeLike as _ShapeLike
+from .config import count as _count
+from .config import error as _error
+from .config import item_dtype as _item_dtype
+from .config import real as _real
+from .config import real32 as _real32
+from .config import shape as _shape
+
+if _t.TYPE_CHECKING:
+    from typing_extensions import Unpack as _Unpack
 
 __version__: str = _per.PER_VERSION_STRING
 
@@ -65,19 +85,8 @@ __all__ = [
     "__version__",
 ]
 
-ItemSpec = _t.Union[_np.dtype, str, type, _t.Mapping[str, _t.Any]]
 
-
-def _error(code_name: str, message: str) -> Error:
-    """A per.Error like the C calls raise, for a check made here."""
-    code = getattr(_per, code_name)
-    e = Error(f"{code_name}: {message}")
-    e.status = code
-    e.name = code_name
-    return e
-
-
-def _indices(a: _t.Any, what: str, bits: int) -> _np.ndarray:
+def _indices(a: object, what: str, bits: int) -> _Array:
     """a as a C-contiguous uint32/uint64 array. Integers outside the
     type's range raise PER_ERR_INDEX (they would wrap in a cast)."""
     dt = _np.uint32 if bits == 32 else _np.uint64
@@ -92,7 +101,7 @@ def _indices(a: _t.Any, what: str, bits: int) -> _np.ndarray:
     return _np.ascontiguousarray(arr, dtype=dt).reshape(-1)
 
 
-def _floats(a: _t.Any, what: str, dt: type) -> _np.ndarray:
+def _floats(a: object, what: str, dt: "type[_np.floating[_t.Any]]") -> _Array:
     """a as a flat contiguous array of dt; a finite value that dt cannot
     hold (1e39 into float32) is a ValueError naming it, not an inf."""
     arr = _np.asarray(a)
@@ -110,7 +119,7 @@ def _floats(a: _t.Any, what: str, dt: type) -> _np.ndarray:
     return out
 
 
-def _vector(a: _t.Any, what: str) -> _np.ndarray:
+def _vector(a: object, what: str) -> _Array:
     """a as an array that must be 1-D (one entry per index)."""
     arr = _np.asarray(a)
     if arr.ndim != 1:
@@ -118,44 +127,12 @@ def _vector(a: _t.Any, what: str) -> _np.ndarray:
     return arr
 
 
-def _count(n: _t.Any, what: str, bits: int = 32) -> int:
-    """n as an int in [0, 2^bits): else TypeError or OverflowError, with
-    the messages of the extension's own checks ("Call: name must be ...")."""
-    if isinstance(n, (bool, _np.bool_)) or not isinstance(n, (int, _np.integer)):
-        raise TypeError(f"{what} must be an int, not {type(n).__name__}")
-    if not 0 <= int(n) < 1 << bits:
-        raise OverflowError(f"{what} must be in [0, 2^{bits}), got {int(n)}")
-    return int(n)
-
-
-def _real(x: _t.Any, what: str) -> float:
-    """x as a Python float; a TypeError names the argument."""
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        raise TypeError(f"{what} must be a real number, not "
-                        f"{type(x).__name__}") from None
-
-
-def _real32(x: _t.Any, what: str) -> float:
-    """x as a float for a C float: rounded to float32, and refused with a
-    ValueError where a finite value would become inf."""
-    f = _real(x, what)
-    if _math.isfinite(f) and abs(f) > float(_np.finfo(_np.float32).max):
-        with _np.errstate(over="ignore"):
-            if not _math.isfinite(float(_np.float32(f))):
-                raise ValueError(f"{what} (float32): {f!r} overflows float32 "
-                                 f"(largest finite "
-                                 f"{_np.finfo(_np.float32).max!s})")
-    return f
-
-
 # ---------------------------------------------------------------------------
 # Values into typed fields: exact conversions only
 # ---------------------------------------------------------------------------
 
 
-def _cast(v: _np.ndarray, to: _np.dtype, what: str) -> _np.ndarray:
+def _cast(v: _Array, to: _DType, what: str) -> _Array:
     """v converted to the scalar dtype `to`, when every value converts
     exactly. The rule (ReplayBuffer.add states it):
 
@@ -211,12 +188,12 @@ def _cast(v: _np.ndarray, to: _np.dtype, what: str) -> _np.ndarray:
     return out
 
 
-def _dname(dt: _np.dtype) -> str:
+def _dname(dt: _DType) -> str:
     """A dtype as messages name it: float32, S4, datetime64[s]."""
     return dt.name if dt.kind in "biufc" else dt.str.lstrip("|<>=")
 
 
-def _refuse(v: _np.ndarray, bad: _np.ndarray, what: str, to: _np.dtype,
+def _refuse(v: _Array, bad: _Array, what: str, to: _DType,
             reason: str) -> None:
     """ValueError for the first value of v where bad holds, if any."""
     if bad.any():
@@ -225,7 +202,7 @@ def _refuse(v: _np.ndarray, bad: _np.ndarray, what: str, to: _np.dtype,
         raise ValueError(f"{what} ({_dname(to)}): {shown} {reason}")
 
 
-def _check_int_range(v: _np.ndarray, to: _np.dtype, what: str) -> None:
+def _check_int_range(v: _Array, to: _DType, what: str) -> None:
     """v (bool, integer or float) into the integer dtype `to`: whole
     numbers in its range only. Compared as Python ints and floats, which
     compare exactly, where NumPy may compare through float64."""
@@ -249,7 +226,7 @@ def _check_int_range(v: _np.ndarray, to: _np.dtype, what: str) -> None:
     raise ValueError(f"{what} ({_dname(to)}): {x!r} is outside [{lo}, {hi}]")
 
 
-def _check_exact(v: _np.ndarray, out: _np.ndarray, to: _np.dtype, what: str) -> None:
+def _check_exact(v: _Array, out: _Array, to: _DType, what: str) -> None:
     """Integers v into the float or complex dtype `to` (out, converted):
     each must come out as the same number. Integers of magnitude up to
     2^(significand bits) always do; the larger ones are compared one by
@@ -269,7 +246,7 @@ def _check_exact(v: _np.ndarray, out: _np.ndarray, to: _np.dtype, what: str) -> 
                              f"has no exact {_dname(to)} value")
 
 
-def _cast_objects(v: _np.ndarray, to: _np.dtype, what: str) -> _np.ndarray:
+def _cast_objects(v: _Array, to: _DType, what: str) -> _Array:
     """An object array (NumPy makes one of Python ints past 64 bits) into
     `to`, by the rule of _cast: Python ints only, checked one by one."""
     xs = v.ravel().tolist()
@@ -326,7 +303,7 @@ class SumTree(_per._SumTree):
     def __len__(self) -> int:
         return self.capacity
 
-    def set_batch(self, idx: _t.Any, val: _t.Any) -> None:
+    def set_batch(self, idx: _ArrayLike, val: _ArrayLike) -> None:
         """Leaves idx[j] = val[j]; validated first, the last duplicate
         wins (per_tree_set_batch). idx and val are 1-D, of one length."""
         i = _vector(idx, "SumTree.set_batch: idx")
@@ -337,18 +314,18 @@ class SumTree(_per._SumTree):
         self._set_batch(_indices(i, "SumTree.set_batch: idx", 32),
                         _floats(v, "SumTree.set_batch: val", _np.float64))
 
-    def set_range(self, first: int, val: _t.Any) -> None:
+    def set_range(self, first: int, val: _ArrayLike) -> None:
         """Leaves first + j = val[j] (per_tree_set_range); val is 1-D."""
         v = _vector(val, "SumTree.set_range: val")
         self._set_range(first, _floats(v, "SumTree.set_range: val", _np.float64))
 
-    def build(self, val: _t.Any) -> None:
+    def build(self, val: _ArrayLike) -> None:
         """Leaf i = val[i], the rest 0, every node recomputed
         (per_tree_build); val is 1-D."""
         v = _vector(val, "SumTree.build: val")
         self._build(_floats(v, "SumTree.build: val", _np.float64))
 
-    def values(self, idx: _t.Any = None) -> _np.ndarray:
+    def values(self, idx: _t.Optional[_ArrayLike] = None) -> _Array:
         """The leaves idx (all `capacity` when None), as float64."""
         if idx is None:
             nodes = self.nodes()
@@ -358,14 +335,14 @@ class SumTree(_per._SumTree):
         self._get_into(i, out)
         return out
 
-    def nodes(self) -> _np.ndarray:
+    def nodes(self) -> _Array:
         """A copy of the node array (2L float64, root at 1, leaves at
         [L, L + capacity)): the layout per_cuda and the C library share."""
         out = _np.empty(2 * self.leaves, _np.float64)
         self._nodes_into(out)
         return out
 
-    def sample(self, batch_size: int, rng: Rng) -> _t.Tuple[_np.ndarray, _np.ndarray]:
+    def sample(self, batch_size: int, rng: Rng) -> _t.Tuple[_Array, _Array]:
         """Stratified batch (per_tree_sample): (leaf indices uint32, their
         values float64); P(i) = value / total."""
         B = _count(batch_size, "SumTree.sample: batch_size")
@@ -374,7 +351,7 @@ class SumTree(_per._SumTree):
         self._sample(rng, B, idx, val)
         return idx, val
 
-    def sample_iid(self, k: int, rng: Rng) -> _t.Tuple[_np.ndarray, _np.ndarray]:
+    def sample_iid(self, k: int, rng: Rng) -> _t.Tuple[_Array, _Array]:
         """k independent draws proportional to the leaves
         (per_tree_sample_iid)."""
         k = _count(k, "SumTree.sample_iid: k")
@@ -391,7 +368,7 @@ class UniformSampler(_per._UniformSampler):
     def __init__(self, capacity: int) -> None:
         super().__init__(capacity)
 
-    def sample(self, k: int, rng: Rng) -> _np.ndarray:
+    def sample(self, k: int, rng: Rng) -> _Array:
         """k distinct indices in [0, n), uniform, in random order."""
         k = _count(k, "UniformSampler.sample: k")
         out = _np.empty(k, _np.uint32)
@@ -406,7 +383,7 @@ class CategoricalSampler(_per._CategoricalSampler):
     def __init__(self, max_k: int) -> None:
         super().__init__(max_k)
 
-    def sample(self, tree: SumTree, k: int, rng: Rng) -> _t.Tuple[_np.ndarray, _np.ndarray]:
+    def sample(self, tree: SumTree, k: int, rng: Rng) -> _t.Tuple[_Array, _Array]:
         """k distinct leaves by successive sampling, in pick order: (indices
         uint32, values float64). The tree is unchanged afterwards."""
         k = _count(k, "CategoricalSampler.sample: k")
@@ -421,66 +398,10 @@ class CategoricalSampler(_per._CategoricalSampler):
 # ---------------------------------------------------------------------------
 
 
-def _aligned(dt: _np.dtype) -> bool:
-    """Every field of dt at a multiple of its alignment, and dt's size a
-    multiple of the largest: each field of an array of dt then has strides
-    that are multiples of its element size."""
-    align = 1
-    for name in dt.names:
-        f, off = dt.fields[name][0], dt.fields[name][1]
-        a = f.base.alignment
-        if off % a:
-            return False
-        align = max(align, a)
-    return dt.itemsize % align == 0
-
-
-def _item_dtype(item: ItemSpec, align: bool = False) -> _np.dtype:
-    """The structured dtype of one stored item. A dict maps field names to
-    a dtype, a (dtype, shape) pair or an example array; a dtype without
-    fields becomes the single field "item". align: each field at an offset
-    that is a multiple of its alignment and the size a multiple of the
-    largest (NumPy's align=True, C's struct layout), so that every field
-    of a batch can be viewed by PyTorch or DLPack without a copy."""
-    if isinstance(item, _t.Mapping):
-        fields = []
-        for name, spec in item.items():
-            if isinstance(spec, _np.ndarray):
-                fields.append((name, spec.dtype, spec.shape))
-            elif isinstance(spec, tuple) and len(spec) == 2:
-                dt, shape = spec
-                shape = (shape,) if isinstance(shape, (int, _np.integer)) else tuple(shape)
-                fields.append((name, _np.dtype(dt), shape))
-            else:
-                fields.append((name, _np.dtype(spec), ()))
-        if not fields:
-            raise ValueError("an item needs at least one field")
-        dt = _np.dtype(fields, align=align)
-    else:
-        dt = _np.dtype(item)
-        if dt.names is None:
-            dt = _np.dtype([("item", dt)], align=align)
-        elif align and not _aligned(dt):
-            raise ValueError(f"align=True: {dt} has a field off its alignment "
-                             "or a size that is not a multiple of the largest; "
-                             "make it with np.dtype(..., align=True)")
-    if dt.hasobject:
-        raise TypeError("items are stored as bytes: no Python objects in the dtype")
-    clash = [name for name in dt.names if name in _SAMPLE_KEYS]
-    if clash:
-        raise ValueError(f"field name {clash[0]!r} is taken by sample()'s own "
-                         f"outputs {sorted(_SAMPLE_KEYS)}: rename the field")
-    return dt
-
-
-# sample()'s outputs besides the item's fields
-_SAMPLE_KEYS = frozenset(("ids", "weights", "mask", "end", "trajectory"))
-
-
 _LAYOUT_MAX = 511  # per.h's PER_LAYOUT_MAX - 1
 
 
-def _layout_of(dt: _np.dtype) -> str:
+def _layout_of(dt: _DType) -> str:
     """The layout text a ReplayBuffer of items dt names (checkpoints keep
     it; a load refuses a file of another): "numpy:" and the dtype's descr
     as compact JSON, or, past 511 chars, "numpy-sha256:" and the digest of
@@ -504,48 +425,44 @@ def _descr(x: _t.Any) -> _t.Any:
     return x
 
 
-def _dtype_of_layout(text: str) -> _t.Optional[_np.dtype]:
+def _dtype_of_layout(text: str) -> _t.Optional[_DType]:
     """The dtype a "numpy:" layout text names, or None."""
     if not text.startswith("numpy:"):
         return None
-    return _np.dtype(_descr(_json.loads(text[len("numpy:"):])))
+    dt: _DType = _np.dtype(_descr(_json.loads(text[len("numpy:"):])))
+    return dt
 
 
 def _items(n: _t.Optional[int]) -> str:
     return "one item" if n is None else f"a batch of {n}"
 
 
-class Batch(dict):  # type: ignore[type-arg]
+if _t.TYPE_CHECKING:
+    _BatchBase = _t.Dict[str, _Array]
+else:
+    _BatchBase = dict
+
+
+class Batch(_BatchBase):
     """What ReplayBuffer.sample returns: a dict of arrays, the item's fields
     (views of .records, the record array they share) and "ids",
     "weights", and with the options "mask", "end", "trajectory". Pass it
     back as sample(..., out=batch) to draw into the same memory."""
 
-    def __init__(self, records: _np.ndarray) -> None:
-        super().__init__((name, records[name]) for name in records.dtype.names)
-        self.records: _np.ndarray = records
+    def __init__(self, records: _Array) -> None:
+        super().__init__((name, records[name])
+                         for name in records.dtype.names or ())
+        self.records: _Array = records
 
 
-def _buffer_args(call: str, capacity: int, alpha: float, beta0: float,
-                 beta1: float, beta_steps: int, eps: float, max_priority: float,
-                 seed: int, flags: int, weights_buffer_max: bool,
-                 cross_episodes: bool, max_unique: _t.Optional[int],
-                 seq_len: int, seq_stride: int,
-                 seq_eta: float) -> _t.Tuple[_t.Any, ...]:
-    """per_config's fields after capacity and item_size, in the C order,
-    the doubles checked and max_unique=None made the C default."""
-    if max_unique is None:
-        # the C default; a capacity C refuses is reported by the init, not
-        # here
-        max_unique = (config_default(capacity, 1)["max_unique"]
-                      if 0 < capacity <= 2**31 else 1)
-    flags |= (_per.WEIGHTS_BUFFER_MAX if weights_buffer_max else 0) | (
-        _per.SEQ_CROSS_EPISODES if cross_episodes else 0)
-    r = call + ": "
-    return (_real(alpha, r + "alpha"), _real(beta0, r + "beta0"),
-            _real(beta1, r + "beta1"), beta_steps, _real(eps, r + "eps"),
-            _real(max_priority, r + "max_priority"), seed, flags, max_unique,
-            seq_len, seq_stride, _real(seq_eta, r + "seq_eta"))
+class _RecordMaker(_t.Protocol):
+    """What ReplayBuffer._records and _from_fields need of self (per.mpi.Feed
+    makes its batches with them too)."""
+
+    dtype: _DType
+
+    def _from_fields(self, values: _t.Mapping[str, object], call: str,
+                     batch: bool) -> _Array: ...
 
 
 class ReplayBuffer(_per._Buffer):
@@ -563,35 +480,16 @@ class ReplayBuffer(_per._Buffer):
     (min(capacity, 65536)).
     """
 
-    def __init__(
-        self,
-        capacity: int,
-        item: ItemSpec,
-        *,
-        alpha: float = 0.6,
-        beta0: float = 0.4,
-        beta1: float = 1.0,
-        beta_steps: int = 200_000,
-        eps: float = 1e-6,
-        max_priority: float = 1.0,
-        seed: int = 0,
-        weights_buffer_max: bool = False,
-        max_unique: _t.Optional[int] = None,
-        seq_len: int = 0,
-        seq_stride: int = 0,
-        seq_eta: float = 0.9,
-        cross_episodes: bool = False,
-        live_max: bool = False,
-        align: bool = False,
-    ) -> None:
+    def __init__(self, capacity: int, item: ItemSpec, *, align: bool = False,
+                 **config: "_Unpack[_config.ReplayKeywords]") -> None:
+        _config.check_keywords("ReplayBuffer.__init__", config,
+                               _config.REPLAY_KEYS)
         dt = _item_dtype(item, align)
         capacity = _count(capacity, "ReplayBuffer: capacity")
-        flags = _per.MAX_LIVE if live_max else 0
-        super().__init__(capacity, dt.itemsize, *_buffer_args(
-            "ReplayBuffer", capacity, alpha, beta0, beta1, beta_steps, eps,
-            max_priority, seed, flags, weights_buffer_max, cross_episodes,
-            max_unique, seq_len, seq_stride, seq_eta))
-        self.dtype: _np.dtype = dt
+        super().__init__(_config.c_config(
+            "ReplayBuffer", _config.REPLAY_KEYS, config,
+            {"capacity": capacity, "item_size": dt.itemsize}))
+        self.dtype: _DType = dt
         self._set_layout(_layout_of(dt))
         # fixed for the buffer's life (load refuses another capacity or
         # seq_len); kept here so sample() does not build the config dict
@@ -601,8 +499,9 @@ class ReplayBuffer(_per._Buffer):
 
     # -- adding ------------------------------------------------------------
 
-    def _records(self, item: _t.Any, fields: _t.Dict[str, _t.Any], call: str,
-                 batch: bool = False) -> _np.ndarray:
+    def _records(self: "_RecordMaker", item: object,
+                 fields: _t.Mapping[str, object], call: str,
+                 batch: bool = False) -> _Array:
         """The items to add as a 1-D contiguous array of self.dtype; with
         batch, only input with a leading batch axis is taken. Nothing is
         written to the buffer here: a refusal leaves it as it was."""
@@ -613,7 +512,7 @@ class ReplayBuffer(_per._Buffer):
         if item is None:
             item = fields
         if isinstance(item, _t.Mapping):
-            got, names = set(item.keys()), set(dt.names)
+            got, names = set(item.keys()), set(dt.names or ())
             if got != names:
                 raise ValueError(f"{call}: fields do not match the item: "
                                  f"missing {sorted(names - got)}, unknown "
@@ -632,16 +531,17 @@ class ReplayBuffer(_per._Buffer):
                              f"got shape {arr.shape}")
         if arr.dtype == dt:
             return _np.ascontiguousarray(arr.reshape(-1))
-        if set(arr.dtype.names) != set(dt.names):
+        if set(arr.dtype.names) != set(dt.names or ()):
             raise TypeError(f"{call}: records with the fields "
                             f"{list(arr.dtype.names)}, the buffer's are "
-                            f"{list(dt.names)}")
+                            f"{list(dt.names or ())}")
         # the same fields in another layout or of other types: field by
         # field, by the rule of add()
-        return self._from_fields({n: arr[n] for n in dt.names}, call, batch)
+        return self._from_fields({n: arr[n] for n in dt.names or ()}, call,
+                                 batch)
 
-    def _from_fields(self, values: _t.Mapping[str, _t.Any], call: str,
-                     batch: bool) -> _np.ndarray:
+    def _from_fields(self: "_RecordMaker", values: _t.Mapping[str, object],
+                     call: str, batch: bool) -> _Array:
         """Records from one value or array per field: each field's shape is
         the item's (one item; not with batch) or (n,) + the item's (n
         items), n alike for every field; each value converted by the rule
@@ -651,7 +551,7 @@ class ReplayBuffer(_per._Buffer):
         n: _t.Optional[int] = None
         first = ""
         conv = {}
-        for name in dt.names:
+        for name in dt.names or ():
             label = "item array" if plain else f"field {name!r}"
             base, fshape = dt[name].base, dt[name].shape
             v = _np.asarray(values[name])
@@ -678,8 +578,9 @@ class ReplayBuffer(_per._Buffer):
             rec[name] = v
         return rec
 
-    def add(self, item: _t.Any = None, *, ends: _t.Any = None, td: _t.Any = None,
-            **fields: _t.Any) -> None:
+    def add(self, item: _ItemsIn = None,
+            *, ends: _t.Optional[_ArrayLike] = None,
+            td: _t.Optional[_ArrayLike] = None, **fields: _ArrayLike) -> None:
         """Store one item or a batch, as one trajectory.
 
         item: a record or 1-D array of self.dtype, or a dict of field ->
@@ -706,8 +607,10 @@ class ReplayBuffer(_per._Buffer):
         self._add_records(self._records(item, fields, "ReplayBuffer.add"),
                           ends, "ReplayBuffer.add", td)
 
-    def add_batch(self, items: _t.Any = None, *, ends: _t.Any = None, td: _t.Any = None,
-                  **fields: _t.Any) -> None:
+    def add_batch(self, items: _ItemsIn = None,
+                  *, ends: _t.Optional[_ArrayLike] = None,
+                  td: _t.Optional[_ArrayLike] = None,
+                  **fields: _ArrayLike) -> None:
         """add() for batches only: the records, or every field, must have a
         leading batch axis (a batch of one is shape (1, ...), never read as
         one item; a single record is refused with ValueError). Zero items
@@ -716,8 +619,8 @@ class ReplayBuffer(_per._Buffer):
         call = "ReplayBuffer.add_batch"
         self._add_records(self._records(items, fields, call, batch=True), ends, call, td)
 
-    def _add_records(self, rec: _np.ndarray, ends: _t.Any, call: str,
-                     td: _t.Any = None) -> None:
+    def _add_records(self, rec: _Array, ends: _t.Optional[_ArrayLike], call: str,
+                     td: _t.Optional[_ArrayLike] = None) -> None:
         n = rec.shape[0]
         t = None
         if td is not None:
@@ -847,19 +750,11 @@ class ReplayBuffer(_per._Buffer):
 
     def _init_kwargs(self) -> _t.Dict[str, _t.Any]:
         c = self.config
-        f = c["flags"]
-        return {"capacity": c["capacity"], "alpha": c["alpha"],
-                "beta0": c["beta0"], "beta1": c["beta1"],
-                "beta_steps": c["beta_steps"], "eps": c["eps"],
-                "max_priority": c["max_priority"], "seed": c["seed"],
-                "weights_buffer_max": bool(f & _per.WEIGHTS_BUFFER_MAX),
-                "max_unique": c["max_unique"], "seq_len": c["seq_len"],
-                "seq_stride": c["seq_stride"], "seq_eta": c["seq_eta"],
-                "cross_episodes": bool(f & _per.SEQ_CROSS_EPISODES),
-                "live_max": bool(f & _per.MAX_LIVE)}
+        return {"capacity": c["capacity"],
+                **_config.keywords(c, _config.REPLAY_KEYS)}
 
-    def _ids_td(self, ids: _t.Any, td: _t.Any, call: str,
-                seq: bool) -> _t.Tuple[_np.ndarray, _np.ndarray]:
+    def _ids_td(self, ids: _ArrayLike, td: _ArrayLike, call: str,
+                seq: bool) -> _t.Tuple[_Array, _Array]:
         """ids 1-D; td of shape (len(ids),), or (len(ids), seq_len) for
         sequences: any other shape is refused, never flattened."""
         i = _vector(ids, f"{call}: ids")
@@ -871,14 +766,14 @@ class ReplayBuffer(_per._Buffer):
         return (_indices(i, f"{call}: ids", 64),
                 _floats(t, f"{call}: td", _np.float32))
 
-    def update(self, ids: _t.Any, td: _t.Any) -> int:
+    def update(self, ids: _ArrayLike, td: _ArrayLike) -> int:
         """Priorities (|td| + eps)^alpha for the sampled ids
         (per_buffer_update; td is rounded to float32 as in C). ids is 1-D
         and td has its shape, one value per id. Returns how many ids were
         stale (their slot overwritten since the draw)."""
         return self._update(*self._ids_td(ids, td, "ReplayBuffer.update", False), False)
 
-    def update_sequences(self, ids: _t.Any, td: _t.Any) -> int:
+    def update_sequences(self, ids: _ArrayLike, td: _ArrayLike) -> int:
         """per_buffer_update_seq: td holds seq_len values per id, shape
         (len(ids), seq_len)."""
         call = "ReplayBuffer.update_sequences"
@@ -896,30 +791,30 @@ class ReplayBuffer(_per._Buffer):
     @property
     def step(self) -> int:
         """Sample calls so far (the beta schedule's clock)."""
-        return self.counters["step"]
+        return int(self.counters["step"])
 
     @property
     def added(self) -> int:
         """Items added in total."""
-        return self.counters["added"]
+        return int(self.counters["added"])
 
     @property
-    def storage(self) -> _np.ndarray:
+    def storage(self) -> _Array:
         """The item ring, slots [0, len(self)), as a read-only view (no
         copy): slot order, not age order."""
-        return _np.frombuffer(self, dtype=self.dtype)[: self.size]
+        return _np.frombuffer(memoryview(self), dtype=self.dtype)[: self.size]
 
-    def priorities(self) -> _np.ndarray:
+    def priorities(self) -> _Array:
         """A copy of the leaves of slots [0, capacity) (0 where empty)."""
         out = _np.empty(self.capacity, _np.float64)
         self._leaves_into(out, False)
         return out
 
-    def save(self, path: _t.Union[str, _os.PathLike]) -> None:
+    def save(self, path: _PathArg) -> None:
         """per_buffer_save: the whole state, atomically replacing path."""
         self._save(_os.fspath(path))
 
-    def save_async(self, path: _t.Union[str, _os.PathLike]) -> "_futures.Future[None]":
+    def save_async(self, path: _PathArg) -> "_futures.Future[None]":
         """The non-blocking save: the state is copied now (memcpy speed,
         per_buffer_snapshot; the buffer is free again once this returns)
         and written to path by a thread of its own with per_buffer_save's
@@ -943,7 +838,7 @@ class ReplayBuffer(_per._Buffer):
         _threading.Thread(target=write, name="per-save", daemon=False).start()
         return fut
 
-    def load(self, path: _t.Union[str, _os.PathLike]) -> None:
+    def load(self, path: _PathArg) -> None:
         """per_buffer_load: replace the state with the file's (validated
         completely first; the buffer is unchanged on error).
 
@@ -959,7 +854,7 @@ class ReplayBuffer(_per._Buffer):
         self._load(_os.fspath(path))
 
     @classmethod
-    def from_file(cls, path: _t.Union[str, _os.PathLike],
+    def from_file(cls, path: _PathArg,
                   item: _t.Optional[ItemSpec] = None) -> "ReplayBuffer":
         """A buffer made from the file's header (per_ckpt_read_info): its
         capacity, config and item dtype, and loaded with the file. item is
@@ -983,21 +878,19 @@ class ReplayBuffer(_per._Buffer):
         if dt.itemsize != info["item_size"]:
             raise ValueError(f"{call}: item= is {dt.itemsize} bytes, the "
                              f"file's items are {info['item_size']}")
-        buf = cls(info["capacity"], dt, alpha=info["alpha"],
-                  beta0=info["beta0"], beta1=info["beta1"],
-                  beta_steps=info["beta_steps"], eps=info["eps"],
-                  max_priority=info["max_priority"], seed=info["seed"],
-                  weights_buffer_max=bool(info["flags"] & _per.WEIGHTS_BUFFER_MAX),
-                  max_unique=info["max_unique"], seq_len=info["seq_len"],
-                  seq_stride=info["seq_stride"], seq_eta=info["seq_eta"],
-                  cross_episodes=bool(info["flags"] & _per.SEQ_CROSS_EPISODES),
-                  live_max=bool(info["flags"] & _per.MAX_LIVE))
+        buf = cls(info["capacity"], dt,
+                  **_config.keywords(info, _config.REPLAY_KEYS))
         buf.load(p)
         return buf
 
-    def load_shard(self, path: _t.Union[str, _os.PathLike], rank: int, world: int) -> None:
+    def load_shard(self, path: _PathArg, rank: int, world: int) -> None:
         """per_buffer_load_shard: items rank, rank + world, ... of the file."""
         self._load_shard(_os.fspath(path), rank, world)
+
+
+# help() and inspect.signature show the keywords with the C defaults
+_config.signature(ReplayBuffer.__init__, _config.REPLAY_KEYS,
+                  _config.defaults(1, 1), _config.ReplayKeywords)
 
 
 # ---------------------------------------------------------------------------
@@ -1005,20 +898,14 @@ class ReplayBuffer(_per._Buffer):
 # ---------------------------------------------------------------------------
 
 
-def _restore_buffer(cls: type, kwargs: _t.Dict[str, _t.Any], dtype: _np.dtype,
-                    data: bytes) -> "ReplayBuffer":
+def _restore_buffer(cls: "type[ReplayBuffer]", kwargs: _t.Dict[str, _t.Any],
+                    dtype: _DType, data: bytes) -> "ReplayBuffer":
     """The other half of ReplayBuffer.__reduce__."""
     kw = dict(kwargs)
     capacity = kw.pop("capacity")
     buf = cls(capacity, dtype, **kw)
     buf._load_mem(data)
     return buf
-
-
-def _shape(s: _t.Any, what: str) -> _t.Tuple[int, ...]:
-    if isinstance(s, (int, _np.integer)):
-        return (_count(s, what),)
-    return tuple(_count(x, what) for x in s)
 
 
 class NStep(_per._NStep):
@@ -1032,10 +919,10 @@ class NStep(_per._NStep):
         self,
         n: int,
         gamma: float,
-        obs_shape: _t.Any = (),
-        obs_dtype: _t.Any = _np.float32,
-        action_shape: _t.Any = (),
-        action_dtype: _t.Any = _np.int32,
+        obs_shape: _ShapeLike = (),
+        obs_dtype: _DTypeLike = _np.float32,
+        action_shape: _ShapeLike = (),
+        action_dtype: _DTypeLike = _np.int32,
     ) -> None:
         self.obs_dtype = _np.dtype(obs_dtype)
         self.obs_shape = _shape(obs_shape, "NStep: obs_shape")
@@ -1045,7 +932,7 @@ class NStep(_per._NStep):
         act_size = self.action_dtype.itemsize * int(_np.prod(self.action_shape, dtype=_np.int64))
         super().__init__(n, _real32(gamma, "NStep: gamma"), obs_size, act_size)
         lay = self.layout
-        self.item_dtype: _np.dtype = _np.dtype({
+        self.item_dtype: _DType = _np.dtype({
             "names": ["obs", "action", "reward", "discount", "done", "next_obs"],
             "formats": [(self.obs_dtype, self.obs_shape),
                         (self.action_dtype, self.action_shape), _np.float32,
@@ -1056,15 +943,16 @@ class NStep(_per._NStep):
         })
 
     @staticmethod
-    def _array(o: _t.Any, dtype: _np.dtype, shape: _t.Tuple[int, ...], what: str) -> _np.ndarray:
+    def _array(o: _ArrayLike, dtype: _DType, shape: _t.Tuple[int, ...], what: str) -> _Array:
         a = _np.asarray(o)
         if a.shape != shape:
             raise ValueError(f"{what} has shape {a.shape}, the adder's is {shape}")
         a = _cast(a, dtype, what)
         return a if a.flags.c_contiguous else a.copy()
 
-    def step(self, buffer: ReplayBuffer, obs: _t.Any, action: _t.Any, reward: float,
-             next_obs: _t.Any, terminated: bool = False, truncated: bool = False) -> None:
+    def step(self, buffer: ReplayBuffer, obs: _ArrayLike, action: _ArrayLike,
+             reward: float, next_obs: _ArrayLike, terminated: bool = False,
+             truncated: bool = False) -> None:
         """One environment step (per_nstep_step): emits to buffer the items
         that are complete. obs, action and next_obs convert to the adder's
         dtypes as values convert in ReplayBuffer.add (exactly, or refused
@@ -1077,20 +965,20 @@ class NStep(_per._NStep):
                    self._array(next_obs, self.obs_dtype, self.obs_shape, c + "next_obs"),
                    bool(terminated), bool(truncated))
 
-    def save(self, path: _t.Union[str, _os.PathLike]) -> None:
+    def save(self, path: _PathArg) -> None:
         """The pending steps of this adder (save_nstep([self], path))."""
         _per.nstep_save([self], _os.fspath(path))
 
-    def load(self, path: _t.Union[str, _os.PathLike]) -> None:
+    def load(self, path: _PathArg) -> None:
         _per.nstep_load([self], _os.fspath(path))
 
 
-def save_nstep(adders: _t.Sequence[NStep], path: _t.Union[str, _os.PathLike]) -> None:
+def save_nstep(adders: _t.Sequence[NStep], path: _PathArg) -> None:
     """per_nstep_save: the pending steps of several adders in one file."""
     _per.nstep_save(list(adders), _os.fspath(path))
 
 
-def load_nstep(adders: _t.Sequence[NStep], path: _t.Union[str, _os.PathLike]) -> None:
+def load_nstep(adders: _t.Sequence[NStep], path: _PathArg) -> None:
     """per_nstep_load: the file's pending steps into adders made with the
     same configs (all unchanged on error)."""
     _per.nstep_load(list(adders), _os.fspath(path))
@@ -1116,60 +1004,44 @@ class FrameBuffer(_per._Frames):
     def __init__(
         self,
         capacity: int,
-        frame_shape: _t.Any = (84, 84),
-        frame_dtype: _t.Any = _np.uint8,
+        frame_shape: _ShapeLike = (84, 84),
+        frame_dtype: _DTypeLike = _np.uint8,
         *,
         stack: int = 4,
-        n: int = 1,
-        gamma: float = 0.99,
-        action_shape: _t.Any = (),
-        action_dtype: _t.Any = _np.int64,
-        lanes: int = 1,
-        frames: int = 0,
-        alpha: float = 0.6,
-        beta0: float = 0.4,
-        beta1: float = 1.0,
-        beta_steps: int = 200_000,
-        eps: float = 1e-6,
-        max_priority: float = 1.0,
-        seed: int = 0,
-        weights_buffer_max: bool = False,
-        max_unique: _t.Optional[int] = None,
-        seq_len: int = 0,
-        seq_stride: int = 0,
-        seq_eta: float = 0.9,
-        cross_episodes: bool = False,
+        action_shape: _ShapeLike = (),
+        action_dtype: _DTypeLike = _np.int64,
+        **config: "_Unpack[_config.FrameKeywords]",
     ) -> None:
         c = "FrameBuffer: "
-        self.frame_dtype = _np.dtype(frame_dtype)
-        self.frame_shape = _shape(frame_shape, c + "frame_shape")
-        self.action_dtype = _np.dtype(action_dtype)
-        self.action_shape = _shape(action_shape, c + "action_shape")
+        _config.check_keywords("FrameBuffer.__init__", config,
+                               _config.FRAME_KEYS)
+        self.frame_dtype: _DType = _np.dtype(frame_dtype)
+        self.frame_shape: _t.Tuple[int, ...] = _shape(frame_shape, c + "frame_shape")
+        self.action_dtype: _DType = _np.dtype(action_dtype)
+        self.action_shape: _t.Tuple[int, ...] = _shape(action_shape, c + "action_shape")
         fb = self.frame_dtype.itemsize * int(_np.prod(self.frame_shape, dtype=_np.int64))
         ab = self.action_dtype.itemsize * int(_np.prod(self.action_shape, dtype=_np.int64))
         capacity = _count(capacity, c + "capacity")
-        super().__init__(capacity, fb, stack, n, _real32(gamma, c + "gamma"), ab,
-                         lanes, frames, *_buffer_args(
-                             "FrameBuffer", capacity, alpha, beta0, beta1,
-                             beta_steps, eps, max_priority, seed, 0,
-                             weights_buffer_max, cross_episodes, max_unique,
-                             seq_len, seq_stride, seq_eta))
+        super().__init__(_config.c_config(
+            "FrameBuffer", _config.FRAME_KEYS, config,
+            {"capacity": capacity, "frame_bytes": fb, "stack": stack,
+             "action_size": ab}))
         cfg = self.config
         self._stack: int = cfg["stack"]
         self._lanes: int = cfg["lanes"]
         self._seq_len: int = max(cfg["buffer"]["seq_len"], 1)
         self._capacity: int = cfg["buffer"]["capacity"]
 
-    def _arr(self, o: _t.Any, dtype: _np.dtype, shape: _t.Tuple[int, ...],
-             what: str) -> _np.ndarray:
+    def _arr(self, o: _ArrayLike, dtype: _DType, shape: _t.Tuple[int, ...],
+             what: str) -> _Array:
         a = _np.asarray(o)
         if a.shape != shape:
             raise ValueError(f"{what} has shape {a.shape}, needs {shape}")
         a = _cast(a, dtype, what)
         return a if a.flags.c_contiguous else a.copy()
 
-    def step(self, obs_frame: _t.Any, action: _t.Any, reward: float,
-             next_frame: _t.Any, terminated: bool = False,
+    def step(self, obs_frame: _ArrayLike, action: _ArrayLike, reward: float,
+             next_frame: _ArrayLike, terminated: bool = False,
              truncated: bool = False, *, lane: int = 0) -> None:
         """One environment step of `lane` (per_frames_step). obs_frame and
         next_frame have frame_shape (the newest frame of each observation:
@@ -1183,9 +1055,9 @@ class FrameBuffer(_per._Frames):
                    self._arr(next_frame, self.frame_dtype, self.frame_shape, c + "next_frame"),
                    bool(terminated), bool(truncated))
 
-    def step_lanes(self, obs_frames: _t.Any, actions: _t.Any, rewards: _t.Any,
-                   next_frames: _t.Any, terminated: _t.Any,
-                   truncated: _t.Any) -> None:
+    def step_lanes(self, obs_frames: _ArrayLike, actions: _ArrayLike,
+                   rewards: _ArrayLike, next_frames: _ArrayLike,
+                   terminated: _ArrayLike, truncated: _ArrayLike) -> None:
         """One step of every lane, lane 0 first (a vector environment's
         step): arrays with a leading axis of `lanes`. A reward that is not
         finite is refused before any lane steps."""
@@ -1212,8 +1084,8 @@ class FrameBuffer(_per._Frames):
         beta: _t.Optional[float] = None,
         window: int = 0,
         sequences: bool = False,
-        out: _t.Optional[_t.Dict[str, _np.ndarray]] = None,
-    ) -> _t.Dict[str, _np.ndarray]:
+        out: _t.Optional[_t.Dict[str, _Array]] = None,
+    ) -> _t.Dict[str, _Array]:
         """Draw batch_size transitions (per_frames_sample) among those
         whose frames are all stored: a dict of "obs" and "next_obs" (shape
         (batch_size, stack) + frame_shape), "action", "reward",
@@ -1267,7 +1139,7 @@ class FrameBuffer(_per._Frames):
                      out["weights"], mask)
         return out
 
-    def update(self, ids: _t.Any, td: _t.Any) -> int:
+    def update(self, ids: _ArrayLike, td: _ArrayLike) -> int:
         """Priorities from TD errors for the sampled ids (per_frames_update);
         td has the shape of ids. Returns how many ids were stale."""
         c = "FrameBuffer.update"
@@ -1279,11 +1151,11 @@ class FrameBuffer(_per._Frames):
         return self._update(_indices(i, f"{c}: ids", 64),
                             _floats(t, f"{c}: td", _np.float32))
 
-    def save(self, path: _t.Union[str, _os.PathLike]) -> None:
+    def save(self, path: _PathArg) -> None:
         """per_frames_save: one atomic file, every frame in the ring once."""
         self._save(_os.fspath(path))
 
-    def load(self, path: _t.Union[str, _os.PathLike]) -> None:
+    def load(self, path: _PathArg) -> None:
         """per_frames_load: replace the state with the file's; the buffer
         must have been made with the saved arguments (per.Error
         PER_ERR_MISMATCH names the first that differs). Unchanged on
@@ -1308,6 +1180,27 @@ class FrameBuffer(_per._Frames):
         return self.counters["restarts"]
 
 
+_config.signature(FrameBuffer.__init__, _config.FRAME_KEYS,
+                  _config.frame_defaults(1, 1, 4, 1), _config.FrameKeywords)
+
+
+class _Rollout(_t.TypedDict):
+    """What Trajectory.build returns."""
+
+    steps: _Array
+    ends: _Array
+    once: _t.Optional[_Array]
+    id: int
+
+
+class _Added(_t.TypedDict):
+    """What Trajectory.add_to returns."""
+
+    n: int
+    once: _t.Optional[_Array]
+    id: int
+
+
 class Trajectory(_per._Traj):
     """A rollout collected field by field, then added to a ReplayBuffer in
     one call (per_traj, seed 003's accumulator): `capacity` steps at most.
@@ -1322,15 +1215,15 @@ class Trajectory(_per._Traj):
 
     def __init__(self, capacity: int, step: ItemSpec,
                  once: _t.Optional[ItemSpec] = None) -> None:
-        self.dtype: _np.dtype = _item_dtype(step)
-        self.once_dtype: _t.Optional[_np.dtype] = (
+        self.dtype: _DType = _item_dtype(step)
+        self.once_dtype: _t.Optional[_DType] = (
             _item_dtype(once) if once is not None else None)
-        fields = [(n, 0, self.dtype.fields[n][1], self.dtype[n].itemsize)
-                  for n in self.dtype.names]
+        fields = [(n, 0, _config.field(self.dtype, n)[1],
+                   self.dtype[n].itemsize) for n in self.dtype.names or ()]
         if self.once_dtype is not None:
-            fields += [(n, 1, self.once_dtype.fields[n][1],
+            fields += [(n, 1, _config.field(self.once_dtype, n)[1],
                         self.once_dtype[n].itemsize)
-                       for n in self.once_dtype.names]
+                       for n in self.once_dtype.names or ()]
         self._index = {f[0]: i for i, f in enumerate(fields)}
         self._kinds = {f[0]: (self.dtype if f[1] == 0 else self.once_dtype)
                        for f in fields}
@@ -1339,7 +1232,7 @@ class Trajectory(_per._Traj):
                          else 0, fields)
         self._capacity = _count(capacity, "Trajectory: capacity")
 
-    def _value(self, name: str, v: _t.Any, call: str) -> _np.ndarray:
+    def _value(self, name: str, v: _ArrayLike, call: str) -> _Array:
         dt = self._kinds[name]
         assert dt is not None
         base, shape = dt[name].base, dt[name].shape
@@ -1349,7 +1242,7 @@ class Trajectory(_per._Traj):
                              f"needs {shape}")
         return _np.ascontiguousarray(_cast(a, base, f"{call}: field {name!r}"))
 
-    def add(self, **fields: _t.Any) -> None:
+    def add(self, **fields: _ArrayLike) -> None:
         """The next value of each field given (per_traj_add), in the order
         given; a once field's replaces its value. Every value is checked
         before any is added."""
@@ -1362,8 +1255,8 @@ class Trajectory(_per._Traj):
         for i, v in vals:
             self._add(i, v)
 
-    def add_step(self, record: _t.Any = None, *, end: int = END_NONE,
-                 **fields: _t.Any) -> None:
+    def add_step(self, record: _t.Optional[_ArrayLike] = None, *,
+                 end: int = END_NONE, **fields: _ArrayLike) -> None:
         """A whole step (per_traj_add_step): a record of dtype, or every
         step field as a keyword; end is the step's episode end."""
         call = "Trajectory.add_step"
@@ -1374,7 +1267,7 @@ class Trajectory(_per._Traj):
             if rec.dtype != self.dtype or rec.shape != ():
                 raise TypeError(f"{call}: a record of {self.dtype}")
         else:
-            names = set(self.dtype.names)
+            names = set(self.dtype.names or ())
             if set(fields) != names:
                 raise ValueError(f"{call}: fields do not match the step: "
                                  f"missing {sorted(names - set(fields))}, "
@@ -1391,7 +1284,7 @@ class Trajectory(_per._Traj):
     def __len__(self) -> int:
         return self.steps
 
-    def build(self) -> _t.Dict[str, _t.Any]:
+    def build(self) -> "_Rollout":
         """The rollout so far (per_traj_build): "steps" (a copy, dtype
         records), "ends" (uint8), "once" (a record of once_dtype, or None)
         and "id" (its number in this accumulator); then the accumulator
@@ -1403,7 +1296,7 @@ class Trajectory(_per._Traj):
         n, tid = self._build(steps, ends, once)
         return {"steps": steps[:n], "ends": ends[:n], "once": once, "id": tid}
 
-    def add_to(self, buffer: ReplayBuffer) -> _t.Dict[str, _t.Any]:
+    def add_to(self, buffer: ReplayBuffer) -> "_Added":
         """Build the rollout and add it to buffer as one trajectory
         (per_buffer_add_steps straight from the accumulator: no copy of
         the steps). Returns {"n": steps added, "once": the once record or

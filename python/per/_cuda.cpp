@@ -37,6 +37,7 @@
 #endif
 
 #include "shard.h"
+#include "pyper_config.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -692,35 +693,27 @@ static int buf_ready(BufObject *self) {
   return 0;
 }
 
-/* _Buffer(capacity, item_size, alpha, beta0, beta1, beta_steps, eps,
-   max_priority, seed, flags, max_unique, seq_len, seq_stride, seq_eta,
-   max_batch, extra_bytes, device, stream) -> (buffer, status, why): the
+/* _Buffer(config, max_batch, extra_bytes, device, stream) -> (buffer,
+   status, why): config a dict of per_config's fields, absent ones
+   per_config_default's (pyper_config.h; per/config.py makes it); the
    buffer is None unless status is 0; why names a bad config's field as
    per.ReplayBuffer does ("" otherwise). Waits for the reset to finish. */
 static PyObject *mod_buffer(PyObject *mod, PyObject *args) {
+  PyObject *d;
   per_config c;
-  unsigned capacity, item_size, flags, max_unique, seq_len, seq_stride, mb;
-  unsigned long long beta_steps, seed, extra;
+  unsigned mb, seq_len, item_size;
+  unsigned long long extra;
   int device, s;
   cudaStream_t st;
   size_t core, rows;
   BufObject *self;
   (void)mod;
-  memset(&c, 0, sizeof c);
-  if (!PyArg_ParseTuple(args, "IIdddKddKIIIIdIKiO&:_Buffer", &capacity,
-                        &item_size, &c.alpha, &c.beta0, &c.beta1, &beta_steps,
-                        &c.eps, &c.max_priority, &seed, &flags, &max_unique,
-                        &seq_len, &seq_stride, &c.seq_eta, &mb, &extra, &device,
-                        conv_stream, &st))
+  if (!PyArg_ParseTuple(args, "O!IKiO&:_Buffer", &PyDict_Type, &d, &mb, &extra,
+                        &device, conv_stream, &st) ||
+      pyper_config(d, "per.cuda.ReplayBuffer", &c) < 0)
     return NULL;
-  c.capacity = capacity;
-  c.item_size = item_size;
-  c.beta_steps = beta_steps;
-  c.seed = seed;
-  c.flags = flags;
-  c.max_unique = max_unique;
-  c.seq_len = seq_len;
-  c.seq_stride = seq_stride;
+  seq_len = c.seq_len;
+  item_size = c.item_size;
   self = (BufObject *)BufType->tp_alloc(BufType, 0);
   if (!self) return NULL;
   self->device = device;
@@ -1047,11 +1040,19 @@ static PyObject *Buf_bytes(BufObject *self, void *unused) {
   return PyLong_FromSize_t(self->bytes);
 }
 
+/* config: the per_config's fields (pyper_config.h) and max_batch */
 static PyObject *Buf_config(BufObject *self, void *unused) {
+  PyObject *d = pyper_config_dict(&self->b.cfg), *mb;
   (void)unused;
-  return Py_BuildValue("{s:I,s:I,s:I,s:I}", "capacity", self->b.cfg.capacity,
-                       "item_size", self->b.cfg.item_size, "max_batch",
-                       self->b.max_batch, "seq_len", self->b.cfg.seq_len);
+  if (!d) return NULL;
+  mb = PyLong_FromUnsignedLong(self->b.max_batch);
+  if (!mb || PyDict_SetItemString(d, "max_batch", mb) < 0) {
+    Py_XDECREF(mb);
+    Py_DECREF(d);
+    return NULL;
+  }
+  Py_DECREF(mb);
+  return d;
 }
 
 static PyObject *Buf_beta(BufObject *self, void *unused) {

@@ -20,6 +20,7 @@
 #define PER_FRAMES_IMPLEMENTATION
 #include "per_frames.h"
 #include "shard.h"
+#include "pyper_config.h"
 
 static PyObject *per_error; /* per.Error */
 
@@ -171,38 +172,9 @@ static int count32(Py_ssize_t n, const char *what) {
   return 0;
 }
 
-/* An integer (anything with __index__: int, NumPy integers) in [0,
-   2^bits) into *out; else -1 and a TypeError ("what must be an int, not
-   float") or an OverflowError ("what must be in [0, 2^32), got -1"),
-   `what` being "Call: argument". */
-static int to_uint(PyObject *o, int bits, uint64_t *out, const char *what) {
-  unsigned long long v;
-  PyObject *i = PyNumber_Index(o);
-  if (!i) {
-    if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-      PyErr_Clear();
-      PyErr_Format(PyExc_TypeError, "%s must be an int, not %.200s", what,
-                   Py_TYPE(o)->tp_name);
-    }
-    return -1;
-  }
-  v = PyLong_AsUnsignedLongLong(i);
-  if ((v == (unsigned long long)-1 && PyErr_Occurred()) ||
-      (bits < 64 && v >> bits)) {
-    PyErr_Clear();
-    PyErr_Format(PyExc_OverflowError, "%s must be in [0, 2^%d), got %S", what,
-                 bits, i);
-    Py_DECREF(i);
-    return -1;
-  }
-  Py_DECREF(i);
-  *out = (uint64_t)v;
-  return 0;
-}
-
 static int to_u32(PyObject *o, uint32_t *out, const char *what) {
   uint64_t v;
-  if (to_uint(o, 32, &v, what) < 0) return -1;
+  if (pyper_uint(o, 32, &v, what) < 0) return -1;
   *out = (uint32_t)v;
   return 0;
 }
@@ -217,11 +189,11 @@ typedef struct {
 
 static int conv_u32(PyObject *o, void *p) {
   uint_arg *a = (uint_arg *)p;
-  return to_uint(o, 32, &a->v, a->what) == 0;
+  return pyper_uint(o, 32, &a->v, a->what) == 0;
 }
 static int conv_u64(PyObject *o, void *p) {
   uint_arg *a = (uint_arg *)p;
-  return to_uint(o, 64, &a->v, a->what) == 0;
+  return pyper_uint(o, 64, &a->v, a->what) == 0;
 }
 
 /* 1 when an object's init succeeded; else a RuntimeError (a subclass
@@ -778,44 +750,21 @@ static void Buf_dealloc(BufObject *self) {
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Buffer(capacity, item_size, alpha, beta0, beta1, beta_steps, eps,
-   max_priority, seed, flags, max_unique, seq_len, seq_stride, seq_eta):
-   every field of per_config, in order (per/__init__.py fills in the
-   defaults from config_default). */
+/* Buffer(config): config a dict of per_config's fields, absent ones
+   per_config_default's (pyper_config.h; per/config.py makes it). */
 static int Buf_init(BufObject *self, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {
-      "capacity",   "item_size", "alpha",        "beta0",   "beta1",
-      "beta_steps", "eps",       "max_priority", "seed",    "flags",
-      "max_unique", "seq_len",   "seq_stride",   "seq_eta", NULL};
+  static char *kwlist[] = {"config", NULL};
+  PyObject *d;
   per_config c;
   per_status s;
-  uint_arg capacity = {"ReplayBuffer: capacity", 0},
-           item_size = {"ReplayBuffer: item_size", 0},
-           beta_steps = {"ReplayBuffer: beta_steps", 0},
-           seed = {"ReplayBuffer: seed", 0}, flags = {"ReplayBuffer: flags", 0},
-           max_unique = {"ReplayBuffer: max_unique", 0},
-           seq_len = {"ReplayBuffer: seq_len", 0},
-           seq_stride = {"ReplayBuffer: seq_stride", 0};
-  memset(&c, 0, sizeof c);
   if (self->exports > 0) {
     PyErr_SetString(PyExc_BufferError, "Buffer has exported views");
     return -1;
   }
-  if (!PyArg_ParseTupleAndKeywords(
-          args, kw, "O&O&dddO&ddO&O&O&O&O&d:Buffer", kwlist, conv_u32,
-          &capacity, conv_u32, &item_size, &c.alpha, &c.beta0, &c.beta1,
-          conv_u64, &beta_steps, &c.eps, &c.max_priority, conv_u64, &seed,
-          conv_u32, &flags, conv_u32, &max_unique, conv_u32, &seq_len, conv_u32,
-          &seq_stride, &c.seq_eta))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O!:Buffer", kwlist, &PyDict_Type,
+                                   &d) ||
+      pyper_config(d, "ReplayBuffer", &c) < 0)
     return -1;
-  c.capacity = (uint32_t)capacity.v;
-  c.item_size = (uint32_t)item_size.v;
-  c.beta_steps = beta_steps.v;
-  c.seed = seed.v;
-  c.flags = (uint32_t)flags.v;
-  c.max_unique = (uint32_t)max_unique.v;
-  c.seq_len = (uint32_t)seq_len.v;
-  c.seq_stride = (uint32_t)seq_stride.v;
   if (!self->lock && !(self->lock = PyThread_allocate_lock())) {
     PyErr_NoMemory();
     return -1;
@@ -1248,22 +1197,10 @@ static PyObject *Buf_size(BufObject *self, void *c) {
   return PyLong_FromUnsignedLong(n);
 }
 
-/* A per_config as a dict of its fields. */
-static PyObject *config_dict(const per_config *g) {
-  return Py_BuildValue(
-      "{s:I,s:I,s:d,s:d,s:d,s:K,s:d,s:d,s:K,s:I,s:I,s:I,s:I,s:d}", "capacity",
-      g->capacity, "item_size", g->item_size, "alpha", g->alpha, "beta0",
-      g->beta0, "beta1", g->beta1, "beta_steps",
-      (unsigned long long)g->beta_steps, "eps", g->eps, "max_priority",
-      g->max_priority, "seed", (unsigned long long)g->seed, "flags", g->flags,
-      "max_unique", g->max_unique, "seq_len", g->seq_len, "seq_stride",
-      g->seq_stride, "seq_eta", g->seq_eta);
-}
-
 static PyObject *Buf_config(BufObject *self, void *c) {
   (void)c;
   if (!buf_ready(self)) return NULL;
-  return config_dict(&self->b.cfg);
+  return pyper_config_dict(&self->b.cfg);
 }
 
 static int Buf_getbuffer(BufObject *self, Py_buffer *view, int flags) {
@@ -1490,56 +1427,56 @@ static void Frames_dealloc(FramesObject *self) {
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* _Frames(capacity, frame_bytes, stack, n, gamma, action_size, lanes,
-   frames, alpha, beta0, beta1, beta_steps, eps, max_priority, seed,
-   flags, max_unique, seq_len, seq_stride, seq_eta): per_frames_config,
-   the buffer's fields last (per/__init__.py fills in the defaults). */
+/* per_frames_config's own fields (the buffer's are pyper_config_keys),
+   in the struct's order */
+static const pyper_key frames_keys[] = {
+    PYPER_KEY(per_frames_config, frame_bytes, 'I'),
+    PYPER_KEY(per_frames_config, stack, 'I'),
+    PYPER_KEY(per_frames_config, n, 'I'),
+    PYPER_KEY(per_frames_config, gamma, 'f'),
+    PYPER_KEY(per_frames_config, action_size, 'I'),
+    PYPER_KEY(per_frames_config, lanes, 'I'),
+    PYPER_KEY(per_frames_config, frames, 'K'),
+};
+
+/* The sections of a per_frames_config: its own fields and its buffer's */
+static void frames_sections(per_frames_config *c, pyper_section s[2]) {
+  s[0].base = c;
+  s[0].keys = frames_keys;
+  s[0].n = PYPER_NKEYS(frames_keys);
+  s[1].base = &c->buffer;
+  s[1].keys = pyper_config_keys;
+  s[1].n = PYPER_NKEYS(pyper_config_keys);
+}
+
+/* *c from a dict of per_frames_config's fields and its buffer's (one
+   level: "capacity", "alpha" and "stack" alike): per_frames_config_default
+   of its capacity, frame_bytes, stack and action_size, then every field
+   the dict names (pyper_config.h). */
+static int frames_config(PyObject *d, const char *label, per_frames_config *c) {
+  pyper_section s[2];
+  per_frames_config given;
+  memset(&given, 0, sizeof given);
+  frames_sections(&given, s);
+  if (pyper_fill(d, label, s, 2) < 0) return -1;
+  *c = per_frames_config_default(given.buffer.capacity, given.frame_bytes,
+                                 given.stack, given.action_size);
+  frames_sections(c, s);
+  return pyper_fill(d, label, s, 2);
+}
+
+/* _Frames(config): config a dict for frames_config (per/config.py makes
+   it); the buffer's item_size is per_frames_init's own. */
 static int Frames_init(FramesObject *self, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"capacity",   "frame_bytes",  "stack",
-                           "n",          "gamma",        "action_size",
-                           "lanes",      "frames",       "alpha",
-                           "beta0",      "beta1",        "beta_steps",
-                           "eps",        "max_priority", "seed",
-                           "flags",      "max_unique",   "seq_len",
-                           "seq_stride", "seq_eta",      NULL};
+  static char *kwlist[] = {"config", NULL};
+  PyObject *d;
   per_frames_config c;
   per_status s;
   const char *w = "FrameBuffer";
-  uint_arg capacity = {"FrameBuffer: capacity", 0},
-           frame_bytes = {"FrameBuffer: frame_bytes", 0},
-           stack = {"FrameBuffer: stack", 0}, n = {"FrameBuffer: n", 0},
-           action_size = {"FrameBuffer: action_size", 0},
-           lanes = {"FrameBuffer: lanes", 0},
-           frames = {"FrameBuffer: frames", 0},
-           beta_steps = {"FrameBuffer: beta_steps", 0},
-           seed = {"FrameBuffer: seed", 0}, flags = {"FrameBuffer: flags", 0},
-           max_unique = {"FrameBuffer: max_unique", 0},
-           seq_len = {"FrameBuffer: seq_len", 0},
-           seq_stride = {"FrameBuffer: seq_stride", 0};
-  memset(&c, 0, sizeof c);
-  if (!PyArg_ParseTupleAndKeywords(
-          args, kw, "O&O&O&O&fO&O&O&dddO&ddO&O&O&O&O&d:FrameBuffer", kwlist,
-          conv_u32, &capacity, conv_u32, &frame_bytes, conv_u32, &stack,
-          conv_u32, &n, &c.gamma, conv_u32, &action_size, conv_u32, &lanes,
-          conv_u64, &frames, &c.buffer.alpha, &c.buffer.beta0, &c.buffer.beta1,
-          conv_u64, &beta_steps, &c.buffer.eps, &c.buffer.max_priority,
-          conv_u64, &seed, conv_u32, &flags, conv_u32, &max_unique, conv_u32,
-          &seq_len, conv_u32, &seq_stride, &c.buffer.seq_eta))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O!:FrameBuffer", kwlist,
+                                   &PyDict_Type, &d) ||
+      frames_config(d, w, &c) < 0)
     return -1;
-  c.buffer.capacity = (uint32_t)capacity.v;
-  c.buffer.item_size = 1;
-  c.buffer.beta_steps = beta_steps.v;
-  c.buffer.seed = seed.v;
-  c.buffer.flags = (uint32_t)flags.v;
-  c.buffer.max_unique = (uint32_t)max_unique.v;
-  c.buffer.seq_len = (uint32_t)seq_len.v;
-  c.buffer.seq_stride = (uint32_t)seq_stride.v;
-  c.frame_bytes = (uint32_t)frame_bytes.v;
-  c.stack = (uint32_t)stack.v;
-  c.n = (uint32_t)n.v;
-  c.action_size = (uint32_t)action_size.v;
-  c.lanes = (uint32_t)lanes.v;
-  c.frames = frames.v;
   if (!self->lock && !(self->lock = PyThread_allocate_lock())) {
     PyErr_NoMemory();
     return -1;
@@ -1823,19 +1760,27 @@ static PyObject *Frames_counters(FramesObject *self, void *c) {
       "restarts", (unsigned long long)v[5], "frames", (unsigned long long)v[6]);
 }
 
-static PyObject *Frames_config(FramesObject *self, void *c) {
-  const per_frames_config *g = &self->f.cfg;
+/* A per_frames_config as a dict: its own fields and "buffer", the
+   buffer's. */
+static PyObject *frames_config_dict(const per_frames_config *g) {
+  pyper_section s[2];
   PyObject *d, *b;
+  frames_sections((per_frames_config *)(uintptr_t)g, s); /* read only */
+  d = pyper_dict(&s[0]);
+  b = d ? pyper_dict(&s[1]) : NULL;
+  if (!b || PyDict_SetItemString(d, "buffer", b) < 0) {
+    Py_XDECREF(b);
+    Py_XDECREF(d);
+    return NULL;
+  }
+  Py_DECREF(b);
+  return d;
+}
+
+static PyObject *Frames_config(FramesObject *self, void *c) {
   (void)c;
   if (!frames_ready(self)) return NULL;
-  b = config_dict(&g->buffer);
-  if (!b) return NULL;
-  d = Py_BuildValue("{s:I,s:I,s:I,s:d,s:I,s:I,s:K,s:N}", "frame_bytes",
-                    g->frame_bytes, "stack", g->stack, "n", g->n, "gamma",
-                    (double)g->gamma, "action_size", g->action_size, "lanes",
-                    g->lanes, "frames", (unsigned long long)g->frames, "buffer",
-                    b);
-  return d;
+  return frames_config_dict(&self->f.cfg);
 }
 
 static PyMethodDef Frames_methods[] = {
@@ -2219,7 +2164,25 @@ static PyObject *mod_config_default(PyObject *m, PyObject *args) {
                         conv_u32, &item_size))
     return NULL;
   g = per_config_default((uint32_t)capacity.v, (uint32_t)item_size.v);
-  return config_dict(&g);
+  return pyper_config_dict(&g);
+}
+
+/* frames_config_default(capacity, frame_bytes, stack, action_size) ->
+   dict: per_frames_config_default, as FrameBuffer.config names it. */
+static PyObject *mod_frames_config_default(PyObject *m, PyObject *args) {
+  uint_arg capacity = {"frames_config_default: capacity", 0},
+           frame_bytes = {"frames_config_default: frame_bytes", 0},
+           stack = {"frames_config_default: stack", 0},
+           action_size = {"frames_config_default: action_size", 0};
+  per_frames_config g;
+  (void)m;
+  if (!PyArg_ParseTuple(args, "O&O&O&O&:frames_config_default", conv_u32,
+                        &capacity, conv_u32, &frame_bytes, conv_u32, &stack,
+                        conv_u32, &action_size))
+    return NULL;
+  g = per_frames_config_default((uint32_t)capacity.v, (uint32_t)frame_bytes.v,
+                                (uint32_t)stack.v, (uint32_t)action_size.v);
+  return frames_config_dict(&g);
 }
 
 /* ckpt_info(path) -> dict: per_ckpt_read_info; the config's fields (as
@@ -2234,7 +2197,7 @@ static PyObject *mod_ckpt_info(PyObject *m, PyObject *arg) {
   s = per_ckpt_read_info(PyBytes_AS_STRING(bytes), &info);
   Py_DECREF(bytes);
   CHECK(s, "ckpt_info");
-  d = config_dict(&info.cfg);
+  d = pyper_config_dict(&info.cfg);
   if (!d) return NULL;
 #define PY_SET(key, obj)                               \
   do {                                                 \
@@ -2304,6 +2267,9 @@ static PyMethodDef module_methods[] = {
      "ckpt_info(path) -> dict: a checkpoint's header (per_ckpt_read_info)"},
     {"config_default", mod_config_default, METH_VARARGS,
      "config_default(capacity, item_size) -> dict: per_config_default."},
+    {"frames_config_default", mod_frames_config_default, METH_VARARGS,
+     "frames_config_default(capacity, frame_bytes, stack, action_size) -> "
+     "dict: per_frames_config_default."},
     {"status_name", mod_status_name, METH_O,
      "status_name(code) -> str: the per_status enumerator's name."},
     {"crc32c", mod_crc32c, METH_VARARGS,

@@ -36,10 +36,65 @@ import typing as _t
 import numpy as _np
 
 import per as _per_pkg
-from per import _per
+from . import _per
+from .config import Array as _Array
+from .config import DType as _DType
+from .config import REPLAY_KEYS as _REPLAY_KEYS
+from .config import ReplayKeywords as _ReplayKeywords
+from .config import c_config as _c_config
+from .config import check_keywords as _check_keywords
+from .config import count as _count
+from .config import defaults as _defaults
+from .config import error as _error
+from .config import field as _field
+from .config import item_dtype as _item_dtype
+from .config import keywords as _keywords
+from .config import real as _real
+from .config import signature as _signature
 
+if _t.TYPE_CHECKING:
+    from typing_extensions import Unpack as _Unpack
+
+    from . import _cuda as _stub
+
+
+class _Extension(_t.Protocol):
+    """What per.cuda uses of its extension, per._cuda or per._cuda_host
+    (both built from _cuda.cpp; _cuda.pyi types them)."""
+
+    @property
+    def backend(self) -> str: ...
+    @property
+    def MAX_BATCH(self) -> int: ...
+    @property
+    def DeviceArray(self) -> type[_stub.DeviceArray]: ...
+    def Memory(self, bytes: int, device: int) -> _stub._Memory | int: ...
+    def _Buffer(self, config: dict[str, object], max_batch: int,
+                extra_bytes: int, device: int, stream: int
+                ) -> tuple[_stub._BufferHandle | None, int, str]: ...
+    def _Tree(self, capacity: int, max_batch: int, device: int,
+              stream: int) -> tuple[_stub._TreeHandle | None, int]: ...
+    def view(self, owner: object, ptr: int, device: int,
+             dtype: tuple[int, int], typestr: str, shape: tuple[int, ...],
+             strides: tuple[int, ...]) -> _stub.DeviceArray: ...
+    def dlpack_info(self, obj: object, stream: int | None) -> tuple[
+        int, int, int, int, int, int, tuple[int, ...],
+        tuple[int, ...] | None]: ...
+    def copy(self, dst: int, src: int, bytes: int, kind: int, device: int,
+             stream: int) -> int: ...
+    def copy2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int,
+               height: int, device: int, stream: int) -> int: ...
+    def synchronize(self, device: int, stream: int) -> int: ...
+    def device_count(self) -> int: ...
+    def current_device(self) -> int: ...
+    def last_error(self) -> tuple[int, str]: ...
+    def real_bytes(self) -> int: ...
+    def on_device(self, ptr: int, bytes: int) -> bool: ...
+
+
+_cuda_mod: _Extension | None
 try:
-    from . import _cuda as _cuda_mod  # type: ignore[attr-defined]
+    from . import _cuda as _cuda_mod
     _why: str = ""
 except ImportError as _e:  # pragma: no cover - depends on the install
     _cuda_mod = None
@@ -49,13 +104,26 @@ except ImportError as _e:  # pragma: no cover - depends on the install
             "(pip install --force-reinstall --no-binary per-replay per-replay, "
             "or pip install . from a checkout).")
 
+# per._cuda_host: the same source as per._cuda (_cuda.pyi types both), no
+# stub of its own
+_host_mod: _Extension | None
 try:
-    from . import _cuda_host as _host_mod  # type: ignore[attr-defined]
+    from . import _cuda_host  # type: ignore[attr-defined]
+    _host_mod = _cuda_host
 except ImportError:
     _host_mod = None
 
 __all__ = ["ReplayBuffer", "SumTree", "DeviceArray", "available",
            "unavailable_reason", "device_count", "to_device", "to_host", "host"]
+
+#: What a buffer's ``wrap`` makes of the DeviceArray views it returns (a
+#: torch.Tensor by default when PyTorch is imported): any type.
+_View = _t.Any
+#: A CUDA device: an int, "cuda:N", a torch.device, or None (the current).
+_Device = object
+#: A stream: an int handle, an object with .cuda_stream (torch) or .ptr
+#: (cupy), or None (each call's current stream).
+_Stream = object
 
 # DLPack type codes
 _DL_INT, _DL_UINT, _DL_FLOAT, _DL_BOOL = 0, 1, 2, 6
@@ -74,7 +142,7 @@ def unavailable_reason() -> str:
     return _why
 
 
-def _module() -> _t.Any:
+def _module() -> _Extension:
     if _cuda_mod is None:
         raise ImportError(_why)
     return _cuda_mod
@@ -86,19 +154,21 @@ def device_count() -> int:
     return int(_cuda_mod.device_count()) if _cuda_mod is not None else 0
 
 
-if _cuda_mod is not None:
+if _t.TYPE_CHECKING:
+    DeviceArray = _stub.DeviceArray
+elif _cuda_mod is not None:
     DeviceArray = _cuda_mod.DeviceArray
 elif _host_mod is not None:
     DeviceArray = _host_mod.DeviceArray
 else:  # pragma: no cover
-    class DeviceArray:  # type: ignore[no-redef]
+    class DeviceArray:
         """A view of device memory (per._cuda is not installed)."""
 
 
-def _raise(call: str, status: int, extra: str = "") -> None:
+def _raise(call: str, status: int, extra: str = "") -> _t.NoReturn:
     name = _per_pkg.status_name(status)
     msg = extra or ""
-    raise _per_pkg._error(name, f"{call}{': ' + msg if msg else ''}")
+    raise _error(name, f"{call}{': ' + msg if msg else ''}")
 
 
 def _typestr(code: int, bits: int, lanes: int, what: str) -> str:
@@ -113,7 +183,7 @@ def _typestr(code: int, bits: int, lanes: int, what: str) -> str:
     return ("|" if bits == 8 else "<") + kind + str(bits // 8)
 
 
-def _dl_code(dt: _np.dtype) -> _t.Tuple[int, int]:
+def _dl_code(dt: _DType) -> _t.Tuple[int, int]:
     if dt.kind == "b":
         return _DL_BOOL, 8
     code = {"i": _DL_INT, "u": _DL_UINT, "f": _DL_FLOAT}.get(dt.kind)
@@ -127,12 +197,12 @@ class _Arr(_t.NamedTuple):
     (strides in bytes)."""
     ptr: int
     shape: _t.Tuple[int, ...]
-    dtype: _np.dtype
+    dtype: _DType
     strides: _t.Tuple[int, ...]
 
 
 def _contiguous_strides(shape: _t.Tuple[int, ...], size: int) -> _t.Tuple[int, ...]:
-    out = []
+    out: _t.List[int] = []
     s = size
     for d in reversed(shape):
         out.append(s)
@@ -143,12 +213,12 @@ def _contiguous_strides(shape: _t.Tuple[int, ...], size: int) -> _t.Tuple[int, .
 class _Backend:
     """The extension (per._cuda or per._cuda_host) and what differs."""
 
-    def __init__(self, mod: _t.Any, name: str) -> None:
+    def __init__(self, mod: _Extension, name: str) -> None:
         self.mod = mod
         self.name = name
         self.host = mod.backend == "host"
 
-    def device_of(self, device: _t.Any) -> int:
+    def device_of(self, device: _Device) -> int:
         if self.host:
             if device not in (None, 0, "cpu", "host"):
                 raise ValueError(f"the host backend has one device, 0: got {device!r}")
@@ -173,7 +243,7 @@ class _Backend:
         raise ValueError(f"device must be a CUDA device (an int, 'cuda:N' or a "
                          f"torch.device), not {device!r}")
 
-    def stream_of(self, stream: _t.Any, device: int) -> int:
+    def stream_of(self, stream: _Stream, device: int) -> int:
         """The stream handle a call enqueues on: stream as given (an int
         handle, or an object with .cuda_stream, as torch.cuda.Stream, or
         .ptr, as cupy's), else PyTorch's current stream when PyTorch is
@@ -197,7 +267,7 @@ class _Backend:
         raise TypeError(f"stream must be an int handle or a stream object with "
                         f".cuda_stream or .ptr, not {type(stream).__name__}")
 
-    def array(self, a: _t.Any, what: str, device: int, stream: int) -> _Arr:
+    def array(self, a: object, what: str, device: int, stream: int) -> _Arr:
         """Where a device array is, from __cuda_array_interface__ (GPU),
         __array_interface__ (the host backend) or __dlpack__; refused when
         it is not this backend's device memory."""
@@ -249,7 +319,7 @@ class _Backend:
         return _Arr(ptr, shape, dt, strides)
 
     @staticmethod
-    def _pointer_device(a: _t.Any, ptr: int) -> _t.Optional[int]:
+    def _pointer_device(a: object, ptr: int) -> _t.Optional[int]:
         dev = getattr(a, "device", None)
         idx = getattr(dev, "index", None)
         if isinstance(idx, int):
@@ -257,8 +327,9 @@ class _Backend:
         idx = getattr(dev, "id", None)
         return idx if isinstance(idx, int) else None
 
-    def view(self, owner: _t.Any, ptr: int, device: int, dt: _np.dtype,
-             shape: _t.Tuple[int, ...], strides_el: _t.Tuple[int, ...]) -> _t.Any:
+    def view(self, owner: object, ptr: int, device: int, dt: _DType,
+             shape: _t.Tuple[int, ...],
+             strides_el: _t.Tuple[int, ...]) -> DeviceArray:
         return self.mod.view(owner, ptr, device, _dl_code(dt), dt.str, shape,
                              strides_el)
 
@@ -271,15 +342,15 @@ class _Backend:
             _raise(call, status, extra)
 
 
-def _default_wrap(host: bool) -> _t.Callable[[_t.Any], _t.Any]:
+def _default_wrap(host: bool) -> _t.Callable[[DeviceArray], _View]:
     torch = _sys.modules.get("torch")
     if torch is not None:
-        return _t.cast(_t.Callable[[_t.Any], _t.Any], torch.from_dlpack)
+        return _t.cast(_t.Callable[[DeviceArray], _View], torch.from_dlpack)
     return lambda a: a
 
 
 def _rows(arr: _Arr, n_expected: _t.Optional[int], inner: _t.Tuple[int, ...],
-          dt: _np.dtype, what: str) -> _t.Tuple[int, int]:
+          dt: _DType, what: str) -> _t.Tuple[int, int]:
     """(n, pitch) of an array of n rows of shape inner and dtype dt, each row
     contiguous; refused with a message that names `what` otherwise."""
     if arr.dtype != dt:
@@ -305,7 +376,7 @@ def _rows(arr: _Arr, n_expected: _t.Optional[int], inner: _t.Tuple[int, ...],
 
 
 def _pairs(b: _Backend, device: int, st: int, call: str,
-           keys: _t.Tuple[str, _t.Any, str], values: _t.Tuple[str, _t.Any, str],
+           keys: _t.Tuple[str, object, str], values: _t.Tuple[str, object, str],
            limit: int, inner: _t.Tuple[int, ...] = ()) -> _t.Tuple[int, int, int]:
     """(keys' pointer, values' pointer, n) of two contiguous device arrays
     of n <= limit entries: keys 1-D, of a signed integer dtype (its
@@ -346,7 +417,7 @@ class ReplayBuffer:
     numpy.from_dlpack take).
     """
 
-    _backend_mod: _t.Any = _cuda_mod
+    _backend_mod: _t.Optional[_Extension] = _cuda_mod
 
     def __init__(
         self,
@@ -354,25 +425,13 @@ class ReplayBuffer:
         item: _per_pkg.ItemSpec,
         *,
         max_batch: int = 1024,
-        device: _t.Any = None,
-        stream: _t.Any = None,
-        wrap: _t.Optional[_t.Callable[[_t.Any], _t.Any]] = None,
-        alpha: float = 0.6,
-        beta0: float = 0.4,
-        beta1: float = 1.0,
-        beta_steps: int = 200_000,
-        eps: float = 1e-6,
-        max_priority: float = 1.0,
-        seed: int = 0,
-        weights_buffer_max: bool = False,
-        max_unique: _t.Optional[int] = None,
-        cross_episodes: bool = False,
+        device: _Device = None,
+        stream: _Stream = None,
+        wrap: _t.Optional[_t.Callable[[DeviceArray], _View]] = None,
         align: bool = False,
-        seq_len: int = 0,
-        seq_stride: int = 0,
-        seq_eta: float = 0.9,
-        live_max: bool = False,
+        **config: _Unpack[_ReplayKeywords],
     ) -> None:
+        _check_keywords("ReplayBuffer.__init__", config, _REPLAY_KEYS)
         mod = type(self)._backend_mod
         if mod is None:
             raise ImportError(_why if type(self) is ReplayBuffer else
@@ -380,46 +439,38 @@ class ReplayBuffer:
                               "-Dpython_cuda_host=true)")
         self._b = _Backend(mod, "per.cuda")
         call = "per.cuda.ReplayBuffer"
-        if live_max:
+        if config.get("live_max"):
             raise ValueError(f"{call}: live_max is not on the device; use "
                              "per.ReplayBuffer")
-        dt = _per_pkg._item_dtype(item, align)
-        capacity = _per_pkg._count(capacity, f"{call}: capacity")
-        max_batch = _per_pkg._count(max_batch, f"{call}: max_batch")
+        dt = _item_dtype(item, align)
+        capacity = _count(capacity, f"{call}: capacity")
+        max_batch = _count(max_batch, f"{call}: max_batch")
         if not 0 < max_batch <= mod.MAX_BATCH:
             raise ValueError(f"{call}: max_batch must be in [1, {mod.MAX_BATCH}], "
                              f"got {max_batch}")
-        seq_len = _per_pkg._count(seq_len, f"{call}: seq_len")
+        seq_len = _count(config["seq_len"] if "seq_len" in config else
+                         _defaults(capacity, dt.itemsize)["seq_len"],
+                         f"{call}: seq_len")
         if seq_len and max_batch * seq_len > mod.MAX_BATCH:
             raise ValueError(f"{call}: max_batch * seq_len = {max_batch * seq_len}"
                              f" (an update_sequences' TD errors) must be <= "
                              f"{mod.MAX_BATCH}")
-        self.dtype: _np.dtype = dt
+        self.dtype: _DType = dt
         self.max_batch: int = max_batch
         self.device: int = self._b.device_of(device)
         self._stream_default = stream
         self._wrap = wrap if wrap is not None else _default_wrap(self._b.host)
-        args = _per_pkg._buffer_args(
-            call, capacity, alpha, beta0, beta1, beta_steps, eps, max_priority,
-            seed, 0, weights_buffer_max, cross_episodes, max_unique, seq_len,
-            seq_stride, seq_eta)
-        self.max_unique: int = int(args[8])
+        cfg = _c_config(call, _REPLAY_KEYS, config,
+                        {"capacity": capacity, "item_size": dt.itemsize})
         self.seq_len: int = seq_len
-        self._cpu_kwargs: _t.Dict[str, _t.Any] = dict(
-            capacity=capacity, item=dt, alpha=alpha, beta0=beta0, beta1=beta1,
-            beta_steps=beta_steps, eps=eps, max_priority=max_priority,
-            seed=seed, weights_buffer_max=weights_buffer_max,
-            max_unique=max_unique, cross_episodes=cross_episodes,
-            seq_len=seq_len, seq_stride=seq_stride, seq_eta=seq_eta)
         # the fields sample() cannot hand out as views of the item rows
         # (an offset or row size off the field's alignment: a device
         # kernel may not read it) are copied into areas of their own
-        self._fields: _t.List[_t.Tuple[str, int, _np.dtype, _t.Tuple[int, ...], int, int]] = []
+        self._fields: _t.List[_t.Tuple[str, int, _DType, _t.Tuple[int, ...], int, int]] = []
         extra = 0
         rows = max_batch * max(seq_len, 1)  # a sample's rows at most
-        layout: _t.Mapping[str, _t.Any] = dt.fields or {}  # always set here
         for name in dt.names or ():
-            f, off = layout[name][0], layout[name][1]
+            f, off = _field(dt, name)
             base, shape = f.base, f.shape
             nbytes = f.itemsize
             own = -1
@@ -428,19 +479,20 @@ class ReplayBuffer:
                 extra += -(-rows * nbytes // 256) * 256
             self._fields.append((name, off, base, shape, nbytes, own))
         st = self._b.stream_of(stream, self.device)
-        h, s, why = mod._Buffer(capacity, dt.itemsize, *args, max_batch, extra,
-                                self.device, st)
+        h, s, why = mod._Buffer(cfg, max_batch, extra, self.device, st)
         if s and why:  # a config error, named as per.ReplayBuffer names it
             _raise(call, s, why)
         self._b.check(s, call)
+        assert h is not None  # status 0
         self._h = h
         self._ptrs: _t.Dict[str, int] = h.ptrs
-        self._views: _t.Dict[_t.Tuple[int, int], _t.Dict[str, _t.Any]] = {}
-        self._stale: _t.Any = None
+        self.max_unique: int = h.config["max_unique"]
+        self._views: _t.Dict[_t.Tuple[int, int], _t.Dict[str, _View]] = {}
+        self._stale: _t.Optional[_View] = None
 
     # -- helpers -------------------------------------------------------------
 
-    def _st(self, stream: _t.Any) -> int:
+    def _st(self, stream: _Stream) -> int:
         return self._b.stream_of(
             stream if stream is not None else self._stream_default, self.device)
 
@@ -461,8 +513,8 @@ class ReplayBuffer:
 
     # -- adding ----------------------------------------------------------------
 
-    def add_batch(self, items: _t.Any = None, *, ends: _t.Any = None,
-                  stream: _t.Any = None, **fields: _t.Any) -> None:
+    def add_batch(self, items: object = None, *, ends: object = None,
+                  stream: _Stream = None, **fields: object) -> None:
         """Enqueue n items as one trajectory (per_cuda_buffer_add_batch), at
         the max priority: either the item's fields as keywords (device
         arrays of shape (n, *field shape) and the field's dtype, each row
@@ -520,14 +572,14 @@ class ReplayBuffer:
 
     # -- sampling --------------------------------------------------------------
 
-    def _views_for(self, B: int, L: int) -> _t.Dict[str, _t.Any]:
+    def _views_for(self, B: int, L: int) -> _t.Dict[str, _View]:
         """The views of a sample of B items (L == 0) or B sequences of L
         steps (leading shape (B, L), and "mask")."""
         v = self._views.get((B, L))
         if v is not None:
             return v
         b, dev, isz = self._b, self.device, self.dtype.itemsize
-        out: _t.Dict[str, _t.Any] = {}
+        out: _t.Dict[str, _View] = {}
         lead = (B, L) if L else (B,)
         for name, off, base, shape, nbytes, own in self._fields:
             es = base.itemsize
@@ -549,7 +601,7 @@ class ReplayBuffer:
     def sample(self, batch_size: int, *, unique: bool = False,
                beta: _t.Optional[float] = None, window: int = 0,
                trajectories: bool = False, sequences: bool = False,
-               stream: _t.Any = None) -> _t.Dict[str, _t.Any]:
+               stream: _Stream = None) -> _t.Dict[str, _View]:
         """Enqueue a draw of batch_size items (per_cuda_buffer_sample) and
         return views of the buffer's output memory: the item's fields
         (shape (batch_size, *field shape)), "ids" (int64: per's uint64 ids,
@@ -572,11 +624,11 @@ class ReplayBuffer:
         batch_size items (sequences) with priority > 0 for unique, or no
         complete sequence, is a device error (status())."""
         call = "per.cuda.ReplayBuffer.sample"
-        B = _per_pkg._count(batch_size, f"{call}: batch_size")
+        B = _count(batch_size, f"{call}: batch_size")
         if not 0 < B <= self.max_batch:
             raise ValueError(f"{call}: batch_size must be in [1, max_batch = "
                              f"{self.max_batch}], got {B}")
-        window = _per_pkg._count(window, f"{call}: window")
+        window = _count(window, f"{call}: window")
         flags = 0
         if unique:
             if B > self.max_unique:
@@ -585,7 +637,7 @@ class ReplayBuffer:
             flags |= _per.SAMPLE_UNIQUE
         b = 0.0
         if beta is not None:
-            b = _per_pkg._real(beta, f"{call}: beta")
+            b = _real(beta, f"{call}: beta")
             flags |= _per.SAMPLE_BETA
         if trajectories:
             flags |= _per.SAMPLE_TRAJECTORIES
@@ -609,7 +661,7 @@ class ReplayBuffer:
 
     # -- priorities ------------------------------------------------------------
 
-    def update(self, ids: _t.Any, td: _t.Any, *, stream: _t.Any = None) -> _t.Any:
+    def update(self, ids: object, td: object, *, stream: _Stream = None) -> _View:
         """Enqueue new priorities (|td| + eps)^alpha for the ids sample gave
         (per_cuda_buffer_update): ids an int64 (or uint64) device array of
         n ids, td a float32 device array of n TD errors, n <= max_batch.
@@ -627,8 +679,8 @@ class ReplayBuffer:
                 self._h, self._ptrs["stale"], self.device, _np.dtype("<i4"), (), ()))
         return self._stale
 
-    def update_sequences(self, ids: _t.Any, td: _t.Any, *,
-                         stream: _t.Any = None) -> _t.Any:
+    def update_sequences(self, ids: object, td: object, *,
+                         stream: _Stream = None) -> _View:
         """Enqueue per_cuda_buffer_update_seq for the sequence ids a
         sequences sample gave: ids an int64 (or uint64) device array of n
         <= max_batch ids, td a float32 device array of shape (n, seq_len),
@@ -653,7 +705,7 @@ class ReplayBuffer:
 
     # -- status and state ------------------------------------------------------
 
-    def status(self, *, clear: bool = True, stream: _t.Any = None) -> None:
+    def status(self, *, clear: bool = True, stream: _Stream = None) -> None:
         """Wait for the stream and raise, as per.Error, the first error the
         device met in this buffer's calls since the last status() (which
         call, and for a batch the position of the first bad entry); with
@@ -669,7 +721,7 @@ class ReplayBuffer:
             _raise(f"per.cuda.ReplayBuffer.{what}", code,
                    f"reported by the device{where}")
 
-    def counters(self, *, stream: _t.Any = None) -> _t.Dict[str, _t.Any]:
+    def counters(self, *, stream: _Stream = None) -> _t.Dict[str, _t.Any]:
         """The buffer's counters as the device holds them once the stream
         has run what was enqueued (per_cuda_buffer_counters; waits): size,
         pos, added, trajectories, step (the beta step) and max_leaf, as
@@ -683,25 +735,27 @@ class ReplayBuffer:
         """Items stored (waits for the current stream: counters())."""
         return int(self.counters()["size"])
 
-    def synchronize(self, stream: _t.Any = None) -> None:
+    def synchronize(self, stream: _Stream = None) -> None:
         """Wait until the stream has run everything enqueued on it."""
         self._b.check(self._b.mod.synchronize(self.device, self._st(stream)),
                       "per.cuda.ReplayBuffer.synchronize")
 
-    def clear(self, *, stream: _t.Any = None) -> None:
+    def clear(self, *, stream: _Stream = None) -> None:
         """Empty the buffer, as a new one with the same config."""
         self._b.check(self._h.reset(self._st(stream)), "per.cuda.ReplayBuffer.clear")
 
-    def to_cpu(self, *, stream: _t.Any = None) -> _per_pkg.ReplayBuffer:
+    def to_cpu(self, *, stream: _Stream = None) -> _per_pkg.ReplayBuffer:
         """A per.ReplayBuffer with this buffer's state, byte for byte what a
         per.ReplayBuffer given the same calls holds (per_cuda_buffer_download;
         waits for the stream). Save it with its save()."""
-        cpu = _per_pkg.ReplayBuffer(**self._cpu_kwargs)
+        cfg = self._h.config
+        cpu = _per_pkg.ReplayBuffer(cfg["capacity"], self.dtype,
+                                    **_keywords(cfg, _REPLAY_KEYS))
         self._b.check(self._h.download(cpu, self._st(stream)),
                       "per.cuda.ReplayBuffer.to_cpu")
         return cpu
 
-    def from_cpu(self, cpu: _per_pkg.ReplayBuffer, *, stream: _t.Any = None) -> None:
+    def from_cpu(self, cpu: _per_pkg.ReplayBuffer, *, stream: _Stream = None) -> None:
         """Take a per.ReplayBuffer's state (its items, priorities, stream and
         counters, and its alpha, betas, eps, max_priority, seed and
         seq_eta): it must have this buffer's capacity, item layout, seq_len
@@ -715,6 +769,11 @@ class ReplayBuffer:
         self._b.check(self._h.upload(cpu, self._st(stream)), call)
 
 
+# help() and inspect.signature show the keywords with the C defaults
+_signature(ReplayBuffer.__init__, _REPLAY_KEYS, _defaults(1, 1),
+           _ReplayKeywords)
+
+
 class SumTree:
     """per_cuda_tree: per.h's sum tree in device memory (root at node 1,
     leaf i at node L + i), the same bits as per.SumTree under the same
@@ -722,31 +781,35 @@ class SumTree:
     nodes are views of the tree's memory (read them after the stream has
     run the calls)."""
 
-    _backend_mod: _t.Any = _cuda_mod
+    _backend_mod: _t.Optional[_Extension] = _cuda_mod
 
     def __init__(self, capacity: int, *, max_batch: int = 1024, seed: int = 0,
-                 device: _t.Any = None, stream: _t.Any = None,
-                 wrap: _t.Optional[_t.Callable[[_t.Any], _t.Any]] = None) -> None:
+                 device: _Device = None, stream: _Stream = None,
+                 wrap: _t.Optional[_t.Callable[[DeviceArray], _View]] = None) -> None:
         mod = type(self)._backend_mod
         if mod is None:
             raise ImportError(_why)
         call = "per.cuda.SumTree"
         self._b = _Backend(mod, call)
-        capacity = _per_pkg._count(capacity, f"{call}: capacity")
-        max_batch = _per_pkg._count(max_batch, f"{call}: max_batch")
-        self.seed: int = _per_pkg._count(seed, f"{call}: seed", 64)
+        capacity = _count(capacity, f"{call}: capacity")
+        max_batch = _count(max_batch, f"{call}: max_batch")
+        self.seed: int = _count(seed, f"{call}: seed", 64)
         self.device: int = self._b.device_of(device)
         self._stream_default = stream
         self._wrap = wrap if wrap is not None else _default_wrap(self._b.host)
         h, s = mod._Tree(capacity, max_batch, self.device,
                          self._b.stream_of(stream, self.device))
         self._b.check(s, call)
+        assert h is not None  # status 0
         self._h = h
+        self.capacity: int
+        self.leaves: int
+        self.max_batch: int
         self.capacity, self.leaves, self.max_batch = h.shape
         self._ptrs: _t.Dict[str, int] = h.ptrs
-        self._out: _t.Dict[int, _t.Tuple[_t.Any, _t.Any]] = {}
+        self._out: _t.Dict[int, _t.Tuple[_View, _View]] = {}
         real = _np.dtype("<f8") if mod.real_bytes() == 8 else _np.dtype("<f4")
-        self.real: _np.dtype = real
+        self.real: _DType = real
         L = self.leaves
         self.nodes = self._wrap(self._b.view(h, self._ptrs["nodes"], self.device,
                                              real, (2 * L,), (1,)))
@@ -756,14 +819,14 @@ class SumTree:
         self.total = self._wrap(self._b.view(
             h, self._ptrs["nodes"] + real.itemsize, self.device, real, (), ()))
 
-    def _st(self, stream: _t.Any) -> int:
+    def _st(self, stream: _Stream) -> int:
         return self._b.stream_of(
             stream if stream is not None else self._stream_default, self.device)
 
     def __len__(self) -> int:
         return int(self.capacity)
 
-    def set_batch(self, idx: _t.Any, p: _t.Any, *, stream: _t.Any = None) -> None:
+    def set_batch(self, idx: object, p: object, *, stream: _Stream = None) -> None:
         """Enqueue leaves idx[j] = p[j] (per_cuda_tree_set_batch): idx an
         int32 (or uint32) device array, p a device array of the tree's
         real type (float64), n <= max_batch; duplicates: the last wins. A
@@ -776,7 +839,7 @@ class SumTree:
         self._b.check(self._h.set(a, v, n, st), call)
 
     def sample(self, batch_size: int, *,
-               stream: _t.Any = None) -> _t.Tuple[_t.Any, _t.Any]:
+               stream: _Stream = None) -> _t.Tuple[_View, _View]:
         """Enqueue a stratified draw of batch_size leaves (per_cuda_tree_sample
         with the tree's seed and its device counter, which each draw
         advances: per.SumTree.sample with per.Rng(seed) gives the same)
@@ -784,14 +847,14 @@ class SumTree:
         overwritten by the next sample of the same size. An empty tree is
         a device error (status())."""
         call = "per.cuda.SumTree.sample"
-        B = _per_pkg._count(batch_size, f"{call}: batch_size")
+        B = _count(batch_size, f"{call}: batch_size")
         if not 0 < B <= self.max_batch:
             raise ValueError(f"{call}: batch_size must be in [1, max_batch = "
                              f"{self.max_batch}], got {B}")
         self._b.check(self._h.sample(B, self.seed, self._st(stream)), call)
         return self._views(B)
 
-    def find(self, u: _t.Any, *, stream: _t.Any = None) -> _t.Tuple[_t.Any, _t.Any]:
+    def find(self, u: object, *, stream: _Stream = None) -> _t.Tuple[_View, _View]:
         """Enqueue the leaves whose prefix intervals hold u (per_cuda_tree_find,
         per.SumTree.find_batch's leaves): u a device array of n <=
         max_batch values of the tree's real type (float64), u >= total
@@ -810,7 +873,7 @@ class SumTree:
         self._b.check(self._h.find(a.ptr, n, st), call)
         return self._views(n)
 
-    def _views(self, B: int) -> _t.Tuple[_t.Any, _t.Any]:
+    def _views(self, B: int) -> _t.Tuple[_View, _View]:
         out = self._out.get(B)
         if out is None:
             out = (self._wrap(self._b.view(self._h, self._ptrs["idx"], self.device,
@@ -820,7 +883,7 @@ class SumTree:
             self._out[B] = out
         return out
 
-    def status(self, *, clear: bool = True, stream: _t.Any = None) -> None:
+    def status(self, *, clear: bool = True, stream: _Stream = None) -> None:
         """As ReplayBuffer.status: the first device error since the last."""
         s, code, tag, pos = self._h.check(self._st(stream), clear)
         self._b.check(s, "per.cuda.SumTree.status")
@@ -830,7 +893,7 @@ class SumTree:
             _raise(f"per.cuda.SumTree.{what}", code, f"reported by the device{where}")
 
 
-def _to_device_with(mod: _t.Any, a: _t.Any, device: _t.Any) -> _t.Any:
+def _to_device_with(mod: _Extension, a: object, device: _Device) -> DeviceArray:
     b = _Backend(mod, "per.cuda.to_device")
     dev = b.device_of(device)
     arr = _np.array(a, order="C", copy=True)
@@ -838,8 +901,9 @@ def _to_device_with(mod: _t.Any, a: _t.Any, device: _t.Any) -> _t.Any:
         raise TypeError(f"to_device: a {arr.dtype} array; per.cuda takes bool, "
                         "int, uint and float")
     mem = mod.Memory(max(arr.nbytes, 1), dev)
-    if isinstance(mem, int):
+    if isinstance(mem, int):  # the allocation failed: its status
         b.check(mem, "per.cuda.to_device")
+    assert not isinstance(mem, int)
     if arr.nbytes:
         b.check(mod.copy(mem.ptr, arr.ctypes.data, arr.nbytes, 0, dev, 0),
                 "per.cuda.to_device")
@@ -847,7 +911,7 @@ def _to_device_with(mod: _t.Any, a: _t.Any, device: _t.Any) -> _t.Any:
                   tuple(s // arr.itemsize for s in arr.strides))
 
 
-def _to_host_with(mod: _t.Any, a: _t.Any, stream: _t.Any) -> _np.ndarray:
+def _to_host_with(mod: _Extension, a: object, stream: _Stream) -> _Array:
     b = _Backend(mod, "per.cuda.to_host")
     dev = 0 if b.host else b.device_of(getattr(a, "device", None)
                                        if getattr(getattr(a, "device", None),
@@ -869,13 +933,13 @@ def _to_host_with(mod: _t.Any, a: _t.Any, stream: _t.Any) -> _np.ndarray:
     return _np.array(view)
 
 
-def to_host(a: _t.Any, *, stream: _t.Any = None) -> _np.ndarray:
+def to_host(a: object, *, stream: _Stream = None) -> _Array:
     """A NumPy copy of a device array (any strides >= 0; waits for the
     stream, then copies)."""
     return _to_host_with(_module(), a, stream)
 
 
-def to_device(a: _t.Any, device: _t.Any = None) -> _t.Any:
+def to_device(a: object, device: _Device = None) -> DeviceArray:
     """A copy of a NumPy-convertible array in device memory, as a
     DeviceArray (waits for the copy)."""
     return _to_device_with(_module(), a, device)
@@ -893,12 +957,12 @@ def _host_namespace() -> _types.SimpleNamespace:
     HostReplayBuffer.__name__ = HostReplayBuffer.__qualname__ = "ReplayBuffer"
     HostSumTree.__name__ = HostSumTree.__qualname__ = "SumTree"
 
-    def host_to_host(a: _t.Any, *, stream: _t.Any = None) -> _np.ndarray:
+    def host_to_host(a: object, *, stream: _Stream = None) -> _Array:
         if _host_mod is None:
             raise ImportError("per.cuda.host needs per._cuda_host")
         return _to_host_with(_host_mod, a, stream)
 
-    def host_to_device(a: _t.Any, device: _t.Any = None) -> _t.Any:
+    def host_to_device(a: object, device: _Device = None) -> DeviceArray:
         if _host_mod is None:
             raise ImportError("per.cuda.host needs per._cuda_host (built with "
                               "-Dpython_cuda_host=true)")

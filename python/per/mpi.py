@@ -35,8 +35,21 @@ import typing as _t
 
 import numpy as _np
 
-from . import Batch, ItemSpec, _count, _error, _item_dtype, _per, _real
+from . import Batch, ItemSpec
 from . import ReplayBuffer as _ReplayBuffer
+from . import _per
+from .config import ArrayLike as _ArrayLike
+from .config import Items as _ItemsIn
+from .config import DType as _DType
+from .config import PathArg as _PathArg
+from .config import ReplayKeywords as _ReplayKeywords
+from .config import count as _count
+from .config import error as _error
+from .config import item_dtype as _item_dtype
+from .config import real as _real
+
+if _t.TYPE_CHECKING:
+    from typing_extensions import Unpack as _Unpack
 
 try:
     from . import _mpi
@@ -53,8 +66,16 @@ __all__ = ["ReplayBuffer", "Feed", "ALL", "ID"]
 ALL: int = _mpi.ALL
 
 #: A global id (per_mpi_id): the shard's id and the rank that owns it.
-ID: _np.dtype = _np.dtype([("id", _np.uint64), ("rank", _np.uint64)])
+ID: _DType = _np.dtype([("id", _np.uint64), ("rank", _np.uint64)])
 assert ID.itemsize == _mpi.ID_BYTES
+
+
+class _Comm(_t.Protocol):
+    """What per.mpi needs of a communicator (mpi4py's MPI.Comm)."""
+
+    def py2f(self) -> int: ...
+
+    def allgather(self, sendobj: object) -> _t.List[object]: ...
 
 
 def _raise(s: int, msg: str, call: str) -> None:
@@ -75,14 +96,15 @@ class ReplayBuffer(_ReplayBuffer):
     and the inherited state (storage, priorities, added) are this rank's
     shard; global_size() counts every rank's items."""
 
-    def __init__(self, comm: _t.Any, capacity: int, item: ItemSpec,
-                 **kwargs: _t.Any) -> None:
+    def __init__(self, comm: _Comm, capacity: int, item: ItemSpec, *,
+                 align: bool = False,
+                 **config: "_Unpack[_ReplayKeywords]") -> None:
         call = "per.mpi.ReplayBuffer"
         handle = comm.py2f()
         err: _t.Optional[BaseException] = None
         owner: _t.Optional[ReplayBuffer] = self
         try:
-            super().__init__(capacity, item, **kwargs)
+            super().__init__(capacity, item, align=align, **config)
         except Exception as e:  # raised after the collective, see below
             err, owner = e, None
         layouts = comm.allgather(None if owner is None else self.layout)
@@ -95,7 +117,8 @@ class ReplayBuffer(_ReplayBuffer):
         if err is not None:
             raise err
         _raise(s, msg, call)
-        self._mpi = shards
+        assert shards is not None  # status 0
+        self._mpi: "_mpi._Shards" = shards
         self.comm = comm
 
     @property
@@ -158,7 +181,7 @@ class ReplayBuffer(_ReplayBuffer):
         _raise(s, msg, call)
         return out if r in (ALL, self.rank) else None
 
-    def update(self, ids: _t.Any, td: _t.Any) -> int:
+    def update(self, ids: _ArrayLike, td: _ArrayLike) -> int:
         """Collective: every rank passes its own ids (ID records from a
         sample, or an (n, 2) integer array of id and rank; n may be 0)
         and td of shape (n,); each goes to the rank that owns it and sets
@@ -203,14 +226,13 @@ class ReplayBuffer(_ReplayBuffer):
         _raise(s, msg, call)
         return int(stale)
 
-    def _path_call(self, path: _t.Any, load: bool) -> None:
+    def _path_call(self, path: "_t.Union[_PathArg, bytes]", load: bool) -> None:
         call = "per.mpi.ReplayBuffer." + ("load" if load else "save")
         p: _t.Optional[str] = None
         err: _t.Optional[BaseException] = None
         try:
-            p = _os.fspath(path)
-            if isinstance(p, bytes):
-                p = _os.fsdecode(p)
+            fp = _os.fspath(path)
+            p = _os.fsdecode(fp) if isinstance(fp, bytes) else fp
         except Exception as e:
             err = e
         s, msg, busy = (self._mpi.load if load else self._mpi.save)(p)
@@ -221,14 +243,14 @@ class ReplayBuffer(_ReplayBuffer):
                               "rank; a load moves the items")
         _raise(s, msg, call)
 
-    def save(self, path: _t.Union[str, _os.PathLike]) -> None:  # type: ignore[override]
+    def save(self, path: _PathArg) -> None:
         """Collective: checkpoints every shard under path, the same on
         every rank (per_mpi_save: one file per rank and a manifest at
         path written last, so a crash leaves the previous checkpoint or
         this one, whole)."""
         self._path_call(path, False)
 
-    def load(self, path: _t.Union[str, _os.PathLike]) -> None:  # type: ignore[override]
+    def load(self, path: _PathArg) -> None:
         """Collective: replaces every shard with the checkpoint at path,
         saved at any world size (per_mpi_load: at the same world size the
         run goes on as the saved one would have; at another, the items
@@ -255,24 +277,25 @@ class ReplayBuffer(_ReplayBuffer):
                         "(the shard's rng, step and priorities are shared "
                         "by the ranks)")
 
-    def update_sequences(self, ids: _t.Any, td: _t.Any) -> int:
+    def update_sequences(self, ids: _ArrayLike, td: _ArrayLike) -> int:
         self._refuse("update_sequences")
 
     def clear(self) -> None:
         self._refuse("clear")
 
-    def load_shard(self, path: _t.Any, rank: int, world: int) -> None:
+    def load_shard(self, path: _PathArg, rank: int, world: int) -> None:
         self._refuse("load_shard (load takes any world size)")
 
-    def save_async(self, path: _t.Any) -> _t.Any:
+    def save_async(self, path: _PathArg) -> "_t.NoReturn":
         self._refuse("save_async")
 
     @classmethod
-    def from_file(cls, path: _t.Any, item: _t.Any = None) -> _t.Any:
+    def from_file(cls, path: _PathArg,
+                  item: _t.Optional[ItemSpec] = None) -> "_t.NoReturn":
         raise TypeError("per.mpi.ReplayBuffer: from_file is not supported "
                         "(make the buffer on every rank, then load)")
 
-    def __reduce__(self) -> _t.Any:
+    def __reduce__(self) -> "_t.NoReturn":
         self._refuse("pickling or copying")
 
 
@@ -298,12 +321,12 @@ class Feed:
     was drained. free() is collective; call it on every rank at the end.
     """
 
-    def __init__(self, comm: _t.Any, item: ItemSpec, *, dest: _t.Optional[int] = None,
+    def __init__(self, comm: _Comm, item: ItemSpec, *, dest: _t.Optional[int] = None,
                  max_items: int = 256, slots: int = 4) -> None:
         call = "per.mpi.Feed"
         err: _t.Optional[BaseException] = None
         d, mi, sl = _mpi.FEED_NONE, 1, 1
-        self.dtype: _np.dtype = _np.dtype(_np.uint8)
+        self.dtype: _DType = _np.dtype(_np.uint8)
         try:
             self.dtype = _item_dtype(item)
             if dest is not None:
@@ -320,15 +343,17 @@ class Feed:
         if err is not None:
             raise err
         _raise(s, msg, call)
-        self._feed = feed
+        assert feed is not None  # status 0
+        self._feed: "_mpi._Feed" = feed
         self.max_items = mi
 
     # the records of a batch, by ReplayBuffer.add_batch's rules
     _records = _ReplayBuffer._records
     _from_fields = _ReplayBuffer._from_fields
 
-    def send(self, items: _t.Any = None, *, ends: _t.Any = None, td: _t.Any = None,
-             **fields: _t.Any) -> None:
+    def send(self, items: _ItemsIn = None, *,
+             ends: _t.Optional[_ArrayLike] = None,
+             td: _t.Optional[_ArrayLike] = None, **fields: _ArrayLike) -> None:
         """Hand a batch (1 to max_items records, with their ends and TD
         errors, each optional) to this rank's dest."""
         call = "per.mpi.Feed.send"

@@ -277,9 +277,9 @@ def cuda_probes(tmp_path):
     mod = H.module
     bk = pc._Backend(mod, "per.cuda")
     d0 = bk.device_of(None)
-    args = per._buffer_args("probe", 64, 0.6, 0.4, 1.0, 200000, 1e-6, 1.0, 0,
-                            per._per.MAX_LIVE, False, False, None, 0, 0, 0.9)
-    _, status, _ = mod._Buffer(64, 16, *args, 16, 0, d0, bk.stream_of(None, d0))
+    cfg = per.config.c_config("probe", per.config.REPLAY_KEYS, {"live_max": True},
+                              {"capacity": 64, "item_size": 16})
+    _, status, _ = mod._Buffer(cfg, 16, 0, d0, bk.stream_of(None, d0))
     p["live_max"] = status == per._per.PER_OK
     assert status in (per._per.PER_OK, per._per.PER_ERR_ARG), status
     p["add_td"] = declares("per_cuda.h", r"per_cuda_buffer_add\w*") and any(
