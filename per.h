@@ -3106,6 +3106,17 @@ PER_INLINE PER_HD uint32_t peri_rng_below(per_rng *r, uint32_t n) {
   return (uint32_t)(m >> 32);
 }
 
+/* per_rng_real: the stream's next real in [0, 1) (one word for float,
+   two for double). */
+PER_INLINE PER_HD per_real peri_rng_real(per_rng *r) {
+  uint32_t hi, lo;
+  if (sizeof(per_real) == sizeof(float))
+    return (per_real)per_u01f(peri_rng_u32(r));
+  hi = peri_rng_u32(r);
+  lo = peri_rng_u32(r);
+  return (per_real)per_u01d(hi, lo);
+}
+
 /* The scheduled beta after `step` sample calls. */
 static PER_HD double peri_beta_at(const per_config *c, uint64_t step) {
   if (step >= c->beta_steps) return c->beta1;
@@ -3266,6 +3277,225 @@ static PER_HD uint32_t peri_seq_steps_of(const per_real *leaf,
   return n;
 }
 
+/* ---- the sampling plan: what a buffer's sample draws from ----
+
+   Written once for per_buffer_sample and the device's draw kernel: the
+   eligible leaves (the window's slot ranges, counted in trajectories,
+   mapped to sequence starts for sequences), their mass, the uniform
+   fallback, the strata's width, the buffer-max weights' minimum, and
+   the distinct draws' uniform picks. The callers check the arguments
+   first (per.h's peri_plan_sample with messages, per_cuda.cu's
+   launchers) and keep what is theirs: the CPU its draw modes, the device
+   the stream it hands to the second launch. */
+
+/* How a plan's leaves are drawn (the CPU's modes). */
+enum {
+  PERI_DRAW_STRATA,  /* B strata of the eligible mass (with replacement) */
+  PERI_DRAW_UNIFORM, /* degenerate mass: uniform, with replacement */
+  PERI_DRAW_PICKED   /* distinct units, all drawn up front into scratch */
+};
+
+/* What a plan reads of a buffer, as plain pointers and sizes: a
+   per_buffer's, or a device buffer's memory and state. The plan reads
+   the trees, the trajectory ids and the validity flags directly (on the
+   device: in the draw launch, which writes none of them before its plan
+   is made). */
+typedef struct peri_plan_src {
+  const per_real *node;         /* the items' tree, L leaves */
+  const per_real *min_node;     /* its min tree; NULL without buffer-max
+                                   weights (PER_WEIGHTS_BUFFER_MAX) */
+  const per_real *seq_node;     /* the sequences' tree, seq_L leaves, and */
+  const per_real *seq_min_node; /* its min tree (or NULL), as above */
+  const uint8_t *seq_ok;        /* a validity flag per sequence */
+  const uint32_t *traj;         /* a trajectory id per slot */
+  uint32_t cap, L, pos, size;   /* size > 0 */
+  uint32_t seq_L, seq_n, seq_len, seq_stride; /* seq_n sequences */
+} peri_plan_src;
+
+/* A sample's plan. */
+typedef struct peri_plan {
+  const per_real *node, *min_node; /* the tree drawn from (the items' or
+                                      the sequences') and its min tree */
+  uint32_t L, B;
+  uint32_t seq;    /* 1: sequences (PER_SAMPLE_SEQUENCES) */
+  uint32_t unit;   /* steps per drawn unit: 1, or seq_len */
+  uint32_t stride; /* leaf j is the unit starting at slot j * stride */
+  uint32_t nr, lo[2], hi[2]; /* eligible leaves: nr ranges [lo, hi) */
+  uint32_t W, start;         /* the window: W items from slot start */
+  uint32_t nvalid;           /* what a uniform draw picks from: items, W;
+                                sequences, the valid eligible ones (when
+                                degenerate, by peri_plan_count_valid) */
+  uint32_t unique, whole, degenerate, bufmax, mode;
+  double beta;
+  per_real total, seg; /* the eligible mass; a stratum's width */
+  per_real pmin;       /* bufmax: the buffer's smallest leaf */
+  peri_cover cov;      /* !whole: the subtrees of the ranges */
+  per_rng next;        /* the device's: the stream after the call */
+} peri_plan;
+
+/* The plan of a B-draw sample (B > 0) of a non-empty buffer, with
+   `flags` (PER_SAMPLE_SEQUENCES, _TRAJECTORIES, _UNIQUE) and `window`
+   (0: every item) and IS exponent beta, all checked: *p but mode and
+   next, and nvalid 0 for sequences (peri_plan_count_valid counts them
+   when the mass is degenerate: O(sequences)). */
+static PER_HD void peri_plan_of(const peri_plan_src *v, uint32_t flags,
+                                uint32_t window, uint32_t B, double beta,
+                                peri_plan *p) {
+  uint32_t q;
+  memset(p, 0, sizeof *p);
+  p->B = B;
+  p->beta = beta;
+  p->unique = (flags & PER_SAMPLE_UNIQUE) != 0;
+  p->W = window;
+  if (p->W && (flags & PER_SAMPLE_TRAJECTORIES))
+    p->W = peri_traj_window_of(v->traj, v->cap, v->pos, v->size, p->W);
+  if (p->W == 0 || p->W > v->size) p->W = v->size;
+  p->whole = p->W == v->size;
+  p->nr = peri_window(v->cap, v->pos, p->W, &p->start, p->lo, p->hi);
+  if (flags & PER_SAMPLE_SEQUENCES) {
+    uint32_t st = v->seq_stride;
+    p->seq = 1;
+    p->node = v->seq_node;
+    p->min_node = v->seq_min_node;
+    p->L = v->seq_L;
+    p->unit = v->seq_len;
+    p->stride = st;
+    if (p->whole) { /* every sequence: the invalid ones have leaf 0 */
+      p->nr = 1;
+      p->lo[0] = 0;
+      p->hi[0] = v->seq_n;
+    } else { /* the sequences starting in the window's slots */
+      for (q = 0; q < p->nr; ++q) {
+        p->lo[q] = (uint32_t)(((uint64_t)p->lo[q] + st - 1) / st);
+        p->hi[q] = (uint32_t)(((uint64_t)p->hi[q] + st - 1) / st);
+      }
+    }
+  } else {
+    p->node = v->node;
+    p->min_node = v->min_node;
+    p->L = v->L;
+    p->unit = 1;
+    p->stride = 1;
+    p->nvalid = p->W;
+  }
+  if (p->whole) {
+    p->total = p->node[1];
+  } else {
+    for (q = 0; q < p->nr; ++q)
+      peri_cover_range(&p->cov, p->L, p->lo[q], p->hi[q]);
+    p->total = peri_cover_total(&p->cov, p->node);
+  }
+  p->degenerate = !peri_dfinite((double)p->total) || !(p->total > 0);
+  if (!p->degenerate) p->seg = p->total / (per_real)B;
+  p->bufmax = p->min_node && p->min_node[1] <= PER_LEAF_MAX;
+  p->pmin = p->bufmax ? p->min_node[1] : PERI_NO_MIN;
+}
+
+/* The valid sequences among a plan's eligible ones (ok: their flags). */
+static PER_HD uint32_t peri_plan_count_valid(const peri_plan *p,
+                                             const uint8_t *ok) {
+  uint32_t q, j, n = 0;
+  for (q = 0; q < p->nr; ++q)
+    for (j = p->lo[q]; j < p->hi[q]; ++j) n += ok[j] != 0;
+  return n;
+}
+
+/* The leaf of uniform position r < p->nvalid: items by window position
+   (cap: the capacity), sequences by rank among the valid eligible ones
+   (ok: their flags; O(sequences): degenerate mass only). */
+static PER_HD uint32_t peri_plan_uniform_leaf(const peri_plan *p,
+                                              const uint8_t *ok, uint32_t cap,
+                                              uint32_t r) {
+  uint32_t q, j;
+  if (!p->seq) return (uint32_t)(((uint64_t)p->start + r) % cap);
+  for (q = 0; q < p->nr; ++q)
+    for (j = p->lo[q]; j < p->hi[q]; ++j)
+      if (ok[j] && r-- == 0) return j;
+  return 0; /* r >= nvalid: not reached */
+}
+
+/* Empty the first slots of the set for a batch of k (load factor <= 1/2
+   for k) and return their bits: clearing is O(k), not O(max_k). */
+static PER_HD uint32_t peri_set_reset(uint32_t *table, uint32_t k) {
+  uint32_t hb = peri_cat_hbits(k);
+  memset(table, 0, ((size_t)1 << hb) * sizeof(uint32_t));
+  return hb;
+}
+
+/* Insert key into the open-addressing set of 2^hbits words in table (0:
+   an empty slot, key + 1 a member); 1 when it was new, 0 when already
+   present. The per_cat table and the buffer's unique draws use it. */
+static PER_HD int peri_set_insert(uint32_t *table, uint32_t hbits,
+                                  uint32_t key) {
+  uint32_t mask = (1u << hbits) - 1u;
+  uint32_t h = (uint32_t)(key * 2654435761u) >> (32u - hbits);
+  for (;;) {
+    uint32_t cur = table[h];
+    if (cur == 0) {
+      table[h] = key + 1u;
+      return 1;
+    }
+    if (cur == key + 1u) return 0;
+    h = (h + 1u) & mask;
+  }
+}
+
+/* Distinct draws, degenerate mass: p->B distinct uniform positions of
+   the p->nvalid (B <= nvalid) by Floyd's algorithm, from the stream r,
+   as leaves into out[0..B) in pick order; set: 2^peri_cat_hbits(B)
+   words of scratch. */
+static PER_HD void peri_plan_floyd(const peri_plan *p, per_rng *r,
+                                   const uint8_t *ok, uint32_t cap,
+                                   uint32_t *set, uint32_t *out) {
+  uint32_t j, i = 0, N = p->nvalid, B = p->B;
+  uint32_t hb = peri_set_reset(set, B);
+  for (j = N - B; j < N; ++j, ++i) {
+    uint32_t t = peri_rng_below(r, j + 1u);
+    if (!peri_set_insert(set, hb, t)) {
+      peri_set_insert(set, hb, j);
+      t = j;
+    }
+    out[i] = peri_plan_uniform_leaf(p, ok, cap, t);
+  }
+}
+
+/* per_tree_set of a plain leaf value v (no checks): the leaf of a tree
+   of L leaves, then its ancestors recomputed. */
+static PER_HD void peri_put_leaf(per_real *node, uint32_t L, uint32_t leaf,
+                                 per_real v) {
+  uint32_t k;
+  node[L + leaf] = v;
+  for (k = (L + leaf) >> 1; k >= 1; k >>= 1) per_tree_recompute(node, k);
+}
+
+/* Distinct draws in a window: p->B picks from the stream r, each in
+   proportion to the cover's mass in node (the plan's tree, p->L leaves),
+   its leaf into idx[j] and value into val[j], then zeroed; then every
+   pick put back, so the tree is bitwise as before (each node the sum of
+   its children). PER_ERR_TOO_FEW when the mass runs out first (the
+   picks made put back too). */
+static PER_HD per_status peri_plan_window_picks(const peri_plan *p, per_rng *r,
+                                                per_real *node, uint32_t *idx,
+                                                per_real *val) {
+  uint32_t j, k, L = p->L;
+  per_status s = PER_OK;
+  for (j = 0; j < p->B; ++j) {
+    per_real tot = peri_cover_total(&p->cov, node);
+    uint32_t leaf;
+    if (!(tot > 0)) {
+      s = PER_ERR_TOO_FEW;
+      break;
+    }
+    leaf =
+        peri_cover_find(&p->cov, node, L, peri_mul_rn(peri_rng_real(r), tot));
+    idx[j] = leaf;
+    val[j] = node[L + leaf];
+    peri_put_leaf(node, L, leaf, (per_real)0);
+  }
+  for (k = 0; k < j; ++k) peri_put_leaf(node, L, idx[k], val[k]);
+  return s;
+}
+
 /* >>seam: the implementation's share for the companions that compile
    beside it in one file (per_frames.h): declared here, defined in their
    own sections (>>ckpt, >>nstep), so that a companion's file format and
@@ -3353,10 +3583,7 @@ PERDEF double per_rng_double(per_rng *r) {
 
 PERDEF float per_rng_float(per_rng *r) { return per_u01f(per_rng_u32(r)); }
 
-PERDEF per_real per_rng_real(per_rng *r) {
-  if (sizeof(per_real) == sizeof(float)) return (per_real)per_rng_float(r);
-  return (per_real)per_rng_double(r);
-}
+PERDEF per_real per_rng_real(per_rng *r) { return peri_rng_real(r); }
 
 /* Blocks counter .. counter + PERI_LANES - 1 of stream `seed`, block g in
    w[4g .. 4g+3]: per_rng_block for many counters at once. The words live
@@ -4239,31 +4466,6 @@ PERDEF void per_cat_free(per_cat *c) {
   memset(c, 0, sizeof *c);
 }
 
-/* Empty the first slots of the set for a batch of k (load factor <= 1/2
-   for k) and return their bits: clearing is O(k), not O(max_k). */
-static uint32_t peri_set_reset(uint32_t *table, uint32_t k) {
-  uint32_t hb = peri_cat_hbits(k);
-  memset(table, 0, ((size_t)1 << hb) * sizeof(uint32_t));
-  return hb;
-}
-
-/* Insert key into the open-addressing set of 2^hbits words in table (0:
-   an empty slot, key + 1 a member); 1 when it was new, 0 when already
-   present. The per_cat table and the buffer's unique draws use it. */
-static int peri_set_insert(uint32_t *table, uint32_t hbits, uint32_t key) {
-  uint32_t mask = (1u << hbits) - 1u;
-  uint32_t h = (uint32_t)(key * 2654435761u) >> (32u - hbits);
-  for (;;) {
-    uint32_t cur = table[h];
-    if (cur == 0) {
-      table[h] = key + 1u;
-      return 1;
-    }
-    if (cur == key + 1u) return 0;
-    h = (h + 1u) & mask;
-  }
-}
-
 /* Put back the leaves idx[0..m) from c->saved and recompute their
    ancestors: the tree is again exactly what it was. */
 static void peri_cat_restore(per_cat *c, per_tree *t, const uint32_t *idx,
@@ -4584,11 +4786,6 @@ static void peri_tcheck_feed(peri_tcheck *c, uint32_t id) {
   d = c->ref - id;
   if (d < c->prev || d > c->oldest_ok) c->bad = 1;
   c->prev = d;
-}
-
-/* peri_traj_window_of over b's ring. */
-static uint32_t peri_traj_window(const per_buffer *b, uint32_t w) {
-  return peri_traj_window_of(b->traj, b->cfg.capacity, b->pos, b->size, w);
 }
 
 /* ---- init ---- */
@@ -4922,51 +5119,16 @@ PERDEF per_status per_buffer_add_td(per_buffer *b, const void *items,
    items, ids, weights and the mask. A new mode is a draw function and a
    flag. */
 
-/* How a plan's leaves are drawn. */
-enum {
-  PERI_DRAW_STRATA,  /* B strata of the eligible mass (with replacement) */
-  PERI_DRAW_UNIFORM, /* degenerate mass: uniform, with replacement */
-  PERI_DRAW_PICKED   /* distinct units, all drawn up front into scratch */
-};
-
-typedef struct peri_plan {
-  per_tree *tree;           /* b->tree, or b->seq_tree for sequences */
-  const per_real *min_node; /* its min tree, or NULL */
-  uint32_t B;
-  uint32_t unit;   /* steps per drawn unit: 1, or seq_len */
-  uint32_t stride; /* leaf j is the unit starting at slot j * stride */
-  uint32_t nr, lo[2], hi[2]; /* eligible leaves: nr ranges [lo, hi) */
-  uint32_t W, start;         /* the window: W items from slot start */
-  uint32_t nvalid;           /* degenerate: eligible units a uniform draw
-                                picks from (items: W; sequences: the valid
-                                ones, counted only then) */
-  int mode, unique, whole, degenerate, bufmax;
-  double beta;
-  per_real total, seg;
-  peri_cover cov; /* !whole: the subtrees of the ranges */
-} peri_plan;
-
-/* Leaf of uniform position r (0 <= r < nvalid): items by window
-   position, sequences by rank among the valid eligible ones (O(leaves):
-   the degenerate case only). */
-static uint32_t peri_uniform_leaf(const per_buffer *b, const peri_plan *p,
-                                  uint32_t r) {
-  uint32_t q, j;
-  if (p->tree == &b->tree)
-    return (uint32_t)(((uint64_t)p->start + r) % b->cfg.capacity);
-  for (q = 0; q < p->nr; ++q)
-    for (j = p->lo[q]; j < p->hi[q]; ++j)
-      if (b->seq_ok[j] && r-- == 0) return j;
-  PER_ASSERT(0);
-  return 0;
+/* The tree a plan draws from. */
+static per_tree *peri_plan_tree(per_buffer *b, const peri_plan *p) {
+  return p->seq ? &b->seq_tree : &b->tree;
 }
 
 /* Eligible leaves with positive value. */
 static uint32_t peri_count_positive(const peri_plan *p) {
-  const per_real *node = p->tree->node;
-  uint32_t q, j, n = 0, L = p->tree->leaves;
+  uint32_t q, j, n = 0;
   for (q = 0; q < p->nr; ++q)
-    for (j = p->lo[q]; j < p->hi[q]; ++j) n += node[L + j] > 0;
+    for (j = p->lo[q]; j < p->hi[q]; ++j) n += p->node[p->L + j] > 0;
   return n;
 }
 
@@ -4982,7 +5144,9 @@ static void peri_msg_too_few(peri_msg *m, uint32_t B, uint32_t k,
    succeeds from here on; otherwise nothing was changed. */
 static per_status peri_plan_sample(per_buffer *b, uint32_t B,
                                    const per_sample_opts *opts, peri_plan *p) {
-  uint32_t flags = opts ? opts->flags : 0, cap, q, j;
+  uint32_t flags = opts ? opts->flags : 0;
+  double beta;
+  peri_plan_src v;
   peri_msg m;
   if (!b->items) return peri_buf_fail(b, PER_ERR_NULL, "b is not initialised");
   m = peri_buf_msg(b);
@@ -4991,77 +5155,55 @@ static per_status peri_plan_sample(per_buffer *b, uint32_t B,
     peri_msg_s(&m, " has bits that are no PER_SAMPLE_* flag");
     return PER_ERR_ARG;
   }
-  memset(p, 0, sizeof *p);
   if (flags & PER_SAMPLE_BETA) {
-    p->beta = opts->beta;
-    if (peri_check_real(&m, "opts->beta", p->beta, 0) != PER_OK)
+    beta = opts->beta;
+    if (peri_check_real(&m, "opts->beta", beta, 0) != PER_OK)
       return PER_ERR_ARG;
   } else if (opts && opts->beta != 0) {
     return peri_buf_fail(b, PER_ERR_ARG,
                          "opts->beta is set but PER_SAMPLE_BETA is not in "
                          "opts->flags (the schedule's beta would be used)");
   } else {
-    p->beta = per_buffer_beta(b);
+    beta = per_buffer_beta(b);
   }
   if ((flags & PER_SAMPLE_SEQUENCES) && !b->seq_ok)
     return peri_buf_fail(b, PER_ERR_ARG,
                          "PER_SAMPLE_SEQUENCES on a buffer without sequences "
                          "(config seq_len 0)");
   if (B == 0) return peri_buf_fail(b, PER_ERR_BATCH, "batch size B is 0");
-  p->B = B;
-  p->unique = (flags & PER_SAMPLE_UNIQUE) != 0;
-  if (p->unique && B > b->cfg.max_unique) {
+  if ((flags & PER_SAMPLE_UNIQUE) && B > b->cfg.max_unique) {
     peri_msg_nu(&m, "PER_SAMPLE_UNIQUE: batch size B", B);
     peri_msg_nu(&m, " > config max_unique", b->cfg.max_unique);
     return PER_ERR_BATCH;
   }
   if (b->size == 0)
     return peri_buf_fail(b, PER_ERR_EMPTY, "the buffer is empty: add first");
-  cap = b->cfg.capacity;
-  p->W = opts ? opts->window : 0;
-  if (p->W && (flags & PER_SAMPLE_TRAJECTORIES))
-    p->W = peri_traj_window(b, p->W);
-  if (p->W == 0 || p->W > b->size) p->W = b->size;
-  p->whole = p->W == b->size;
-  p->nr = peri_window(cap, b->pos, p->W, &p->start, p->lo, p->hi);
-  if (flags & PER_SAMPLE_SEQUENCES) {
-    uint32_t st = b->cfg.seq_stride;
-    p->tree = &b->seq_tree;
-    p->min_node = b->seq_min_node;
-    p->unit = b->cfg.seq_len;
-    p->stride = st;
-    if (p->whole) { /* every sequence: the invalid ones have leaf 0 */
-      p->nr = 1;
-      p->lo[0] = 0;
-      p->hi[0] = b->seq_tree.capacity;
-    } else { /* the sequences starting in the window's slots */
-      for (q = 0; q < p->nr; ++q) {
-        p->lo[q] = (uint32_t)(((uint64_t)p->lo[q] + st - 1) / st);
-        p->hi[q] = (uint32_t)(((uint64_t)p->hi[q] + st - 1) / st);
-      }
-    }
-  } else {
-    p->tree = &b->tree;
-    p->min_node = b->min_node;
-    p->unit = 1;
-    p->stride = 1;
-    p->nvalid = p->W;
-    if (p->unique && B > p->W) {
-      peri_msg_too_few(&m, B, p->W, " eligible items");
-      return PER_ERR_TOO_FEW;
-    }
+  memset(&v, 0, sizeof v);
+  v.node = b->tree.node;
+  v.L = b->tree.leaves;
+  v.traj = b->traj;
+  v.cap = b->cfg.capacity;
+  v.pos = b->pos;
+  v.size = b->size;
+  if (b->cfg.flags & PER_WEIGHTS_BUFFER_MAX) {
+    v.min_node = b->min_node;
+    v.seq_min_node = b->seq_min_node;
   }
-  if (p->whole) {
-    p->total = p->tree->node[1];
-  } else {
-    for (q = 0; q < p->nr; ++q)
-      peri_cover_range(&p->cov, p->tree->leaves, p->lo[q], p->hi[q]);
-    p->total = peri_cover_total(&p->cov, p->tree->node);
+  if (b->seq_ok) {
+    v.seq_node = b->seq_tree.node;
+    v.seq_L = b->seq_tree.leaves;
+    v.seq_n = b->seq_tree.capacity;
+    v.seq_ok = b->seq_ok;
+    v.seq_len = b->cfg.seq_len;
+    v.seq_stride = b->cfg.seq_stride;
   }
-  p->degenerate = !peri_dfinite((double)p->total) || !(p->total > 0);
-  if (p->degenerate && p->tree != &b->tree) { /* uniform over the valid ones */
-    for (q = 0; q < p->nr; ++q)
-      for (j = p->lo[q]; j < p->hi[q]; ++j) p->nvalid += b->seq_ok[j];
+  peri_plan_of(&v, flags, opts ? opts->window : 0, B, beta, p);
+  if (p->unique && !p->seq && B > p->W) {
+    peri_msg_too_few(&m, B, p->W, " eligible items");
+    return PER_ERR_TOO_FEW;
+  }
+  if (p->degenerate && p->seq) { /* uniform over the valid ones */
+    p->nvalid = peri_plan_count_valid(p, b->seq_ok);
     if (p->nvalid == 0)
       return peri_buf_fail(b, PER_ERR_TOO_FEW,
                            "no eligible sequence is complete (each has a "
@@ -5073,69 +5215,26 @@ static per_status peri_plan_sample(per_buffer *b, uint32_t B,
     }
   }
   /* with sequences, invalid ones are 0: a positive leaf is a valid one */
-  if (p->unique && !p->degenerate && (b->zero_hint || p->tree != &b->tree)) {
+  if (p->unique && !p->degenerate && (b->zero_hint || p->seq)) {
     uint32_t n = peri_count_positive(p);
     if (n < B) {
       peri_msg_too_few(&m, B, n,
-                       p->tree == &b->tree
-                           ? " eligible items with priority > 0"
-                           : " complete eligible sequences with priority > 0");
+                       p->seq ? " complete eligible sequences with priority > 0"
+                              : " eligible items with priority > 0");
       return PER_ERR_TOO_FEW;
     }
   }
-  p->bufmax = (b->cfg.flags & PER_WEIGHTS_BUFFER_MAX) && p->min_node &&
-              p->min_node[1] <= PER_LEAF_MAX;
   if (p->unique) {
     p->mode = PERI_DRAW_PICKED;
   } else if (p->degenerate) {
     p->mode = PERI_DRAW_UNIFORM;
   } else {
     p->mode = PERI_DRAW_STRATA;
-    p->seg = p->total / (per_real)B;
   }
   return PER_OK;
 }
 
 /* ---- draw functions ---- */
-
-/* PERI_DRAW_PICKED, degenerate: B distinct uniform positions (Floyd's
-   algorithm), as leaves. */
-static void peri_pick_uniform(per_buffer *b, const peri_plan *p) {
-  uint32_t j, i = 0, N = p->nvalid, B = p->B;
-  uint32_t hb = peri_set_reset(b->cat.table, B);
-  for (j = N - B; j < N; ++j, ++i) {
-    uint32_t t = per_rng_below(&b->rng, j + 1);
-    if (!peri_set_insert(b->cat.table, hb, t)) {
-      peri_set_insert(b->cat.table, hb, j);
-      t = j;
-    }
-    b->scratch_idx[i] = peri_uniform_leaf(b, p, t);
-  }
-}
-
-/* PERI_DRAW_PICKED in a window: draw in proportion to the cover's mass,
-   zero the pick, repeat; then restore the picks (the tree is bitwise as
-   before: parents are recomputed). */
-static per_status peri_pick_window(per_buffer *b, const peri_plan *p) {
-  per_tree *t = p->tree;
-  uint32_t j, L = t->leaves;
-  per_status s = PER_OK;
-  for (j = 0; j < p->B; ++j) {
-    per_real tot = peri_cover_total(&p->cov, t->node);
-    uint32_t leaf;
-    if (!(tot > 0)) { /* excluded by the plan's count */
-      s = PER_ERR_TOO_FEW;
-      break;
-    }
-    leaf = peri_cover_find(&p->cov, t->node, L,
-                           peri_mul_rn(per_rng_real(&b->rng), tot));
-    b->scratch_idx[j] = leaf;
-    b->scratch_val[j] = t->node[L + leaf];
-    per_tree_set(t, leaf, 0);
-  }
-  per_tree_set_batch(t, b->scratch_idx, b->scratch_val, j);
-  return s;
-}
 
 /* PERI_DRAW_PICKED: the whole batch into scratch_idx, before any output.
    On error the rng is as it was. */
@@ -5143,13 +5242,16 @@ static per_status peri_draw_picked(per_buffer *b, const peri_plan *p) {
   per_rng saved = b->rng;
   per_status s = PER_OK;
   if (p->degenerate) {
-    peri_pick_uniform(b, p);
-  } else if (p->whole && p->tree == &b->tree && b->swap.perm) {
+    peri_plan_floyd(p, &b->rng, b->seq_ok, b->cfg.capacity, b->cat.table,
+                    b->scratch_idx);
+  } else if (p->whole && !p->seq && b->swap.perm) {
     s = per_swap_sample(&b->swap, &b->rng, p->B, b->scratch_idx);
   } else if (p->whole) {
-    s = per_cat_sample(&b->cat, p->tree, &b->rng, p->B, b->scratch_idx, NULL);
+    s = per_cat_sample(&b->cat, peri_plan_tree(b, p), &b->rng, p->B,
+                       b->scratch_idx, NULL);
   } else {
-    s = peri_pick_window(b, p);
+    s = peri_plan_window_picks(p, &b->rng, peri_plan_tree(b, p)->node,
+                               b->scratch_idx, b->scratch_val);
   }
   if (s != PER_OK) b->rng = saved; /* excluded by the plan; kept anyway */
   return s;
@@ -5158,11 +5260,12 @@ static per_status peri_draw_picked(per_buffer *b, const peri_plan *p) {
 /* Units [base, base + m) of the batch: their leaves in idx, values in val. */
 static void peri_draw_chunk(per_buffer *b, const peri_plan *p, uint32_t base,
                             uint32_t m, uint32_t *idx, per_real *val) {
-  const per_real *node = p->tree->node;
-  uint32_t g, L = p->tree->leaves;
+  const per_real *node = p->node;
+  uint32_t g, L = p->L;
   if (p->mode == PERI_DRAW_STRATA && p->whole) {
-    per_status s = per_tree_sample_strata(p->tree, b->rng.seed, b->rng.counter,
-                                          p->B, base, m, idx, val);
+    per_status s =
+        per_tree_sample_strata(peri_plan_tree(b, p), b->rng.seed,
+                               b->rng.counter, p->B, base, m, idx, val);
     PER_ASSERT(s == PER_OK);
     (void)s;
     return;
@@ -5173,7 +5276,8 @@ static void peri_draw_chunk(per_buffer *b, const peri_plan *p, uint32_t base,
           per_tree_stratum_u(b->rng.seed, b->rng.counter, base + g, p->seg);
       idx[g] = peri_cover_find(&p->cov, node, L, u);
     } else if (p->mode == PERI_DRAW_UNIFORM) {
-      idx[g] = peri_uniform_leaf(b, p, per_rng_below(&b->rng, p->nvalid));
+      idx[g] = peri_plan_uniform_leaf(p, b->seq_ok, b->cfg.capacity,
+                                      per_rng_below(&b->rng, p->nvalid));
     } else {
       idx[g] = b->scratch_idx[base + g];
     }
@@ -5206,7 +5310,7 @@ static void peri_emit_unit(const per_buffer *b, const peri_plan *p, uint32_t i,
   }
   if (ids)
     ids[i] = (uint64_t)slot | ((uint64_t)b->gen[slot] << 32) |
-             (p->tree == &b->tree ? 0 : PER_ID_SEQ);
+             (p->seq ? PER_ID_SEQ : 0);
   if (mask) {
     uint8_t live = 1;
     for (t = 0; t < n; ++t) {
@@ -5222,9 +5326,9 @@ static void peri_emit_unit(const per_buffer *b, const peri_plan *p, uint32_t i,
    pass over the values, from the ids or by drawing the same strata). */
 static void peri_emit_batch(per_buffer *b, const peri_plan *p, void *items_out,
                             uint64_t *ids, float *weights, uint8_t *mask) {
-  uint32_t idx[PERI_CHUNK], base, g, B = p->B, L = p->tree->leaves;
+  uint32_t idx[PERI_CHUNK], base, g, B = p->B, L = p->L;
   per_real val[PERI_CHUNK];
-  per_real pmin = p->bufmax ? p->min_node[1] : PERI_NO_MIN;
+  per_real pmin = p->pmin;
   int now = weights && (p->degenerate || p->bufmax); /* final in pass 1 */
   /* One chunk with batch-min weights: the weights from its values first,
      while the gathers' prefetches below are in flight. */
@@ -5258,9 +5362,8 @@ static void peri_emit_batch(per_buffer *b, const peri_plan *p, void *items_out,
       if (ids) {
         for (g = 0; g < m; ++g)
           val[g] =
-              p->tree
-                  ->node[L + ((uint32_t)ids[base + g] & ~(uint32_t)PER_ID_SEQ) /
-                                 p->stride];
+              p->node[L + ((uint32_t)ids[base + g] & ~(uint32_t)PER_ID_SEQ) /
+                              p->stride];
       } else {
         peri_draw_chunk(b, p, base, m, idx, val);
       }
@@ -5281,8 +5384,7 @@ PERDEF per_status per_buffer_sample(per_buffer *b, uint32_t B,
   s = peri_plan_sample(b, B, opts, &p);
   if (s == PER_OK && p.mode == PERI_DRAW_PICKED) s = peri_draw_picked(b, &p);
   if (s != PER_OK) return peri_buf_end(b, s);
-  peri_emit_batch(b, &p, items_out, ids, weights,
-                  p.tree == &b->tree ? NULL : opts->mask);
+  peri_emit_batch(b, &p, items_out, ids, weights, p.seq ? opts->mask : NULL);
   b->step += 1;
   return PER_OK;
 }

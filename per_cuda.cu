@@ -43,10 +43,11 @@
 //     conflict (a plain write and any other access, or a plain read and
 //     an atomic) unless a hand-over orders them: the races a loop of whole
 //     threads would hide. Only the descents (per.h's and
-//     peri_cuda_descend) and a sample's plan read the tree and the
-//     trajectory ids directly, in launches that write neither, or where
-//     the one thread that reads them is the one that writes them (a
-//     sample's distinct draws).
+//     peri_cuda_descend) and a sample's plan (per.h's peri_plan_of and
+//     peri_plan_count_valid) read the tree, the trajectory ids and the
+//     sequences' flags directly, in launches that write none of them, or
+//     where the one thread that reads them is the one that writes them
+//     (a sample's distinct draws: per.h's peri_plan_floyd and its set).
 // No float atomics: tree nodes get their values from per_tree_recompute
 // (a parent) or from the batch (a leaf); integer atomics on their bit
 // patterns only claim leaves.
@@ -778,20 +779,6 @@ static __host__ __device__ inline size_t peri_cuda_round256(size_t bytes) {
 }
 
 /* >>buffer: the replay buffer's state, add and plan */
-// What a replay buffer's sample draws from (peri_plan_sample's plan),
-// worked out by every thread of the draw from the state, and kept by
-// thread 0 for the second launch.
-struct peri_cuda_sample_plan {
-  peri_cover cov; // !whole: the eligible leaves' subtrees
-  per_rng next;   // the state's stream after the call
-  double beta;
-  per_real total, seg, pmin; // pmin: buffer-max weights' minimum
-  uint32_t W, start, whole, degenerate, bufmax, seq;
-  uint32_t nr, lo[2], hi[2]; // the eligible leaves: nr ranges [lo, hi)
-  uint32_t nvalid; // what uniform draws pick from: items, W; sequences,
-                   // the valid eligible ones (counted when degenerate)
-};
-
 // A buffer's sequences (seq_len > 0) as the kernels see them: the
 // sequence tree, its min tree (or NULL), the validity flags; len steps
 // each, sequence q starting at slot q * stride, ns of them.
@@ -814,7 +801,8 @@ struct peri_cuda_seqs {
 // first) and, with sequences, a word per sequence (own: 0 between
 // calls). Everything but the arrays starts 0 and every call leaves it 0.
 struct peri_cuda_workspace {
-  peri_cuda_sample_plan *plan;
+  peri_plan *plan; // what a sample draws from (per.h's peri_plan_of),
+                   // kept by the draw's thread 0 for the deliver launch
   peri_cuda_acc *acc;
   unsigned int *cnt, *scnt;
   uint32_t *flag, *idx, *set, *own;
@@ -1115,49 +1103,6 @@ static __global__ void peri_cuda_claim_seq_kernel(
 // tree (zeroed picks, put back before it returns) and the permutation,
 // which no other thread of the launch touches.
 
-// The set of 2^hb words emptied (0: an empty slot, key + 1 a member).
-static __device__ void peri_cuda_set_clear(uint32_t *set, uint32_t hb) {
-  uint32_t j;
-  for (j = 0; j < (1u << hb); ++j) PERI_CUDA_ST(&set[j], 0u);
-}
-
-// key into the set: 1 when it was new, 0 when already there (linear
-// probing, per.h's hash).
-static __device__ int peri_cuda_set_insert(uint32_t *set, uint32_t hb,
-                                           uint32_t key) {
-  uint32_t mask = (1u << hb) - 1u;
-  uint32_t h = (uint32_t)(key * 2654435761u) >> (32u - hb);
-  for (;;) {
-    uint32_t cur = PERI_CUDA_LD(&set[h]);
-    if (cur == 0) {
-      PERI_CUDA_ST(&set[h], key + 1u);
-      return 1;
-    }
-    if (cur == key + 1u) return 0;
-    h = (h + 1u) & mask;
-  }
-}
-
-// per_rng_real: the stream's next real.
-static __device__ per_real peri_cuda_rng_real(per_rng *r) {
-  uint32_t hi, lo;
-  if (sizeof(per_real) == sizeof(float))
-    return (per_real)per_u01f(peri_rng_u32(r));
-  hi = peri_rng_u32(r);
-  lo = peri_rng_u32(r);
-  return (per_real)per_u01d(hi, lo);
-}
-
-// per_tree_set of a valid value: leaf = v, its ancestors recomputed.
-static __device__ void peri_cuda_put_leaf(per_real *node, uint32_t L,
-                                          uint32_t leaf, per_real v) {
-  uint32_t k;
-  PERI_CUDA_ST(&node[L + leaf], v);
-  for (k = (L + leaf) >> 1; k >= 1; k >>= 1)
-    PERI_CUDA_ST(&node[k], PERI_CUDA_LD(&node[2u * k]) +
-                               PERI_CUDA_LD(&node[2u * k + 1u]));
-}
-
 // The picks idx[0..m) put back from val[0..m): the tree is bitwise what
 // it was (every node is the sum of its children).
 static __device__ void peri_cuda_put_back(per_real *node, uint32_t L,
@@ -1165,7 +1110,7 @@ static __device__ void peri_cuda_put_back(per_real *node, uint32_t L,
                                           const per_real *val, uint32_t m) {
   uint32_t j;
   for (j = 0; j < m; ++j)
-    peri_cuda_put_leaf(node, L, PERI_CUDA_LD(&idx[j]), PERI_CUDA_LD(&val[j]));
+    peri_put_leaf(node, L, PERI_CUDA_LD(&idx[j]), PERI_CUDA_LD(&val[j]));
 }
 
 // Pick j: leaf into idx, its value into val.
@@ -1176,42 +1121,22 @@ static __device__ void peri_cuda_keep_pick(const per_real *node, uint32_t L,
   PERI_CUDA_ST(&val[j], PERI_CUDA_LD(&node[L + leaf]));
 }
 
-// The leaf of uniform position r < p->nvalid (peri_uniform_leaf): items
-// by window position, sequences by rank among the valid eligible ones
-// (O(leaves): degenerate mass only).
-static __device__ uint32_t
-peri_cuda_uniform_leaf(const peri_cuda_sample_plan *p, const uint8_t *ok,
-                       uint32_t cap, uint32_t r) {
-  uint32_t q, j;
-  if (!p->seq) return (uint32_t)(((uint64_t)p->start + r) % cap);
-  for (q = 0; q < p->nr; ++q)
-    for (j = p->lo[q]; j < p->hi[q]; ++j)
-      if (ok[j] && r-- == 0) return j;
-  return 0; // r < nvalid: not reached
-}
-
-// Degenerate mass (peri_pick_uniform): B distinct positions of the
-// nvalid by Floyd's algorithm, as leaves.
-static __device__ void peri_cuda_pick_uniform(
-    per_rng *r, const peri_cuda_sample_plan *p, const uint8_t *ok,
-    const per_real *node, uint32_t L, uint32_t cap, uint32_t B, uint32_t *set,
-    uint32_t *idx, per_real *val) {
-  uint32_t j, i = 0, hb = peri_cat_hbits(B), N = p->nvalid;
-  peri_cuda_set_clear(set, hb);
-  for (j = N - B; j < N; ++j, ++i) {
-    uint32_t t = peri_rng_below(r, j + 1u);
-    if (!peri_cuda_set_insert(set, hb, t)) {
-      peri_cuda_set_insert(set, hb, j);
-      t = j;
-    }
-    peri_cuda_keep_pick(node, L, i, peri_cuda_uniform_leaf(p, ok, cap, t), idx,
-                        val);
-  }
+// Degenerate mass: B distinct positions of the nvalid (per.h's
+// peri_plan_floyd, as per_buffer_sample draws them), and their values.
+static __device__ void peri_cuda_pick_uniform(per_rng *r, const peri_plan *p,
+                                              const uint8_t *ok,
+                                              const per_real *node, uint32_t L,
+                                              uint32_t cap, uint32_t *set,
+                                              uint32_t *idx, per_real *val) {
+  uint32_t j;
+  peri_plan_floyd(p, r, ok, cap, set, idx);
+  for (j = 0; j < p->B; ++j)
+    PERI_CUDA_ST(&val[j], PERI_CUDA_LD(&node[L + PERI_CUDA_LD(&idx[j])]));
 }
 
 // The id of a drawn leaf: its unit's first slot, that slot's generation,
 // PER_ID_SEQ for a sequence.
-static __device__ uint64_t peri_cuda_id_of(const peri_cuda_sample_plan *p,
+static __device__ uint64_t peri_cuda_id_of(const peri_plan *p,
                                            const uint32_t *gen, uint32_t stride,
                                            uint32_t leaf) {
   uint32_t slot = leaf * stride;
@@ -1220,7 +1145,10 @@ static __device__ uint64_t peri_cuda_id_of(const peri_cuda_sample_plan *p,
 }
 
 // alpha = 0, the whole buffer (per_swap_sample): partial Fisher-Yates on
-// the permutation of the n stored slots, which keeps the swaps.
+// the permutation of the n stored slots, which keeps the swaps. Its own
+// and not per.h's: per_swap_sample works on a per_swap and takes its
+// words in Philox lanes on the CPU; this is its plain path, word for
+// word, on the permutation in the device buffer's memory.
 static __device__ void peri_cuda_pick_swap(per_rng *r, const per_real *node,
                                            uint32_t L, uint32_t *perm,
                                            uint32_t n, uint32_t B,
@@ -1238,21 +1166,24 @@ static __device__ void peri_cuda_pick_swap(per_rng *r, const per_real *node,
 // repeat limit is max_unique): i.i.d. draws keeping first occurrences
 // until B picks or the repeat limit; then the picks zeroed and the rest
 // drawn one at a time, each zeroed; then the picks put back. PER_ERR_TOO_FEW
-// when the mass runs out first (the tree put back as well).
+// when the mass runs out first (the tree put back as well). Its own and
+// not per.h's: per_cat_sample works on a per_cat and a per_tree (which
+// the device buffer does not hold) with the CPU's descents; this is its
+// method draw for draw, over the workspace's set and the device tree.
 static __device__ per_status peri_cuda_pick_cat(per_rng *r, per_real *node,
                                                 uint32_t L, uint32_t B,
                                                 uint32_t max_unique,
                                                 uint32_t *set, uint32_t *idx,
                                                 per_real *val) {
   per_real total = PERI_CUDA_LD(&node[1]);
-  uint32_t m = 0, j, hb = peri_cat_hbits(B);
+  uint32_t m = 0, j, hb;
   uint64_t rejects = 0, limit = (uint64_t)64 * B + 1024;
   if (max_unique < limit) limit = max_unique;
-  peri_cuda_set_clear(set, hb);
+  hb = peri_set_reset(set, B);
   while (m < B && rejects < limit) {
     uint32_t leaf =
-        peri_cuda_descend(node, L, peri_mul_rn(peri_cuda_rng_real(r), total));
-    if (peri_cuda_set_insert(set, hb, leaf)) {
+        peri_cuda_descend(node, L, peri_mul_rn(peri_rng_real(r), total));
+    if (peri_set_insert(set, hb, leaf)) {
       peri_cuda_keep_pick(node, L, m++, leaf, idx, val);
     } else {
       ++rejects;
@@ -1260,7 +1191,7 @@ static __device__ per_status peri_cuda_pick_cat(per_rng *r, per_real *node,
   }
   if (m == B) return PER_OK;
   for (j = 0; j < m; ++j)
-    peri_cuda_put_leaf(node, L, PERI_CUDA_LD(&idx[j]), (per_real)0);
+    peri_put_leaf(node, L, PERI_CUDA_LD(&idx[j]), (per_real)0);
   while (m < B) {
     uint32_t leaf;
     total = PERI_CUDA_LD(&node[1]);
@@ -1268,38 +1199,12 @@ static __device__ per_status peri_cuda_pick_cat(per_rng *r, per_real *node,
       peri_cuda_put_back(node, L, idx, val, m);
       return PER_ERR_TOO_FEW;
     }
-    leaf = per_tree_descend(node, L, peri_mul_rn(peri_cuda_rng_real(r), total));
+    leaf = per_tree_descend(node, L, peri_mul_rn(peri_rng_real(r), total));
     peri_cuda_keep_pick(node, L, m++, leaf, idx, val);
-    peri_cuda_put_leaf(node, L, leaf, (per_real)0);
+    peri_put_leaf(node, L, leaf, (per_real)0);
   }
   peri_cuda_put_back(node, L, idx, val, m);
   return PER_OK;
-}
-
-// A window (peri_pick_window): each pick in proportion to the cover's
-// mass, then zeroed; then the picks put back. PER_ERR_TOO_FEW when the
-// mass runs out first.
-static __device__ per_status peri_cuda_pick_window(per_rng *r, per_real *node,
-                                                   uint32_t L,
-                                                   const peri_cover *cov,
-                                                   uint32_t B, uint32_t *idx,
-                                                   per_real *val) {
-  uint32_t j;
-  per_status s = PER_OK;
-  for (j = 0; j < B; ++j) {
-    per_real tot = peri_cover_total(cov, node);
-    uint32_t leaf;
-    if (!(tot > 0)) {
-      s = PER_ERR_TOO_FEW;
-      break;
-    }
-    leaf =
-        peri_cover_find(cov, node, L, peri_mul_rn(peri_cuda_rng_real(r), tot));
-    peri_cuda_keep_pick(node, L, j, leaf, idx, val);
-    peri_cuda_put_leaf(node, L, leaf, (per_real)0);
-  }
-  peri_cuda_put_back(node, L, idx, val, j);
-  return s;
 }
 
 // Thread 0 of a PER_SAMPLE_UNIQUE draw: the B picks (p->next advances
@@ -1308,22 +1213,22 @@ static __device__ per_status peri_cuda_pick_window(per_rng *r, per_real *node,
 // batch minimum when the weights wait for it). node, L: the tree drawn
 // from (items' or sequences'); perm: items only.
 static __device__ peri_cuda_acc peri_cuda_pick(
-    peri_cuda_sample_plan *p, uint32_t max_unique, uint32_t cap, uint32_t L,
-    uint32_t size, per_real *node, uint32_t *perm, const uint32_t *gen,
-    const uint8_t *ok, uint32_t stride, uint32_t B, uint32_t *set,
-    uint32_t *idx, per_real *val, uint64_t *ids, float *w) {
+    peri_plan *p, uint32_t max_unique, uint32_t cap, uint32_t L, uint32_t size,
+    per_real *node, uint32_t *perm, const uint32_t *gen, const uint8_t *ok,
+    uint32_t stride, uint32_t B, uint32_t *set, uint32_t *idx, per_real *val,
+    uint64_t *ids, float *w) {
   peri_cuda_acc a = peri_cuda_acc_none();
   per_status s = PER_OK;
   per_real pmin = PERI_NO_MIN;
   uint32_t k;
   if ((!p->seq || p->degenerate) && B > p->nvalid) s = PER_ERR_TOO_FEW;
   else if (p->degenerate)
-    peri_cuda_pick_uniform(&p->next, p, ok, node, L, cap, B, set, idx, val);
+    peri_cuda_pick_uniform(&p->next, p, ok, node, L, cap, set, idx, val);
   else if (p->whole && perm && !p->seq)
     peri_cuda_pick_swap(&p->next, node, L, perm, size, B, idx, val);
   else if (p->whole)
     s = peri_cuda_pick_cat(&p->next, node, L, B, max_unique, set, idx, val);
-  else s = peri_cuda_pick_window(&p->next, node, L, &p->cov, B, idx, val);
+  else s = peri_plan_window_picks(p, &p->next, node, idx, val);
   if (s != PER_OK) {
     a.status = peri_cuda_status_word(0, s);
     return a;
@@ -1342,7 +1247,7 @@ static __device__ peri_cuda_acc peri_cuda_pick(
 }
 
 // sample, launch 1 ("draw"): thread i works out the plan from the state
-// (every thread the same; peri_plan_sample's, on the sequence tree with
+// (every thread the same: per.h's peri_plan_of, on the sequence tree with
 // PER_SAMPLE_SEQUENCES), then draws i: stratum i's leaf, its value, id
 // and, when it needs no batch minimum, its weight; otherwise it reports
 // the value for the minimum. Degenerate mass: thread 0 makes the uniform
@@ -1355,66 +1260,49 @@ static __global__ void peri_cuda_draw_kernel(
     uint32_t L_items, per_real *items_node, const per_real *items_mn,
     peri_cuda_seqs sq, const uint32_t *traj, const uint32_t *gen,
     uint32_t *perm, uint32_t B, uint32_t flags, double beta, uint32_t window,
-    peri_cuda_sample_plan *plan, uint32_t *set, uint32_t *idx, per_real *val,
-    uint64_t *ids, float *w, peri_cuda_acc *acc) {
-  uint32_t i = peri_cuda_thread_id(), q, leaf, L = L_items, stride = 1;
+    peri_plan *plan, uint32_t *set, uint32_t *idx, per_real *val, uint64_t *ids,
+    float *w, peri_cuda_acc *acc) {
+  uint32_t i = peri_cuda_thread_id(), leaf, L, stride;
   peri_cuda_acc mine = peri_cuda_acc_none(), tot;
   peri_cuda_buffer_state s;
-  peri_cuda_sample_plan p;
-  per_real x, *node = items_node;
-  const per_real *mn = items_mn;
+  peri_plan_src v;
+  peri_plan p;
+  per_real x, *node;
   if (i >= B || (i != 0 && (flags & PER_SAMPLE_UNIQUE))) goto done;
   s = PERI_CUDA_LD(st);
   if (s.size == 0) {
     if (i == 0) mine.status = peri_cuda_status_word(0, PER_ERR_EMPTY);
     goto done;
   }
-  memset(&p, 0, sizeof p);
-  p.beta = (flags & PER_SAMPLE_BETA) ? beta : peri_beta_at(&cfg, s.step);
-  p.W = window;
-  if (p.W && (flags & PER_SAMPLE_TRAJECTORIES))
-    p.W = peri_traj_window_of(traj, cap, s.pos, s.size, p.W);
-  if (p.W == 0 || p.W > s.size) p.W = s.size;
-  p.whole = p.W == s.size;
-  p.nr = peri_window(cap, s.pos, p.W, &p.start, p.lo, p.hi);
-  p.nvalid = p.W;
-  if (flags & PER_SAMPLE_SEQUENCES) {
-    p.seq = 1;
-    node = sq.node;
-    mn = sq.mn;
-    L = sq.L;
-    stride = sq.stride;
-    if (p.whole) { // every sequence: the invalid ones have leaf 0
-      p.nr = 1;
-      p.lo[0] = 0;
-      p.hi[0] = sq.ns;
-    } else { // the sequences starting in the window's slots
-      for (q = 0; q < p.nr; ++q) {
-        p.lo[q] = (uint32_t)(((uint64_t)p.lo[q] + stride - 1) / stride);
-        p.hi[q] = (uint32_t)(((uint64_t)p.hi[q] + stride - 1) / stride);
-      }
-    }
-  }
-  if (p.whole) {
-    p.total = node[1];
-  } else {
-    for (q = 0; q < p.nr; ++q) peri_cover_range(&p.cov, L, p.lo[q], p.hi[q]);
-    p.total = peri_cover_total(&p.cov, node);
-  }
-  p.degenerate = !peri_dfinite((double)p.total) || !(p.total > 0);
+  memset(&v, 0, sizeof v);
+  v.node = items_node;
+  v.min_node = items_mn;
+  v.seq_node = sq.node;
+  v.seq_min_node = sq.mn;
+  v.seq_ok = sq.ok;
+  v.traj = traj;
+  v.cap = cap;
+  v.L = L_items;
+  v.pos = s.pos;
+  v.size = s.size;
+  v.seq_L = sq.L;
+  v.seq_n = sq.ns;
+  v.seq_len = sq.len;
+  v.seq_stride = sq.stride;
+  peri_plan_of(&v, flags, window, B,
+               (flags & PER_SAMPLE_BETA) ? beta : peri_beta_at(&cfg, s.step),
+               &p);
+  node = p.seq ? sq.node : items_node;
+  L = p.L;
+  stride = p.stride;
   if (p.degenerate && i != 0) goto done; // thread 0 draws them all
   if (p.degenerate && p.seq) {           // uniform over the valid ones
-    uint32_t j;
-    p.nvalid = 0;
-    for (q = 0; q < p.nr; ++q)
-      for (j = p.lo[q]; j < p.hi[q]; ++j) p.nvalid += PERI_CUDA_LD(&sq.ok[j]);
+    p.nvalid = peri_plan_count_valid(&p, sq.ok);
     if (p.nvalid == 0) {
       mine.status = peri_cuda_status_word(0, PER_ERR_TOO_FEW);
       goto done;
     }
   }
-  p.bufmax = mn && mn[1] <= PER_LEAF_MAX;
-  p.pmin = p.bufmax ? mn[1] : PERI_NO_MIN;
   p.next = s.rng;
   if (flags & PER_SAMPLE_UNIQUE) {
     mine = peri_cuda_pick(&p, cfg.max_unique, cap, L, s.size, node, perm, gen,
@@ -1422,7 +1310,7 @@ static __global__ void peri_cuda_draw_kernel(
   } else if (p.degenerate) {
     uint32_t k;
     for (k = 0; k < B; ++k) {
-      leaf = peri_cuda_uniform_leaf(&p, sq.ok, cap,
+      leaf = peri_plan_uniform_leaf(&p, sq.ok, cap,
                                     peri_rng_below(&p.next, p.nvalid));
       PERI_CUDA_ST(&idx[k], leaf);
       PERI_CUDA_ST(&val[k], node[L + leaf]);
@@ -1431,7 +1319,6 @@ static __global__ void peri_cuda_draw_kernel(
     }
   } else {
     per_real u;
-    p.seg = p.total / (per_real)B;
     p.next.counter += B;
     p.next.avail = 0;
     u = per_tree_stratum_u(s.rng.seed, s.rng.counter, i, p.seg);
@@ -1456,9 +1343,9 @@ done:
 // the last thread writes *d_status and clears acc[0].
 template <typename U>
 static __global__ void peri_cuda_deliver_kernel(
-    peri_cuda_buffer_state *st, const peri_cuda_sample_plan *plan,
-    const uint32_t *idx, const per_real *val, uint32_t B, float *w, U *out,
-    const U *items, uint32_t units, uint32_t cap, uint32_t n, uint32_t stride,
+    peri_cuda_buffer_state *st, const peri_plan *plan, const uint32_t *idx,
+    const per_real *val, uint32_t B, float *w, U *out, const U *items,
+    uint32_t units, uint32_t cap, uint32_t n, uint32_t stride,
     const uint8_t *ends, uint8_t *mask, peri_cuda_acc *acc,
     unsigned long long *d_status) {
   uint32_t i = peri_cuda_thread_id();
@@ -1555,8 +1442,7 @@ static size_t peri_cuda_workspace_layout(
                      : 0;
   size_t nb = 1u + (size_t)(buffer ? peri_cuda_max_blocks(pairs)
                                    : peri_cuda_blocks_for(pairs));
-  w->plan = buffer ? (peri_cuda_sample_plan *)peri_cuda_carve(
-                         base, &off, sizeof(peri_cuda_sample_plan))
+  w->plan = buffer ? (peri_plan *)peri_cuda_carve(base, &off, sizeof(peri_plan))
                    : NULL;
   w->acc =
       (peri_cuda_acc *)peri_cuda_carve(base, &off, nb * sizeof(peri_cuda_acc));
@@ -2295,7 +2181,7 @@ PER_CUDA_DEF per_status per_cuda_buffer_sample(
                   w.set, w.idx, w.val, d_ids, d_weights, w.acc);
 #define PERI_CUDA_DELIVER(U)                                                  \
   PER_CUDA_LAUNCH(peri_cuda_deliver_kernel<U>, grid, PERI_CUDA_BLOCK_THREADS, \
-                  stream, st, (const peri_cuda_sample_plan *)w.plan,          \
+                  stream, st, (const peri_plan *)w.plan,                      \
                   (const uint32_t *)w.idx, (const per_real *)w.val, B,        \
                   d_weights, (U *)d_items_out, (const U *)b->d_items, units,  \
                   b->cfg.capacity, n, stride, (const uint8_t *)b->d_ends,     \
