@@ -1042,16 +1042,11 @@ static PyObject *Buf_bytes(BufObject *self, void *unused) {
 
 /* config: the per_config's fields (pyper_config.h) and max_batch */
 static PyObject *Buf_config(BufObject *self, void *unused) {
-  PyObject *d = pyper_config_dict(&self->b.cfg), *mb;
+  PyObject *d = pyper_config_dict(&self->b.cfg);
   (void)unused;
-  if (!d) return NULL;
-  mb = PyLong_FromUnsignedLong(self->b.max_batch);
-  if (!mb || PyDict_SetItemString(d, "max_batch", mb) < 0) {
-    Py_XDECREF(mb);
-    Py_DECREF(d);
-    return NULL;
-  }
-  Py_DECREF(mb);
+  if (d && pyper_set_item(d, "max_batch",
+                          PyLong_FromUnsignedLong(self->b.max_batch)) < 0)
+    Py_CLEAR(d);
   return d;
 }
 

@@ -1764,16 +1764,10 @@ static PyObject *Frames_counters(FramesObject *self, void *c) {
    buffer's. */
 static PyObject *frames_config_dict(const per_frames_config *g) {
   pyper_section s[2];
-  PyObject *d, *b;
+  PyObject *d;
   frames_sections((per_frames_config *)(uintptr_t)g, s); /* read only */
   d = pyper_dict(&s[0]);
-  b = d ? pyper_dict(&s[1]) : NULL;
-  if (!b || PyDict_SetItemString(d, "buffer", b) < 0) {
-    Py_XDECREF(b);
-    Py_XDECREF(d);
-    return NULL;
-  }
-  Py_DECREF(b);
+  if (d && pyper_set_item(d, "buffer", pyper_dict(&s[1])) < 0) Py_CLEAR(d);
   return d;
 }
 
@@ -2199,15 +2193,12 @@ static PyObject *mod_ckpt_info(PyObject *m, PyObject *arg) {
   CHECK(s, "ckpt_info");
   d = pyper_config_dict(&info.cfg);
   if (!d) return NULL;
-#define PY_SET(key, obj)                               \
-  do {                                                 \
-    PyObject *o_ = (obj);                              \
-    if (!o_ || PyDict_SetItemString(d, key, o_) < 0) { \
-      Py_XDECREF(o_);                                  \
-      Py_DECREF(d);                                    \
-      return NULL;                                     \
-    }                                                  \
-    Py_DECREF(o_);                                     \
+#define PY_SET(key, obj)                     \
+  do {                                       \
+    if (pyper_set_item(d, key, (obj)) < 0) { \
+      Py_DECREF(d);                          \
+      return NULL;                           \
+    }                                        \
   } while (0)
   PY_SET("version", PyLong_FromUnsignedLong(info.version));
   PY_SET("real_bytes", PyLong_FromUnsignedLong(info.real_bytes));

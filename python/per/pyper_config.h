@@ -163,6 +163,16 @@ static int pyper_fill(PyObject *d, const char *label, const pyper_section *s,
   return r;
 }
 
+/* d[key] = o, taking o's reference (o NULL: its error is already set);
+   0, or -1 with an exception set. */
+static int pyper_set_item(PyObject *d, const char *key, PyObject *o) {
+  int r;
+  if (!o) return -1;
+  r = PyDict_SetItemString(d, key, o);
+  Py_DECREF(o);
+  return r;
+}
+
 /* A new dict of the fields the keys of s name, in their order. */
 static PyObject *pyper_dict(const pyper_section *s) {
   PyObject *d = PyDict_New(), *o;
@@ -190,12 +200,10 @@ static PyObject *pyper_dict(const pyper_section *s) {
         break;
       default: memcpy(&x, at, sizeof x); o = PyFloat_FromDouble(x);
     }
-    if (!o || PyDict_SetItemString(d, f->key, o) < 0) {
-      Py_XDECREF(o);
+    if (pyper_set_item(d, f->key, o) < 0) {
       Py_DECREF(d);
       return NULL;
     }
-    Py_DECREF(o);
   }
   return d;
 }
