@@ -13,9 +13,12 @@
 
    Every call runs with the object's device current (a guard sets it and
    puts the caller's back) and enqueues on the stream it is given (an
-   integer handle, as torch.cuda.Stream.cuda_stream; 0 is the legacy
-   default stream). Only status(), the downloads and the constructors
-   wait for the device. */
+   integer handle, as torch.cuda.Stream.cuda_stream; 0 and 1 are the
+   legacy default stream, 2 the per-thread one: per/cuda.py never picks
+   one of them unasked). stream_wait orders a call's stream after an
+   input's producer stream (the "stream" of its
+   __cuda_array_interface__). Only status(), the downloads and the
+   constructors wait for the device. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -538,6 +541,80 @@ static PyObject *mod_synchronize(PyObject *mod, PyObject *args) {
   }
   Py_END_ALLOW_THREADS;
   return PyLong_FromLong(s);
+}
+
+/* ---------------------------------------------------------------------
+   Ordering a call after its inputs' producers
+   --------------------------------------------------------------------- */
+static unsigned long long stream_waits; /* waits enqueued so far */
+
+#ifdef PYPER_CUDA_HOST
+/* The shim runs the work of every stream in order as it is enqueued:
+   what a producer enqueued is done before the call, so a wait only
+   counts (the tests check which calls wait). */
+static int stream_wait(int device, cudaStream_t producer, cudaStream_t stream) {
+  (void)device;
+  if (producer == stream) return PER_OK;
+  ++stream_waits;
+  return PER_OK;
+}
+#else
+/* Two events per device, made on first use and kept for the process:
+   [0] for the waits of work that runs now, [1] for those a graph
+   capture records as external event nodes (the graph refers to its
+   event for as long as it lives). */
+enum { PYPER_EVENT_DEVICES = 64 };
+static cudaEvent_t stream_events[2][PYPER_EVENT_DEVICES];
+
+/* Makes what is enqueued on stream from now on wait for what producer
+   has been given so far: an event recorded on producer, waited for by
+   stream, on the device. Nothing waits on the host, so it may run
+   inside a graph capture of stream: where producer is not part of that
+   capture, the wait is recorded as an external event node
+   (cudaEventWaitExternal; CUDA refuses a plain wait on an event recorded
+   outside the capture); where it is (a stream the capture forked), the
+   event joins the two in the graph. */
+static int stream_wait(int device, cudaStream_t producer, cudaStream_t stream) {
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone,
+                          ps = cudaStreamCaptureStatusNone;
+  cudaEvent_t *ev;
+  int s, external;
+  if (producer == stream) return PER_OK;
+  if (device < 0 || device >= PYPER_EVENT_DEVICES) return (int)PER_ERR_ARG;
+  pyper_guard g(device);
+  s = note_cuda(cudaStreamIsCapturing(stream, &cs));
+  if (s == PER_OK && cs == cudaStreamCaptureStatusActive)
+    s = note_cuda(cudaStreamIsCapturing(producer, &ps));
+  if (s != PER_OK) return s;
+  external = cs == cudaStreamCaptureStatusActive &&
+             ps != cudaStreamCaptureStatusActive;
+  ev = &stream_events[external][device];
+  if (!*ev) s = note_cuda(cudaEventCreateWithFlags(ev, cudaEventDisableTiming));
+  if (s == PER_OK) s = note_cuda(cudaEventRecord(*ev, producer));
+  if (s == PER_OK)
+    s = note_cuda(cudaStreamWaitEvent(
+        stream, *ev, external ? cudaEventWaitExternal : cudaEventWaitDefault));
+  if (s == PER_OK) ++stream_waits;
+  return s;
+}
+#endif
+
+/* stream_wait(device, producer, stream): the status of stream_wait */
+static PyObject *mod_stream_wait(PyObject *mod, PyObject *args) {
+  cudaStream_t producer, st;
+  int dev;
+  (void)mod;
+  if (!PyArg_ParseTuple(args, "iO&O&:stream_wait", &dev, conv_stream, &producer,
+                        conv_stream, &st))
+    return NULL;
+  return PyLong_FromLong(stream_wait(dev, producer, st));
+}
+
+/* stream_waits(): the waits stream_wait enqueued so far */
+static PyObject *mod_stream_waits(PyObject *mod, PyObject *unused) {
+  (void)mod;
+  (void)unused;
+  return PyLong_FromUnsignedLongLong(stream_waits);
 }
 
 static PyObject *mod_device_count(PyObject *mod, PyObject *unused) {
@@ -1278,6 +1355,8 @@ static PyMethodDef mod_methods[] = {
     {"copy2d", mod_copy2d, METH_VARARGS, NULL},
     {"memset", mod_memset, METH_VARARGS, NULL},
     {"synchronize", mod_synchronize, METH_VARARGS, NULL},
+    {"stream_wait", mod_stream_wait, METH_VARARGS, NULL},
+    {"stream_waits", mod_stream_waits, METH_NOARGS, NULL},
     {"device_count", mod_device_count, METH_NOARGS, NULL},
     {"current_device", mod_current_device, METH_NOARGS, NULL},
     {"last_error", mod_last_error, METH_NOARGS, NULL},

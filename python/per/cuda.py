@@ -10,6 +10,27 @@ are device arrays of any library (PyTorch, CuPy, JAX, Numba: anything with
 the buffer's own output memory, without a copy. ``per.cuda.SumTree`` is the
 device sum tree alone (per_cuda_tree).
 
+Streams: a call enqueues on its ``stream=`` (an int cudaStream_t handle,
+where 0 and 1 are the legacy default stream and 2 the per-thread one, or
+an object with ``.cuda_stream``, as torch.cuda.Stream, or ``.ptr``, as
+CuPy's), else on the constructor's ``stream=``, else on PyTorch's current
+stream when PyTorch is imported, else on CuPy's. With no stream given and
+neither imported, it raises ValueError: the legacy default stream, which a
+graph cannot capture and which serialises with every blocking stream, is
+taken only when asked for. An input whose ``__cuda_array_interface__``
+names its producer's stream (its "stream", version 3: CuPy, Numba) is
+waited for when that is not the call's stream: an event recorded on the
+producer's stream, waited for on the call's by the device, never by the
+host, so a graph capture of the call's stream takes it too (as an
+external event wait where the producer is not in the capture). Stream 0
+there is refused, as the interface disallows it; None or no "stream"
+means the data is ready for any stream. An input taken through
+``__dlpack__`` is given the call's stream, and its producer orders its own
+work before it. PyTorch's ``__cuda_array_interface__`` names no stream: a
+tensor written on another stream than the call's is yours to order
+(``torch.cuda.current_stream().wait_stream(other)``), as for any reader
+of that interface.
+
 The same calls, seed and config give the same bits as ``per.ReplayBuffer``
 (``to_cpu`` / ``from_cpu`` move the whole state between them, so ``save`` and
 ``load`` work through the CPU buffer).
@@ -25,7 +46,11 @@ toolkit) is on PATH at install time; ``available()`` says whether it is here
 and ``unavailable_reason()`` why not. ``per.cuda.host`` has the same classes
 over a CPU emulation of the kernels (per._cuda_host, built for the tests with
 ``-Csetup-args=-Dpython_cuda_host=true``): its "device arrays" are made by
-``host.to_device``.
+``host.to_device``. It has no streams (its work runs in order as it is
+enqueued): a call without a stream needs no framework there, and the
+"stream" of an ``__array_interface__``, which it reads where the GPU reads
+``__cuda_array_interface__``, is checked and waited for as on a GPU (the
+wait only counted, ``host.module.stream_waits()``).
 """
 from __future__ import annotations
 
@@ -85,6 +110,8 @@ class _Extension(_t.Protocol):
     def copy2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int,
                height: int, device: int, stream: int) -> int: ...
     def synchronize(self, device: int, stream: int) -> int: ...
+    def stream_wait(self, device: int, producer: int, stream: int) -> int: ...
+    def stream_waits(self) -> int: ...
     def device_count(self) -> int: ...
     def current_device(self) -> int: ...
     def last_error(self) -> tuple[int, str]: ...
@@ -121,8 +148,9 @@ __all__ = ["ReplayBuffer", "SumTree", "DeviceArray", "available",
 _View = _t.Any
 #: A CUDA device: an int, "cuda:N", a torch.device, or None (the current).
 _Device = object
-#: A stream: an int handle, an object with .cuda_stream (torch) or .ptr
-#: (cupy), or None (each call's current stream).
+#: A stream: an int cudaStream_t handle, an object with .cuda_stream
+#: (torch) or .ptr (cupy), or None (each call's current stream, PyTorch's
+#: or CuPy's).
 _Stream = object
 
 # DLPack type codes
@@ -193,12 +221,14 @@ def _dl_code(dt: _DType) -> _t.Tuple[int, int]:
 
 
 class _Arr(_t.NamedTuple):
-    """What per.cuda needs of an input array: where it is and its layout
-    (strides in bytes)."""
+    """What per.cuda needs of an input array: where it is, its layout
+    (strides in bytes) and the stream its producer named (the "stream" of
+    its interface dict; None: nothing to wait for)."""
     ptr: int
     shape: _t.Tuple[int, ...]
     dtype: _DType
     strides: _t.Tuple[int, ...]
+    stream: _t.Optional[int] = None
 
 
 def _contiguous_strides(shape: _t.Tuple[int, ...], size: int) -> _t.Tuple[int, ...]:
@@ -245,9 +275,13 @@ class _Backend:
 
     def stream_of(self, stream: _Stream, device: int) -> int:
         """The stream handle a call enqueues on: stream as given (an int
-        handle, or an object with .cuda_stream, as torch.cuda.Stream, or
-        .ptr, as cupy's), else PyTorch's current stream when PyTorch is
-        imported, else CuPy's, else 0 (the legacy default stream)."""
+        cudaStream_t handle, where 0 and 1 are the legacy default stream
+        and 2 the per-thread one, or an object with .cuda_stream, as
+        torch.cuda.Stream, or .ptr, as cupy's), else PyTorch's current
+        stream when PyTorch is imported, else CuPy's; with neither, a
+        ValueError: the legacy default stream is taken only when asked
+        for. The host backend has no streams (its work runs in order as it
+        is enqueued): None is 0 there, whatever is imported."""
         if stream is None:
             if self.host:
                 return 0
@@ -257,23 +291,72 @@ class _Backend:
             cupy = _sys.modules.get("cupy")
             if cupy is not None:
                 return int(cupy.cuda.get_current_stream().ptr)
-            return 0
+            raise ValueError(f"{self.name}: no stream given and neither PyTorch "
+                             "nor CuPy is imported to name the current one; pass "
+                             "stream=... (an int cudaStream_t handle or a stream "
+                             "object)")
         if isinstance(stream, (int, _np.integer)) and not isinstance(stream, bool):
-            return int(stream)
-        for attr in ("cuda_stream", "ptr"):
-            h = getattr(stream, attr, None)
-            if isinstance(h, int):
-                return h
-        raise TypeError(f"stream must be an int handle or a stream object with "
-                        f".cuda_stream or .ptr, not {type(stream).__name__}")
+            h = int(stream)
+        else:
+            for attr in ("cuda_stream", "ptr"):
+                v = getattr(stream, attr, None)
+                if isinstance(v, int) and not isinstance(v, bool):
+                    h = v
+                    break
+            else:
+                raise TypeError(f"{self.name}: stream must be an int handle or a "
+                                "stream object with .cuda_stream or .ptr, not "
+                                f"{type(stream).__name__}")
+        if h < 0:
+            raise ValueError(f"{self.name}: stream handle {h} is negative")
+        return h
+
+    def _producer(self, d: _t.Dict[str, object], iface: str,
+                  what: str) -> _t.Optional[int]:
+        """The producer's stream of an interface dict (its "stream", from
+        version 3 of __cuda_array_interface__): None when absent or None
+        (the data is ready for any stream), 1 the legacy default stream, 2
+        the per-thread one, else a handle; 0 is refused, as the interface
+        disallows it."""
+        s = d.get("stream")
+        if s is None:
+            return None
+        if not isinstance(s, (int, _np.integer)) or isinstance(s, bool):
+            raise TypeError(f"{what}: {iface}'s stream must be an int or None, "
+                            f"not {type(s).__name__}")
+        if s == 0:
+            raise ValueError(f"{what}: {iface} gives stream 0, which the "
+                             "interface disallows (1 is the legacy default "
+                             "stream, 2 the per-thread one, None no stream)")
+        if s < 0:
+            raise ValueError(f"{what}: {iface} gives stream {int(s)}, a "
+                             "negative handle")
+        return int(s)
+
+    def after(self, call: str, device: int, stream: int, *arrs: _Arr) -> None:
+        """Make what the call enqueues on stream next wait for the work its
+        inputs' producers enqueued on their own streams (_Arr.stream, where
+        it differs from the call's: an event recorded there and waited for
+        on stream, by the device; the host never waits). 0 and 1 are both
+        the legacy default stream."""
+        own = 1 if stream == 0 else stream
+        done: _t.Set[int] = set()
+        for a in arrs:
+            if a.stream is None or a.stream == own or a.stream in done:
+                continue
+            done.add(a.stream)
+            self.check(self.mod.stream_wait(device, a.stream, stream), call)
 
     def array(self, a: object, what: str, device: int, stream: int) -> _Arr:
         """Where a device array is, from __cuda_array_interface__ (GPU),
         __array_interface__ (the host backend) or __dlpack__; refused when
-        it is not this backend's device memory."""
+        it is not this backend's device memory. The interface's "stream"
+        is kept for after(); __dlpack__ is given the call's stream."""
         iface = "__array_interface__" if self.host else "__cuda_array_interface__"
         d = getattr(a, iface, None)
+        producer = None
         if isinstance(d, dict) and "data" in d:
+            producer = self._producer(d, iface, what)
             ptr = int(d["data"][0] or 0)
             shape = tuple(int(x) for x in d["shape"])
             dt = _np.dtype(d["typestr"])
@@ -286,10 +369,14 @@ class _Backend:
                     raise ValueError(f"{what} is on cuda:{dev}, the buffer on "
                                      f"cuda:{device}")
         elif hasattr(a, "__dlpack__"):
+            # the producer orders its work before the call's stream itself
+            # (DLPack's stream: 1 the legacy default stream, which the
+            # call's 0 is; the host backend's arrays take None only)
             dl_stream = None if self.host else (stream if stream else 1)
             try:
                 info = self.mod.dlpack_info(a, dl_stream)
-            except (BufferError, TypeError, RuntimeError) as e:
+            except (BufferError, TypeError, ValueError, RuntimeError) as e:
+                # NumPy's arrays refuse a stream (ValueError)
                 raise TypeError(f"{what}: {e}") from None
             ptr, dtype_, dev_id, code, bits, lanes, shape, st = info
             want = 1 if self.host else 2
@@ -316,7 +403,7 @@ class _Backend:
         if self.host and nbytes and not self.mod.on_device(ptr, nbytes):
             raise ValueError(f"{what} is not in the host backend's device "
                              "memory: make it with per.cuda.host.to_device")
-        return _Arr(ptr, shape, dt, strides)
+        return _Arr(ptr, shape, dt, strides, producer)
 
     @staticmethod
     def _pointer_device(a: object, ptr: int) -> _t.Optional[int]:
@@ -381,7 +468,8 @@ def _pairs(b: _Backend, device: int, st: int, call: str,
     """(keys' pointer, values' pointer, n) of two contiguous device arrays
     of n <= limit entries: keys 1-D, of a signed integer dtype (its
     unsigned twin taken as the same bits), values of their dtype and shape
-    (n, *inner); each given as (name, array, typestr)."""
+    (n, *inner); each given as (name, array, typestr). Once both are
+    accepted, stream st waits for their producers (_Backend.after)."""
     kname, karr, kdt = keys
     vname, varr, vdt = values
     want = _np.dtype(kdt)
@@ -396,6 +484,7 @@ def _pairs(b: _Backend, device: int, st: int, call: str,
         raise ValueError(f"{call}: {kname} and {vname} must be contiguous")
     if n > limit:
         raise ValueError(f"{call}: {n} {kname}, more than max_batch {limit}")
+    b.after(call, device, st, a, v)
     return a.ptr, v.ptr, n
 
 
@@ -408,9 +497,10 @@ class ReplayBuffer:
     update_sequences (device memory for the staging of that many items,
     and of max_batch * seq_len drawn steps, is allocated up front).
     device: a CUDA device (int, "cuda:N", torch.device; default the
-    current one). stream: the default
-    stream of the calls (an int handle or a stream object; default each
-    call's current stream: PyTorch's when it is imported). wrap: turns the
+    current one). stream: the default stream of the calls (an int
+    cudaStream_t handle or a stream object; default each call's current
+    stream, PyTorch's or else CuPy's, one of which must be imported when
+    no stream is given: see per.cuda's "Streams"). wrap: turns the
     DeviceArray views sample() returns into your arrays (default
     torch.from_dlpack when PyTorch is imported, else the DeviceArray
     itself, which cupy.from_dlpack, jax.dlpack.from_dlpack, numba and
@@ -528,8 +618,10 @@ class ReplayBuffer:
         if items is not None and fields:
             raise TypeError(f"{call}: pass items or the fields as keywords, not both")
         ptr = 0
+        inputs: _t.List[_Arr] = []
         if items is not None:
             a = self._b.array(items, f"{call}: items", self.device, st)
+            inputs.append(a)
             n, pitch = _rows(a, None, (isz,), _np.dtype(_np.uint8), f"{call}: items")
             if n > 1 and pitch != isz:
                 raise ValueError(f"{call}: items must be contiguous")
@@ -545,6 +637,7 @@ class ReplayBuffer:
             for name, off, base, shape, nbytes, _own in self._fields:
                 what = f"{call}: field {name!r}"
                 a = self._b.array(fields[name], what, self.device, st)
+                inputs.append(a)
                 k, pitch = _rows(a, None if n < 0 else n, shape, base, what)
                 n = k
                 copies.append((off, a.ptr, pitch, nbytes))
@@ -558,10 +651,12 @@ class ReplayBuffer:
         eptr = 0
         if ends is not None:
             e = self._b.array(ends, f"{call}: ends", self.device, st)
+            inputs.append(e)
             k, pitch = _rows(e, n, (), _np.dtype(_np.uint8), f"{call}: ends")
             if k > 1 and pitch != 1:
                 raise ValueError(f"{call}: ends must be contiguous")
             eptr = e.ptr
+        self._b.after(call, self.device, st, *inputs)
         stage = self._ptrs["stage"]
         mod = self._b.mod
         for off, src, pitch, nbytes in copies:
@@ -870,6 +965,7 @@ class SumTree:
         if not 0 < n <= self.max_batch:
             raise ValueError(f"{call}: {n} values; 1 to max_batch = "
                              f"{self.max_batch}")
+        self._b.after(call, self.device, st, a)
         self._b.check(self._h.find(a.ptr, n, st), call)
         return self._views(n)
 
@@ -893,9 +989,11 @@ class SumTree:
             _raise(f"per.cuda.SumTree.{what}", code, f"reported by the device{where}")
 
 
-def _to_device_with(mod: _Extension, a: object, device: _Device) -> DeviceArray:
+def _to_device_with(mod: _Extension, a: object, device: _Device,
+                    stream: _Stream) -> DeviceArray:
     b = _Backend(mod, "per.cuda.to_device")
     dev = b.device_of(device)
+    st = b.stream_of(stream, dev)
     arr = _np.array(a, order="C", copy=True)
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"to_device: a {arr.dtype} array; per.cuda takes bool, "
@@ -905,7 +1003,7 @@ def _to_device_with(mod: _Extension, a: object, device: _Device) -> DeviceArray:
         b.check(mem, "per.cuda.to_device")
     assert not isinstance(mem, int)
     if arr.nbytes:
-        b.check(mod.copy(mem.ptr, arr.ctypes.data, arr.nbytes, 0, dev, 0),
+        b.check(mod.copy(mem.ptr, arr.ctypes.data, arr.nbytes, 0, dev, st),
                 "per.cuda.to_device")
     return b.view(mem, mem.ptr, dev, arr.dtype, arr.shape,
                   tuple(s // arr.itemsize for s in arr.strides))
@@ -926,6 +1024,7 @@ def _to_host_with(mod: _Extension, a: object, stream: _Stream) -> _Array:
     es = arr.dtype.itemsize
     raw = _np.zeros(-(-max(span, 1) // es) * es, _np.uint8)
     if span:
+        b.after("per.cuda.to_host", dev, st, arr)
         b.check(mod.copy(raw.ctypes.data, arr.ptr, span, 1, dev, st),
                 "per.cuda.to_host")
     view = _np.lib.stride_tricks.as_strided(raw.view(arr.dtype), arr.shape,
@@ -934,15 +1033,19 @@ def _to_host_with(mod: _Extension, a: object, stream: _Stream) -> _Array:
 
 
 def to_host(a: object, *, stream: _Stream = None) -> _Array:
-    """A NumPy copy of a device array (any strides >= 0; waits for the
-    stream, then copies)."""
+    """A NumPy copy of a device array (any strides >= 0): the copy runs on
+    stream (as the buffers' calls pick it), after the array's producer
+    stream where its __cuda_array_interface__ names one, and is waited
+    for."""
     return _to_host_with(_module(), a, stream)
 
 
-def to_device(a: object, device: _Device = None) -> DeviceArray:
+def to_device(a: object, device: _Device = None, *,
+              stream: _Stream = None) -> DeviceArray:
     """A copy of a NumPy-convertible array in device memory, as a
-    DeviceArray (waits for the copy)."""
-    return _to_device_with(_module(), a, device)
+    DeviceArray: the copy runs on stream (as the buffers' calls pick it)
+    and is waited for."""
+    return _to_device_with(_module(), a, device, stream)
 
 
 def _host_namespace() -> _types.SimpleNamespace:
@@ -962,11 +1065,12 @@ def _host_namespace() -> _types.SimpleNamespace:
             raise ImportError("per.cuda.host needs per._cuda_host")
         return _to_host_with(_host_mod, a, stream)
 
-    def host_to_device(a: object, device: _Device = None) -> DeviceArray:
+    def host_to_device(a: object, device: _Device = None, *,
+                       stream: _Stream = None) -> DeviceArray:
         if _host_mod is None:
             raise ImportError("per.cuda.host needs per._cuda_host (built with "
                               "-Dpython_cuda_host=true)")
-        return _to_device_with(_host_mod, a, device)
+        return _to_device_with(_host_mod, a, device, stream)
 
     return _types.SimpleNamespace(
         ReplayBuffer=HostReplayBuffer, SumTree=HostSumTree,

@@ -8,7 +8,10 @@ tools/pytest.sh builds per._cuda_host and sets PER_NEED_CUDA_HOST=1, so
 there a missing host backend fails instead of skipping; tools/gpu-check.sh
 sets PER_NEED_CUDA=1 for the GPU backend likewise. Deterministic: every
 random sequence has a fixed seed, nothing here is statistical."""
+import functools
 import os
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -42,6 +45,19 @@ class _NS:
         else:
             self.ReplayBuffer, self.SumTree = pc.ReplayBuffer, pc.SumTree
             self.dev, self.host = pc.to_device, pc.to_host
+            # a GPU call needs its stream named: PyTorch's current one
+            # (CuPy's without it), else the legacy default stream, asked
+            # for by every call
+            for lib in ("torch", "cupy"):
+                try:
+                    __import__(lib)
+                    break
+                except ImportError:
+                    pass
+            else:
+                for name in ("ReplayBuffer", "SumTree", "dev", "host"):
+                    setattr(self, name,
+                            functools.partial(getattr(self, name), stream=1))
 
     def races(self):
         return pc.host.module.shim_races() if self.name == "host" else 0
@@ -641,3 +657,270 @@ def test_torch_tensors(B, tmp_path):
         assert int(stale) == cpu.update(ref["ids"], (ref["rew"] - np.float32(0.5)))
     dev.status()
     _same_state(tmp_path, cpu, dev, "torch")
+
+
+# -- streams ---------------------------------------------------------------
+
+class _Interface:
+    """An array as a producer hands it out: its interface dict (iface,
+    __cuda_array_interface__ or, for the host backend,
+    __array_interface__) with the given keys added ("stream"), keeping
+    base alive."""
+
+    def __init__(self, iface, d, base=None, **keys):
+        setattr(self, iface, dict(d, **keys))
+        self.base = base
+
+
+class _DLPackOnly:
+    """A tensor behind __dlpack__ alone (as JAX hands arrays over), noting
+    the streams it is asked to order its work before."""
+
+    def __init__(self, t):
+        self.t, self.asked = t, []
+
+    def __dlpack__(self, stream=None, **kw):
+        self.asked.append(stream)
+        return self.t.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
+
+
+def _ns(**kw):
+    return types.SimpleNamespace(**kw)
+
+
+def test_stream_named_or_refused(monkeypatch):
+    """A GPU call's stream: as given (an int handle, 0 and 1 the legacy
+    default stream, 2 the per-thread one; .cuda_stream; .ptr), else
+    PyTorch's current one, else CuPy's, else refused: the legacy default
+    stream is never taken unasked. The host backend has no streams: None
+    is 0 there, with or without a framework."""
+    for lib in ("torch", "cupy"):
+        monkeypatch.delitem(sys.modules, lib, raising=False)
+    b = pc._Backend(_ns(backend="cuda"), "per.cuda.t")
+    with pytest.raises(ValueError, match="per.cuda.t: no stream given and "
+                                         "neither PyTorch nor CuPy is imported"):
+        b.stream_of(None, 0)
+    assert [b.stream_of(s, 0) for s in (0, 1, 2, np.uint64(77))] == [0, 1, 2, 77]
+    assert b.stream_of(_ns(cuda_stream=5), 0) == 5
+    assert b.stream_of(_ns(ptr=6), 0) == 6
+    for bad in (True, "5", 1.0, _ns(ptr=None)):
+        with pytest.raises(TypeError, match="stream must be an int handle"):
+            b.stream_of(bad, 0)
+    with pytest.raises(ValueError, match="negative"):
+        b.stream_of(-1, 0)
+    h = pc._Backend(_ns(backend="host"), "per.cuda.t")
+    assert h.stream_of(None, 0) == 0
+    monkeypatch.setitem(sys.modules, "cupy", _ns(cuda=_ns(
+        get_current_stream=lambda: _ns(ptr=31))))
+    assert b.stream_of(None, 0) == 31
+    monkeypatch.setitem(sys.modules, "torch", _ns(cuda=_ns(
+        current_stream=lambda d: _ns(cuda_stream=40 + d))))
+    assert b.stream_of(None, 2) == 42  # PyTorch's before CuPy's
+    assert b.stream_of(9, 2) == 9 and h.stream_of(None, 0) == 0
+    if pc.available() and pc.device_count() > 0:
+        for lib in ("torch", "cupy"):
+            monkeypatch.delitem(sys.modules, lib)
+        with pytest.raises(ValueError, match="no stream given"):
+            pc.ReplayBuffer(8, {"x": np.float32})
+        with pytest.raises(ValueError, match="no stream given"):
+            pc.to_device(np.zeros(2, np.float32))
+        dev = pc.ReplayBuffer(8, {"x": np.float32}, stream=1, wrap=lambda a: a)
+        dev.add_batch(x=pc.to_device(np.ones(2, np.float32), stream=1))
+        assert pc.to_host(dev.sample(2)["x"], stream=1).tolist() == [1.0, 1.0]
+
+
+def test_interface_stream_read(monkeypatch):
+    """__cuda_array_interface__'s "stream" (version 3) is read and checked:
+    None or absent, nothing to wait for; 0 refused, as the interface
+    disallows it; a stream other than the call's is waited for once per
+    call (1 and the call's 0 are the same, the legacy default stream).
+    __dlpack__ is given the call's stream (1 for the legacy 0), and its
+    producer orders itself. Against a stand-in extension: no GPU needed."""
+    waits, asked = [], []
+
+    def dlpack_info(a, stream):
+        asked.append(stream)
+        return (4096, 2, 0, 2, 32, 1, (4,), None)
+
+    mod = _ns(backend="cuda", dlpack_info=dlpack_info,
+              stream_wait=lambda d, p, s: waits.append((d, p, s)) or 0)
+    b = pc._Backend(mod, "per.cuda.t")
+    cai = {"data": (4096, False), "shape": (4,), "typestr": "<f4", "version": 3}
+
+    def arr(**keys):
+        return b.array(_Interface("__cuda_array_interface__", cai, **keys),
+                       "x", 0, 9)
+
+    assert arr().stream is None and arr(stream=None).stream is None
+    assert arr(stream=5).stream == 5 and arr(stream=1).stream == 1
+    with pytest.raises(ValueError, match="stream 0, which the interface disallows"):
+        arr(stream=0)
+    with pytest.raises(ValueError, match="negative"):
+        arr(stream=-2)
+    for bad in (True, "5", 5.0):
+        with pytest.raises(TypeError, match="stream must be an int or None"):
+            arr(stream=bad)
+    five, one, nine, none = (arr(stream=s) for s in (5, 1, 9, None))
+    b.after("t", 0, 9, five, five, one, nine, none)
+    assert waits == [(0, 5, 9), (0, 1, 9)]
+    del waits[:]
+    b.after("t", 0, 0, five, one, none)  # 0: the legacy default stream, 1
+    b.after("t", 0, 1, five, one)
+    assert waits == [(0, 5, 0), (0, 5, 1)]
+
+    class DL:
+        def __dlpack__(self, stream=None):
+            raise AssertionError("dlpack_info asks")
+
+    for st in (1234, 0, 1, 2):
+        assert b.array(DL(), "x", 0, st).stream is None
+    assert asked == [1234, 1, 1, 2]
+
+
+def test_producer_streams_waited_for(B):
+    """An input whose interface dict names its producer's stream (the host
+    backend reads it from __array_interface__ as the GPU reads
+    __cuda_array_interface__) makes the call's stream wait for it: once
+    per other stream, only for a call that is accepted; the call's own
+    stream, None or no stream: no wait; stream 0 refused. The extension
+    counts the waits (stream_waits); the results are the producer's
+    data."""
+    mod = pc.host.module if B.name == "host" else pc._module()
+    iface = "__array_interface__" if B.name == "host" else "__cuda_array_interface__"
+    if B.name == "host":
+        p, q, own = 5, 6, 0  # the host backend's streams are names
+    else:
+        torch = pytest.importorskip("torch")
+        keep = [torch.cuda.Stream() for _ in range(3)]
+        p, q, own = (s.cuda_stream for s in keep)
+
+    def made(a, **keys):
+        x = B.dev(a)
+        return _Interface(iface, getattr(x, iface), base=x, **keys)
+
+    def waits():
+        return mod.stream_waits() - w0
+
+    x, y = np.arange(4, dtype=np.float32), np.arange(4, dtype=np.int32)
+    ends = np.zeros(4, np.uint8)
+    dev = B.ReplayBuffer(16, {"x": np.float32, "y": np.int32}, max_batch=8,
+                         seed=1, stream=own, wrap=lambda a: a)
+    w0 = mod.stream_waits()
+    dev.add_batch(x=made(x, stream=p), y=made(y, stream=p),
+                  ends=made(ends, stream=q))
+    assert waits() == 2
+    dev.add_batch(x=made(x, stream=own or 1), y=made(y, stream=None),
+                  ends=made(ends))
+    dev.add_batch(x=made(x, stream=p), y=made(y, stream=p), stream=p)
+    assert waits() == 2
+    with pytest.raises(ValueError, match="disallows"):
+        dev.add_batch(x=made(x, stream=0), y=made(y))
+    with pytest.raises(ValueError, match="'y' has shape"):
+        dev.add_batch(x=made(x, stream=p), y=made(y[:3], stream=p))
+    with pytest.raises(TypeError, match="td is float64"):
+        dev.update(made(np.zeros(2, np.int64), stream=q),
+                   made(np.zeros(2), stream=q))
+    assert waits() == 2  # refused calls enqueue no wait
+    got = dev.sample(8)
+    assert set(B.host(got["x"]).tolist()) <= {0.0, 1.0, 2.0, 3.0}
+    ids = B.host(got["ids"])
+    assert int(B.host(dev.update(made(ids, stream=q),
+                                 made(np.ones(8, np.float32), stream=q)))) == 0
+    assert waits() == 3
+    dev.status()
+    t = B.SumTree(8, max_batch=8, stream=own, wrap=lambda a: a)
+    t.set_batch(made(np.array([0, 2], np.int32), stream=p),
+                made(np.array([1.0, 2.0]), stream=q))
+    assert waits() == 5
+    idx, _ = t.find(made(np.array([0.5, 2.5]), stream=p))
+    assert waits() == 6
+    assert B.host(idx).tolist() == [0, 2]
+    t.status()
+    assert B.host(made(x, stream=p)).tolist() == x.tolist()  # to_host
+    assert waits() == 7
+
+
+def test_slow_producer_stream(B):
+    """GPU: a tensor written on stream A after a long kernel
+    (torch.cuda._sleep), handed to a call on stream B with A named (the
+    "stream" of its __cuda_array_interface__, or __dlpack__ while A is
+    PyTorch's current stream): the call reads what A wrote, since B waits
+    for A on the device."""
+    if B.name != "cuda":
+        pytest.skip("a GPU's streams")
+    torch = pytest.importorskip("torch")
+    mod = pc._module()
+    dev = B.ReplayBuffer(64, {"x": np.float32}, max_batch=32, seed=1,
+                         wrap=lambda a: a)
+    a, b = torch.cuda.Stream(), torch.cuda.Stream()
+    # every kernel below launched once first (a first launch loads its
+    # module, which may wait for the device)
+    with torch.cuda.stream(a):
+        torch.cuda._sleep(1)
+        x = torch.zeros(32, device=f"cuda:{dev.device}").fill_(1.0)
+    torch.cuda.synchronize()
+    dev.add_batch(x=x, stream=b)
+    pc.to_host(dev.sample(32, stream=b)["x"], stream=b)
+    for k, how in enumerate(("cai", "dlpack")):
+        torch.cuda.synchronize()
+        w0 = mod.stream_waits()
+        with torch.cuda.stream(a):
+            x = torch.zeros(32, device=f"cuda:{dev.device}")
+            torch.cuda._sleep(100_000_000)  # clock cycles: tens of ms
+            x.fill_(7.0 + k)
+            if how == "cai":
+                arg = _Interface("__cuda_array_interface__",
+                                 x.__cuda_array_interface__, base=x,
+                                 stream=a.cuda_stream)
+            else:
+                arg = _DLPackOnly(x)
+            dev.clear(stream=b)
+            dev.add_batch(x=arg, stream=b)
+        got = pc.to_host(dev.sample(32, stream=b)["x"], stream=b)
+        assert got.tolist() == [7.0 + k] * 32, how
+        assert mod.stream_waits() - w0 == (how == "cai")
+        if how == "dlpack":
+            assert arg.asked == [b.cuda_stream]
+    dev.status(stream=b)
+
+
+def test_producer_stream_in_a_capture(B):
+    """GPU: inside torch.cuda.graph, an input named on a stream outside the
+    capture is waited for as an external event (the capture holds), and
+    one written on a stream the capture forked is joined back into the
+    capture stream by the call's wait (without it the capture would end
+    unjoined); each replay adds what was captured."""
+    if B.name != "cuda":
+        pytest.skip("a GPU's graphs")
+    torch = pytest.importorskip("torch")
+    mod = pc._module()
+    dev = B.ReplayBuffer(64, {"x": np.float32}, max_batch=16, seed=2,
+                         wrap=lambda a: a)
+    cuda = f"cuda:{dev.device}"
+    outside, side = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(outside):
+        x = torch.full((8,), 3.0, device=cuda)
+    outside.synchronize()
+    cai = "__cuda_array_interface__"
+    w0 = mod.stream_waits()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        dev.add_batch(x=_Interface(cai, x.__cuda_array_interface__, base=x,
+                                   stream=outside.cuda_stream))
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            y = x * 2
+        dev.add_batch(x=_Interface(cai, y.__cuda_array_interface__, base=y,
+                                   stream=side.cuda_stream))
+    assert mod.stream_waits() - w0 == 2
+    for _ in range(2):
+        g.replay()
+    torch.cuda.synchronize()
+    dev.status()
+    assert dev.counters()["size"] == 32
+    got = pc.to_host(dev.sample(16)["x"])
+    assert set(got.tolist()) == {3.0, 6.0}
+    dev.status()
