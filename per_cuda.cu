@@ -129,6 +129,8 @@ static __host__ __device__ inline peri_cuda_bits *peri_cuda_as_bits(
 // and larger for larger j, so atomicMax leaves the last position: the last
 // one wins.
 #define PERI_CUDA_CLAIM_TAG ((peri_cuda_bits)(~(peri_cuda_bits)0) << 22)
+static_assert(PER_CUDA_MAX_BATCH <= ((peri_cuda_bits)1 << 22),
+              "a claim tag's 22 low bits must hold every batch position");
 
 // The priority, IS weight, TD status, samplable and leaves-for-capacity
 // rules are per.h's own PER_HD functions (peri_priority, peri_weight,
@@ -280,14 +282,30 @@ static __device__ int peri_cuda_finish(peri_cuda_acc *acc,
   return 1;
 }
 
-// The device buffer's counters (per_cuda_buffer.d_state): per_buffer's
-// fields of the same names.
+// The device buffer's state (per_cuda_buffer.d_state): per_buffer's
+// counters of the same names; broken: not 0 after a call that failed
+// halfway (peri_cuda_end) until an upload: the buffer's kernels then
+// change nothing and report PERI_CUDA_CORRUPT; cfg: the config the
+// kernels read (alpha, eps, the beta schedule, seq_eta), in device memory
+// so that an upload changes what a captured graph does.
 struct peri_cuda_buffer_state {
   per_rng rng;
   unsigned long long step, added, trajs;
   per_real max_leaf;
-  uint32_t size, pos, zero_hint, pad;
+  uint32_t size, pos, zero_hint, broken;
+  per_config cfg;
 };
+
+// A status word that decodes as PER_ERR_CORRUPT (its code is not a
+// per_status), written by memset as 0xFF bytes: a call that failed
+// halfway leaves it, and a broken buffer's calls report it.
+#define PERI_CUDA_CORRUPT (~0ull)
+
+// st is a broken buffer's state (never for a tree call's NULL).
+static __device__ inline int peri_cuda_broken(
+    const peri_cuda_buffer_state *st) {
+  return st && PERI_CUDA_LD(&st->broken) != 0u;
+}
 
 /* >>update: the tree's update (claim, settle) */
 // An update is two launches, a thread per pair.
@@ -520,8 +538,10 @@ static __device__ void peri_cuda_climb(per_real *node, per_real *mn,
 }
 
 // The claim, thread j for pair j. For a buffer's update (v.ids, with its
-// state st) the checks are per_buffer_update's, a stale id is flagged and takes no part,
-// and the priority goes to prio[j]; for TD errors (v.td) too.
+// state st, whose eps and alpha replace v's) the checks are
+// per_buffer_update's, a stale id is flagged and takes no part, and the
+// priority goes to prio[j]; for TD errors (v.td) too. A broken buffer's
+// claim does nothing.
 static __global__ void peri_cuda_claim_kernel(
     per_real *node, uint32_t L, uint32_t depth, uint32_t cap, peri_cuda_pairs v,
     uint32_t n, const peri_cuda_buffer_state *st, unsigned int *cnt,
@@ -529,7 +549,11 @@ static __global__ void peri_cuda_claim_kernel(
   uint32_t j = peri_cuda_thread_id(), f = 0, leaf;
   per_status s;
   int live;
-  if (j >= n) return;
+  if (j >= n || peri_cuda_broken(st)) return;
+  if (st) { // a buffer's: its config, as the last upload left it
+    v.eps = PERI_CUDA_LD(&st->cfg.eps);
+    v.alpha = PERI_CUDA_LD(&st->cfg.alpha);
+  }
   if (v.ids) {
     uint64_t id = PERI_CUDA_LD(&v.ids[j]);
     float td = PERI_CUDA_LD(&v.td[j]);
@@ -537,6 +561,7 @@ static __global__ void peri_cuda_claim_kernel(
     leaf = (uint32_t)id;
     gen = leaf < cap ? PERI_CUDA_LD(&v.gen[leaf]) : 0u;
     s = peri_float_status(td);
+    if (s == PER_OK && (id & PER_ID_SEQ)) s = PER_ERR_ARG; // a sequence's
     if (s == PER_OK)
       s = peri_id_status_of(id, cap, 1, gen, PERI_CUDA_LD(&st->added));
     live = s == PER_OK && (uint32_t)(id >> 32) == gen;
@@ -566,7 +591,8 @@ static __global__ void peri_cuda_claim_kernel(
 // v.val for TD errors). Without a buffer state (st NULL: the tree's own
 // update) thread 0 writes the outcome to *d_status; a buffer's update
 // also folds its totals (stale count, largest priority, a priority of 0)
-// into the state and *stale, and leaves acc[0] cleared. The status's
+// into the state and *stale, and leaves acc[0] cleared (a broken
+// buffer's: only PERI_CUDA_CORRUPT to *d_status). The status's
 // position is divided by pos_div (1; an update_seq's key: its entry).
 template <bool MIN>
 static __global__ void peri_cuda_settle_kernel(
@@ -577,6 +603,10 @@ static __global__ void peri_cuda_settle_kernel(
   uint32_t j = peri_cuda_thread_id();
   unsigned long long bad = PERI_CUDA_LD(&acc[0].status);
   peri_cuda_acc mine = peri_cuda_acc_none(), tot;
+  if (peri_cuda_broken(st)) {
+    if (j == 0) PERI_CUDA_ST(d_status, PERI_CUDA_CORRUPT);
+    return;
+  }
   if (j < n) {
     uint32_t f = PERI_CUDA_LD(&flag[j]);
     if (f & PERI_CUDA_F_CLIMB) {
@@ -878,7 +908,7 @@ static __global__ void peri_cuda_add_count_kernel(
     uint32_t cap, uint32_t L, uint32_t depth, unsigned int *cnt,
     peri_cuda_acc *acc) {
   uint32_t t = peri_cuda_thread_id(), keep = n < cap ? n : cap;
-  if (t >= n) return;
+  if (t >= n || peri_cuda_broken(st)) return;
   if (ends && PERI_CUDA_LD(&ends[t]) > PER_END_TRUNCATED)
     atomicMax(&acc[0].status, peri_cuda_status_word(t, PER_ERR_ARG));
   if (t < keep)
@@ -891,7 +921,8 @@ static __global__ void peri_cuda_add_count_kernel(
 // per_buffer_add_steps leaves it (generation, trajectory, end, its item
 // row copied, its leaf claimed for the state's max_leaf), then the climb
 // (as an update's settle); the last thread moves the ring position, size
-// and counters on, writes *d_status and clears acc[0].
+// and counters on, writes *d_status and clears acc[0]. A broken buffer's
+// add (and its count) change nothing: thread 0 writes PERI_CUDA_CORRUPT.
 template <typename U, bool MIN>
 static __global__ void peri_cuda_add_kernel(
     peri_cuda_buffer_state *st, per_real *node, per_real *mn, uint32_t L,
@@ -903,6 +934,10 @@ static __global__ void peri_cuda_add_kernel(
   unsigned long long bad = PERI_CUDA_LD(&acc[0].status);
   uint32_t pos = PERI_CUDA_LD(&st->pos);
   peri_cuda_acc tot;
+  if (peri_cuda_broken(st)) {
+    if (t == 0) PERI_CUDA_ST(d_status, PERI_CUDA_CORRUPT);
+    return;
+  }
   if (!bad)
     peri_cuda_copy_rows<U>(items, src, (const uint32_t *)NULL, keep, units,
                            (uint64_t)(n - keep), (uint64_t)pos + (n - keep),
@@ -956,7 +991,8 @@ static __global__ void peri_cuda_add_kernel(
 // q's validity, own[q] = 1, and counts itself on q's path.
 // Settle: the same threads; the one that takes own[q] back to 0 climbs.
 // Both do nothing when the call's status word is not 0 (the call was
-// refused and changed nothing).
+// refused and changed nothing, or the buffer is broken). Eta is the
+// state's (cfg.seq_eta).
 #define PERI_CUDA_SEQ_ADD 0u   // the slots of the add just made
 #define PERI_CUDA_SEQ_ITEMS 1u // the slot of each current item id
 #define PERI_CUDA_SEQ_SEQS 2u  // the steps of each current sequence id
@@ -1004,17 +1040,17 @@ static __device__ uint32_t peri_cuda_seq_candidate(const peri_cuda_seq_job &jb,
 
 static __global__ void peri_cuda_seq_own_kernel(
     peri_cuda_seq_job jb, uint32_t threads, const per_real *leaf,
-    const uint8_t *ends, int cross, double eta, peri_cuda_seqs sq,
-    uint32_t *own, unsigned int *scnt) {
+    const uint8_t *ends, int cross, peri_cuda_seqs sq, uint32_t *own,
+    unsigned int *scnt) {
   uint32_t t = peri_cuda_thread_id(), q, steps;
   double v = 0;
   per_real r;
   if (t >= threads || PERI_CUDA_LD(jb.status) != 0) return;
   q = peri_cuda_seq_candidate(jb, t);
   if (q == PERI_CUDA_NONE) return;
-  steps =
-      peri_seq_steps_of(leaf, jb.gen, ends, jb.cap, PERI_CUDA_LD(&jb.st->pos),
-                        jb.len, cross, eta, q * jb.stride, &v);
+  steps = peri_seq_steps_of(
+      leaf, jb.gen, ends, jb.cap, PERI_CUDA_LD(&jb.st->pos), jb.len, cross,
+      PERI_CUDA_LD(&jb.st->cfg.seq_eta), q * jb.stride, &v);
   r = steps ? (per_real)v : (per_real)0;
   if (atomicExch(peri_cuda_as_bits(&sq.node[sq.L + q]),
                  peri_cuda_to_bits(r) | PERI_CUDA_SIGN_BIT) &
@@ -1046,19 +1082,21 @@ static __global__ void peri_cuda_seq_settle_kernel(peri_cuda_seq_job jb,
 // is not valid (the settle divides the key back to j). A current id's
 // step before its sequence's first episode end (peri_seq_steps_of's
 // steps) is the pair (slot + t, the priority of td[p]), claimed as an
-// update's pair is (its leaf in idx[p]); step 0 flags a stale id.
+// update's pair is (its leaf in idx[p]); step 0 flags a stale id. The
+// priorities take the state's eps and alpha; a broken buffer's claim does
+// nothing.
 static __global__ void peri_cuda_claim_seq_kernel(
     per_real *node, uint32_t L, uint32_t depth, uint32_t cap,
     const uint64_t *ids, const float *td, const uint32_t *gen,
     const uint8_t *ends, const uint8_t *ok, uint32_t len, uint32_t stride,
-    double eps, double alpha, uint32_t pairs, const peri_cuda_buffer_state *st,
-    unsigned int *cnt, uint32_t *flag, uint32_t *idx, per_real *prio,
-    per_real *orig, peri_cuda_acc *acc) {
+    uint32_t pairs, const peri_cuda_buffer_state *st, unsigned int *cnt,
+    uint32_t *flag, uint32_t *idx, per_real *prio, per_real *orig,
+    peri_cuda_acc *acc) {
   uint32_t p = peri_cuda_thread_id(), j, t, u, slot, g, f = 0, key;
   uint64_t id;
   per_status s, sf;
   int current, live;
-  if (p >= pairs) return;
+  if (p >= pairs || peri_cuda_broken(st)) return;
   j = p / len;
   t = p % len;
   key = j * (len + 2u);
@@ -1083,7 +1121,9 @@ static __global__ void peri_cuda_claim_seq_kernel(
     uint32_t leaf = (uint32_t)(((uint64_t)slot + t) % cap);
     peri_cuda_bits old;
     PERI_CUDA_ST(&idx[p], leaf);
-    PERI_CUDA_ST(&prio[p], peri_priority(PERI_CUDA_LD(&td[p]), eps, alpha));
+    PERI_CUDA_ST(&prio[p],
+                 peri_priority(PERI_CUDA_LD(&td[p]), PERI_CUDA_LD(&st->cfg.eps),
+                               PERI_CUDA_LD(&st->cfg.alpha)));
     old =
         atomicMax(peri_cuda_as_bits(&node[L + leaf]), PERI_CUDA_CLAIM_TAG | p);
     if (old < PERI_CUDA_CLAIM_TAG) {
@@ -1254,20 +1294,22 @@ static __device__ peri_cuda_acc peri_cuda_pick(
 // draws, in order, as the CPU's (weights 1; sequences: PER_ERR_TOO_FEW
 // when none is valid). PER_SAMPLE_UNIQUE: thread 0 alone makes the
 // picks (peri_cuda_pick). An empty buffer: thread 0 reports
-// PER_ERR_EMPTY. Thread 0 keeps the plan.
+// PER_ERR_EMPTY. Thread 0 keeps the plan. The beta schedule and
+// max_unique are the state's config; a broken buffer's draw does nothing.
 static __global__ void peri_cuda_draw_kernel(
-    const peri_cuda_buffer_state *st, per_config cfg, uint32_t cap,
-    uint32_t L_items, per_real *items_node, const per_real *items_mn,
-    peri_cuda_seqs sq, const uint32_t *traj, const uint32_t *gen,
-    uint32_t *perm, uint32_t B, uint32_t flags, double beta, uint32_t window,
-    peri_plan *plan, uint32_t *set, uint32_t *idx, per_real *val, uint64_t *ids,
-    float *w, peri_cuda_acc *acc) {
+    const peri_cuda_buffer_state *st, uint32_t cap, uint32_t L_items,
+    per_real *items_node, const per_real *items_mn, peri_cuda_seqs sq,
+    const uint32_t *traj, const uint32_t *gen, uint32_t *perm, uint32_t B,
+    uint32_t flags, double beta, uint32_t window, peri_plan *plan,
+    uint32_t *set, uint32_t *idx, per_real *val, uint64_t *ids, float *w,
+    peri_cuda_acc *acc) {
   uint32_t i = peri_cuda_thread_id(), leaf, L, stride;
   peri_cuda_acc mine = peri_cuda_acc_none(), tot;
   peri_cuda_buffer_state s;
   peri_plan_src v;
   peri_plan p;
   per_real x, *node;
+  if (peri_cuda_broken(st)) return;
   if (i >= B || (i != 0 && (flags & PER_SAMPLE_UNIQUE))) goto done;
   s = PERI_CUDA_LD(st);
   if (s.size == 0) {
@@ -1290,7 +1332,7 @@ static __global__ void peri_cuda_draw_kernel(
   v.seq_len = sq.len;
   v.seq_stride = sq.stride;
   peri_plan_of(&v, flags, window, B,
-               (flags & PER_SAMPLE_BETA) ? beta : peri_beta_at(&cfg, s.step),
+               (flags & PER_SAMPLE_BETA) ? beta : peri_beta_at(&s.cfg, s.step),
                &p);
   node = p.seq ? sq.node : items_node;
   L = p.L;
@@ -1305,7 +1347,7 @@ static __global__ void peri_cuda_draw_kernel(
   }
   p.next = s.rng;
   if (flags & PER_SAMPLE_UNIQUE) {
-    mine = peri_cuda_pick(&p, cfg.max_unique, cap, L, s.size, node, perm, gen,
+    mine = peri_cuda_pick(&p, s.cfg.max_unique, cap, L, s.size, node, perm, gen,
                           sq.ok, stride, B, set, idx, val, ids, w);
   } else if (p.degenerate) {
     uint32_t k;
@@ -1340,7 +1382,8 @@ done:
 // the batch minimum (when the draw left it to this launch), the gather of
 // the drawn units (n rows each: n = seq_len for sequences, whose mask
 // row i writes), and (thread 0) the state's stream and step moved on;
-// the last thread writes *d_status and clears acc[0].
+// the last thread writes *d_status and clears acc[0]. A broken buffer's:
+// thread 0 writes PERI_CUDA_CORRUPT, nothing else.
 template <typename U>
 static __global__ void peri_cuda_deliver_kernel(
     peri_cuda_buffer_state *st, const peri_plan *plan, const uint32_t *idx,
@@ -1351,6 +1394,10 @@ static __global__ void peri_cuda_deliver_kernel(
   uint32_t i = peri_cuda_thread_id();
   unsigned long long bad = PERI_CUDA_LD(&acc[0].status);
   peri_cuda_acc tot;
+  if (peri_cuda_broken(st)) {
+    if (i == 0) PERI_CUDA_ST(d_status, PERI_CUDA_CORRUPT);
+    return;
+  }
   if (!bad) {
     if (w && i < B && !PERI_CUDA_LD(&plan->degenerate) &&
         !PERI_CUDA_LD(&plan->bufmax))
@@ -1369,11 +1416,9 @@ static __global__ void peri_cuda_deliver_kernel(
         if (PERI_CUDA_LD(&ends[((uint64_t)slot + t) % cap])) live = 0;
       }
     }
-    if (i == 0) {
-      peri_cuda_buffer_state s = PERI_CUDA_LD(st);
-      s.rng = PERI_CUDA_LD(&plan->next);
-      s.step += 1;
-      PERI_CUDA_ST(st, s);
+    if (i == 0) { // (not the fields every thread reads: broken)
+      PERI_CUDA_ST(&st->rng, PERI_CUDA_LD(&plan->next));
+      PERI_CUDA_ST(&st->step, PERI_CUDA_LD(&st->step) + 1ull);
     }
   }
   if (!peri_cuda_finish(acc, peri_cuda_acc_none(), &tot)) return;
@@ -1479,29 +1524,95 @@ static uint32_t peri_cuda_max_pairs(const per_config *c, uint32_t max_batch) {
   return max_batch * (c->seq_len ? c->seq_len : 1u);
 }
 
-static peri_cuda_workspace peri_cuda_workspace_of(const per_cuda_buffer *b) {
+// A buffer's workspace; *zeroed (when not NULL) gets the bytes of its
+// start that are 0 between calls.
+static peri_cuda_workspace peri_cuda_workspace_of(const per_cuda_buffer *b,
+                                                  size_t *zeroed) {
   peri_cuda_workspace w;
   peri_cuda_workspace_layout(
       (unsigned char *)b->d_work, b->max_batch,
       peri_cuda_max_pairs(&b->cfg, b->max_batch), b->tree.leaves, b->tree.depth,
       b->cfg.seq_len ? b->seq_tree.capacity : 0u, b->seq_tree.leaves,
-      b->seq_tree.depth, 1, 1, &w, NULL);
+      b->seq_tree.depth, 1, 1, &w, zeroed);
   return w;
 }
 
 // The cudaError_t behind the last PER_ERR_DEVICE of this thread.
 static thread_local int peri_cuda_last_error = 0;
 
-// PER_OK for cudaSuccess; otherwise keep e for per_cuda_last_error and
-// return PER_ERR_DEVICE.
+// PER_OK for cudaSuccess; otherwise keep e for per_cuda_last_error, clear
+// it (the call reports it in its status; left pending, it would refuse
+// the next call: peri_cuda_begin) and return PER_ERR_DEVICE.
 static per_status peri_cuda_device_status(cudaError_t e) {
   if (e == cudaSuccess) return PER_OK;
   peri_cuda_last_error = (int)e;
+  (void)cudaGetLastError();
   return PER_ERR_DEVICE;
 }
 
-static per_status peri_cuda_launch_status(void) {
-  return peri_cuda_device_status(cudaPeekAtLastError());
+// What a call has enqueued on its stream: its status so far (after a
+// failure nothing more is enqueued) and how many steps that change a
+// tree or a buffer went in (launches, an upload's copies).
+struct peri_cuda_q {
+  per_cuda_stream stream;
+  per_status s;
+  unsigned went;
+};
+
+// A call's start, before it enqueues anything: PER_ERR_DEVICE, and then
+// nothing is enqueued, when a CUDA error is already pending in this
+// thread (a caller's that cudaGetLastError has not cleared, or a sticky
+// error of the context); it stays pending, and per_cuda_last_error names
+// it. So every error the runtime reports afterwards is the call's own.
+static per_status peri_cuda_begin(peri_cuda_q *q, per_cuda_stream stream) {
+  cudaError_t e = cudaPeekAtLastError();
+  q->stream = stream;
+  q->went = 0;
+  q->s = PER_OK;
+  if (e != cudaSuccess) {
+    peri_cuda_last_error = (int)e;
+    q->s = PER_ERR_DEVICE;
+  }
+  return q->s;
+}
+
+// Launch kernel on q's stream unless q has failed, and take the launch's
+// own status (cudaGetLastError: nothing was pending at peri_cuda_begin).
+#define PERI_CUDA_GO(q, kernel, grid, block, ...)                     \
+  do {                                                                \
+    if ((q)->s == PER_OK) {                                           \
+      PER_CUDA_LAUNCH(kernel, grid, block, (q)->stream, __VA_ARGS__); \
+      (q)->s = peri_cuda_device_status(cudaGetLastError());           \
+      (q)->went += (q)->s == PER_OK;                                  \
+    }                                                                 \
+  } while (0)
+
+// A memset of n bytes at p to byte v on q's stream unless q has failed.
+static void peri_cuda_memset(peri_cuda_q *q, void *p, int v, size_t n) {
+  if (q->s == PER_OK)
+    q->s = peri_cuda_device_status(cudaMemsetAsync(p, v, n, q->stream));
+}
+
+// A call's end: its status. A failure after part of its work went in (a
+// launch refused after another ran) would leave half a change: leaves
+// claimed, counters moved, a stream advanced. So the call marks it, with
+// memsets (which a launch refused for its shape or resources does not
+// stop): *d_status gets PERI_CUDA_CORRUPT, the zero bytes of its scratch
+// or workspace (records, counters) get their 0 back for the next call,
+// and a buffer's state (st) is marked broken: its calls change nothing
+// and report PERI_CUDA_CORRUPT until per_cuda_buffer_upload. (A context
+// whose errors are sticky refuses everything afterwards anyway.)
+static per_status peri_cuda_end(peri_cuda_q *q, unsigned long long *d_status,
+                                void *zero, size_t zero_bytes,
+                                peri_cuda_buffer_state *st) {
+  if (q->s == PER_OK || q->went == 0) return q->s;
+  if (zero && zero_bytes) (void)cudaMemsetAsync(zero, 0, zero_bytes, q->stream);
+  if (d_status)
+    (void)cudaMemsetAsync(d_status, 0xFF, sizeof *d_status, q->stream);
+  if (st)
+    (void)cudaMemsetAsync(&st->broken, 0xFF, sizeof st->broken, q->stream);
+  (void)cudaGetLastError();
+  return q->s;
 }
 
 // p is NULL or aligned to `align` bytes: a misaligned atomic or vector
@@ -1538,44 +1649,42 @@ static per_status peri_cuda_check_scratch(void *d_scratch,
 
 // Enqueue an update's settle of n pairs with values vs (after a claim).
 static void peri_cuda_enqueue_settle(
-    const per_cuda_tree *t, per_real *d_min, peri_cuda_pairs vs, uint32_t n,
-    const peri_cuda_workspace *w, peri_cuda_buffer_state *st, uint32_t *d_stale,
-    unsigned long long *d_status, uint32_t pos_div, per_cuda_stream stream) {
+    peri_cuda_q *q, const per_cuda_tree *t, per_real *d_min, peri_cuda_pairs vs,
+    uint32_t n, const peri_cuda_workspace *w, peri_cuda_buffer_state *st,
+    uint32_t *d_stale, unsigned long long *d_status, uint32_t pos_div) {
   uint32_t g = peri_cuda_blocks_for(n);
   if (d_min)
-    PER_CUDA_LAUNCH(peri_cuda_settle_kernel<true>, g, PERI_CUDA_BLOCK_THREADS,
-                    stream, t->d_node, d_min, t->leaves, t->depth, vs, n,
-                    w->cnt, (const uint32_t *)w->flag,
-                    (const per_real *)w->orig, w->acc, st, d_stale, d_status,
-                    pos_div);
+    PERI_CUDA_GO(q, peri_cuda_settle_kernel<true>, g, PERI_CUDA_BLOCK_THREADS,
+                 t->d_node, d_min, t->leaves, t->depth, vs, n, w->cnt,
+                 (const uint32_t *)w->flag, (const per_real *)w->orig, w->acc,
+                 st, d_stale, d_status, pos_div);
   else
-    PER_CUDA_LAUNCH(peri_cuda_settle_kernel<false>, g, PERI_CUDA_BLOCK_THREADS,
-                    stream, t->d_node, d_min, t->leaves, t->depth, vs, n,
-                    w->cnt, (const uint32_t *)w->flag,
-                    (const per_real *)w->orig, w->acc, st, d_stale, d_status,
-                    pos_div);
+    PERI_CUDA_GO(q, peri_cuda_settle_kernel<false>, g, PERI_CUDA_BLOCK_THREADS,
+                 t->d_node, d_min, t->leaves, t->depth, vs, n, w->cnt,
+                 (const uint32_t *)w->flag, (const per_real *)w->orig, w->acc,
+                 st, d_stale, d_status, pos_div);
 }
 
 // Enqueue an update's two launches (n >= 1; the workspace's counters and
 // records 0): the claim, then the settle. With TD errors the claim puts
 // the pairs' priorities in w->val, where the settle reads them. st: a
 // buffer's state (its update; NULL for the tree's own).
-static void peri_cuda_enqueue_update(
-    const per_cuda_tree *t, per_real *d_min, peri_cuda_pairs v, uint32_t n,
-    const peri_cuda_workspace *w, peri_cuda_buffer_state *st, uint32_t *d_stale,
-    unsigned long long *d_status, per_cuda_stream stream) {
+static void peri_cuda_enqueue_update(peri_cuda_q *q, const per_cuda_tree *t,
+                                     per_real *d_min, peri_cuda_pairs v,
+                                     uint32_t n, const peri_cuda_workspace *w,
+                                     peri_cuda_buffer_state *st,
+                                     uint32_t *d_stale,
+                                     unsigned long long *d_status) {
   peri_cuda_pairs vs = v;
-  PER_CUDA_LAUNCH(peri_cuda_claim_kernel, peri_cuda_blocks_for(n),
-                  PERI_CUDA_BLOCK_THREADS, stream, t->d_node, t->leaves,
-                  t->depth, t->capacity, v, n,
-                  (const peri_cuda_buffer_state *)st, w->cnt, w->flag, w->val,
-                  w->orig, w->acc);
+  PERI_CUDA_GO(q, peri_cuda_claim_kernel, peri_cuda_blocks_for(n),
+               PERI_CUDA_BLOCK_THREADS, t->d_node, t->leaves, t->depth,
+               t->capacity, v, n, (const peri_cuda_buffer_state *)st, w->cnt,
+               w->flag, w->val, w->orig, w->acc);
   if (v.td) {
     vs.td = NULL;
     vs.val = w->val;
   }
-  peri_cuda_enqueue_settle(t, d_min, vs, n, w, st, d_stale, d_status, 1u,
-                           stream);
+  peri_cuda_enqueue_settle(q, t, d_min, vs, n, w, st, d_stale, d_status, 1u);
 }
 
 static per_status peri_cuda_tree_update(const per_cuda_tree *t,
@@ -1586,6 +1695,7 @@ static per_status peri_cuda_tree_update(const per_cuda_tree *t,
                                         per_cuda_stream stream) {
   per_status s;
   peri_cuda_workspace w;
+  peri_cuda_q q;
   size_t need, zeroed;
   int go;
   if ((s = peri_cuda_check_tree(t)) != PER_OK) return s;
@@ -1603,17 +1713,18 @@ static per_status peri_cuda_tree_update(const per_cuda_tree *t,
       !peri_cuda_aligned(v.val, sizeof *v.val) ||
       !peri_cuda_aligned(v.td, sizeof *v.td))
     return PER_ERR_MEMORY;
-  if (n == 0)
-    return peri_cuda_device_status(
-        cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  if (peri_cuda_begin(&q, stream) != PER_OK) return q.s;
+  if (n == 0) {
+    peri_cuda_memset(&q, d_status, 0, sizeof *d_status);
+    return q.s;
+  }
   peri_cuda_workspace_layout((unsigned char *)d_scratch, n, n, t->leaves,
                              t->depth, 0u, 0u, 0u, 0, v.td != NULL, &w,
                              &zeroed);
-  s = peri_cuda_device_status(cudaMemsetAsync(d_scratch, 0, zeroed, stream));
-  if (s != PER_OK) return s;
+  peri_cuda_memset(&q, d_scratch, 0, zeroed);
   v.idx = d_idx;
-  peri_cuda_enqueue_update(t, NULL, v, n, &w, NULL, NULL, d_status, stream);
-  return peri_cuda_launch_status();
+  peri_cuda_enqueue_update(&q, t, NULL, v, n, &w, NULL, NULL, d_status);
+  return peri_cuda_end(&q, d_status, d_scratch, zeroed, NULL);
 }
 
 /* >>launch_buffer: a buffer's device memory and launchers */
@@ -1708,9 +1819,8 @@ static void peri_cuda_take_cfg(per_config *to, const per_config *from) {
 // The state's copies between a CPU buffer and the device, in the order of
 // peri_cuda_buffer_parts (items, gen, ends, traj, tree, min tree,
 // permutation, sequence tree, its min tree, sequence flags).
-static per_status peri_cuda_buffer_copy(const per_cuda_buffer *b,
-                                        const per_buffer *h, int up,
-                                        per_cuda_stream stream) {
+static void peri_cuda_buffer_copy(peri_cuda_q *q, const per_cuda_buffer *b,
+                                  const per_buffer *h, int up) {
   size_t cap = b->cfg.capacity, tb = per_tree_bytes(b->cfg.capacity);
   size_t ns = b->cfg.seq_len ? b->seq_tree.capacity : 0;
   size_t sb = ns ? per_tree_bytes((uint32_t)ns) : 0;
@@ -1734,16 +1844,15 @@ static per_status peri_cuda_buffer_copy(const per_cuda_buffer *b,
                   sb,
                   ns};
   int i;
-  for (i = 0; i < 10; ++i) {
-    cudaError_t e;
+  for (i = 0; i < 10 && q->s == PER_OK; ++i) {
     if (!dev[i]) continue;
-    e = up ? cudaMemcpyAsync(dev[i], host[i], n[i], cudaMemcpyHostToDevice,
-                             stream)
+    q->s = peri_cuda_device_status(
+        up ? cudaMemcpyAsync(dev[i], host[i], n[i], cudaMemcpyHostToDevice,
+                             q->stream)
            : cudaMemcpyAsync(host[i], dev[i], n[i], cudaMemcpyDeviceToHost,
-                             stream);
-    if (e != cudaSuccess) return peri_cuda_device_status(e);
+                             q->stream));
+    q->went += up && q->s == PER_OK; // an upload's copies change b
   }
-  return PER_OK;
 }
 
 // The sequences of b as the kernels see them.
@@ -1765,11 +1874,11 @@ static peri_cuda_seqs peri_cuda_seqs_of(const per_cuda_buffer *b) {
 // Enqueue the refresh of the sequences a call changed (b has sequences;
 // kind PERI_CUDA_SEQ_*, n the call's n, d_ids its ids, d_status its
 // status word, written by its last launch before): two launches.
-static void peri_cuda_enqueue_seq(const per_cuda_buffer *b, uint32_t kind,
-                                  uint32_t n, const uint64_t *d_ids,
+static void peri_cuda_enqueue_seq(peri_cuda_q *q, const per_cuda_buffer *b,
+                                  uint32_t kind, uint32_t n,
+                                  const uint64_t *d_ids,
                                   const unsigned long long *d_status,
-                                  const peri_cuda_workspace *w,
-                                  per_cuda_stream stream) {
+                                  const peri_cuda_workspace *w) {
   uint32_t cap = b->cfg.capacity, len = b->cfg.seq_len;
   uint64_t count = kind == PERI_CUDA_SEQ_ADD     ? (uint64_t)(n < cap ? n : cap)
                    : kind == PERI_CUDA_SEQ_ITEMS ? 1u
@@ -1791,20 +1900,17 @@ static void peri_cuda_enqueue_seq(const per_cuda_buffer *b, uint32_t kind,
   // at most PER_CUDA_MAX_BATCH * 2 (update_seq: 2 len - 1 slots each)
   threads = (kind == PERI_CUDA_SEQ_ADD ? 1u : n) * jb.per;
   g = peri_cuda_blocks_for(threads);
-  PER_CUDA_LAUNCH(peri_cuda_seq_own_kernel, g, PERI_CUDA_BLOCK_THREADS, stream,
-                  jb, threads,
-                  (const per_real *)(b->tree.d_node + b->tree.leaves),
-                  (const uint8_t *)b->d_ends,
-                  (int)((b->cfg.flags & PER_SEQ_CROSS_EPISODES) != 0),
-                  b->cfg.seq_eta, sq, w->own, w->scnt);
+  PERI_CUDA_GO(q, peri_cuda_seq_own_kernel, g, PERI_CUDA_BLOCK_THREADS, jb,
+               threads, (const per_real *)(b->tree.d_node + b->tree.leaves),
+               (const uint8_t *)b->d_ends,
+               (int)((b->cfg.flags & PER_SEQ_CROSS_EPISODES) != 0), sq, w->own,
+               w->scnt);
   if (sq.mn)
-    PER_CUDA_LAUNCH(peri_cuda_seq_settle_kernel<true>, g,
-                    PERI_CUDA_BLOCK_THREADS, stream, jb, threads, sq, w->own,
-                    w->scnt);
+    PERI_CUDA_GO(q, peri_cuda_seq_settle_kernel<true>, g,
+                 PERI_CUDA_BLOCK_THREADS, jb, threads, sq, w->own, w->scnt);
   else
-    PER_CUDA_LAUNCH(peri_cuda_seq_settle_kernel<false>, g,
-                    PERI_CUDA_BLOCK_THREADS, stream, jb, threads, sq, w->own,
-                    w->scnt);
+    PERI_CUDA_GO(q, peri_cuda_seq_settle_kernel<false>, g,
+                 PERI_CUDA_BLOCK_THREADS, jb, threads, sq, w->own, w->scnt);
 }
 
 /* >>api: per_cuda.h's functions */
@@ -1838,29 +1944,30 @@ PER_CUDA_DEF per_status per_cuda_tree_init_mem(per_cuda_tree *t,
 PER_CUDA_DEF per_status per_cuda_tree_clear(const per_cuda_tree *t,
                                             per_cuda_stream stream) {
   per_status s = peri_cuda_check_tree(t);
+  peri_cuda_q q;
   if (s != PER_OK) return s;
-  return peri_cuda_device_status(
-      cudaMemsetAsync(t->d_node, 0, per_tree_bytes(t->capacity), stream));
+  if (peri_cuda_begin(&q, stream) != PER_OK) return q.s;
+  peri_cuda_memset(&q, t->d_node, 0, per_tree_bytes(t->capacity));
+  return q.s;
 }
 
 static per_status peri_cuda_tree_copy(const per_cuda_tree *t,
                                       const per_tree *host, int upload,
                                       per_cuda_stream stream) {
   per_status s = peri_cuda_check_tree(t);
-  cudaError_t e;
+  peri_cuda_q q;
   size_t bytes;
   if (s != PER_OK) return s;
   if (!host || !host->node) return PER_ERR_NULL;
   if (host->capacity != t->capacity || host->leaves != t->leaves)
     return PER_ERR_CAPACITY;
+  if (peri_cuda_begin(&q, stream) != PER_OK) return q.s;
   bytes = per_tree_bytes(t->capacity);
   if (upload)
-    e = cudaMemcpyAsync(t->d_node, host->node, bytes, cudaMemcpyHostToDevice,
-                        stream);
-  else
-    e = cudaMemcpyAsync(host->node, t->d_node, bytes, cudaMemcpyDeviceToHost,
-                        stream);
-  return peri_cuda_device_status(e);
+    return peri_cuda_device_status(cudaMemcpyAsync(
+        t->d_node, host->node, bytes, cudaMemcpyHostToDevice, stream));
+  return peri_cuda_device_status(cudaMemcpyAsync(
+      host->node, t->d_node, bytes, cudaMemcpyDeviceToHost, stream));
 }
 
 PER_CUDA_DEF per_status per_cuda_tree_upload(const per_cuda_tree *t,
@@ -1886,24 +1993,27 @@ PER_CUDA_DEF per_status per_cuda_status_decode(unsigned long long word,
 
 PER_CUDA_DEF per_status per_cuda_status_clear(unsigned long long *d_status,
                                               per_cuda_stream stream) {
+  peri_cuda_q q;
   if (!d_status) return PER_ERR_NULL;
   if (!peri_cuda_aligned(d_status, sizeof *d_status)) return PER_ERR_MEMORY;
-  return peri_cuda_device_status(
-      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  if (peri_cuda_begin(&q, stream) != PER_OK) return q.s;
+  peri_cuda_memset(&q, d_status, 0, sizeof *d_status);
+  return q.s;
 }
 
 PER_CUDA_DEF per_status per_cuda_status_keep(unsigned long long *d_keep,
                                              const unsigned long long *d_status,
                                              unsigned long long tag,
                                              per_cuda_stream stream) {
+  peri_cuda_q q;
   if (!d_keep || !d_status) return PER_ERR_NULL;
   if (!peri_cuda_aligned(d_keep, sizeof *d_keep) ||
       !peri_cuda_aligned(d_status, sizeof *d_status))
     return PER_ERR_MEMORY;
   if (d_status == d_keep || d_status == d_keep + 1) return PER_ERR_ARG;
-  PER_CUDA_LAUNCH(peri_cuda_keep_status_kernel, 1u, 1u, stream, d_keep,
-                  d_status, tag);
-  return peri_cuda_launch_status();
+  if (peri_cuda_begin(&q, stream) != PER_OK) return q.s;
+  PERI_CUDA_GO(&q, peri_cuda_keep_status_kernel, 1u, 1u, d_keep, d_status, tag);
+  return q.s;
 }
 
 PER_CUDA_DEF per_status per_cuda_tree_set_batch(
@@ -1941,6 +2051,7 @@ PER_CUDA_DEF per_status per_cuda_tree_sample(
     unsigned long long *d_counter, uint32_t B, uint32_t *d_idx, per_real *d_val,
     unsigned long long *d_status, per_cuda_stream stream) {
   per_status s = peri_cuda_check_tree(t);
+  peri_cuda_q q;
   if (s != PER_OK) return s;
   if (!d_idx || !d_status) return PER_ERR_NULL;
   if (B == 0) return PER_ERR_BATCH;
@@ -1949,14 +2060,15 @@ PER_CUDA_DEF per_status per_cuda_tree_sample(
       !peri_cuda_aligned(d_idx, sizeof *d_idx) ||
       !peri_cuda_aligned(d_val, sizeof *d_val))
     return PER_ERR_MEMORY;
-  PER_CUDA_LAUNCH(peri_cuda_sample_strata_kernel, peri_cuda_blocks_for(B),
-                  PERI_CUDA_BLOCK_THREADS, stream, t->d_node, t->leaves, seed,
-                  counter, (const unsigned long long *)d_counter, B, d_idx,
-                  d_val, d_status);
+  if (peri_cuda_begin(&q, stream) != PER_OK) return q.s;
+  PERI_CUDA_GO(&q, peri_cuda_sample_strata_kernel, peri_cuda_blocks_for(B),
+               PERI_CUDA_BLOCK_THREADS, t->d_node, t->leaves, seed, counter,
+               (const unsigned long long *)d_counter, B, d_idx, d_val,
+               d_status);
   if (d_counter)
-    PER_CUDA_LAUNCH(peri_cuda_advance_counter_kernel, 1u, 1u, stream, d_counter,
-                    B, (const unsigned long long *)d_status);
-  return peri_cuda_launch_status();
+    PERI_CUDA_GO(&q, peri_cuda_advance_counter_kernel, 1u, 1u, d_counter, B,
+                 (const unsigned long long *)d_status);
+  return peri_cuda_end(&q, d_status, NULL, 0, NULL);
 }
 
 PER_CUDA_DEF per_status per_cuda_tree_find(const per_cuda_tree *t,
@@ -1965,6 +2077,7 @@ PER_CUDA_DEF per_status per_cuda_tree_find(const per_cuda_tree *t,
                                            unsigned long long *d_status,
                                            per_cuda_stream stream) {
   per_status s = peri_cuda_check_tree(t);
+  peri_cuda_q q;
   if (s != PER_OK) return s;
   if (!d_status || (n > 0 && (!d_u || !d_idx))) return PER_ERR_NULL;
   if (n > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
@@ -1973,17 +2086,16 @@ PER_CUDA_DEF per_status per_cuda_tree_find(const per_cuda_tree *t,
       !peri_cuda_aligned(d_idx, sizeof *d_idx) ||
       !peri_cuda_aligned(d_val, sizeof *d_val))
     return PER_ERR_MEMORY;
-  s = peri_cuda_device_status(
-      cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
-  if (s != PER_OK || n == 0) return s;
-  PER_CUDA_LAUNCH(peri_cuda_validate_u_kernel, peri_cuda_blocks_for(n),
-                  PERI_CUDA_BLOCK_THREADS, stream, (const per_real *)t->d_node,
-                  d_u, n, d_status);
-  PER_CUDA_LAUNCH(peri_cuda_find_kernel, peri_cuda_blocks_for(n),
-                  PERI_CUDA_BLOCK_THREADS, stream, (const per_real *)t->d_node,
-                  t->leaves, d_u, n, d_idx, d_val,
-                  (const unsigned long long *)d_status);
-  return peri_cuda_launch_status();
+  if (peri_cuda_begin(&q, stream) != PER_OK) return q.s;
+  peri_cuda_memset(&q, d_status, 0, sizeof *d_status);
+  if (n == 0) return q.s;
+  PERI_CUDA_GO(&q, peri_cuda_validate_u_kernel, peri_cuda_blocks_for(n),
+               PERI_CUDA_BLOCK_THREADS, (const per_real *)t->d_node, d_u, n,
+               d_status);
+  PERI_CUDA_GO(&q, peri_cuda_find_kernel, peri_cuda_blocks_for(n),
+               PERI_CUDA_BLOCK_THREADS, (const per_real *)t->d_node, t->leaves,
+               d_u, n, d_idx, d_val, (const unsigned long long *)d_status);
+  return peri_cuda_end(&q, d_status, NULL, 0, NULL);
 }
 
 PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
@@ -1994,6 +2106,7 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
                                             per_cuda_stream stream) {
   peri_cuda_acc *acc = (peri_cuda_acc *)d_scratch;
   per_status s;
+  peri_cuda_q q;
   uint32_t g;
   size_t need;
   int go;
@@ -2009,14 +2122,13 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
       !peri_cuda_aligned(d_val, sizeof *d_val) ||
       !peri_cuda_aligned(d_w, sizeof *d_w))
     return PER_ERR_MEMORY;
-  s = peri_cuda_device_status(cudaMemsetAsync(d_scratch, 0, need, stream));
-  if (s != PER_OK) return s;
-  PER_CUDA_LAUNCH(peri_cuda_batch_min_kernel, g, PERI_CUDA_BLOCK_THREADS,
-                  stream, d_val, B, acc);
-  PER_CUDA_LAUNCH(peri_cuda_is_weights_kernel, g, PERI_CUDA_BLOCK_THREADS,
-                  stream, d_val, B, beta, d_w, (const peri_cuda_acc *)acc,
-                  d_status);
-  return peri_cuda_launch_status();
+  if (peri_cuda_begin(&q, stream) != PER_OK) return q.s;
+  peri_cuda_memset(&q, d_scratch, 0, need);
+  PERI_CUDA_GO(&q, peri_cuda_batch_min_kernel, g, PERI_CUDA_BLOCK_THREADS,
+               d_val, B, acc);
+  PERI_CUDA_GO(&q, peri_cuda_is_weights_kernel, g, PERI_CUDA_BLOCK_THREADS,
+               d_val, B, beta, d_w, (const peri_cuda_acc *)acc, d_status);
+  return peri_cuda_end(&q, d_status, d_scratch, need, NULL);
 }
 
 PER_CUDA_DEF size_t per_cuda_buffer_bytes(const per_config *cfg,
@@ -2034,6 +2146,7 @@ PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
   size_t part[PERI_CUDA_PARTS], need;
   unsigned char *p = (unsigned char *)d_mem;
   peri_cuda_buffer_state st;
+  peri_cuda_q q;
   per_status s;
   uint32_t L;
   if (!b) return PER_ERR_NULL;
@@ -2064,27 +2177,26 @@ PER_CUDA_DEF per_status per_cuda_buffer_init_mem(per_cuda_buffer *b,
   b->d_seq_ok = part[9] ? (uint8_t *)p : NULL;
   b->d_state = (p += part[9]);
   b->d_work = p + part[10];
-  // everything but the min trees, the permutation and the state is zero
-  // when empty (the workspace too: its records, counters and sequence
-  // words start 0)
-  if (s == PER_OK)
-    s = peri_cuda_device_status(cudaMemsetAsync(d_mem, 0, need, stream));
+  if (s == PER_OK) s = peri_cuda_begin(&q, stream);
   if (s != PER_OK) {
     memset(b, 0, sizeof *b);
     return s;
   }
+  // everything but the min trees, the permutation and the state is zero
+  // when empty (the workspace too: its records, counters and sequence
+  // words start 0)
+  peri_cuda_memset(&q, d_mem, 0, need);
   memset(&st, 0, sizeof st); // empty, as per_buffer_init leaves it
   per_rng_init(&st.rng, cfg->seed);
   st.max_leaf = cfg->alpha == 0 ? (per_real)1 : (per_real)cfg->max_priority;
+  st.cfg = *cfg;
   L = b->tree.leaves;
-  PER_CUDA_LAUNCH(peri_cuda_set_state_kernel, peri_cuda_blocks_for(L),
-                  PERI_CUDA_BLOCK_THREADS, stream,
-                  (peri_cuda_buffer_state *)b->d_state, st, b->d_min_node, L,
-                  b->d_seq_min_node, b->seq_tree.leaves, b->d_perm,
-                  b->cfg.capacity);
-  s = peri_cuda_launch_status();
-  if (s != PER_OK) memset(b, 0, sizeof *b);
-  return s;
+  PERI_CUDA_GO(&q, peri_cuda_set_state_kernel, peri_cuda_blocks_for(L),
+               PERI_CUDA_BLOCK_THREADS, (peri_cuda_buffer_state *)b->d_state,
+               st, b->d_min_node, L, b->d_seq_min_node, b->seq_tree.leaves,
+               b->d_perm, b->cfg.capacity);
+  if (q.s != PER_OK) memset(b, 0, sizeof *b);
+  return q.s;
 }
 
 PER_CUDA_DEF per_status per_cuda_buffer_add_batch(const per_cuda_buffer *b,
@@ -2096,16 +2208,20 @@ PER_CUDA_DEF per_status per_cuda_buffer_add_batch(const per_cuda_buffer *b,
   per_status s = peri_cuda_check_buffer(b);
   peri_cuda_buffer_state *st;
   peri_cuda_workspace w;
+  peri_cuda_q q;
   uint32_t cap, keep, unit, units, L, depth, grid;
+  size_t zeroed;
   if (s != PER_OK) return s;
   if (!d_status || (n > 0 && !d_items)) return PER_ERR_NULL;
   if (n > b->max_batch) return PER_ERR_BATCH;
   if (!peri_cuda_aligned(d_status, sizeof *d_status)) return PER_ERR_MEMORY;
-  if (n == 0)
-    return peri_cuda_device_status(
-        cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
+  if (peri_cuda_begin(&q, stream) != PER_OK) return q.s;
+  if (n == 0) {
+    peri_cuda_memset(&q, d_status, 0, sizeof *d_status);
+    return q.s;
+  }
   st = (peri_cuda_buffer_state *)b->d_state;
-  w = peri_cuda_workspace_of(b);
+  w = peri_cuda_workspace_of(b, &zeroed);
   cap = b->cfg.capacity;
   keep = n < cap ? n : cap;
   L = b->tree.leaves;
@@ -2113,24 +2229,22 @@ PER_CUDA_DEF per_status per_cuda_buffer_add_batch(const per_cuda_buffer *b,
   unit = peri_cuda_copy_unit(b, d_items);
   units = b->cfg.item_size / unit;
   grid = peri_cuda_copy_grid(keep, units);
-  PER_CUDA_LAUNCH(peri_cuda_add_count_kernel, peri_cuda_blocks_for(n),
-                  PERI_CUDA_BLOCK_THREADS, stream,
-                  (const peri_cuda_buffer_state *)st, d_ends, n, cap, L, depth,
-                  w.cnt, w.acc);
-#define PERI_CUDA_ADD(U, MIN)                                                 \
-  PER_CUDA_LAUNCH((peri_cuda_add_kernel<U, MIN>), grid,                       \
-                  PERI_CUDA_BLOCK_THREADS, stream, st, b->tree.d_node,        \
-                  b->d_min_node, L, depth, b->d_gen, b->d_traj, b->d_ends,    \
-                  d_ends, (U *)b->d_items, (const U *)d_items, units, n, cap, \
-                  w.cnt, w.acc, d_status)
+  PERI_CUDA_GO(&q, peri_cuda_add_count_kernel, peri_cuda_blocks_for(n),
+               PERI_CUDA_BLOCK_THREADS, (const peri_cuda_buffer_state *)st,
+               d_ends, n, cap, L, depth, w.cnt, w.acc);
+#define PERI_CUDA_ADD(U, MIN)                                                  \
+  PERI_CUDA_GO(&q, (peri_cuda_add_kernel<U, MIN>), grid,                       \
+               PERI_CUDA_BLOCK_THREADS, st, b->tree.d_node, b->d_min_node, L,  \
+               depth, b->d_gen, b->d_traj, b->d_ends, d_ends, (U *)b->d_items, \
+               (const U *)d_items, units, n, cap, w.cnt, w.acc, d_status)
   if (unit == 4 && b->d_min_node) PERI_CUDA_ADD(uint32_t, true);
   else if (unit == 4) PERI_CUDA_ADD(uint32_t, false);
   else if (b->d_min_node) PERI_CUDA_ADD(unsigned char, true);
   else PERI_CUDA_ADD(unsigned char, false);
 #undef PERI_CUDA_ADD
   if (b->cfg.seq_len)
-    peri_cuda_enqueue_seq(b, PERI_CUDA_SEQ_ADD, n, NULL, d_status, &w, stream);
-  return peri_cuda_launch_status();
+    peri_cuda_enqueue_seq(&q, b, PERI_CUDA_SEQ_ADD, n, NULL, d_status, &w);
+  return peri_cuda_end(&q, d_status, b->d_work, zeroed, st);
 }
 
 PER_CUDA_DEF per_status per_cuda_buffer_sample(
@@ -2142,7 +2256,9 @@ PER_CUDA_DEF per_status per_cuda_buffer_sample(
   double beta = 0;
   peri_cuda_workspace w;
   peri_cuda_buffer_state *st;
+  peri_cuda_q q;
   uint8_t *d_mask = NULL;
+  size_t zeroed;
   if (s != PER_OK) return s;
   if (flags & ~(uint32_t)(PER_SAMPLE_UNIQUE | PER_SAMPLE_BETA |
                           PER_SAMPLE_TRAJECTORIES | PER_SAMPLE_SEQUENCES))
@@ -2165,43 +2281,39 @@ PER_CUDA_DEF per_status per_cuda_buffer_sample(
       !peri_cuda_aligned(d_ids, sizeof *d_ids) ||
       !peri_cuda_aligned(d_weights, sizeof *d_weights))
     return PER_ERR_MEMORY;
-  w = peri_cuda_workspace_of(b);
+  if (peri_cuda_begin(&q, stream) != PER_OK) return q.s;
+  w = peri_cuda_workspace_of(b, &zeroed);
   st = (peri_cuda_buffer_state *)b->d_state;
   unit = d_items_out ? peri_cuda_copy_unit(b, d_items_out) : 4u;
   units = b->cfg.item_size / unit;
   grid =
       d_items_out ? peri_cuda_copy_grid(B * n, units) : peri_cuda_blocks_for(B);
-  PER_CUDA_LAUNCH(peri_cuda_draw_kernel, peri_cuda_blocks_for(B),
-                  PERI_CUDA_BLOCK_THREADS, stream,
-                  (const peri_cuda_buffer_state *)st, b->cfg, b->cfg.capacity,
-                  b->tree.leaves, b->tree.d_node,
-                  (const per_real *)b->d_min_node, peri_cuda_seqs_of(b),
-                  (const uint32_t *)b->d_traj, (const uint32_t *)b->d_gen,
-                  b->d_perm, B, flags, beta, opts ? opts->window : 0u, w.plan,
-                  w.set, w.idx, w.val, d_ids, d_weights, w.acc);
-#define PERI_CUDA_DELIVER(U)                                                  \
-  PER_CUDA_LAUNCH(peri_cuda_deliver_kernel<U>, grid, PERI_CUDA_BLOCK_THREADS, \
-                  stream, st, (const peri_plan *)w.plan,                      \
-                  (const uint32_t *)w.idx, (const per_real *)w.val, B,        \
-                  d_weights, (U *)d_items_out, (const U *)b->d_items, units,  \
-                  b->cfg.capacity, n, stride, (const uint8_t *)b->d_ends,     \
-                  d_mask, w.acc, d_status)
+  PERI_CUDA_GO(&q, peri_cuda_draw_kernel, peri_cuda_blocks_for(B),
+               PERI_CUDA_BLOCK_THREADS, (const peri_cuda_buffer_state *)st,
+               b->cfg.capacity, b->tree.leaves, b->tree.d_node,
+               (const per_real *)b->d_min_node, peri_cuda_seqs_of(b),
+               (const uint32_t *)b->d_traj, (const uint32_t *)b->d_gen,
+               b->d_perm, B, flags, beta, opts ? opts->window : 0u, w.plan,
+               w.set, w.idx, w.val, d_ids, d_weights, w.acc);
+#define PERI_CUDA_DELIVER(U)                                                   \
+  PERI_CUDA_GO(&q, peri_cuda_deliver_kernel<U>, grid, PERI_CUDA_BLOCK_THREADS, \
+               st, (const peri_plan *)w.plan, (const uint32_t *)w.idx,         \
+               (const per_real *)w.val, B, d_weights, (U *)d_items_out,        \
+               (const U *)b->d_items, units, b->cfg.capacity, n, stride,       \
+               (const uint8_t *)b->d_ends, d_mask, w.acc, d_status)
   if (unit == 4) PERI_CUDA_DELIVER(uint32_t);
   else PERI_CUDA_DELIVER(unsigned char);
 #undef PERI_CUDA_DELIVER
-  return peri_cuda_launch_status();
+  return peri_cuda_end(&q, d_status, b->d_work, zeroed, st);
 }
 
 // The arguments update and update_seq check alike, and their n == 0 (the
 // status and stale words zeroed): PER_OK with *go = 1 when there are
-// pairs to enqueue.
-static per_status peri_cuda_update_args(const per_cuda_buffer *b,
-                                        const uint64_t *d_ids,
-                                        const float *d_td, uint32_t n,
-                                        uint32_t *d_stale,
-                                        unsigned long long *d_status,
-                                        per_cuda_stream stream, int *go) {
-  per_status s;
+// pairs to enqueue (after peri_cuda_begin on q).
+static per_status peri_cuda_update_args(
+    const per_cuda_buffer *b, const uint64_t *d_ids, const float *d_td,
+    uint32_t n, uint32_t *d_stale, unsigned long long *d_status, peri_cuda_q *q,
+    per_cuda_stream stream, int *go) {
   *go = 0;
   if (!d_status || (n > 0 && (!d_ids || !d_td))) return PER_ERR_NULL;
   if (n > b->max_batch) return PER_ERR_BATCH;
@@ -2210,13 +2322,11 @@ static per_status peri_cuda_update_args(const per_cuda_buffer *b,
       !peri_cuda_aligned(d_td, sizeof *d_td) ||
       !peri_cuda_aligned(d_stale, sizeof *d_stale))
     return PER_ERR_MEMORY;
+  if (peri_cuda_begin(q, stream) != PER_OK) return q->s;
   if (n == 0) {
-    s = peri_cuda_device_status(
-        cudaMemsetAsync(d_status, 0, sizeof *d_status, stream));
-    if (s == PER_OK && d_stale)
-      s = peri_cuda_device_status(
-          cudaMemsetAsync(d_stale, 0, sizeof *d_stale, stream));
-    return s;
+    peri_cuda_memset(q, d_status, 0, sizeof *d_status);
+    if (d_stale) peri_cuda_memset(q, d_stale, 0, sizeof *d_stale);
+    return q->s;
   }
   *go = 1;
   return PER_OK;
@@ -2230,24 +2340,24 @@ PER_CUDA_DEF per_status per_cuda_buffer_update(const per_cuda_buffer *b,
                                                per_cuda_stream stream) {
   per_status s = peri_cuda_check_buffer(b);
   peri_cuda_pairs v = peri_cuda_pairs_none();
+  peri_cuda_buffer_state *st = (peri_cuda_buffer_state *)b->d_state;
   peri_cuda_workspace w;
+  peri_cuda_q q;
+  size_t zeroed;
   int go;
   if (s != PER_OK) return s;
-  s = peri_cuda_update_args(b, d_ids, d_td, n, d_stale, d_status, stream, &go);
+  s = peri_cuda_update_args(b, d_ids, d_td, n, d_stale, d_status, &q, stream,
+                            &go);
   if (s != PER_OK || !go) return s;
-  w = peri_cuda_workspace_of(b);
+  w = peri_cuda_workspace_of(b, &zeroed);
   v.ids = d_ids;
   v.gen = b->d_gen;
-  v.td = d_td;
-  v.eps = b->cfg.eps;
-  v.alpha = b->cfg.alpha;
-  peri_cuda_enqueue_update(&b->tree, b->d_min_node, v, n, &w,
-                           (peri_cuda_buffer_state *)b->d_state, d_stale,
-                           d_status, stream);
+  v.td = d_td; // eps and alpha: the state's
+  peri_cuda_enqueue_update(&q, &b->tree, b->d_min_node, v, n, &w, st, d_stale,
+                           d_status);
   if (b->cfg.seq_len)
-    peri_cuda_enqueue_seq(b, PERI_CUDA_SEQ_ITEMS, n, d_ids, d_status, &w,
-                          stream);
-  return peri_cuda_launch_status();
+    peri_cuda_enqueue_seq(&q, b, PERI_CUDA_SEQ_ITEMS, n, d_ids, d_status, &w);
+  return peri_cuda_end(&q, d_status, b->d_work, zeroed, st);
 }
 
 PER_CUDA_DEF per_status per_cuda_buffer_update_seq(
@@ -2256,31 +2366,33 @@ PER_CUDA_DEF per_status per_cuda_buffer_update_seq(
     per_cuda_stream stream) {
   per_status s = peri_cuda_check_buffer(b);
   peri_cuda_pairs v = peri_cuda_pairs_none();
+  peri_cuda_buffer_state *st = (peri_cuda_buffer_state *)b->d_state;
   peri_cuda_workspace w;
+  peri_cuda_q q;
   uint32_t len, pairs;
+  size_t zeroed;
   int go;
   if (s != PER_OK) return s;
   if (!b->cfg.seq_len) return PER_ERR_ARG;
-  s = peri_cuda_update_args(b, d_ids, d_td, n, d_stale, d_status, stream, &go);
+  s = peri_cuda_update_args(b, d_ids, d_td, n, d_stale, d_status, &q, stream,
+                            &go);
   if (s != PER_OK || !go) return s;
-  w = peri_cuda_workspace_of(b);
+  w = peri_cuda_workspace_of(b, &zeroed);
   len = b->cfg.seq_len;
   pairs = n * len; // <= PER_CUDA_MAX_BATCH: checked at init
-  PER_CUDA_LAUNCH(peri_cuda_claim_seq_kernel, peri_cuda_blocks_for(pairs),
-                  PERI_CUDA_BLOCK_THREADS, stream, b->tree.d_node,
-                  b->tree.leaves, b->tree.depth, b->cfg.capacity, d_ids, d_td,
-                  (const uint32_t *)b->d_gen, (const uint8_t *)b->d_ends,
-                  (const uint8_t *)b->d_seq_ok, len, b->cfg.seq_stride,
-                  b->cfg.eps, b->cfg.alpha, pairs,
-                  (const peri_cuda_buffer_state *)b->d_state, w.cnt, w.flag,
-                  w.idx, w.val, w.orig, w.acc);
+  PERI_CUDA_GO(&q, peri_cuda_claim_seq_kernel, peri_cuda_blocks_for(pairs),
+               PERI_CUDA_BLOCK_THREADS, b->tree.d_node, b->tree.leaves,
+               b->tree.depth, b->cfg.capacity, d_ids, d_td,
+               (const uint32_t *)b->d_gen, (const uint8_t *)b->d_ends,
+               (const uint8_t *)b->d_seq_ok, len, b->cfg.seq_stride, pairs,
+               (const peri_cuda_buffer_state *)st, w.cnt, w.flag, w.idx, w.val,
+               w.orig, w.acc);
   v.idx = w.idx;
   v.val = w.val;
-  peri_cuda_enqueue_settle(&b->tree, b->d_min_node, v, pairs, &w,
-                           (peri_cuda_buffer_state *)b->d_state, d_stale,
-                           d_status, len + 2u, stream);
-  peri_cuda_enqueue_seq(b, PERI_CUDA_SEQ_SEQS, n, d_ids, d_status, &w, stream);
-  return peri_cuda_launch_status();
+  peri_cuda_enqueue_settle(&q, &b->tree, b->d_min_node, v, pairs, &w, st,
+                           d_stale, d_status, len + 2u);
+  peri_cuda_enqueue_seq(&q, b, PERI_CUDA_SEQ_SEQS, n, d_ids, d_status, &w);
+  return peri_cuda_end(&q, d_status, b->d_work, zeroed, st);
 }
 
 // One thread: the counters out of the state.
@@ -2301,12 +2413,14 @@ PER_CUDA_DEF per_status per_cuda_buffer_counters(const per_cuda_buffer *b,
                                                  per_cuda_counters *d_out,
                                                  per_cuda_stream stream) {
   per_status s = peri_cuda_check_buffer(b);
+  peri_cuda_q q;
   if (s != PER_OK) return s;
   if (!d_out) return PER_ERR_NULL;
   if (!peri_cuda_aligned(d_out, 8)) return PER_ERR_MEMORY;
-  PER_CUDA_LAUNCH(peri_cuda_counters_kernel, 1u, 1u, stream,
-                  (const peri_cuda_buffer_state *)b->d_state, d_out);
-  return peri_cuda_launch_status();
+  if (peri_cuda_begin(&q, stream) != PER_OK) return q.s;
+  PERI_CUDA_GO(&q, peri_cuda_counters_kernel, 1u, 1u,
+               (const peri_cuda_buffer_state *)b->d_state, d_out);
+  return q.s;
 }
 
 PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
@@ -2314,11 +2428,16 @@ PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
                                                per_cuda_stream stream) {
   per_status s = peri_cuda_check_buffer(b);
   peri_cuda_buffer_state st;
+  peri_cuda_q q;
+  per_config cfg;
+  size_t zeroed;
   if (s != PER_OK) return s;
   if ((s = peri_cuda_host_match(b, host)) != PER_OK) return s;
-  s = peri_cuda_buffer_copy(b, host, 1, stream);
-  if (s != PER_OK) return s;
-  memset(&st, 0, sizeof st);
+  if (peri_cuda_begin(&q, stream) != PER_OK) return q.s;
+  peri_cuda_buffer_copy(&q, b, host, 1);
+  cfg = b->cfg;
+  peri_cuda_take_cfg(&cfg, &host->cfg);
+  memset(&st, 0, sizeof st); // not broken
   st.rng = host->rng;
   st.step = host->step;
   st.added = host->added;
@@ -2327,12 +2446,15 @@ PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
   st.size = host->size;
   st.pos = host->pos;
   st.zero_hint = host->zero_hint;
-  PER_CUDA_LAUNCH(peri_cuda_set_state_kernel, 1u, 1u, stream,
-                  (peri_cuda_buffer_state *)b->d_state, st, (per_real *)NULL,
-                  0u, (per_real *)NULL, 0u, (uint32_t *)NULL, 0u);
-  s = peri_cuda_launch_status();
-  if (s == PER_OK) peri_cuda_take_cfg(&b->cfg, &host->cfg);
-  return s;
+  st.cfg = cfg;
+  // the workspace as a call needs it, whatever a broken call left there
+  (void)peri_cuda_workspace_of(b, &zeroed);
+  peri_cuda_memset(&q, b->d_work, 0, zeroed);
+  PERI_CUDA_GO(&q, peri_cuda_set_state_kernel, 1u, 1u,
+               (peri_cuda_buffer_state *)b->d_state, st, (per_real *)NULL, 0u,
+               (per_real *)NULL, 0u, (uint32_t *)NULL, 0u);
+  if (q.s == PER_OK) b->cfg = cfg;
+  return peri_cuda_end(&q, NULL, NULL, 0, (peri_cuda_buffer_state *)b->d_state);
 }
 
 PER_CUDA_DEF per_status per_cuda_buffer_download(const per_cuda_buffer *b,
@@ -2340,15 +2462,21 @@ PER_CUDA_DEF per_status per_cuda_buffer_download(const per_cuda_buffer *b,
                                                  per_cuda_stream stream) {
   per_status s = peri_cuda_check_buffer(b);
   peri_cuda_buffer_state st;
+  peri_cuda_q q;
   if (s != PER_OK) return s;
   if ((s = peri_cuda_host_match(b, host)) != PER_OK) return s;
-  s = peri_cuda_buffer_copy(b, host, 0, stream);
-  if (s == PER_OK)
-    s = peri_cuda_device_status(cudaMemcpyAsync(
-        &st, b->d_state, sizeof st, cudaMemcpyDeviceToHost, stream));
+  if (peri_cuda_begin(&q, stream) != PER_OK) return q.s;
+  // the state first: a broken buffer's arrays are not copied
+  s = peri_cuda_device_status(cudaMemcpyAsync(&st, b->d_state, sizeof st,
+                                              cudaMemcpyDeviceToHost, stream));
   if (s == PER_OK) s = peri_cuda_device_status(cudaStreamSynchronize(stream));
   if (s != PER_OK) return s;
-  peri_cuda_take_cfg(&host->cfg, &b->cfg);
+  if (st.broken) return PER_ERR_CORRUPT;
+  peri_cuda_buffer_copy(&q, b, host, 0);
+  if (q.s == PER_OK)
+    q.s = peri_cuda_device_status(cudaStreamSynchronize(stream));
+  if (q.s != PER_OK) return q.s;
+  peri_cuda_take_cfg(&host->cfg, &st.cfg);
   host->rng = st.rng;
   host->step = st.step;
   host->added = st.added;

@@ -50,11 +50,22 @@
         synchronises, never waits for the device.
       - The return value is what the host can check without the device:
         NULL pointers, sizes, arguments, a failed CUDA launch. When it is
-        not PER_OK nothing was enqueued, except for PER_ERR_DEVICE
-        (the CUDA runtime refused a launch or a copy: per_cuda_last_error
-        returns the cudaError_t; like CUB, this also reports an earlier
-        error of yours that cudaGetLastError has not cleared yet), after
-        which the device data is as unspecified as after any CUDA error.
+        not PER_OK nothing was enqueued, except for PER_ERR_DEVICE, whose
+        cudaError_t per_cuda_last_error returns. It means one of two
+        things. (a) A CUDA error was already pending when the call began
+        (yours, that cudaGetLastError has not cleared, or a sticky error
+        of the context): the call enqueued nothing and the error stays
+        pending (cudaPeekAtLastError still returns it): clear it and call
+        again. (b) The runtime refused one of the call's own launches or
+        copies: that error is the call's status and is cleared, so the
+        next call goes ahead. When (b) comes after part of the call's
+        work went in (a later launch refused), the call marks what it
+        half did, so that nothing reads it as valid: its status word
+        reads PER_ERR_CORRUPT (a tree: upload or clear it before its next
+        use), its scratch gets the zeros the next call needs, and a
+        per_cuda_buffer is marked broken: its calls then change nothing
+        and report PER_ERR_CORRUPT, and its download returns
+        PER_ERR_CORRUPT, until per_cuda_buffer_upload of a good state.
       - Device pointers must be aligned for their type (d_status and
         d_counter 8 bytes, d_val sizeof(per_real), d_idx, d_td and d_w 4,
         d_scratch 8): a misaligned one is PER_ERR_MEMORY, refused on the
@@ -96,8 +107,11 @@
       into a sticky one on the device (the example's keep_error). Each
       call is a fixed, small number of graph nodes at any tree size: an
       update or the weights a memset and 2 launches, a sample 1 (2 with a
-      device counter), a find a memset and 2. A per_cuda_buffer keeps even
-      the beta schedule on the device and needs no memset: add, sample
+      device counter), a find a memset and 2. A per_cuda_buffer keeps its
+      config (alpha, eps, the beta schedule, seq_eta) with its state in
+      device memory, so an upload (a checkpoint with another config)
+      changes what a graph captured before it does, and it needs no
+      memset: add, sample
       (with weights and the gather) and update are 2 launches each, so its
       whole step is one graph of 6 kernels, captured once
       (examples/gpu/gpu_dqn.cu; the tests capture a step and compare
@@ -227,9 +241,10 @@ typedef struct CUstream_st *per_cuda_stream;
 PER_CUDA_DEF size_t per_cuda_real_bytes(void);
 
 /* The cudaError_t (as an int) behind the most recent PER_ERR_DEVICE that
-   a per_cuda call returned to this thread; 0 (cudaSuccess) when none has.
-   Like errno, a later successful call does not reset it. Pass it to
-   cudaGetErrorString for a message. */
+   a per_cuda call returned to this thread; 0 (cudaSuccess) when none has:
+   a call's own failure, or an error already pending when it began
+   (CONVENTIONS). Like errno, a later successful call does not reset it.
+   Pass it to cudaGetErrorString for a message. */
 PER_CUDA_DEF int per_cuda_last_error(void);
 
 /* ======================================================================
@@ -438,7 +453,8 @@ PER_CUDA_DEF per_status per_cuda_is_weights(const per_real *d_val, uint32_t B,
    a whole trainer step (add, sample, your network, update) can be
    captured once and replayed as a CUDA graph: arguments frozen in the
    graph are the batch sizes, the device pointers and the sample options,
-   never the buffer's state.
+   never the buffer's state or config (both in device memory: an upload
+   changes what a graph captured before it does).
 
    BIT FOR BIT with per_buffer: the same config, seed and sequence of
    add_batch / sample / update calls give the same ids, items, weights,
@@ -640,8 +656,9 @@ PER_CUDA_DEF per_status per_cuda_buffer_counters(const per_cuda_buffer *b,
    max_unique. host must have the device buffer's capacity, item_size,
    flags, seq_len and seq_stride, and alpha 0 on both or neither
    (PER_ERR_ARG). The copies are from pageable memory: they have
-   read host when this returns. Errors: PER_ERR_NULL, PER_ERR_ARG,
-   PER_ERR_DEVICE. */
+   read host when this returns. It also repairs a broken buffer
+   (CONVENTIONS: PER_ERR_DEVICE): its workspace is reset and its state
+   replaced. Errors: PER_ERR_NULL, PER_ERR_ARG, PER_ERR_DEVICE. */
 PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
                                                const per_buffer *host,
                                                per_cuda_stream stream);
@@ -656,10 +673,12 @@ PER_CUDA_DEF per_status per_cuda_buffer_upload(per_cuda_buffer *b,
    host keeps its
    max_unique, which its memory was sized for): per_buffer_save works on
    it. The one call here that waits: it
-   synchronises `stream`. The result is checked (per_buffer_check):
-   PER_ERR_CORRUPT means the device state was not valid (device memory
-   overwritten by something else). After PER_ERR_CORRUPT or
-   PER_ERR_DEVICE host holds a partial copy: per_buffer_free it. Errors:
+   synchronises `stream`. PER_ERR_CORRUPT with host untouched: the
+   buffer is broken (a call failed halfway: CONVENTIONS, PER_ERR_DEVICE).
+   The result is checked (per_buffer_check): PER_ERR_CORRUPT then means
+   the device state was not valid (device memory overwritten by
+   something else). After that PER_ERR_CORRUPT or PER_ERR_DEVICE host
+   holds a partial copy: per_buffer_free it. Errors:
    PER_ERR_NULL, PER_ERR_ARG, PER_ERR_CORRUPT, PER_ERR_DEVICE. */
 PER_CUDA_DEF per_status per_cuda_buffer_download(const per_cuda_buffer *b,
                                                  per_buffer *host,

@@ -391,6 +391,7 @@ static void cb_update(per_buffer *cpu, cb_dev *d, cb_host *h, per_rng *r,
       else if (k == 1) slot = cap; // outside the ring
       else if (k < 8 && g > 1) g -= 1; // stale
       h->ids[j] = (uint64_t)slot | (uint64_t)g << 32;
+      if (k == 8) h->ids[j] |= PER_ID_SEQ; // a sequence's id: refused
     }
     h->td[j] = cb_td(r, 3);
   }
@@ -610,13 +611,15 @@ static void cb_case_api(void) {
 }
 
 // >>case: a trainer's step (add, sample, update) captured once per buffer
-// as a CUDA graph and replayed, two buffers on two streams with their
-// replays interleaved: every replay gives what per_buffer's three calls
-// give (statuses, ids, items, weights, stale counts), and the states stay
-// equal. The graph freezes the batch sizes and pointers only; the items
-// and TD errors change between replays through the device arrays.
+// as a CUDA graph and replayed, three buffers (one with sequences) on
+// three streams with their replays interleaved: every replay gives what
+// per_buffer's three calls give (statuses, ids, items, weights, stale
+// counts), and the states stay equal. The graph freezes the batch sizes
+// and pointers only; the items and TD errors change between replays
+// through the device arrays, and halfway an upload of a state with other
+// alpha, eps, beta schedule and eta changes what the same graphs do.
 static void cb_case_graph(void) {
-  enum { NB = 2, ADD = 5, B = 7, MAXB = 16, REPLAYS = 40 };
+  enum { NB = 3, ADD = 5, B = 7, MAXB = 16, REPLAYS = 40 };
   cudaStream_t s[NB];
   cudaGraphExec_t exec[NB];
   cb_dev d[NB];
@@ -635,7 +638,11 @@ static void cb_case_graph(void) {
     cfg.alpha = k ? 0.6 : 1.0;
     cfg.seed = 11 + k;
     cfg.beta_steps = 30;
-    cfg.flags = k ? PER_WEIGHTS_BUFFER_MAX : 0;
+    cfg.flags = k == 1 ? PER_WEIGHTS_BUFFER_MAX : 0;
+    if (k == 2) { // sequences, refreshed with eta by every add and update
+      cfg.seq_len = 4;
+      cfg.seq_stride = 2;
+    }
     REQUIRE(cudaStreamCreate(&s[k]) == cudaSuccess);
     REQUIRE(cb_dev_make(&d[k], &cfg, MAXB));
     REQUIRE(cb_host_make(&h[k], MAXB, MAXB, cfg.item_size));
@@ -659,7 +666,40 @@ static void cb_case_graph(void) {
     cb_compare("captured, not replayed", &cpu[k], &d[k]); // nothing ran
   }
   for (i = 0; i < REPLAYS && t_fail_count == 0; ++i) {
-    for (k = 0; k < NB; ++k) { // enqueue both replays, then look
+    if (i == REPLAYS / 2)        // a checkpoint with another config: the graphs
+      for (k = 0; k < NB; ++k) { // take its alpha, eps, betas and eta
+        per_config oc = cpu[k].cfg;
+        per_buffer other;
+        uint32_t stale = 0;
+        char path[64];
+        oc.alpha = k ? 0.9 : 0.5;
+        oc.eps = 0.25;
+        oc.beta0 = 0.7;
+        oc.beta1 = 0.2;
+        oc.beta_steps = 7;
+        oc.seq_eta = 0.3;
+        oc.seed = 99;
+        snprintf(path, sizeof path, "cb_graph_%u_%u.ckpt",
+                 (unsigned)sizeof(per_real), k);
+        REQUIRE(per_buffer_init(&other, &oc, NULL) == PER_OK);
+        for (j = 0; j < 3 * MAXB * oc.item_size; ++j)
+          h[k].items[j % (MAXB * oc.item_size)] = (unsigned char)j;
+        for (j = 0; j < 3; ++j) {
+          CHECK_OK(per_buffer_add_steps(&other, h[k].items, MAXB, NULL));
+          CHECK_OK(per_buffer_sample(&other, B, NULL, h[k].out_cpu, h[k].ids,
+                                     h[k].w_cpu));
+          for (uint32_t t = 0; t < B; ++t) h[k].td[t] = cb_td(&r, 0);
+          CHECK_OK(per_buffer_update(&other, h[k].ids, h[k].td, B, &stale));
+        }
+        CHECK_OK(per_buffer_save(&other, path));
+        CHECK_OK(per_buffer_load(&cpu[k], path));
+        remove(path);
+        per_buffer_free(&other);
+        REQUIRE(cudaStreamSynchronize(s[k]) == cudaSuccess);
+        CHECK_OK(per_cuda_buffer_upload(&d[k].b, &cpu[k], s[k]));
+        cb_compare("uploaded with another config", &cpu[k], &d[k]);
+      }
+    for (k = 0; k < NB; ++k) { // enqueue every replay, then look
       size_t isz = cpu[k].cfg.item_size;
       for (j = 0; j < ADD * isz; ++j)
         h[k].items[j] = (unsigned char)per_rng_u32(&r);

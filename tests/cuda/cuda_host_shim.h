@@ -28,7 +28,8 @@
 //     (the first ten printed); the tests require 0. Pointer arguments of
 //     a launch must point into device memory too;
 //   - launches and memsets are counted (per_shim_launches,
-//     per_shim_memsets), so the tests pin what each call enqueues;
+//     per_shim_memsets), so the tests pin what each call enqueues, and
+//     any one launch can be refused on purpose (per_shim_fail_at);
 //   - "device memory" is malloc'd and registered; the runtime calls check
 //     that the device side of a copy or memset lies inside an allocation;
 //   - cudaGetDeviceCount reports one device, 0: the host;
@@ -85,6 +86,7 @@ typedef enum cudaError {
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
   cudaErrorNoDevice = 100,
+  cudaErrorLaunchOutOfResources = 701,
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901
 } cudaError_t;
@@ -373,10 +375,20 @@ static inline int per_shim_refused_in_capture(void) {
   return 1;
 }
 
+// Launches refused on purpose: the per_shim_fail_at-th launch asked for
+// (counted in per_shim_launch_calls; 0: none) is refused with
+// cudaErrorLaunchOutOfResources, as a GPU refuses a kernel whose
+// registers a block cannot have, and runs nothing.
+static unsigned long long per_shim_launch_calls, per_shim_fail_at;
+
 template <typename Kernel, typename... Args>
 static inline void per_shim_launch(Kernel kernel, unsigned grid, unsigned block,
                                    cudaStream_t stream, Args... args) {
   (void)stream;
+  if (++per_shim_launch_calls == per_shim_fail_at) {
+    per_shim_last_error = cudaErrorLaunchOutOfResources;
+    return;
+  }
   if (grid == 0 || block == 0 || block > 1024) {
     per_shim_last_error = cudaErrorInvalidValue;
     return;

@@ -413,15 +413,254 @@ static void host_case_runtime_errors(void) {
   CHECK_STATUS(per_cuda_tree_set_batch(&d.t, b.d_idx, b.d_val, 8, host_scratch,
                                        &sb, b.d_status, cc_stream),
                PER_ERR_DEVICE);
+  // a call's own failure is its status: it is not left pending, so the
+  // next call goes ahead
+  CHECK_EQ_U(cudaPeekAtLastError(), cudaSuccess);
   CHECK_STATUS(per_cuda_tree_download(&d.t, &cpu, cc_stream), PER_OK);
   // per_cuda_last_error names the cudaError_t behind PER_ERR_DEVICE
   CHECK_EQ_U(per_cuda_last_error(), cudaErrorInvalidValue);
-  CHECK_EQ_U(cudaGetLastError(), cudaErrorInvalidValue); // and clear it
   per_tree_clear(&cpu);
   cc_same_tree("after a refused memset", &cpu, cc_download(&d));
   per_tree_free(&cpu);
   cc_batch_free(&b);
   cc_dev_tree_free(&d);
+}
+
+static __global__ void host_k_nothing(unsigned int x) { (void)x; }
+
+// >>case: an error already pending (here a launch of the caller's with
+// 2048 threads a block, never cleared) refuses every call before it
+// enqueues anything, leaves the error pending and names it; once the
+// caller clears it the same call goes ahead.
+static void host_case_pending(void) {
+  per_config cfg = per_config_default(16, 4);
+  unsigned long long before;
+  unsigned char items[16];
+  per_buffer cpu;
+  cb_dev d;
+  memset(items, 7, sizeof items);
+  if (!cb_dev_make(&d, &cfg, 4)) return;
+  CHECK_OK(per_buffer_init(&cpu, &cfg, NULL));
+  cc_h2d(d.d_in, items, sizeof items);
+  PER_CUDA_LAUNCH(host_k_nothing, 1u, 2048u, cc_stream, 0u);
+  before = per_shim_launch_calls;
+  CHECK_STATUS(
+      per_cuda_buffer_add_batch(&d.b, d.d_in, 4, NULL, d.d_status, cc_stream),
+      PER_ERR_DEVICE);
+  CHECK_STATUS(per_cuda_tree_clear(&d.b.tree, cc_stream), PER_ERR_DEVICE);
+  CHECK_EQ_U(per_shim_launch_calls, before); // nothing enqueued
+  CHECK_EQ_U(per_cuda_last_error(), cudaErrorInvalidValue);
+  CHECK_EQ_U(cudaPeekAtLastError(), cudaErrorInvalidValue); // still pending
+  CHECK_EQ_U(cudaGetLastError(), cudaErrorInvalidValue);    // the caller's
+  CHECK_OK(
+      per_cuda_buffer_add_batch(&d.b, d.d_in, 4, NULL, d.d_status, cc_stream));
+  CHECK_OK(per_buffer_add_steps(&cpu, items, 4, NULL));
+  CHECK_STATUS(cb_status(&d), PER_OK);
+  cb_compare("after a pending error, cleared", &cpu, &d);
+  per_buffer_free(&cpu);
+  cb_dev_free(&d);
+}
+
+// The fault script's calls, each with its inputs from its own seed (so
+// they are the same whatever happened before): 0 add, 1 sample (items,
+// weights), 2 update of the last sample's ids, 3 sample of sequences,
+// 4 update_seq of the last sequence sample, 5 distinct sample.
+static const int hf_script[] = {0, 0, 1, 2, 0, 3, 4, 5, 2, 0, 1};
+enum { HF_OPS = sizeof hf_script / sizeof hf_script[0], HF_MAXB = 6 };
+
+// Op i on the device (returns what the call returned) and, when that is
+// PER_OK, on the CPU, the status words and sample ids compared.
+static per_status hf_op(per_buffer *cpu, cb_dev *d, cb_host *h, uint32_t i) {
+  int op = hf_script[i];
+  uint32_t isz = cpu->cfg.item_size, j, n = 1 + i % HF_MAXB, len;
+  per_sample_opts o;
+  per_status rc, want = PER_OK;
+  uint32_t stale = 0;
+  per_rng r;
+  per_rng_init(&r, 100 + i);
+  memset(&o, 0, sizeof o);
+  len = cpu->cfg.seq_len ? cpu->cfg.seq_len : 1u;
+  if (op == 0) {
+    for (j = 0; j < n * isz; ++j) h->items[j] = (unsigned char)per_rng_u32(&r);
+    cc_h2d(d->d_in, h->items, (size_t)n * isz);
+    rc = per_cuda_buffer_add_batch(&d->b, d->d_in, n, NULL, d->d_status,
+                                   cc_stream);
+    if (rc == PER_OK) want = per_buffer_add_steps(cpu, h->items, n, NULL);
+  } else if (op == 1 || op == 3 || op == 5) {
+    if (op == 3 && !cpu->cfg.seq_len) op = 1;
+    o.flags = op == 3 ? PER_SAMPLE_SEQUENCES : op == 5 ? PER_SAMPLE_UNIQUE : 0;
+    rc = per_cuda_buffer_sample(&d->b, n, &o, d->d_out, d->d_ids, d->d_w,
+                                d->d_status, cc_stream);
+    if (rc == PER_OK) {
+      want = per_buffer_sample(cpu, n, &o, h->out_cpu, h->ids, h->w_cpu);
+      h->seq_ids = op == 3;
+      if (want == PER_OK) {
+        cc_d2h(h->ids_dev, d->d_ids, (size_t)n * 8);
+        CHECK(memcmp(h->ids, h->ids_dev, (size_t)n * 8) == 0);
+      }
+    }
+  } else {
+    int seq = op == 4 && h->seq_ids;
+    for (j = 0; j < n * len; ++j) h->td[j] = cb_td(&r, 0);
+    cc_h2d(d->d_ids, h->ids, (size_t)n * 8);
+    cc_h2d(d->d_td, h->td, (size_t)n * len * 4);
+    rc = seq ? per_cuda_buffer_update_seq(&d->b, d->d_ids, d->d_td, n,
+                                          d->d_stale, d->d_status, cc_stream)
+             : per_cuda_buffer_update(&d->b, d->d_ids, d->d_td, n, d->d_stale,
+                                      d->d_status, cc_stream);
+    if (rc == PER_OK)
+      want = seq ? per_buffer_update_seq(cpu, h->ids, h->td, n, &stale)
+                 : per_buffer_update(cpu, h->ids, h->td, n, &stale);
+  }
+  if (rc == PER_OK) CHECK_STATUS(cb_status(d), want);
+  return rc;
+}
+
+// >>case: a launch refused at each launch of every call of a script, in
+// turn (the shim's per_shim_fail_at). The call returns PER_ERR_DEVICE,
+// per_cuda_last_error names the refusal and nothing stays pending. Then
+// the buffer is either exactly per_buffer's state without that call, or
+// it says it is not: its download is PER_ERR_CORRUPT and its calls report
+// PER_ERR_CORRUPT and change nothing, until an upload of the CPU's state,
+// after which the script goes on equal to the CPU's. Never silently apart.
+// Tree calls likewise: either the tree is as before the call, or the
+// call's status word reads PER_ERR_CORRUPT.
+static void host_case_faults(void) {
+  static const uint32_t seq_lens[] = {0, 4};
+  unsigned long long clean = 0, broken = 0, injected = 0;
+  uint32_t c;
+  for (c = 0; c < 2; ++c) {
+    per_config cfg = per_config_default(32, 8);
+    unsigned long long launches, f, start;
+    cb_host h;
+    cfg.seed = 5 + c;
+    cfg.flags = c ? 0 : PER_WEIGHTS_BUFFER_MAX;
+    cfg.seq_len = seq_lens[c];
+    cfg.seq_stride = c ? 2 : 0;
+    memset(&h, 0, sizeof h);
+    REQUIRE(cb_host_make(&h, HF_MAXB, cb_rows(&cfg, HF_MAXB), cfg.item_size));
+    for (f = 0;; ++f) { // f = 0: no refusal, to count the launches
+      per_buffer cpu;
+      cb_dev d;
+      uint32_t i;
+      int hit = 0;
+      if (!cb_dev_make(&d, &cfg, HF_MAXB)) break;
+      CHECK_OK(per_buffer_init(&cpu, &cfg, NULL));
+      h.seq_ids = 0;
+      start = per_shim_launch_calls;
+      per_shim_fail_at = f ? start + f : 0;
+      for (i = 0; i < HF_OPS; ++i) {
+        per_buffer got;
+        per_status s;
+        if (hf_op(&cpu, &d, &h, i) == PER_OK) continue;
+        hit = 1;
+        ++injected;
+        per_shim_fail_at = 0;
+        CHECK_EQ_U(per_cuda_last_error(), cudaErrorLaunchOutOfResources);
+        CHECK_EQ_U(cudaPeekAtLastError(), cudaSuccess);
+        CHECK_OK(per_buffer_init(&got, &cfg, NULL));
+        s = per_cuda_buffer_download(&d.b, &got, cc_stream);
+        if (s == PER_OK) { // as if the call had not been made
+          ++clean;
+          cb_same_state("a call refused before any change", &cpu, &got);
+        } else {
+          ++broken;
+          CHECK_STATUS(s, PER_ERR_CORRUPT);
+          CHECK_STATUS(cb_status(&d), PER_ERR_CORRUPT);
+          CHECK_OK(per_cuda_buffer_add_batch(&d.b, d.d_in, 1, NULL, d.d_status,
+                                             cc_stream));
+          CHECK_STATUS(cb_status(&d), PER_ERR_CORRUPT);
+          CHECK_OK(per_cuda_buffer_sample(&d.b, 1, NULL, d.d_out, d.d_ids,
+                                          d.d_w, d.d_status, cc_stream));
+          CHECK_STATUS(cb_status(&d), PER_ERR_CORRUPT);
+          CHECK_STATUS(per_cuda_buffer_download(&d.b, &got, cc_stream),
+                       PER_ERR_CORRUPT);
+          CHECK_OK(per_cuda_buffer_upload(&d.b, &cpu, cc_stream));
+          cb_compare("a broken buffer after an upload", &cpu, &d);
+        }
+        per_buffer_free(&got);
+      }
+      launches = per_shim_launch_calls - start;
+      per_shim_fail_at = 0;
+      cb_compare("the fault script's end", &cpu, &d);
+      per_buffer_free(&cpu);
+      cb_dev_free(&d);
+      if (f > 0 && !hit) { // past the script's last launch
+        CHECK_EQ_U(f, launches + 1);
+        break;
+      }
+      if (f == 0)
+        printf("  faults: the script (seq_len %u) makes %llu "
+               "launches\n",
+               cfg.seq_len, launches);
+    }
+    cb_host_free(&h);
+  }
+  // the trees' calls: a refusal at each launch of each
+  {
+    cc_dev_tree d;
+    cc_batch b;
+    per_tree cpu;
+    per_rng r;
+    per_real *before;
+    unsigned long long *d_counter = (unsigned long long *)cc_dmalloc(8);
+    uint32_t call, j;
+    float *d_w = (float *)cc_dmalloc(8 * 4);
+    REQUIRE(cc_dev_tree_make(&d, 50) && cc_batch_make(&b, 8) && d_counter &&
+            d_w);
+    REQUIRE(per_tree_init(&cpu, 50, NULL) == PER_OK);
+    before = (per_real *)malloc(per_cuda_tree_bytes(50));
+    REQUIRE(before != NULL);
+    per_rng_init(&r, 77);
+    cc_random_tree(&cpu, &d, &r, 0);
+    cc_batch_fill(&b, &r, 8, 50, 10);
+    cc_batch_upload(&b, 8);
+    for (call = 0; call < 5; ++call)
+      for (j = 1; j <= 2; ++j) {
+        size_t sb = b.scratch_bytes;
+        per_status s = PER_OK;
+        memcpy(before, cc_download(&d), per_cuda_tree_bytes(50));
+        per_shim_fail_at = per_shim_launch_calls + j;
+        if (call == 0)
+          s = per_cuda_tree_set_batch(&d.t, b.d_idx, b.d_val, 8, b.d_scratch,
+                                      &sb, b.d_status, cc_stream);
+        else if (call == 1)
+          s = per_cuda_tree_set_td(&d.t, b.d_idx, b.d_td, 8, 0.01, 0.6,
+                                   b.d_scratch, &sb, b.d_status, cc_stream);
+        else if (call == 2)
+          s = per_cuda_tree_sample(&d.t, 3, 0, d_counter, 8, b.d_idx, b.d_val,
+                                   b.d_status, cc_stream);
+        else if (call == 3)
+          s = per_cuda_tree_find(&d.t, b.d_val, 8, b.d_idx, NULL, b.d_status,
+                                 cc_stream);
+        else
+          s = per_cuda_is_weights(b.d_val, 8, 0.5, d_w, b.d_scratch, &sb,
+                                  b.d_status, cc_stream);
+        per_shim_fail_at = 0;
+        CHECK_STATUS(s, PER_ERR_DEVICE);
+        CHECK_EQ_U(cudaPeekAtLastError(), cudaSuccess);
+        ++injected;
+        if (memcmp(before, cc_download(&d), per_cuda_tree_bytes(50)) == 0) {
+          ++clean;
+        } else {
+          ++broken;
+          CHECK_STATUS(per_cuda_status_decode(cc_status_word(b.d_status), NULL),
+                       PER_ERR_CORRUPT);
+          CHECK_OK(per_cuda_tree_upload(&d.t, &cpu, cc_stream));
+        }
+        cc_batch_upload(&b, 8); // (a sample or find wrote idx)
+      }
+    free(before);
+    per_tree_free(&cpu);
+    cudaFree(d_counter);
+    cudaFree(d_w);
+    cc_batch_free(&b);
+    cc_dev_tree_free(&d);
+  }
+  printf("  faults: %llu launches refused; afterwards %llu states equal to "
+         "the CPU's, %llu marked broken\n",
+         injected, clean, broken);
+  CHECK(clean > 0 && broken > 0);
 }
 
 // The shim's stream capture: captured work runs only when the graph is
@@ -547,6 +786,8 @@ int main(int argc, char **argv) {
   host_case_race_detector();
   host_case_capture();
   host_case_runtime_errors();
+  host_case_pending();
+  host_case_faults();
   host_case_descend();
   CHECK_EQ_U(sizeof(peri_cuda_acc), 40); // the scratch sizes the cases expect
   // grid sizes up to the largest sample (B = UINT32_MAX) do not overflow
