@@ -461,10 +461,24 @@ PER_INLINE PER_HD void per_rng_block(uint64_t seed, uint64_t counter,
   per_philox4x32_10(ctr, key, out);
 }
 
+/* a * b for a product that is exact (a power-of-two factor, or halves
+   of at most 26 bits): nothing is rounded, so no multiply-add formed
+   with a later addition can change the result; on the device
+   __dmul_rn/__fmul_rn all the same, so that the kernels hold no fma
+   whatever nvcc's -fmad says (tests/cuda/check_ptx.py compiles them
+   without it too), at no cost on the CPU. */
+#if defined(__CUDA_ARCH__)
+#define PERI_DMUL_EXACT(a, b) __dmul_rn((a), (b))
+#define PERI_FMUL_EXACT(a, b) __fmul_rn((a), (b))
+#else
+#define PERI_DMUL_EXACT(a, b) ((a) * (b))
+#define PERI_FMUL_EXACT(a, b) ((a) * (b))
+#endif
+
 /* Uniform float in [0,1) from the top 24 bits of one word:
    (w >> 8) * 2^-24. */
 PER_INLINE PER_HD float per_u01f(uint32_t w) {
-  return (float)(w >> 8) * (1.0f / 16777216.0f);
+  return PERI_FMUL_EXACT((float)(w >> 8), 1.0f / 16777216.0f);
 }
 
 /* Uniform double in [0,1) from 53 bits of two words: the top 27 bits of
@@ -473,7 +487,7 @@ PER_INLINE PER_HD float per_u01f(uint32_t w) {
    two. */
 PER_INLINE PER_HD double per_u01d(uint32_t hi, uint32_t lo) {
   uint64_t m = ((uint64_t)(hi >> 5) << 26) | (uint64_t)(lo >> 6);
-  return (double)m * (1.0 / 9007199254740992.0);
+  return PERI_DMUL_EXACT((double)m, 1.0 / 9007199254740992.0);
 }
 
 /* Uniform per_real in [0,1) from a block: 24 bits (float) or 53 bits
@@ -2157,7 +2171,9 @@ PER_INLINE PER_HD double peri_two_prod(double a, double b, double *err) {
   double a1, a2, b1, b2;
   peri_split(a, &a1, &a2);
   peri_split(b, &b1, &b2);
-  *err = ((a1 * b1 - p) + a1 * b2 + a2 * b1) + a2 * b2;
+  *err = ((PERI_DMUL_EXACT(a1, b1) - p) + PERI_DMUL_EXACT(a1, b2) +
+          PERI_DMUL_EXACT(a2, b1)) +
+         PERI_DMUL_EXACT(a2, b2);
 #endif
   return p;
 }
@@ -2171,7 +2187,9 @@ PER_INLINE PER_HD double peri_two_sqr(double a, double *err) {
 #else
   double a1, a2;
   peri_split(a, &a1, &a2);
-  *err = ((a1 * a1 - p) + 2.0 * (a1 * a2)) + a2 * a2;
+  *err = ((PERI_DMUL_EXACT(a1, a1) - p) +
+          PERI_DMUL_EXACT(2.0, PERI_DMUL_EXACT(a1, a2))) +
+         PERI_DMUL_EXACT(a2, a2);
 #endif
   return p;
 }
@@ -2221,7 +2239,8 @@ PER_INLINE PER_HD double peri_pow_reduce(double x, const double **row,
   m_hi = peri_dfrom(mb & ~(uint64_t)1023);
   m_lo = peri_dfrom(mb) - m_hi;
   c = (*row)[0];
-  return peri_two_sum(m_hi * c - 1.0, m_lo * c, r_lo); /* exact products */
+  return peri_two_sum(PERI_DMUL_EXACT(m_hi, c) - 1.0, PERI_DMUL_EXACT(m_lo, c),
+                      r_lo); /* exact products */
 }
 
 /* 2^(kd/128) (1 + q) for the integer-valued kd (|kd| < 2^18): the
@@ -2249,7 +2268,8 @@ PER_INLINE PER_HD double peri_pow_scale(double kd, double q, int dd) {
 PER_INLINE PER_HD double peri_pow_k(double t, double *z) {
   const double shift = 6755399441055744.0; /* 1.5 * 2^52 */
   double kd = (peri_dmul_rn(t, PERI_POW_EXP_INV_C) + shift) - shift;
-  *z = (t - kd * PERI_POW_EXP_C_HI) - peri_dmul_rn(kd, PERI_POW_EXP_C_LO);
+  *z = (t - PERI_DMUL_EXACT(kd, PERI_POW_EXP_C_HI)) -
+       peri_dmul_rn(kd, PERI_POW_EXP_C_LO);
   return kd;
 }
 
@@ -2288,13 +2308,14 @@ PER_INLINE PER_HD double peri_pow(double x, double y) {
   /* each sum's first term is 0 or the larger (e ln 2 >= 0.69 > |ln c|;
      |ln c| > |r| + r^2 / 2 in every row with c != 1: tools/pow_tables.py
      checks), so Fast2Sum is exact */
-  s = peri_fast_two_sum(e * PERI_POW_LN2_HI, row[1], &sl); /* exact product */
+  s = peri_fast_two_sum(PERI_DMUL_EXACT(e, PERI_POW_LN2_HI), row[1],
+                        &sl); /* exact product */
   s = peri_fast_two_sum(s, rh, &err);
   sl += err;
-  s = peri_fast_two_sum(s, -0.5 * qh, &err);
+  s = peri_fast_two_sum(s, PERI_DMUL_EXACT(-0.5, qh), &err);
   sl += err;
   sl += (((peri_dmul_rn(e, PERI_POW_LN2_LO) + row[2]) + rl) -
-         (0.5 * ql + peri_dmul_rn(rh, rl))) +
+         (PERI_DMUL_EXACT(0.5, ql) + peri_dmul_rn(rh, rl))) +
         p;
   lh = s + sl;
   ll = sl - (lh - s);
@@ -2324,8 +2345,8 @@ PER_INLINE PER_HD double peri_pow_f(double x, double y) {
   r2 = peri_dmul_rn(r, r);
   p = (PERI_POW_LN5 + peri_dmul_rn(r, PERI_POW_LN6));
   p = (PERI_POW_LN3 + peri_dmul_rn(r, PERI_POW_LN4)) + peri_dmul_rn(r2, p);
-  p = (r - 0.5 * r2) + peri_dmul_rn(peri_dmul_rn(r, r2), p);
-  t = peri_dmul_rn(y, ((e * PERI_POW_LN2_HI + row[1]) +
+  p = (r - PERI_DMUL_EXACT(0.5, r2)) + peri_dmul_rn(peri_dmul_rn(r, r2), p);
+  t = peri_dmul_rn(y, ((PERI_DMUL_EXACT(e, PERI_POW_LN2_HI) + row[1]) +
                        (p + (peri_dmul_rn(e, PERI_POW_LN2_LO) + row[2]))));
   if (peri_pow_range(t, &v)) return v;
   kd = peri_pow_k(t, &z);

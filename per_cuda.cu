@@ -31,10 +31,10 @@
 //   - a memory location that two threads of one launch may both touch is
 //     touched by integer atomics only (atomicMax/Min/CAS/Exch/Add), or in
 //     order through a hand-over: a thread that is done with its part
-//     arrives at a counter (PERI_CUDA_ARRIVE: a fence, then atomicAdd),
-//     and only the arrival that completes the count goes on, after
-//     PERI_CUDA_ACQUIRE (a fence), reading what the arrived threads wrote
-//     (PERI_CUDA_LDCG: from L2, never a stale L1 line);
+//     arrives at a counter (PERI_CUDA_ARRIVE: a release fetch_add), and
+//     only the arrival that completes the count goes on, after
+//     PERI_CUDA_ACQUIRE (an acquire fence), reading what the arrived
+//     threads wrote (PERI_CUDA_LDCG: from L2, never a stale L1 line);
 //   - ordering between launches comes from kernel boundaries on one
 //     stream;
 //   - every plain load and store of device memory in a kernel is written
@@ -57,6 +57,7 @@
 #include "per_cuda.h"
 
 #ifndef PER_CUDA_HOST_SHIM
+#include <cuda/atomic>
 #include <cuda_runtime.h>
 #endif
 
@@ -75,6 +76,12 @@
 /* >>internals: the types and helpers the kernels share */
 
 #define PERI_CUDA_BLOCK_THREADS 256u
+
+// Every kernel is launched with at most PERI_CUDA_BLOCK_THREADS threads a
+// block, and says so, so that ptxas keeps it within the registers a block
+// of that size can have: no launch of a call is ever refused for them
+// (tests/cuda/check_resources.py reads what ptxas made of each).
+#define PERI_CUDA_BOUNDS __launch_bounds__(PERI_CUDA_BLOCK_THREADS)
 
 // The unsigned integer type with the size of per_real: atomics on a node's
 // bit pattern use it.
@@ -163,6 +170,27 @@ static __host__ __device__ inline per_real peri_cuda_pair_value(
   return v.one ? PERI_CUDA_LD(v.one) : PERI_CUDA_LD(&v.val[j]);
 }
 
+// The values a lead (the settle's subtree rebuild) gives claimed leaves:
+// val[j], or *one for every pair (an add). Never TD errors: the claim
+// turns those into priorities first, so no pow is inlined into the
+// unrolled rebuild (its 32 leaves would each carry one).
+struct peri_cuda_vals {
+  const per_real *val, *one;
+};
+
+static __host__ __device__ inline peri_cuda_vals peri_cuda_vals_of(
+    const peri_cuda_pairs &v) {
+  peri_cuda_vals x;
+  x.val = v.val;
+  x.one = v.one;
+  return x;
+}
+
+static __host__ __device__ inline per_real peri_cuda_val_at(
+    const peri_cuda_vals &v, uint32_t j) {
+  return v.one ? PERI_CUDA_LD(v.one) : PERI_CUDA_LD(&v.val[j]);
+}
+
 static __host__ __device__ inline uint32_t peri_cuda_pair_leaf(
     const peri_cuda_pairs &v, uint32_t j) {
   return v.idx ? PERI_CUDA_LD(&v.idx[j]) : (uint32_t)PERI_CUDA_LD(&v.ids[j]);
@@ -191,16 +219,33 @@ static __device__ inline uint32_t peri_cuda_thread_id(void) {
 /* >>arrival: hand-overs between a launch's threads */
 // A launch's threads hand work on through arrival counters (unsigned int
 // in device memory): a thread that is done with its part arrives
-// (PERI_CUDA_ARRIVE: a fence, then atomicAdd), and the one whose arrival
+// (PERI_CUDA_ARRIVE: a release fetch_add), and the one whose arrival
 // completes the count - the last of those the counter waits for - acquires
-// (PERI_CUDA_ACQUIRE: a fence) and so sees everything they wrote before
+// (PERI_CUDA_ACQUIRE: an acquire fence) and so sees everything they wrote before
 // arriving; it goes on alone, nobody waits. Loads of what other threads of
 // the launch wrote go through PERI_CUDA_LDCG (the L2, never a stale L1
 // line). The host shim turns each of these into a happens-before edge of
 // its race detector.
+// On a GPU an arrival is a release fetch_add at device scope, and the
+// completing one's acquire an acquire fence at device scope after it (its
+// fetch_add read the release sequence of every arrival before it): PTX
+// atom.add.release.gpu and fence.acq_rel.gpu, not membar.gl (sequentially
+// consistent: the SM's L1 invalidated at every arrival). The _BLOCK pair
+// is the same at block scope, for a counter that one block's threads
+// alone arrive at.
 #ifndef PERI_CUDA_ARRIVE
-#define PERI_CUDA_ARRIVE(c, v) (__threadfence(), atomicAdd((c), (v)))
-#define PERI_CUDA_ACQUIRE(c) __threadfence()
+#define PERI_CUDA_ARRIVE(c, v)                                                \
+  (cuda::atomic_ref<unsigned int, cuda::thread_scope_device>(*(c)).fetch_add( \
+      (v), cuda::memory_order_release))
+#define PERI_CUDA_ACQUIRE(c)                            \
+  cuda::atomic_thread_fence(cuda::memory_order_acquire, \
+                            cuda::thread_scope_device)
+#define PERI_CUDA_ARRIVE_BLOCK(c, v)                                         \
+  (cuda::atomic_ref<unsigned int, cuda::thread_scope_block>(*(c)).fetch_add( \
+      (v), cuda::memory_order_release))
+#define PERI_CUDA_ACQUIRE_BLOCK(c)                      \
+  cuda::atomic_thread_fence(cuda::memory_order_acquire, \
+                            cuda::thread_scope_block)
 #define PERI_CUDA_LDCG(p) __ldcg(p)
 #endif
 
@@ -270,8 +315,8 @@ static __device__ int peri_cuda_finish(peri_cuda_acc *acc,
                                        peri_cuda_acc *out) {
   peri_cuda_acc *blk = &acc[1u + blockIdx.x], x;
   peri_cuda_acc_add(blk, mine);
-  if (PERI_CUDA_ARRIVE(&blk->arrived, 1u) != blockDim.x - 1u) return 0;
-  PERI_CUDA_ACQUIRE(&blk->arrived);
+  if (PERI_CUDA_ARRIVE_BLOCK(&blk->arrived, 1u) != blockDim.x - 1u) return 0;
+  PERI_CUDA_ACQUIRE_BLOCK(&blk->arrived);
   x = peri_cuda_acc_load(blk);
   peri_cuda_acc_clear(blk);
   peri_cuda_acc_add(&acc[0], x);
@@ -417,7 +462,9 @@ static __host__ __device__ inline uint32_t peri_cuda_subtree_node(uint32_t top,
 // them recomputed and written, `top` with its sign bit set when
 // `mark_top`. With a min tree (MIN; a buffer's, for buffer-max weights:
 // node = the smallest positive leaf below it, or PERI_NO_MIN) the same
-// nodes of it are recomputed, a changed leaf's min written here.
+// nodes of it are recomputed, a changed leaf's min written here, after
+// the sums are stored (both subtrees at once would not fit in a thread's
+// registers: they spilled).
 // LV is a constant so that the loops unroll: every load of the subtree
 // (its base, the stored values above it, then the batch values of the
 // claimed leaves) is issued before the first is used, and the thread
@@ -425,10 +472,10 @@ static __host__ __device__ inline uint32_t peri_cuda_subtree_node(uint32_t top,
 template <uint32_t LV, bool MIN>
 static __device__ void peri_cuda_lead_fixed(per_real *node, per_real *mn,
                                             uint32_t top, int leaf,
-                                            const peri_cuda_pairs &v,
+                                            const peri_cuda_vals &v,
                                             int mark_top) {
   const uint32_t W = 1u << LV, first = top << LV;
-  per_real t[2 * W], m[2 * W];
+  per_real t[2 * W];
   peri_cuda_bits b[W];
   bool chg[2 * W];
   uint32_t k;
@@ -441,57 +488,62 @@ static __device__ void peri_cuda_lead_fixed(per_real *node, per_real *mn,
   PERI_CUDA_UNROLL
   for (k = 1; k < W; ++k)
     t[k] = PERI_CUDA_LDCG(&node[peri_cuda_subtree_node(top, k)]);
-  if (MIN) {
-    PERI_CUDA_UNROLL
-    for (k = 1; k < 2 * W; ++k)
-      m[k] = PERI_CUDA_LDCG(&mn[peri_cuda_subtree_node(top, k)]);
-  }
   if (leaf == PERI_CUDA_BASE_TAGGED) { // claimed leaves: their pair's value
     // Loaded for every leaf (pair 0's for an unclaimed one, then
     // dropped): a load under a branch would wait before the next.
     PERI_CUDA_UNROLL
     for (k = 0; k < W; ++k)
-      t[W + k] = peri_cuda_pair_value(
+      t[W + k] = peri_cuda_val_at(
           v, chg[W + k] ? (uint32_t)(b[k] & ~PERI_CUDA_CLAIM_TAG) : 0u);
     PERI_CUDA_UNROLL
-    for (k = 0; k < W; ++k) {
-      if (!chg[W + k]) {
-        t[W + k] = peri_cuda_from_bits(b[k]);
-        continue;
-      }
-      t[W + k] = peri_cuda_leaf_final(t[W + k]);
-      if (MIN) m[W + k] = t[W + k] > 0 ? t[W + k] : PERI_NO_MIN;
-    }
+    for (k = 0; k < W; ++k)
+      t[W + k] = chg[W + k] ? peri_cuda_leaf_final(t[W + k])
+                            : peri_cuda_from_bits(b[k]);
   } else {
     PERI_CUDA_UNROLL
-    for (k = 0; k < W; ++k) {
+    for (k = 0; k < W; ++k)
       t[W + k] = peri_cuda_from_bits(b[k] & ~PERI_CUDA_SIGN_BIT);
-      if (MIN && leaf && chg[W + k])
-        m[W + k] = t[W + k] > 0 ? t[W + k] : PERI_NO_MIN;
-    }
   }
   PERI_CUDA_UNROLL
   for (k = W - 1; k >= 1; --k) { // children before parents
     chg[k] = chg[2 * k] || chg[2 * k + 1];
-    if (!chg[k]) continue;
-    if (MIN) m[k] = peri_min_of(m[2 * k], m[2 * k + 1]);
-    per_tree_recompute(t, k);
+    if (chg[k]) per_tree_recompute(t, k);
   }
   PERI_CUDA_UNROLL
-  for (k = 0; k < W; ++k) { // the stores, after every load
-    if (!chg[W + k]) continue;
-    PERI_CUDA_ST(&node[first + k], t[W + k]);
-    if (MIN && leaf) PERI_CUDA_ST(&mn[first + k], m[W + k]);
-  }
+  for (k = 0; k < W; ++k) // the stores, after every load
+    if (chg[W + k]) PERI_CUDA_ST(&node[first + k], t[W + k]);
   PERI_CUDA_UNROLL
   for (k = 1; k < W; ++k) {
     uint32_t at = peri_cuda_subtree_node(top, k);
     if (!chg[k]) continue;
-    if (MIN) PERI_CUDA_ST(&mn[at], m[k]);
     if (k == 1 && mark_top)
       PERI_CUDA_ST(&node[at], peri_cuda_from_bits(peri_cuda_to_bits(t[1]) |
                                                   PERI_CUDA_SIGN_BIT));
     else PERI_CUDA_ST(&node[at], t[k]);
+  }
+  if (MIN) { // the min tree's same nodes, once the sums are out of the way
+    per_real m[2 * W]; // (both at once would not fit in the registers)
+    PERI_CUDA_UNROLL
+    for (k = 1; k < 2 * W; ++k)
+      m[k] = PERI_CUDA_LDCG(&mn[peri_cuda_subtree_node(top, k)]);
+    if (leaf) { // a changed leaf's min from its final value, just stored
+      PERI_CUDA_UNROLL
+      for (k = 0; k < W; ++k) {
+        per_real x;
+        if (!chg[W + k]) continue;
+        x = PERI_CUDA_LD(&node[first + k]);
+        m[W + k] = x > 0 ? x : PERI_NO_MIN;
+      }
+    }
+    PERI_CUDA_UNROLL
+    for (k = W - 1; k >= 1; --k)
+      if (chg[k]) m[k] = peri_min_of(m[2 * k], m[2 * k + 1]);
+    PERI_CUDA_UNROLL
+    for (k = 0; k < W; ++k)
+      if (leaf && chg[W + k]) PERI_CUDA_ST(&mn[first + k], m[W + k]);
+    PERI_CUDA_UNROLL
+    for (k = 1; k < W; ++k)
+      if (chg[k]) PERI_CUDA_ST(&mn[peri_cuda_subtree_node(top, k)], m[k]);
   }
 }
 
@@ -500,7 +552,7 @@ static __device__ void peri_cuda_lead_fixed(per_real *node, per_real *mn,
 template <bool MIN>
 static __device__ void peri_cuda_lead(per_real *node, per_real *mn,
                                       uint32_t top, uint32_t levels, int leaf,
-                                      const peri_cuda_pairs &v, int mark_top) {
+                                      const peri_cuda_vals &v, int mark_top) {
 #define PERI_CUDA_LEAD(LV) \
   peri_cuda_lead_fixed<LV, MIN>(node, mn, top, leaf, v, mark_top)
   switch (levels) {
@@ -522,7 +574,7 @@ template <bool MIN>
 static __device__ void peri_cuda_climb(per_real *node, per_real *mn,
                                        unsigned int *cnt, uint32_t L,
                                        uint32_t depth, uint32_t leaf,
-                                       const peri_cuda_pairs &v, int apply,
+                                       const peri_cuda_vals &v, int apply,
                                        int base) {
   uint32_t g, G = peri_cuda_group_count(depth);
   for (g = 1; g <= G; ++g) {
@@ -542,7 +594,7 @@ static __device__ void peri_cuda_climb(per_real *node, per_real *mn,
 // per_buffer_update's, a stale id is flagged and takes no part, and the
 // priority goes to prio[j]; for TD errors (v.td) too. A broken buffer's
 // claim does nothing.
-static __global__ void peri_cuda_claim_kernel(
+static __global__ void PERI_CUDA_BOUNDS peri_cuda_claim_kernel(
     per_real *node, uint32_t L, uint32_t depth, uint32_t cap, peri_cuda_pairs v,
     uint32_t n, const peri_cuda_buffer_state *st, unsigned int *cnt,
     uint32_t *flag, per_real *prio, per_real *orig, peri_cuda_acc *acc) {
@@ -595,7 +647,7 @@ static __global__ void peri_cuda_claim_kernel(
 // buffer's: only PERI_CUDA_CORRUPT to *d_status). The status's
 // position is divided by pos_div (1; an update_seq's key: its entry).
 template <bool MIN>
-static __global__ void peri_cuda_settle_kernel(
+static __global__ void PERI_CUDA_BOUNDS peri_cuda_settle_kernel(
     per_real *node, per_real *mn, uint32_t L, uint32_t depth, peri_cuda_pairs v,
     uint32_t n, unsigned int *cnt, const uint32_t *flag, const per_real *orig,
     peri_cuda_acc *acc, peri_cuda_buffer_state *st, uint32_t *stale,
@@ -613,8 +665,8 @@ static __global__ void peri_cuda_settle_kernel(
       uint32_t leaf = peri_cuda_pair_leaf(v, j);
       if (bad && (f & PERI_CUDA_F_OWN))
         PERI_CUDA_ST(&node[L + leaf], PERI_CUDA_LD(&orig[j]));
-      peri_cuda_climb<MIN>(node, mn, cnt, L, depth, leaf, v, !bad,
-                           PERI_CUDA_BASE_TAGGED);
+      peri_cuda_climb<MIN>(node, mn, cnt, L, depth, leaf, peri_cuda_vals_of(v),
+                           !bad, PERI_CUDA_BASE_TAGGED);
       if (st && !bad) {
         per_real p = PERI_CUDA_LD(&v.val[j]);
         mine.maxbits = (unsigned long long)peri_cuda_to_bits(p);
@@ -680,7 +732,7 @@ static __host__ __device__ inline uint32_t peri_cuda_descend(
 // Stratum i of a B-batch, exactly per_tree_sample_strata's arithmetic.
 // Thread 0 writes the outcome to *status (every thread sees the same
 // root); on an unsamplable root nothing else is written.
-static __global__ void peri_cuda_sample_strata_kernel(
+static __global__ void PERI_CUDA_BOUNDS peri_cuda_sample_strata_kernel(
     const per_real *node, uint32_t L, uint64_t seed, uint64_t counter,
     const unsigned long long *d_counter, uint32_t B, uint32_t *idx,
     per_real *val, unsigned long long *status) {
@@ -703,10 +755,9 @@ static __global__ void peri_cuda_sample_strata_kernel(
 
 // per_tree_find_batch's checks: the first u (in order) that is NaN or
 // negative, else (position n) an unsamplable root.
-static __global__ void peri_cuda_validate_u_kernel(const per_real *node,
-                                                   const per_real *u,
-                                                   uint32_t n,
-                                                   unsigned long long *status) {
+static __global__ void PERI_CUDA_BOUNDS
+peri_cuda_validate_u_kernel(const per_real *node, const per_real *u, uint32_t n,
+                            unsigned long long *status) {
   uint32_t j = peri_cuda_thread_id();
   per_real x;
   per_status s;
@@ -721,10 +772,9 @@ static __global__ void peri_cuda_validate_u_kernel(const per_real *node,
 }
 
 // The leaf of each u, exactly per_tree_descend's.
-static __global__ void peri_cuda_find_kernel(const per_real *node, uint32_t L,
-                                             const per_real *u, uint32_t n,
-                                             uint32_t *idx, per_real *val,
-                                             const unsigned long long *status) {
+static __global__ void PERI_CUDA_BOUNDS peri_cuda_find_kernel(
+    const per_real *node, uint32_t L, const per_real *u, uint32_t n,
+    uint32_t *idx, per_real *val, const unsigned long long *status) {
   uint32_t j = peri_cuda_thread_id(), leaf;
   if (j >= n || PERI_CUDA_LD(status)) return;
   leaf = peri_cuda_descend(node, L, PERI_CUDA_LD(&u[j]));
@@ -733,15 +783,15 @@ static __global__ void peri_cuda_find_kernel(const per_real *node, uint32_t L,
 }
 
 // One thread: on success the device counter moves on by B.
-static __global__ void peri_cuda_advance_counter_kernel(
-    unsigned long long *d_counter, uint32_t B,
-    const unsigned long long *status) {
+static __global__ void PERI_CUDA_BOUNDS
+peri_cuda_advance_counter_kernel(unsigned long long *d_counter, uint32_t B,
+                                 const unsigned long long *status) {
   if (peri_cuda_thread_id() != 0 || PERI_CUDA_LD(status)) return;
   PERI_CUDA_ST(d_counter, PERI_CUDA_LD(d_counter) + B);
 }
 
 // One thread: the first failure of many calls stays in keep[0..1].
-static __global__ void peri_cuda_keep_status_kernel(
+static __global__ void PERI_CUDA_BOUNDS peri_cuda_keep_status_kernel(
     unsigned long long *keep, const unsigned long long *status,
     unsigned long long tag) {
   unsigned long long w;
@@ -772,9 +822,8 @@ static __device__ inline per_real peri_cuda_min_of(unsigned long long minc) {
 
 // per_cuda_is_weights, launch 1: every value checked (the first bad one
 // wins) and the minimum found, through the reduction records.
-static __global__ void peri_cuda_batch_min_kernel(const per_real *val,
-                                                  uint32_t B,
-                                                  peri_cuda_acc *acc) {
+static __global__ void PERI_CUDA_BOUNDS peri_cuda_batch_min_kernel(
+    const per_real *val, uint32_t B, peri_cuda_acc *acc) {
   uint32_t i = peri_cuda_thread_id();
   peri_cuda_acc tot;
   (void)peri_cuda_finish(acc,
@@ -786,11 +835,9 @@ static __global__ void peri_cuda_batch_min_kernel(const per_real *val,
 
 // Launch 2: w[i] = peri_weight(val[i], min, beta); thread 0 writes the
 // outcome.
-static __global__ void peri_cuda_is_weights_kernel(const per_real *val,
-                                                   uint32_t B, double beta,
-                                                   float *w,
-                                                   const peri_cuda_acc *acc,
-                                                   unsigned long long *status) {
+static __global__ void PERI_CUDA_BOUNDS peri_cuda_is_weights_kernel(
+    const per_real *val, uint32_t B, double beta, float *w,
+    const peri_cuda_acc *acc, unsigned long long *status) {
   uint32_t i = peri_cuda_thread_id();
   unsigned long long bad;
   if (i >= B) return;
@@ -843,7 +890,7 @@ struct peri_cuda_workspace {
 // node of it PERI_NO_MIN: no positive leaf anywhere, and the same for the
 // sequences' smn of sL leaves; with a permutation perm of cap slots (a
 // reset), the identity.
-static __global__ void peri_cuda_set_state_kernel(
+static __global__ void PERI_CUDA_BOUNDS peri_cuda_set_state_kernel(
     peri_cuda_buffer_state *st, peri_cuda_buffer_state s, per_real *mn,
     uint32_t L, per_real *smn, uint32_t sL, uint32_t *perm, uint32_t cap) {
   uint32_t k = peri_cuda_thread_id();
@@ -859,29 +906,83 @@ static __global__ void peri_cuda_set_state_kernel(
   if (perm && k < cap) PERI_CUDA_ST(&perm[k], k);
 }
 
-// Rows of item bytes in units of U (1 or 4 bytes: the host picks 4 when
-// every address allows it), a grid-stride loop over the units: row t of
-// `rows` from src row from + t to dst row (to + t) % cap (an add), or to
-// dst row t from src row (idx[t / n] * stride + t % n) % cap: step t % n
-// of the unit of n rows starting at slot idx[t / n] * stride (a
-// sample's gather: idx not NULL; items n = stride = 1).
+// 16 bytes: the widest unit of a copy (one 128-bit load and store).
+struct alignas(16) peri_cuda_u128 {
+  unsigned long long lo, hi;
+};
+
+// Rows of item bytes in units of U, a grid-stride loop over the units:
+// row t of `rows` from src row from + t to dst row (to + t) % cap (an
+// add), or to dst row t from src row (idx[t / n] * stride + t % n) % cap:
+// step t % n of the unit of n rows starting at slot idx[t / n] * stride
+// (a sample's gather: idx not NULL; items n = stride = 1). A thread
+// divides its first position by units once and then moves on by
+// additions; the rows' wrap is a subtraction (every source and target
+// is below 2 cap).
 template <typename U>
-static __device__ inline void peri_cuda_copy_rows(
-    U *dst, const U *src, const uint32_t *idx, uint32_t rows, uint32_t units,
-    uint64_t from, uint64_t to, uint32_t cap, uint32_t n, uint32_t stride) {
+static __device__ inline void peri_cuda_copy_units(
+    unsigned char *dst8, const unsigned char *src8, const uint32_t *idx,
+    uint32_t rows, uint32_t units, uint64_t from, uint64_t to, uint32_t cap,
+    uint32_t n, uint32_t stride) {
+  U *dst = reinterpret_cast<U *>(dst8);
+  const U *src = reinterpret_cast<const U *>(src8);
   uint64_t e = peri_cuda_thread_id(), all = (uint64_t)rows * units;
-  uint64_t step = (uint64_t)gridDim.x * blockDim.x;
-  for (; e < all; e += step) {
-    uint32_t t = (uint32_t)(e / units), u = (uint32_t)(e % units);
+  uint64_t step = (uint64_t)gridDim.x * blockDim.x, to0 = idx ? 0 : to % cap;
+  uint32_t t, u, st, su;
+  if (e >= all) return;
+  t = (uint32_t)(e / units);
+  u = (uint32_t)(e % units);
+  st = (uint32_t)(step / units);
+  su = (uint32_t)(step % units);
+  for (;;) {
     uint64_t a, b;
-    if (idx) {
-      a = ((uint64_t)PERI_CUDA_LD(&idx[t / n]) * stride + t % n) % cap;
+    if (idx) { // a unit starts below cap and n <= cap
+      uint32_t k = n == 1u ? t : t / n;
+      a = (uint64_t)PERI_CUDA_LD(&idx[k]) * stride + (t - k * n);
+      if (a >= cap) a -= cap;
       b = t;
-    } else {
+    } else { // t < rows <= cap
       a = from + t;
-      b = (to + t) % cap;
+      b = to0 + t;
+      if (b >= cap) b -= cap;
     }
     PERI_CUDA_ST(&dst[b * units + u], PERI_CUDA_LD(&src[a * units + u]));
+    e += step;
+    if (e >= all) return;
+    t += st;
+    u += su;
+    if (u >= units) {
+      u -= units;
+      ++t;
+    }
+  }
+}
+
+// peri_cuda_copy_units in units of `unit` bytes (16, 8, 4 or 1: the host
+// picks the widest that the item size and every address allow),
+// `units` of them a row.
+static __device__ inline void peri_cuda_copy_rows(
+    void *dst, const void *src, uint32_t unit, const uint32_t *idx,
+    uint32_t rows, uint32_t units, uint64_t from, uint64_t to, uint32_t cap,
+    uint32_t n, uint32_t stride) {
+  unsigned char *d = (unsigned char *)dst;
+  const unsigned char *s = (const unsigned char *)src;
+  switch (unit) {
+    case 16:
+      peri_cuda_copy_units<peri_cuda_u128>(d, s, idx, rows, units, from, to,
+                                           cap, n, stride);
+      break;
+    case 8:
+      peri_cuda_copy_units<unsigned long long>(d, s, idx, rows, units, from, to,
+                                               cap, n, stride);
+      break;
+    case 4:
+      peri_cuda_copy_units<uint32_t>(d, s, idx, rows, units, from, to, cap, n,
+                                     stride);
+      break;
+    default:
+      peri_cuda_copy_units<unsigned char>(d, s, idx, rows, units, from, to, cap,
+                                          n, stride);
   }
 }
 
@@ -903,7 +1004,7 @@ static __host__ __device__ inline uint32_t peri_cuda_add_slot(uint32_t pos,
   return (uint32_t)(((uint64_t)pos + age) % cap);
 }
 
-static __global__ void peri_cuda_add_count_kernel(
+static __global__ void PERI_CUDA_BOUNDS peri_cuda_add_count_kernel(
     const peri_cuda_buffer_state *st, const uint8_t *ends, uint32_t n,
     uint32_t cap, uint32_t L, uint32_t depth, unsigned int *cnt,
     peri_cuda_acc *acc) {
@@ -923,13 +1024,13 @@ static __global__ void peri_cuda_add_count_kernel(
 // (as an update's settle); the last thread moves the ring position, size
 // and counters on, writes *d_status and clears acc[0]. A broken buffer's
 // add (and its count) change nothing: thread 0 writes PERI_CUDA_CORRUPT.
-template <typename U, bool MIN>
-static __global__ void peri_cuda_add_kernel(
+template <bool MIN>
+static __global__ void PERI_CUDA_BOUNDS peri_cuda_add_kernel(
     peri_cuda_buffer_state *st, per_real *node, per_real *mn, uint32_t L,
     uint32_t depth, uint32_t *gen, uint32_t *traj, uint8_t *ends,
-    const uint8_t *in, U *items, const U *src, uint32_t units, uint32_t n,
-    uint32_t cap, unsigned int *cnt, peri_cuda_acc *acc,
-    unsigned long long *d_status) {
+    const uint8_t *in, void *items, const void *src, uint32_t unit,
+    uint32_t units, uint32_t n, uint32_t cap, unsigned int *cnt,
+    peri_cuda_acc *acc, unsigned long long *d_status) {
   uint32_t t = peri_cuda_thread_id(), keep = n < cap ? n : cap;
   unsigned long long bad = PERI_CUDA_LD(&acc[0].status);
   uint32_t pos = PERI_CUDA_LD(&st->pos);
@@ -939,13 +1040,14 @@ static __global__ void peri_cuda_add_kernel(
     return;
   }
   if (!bad)
-    peri_cuda_copy_rows<U>(items, src, (const uint32_t *)NULL, keep, units,
-                           (uint64_t)(n - keep), (uint64_t)pos + (n - keep),
-                           cap, 1u, 1u);
+    peri_cuda_copy_rows(items, src, unit, (const uint32_t *)NULL, keep, units,
+                        (uint64_t)(n - keep), (uint64_t)pos + (n - keep), cap,
+                        1u, 1u);
   if (t < keep) {
     uint32_t age = peri_cuda_add_age(n, cap, t);
     uint32_t slot = peri_cuda_add_slot(pos, age, cap);
-    peri_cuda_pairs v = peri_cuda_pairs_none();
+    peri_cuda_vals v;
+    v.val = NULL;
     v.one = &st->max_leaf;
     if (!bad) {
       PERI_CUDA_ST(&gen[slot], peri_gen_add(PERI_CUDA_LD(&gen[slot]),
@@ -1038,10 +1140,10 @@ static __device__ uint32_t peri_cuda_seq_candidate(const peri_cuda_seq_job &jb,
   return (uint32_t)(m % jb.ns);
 }
 
-static __global__ void peri_cuda_seq_own_kernel(
-    peri_cuda_seq_job jb, uint32_t threads, const per_real *leaf,
-    const uint8_t *ends, int cross, peri_cuda_seqs sq, uint32_t *own,
-    unsigned int *scnt) {
+static __global__ void PERI_CUDA_BOUNDS
+peri_cuda_seq_own_kernel(peri_cuda_seq_job jb, uint32_t threads,
+                         const per_real *leaf, const uint8_t *ends, int cross,
+                         peri_cuda_seqs sq, uint32_t *own, unsigned int *scnt) {
   uint32_t t = peri_cuda_thread_id(), q, steps;
   double v = 0;
   per_real r;
@@ -1062,17 +1164,16 @@ static __global__ void peri_cuda_seq_own_kernel(
 }
 
 template <bool MIN>
-static __global__ void peri_cuda_seq_settle_kernel(peri_cuda_seq_job jb,
-                                                   uint32_t threads,
-                                                   peri_cuda_seqs sq,
-                                                   uint32_t *own,
-                                                   unsigned int *scnt) {
+static __global__ void PERI_CUDA_BOUNDS peri_cuda_seq_settle_kernel(
+    peri_cuda_seq_job jb, uint32_t threads, peri_cuda_seqs sq, uint32_t *own,
+    unsigned int *scnt) {
   uint32_t t = peri_cuda_thread_id(), q;
   if (t >= threads || PERI_CUDA_LD(jb.status) != 0) return;
   q = peri_cuda_seq_candidate(jb, t);
   if (q == PERI_CUDA_NONE || atomicExch(&own[q], 0u) != 1u) return;
   peri_cuda_climb<MIN>(sq.node, (per_real *)sq.mn, scnt, sq.L, sq.depth, q,
-                       peri_cuda_pairs_none(), 1, PERI_CUDA_BASE_MARKED_LEAVES);
+                       peri_cuda_vals_of(peri_cuda_pairs_none()), 1,
+                       PERI_CUDA_BASE_MARKED_LEAVES);
 }
 
 // update_seq, launch 1 ("claim"): thread p for TD error p = j * len + t,
@@ -1085,7 +1186,7 @@ static __global__ void peri_cuda_seq_settle_kernel(peri_cuda_seq_job jb,
 // update's pair is (its leaf in idx[p]); step 0 flags a stale id. The
 // priorities take the state's eps and alpha; a broken buffer's claim does
 // nothing.
-static __global__ void peri_cuda_claim_seq_kernel(
+static __global__ void PERI_CUDA_BOUNDS peri_cuda_claim_seq_kernel(
     per_real *node, uint32_t L, uint32_t depth, uint32_t cap,
     const uint64_t *ids, const float *td, const uint32_t *gen,
     const uint8_t *ends, const uint8_t *ok, uint32_t len, uint32_t stride,
@@ -1296,7 +1397,7 @@ static __device__ peri_cuda_acc peri_cuda_pick(
 // picks (peri_cuda_pick). An empty buffer: thread 0 reports
 // PER_ERR_EMPTY. Thread 0 keeps the plan. The beta schedule and
 // max_unique are the state's config; a broken buffer's draw does nothing.
-static __global__ void peri_cuda_draw_kernel(
+static __global__ void PERI_CUDA_BOUNDS peri_cuda_draw_kernel(
     const peri_cuda_buffer_state *st, uint32_t cap, uint32_t L_items,
     per_real *items_node, const per_real *items_mn, peri_cuda_seqs sq,
     const uint32_t *traj, const uint32_t *gen, uint32_t *perm, uint32_t B,
@@ -1384,11 +1485,10 @@ done:
 // row i writes), and (thread 0) the state's stream and step moved on;
 // the last thread writes *d_status and clears acc[0]. A broken buffer's:
 // thread 0 writes PERI_CUDA_CORRUPT, nothing else.
-template <typename U>
-static __global__ void peri_cuda_deliver_kernel(
+static __global__ void PERI_CUDA_BOUNDS peri_cuda_deliver_kernel(
     peri_cuda_buffer_state *st, const peri_plan *plan, const uint32_t *idx,
-    const per_real *val, uint32_t B, float *w, U *out, const U *items,
-    uint32_t units, uint32_t cap, uint32_t n, uint32_t stride,
+    const per_real *val, uint32_t B, float *w, void *out, const void *items,
+    uint32_t unit, uint32_t units, uint32_t cap, uint32_t n, uint32_t stride,
     const uint8_t *ends, uint8_t *mask, peri_cuda_acc *acc,
     unsigned long long *d_status) {
   uint32_t i = peri_cuda_thread_id();
@@ -1406,8 +1506,8 @@ static __global__ void peri_cuda_deliver_kernel(
                                peri_cuda_min_of(PERI_CUDA_LD(&acc[0].minc)),
                                PERI_CUDA_LD(&plan->beta)));
     if (out)
-      peri_cuda_copy_rows<U>(out, items, idx, B * n, units, 0, 0, cap, n,
-                             stride);
+      peri_cuda_copy_rows(out, items, unit, idx, B * n, units, 0, 0, cap, n,
+                          stride);
     if (mask && i < B) { // 1 up to and including the first episode end
       uint32_t slot = PERI_CUDA_LD(&idx[i]) * stride, t;
       uint8_t live = 1;
@@ -1776,9 +1876,13 @@ static per_status peri_cuda_check_buffer_config(const per_config *cfg,
   return PER_OK;
 }
 
-// 4-byte units when the item size and every base address allow them.
+// The widest unit of a copy of rows (16, 8, 4 or 1 bytes) that the item
+// size and both addresses (p, and d_items: 256-byte aligned) allow.
 static uint32_t peri_cuda_copy_unit(const per_cuda_buffer *b, const void *p) {
-  return (b->cfg.item_size % 4 == 0 && peri_cuda_aligned(p, 4)) ? 4u : 1u;
+  uint32_t u;
+  for (u = 16; u > 1; u /= 2)
+    if (b->cfg.item_size % u == 0 && peri_cuda_aligned(p, u)) return u;
+  return 1u;
 }
 
 static per_status peri_cuda_check_buffer(const per_cuda_buffer *b) {
@@ -2232,15 +2336,13 @@ PER_CUDA_DEF per_status per_cuda_buffer_add_batch(const per_cuda_buffer *b,
   PERI_CUDA_GO(&q, peri_cuda_add_count_kernel, peri_cuda_blocks_for(n),
                PERI_CUDA_BLOCK_THREADS, (const peri_cuda_buffer_state *)st,
                d_ends, n, cap, L, depth, w.cnt, w.acc);
-#define PERI_CUDA_ADD(U, MIN)                                                  \
-  PERI_CUDA_GO(&q, (peri_cuda_add_kernel<U, MIN>), grid,                       \
-               PERI_CUDA_BLOCK_THREADS, st, b->tree.d_node, b->d_min_node, L,  \
-               depth, b->d_gen, b->d_traj, b->d_ends, d_ends, (U *)b->d_items, \
-               (const U *)d_items, units, n, cap, w.cnt, w.acc, d_status)
-  if (unit == 4 && b->d_min_node) PERI_CUDA_ADD(uint32_t, true);
-  else if (unit == 4) PERI_CUDA_ADD(uint32_t, false);
-  else if (b->d_min_node) PERI_CUDA_ADD(unsigned char, true);
-  else PERI_CUDA_ADD(unsigned char, false);
+#define PERI_CUDA_ADD(MIN)                                                     \
+  PERI_CUDA_GO(&q, peri_cuda_add_kernel<MIN>, grid, PERI_CUDA_BLOCK_THREADS,   \
+               st, b->tree.d_node, b->d_min_node, L, depth, b->d_gen,          \
+               b->d_traj, b->d_ends, d_ends, b->d_items, d_items, unit, units, \
+               n, cap, w.cnt, w.acc, d_status)
+  if (b->d_min_node) PERI_CUDA_ADD(true);
+  else PERI_CUDA_ADD(false);
 #undef PERI_CUDA_ADD
   if (b->cfg.seq_len)
     peri_cuda_enqueue_seq(&q, b, PERI_CUDA_SEQ_ADD, n, NULL, d_status, &w);
@@ -2295,15 +2397,11 @@ PER_CUDA_DEF per_status per_cuda_buffer_sample(
                (const uint32_t *)b->d_traj, (const uint32_t *)b->d_gen,
                b->d_perm, B, flags, beta, opts ? opts->window : 0u, w.plan,
                w.set, w.idx, w.val, d_ids, d_weights, w.acc);
-#define PERI_CUDA_DELIVER(U)                                                   \
-  PERI_CUDA_GO(&q, peri_cuda_deliver_kernel<U>, grid, PERI_CUDA_BLOCK_THREADS, \
-               st, (const peri_plan *)w.plan, (const uint32_t *)w.idx,         \
-               (const per_real *)w.val, B, d_weights, (U *)d_items_out,        \
-               (const U *)b->d_items, units, b->cfg.capacity, n, stride,       \
-               (const uint8_t *)b->d_ends, d_mask, w.acc, d_status)
-  if (unit == 4) PERI_CUDA_DELIVER(uint32_t);
-  else PERI_CUDA_DELIVER(unsigned char);
-#undef PERI_CUDA_DELIVER
+  PERI_CUDA_GO(&q, peri_cuda_deliver_kernel, grid, PERI_CUDA_BLOCK_THREADS, st,
+               (const peri_plan *)w.plan, (const uint32_t *)w.idx,
+               (const per_real *)w.val, B, d_weights, d_items_out,
+               (const void *)b->d_items, unit, units, b->cfg.capacity, n,
+               stride, (const uint8_t *)b->d_ends, d_mask, w.acc, d_status);
   return peri_cuda_end(&q, d_status, b->d_work, zeroed, st);
 }
 
@@ -2396,7 +2494,7 @@ PER_CUDA_DEF per_status per_cuda_buffer_update_seq(
 }
 
 // One thread: the counters out of the state.
-static __global__ void peri_cuda_counters_kernel(
+static __global__ void PERI_CUDA_BOUNDS peri_cuda_counters_kernel(
     const peri_cuda_buffer_state *st, per_cuda_counters *out) {
   per_cuda_counters c;
   if (peri_cuda_thread_id() != 0) return;

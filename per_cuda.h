@@ -13,11 +13,13 @@
       classification): one source of truth.
 
    HOW TO USE IT
-      Compile per_cuda.cu with nvcc (-fmad=false -ftz=false -prec-div=true
-      -prec-sqrt=true, never --use_fast_math) and link its object. Linked
+      Compile per_cuda.cu with nvcc (-ftz=false -prec-div=true
+      -prec-sqrt=true, nvcc's defaults, never --use_fast_math; -fmad
+      changes nothing: every product the kernels add to is rounded by
+      __dmul_rn / __fmul_rn, which nvcc never fuses) and link its object. Linked
       by nvcc, nothing else is needed; linked by a C or C++ compiler, add
       the CUDA runtime and libstdc++ that nvcc would have added:
-        nvcc -O2 -fmad=false -ftz=false -prec-div=true -prec-sqrt=true \
+        nvcc -O2 -ftz=false -prec-div=true -prec-sqrt=true \
              -c per_cuda.cu -o per_cuda.o
         cc -std=c99 main.c per_cuda.o -L/usr/local/cuda/lib64 -lcudart \
            -lstdc++ -lm
@@ -120,7 +122,7 @@
    BIT FOR BIT
       per_cuda_tree_set_batch and per_cuda_tree_sample give exactly the bits of
       per_tree_set_batch and per_tree_sample (PER_REAL double or float)
-      when per_cuda.cu is built with -fmad=false; the CPU side may use any
+      whatever nvcc's -fmad (never --use_fast_math); the CPU side may use any
       flags but -ffast-math (per.h rounds every product it later adds to
       through a barrier no compiler fuses, so there is no contraction flag
       to pass on to your code): only IEEE additions, multiplications and

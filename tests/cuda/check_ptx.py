@@ -14,6 +14,10 @@ every kernel (.entry):
   - atomics only of the integer kinds the shim emulates (max, min, cas,
     exch, and add on 32-bit unsigned integers, red.add when its result is
     unused).
+The kernels must hold no fma whatever -fmad says (per.h rounds every
+product it adds to by __dmul_rn / __fmul_rn on the device, which nvcc
+never fuses), so compute_90 is also compiled with -fmad=true, nvcc's
+default, in place of the build's -fmad=false ("fmad" in the lines).
 Prints one line per kernel and exits 1 on any violation."""
 import os
 import re
@@ -46,12 +50,17 @@ def kernel_name(mangled):
 
 
 bad = 0
-for arch, real in [(a, r) for a in ('75', '80', '90') for r in ('double', 'float')]:
+runs = [(a, r, False) for a in ('75', '80', '90') for r in ('double', 'float')]
+runs += [('90', r, True) for r in ('double', 'float')]
+for arch, real, fmad in runs:
+    flags = args
+    if fmad:
+        flags = [a for a in args if not a.startswith('-fmad')] + ['-fmad=true']
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, 'per_cuda.ptx')
         cmd = [nvcc, '-ptx', '-arch=compute_' + arch, '-I', src,
                '-DPER_REAL=' + real,
-               *args, os.path.join(src, 'per_cuda.cu'), '-o', out]
+               *flags, os.path.join(src, 'per_cuda.cu'), '-o', out]
         subprocess.run(cmd, check=True)
         ptx = open(out).read()
     entries = re.findall(r'\.entry\s+(\w+)\((.*?)\n\}', ptx, re.S)
@@ -97,8 +106,9 @@ for arch, real in [(a, r) for a in ('75', '80', '90') for r in ('double', 'float
             r'\bcall(?:\.uni)?\s*(?:\(\s*\w+\s*\)\s*,)?\s*(\w+)', code)))
         if calls:
             problems.append('calls ' + ','.join(calls))
-        print('sm_%s %-6s %-42s atomics %-8s %s' % (
-            arch, real, kernel_name(name), ','.join(atoms) or '-',
+        print('sm_%s %-6s%s %-42s atomics %-8s %s' % (
+            arch, real, ' fmad' if fmad else '', kernel_name(name),
+            ','.join(atoms) or '-',
             'NOT OK: ' + ', '.join(problems) if problems else 'OK'))
         bad += bool(problems)
 print('check_ptx: %s' % ('NOT OK' if bad else 'OK'))

@@ -453,7 +453,8 @@ static void cb_sequence(const per_config *cfg, uint32_t max_batch, uint32_t ops,
 // >>case: bitwise against per_buffer over random call sequences
 static void cb_case_bitwise(void) {
   static const uint32_t caps[] = {1, 2, 7, 64, 1000};
-  static const uint32_t sizes[] = {1, 3, 8, 12};
+  // copies of 1-, 8-, 4- and 16-byte units (3 of them a row at 48)
+  static const uint32_t sizes[] = {1, 8, 12, 48};
   static const double alphas[] = {0.6, 0.0, 1.0};
   uint32_t c, a, f;
   uint64_t seed = 1;

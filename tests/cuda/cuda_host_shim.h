@@ -3,7 +3,8 @@
 // Include this before per_cuda.cu (and before anything else that uses the
 // CUDA names). It provides exactly what per_cuda.cu and the shared test
 // cases use, mapped to the host:
-//   - __global__/__device__/__host__ become nothing; dim3, blockIdx,
+//   - __global__/__device__/__host__/__launch_bounds__ become nothing;
+//     dim3, blockIdx,
 //     threadIdx, blockDim, gridDim are plain globals set by the launcher;
 //   - PER_CUDA_LAUNCH(kernel, grid, block, stream, args...) runs every
 //     thread of every block, one after the other, each to completion. The
@@ -70,6 +71,7 @@
 #include <vector>
 
 #define __global__
+#define __launch_bounds__(...)
 #define __device__
 #define __host__
 
@@ -486,6 +488,10 @@ static inline void per_shim_acquire(const unsigned int *c) {
 }
 #define PERI_CUDA_ARRIVE(c, v) per_shim_arrive((c), (v))
 #define PERI_CUDA_ACQUIRE(c) per_shim_acquire(c)
+// (block scope or device scope: one in the shim, where every thread of a
+// launch is one after the other on the host)
+#define PERI_CUDA_ARRIVE_BLOCK(c, v) per_shim_arrive((c), (v))
+#define PERI_CUDA_ACQUIRE_BLOCK(c) per_shim_acquire(c)
 
 static inline unsigned int atomicExch(unsigned int *a, unsigned int v) {
   unsigned int old = per_shim_rmw_load(a);
