@@ -1787,9 +1787,11 @@ static void peri_cuda_enqueue_update(peri_cuda_q *q, const per_cuda_tree *t,
   peri_cuda_enqueue_settle(q, t, d_min, vs, n, w, st, d_stale, d_status, 1u);
 }
 
+// An update of n pairs (td: TD errors, which need room for their
+// priorities, whether or not v.td is given yet: a size query).
 static per_status peri_cuda_tree_update(const per_cuda_tree *t,
                                         const uint32_t *d_idx,
-                                        peri_cuda_pairs v, uint32_t n,
+                                        peri_cuda_pairs v, int td, uint32_t n,
                                         void *d_scratch, size_t *scratch_bytes,
                                         unsigned long long *d_status,
                                         per_cuda_stream stream) {
@@ -1801,12 +1803,11 @@ static per_status peri_cuda_tree_update(const per_cuda_tree *t,
   if ((s = peri_cuda_check_tree(t)) != PER_OK) return s;
   if (n > PER_CUDA_MAX_BATCH) return PER_ERR_BATCH;
   need = peri_cuda_workspace_layout(NULL, n ? n : 1u, n ? n : 1u, t->leaves,
-                                    t->depth, 0u, 0u, 0u, 0, v.td != NULL, &w,
-                                    &zeroed);
+                                    t->depth, 0u, 0u, 0u, 0, td, &w, &zeroed);
   s = peri_cuda_check_scratch(d_scratch, scratch_bytes, need, &go);
   if (s != PER_OK || !go) return s;
   if (!d_status) return PER_ERR_NULL;
-  if (n > 0 && (!d_idx || (!v.val && !v.td))) return PER_ERR_NULL;
+  if (n > 0 && (!d_idx || (td ? !v.td : !v.val))) return PER_ERR_NULL;
   if (!peri_cuda_aligned(d_status, sizeof *d_status) ||
       !peri_cuda_aligned(d_scratch, 8) ||
       !peri_cuda_aligned(d_idx, sizeof *d_idx) ||
@@ -1819,8 +1820,7 @@ static per_status peri_cuda_tree_update(const per_cuda_tree *t,
     return q.s;
   }
   peri_cuda_workspace_layout((unsigned char *)d_scratch, n, n, t->leaves,
-                             t->depth, 0u, 0u, 0u, 0, v.td != NULL, &w,
-                             &zeroed);
+                             t->depth, 0u, 0u, 0u, 0, td, &w, &zeroed);
   peri_cuda_memset(&q, d_scratch, 0, zeroed);
   v.idx = d_idx;
   peri_cuda_enqueue_update(&q, t, NULL, v, n, &w, NULL, NULL, d_status);
@@ -2126,7 +2126,7 @@ PER_CUDA_DEF per_status per_cuda_tree_set_batch(
     unsigned long long *d_status, per_cuda_stream stream) {
   peri_cuda_pairs v = peri_cuda_pairs_none();
   v.val = d_val;
-  return peri_cuda_tree_update(t, d_idx, v, n, d_scratch, scratch_bytes,
+  return peri_cuda_tree_update(t, d_idx, v, 0, n, d_scratch, scratch_bytes,
                                d_status, stream);
 }
 
@@ -2146,7 +2146,7 @@ per_cuda_tree_set_td(const per_cuda_tree *t, const uint32_t *d_idx,
   v.td = d_td;
   v.eps = eps;
   v.alpha = alpha;
-  return peri_cuda_tree_update(t, d_idx, v, n, d_scratch, scratch_bytes,
+  return peri_cuda_tree_update(t, d_idx, v, 1, n, d_scratch, scratch_bytes,
                                d_status, stream);
 }
 

@@ -273,6 +273,10 @@ static void cc_case_scratch(void) {
     CHECK_OK(per_cuda_tree_set_td(&d.t, d_idx, d_td, ns[i], 0.01, 0.5, NULL,
                                   &bytes, d_status, cc_stream));
     CHECK_EQ_U(bytes, want[i] + want_prio[i]);
+    bytes = 1; // the size depends on n and the tree, never on the pointers
+    CHECK_OK(per_cuda_tree_set_td(&d.t, NULL, NULL, ns[i], 0.01, 0.5, NULL,
+                                  &bytes, NULL, cc_stream));
+    CHECK_EQ_U(bytes, want[i] + want_prio[i]);
   }
   bytes = 0;
   CHECK_OK(per_cuda_is_weights(d_val, 8, 0.4, d_w, NULL, &bytes, d_status,
