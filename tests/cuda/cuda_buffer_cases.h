@@ -698,6 +698,8 @@ static void cb_case_graph(void) {
         per_buffer_free(&other);
         REQUIRE(cudaStreamSynchronize(s[k]) == cudaSuccess);
         CHECK_OK(per_cuda_buffer_upload(&d[k].b, &cpu[k], s[k]));
+        // (cb_compare downloads on another stream)
+        REQUIRE(cudaStreamSynchronize(s[k]) == cudaSuccess);
         cb_compare("uploaded with another config", &cpu[k], &d[k]);
       }
     for (k = 0; k < NB; ++k) { // enqueue every replay, then look

@@ -896,10 +896,9 @@ static void pr_probe_error(void) {
   // the caller's error: a launch the runtime refuses, left pending
   pr_empty_kernel<<<1, 2048, 0, s>>>();
   injected = cudaPeekAtLastError();
-  PR_REQUIRE(injected == cudaErrorInvalidConfiguration,
+  PR_REQUIRE(injected != cudaSuccess, // (CUDA 13: invalid argument)
              "could not make a pending error: a launch of 2048 threads per "
-             "block gave %s",
-             cudaGetErrorString(injected));
+             "block was accepted");
   refused = per_cuda_buffer_add_batch(&b, d_in, n, NULL, d_status, s);
   last = per_cuda_last_error();
   left = cudaGetLastError(); // the caller clears it
