@@ -49,7 +49,8 @@
 # A stage cut short by its bound is TIMEOUT, one that was not started
 # because the budget was spent is SKIPPED; both count as failures. gpu.md
 # is written again after every stage: a header (date in UTC, commit and
-# whether per.h / per_cuda.* had uncommitted changes, the sha256 of those
+# whether per.h / per_cuda.* had uncommitted changes, or PER_COMMIT when
+# set, for a copy of the tree whose .git is another's; the sha256 of those
 # files, GPU, driver, nvcc), the stages with their verdicts and seconds,
 # then a section per stage with its key lines (bench/gpu_report.py
 # --check).
@@ -113,7 +114,9 @@ machine_info() {
     for f in per.h per_cuda.h per_cuda.cu; do
       echo "$f sha256: $(sha256sum "$f" | cut -d' ' -f1)"
     done
-    if git rev-parse --short HEAD >/dev/null 2>&1; then
+    if [ -n "${PER_COMMIT:-}" ]; then # a copy whose .git is not its own
+      echo "commit: $PER_COMMIT (PER_COMMIT; the sha256 lines are the files')"
+    elif git rev-parse --short HEAD >/dev/null 2>&1; then
       echo "commit: $(git rev-parse --short HEAD)$(
         git diff --quiet HEAD -- per.h per_cuda.h per_cuda.cu ||
           echo ' + uncommitted changes to per.h / per_cuda')"
