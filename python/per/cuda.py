@@ -280,7 +280,8 @@ class _Backend:
         torch.cuda.Stream, or .ptr, as cupy's), else PyTorch's current
         stream when PyTorch is imported, else CuPy's; with neither, a
         ValueError: the legacy default stream is taken only when asked
-        for. The host backend has no streams (its work runs in order as it
+        for (where no GPU is at all, 0: the call then fails naming the
+        CUDA error). The host backend has no streams (its work runs in order as it
         is enqueued): None is 0 there, whatever is imported."""
         if stream is None:
             if self.host:
@@ -291,6 +292,9 @@ class _Backend:
             cupy = _sys.modules.get("cupy")
             if cupy is not None:
                 return int(cupy.cuda.get_current_stream().ptr)
+            if self.mod.device_count() == 0:
+                return 0  # nothing will be enqueued: the call names the
+                # CUDA error (no device) rather than a missing stream
             raise ValueError(f"{self.name}: no stream given and neither PyTorch "
                              "nor CuPy is imported to name the current one; pass "
                              "stream=... (an int cudaStream_t handle or a stream "

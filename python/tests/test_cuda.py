@@ -699,10 +699,13 @@ def test_stream_named_or_refused(monkeypatch):
     is 0 there, with or without a framework."""
     for lib in ("torch", "cupy"):
         monkeypatch.delitem(sys.modules, lib, raising=False)
-    b = pc._Backend(_ns(backend="cuda"), "per.cuda.t")
+    b = pc._Backend(_ns(backend="cuda", device_count=lambda: 1), "per.cuda.t")
     with pytest.raises(ValueError, match="per.cuda.t: no stream given and "
                                          "neither PyTorch nor CuPy is imported"):
         b.stream_of(None, 0)
+    # where no GPU is at all, the call is let through to name the CUDA error
+    none = pc._Backend(_ns(backend="cuda", device_count=lambda: 0), "per.cuda.t")
+    assert none.stream_of(None, 0) == 0
     assert [b.stream_of(s, 0) for s in (0, 1, 2, np.uint64(77))] == [0, 1, 2, 77]
     assert b.stream_of(_ns(cuda_stream=5), 0) == 5
     assert b.stream_of(_ns(ptr=6), 0) == 6
