@@ -8,6 +8,8 @@
    per_buffer_add_steps. Runs with PER_REAL double and float (the
    accumulator does not depend on it). */
 #include "buffer_util.h"
+#define PER_TRAJ_IMPLEMENTATION
+#include "per_traj.h"
 
 /* The step record: padding after flag (3 bytes) and after action (4
    bytes) that no field covers. */
@@ -531,7 +533,7 @@ static void test_init_errors(void) {
   per_traj_field fs[NF];
   per_traj_config good = cfg_with(8, FIELDS, NF), c;
   per_traj a;
-  char name[40];
+  char name[72];
   t_heap heap;
 
   CHECK_STATUS(per_traj_init(NULL, &good, NULL), PER_ERR_NULL);
@@ -568,23 +570,24 @@ static void test_init_errors(void) {
               "per_traj_init: field 2: name is NULL");
   FIELD_FAILS(fs[2].name = "", PER_ERR_ARG,
               "per_traj_init: field 2: name is empty");
-  memset(name, 'x', 32);
-  name[32] = 0;
+  memset(name, 'x', 64);
+  name[64] = 0;
   FIELD_FAILS(fs[3].name = name, PER_ERR_ARG,
               "per_traj_init: field 3: name is longer than PER_TRAJ_NAME_MAX "
-              "(31) chars");
+              "(63) chars");
   {
-    char *unterminated = (char *)malloc(32); /* no NUL: read no further */
+    char *unterminated = (char *)malloc(64); /* no NUL: read no further */
     REQUIRE(unterminated != NULL);
-    memset(unterminated, 'u', 32);
+    memset(unterminated, 'u', 64);
     FIELD_FAILS(fs[3].name = unterminated, PER_ERR_ARG, NULL);
     free(unterminated);
   }
   FIELD_FAILS(fs[4].name = "obs", PER_ERR_ARG,
               "per_traj_init: two fields are named \"obs\"");
-  FIELD_FAILS(fs[1].kind = 2, PER_ERR_ARG,
-              "per_traj_init: field 1 (\"obs\"): kind 2 is not PER_TRAJ_STEP "
-              "or PER_TRAJ_ONCE");
+  FIELD_FAILS(
+      fs[1].timescale = 2, PER_ERR_ARG,
+      "per_traj_init: field 1 (\"obs\"): timescale 2 is not PER_TRAJ_STEP "
+      "or PER_TRAJ_ONCE");
   FIELD_FAILS(fs[3].bytes = 0, PER_ERR_ARG,
               "per_traj_init: field 3 (\"action\"): bytes is 0");
   FIELD_FAILS(fs[1].offset = 24, PER_ERR_ARG,
@@ -606,7 +609,7 @@ static void test_init_errors(void) {
               "per_traj_init: field \"final_obs\" [2, 14) overlaps field "
               "\"ret\" [0, 4) in the "
               "once record");
-  FIELD_FAILS(fs[0].kind = PER_TRAJ_STEP, PER_ERR_ARG,
+  FIELD_FAILS(fs[0].timescale = PER_TRAJ_STEP, PER_ERR_ARG,
               "per_traj_init: field \"obs\" [0, 12) overlaps field \"ret\" [0, "
               "4) in the "
               "step record"); /* the later field is named first */
@@ -617,7 +620,7 @@ static void test_init_errors(void) {
              "per_traj_init: field 0 (\"ret\"): a PER_TRAJ_ONCE field, but "
              "once_bytes is 0");
   c.once_bytes = ONCE_BYTES;
-  fs[1].kind = PER_TRAJ_ONCE;
+  fs[1].timescale = PER_TRAJ_ONCE;
   INIT_FAILS(c, PER_ERR_ARG,
              NULL); /* obs [0, 12) overlaps ret in the once record */
   fs[1].offset = 4;
@@ -626,20 +629,20 @@ static void test_init_errors(void) {
 #undef FIELD_FAILS
 
   /* what is allowed: a STEP and a ONCE field at the same offset (different
-     records), touching fields, a 31-char name (copied: the caller's
+     records), touching fields, a 63-char name (copied: the caller's
      string may change), once_bytes without ONCE fields, capacity 1 */
   memcpy(fs, FIELDS, sizeof fs);
   c = good;
   c.fields = fs;
-  memset(name, 'n', 31);
-  name[31] = 0;
+  memset(name, 'n', 63);
+  name[63] = 0;
   fs[2].name = name;
   fs[2].offset = 12;
   fs[2].bytes = 4; /* flag [12, 16) touches obs and action */
   CHECK_OK(per_traj_init(&a, &c, NULL));
   CHECK_ERROR(&a, "");
   name[0] = 'Z';
-  CHECK_EQ_U(strlen(a.fields[2].name), 31);
+  CHECK_EQ_U(strlen(a.fields[2].name), 63);
   CHECK_EQ_U(a.fields[2].name[0], 'n');
   CHECK_EQ_U(a.fields[2].offset, 12);
   per_traj_free(&a);
@@ -811,6 +814,339 @@ static void test_buffer(void) {
   per_traj_free(&a);
 }
 
+/* ---- named timescales (per_traj_init_spec) ------------------------------ */
+
+/* Seed 003's example as C: "step" buffered (T records), "episode" and
+   "final_step" single; "obs" and "reward" named in two timescales. */
+typedef struct sstep {
+  float obs[4];
+  float reward;
+} sstep;
+typedef struct sepisode {
+  float ret, length;
+} sepisode;
+typedef struct sfinal {
+  float obs[4];
+  int32_t reward;
+} sfinal;
+
+enum { S_STEP, S_EPISODE, S_FINAL, NS };
+enum { G_OBS, G_REWARD, G_RET, G_LEN, G_FOBS, G_FREWARD, NG };
+
+static const per_traj_timescale SCALES[NS] = {
+    {"step", PER_TRAJ_BUFFERED, 6, sizeof(sstep)},
+    {"episode", PER_TRAJ_SINGLE, 1, sizeof(sepisode)},
+    {"final_step", PER_TRAJ_SINGLE, 1, sizeof(sfinal)}};
+/* the fields of step and final_step interleaved (any order is allowed) */
+static const per_traj_field GFIELDS[NG] = {
+    {"obs", S_STEP, offsetof(sstep, obs), sizeof(float[4])},
+    {"reward", S_STEP, offsetof(sstep, reward), sizeof(float)},
+    {"return", S_EPISODE, offsetof(sepisode, ret), sizeof(float)},
+    {"length", S_EPISODE, offsetof(sepisode, length), sizeof(float)},
+    {"obs", S_FINAL, offsetof(sfinal, obs), sizeof(float[4])},
+    {"reward", S_FINAL, offsetof(sfinal, reward), sizeof(int32_t)}};
+
+static per_traj_spec spec_with(const per_traj_timescale *ts, uint32_t nts,
+                               const per_traj_field *fs, uint32_t nf) {
+  per_traj_spec s;
+  s.ntimescales = nts;
+  s.timescales = ts;
+  s.nfields = nf;
+  s.fields = fs;
+  return s;
+}
+
+static sstep sstep_of(uint32_t k, uint32_t t) {
+  sstep s;
+  uint32_t i;
+  memset(&s, 0, sizeof s);
+  for (i = 0; i < 4; ++i) s.obs[i] = (float)(k * 100u + t * 4u + i);
+  s.reward = (float)t * 0.5f - (float)k;
+  return s;
+}
+
+/* Rollouts of several lengths: records by add_record and field by field,
+   the single-item records replaced, ends, ids, parts; a single record not
+   added since the last build reads 0; the buffered one goes to a buffer
+   as one trajectory equal to per_buffer_add_steps of the same records. */
+static void test_timescales(void) {
+  per_traj_spec sp = spec_with(SCALES, NS, GFIELDS, NG);
+  per_config bc = cfg_of(64, sizeof(sstep));
+  per_traj a;
+  per_traj_out out;
+  per_buffer b, want;
+  sstep rec[6];
+  sepisode ep;
+  sfinal fin, zf;
+  uint8_t ends[6];
+  uint32_t k, t, n;
+  memset(&zf, 0, sizeof zf);
+  REQUIRE(per_traj_init_spec(&a, &sp, NULL) == PER_OK);
+  REQUIRE(per_buffer_init(&b, &bc, NULL) == PER_OK);
+  REQUIRE(per_buffer_init(&want, &bc, NULL) == PER_OK);
+  CHECK_EQ_U(a.nscales, NS);
+  CHECK(a.two_kind == 0 && a.once == NULL);
+  CHECK(strcmp(a.scales[S_FINAL].name, "final_step") == 0);
+  CHECK(a.scales[S_EPISODE].ends == NULL && a.scales[S_STEP].ends != NULL);
+  CHECK_EQ_U(a.scales[S_STEP].nfields, 2);
+  CHECK_EQ_U(per_traj_find(&a, "episode"), S_EPISODE);
+  CHECK_EQ_U(per_traj_find(&a, "nope"), NS);
+  CHECK_EQ_U(per_traj_find(NULL, "step"), 0);
+  CHECK_EQ_U(per_traj_find_field(&a, S_FINAL, "reward"), G_FREWARD);
+  CHECK_EQ_U(per_traj_find_field(&a, S_STEP, "reward"), G_REWARD);
+  CHECK_EQ_U(per_traj_find_field(&a, S_EPISODE, "obs"), NG);
+  CHECK_EQ_U(per_traj_find_field(&a, 9, "obs"), NG);
+  for (k = 0; k < 5; ++k) {
+    n = 1 + (k * 5) % 6; /* 1, 6, 5, 4, 3 */
+    for (t = 0; t < n; ++t) {
+      rec[t] = sstep_of(k, t);
+      ends[t] = PER_END_NONE;
+      if (t % 2) {
+        CHECK_OK(per_traj_add_record(&a, S_STEP, &rec[t]));
+      } else { /* field by field, reward first */
+        CHECK_OK(per_traj_add(&a, G_REWARD, &rec[t].reward));
+        CHECK_EQ_U(per_traj_count(&a, S_STEP), t);
+        CHECK_OK(per_traj_add(&a, G_OBS, rec[t].obs));
+      }
+      CHECK_EQ_U(per_traj_count(&a, S_STEP), t + 1);
+    }
+    ends[n - 1] = k % 2 ? PER_END_TERMINATED : PER_END_TRUNCATED;
+    CHECK_OK(per_traj_end_at(&a, S_STEP, ends[n - 1]));
+    ep.ret = 1.0f + (float)k;
+    ep.length = (float)n;
+    CHECK_EQ_U(per_traj_count(&a, S_EPISODE), 0);
+    CHECK_OK(per_traj_add_record(&a, S_EPISODE, &ep));
+    ep.ret += 0.25f; /* a later add replaces it */
+    CHECK_OK(per_traj_add_record(&a, S_EPISODE, &ep));
+    CHECK_EQ_U(per_traj_count(&a, S_EPISODE), 1);
+    memset(&fin, 0, sizeof fin);
+    if (k != 2) { /* trajectory 2 has no final_step */
+      fin.obs[0] = (float)k;
+      fin.reward = -(int32_t)k;
+      CHECK_OK(per_traj_add(&a, G_FREWARD, &fin.reward));
+      CHECK_EQ_U(per_traj_count(&a, S_FINAL), 0); /* obs still missing */
+      CHECK_OK(per_traj_add(&a, G_FOBS, fin.obs));
+    }
+    CHECK_OK(per_traj_build(&a, &out));
+    CHECK_EQ_U(out.id, k);
+    CHECK_EQ_U(out.nparts, NS);
+    CHECK_EQ_U(out.n, n);
+    CHECK(out.steps == out.parts[S_STEP].records && out.once == NULL);
+    CHECK_EQ_U(out.parts[S_STEP].n, n);
+    CHECK_EQ_U(out.parts[S_STEP].record_bytes, sizeof(sstep));
+    CHECK_MEM(out.parts[S_STEP].records, rec, n * sizeof(sstep));
+    CHECK_MEM(out.parts[S_STEP].ends, ends, n);
+    CHECK_EQ_U(out.parts[S_EPISODE].n, 1);
+    CHECK(out.parts[S_EPISODE].ends == NULL);
+    CHECK_MEM(out.parts[S_EPISODE].records, &ep, sizeof ep);
+    CHECK_EQ_U(out.parts[S_FINAL].n, k != 2);
+    CHECK_MEM(out.parts[S_FINAL].records, &fin, sizeof fin);
+    CHECK_OK(per_buffer_add_steps(&b, out.parts[S_STEP].records,
+                                  out.parts[S_STEP].n, out.parts[S_STEP].ends));
+    CHECK_OK(per_buffer_add_steps(&want, rec, n, ends));
+    CHECK_EQ_U(per_traj_count(&a, S_STEP), 0);
+    /* the built single records stay until the next add clears them */
+    if (k == 4) {
+      CHECK_OK(per_traj_add(&a, G_FOBS, fin.obs)); /* from the built one */
+      CHECK_EQ_U(((const sfinal *)out.parts[S_FINAL].records)->reward, 0);
+      CHECK_MEM(out.parts[S_EPISODE].records, &zf, sizeof(sepisode));
+      CHECK_EQ_U(out.parts[S_STEP].ends[n - 1], PER_END_NONE);
+    }
+  }
+  CHECK_EQ_U(b.trajs, want.trajs);
+  CHECK_MEM(b.items, want.items, (size_t)per_buffer_size(&b) * sizeof(sstep));
+  CHECK_MEM(b.ends, want.ends, per_buffer_size(&b));
+  CHECK_MEM(b.traj, want.traj, per_buffer_size(&b) * sizeof(uint32_t));
+  {
+    uint64_t i1[8], i2[8];
+    float w1[8], w2[8];
+    sstep s1[8], s2[8];
+    CHECK_OK(per_buffer_sample(&b, 8, NULL, s1, i1, w1));
+    CHECK_OK(per_buffer_sample(&want, 8, NULL, s2, i2, w2));
+    CHECK_MEM(i1, i2, sizeof i1);
+    CHECK_MEM(w1, w2, sizeof w1);
+    CHECK_MEM(s1, s2, sizeof s1);
+  }
+  per_buffer_free(&want);
+  per_buffer_free(&b);
+  per_traj_free(&a);
+}
+
+/* A refused call of a spec's accumulator changes nothing but its message. */
+static void test_timescale_refusals(void) {
+  per_traj_spec sp = spec_with(SCALES, NS, GFIELDS, NG);
+  per_traj a;
+  per_traj_out out;
+  sstep s = sstep_of(1, 1);
+  uint32_t t;
+  unsigned char *copy;
+  size_t bytes;
+  REQUIRE(per_traj_init_spec(&a, &sp, NULL) == PER_OK);
+  for (t = 0; t < 6; ++t) CHECK_OK(per_traj_add_record(&a, S_STEP, &s));
+  CHECK_OK(per_traj_add(&a, G_RET, &s.reward));
+  bytes = (size_t)((a.scales[S_STEP].ends + 6) - (unsigned char *)a.fields);
+  copy = (unsigned char *)malloc(bytes);
+  REQUIRE(copy != NULL);
+  memcpy(copy, a.fields, bytes);
+#define UNCHANGED() CHECK_MEM(a.fields, copy, bytes)
+  CHECK_STATUS(per_traj_add_record(&a, S_STEP, &s), PER_ERR_BATCH);
+  CHECK_ERROR(&a, "per_traj_add_record: timescale \"step\" is full: "
+                  "capacity 6, index 6");
+  UNCHANGED();
+  CHECK_STATUS(per_traj_add(&a, G_OBS, s.obs), PER_ERR_BATCH);
+  CHECK_ERROR(&a, "per_traj_add: field \"obs\" is full: capacity 6, index 6");
+  CHECK_STATUS(per_traj_add_record(&a, NS, &s), PER_ERR_INDEX);
+  CHECK_ERROR(&a, "per_traj_add_record: timescale 3 out of range: 3 "
+                  "timescales");
+  CHECK_STATUS(per_traj_add_record(&a, S_STEP, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_traj_end_at(&a, S_EPISODE, PER_END_TERMINATED), PER_ERR_ARG);
+  CHECK_ERROR(&a, "per_traj_end: timescale \"episode\" is PER_TRAJ_SINGLE: "
+                  "its record has no episode end");
+  CHECK_STATUS(per_traj_end_at(&a, NS, PER_END_TERMINATED), PER_ERR_INDEX);
+  UNCHANGED();
+  /* a half-written episode record: length missing; the build still goes
+     (single records are replaced field by field), the count says 0 */
+  per_traj_reset(&a);
+  CHECK_OK(per_traj_add(&a, G_OBS, s.obs));
+  memcpy(copy, a.fields, bytes);
+  CHECK_STATUS(per_traj_add_record(&a, S_STEP, &s), PER_ERR_ARG);
+  CHECK_ERROR(&a, "per_traj_add_record: timescale \"step\": field \"reward\" "
+                  "has 0 values but \"obs\" has 1");
+  CHECK_STATUS(per_traj_build(&a, &out), PER_ERR_ARG);
+  CHECK_ERROR(&a, "per_traj_build: timescale \"step\": field \"reward\" has 0 "
+                  "values but \"obs\" has 1");
+  CHECK_STATUS(per_traj_end_at(&a, S_STEP, PER_END_TERMINATED), PER_ERR_EMPTY);
+  CHECK_ERROR(&a, "per_traj_end: no complete record in timescale \"step\" "
+                  "(every field needs a value) to end");
+  UNCHANGED();
+#undef UNCHANGED
+  CHECK_STATUS(per_traj_add_step(&a, &s, 3), PER_ERR_ARG);
+  /* an empty rollout builds (every n 0), also right after a build: the
+     single records read 0 then */
+  per_traj_reset(&a);
+  CHECK_OK(per_traj_build(&a, &out));
+  CHECK_EQ_U(out.n, 0);
+  CHECK_EQ_U(out.parts[S_EPISODE].n, 0);
+  CHECK_OK(per_traj_add_record(&a, S_FINAL, &s));
+  CHECK_OK(per_traj_build(&a, &out));
+  CHECK_EQ_U(out.parts[S_FINAL].n, 1);
+  CHECK_OK(per_traj_build(&a, &out));
+  CHECK_EQ_U(out.parts[S_FINAL].n, 0);
+  {
+    static const unsigned char zero[sizeof(sfinal)] = {0};
+    CHECK_MEM(out.parts[S_FINAL].records, zero, sizeof zero);
+  }
+  free(copy);
+  per_traj_free(&a);
+}
+
+/* init_spec's refusals: a zeroed accumulator with the message. */
+static void spec_fails(per_traj_spec sp, per_status want, const char *msg,
+                       int line) {
+  per_traj a;
+  per_status got;
+  memset(&a, 0x77, sizeof a);
+  got = per_traj_init_spec(&a, &sp, NULL);
+  if (got == want) ++t_pass_count;
+  else
+    T_FAIL_AT("line %d: got %s, want %s", line, per_status_str(got),
+              per_status_str(want));
+  if (zero_but_error(&a)) ++t_pass_count;
+  else T_FAIL_AT("line %d: a failed init left more than a message", line);
+  if (strcmp(a.error, msg) == 0) ++t_pass_count;
+  else T_FAIL_AT("line %d: error \"%s\", want \"%s\"", line, a.error, msg);
+}
+#define SPEC_FAILS(sp, want, msg) spec_fails((sp), (want), (msg), __LINE__)
+
+static void test_spec_errors(void) {
+  per_traj_timescale ts[NS];
+  per_traj_field fs[NG];
+  per_traj_spec sp, c;
+  per_traj a;
+  t_heap heap;
+  per_traj_out out;
+  sstep s = sstep_of(0, 0);
+  long calls;
+  uint32_t k, t;
+  memcpy(ts, SCALES, sizeof ts);
+  memcpy(fs, GFIELDS, sizeof fs);
+  sp = spec_with(ts, NS, fs, NG);
+  CHECK_STATUS(per_traj_init_spec(NULL, &sp, NULL), PER_ERR_NULL);
+  memset(&a, 0x77, sizeof a);
+  CHECK_STATUS(per_traj_init_spec(&a, NULL, NULL), PER_ERR_NULL);
+  CHECK_ERROR(&a, "per_traj_init: spec is NULL");
+#define TS_FAILS(stmt, want, msg)   \
+  do {                              \
+    memcpy(ts, SCALES, sizeof ts);  \
+    memcpy(fs, GFIELDS, sizeof fs); \
+    c = sp;                         \
+    stmt;                           \
+    SPEC_FAILS(c, want, msg);       \
+  } while (0)
+  TS_FAILS(c.ntimescales = 0, PER_ERR_CAPACITY,
+           "per_traj_init: ntimescales must be 1 .. 2^16");
+  TS_FAILS(c.ntimescales = 65537, PER_ERR_CAPACITY,
+           "per_traj_init: ntimescales must be 1 .. 2^16");
+  TS_FAILS(c.timescales = NULL, PER_ERR_NULL,
+           "per_traj_init: spec->timescales is NULL");
+  TS_FAILS(c.fields = NULL, PER_ERR_NULL,
+           "per_traj_init: spec->fields is NULL");
+  TS_FAILS(c.nfields = 0, PER_ERR_ARG, "per_traj_init: nfields is 0");
+  TS_FAILS(ts[1].name = "", PER_ERR_ARG,
+           "per_traj_init: timescale 1: name is empty");
+  TS_FAILS(ts[2].name = "step", PER_ERR_ARG,
+           "per_traj_init: two timescales are named \"step\"");
+  TS_FAILS(ts[1].kind = 7, PER_ERR_ARG,
+           "per_traj_init: timescale 1 (\"episode\"): kind 7 is not "
+           "PER_TRAJ_BUFFERED or PER_TRAJ_SINGLE");
+  TS_FAILS(ts[0].capacity = 0, PER_ERR_CAPACITY,
+           "per_traj_init: timescale 0 (\"step\"): capacity must be 1 .. 2^31");
+  TS_FAILS(ts[1].capacity = 2, PER_ERR_CAPACITY,
+           "per_traj_init: timescale 1 (\"episode\"): capacity 2: a "
+           "PER_TRAJ_SINGLE timescale holds 1 record");
+  TS_FAILS(ts[2].record_bytes = 0, PER_ERR_ARG,
+           "per_traj_init: timescale 2 (\"final_step\"): record_bytes is 0");
+  TS_FAILS(fs[3].timescale = 3, PER_ERR_ARG,
+           "per_traj_init: field 3 (\"length\"): timescale 3 out of range: 3 "
+           "timescales");
+  TS_FAILS(fs[5].offset = 17, PER_ERR_ARG,
+           "per_traj_init: field 5 (\"reward\"): offset 17 + bytes 4 is beyond "
+           "timescale \"final_step\"'s record_bytes 20");
+  TS_FAILS(fs[5].name = "obs", PER_ERR_ARG,
+           "per_traj_init: two fields of timescale \"final_step\" are named "
+           "\"obs\"");
+  TS_FAILS(fs[3].offset = 2, PER_ERR_ARG,
+           "per_traj_init: field \"length\" [2, 6) overlaps field \"return\" "
+           "[0, 4) in timescale \"episode\"'s record");
+  TS_FAILS((fs[2].timescale = S_STEP, fs[2].offset = 32, fs[3].timescale = 0,
+            fs[3].offset = 36, ts[0].record_bytes = 40),
+           PER_ERR_ARG, "per_traj_init: timescale \"episode\" has no field");
+#undef TS_FAILS
+  /* one block; nothing allocates after init, over 1,000 rollouts */
+  memset(&heap, 0, sizeof heap);
+  sp = spec_with(SCALES, NS, GFIELDS, NG);
+  heap.fail_at = 1;
+  memset(&a, 0x77, sizeof a);
+  CHECK_STATUS(per_traj_init_spec(&a, &sp, &heap), PER_ERR_NOMEM);
+  CHECK(zero_but_error(&a));
+  CHECK_EQ_U(heap.live, 0);
+  heap.fail_at = 0;
+  heap.calls = 0;
+  CHECK_OK(per_traj_init_spec(&a, &sp, &heap));
+  CHECK_EQ_U(heap.calls, 1);
+  for (t = 0; t < NS; ++t) CHECK_EQ_U((uintptr_t)a.scales[t].records % 16u, 0);
+  calls = heap.calls;
+  for (k = 0; k < 1000; ++k) {
+    for (t = 0; t < 1 + k % 6; ++t)
+      CHECK_OK(per_traj_add_record(&a, S_STEP, &s));
+    CHECK_OK(per_traj_add_record(&a, S_FINAL, &s));
+    CHECK_OK(per_traj_build(&a, &out));
+  }
+  CHECK_EQ_U(heap.calls, calls);
+  per_traj_free(&a);
+  CHECK_EQ_U(heap.live, 0);
+}
+
 int main(void) {
   test_rollouts();
   test_refusals();
@@ -819,5 +1155,8 @@ int main(void) {
   test_memory();
   test_null();
   test_buffer();
+  test_timescales();
+  test_timescale_refusals();
+  test_spec_errors();
   return t_done(IS_FLOAT ? "traj (float)" : "traj (double)");
 }

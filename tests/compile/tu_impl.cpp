@@ -1,6 +1,8 @@
-// The implementation (per.h's and per_frames.h's) compiled as C++11;
+// The implementation (per.h's, per_frames.h's and per_traj.h's) compiled as C++11;
 // tu_user.c (C) links against it.
 #define PER_IMPLEMENTATION
 #include "per.h"
 #define PER_FRAMES_IMPLEMENTATION
 #include "per_frames.h"
+#define PER_TRAJ_IMPLEMENTATION
+#include "per_traj.h"

@@ -4,6 +4,8 @@
 #include "per.h"
 #define PER_FRAMES_IMPLEMENTATION
 #include "per_frames.h"
+#define PER_TRAJ_IMPLEMENTATION
+#include "per_traj.h"
 
 int static_a_total(void);
 int static_a_total(void) {
@@ -17,5 +19,6 @@ int static_a_total(void) {
   per_tree_free(&t);
   fc = per_frames_config_default(8, 4, 2, 1); /* the companion's copy too */
   if (per_frames_record_size(&fc) == 0) return -1;
+  if (per_traj_count(NULL, 0) != 0) return -1; /* and per_traj.h's */
   return total;
 }

@@ -3,6 +3,8 @@
 #include "per.h"
 #define PER_FRAMES_IMPLEMENTATION
 #include "per_frames.h"
+#define PER_TRAJ_IMPLEMENTATION
+#include "per_traj.h"
 #include <stdio.h>
 
 int static_a_total(void);

@@ -1,8 +1,9 @@
 /* A translation unit that only includes the declarations and uses them;
    linking it with tu_impl proves the headers' two halves fit together
-   (per.h's and per_frames.h's). */
+   (per.h's, per_frames.h's and per_traj.h's). */
 #include <stdio.h>
 #include "per_frames.h"
+#include "per_traj.h"
 
 int main(void) {
   per_tree t;
@@ -21,6 +22,18 @@ int main(void) {
     if (per_frames_init(&f, &fc, NULL) != PER_OK) return 1;
     ok = ok && per_frames_drawable(&f) == 0 && per_frames_check(&f) == PER_OK;
     per_frames_free(&f);
+  }
+  {
+    static const per_traj_timescale ts[1] = {{"step", PER_TRAJ_BUFFERED, 4, 4}};
+    static const per_traj_field fs[1] = {{"x", 0, 0, 4}};
+    per_traj_spec sp = {1, ts, 1, fs};
+    per_traj a;
+    per_traj_out out;
+    float x = 1.5f;
+    if (per_traj_init_spec(&a, &sp, NULL) != PER_OK) return 1;
+    ok = ok && per_traj_add_record(&a, 0, &x) == PER_OK &&
+         per_traj_build(&a, &out) == PER_OK && out.n == 1;
+    per_traj_free(&a);
   }
   printf("%s\n", ok ? "linked: ok" : "linked: wrong result");
   return ok ? 0 : 1;

@@ -4,6 +4,7 @@
 // declarations and inline functions nor the public macros.
 #include <cstdio>
 #include "per_frames.h"
+#include "per_traj.h"
 
 int main() {
   per_config cfg = per_config_default(64, 4);
@@ -31,6 +32,16 @@ int main() {
   if (per_frames_init(&f, &fc, NULL) != PER_OK) return 1;
   ok = ok && per_frames_drawable(&f) == 0 && per_frames_check(&f) == PER_OK;
   per_frames_free(&f);
+  static const per_traj_timescale ts[1] = {{"step", PER_TRAJ_BUFFERED, 4, 4}};
+  static const per_traj_field fs[1] = {{"x", 0, 0, 4}};
+  per_traj_spec sp = {1, ts, 1, fs};
+  per_traj a;
+  per_traj_out out;
+  float x = 1.5f;
+  if (per_traj_init_spec(&a, &sp, NULL) != PER_OK) return 1;
+  ok = ok && per_traj_add_record(&a, 0, &x) == PER_OK &&
+       per_traj_build(&a, &out) == PER_OK && out.n == 1;
+  per_traj_free(&a);
   std::printf("per %s: %s\n", PER_VERSION_STRING, ok ? "ok" : "wrong result");
   return ok ? 0 : 1;
 }

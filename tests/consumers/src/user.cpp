@@ -1,6 +1,7 @@
-// A C++ file that only includes the headers (per_frames.h includes
-// per.h); impl.cpp holds the implementation.
+// A C++ file that only includes the headers (per_frames.h and
+// per_traj.h include per.h); impl.cpp holds the implementation.
 #include "per_frames.h"
+#include "per_traj.h"
 
 #include "check_tree.h"
 
@@ -13,5 +14,14 @@ int main() {
     return 1;
   }
   per_frames_free(&f);
+  static const per_traj_timescale ts[1] = {{"step", PER_TRAJ_BUFFERED, 4, 4}};
+  static const per_traj_field fs[1] = {{"x", 0, 0, 4}};
+  per_traj_spec sp = {1, ts, 1, fs};
+  per_traj a;
+  if (per_traj_init_spec(&a, &sp, NULL) != PER_OK) {
+    fprintf(stderr, "per_traj_init_spec: %s\n", a.error);
+    return 1;
+  }
+  per_traj_free(&a);
   return check_tree("C++11, implementation in another file");
 }
