@@ -27,6 +27,7 @@ where the conversion is exact (ReplayBuffer.add states the rule).
 # per.cuda and per.mpi).
 import concurrent.futures as _futures
 import hashlib as _hashlib
+import importlib as _importlib
 import json as _json
 import math as _math
 import os as _os
@@ -73,6 +74,7 @@ __all__ = [
     "NStep",
     "FrameBuffer",
     "Trajectory",
+    "TrajectoryAccumulator",
     "save_nstep",
     "load_nstep",
     "config_default",
@@ -1224,6 +1226,12 @@ class Trajectory(_per._Traj):
             fields += [(n, 1, _config.field(self.once_dtype, n)[1],
                         self.once_dtype[n].itemsize)
                        for n in self.once_dtype.names or ()]
+        clash = set(self.dtype.names or ()) & set(
+            self.once_dtype.names or () if self.once_dtype is not None else ())
+        if clash:
+            raise ValueError(f"Trajectory: field names are unique across step "
+                             f"and once (add takes them by name): "
+                             f"{sorted(clash)} in both")
         self._index = {f[0]: i for i, f in enumerate(fields)}
         self._kinds = {f[0]: (self.dtype if f[1] == 0 else self.once_dtype)
                        for f in fields}
@@ -1305,3 +1313,374 @@ class Trajectory(_per._Traj):
                 if self.once_dtype is not None else None)
         n, tid = self._add_to(buffer, once)
         return {"n": n, "once": once, "id": tid}
+
+
+# ---------------------------------------------------------------------------
+# TrajectoryAccumulator: seed 003's multi-timescale accumulator
+# ---------------------------------------------------------------------------
+
+_optree: _t.Any
+try:  # optional: any pytree optree knows, below the top level
+    _optree = _importlib.import_module("optree")
+except ImportError:  # plain dicts, lists and tuples
+    _optree = None
+
+_Tree = _t.Any
+
+
+def _plain_flatten(tree: _Tree, path: _t.Tuple[_t.Any, ...] = ()
+                   ) -> _t.List[_t.Tuple[_t.Tuple[_t.Any, ...], _t.Any]]:
+    """(path, leaf) of a tree of dicts (keys sorted), lists and tuples."""
+    if isinstance(tree, dict):
+        try:
+            keys = sorted(tree)
+        except TypeError:
+            keys = list(tree)
+        return [pl for k in keys for pl in _plain_flatten(tree[k], path + (k,))]
+    if isinstance(tree, (list, tuple)):
+        return [pl for i, v in enumerate(tree)
+                for pl in _plain_flatten(v, path + (i,))]
+    return [(path, tree)]
+
+
+def _plain_unflatten(tree: _Tree, leaves: _t.Iterator[_t.Any]) -> _Tree:
+    """tree's structure (the example's) with `leaves` in _plain_flatten's
+    order."""
+    if isinstance(tree, dict):
+        try:
+            keys = sorted(tree)
+        except TypeError:
+            keys = list(tree)
+        out = {k: _plain_unflatten(tree[k], leaves) for k in keys}
+        return {k: out[k] for k in tree}  # the example's key order
+    if isinstance(tree, (list, tuple)):
+        items = [_plain_unflatten(v, leaves) for v in tree]
+        if isinstance(tree, tuple):
+            return (type(tree)(*items) if hasattr(tree, "_fields")
+                    else tuple(items))
+        return items
+    return next(leaves)
+
+
+class _Scale:
+    """One timescale of a TrajectoryAccumulator: its leaves, their
+    fields, its record dtype and the tree of views build() returns."""
+
+    def __init__(self, name: str, index: int, sub: _Tree) -> None:
+        self.name, self.index = name, index
+        if _optree is not None:
+            leaves, self.spec = _optree.tree_flatten(sub)
+            self.paths: _t.List[_t.Tuple[_t.Any, ...]] = [
+                tuple(p) for p in _optree.tree_paths(sub)]
+        else:
+            flat = _plain_flatten(sub)
+            self.spec = None
+            self.paths = [p for p, _ in flat]
+            leaves = [v for _, v in flat]
+        self.example = sub
+        self.labels = ["/".join(str(k) for k in p) if p else "(the leaf)"
+                       for p in self.paths]
+        where = f"TrajectoryAccumulator: timescale {name!r}"
+        if not leaves:
+            raise ValueError(f"{where} has no leaves")
+        arrays = []
+        for label, leaf in zip(self.labels, leaves):
+            a = _np.asarray(leaf)
+            if a.dtype.kind not in "biuf" or a.dtype.byteorder == ">":
+                raise TypeError(f"{where}: leaf {label!r} has dtype {a.dtype}; "
+                                f"leaves are bool, integer or float arrays")
+            arrays.append(a)
+        single = any(a.ndim == 0 for a in arrays) or all(
+            a.shape[0] == 1 for a in arrays)
+        if single:
+            self.capacity = 1
+            shapes = [a.shape for a in arrays]
+        else:
+            lead = {a.shape[0] for a in arrays}
+            if len(lead) != 1:
+                dims = ", ".join(f"{lb!r}: {a.shape[0]}"
+                                 for lb, a in zip(self.labels, arrays))
+                raise ValueError(
+                    f"{where}: the leaves of a buffered timescale share "
+                    f"their leading dim (its capacity), but they differ "
+                    f"({dims}); for a single-item timescale make one leaf "
+                    f"0-d or give every leaf a leading dim of 1")
+            self.capacity = lead.pop()
+            shapes = [a.shape[1:] for a in arrays]
+        self.single = single
+        self.dtypes = [a.dtype for a in arrays]
+        self.shapes = shapes
+        if len(set(self.labels)) != len(self.labels):
+            raise ValueError(f"{where}: two leaves have the path "
+                             f"{next(x for x in self.labels if self.labels.count(x) > 1)!r}")
+        self.first = 0  # its first field's index in the accumulator
+        self.leaves: _t.List[_Array] = []  # the views build() returns
+        self.dtype: _DType = _np.dtype({
+            "names": self.labels,
+            "formats": [(_np.dtype(d.str), s) if s else _np.dtype(d.str)
+                        for d, s in zip(self.dtypes, shapes)]})
+        # a flat dict of leaves: add() copies them in C when they are
+        # exactly of their leaf's dtype and shape
+        self.keys = (tuple(p[0] for p in self.paths)
+                     if isinstance(sub, dict) and all(
+                         len(p) == 1 and isinstance(p[0], str)
+                         for p in self.paths) else None)
+
+    def flatten(self, tree: _Tree, call: str) -> _t.List[_t.Any]:
+        """tree's values at the example's leaves, in this timescale's
+        order (a value there may be anything array-like: a list is one
+        leaf's value, not a subtree); ValueError naming the difference
+        when tree's containers are not the example's."""
+        if _optree is not None:
+            try:
+                return list(self.spec.flatten_up_to(tree))
+            except (ValueError, TypeError) as e:
+                why = str(e)
+        else:
+            out: _t.List[_t.Any] = []
+            why = self._up_to(self.example, tree, (), out)
+            if not why:
+                return out
+        raise ValueError(f"{call}: timescale {self.name!r} takes a tree "
+                         f"shaped as the example's (leaves {self.labels}): "
+                         f"{why}")
+
+    @classmethod
+    def _up_to(cls, ex: _Tree, tree: _Tree, path: _t.Tuple[_t.Any, ...],
+               out: _t.List[_t.Any]) -> str:
+        """Append tree's values at ex's leaves to out (_plain_flatten's
+        order); "" or what differs."""
+        where = "/".join(str(k) for k in path) or "the top"
+        if isinstance(ex, dict):
+            if not isinstance(tree, dict):
+                return f"at {where}, a {type(tree).__name__} for a dict"
+            if set(tree) != set(ex):
+                return (f"at {where}, keys {sorted(map(str, tree))} for "
+                        f"{sorted(map(str, ex))}")
+            try:
+                keys = sorted(ex)
+            except TypeError:
+                keys = list(ex)
+            for k in keys:
+                why = cls._up_to(ex[k], tree[k], path + (k,), out)
+                if why:
+                    return why
+            return ""
+        if isinstance(ex, (list, tuple)):
+            if not isinstance(tree, (list, tuple)) or len(tree) != len(ex):
+                return (f"at {where}, {type(tree).__name__} for a "
+                        f"{type(ex).__name__} of {len(ex)}")
+            for i, (x, y) in enumerate(zip(ex, tree)):
+                why = cls._up_to(x, y, path + (i,), out)
+                if why:
+                    return why
+            return ""
+        out.append(tree)
+        return ""
+
+    def value(self, i: int, v: _t.Any, call: str) -> _Array:
+        """Leaf i's value v as the field's bytes (C order), converted by
+        per's exact rule; ValueError or TypeError naming the leaf."""
+        label, shape = self.labels[i], self.shapes[i]
+        what = f"{call}: timescale {self.name!r}, leaf {label!r}"
+        a = _np.asarray(v)
+        ok = a.shape == shape or a.shape == (1,) + shape or (
+            self.single and len(shape) >= 1 and shape[0] == 1
+            and a.shape == shape[1:])
+        if not ok:
+            want = [shape, (1,) + shape] + (
+                [shape[1:]] if self.single and shape[:1] == (1,) else [])
+            raise ValueError(f"{what} has shape {a.shape}; it takes "
+                             + " or ".join(str(w) for w in want))
+        return _np.ascontiguousarray(_cast(a, self.dtypes[i], what))
+
+
+class TrajectoryAccumulator(_per._Traj):
+    """Seed 003's TrajectoryAccumulator: a rollout's data at several
+    timescales in arrays allocated once (per_traj_init_spec), filled by
+    add() and handed out by build().
+
+    `example` is a dict whose keys name the timescales; each value is a
+    pytree (nested dicts, lists and tuples; with optree installed, any
+    tree optree flattens) of arrays, and its kind is inferred from the
+    leaves' shapes:
+
+    - single-item when at least one leaf is 0-d or every leaf has a
+      leading dim of 1: it holds one record and add() replaces it;
+    - buffered otherwise: every leaf shares a leading dim N (> 1), the
+      capacity, and each add() writes the next of N records (stored[s:s+1]
+      = incoming). Leaves whose leading dims differ: ValueError naming the
+      timescale and the leaves.
+
+    Leaves are bool, integer or float arrays; the example's values do not
+    matter, only their dtypes and shapes. Values convert into a leaf's
+    dtype only exactly (ReplayBuffer.add's rule); a buffered leaf takes
+    its per-step shape (the leaf's without N) or that with a leading 1, a
+    single-item leaf its own shape, with or without one leading 1.
+
+    build() returns the filled tree (the example's structure, the same
+    tree every time) whose arrays ALIAS the accumulator: the next add()
+    or reset() overwrites them (and clears the single-item records and
+    the episode ends), so copy or send it first. A buffered timescale
+    not filled to capacity keeps older records past its count
+    (built_counts says how many are this rollout's). add_to() hands a
+    buffered timescale's records to a ReplayBuffer as one trajectory,
+    straight from the accumulator. No add, build, add_to or reset
+    allocates an array."""
+
+    def __init__(self, example: _t.Mapping[str, _Tree]) -> None:
+        call = "TrajectoryAccumulator"
+        if not isinstance(example, dict):
+            raise TypeError(f"{call}: the example must be a dict whose keys "
+                            f"name the timescales, not "
+                            f"{type(example).__name__}")
+        if not example:
+            raise ValueError(f"{call}: the example has no timescale")
+        for name in example:
+            if not isinstance(name, str):
+                raise TypeError(f"{call}: timescale names are str, not "
+                                f"{type(name).__name__} ({name!r})")
+        scales = [_Scale(name, i, sub)
+                  for i, (name, sub) in enumerate(example.items())]
+        fields: _t.List[_t.Tuple[str, int, int, int]] = []
+        for sc in scales:
+            names = sc.dtype.names or ()
+            sc.first = len(fields)
+            for j, label in enumerate(names):
+                cname = label if len(label.encode()) <= 63 else f"#{j}"
+                fields.append((cname, sc.index,
+                               _config.field(sc.dtype, label)[1],
+                               sc.dtype[label].itemsize))
+        super().__init__(0, 0, 0, fields,
+                         [(sc.name, 1 if sc.single else 0, sc.capacity,
+                           sc.dtype.itemsize) for sc in scales])
+        # the block's views keep its memory alive, not the accumulator
+        mem: _t.Any = self._memory()
+        block = _np.frombuffer(mem, _np.uint8)
+        self._scales = {sc.name: sc for sc in scales}
+        self._order = scales
+        views: _t.Dict[str, _Tree] = {}
+        for sc in scales:
+            at = self._offset(sc.index)
+            recs = block[at:at + sc.capacity * sc.dtype.itemsize].view(sc.dtype)
+            leaves = []
+            for label, shape in zip(sc.dtype.names or (), sc.shapes):
+                col = recs[label]  # (capacity,) + shape
+                leaves.append(col.reshape(shape) if sc.single else col)
+            sc.leaves = leaves
+            if _optree is not None:
+                tree = _optree.tree_unflatten(sc.spec, leaves)
+            else:
+                tree = _plain_unflatten(sc.example, iter(leaves))
+            views[sc.name] = tree
+            kinds = [("f" if d.kind == "f" else "i" if d.kind == "i" else
+                      "u" if d.kind == "u" else "b" if d.kind == "b" else "")
+                     for d in sc.dtypes]
+            self._plan(sc.index, sc.name, sc.keys,
+                       [(sc.first + j, kinds[j], sc.dtypes[j].itemsize,
+                         tuple(int(x) for x in sc.shapes[j]))
+                        for j in range(len(kinds))])
+        self._tree = views
+        self.built_counts: _t.Dict[str, int] = {sc.name: 0 for sc in scales}
+        self.last_id: _t.Optional[int] = None
+
+    # add(name, tree) is _per._Traj._add_tree: the exact values of a flat
+    # dict go in without Python; everything else comes to _add_slow.
+    add = _per._Traj._add_tree
+
+    def _add_slow(self, name: object, tree: _Tree) -> None:
+        call = "TrajectoryAccumulator.add"
+        sc = self._scale(name, call)
+        if not sc.single and self._count(sc.index) >= sc.capacity:
+            raise IndexError(f"{call}: timescale {sc.name!r} is full: capacity "
+                             f"{sc.capacity}, index {sc.capacity} (build() "
+                             f"takes the rollout, reset() drops it)")
+        leaves = sc.flatten(tree, call)
+        values = [sc.value(i, v, call) for i, v in enumerate(leaves)]
+        self._add_leaves(sc.index, values)
+
+    def _scale(self, name: object, call: str) -> _Scale:
+        if not isinstance(name, str):
+            raise TypeError(f"{call}: a timescale's name is a str, not "
+                            f"{type(name).__name__}")
+        sc = self._scales.get(name)
+        if sc is None:
+            raise ValueError(f"{call}: unknown timescale {name!r}; the "
+                             f"timescales are {list(self._scales)}")
+        return sc
+
+    @property
+    def timescales(self) -> _t.Dict[str, _t.Dict[str, _t.Any]]:
+        """Each timescale's kind ("buffered" or "single"), capacity and
+        record dtype (make a ReplayBuffer for a buffered one with
+        ReplayBuffer(n, acc.timescales[name]["dtype"]))."""
+        return {sc.name: {"kind": "single" if sc.single else "buffered",
+                          "capacity": sc.capacity, "dtype": sc.dtype}
+                for sc in self._order}
+
+    def count(self, name: str) -> int:
+        """Records added to timescale `name` since the last build or reset
+        (a single-item one: 1 once added, else 0)."""
+        return int(self._count(self._scale(name, "TrajectoryAccumulator.count").index))
+
+    def end(self, end: int, name: _t.Optional[str] = None) -> None:
+        """The episode end (END_NONE, END_TERMINATED or END_TRUNCATED) of
+        the last record of buffered timescale `name` (default: the first
+        buffered one); add_to hands the ends to the buffer."""
+        sc = self._buffered(name, "TrajectoryAccumulator.end")
+        self._end_at(sc.index, _count(end, "TrajectoryAccumulator.end: end", 8))
+
+    def _buffered(self, name: _t.Optional[str], call: str) -> _Scale:
+        if name is None:
+            for sc in self._order:
+                if not sc.single:
+                    return sc
+            raise ValueError(f"{call}: no buffered timescale")
+        sc = self._scale(name, call)
+        if sc.single:
+            raise ValueError(f"{call}: timescale {name!r} is single-item, "
+                             f"not buffered")
+        return sc
+
+    def build(self) -> _t.Dict[str, _Tree]:
+        """The filled tree, every timescale (views that alias the
+        accumulator: valid until the next add or reset); then the counters
+        start over. built_counts says how many records of each timescale
+        this rollout filled, last_id its number (0, 1, ...)."""
+        self.last_id = self._build_parts()
+        for sc in self._order:
+            self.built_counts[sc.name] = self._part_n(sc.index)
+        return self._tree
+
+    def reset(self) -> None:
+        """Drop the partial rollout: counters 0, single-item records and
+        episode ends cleared."""
+        super().reset()
+
+    def add_to(self, buffer: "ReplayBuffer", step: _t.Optional[str] = None,
+               once: _t.Optional[_t.Sequence[str]] = None
+               ) -> _t.Dict[str, _t.Any]:
+        """Build the rollout and add buffered timescale `step` (default:
+        the first buffered one) to buffer as one trajectory, with its
+        episode ends (per_buffer_add_steps straight from the
+        accumulator: no copy). The buffer's items must be the
+        timescale's records: ReplayBuffer(n, acc.timescales[step]["dtype"]).
+        Returns {"n": records added, "id": the rollout's number here,
+        "once": {name: tree}} with the single-item timescales named in
+        `once` (default: every one), views as build()'s."""
+        call = "TrajectoryAccumulator.add_to"
+        sc = self._buffered(step, call)
+        names = ([s.name for s in self._order if s.single] if once is None
+                 else [self._scale(n, call).name for n in once])
+        if not isinstance(buffer, ReplayBuffer):
+            raise TypeError(f"{call}: buffer must be a per.ReplayBuffer, not "
+                            f"{type(buffer).__name__}")
+        if buffer.dtype != sc.dtype:
+            raise ValueError(f"{call}: the buffer's items are {buffer.dtype}, "
+                             f"timescale {sc.name!r}'s records {sc.dtype}")
+        n, tid = self._add_part(buffer, sc.index)
+        self.last_id = tid
+        for s in self._order:
+            self.built_counts[s.name] = self._part_n(s.index)
+        return {"n": n, "id": tid,
+                "once": {k: self._tree[k] for k in names}}

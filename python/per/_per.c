@@ -19,6 +19,8 @@
 #include "per.h"
 #define PER_FRAMES_IMPLEMENTATION
 #include "per_frames.h"
+#define PER_TRAJ_IMPLEMENTATION
+#include "per_traj.h"
 #include "shard.h"
 #include "pyper_config.h"
 
@@ -1802,33 +1804,138 @@ STRUCT_TYPE(Frames, FramesObject, "_Frames");
    Traj: a per_traj accumulator
    --------------------------------------------------------------------- */
 
+/* One leaf of a timescale, for TrajectoryAccumulator.add: the field it
+   fills and what a value must be to be copied as it is (the fast path);
+   any other value goes to the Python side (_add_slow), which converts or
+   refuses it by per's rules. */
+#define TRAJ_MAX_DIMS 8
 typedef struct {
-  PyObject_HEAD per_traj a;
-  int ready;
-} TrajObject;
+  PyObject *key;  /* the key in a flat dict timescale; NULL: nested */
+  uint32_t field; /* index into a.fields */
+  char kind;      /* 'f' float, 'i' signed, 'u' unsigned, 'b' bool */
+  int itemsize;   /* bytes of an element */
+  int ndim;       /* the stored shape (the record's field): ndim */
+  Py_ssize_t shape[TRAJ_MAX_DIMS];
+  Py_ssize_t count; /* elements */
+  int single;       /* a SINGLE timescale's leaf */
+} traj_leaf;
 
-static void Traj_dealloc(TrajObject *self) {
-  per_traj_free(&self->a);
+typedef struct {
+  traj_leaf *leaves; /* nleaves, or NULL before _plan */
+  Py_ssize_t nleaves;
+  int fast;               /* a flat dict of leaves whose shapes allow it */
+  unsigned char *staging; /* one record: the values of one add */
+} traj_plan;
+
+/* The accumulator's block as a buffer (per._per._TrajMemory): the arrays
+   of a TrajectoryAccumulator are views of it and keep it alive, not the
+   accumulator (no reference cycle through the arrays). While views are
+   out, the accumulator's dealloc leaves the block to this object, which
+   frees it with the last view. */
+typedef struct {
+  PyObject_HEAD void *block; /* the per_traj's PER_MALLOC block */
+  Py_ssize_t len;            /* its bytes */
+  Py_ssize_t exports;        /* views handed out, not released */
+  int owned;                 /* 1: the accumulator is gone, free it here */
+} TrajMemObject;
+
+static void TrajMem_dealloc(TrajMemObject *self) {
+  if (self->owned && self->block) PER_FREE(self->block, NULL);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* _Traj(capacity, step_bytes, once_bytes, fields): fields a sequence of
-   (name, kind, offset, bytes), kind 0 STEP, 1 ONCE. */
+static int TrajMem_getbuffer(TrajMemObject *self, Py_buffer *view, int flags) {
+  if (PyBuffer_FillInfo(view, (PyObject *)self, self->block, self->len, 0,
+                        flags) < 0)
+    return -1;
+  self->exports++;
+  return 0;
+}
+
+static void TrajMem_releasebuffer(TrajMemObject *self, Py_buffer *view) {
+  (void)view;
+  self->exports--;
+}
+
+static PyBufferProcs TrajMem_as_buffer = {
+    (getbufferproc)TrajMem_getbuffer, (releasebufferproc)TrajMem_releasebuffer};
+
+static PyTypeObject TrajMemType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per._per._TrajMemory",
+    .tp_basicsize = sizeof(TrajMemObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)TrajMem_dealloc,
+    .tp_as_buffer = &TrajMem_as_buffer,
+};
+
+typedef struct {
+  PyObject_HEAD per_traj a;
+  int ready;
+  traj_plan *plans;   /* a.nscales, from _plan (TrajectoryAccumulator) */
+  PyObject *names;    /* dict: timescale name -> index */
+  TrajMemObject *mem; /* the block's buffer, once asked for (_memory) */
+  Py_ssize_t block;   /* bytes of the accumulator's block */
+} TrajObject;
+
+/* Release self->a, or leave its block to self->mem while views of it
+   are out. */
+static void traj_release(TrajObject *self) {
+  if (self->mem && self->mem->exports > 0) {
+    self->mem->owned = 1;
+    memset(&self->a, 0, sizeof self->a);
+  } else {
+    per_traj_free(&self->a);
+  }
+  Py_CLEAR(self->mem);
+}
+
+static void traj_plans_free(TrajObject *self) {
+  uint32_t t;
+  Py_ssize_t i;
+  if (self->plans) {
+    for (t = 0; t < self->a.nscales; ++t) {
+      traj_plan *p = &self->plans[t];
+      for (i = 0; p->leaves && i < p->nleaves; ++i)
+        Py_XDECREF(p->leaves[i].key);
+      PyMem_Free(p->leaves);
+      PyMem_Free(p->staging);
+    }
+    PyMem_Free(self->plans);
+    self->plans = NULL;
+  }
+  Py_CLEAR(self->names);
+}
+
+static void Traj_dealloc(TrajObject *self) {
+  traj_plans_free(self);
+  traj_release(self);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* _Traj(capacity, step_bytes, once_bytes, fields, timescales=None):
+   without timescales, a two-kind per_traj_config (fields (name, kind,
+   offset, bytes), kind 0 STEP, 1 ONCE); with them, a per_traj_spec
+   (timescales (name, kind, capacity, record_bytes), kind 0 BUFFERED, 1
+   SINGLE; fields (name, timescale, offset, bytes); capacity, step_bytes
+   and once_bytes 0). */
 static int Traj_init(TrajObject *self, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"capacity", "step_bytes", "once_bytes", "fields",
-                           NULL};
+  static char *kwlist[] = {"capacity", "step_bytes", "once_bytes",
+                           "fields",   "timescales", NULL};
   uint_arg cap = {"Trajectory: capacity", 0},
            sb = {"Trajectory: step_bytes", 0},
            ob = {"Trajectory: once_bytes", 0};
-  PyObject *fo, *fast = NULL;
+  PyObject *fo, *to = Py_None, *fast = NULL, *tfast = NULL;
   per_traj_field *fields = NULL;
+  per_traj_timescale *ts = NULL;
   per_traj_config c;
-  Py_ssize_t n, i;
+  per_traj_spec sp;
+  Py_ssize_t n, nt = 0, i;
   per_status s;
+  uint32_t t;
   int rc = -1;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&O&O:Trajectory", kwlist,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&O&O|O:Trajectory", kwlist,
                                    conv_u32, &cap, conv_u32, &sb, conv_u32, &ob,
-                                   &fo))
+                                   &fo, &to))
     return -1;
   fast = PySequence_Fast(fo, "Trajectory: fields must be a sequence");
   if (!fast) return -1;
@@ -1844,27 +1951,71 @@ static int Traj_init(TrajObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "sIII:field",
                           &fields[i].name, &kind, &off, &bytes))
       goto done;
-    fields[i].kind = kind;
+    fields[i].timescale = kind;
     fields[i].offset = off;
     fields[i].bytes = bytes;
   }
-  memset(&c, 0, sizeof c);
-  c.capacity = (uint32_t)cap.v;
-  c.step_bytes = (uint32_t)sb.v;
-  c.once_bytes = (uint32_t)ob.v;
-  c.nfields = (uint32_t)n;
-  c.fields = fields;
-  per_traj_free(&self->a);
+  if (to != Py_None) {
+    tfast = PySequence_Fast(to, "Trajectory: timescales must be a sequence");
+    if (!tfast) goto done;
+    nt = PySequence_Fast_GET_SIZE(tfast);
+    if (count32(nt, "Trajectory: timescales") < 0) goto done;
+    ts = (per_traj_timescale *)PyMem_Calloc((size_t)(nt ? nt : 1), sizeof *ts);
+    if (!ts) {
+      PyErr_NoMemory();
+      goto done;
+    }
+    for (i = 0; i < nt; ++i) {
+      unsigned int kind, capacity, bytes;
+      if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(tfast, i),
+                            "sIII:timescale", &ts[i].name, &kind, &capacity,
+                            &bytes))
+        goto done;
+      ts[i].kind = kind;
+      ts[i].capacity = capacity;
+      ts[i].record_bytes = bytes;
+    }
+  }
+  traj_plans_free(self);
+  traj_release(self);
   self->ready = 0;
-  if ((s = per_traj_init(&self->a, &c, NULL)) != PER_OK) {
+  if (to == Py_None) {
+    memset(&c, 0, sizeof c);
+    c.capacity = (uint32_t)cap.v;
+    c.step_bytes = (uint32_t)sb.v;
+    c.once_bytes = (uint32_t)ob.v;
+    c.nfields = (uint32_t)n;
+    c.fields = fields;
+    s = per_traj_init(&self->a, &c, NULL);
+  } else {
+    sp.ntimescales = (uint32_t)nt;
+    sp.timescales = ts;
+    sp.nfields = (uint32_t)n;
+    sp.fields = fields;
+    s = per_traj_init_spec(&self->a, &sp, NULL);
+  }
+  if (s != PER_OK) {
     raise_why(s, "Trajectory", self->a.error);
     goto done;
+  }
+  /* the block ends where the last records or ends end */
+  self->block = 0;
+  for (t = 0; t < self->a.nscales; ++t) {
+    const per_traj_scale *sc = &self->a.scales[t];
+    const unsigned char *base = (const unsigned char *)self->a.fields;
+    Py_ssize_t end = (Py_ssize_t)(sc->records - base) +
+                     (Py_ssize_t)((size_t)sc->capacity * sc->record_bytes);
+    if (end > self->block) self->block = end;
+    if (sc->ends && (Py_ssize_t)(sc->ends - base) + sc->capacity > self->block)
+      self->block = (Py_ssize_t)(sc->ends - base) + sc->capacity;
   }
   self->ready = 1;
   rc = 0;
 done:
   PyMem_Free(fields);
+  PyMem_Free(ts);
   Py_XDECREF(fast);
+  Py_XDECREF(tfast);
   return rc;
 }
 
@@ -2042,6 +2193,454 @@ static PyObject *Traj_built(TrajObject *self, void *c) {
   return PyLong_FromUnsignedLongLong((unsigned long long)self->a.built);
 }
 
+/* The TrajectoryAccumulator's side: plans, the fast add, builds. */
+
+#define traj_planned(o) \
+  (traj_ready(o) &&     \
+   ((o)->plans ? 1 : (PyErr_SetString(PyExc_RuntimeError, "no _plan"), 0)))
+
+/* _plan(t, name, keys, leaves): timescale t's name and leaves, in its
+   fields' order: keys a tuple of str (a flat dict of leaves) or None
+   (nested: every add goes to _add_slow); leaves a sequence of (field,
+   kind, itemsize, shape), kind one of "f", "i", "u", "b" (else "" and
+   no fast path), shape the stored field's shape. */
+static PyObject *Traj_plan(TrajObject *self, PyObject *args) {
+  uint_arg t = {"_plan: t", 0};
+  PyObject *name, *keys, *lo, *fast = NULL, *idx = NULL;
+  traj_plan *p;
+  Py_ssize_t n, i;
+  if (!traj_ready(self) ||
+      !PyArg_ParseTuple(args, "O&UOO:_plan", conv_u32, &t, &name, &keys, &lo))
+    return NULL;
+  if (t.v >= self->a.nscales)
+    return PyErr_Format(PyExc_IndexError, "_plan: timescale %u", (unsigned)t.v);
+  if (!self->plans) {
+    self->plans = (traj_plan *)PyMem_Calloc(self->a.nscales, sizeof(traj_plan));
+    if (!self->plans) return PyErr_NoMemory();
+  }
+  if (!self->names && !(self->names = PyDict_New())) return NULL;
+  p = &self->plans[t.v];
+  if (p->leaves) return PyErr_Format(PyExc_ValueError, "_plan: twice");
+  fast = PySequence_Fast(lo, "_plan: leaves");
+  if (!fast) return NULL;
+  n = PySequence_Fast_GET_SIZE(fast);
+  if (keys != Py_None &&
+      (!PyTuple_Check(keys) || PyTuple_GET_SIZE(keys) != n)) {
+    Py_DECREF(fast);
+    return PyErr_Format(PyExc_ValueError, "_plan: keys");
+  }
+  p->staging =
+      (unsigned char *)PyMem_Calloc(self->a.scales[t.v].record_bytes, 1);
+  p->leaves = (traj_leaf *)PyMem_Calloc((size_t)(n ? n : 1), sizeof(traj_leaf));
+  if (!p->staging || !p->leaves) {
+    Py_DECREF(fast);
+    return PyErr_NoMemory();
+  }
+  p->nleaves = n;
+  p->fast = keys != Py_None;
+  for (i = 0; i < n; ++i) {
+    traj_leaf *L = &p->leaves[i];
+    unsigned int field;
+    int itemsize;
+    const char *kind;
+    PyObject *shape;
+    Py_ssize_t d;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "IsiO!:leaf",
+                          &field, &kind, &itemsize, &PyTuple_Type, &shape))
+      goto fail;
+    if (field >= self->a.cfg.nfields ||
+        self->a.fields[field].timescale != (uint32_t)t.v) {
+      PyErr_Format(PyExc_ValueError, "_plan: field %u", field);
+      goto fail;
+    }
+    L->field = field;
+    L->kind = kind[0];
+    L->itemsize = itemsize;
+    L->single = self->a.scales[t.v].kind == PER_TRAJ_SINGLE;
+    L->ndim = (int)PyTuple_GET_SIZE(shape);
+    L->count = 1;
+    if (L->ndim > TRAJ_MAX_DIMS || !strchr("fiub", L->kind) || L->kind == 0)
+      p->fast = 0;
+    for (d = 0; d < L->ndim && d < TRAJ_MAX_DIMS; ++d) {
+      L->shape[d] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
+      if (L->shape[d] < 0) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "_plan: shape");
+        goto fail;
+      }
+      L->count *= L->shape[d];
+    }
+    if (p->fast && (Py_ssize_t)L->count * itemsize !=
+                       (Py_ssize_t)self->a.fields[field].bytes) {
+      PyErr_Format(PyExc_ValueError, "_plan: field %u's bytes", field);
+      goto fail;
+    }
+    if (keys != Py_None) {
+      L->key = PyTuple_GET_ITEM(keys, i);
+      Py_INCREF(L->key);
+    }
+  }
+  Py_DECREF(fast);
+  idx = PyLong_FromUnsignedLong((unsigned long)t.v);
+  if (!idx || PyDict_SetItem(self->names, name, idx) < 0) {
+    Py_XDECREF(idx);
+    return NULL;
+  }
+  Py_DECREF(idx);
+  Py_RETURN_NONE;
+fail:
+  Py_DECREF(fast);
+  return NULL;
+}
+
+/* IndexError for an add to full BUFFERED timescale t. */
+static PyObject *traj_full(TrajObject *self, uint32_t t) {
+  const per_traj_scale *sc = &self->a.scales[t];
+  return PyErr_Format(PyExc_IndexError,
+                      "TrajectoryAccumulator.add: timescale '%s' is full: "
+                      "capacity %u, index %u (build() takes the rollout, "
+                      "reset() drops it)",
+                      sc->name, (unsigned)sc->capacity, (unsigned)sc->capacity);
+}
+
+/* 1: a BUFFERED timescale t holds capacity records. */
+static int traj_is_full(TrajObject *self, uint32_t t) {
+  const per_traj_scale *sc = &self->a.scales[t];
+  return sc->kind == PER_TRAJ_BUFFERED &&
+         per_traj_count(&self->a, t) >= sc->capacity;
+}
+
+/* The buffer format's kind ('f', 'i', 'u', 'b'), or 0. */
+static char traj_format_kind(const char *f) {
+  if (!f) return 'u';
+  if (*f == '@' || *f == '=' || *f == (PY_BIG_ENDIAN ? '>' : '<')) f++;
+  if (!f[0] || f[1]) return 0;
+  if (strchr("fde", f[0])) return 'f';
+  if (strchr("bhilq", f[0])) return 'i';
+  if (strchr("BHILQ", f[0])) return 'u';
+  if (f[0] == '?') return 'b';
+  return 0;
+}
+
+/* 1 when a value of shape (ndim, shape) fills leaf L as it is: the
+   stored shape, or it with a leading 1, or (a SINGLE leaf whose shape
+   starts with 1) without it. */
+static int traj_shape_ok(const traj_leaf *L, int ndim,
+                         const Py_ssize_t *shape) {
+  int d, off;
+  if (ndim == L->ndim) off = 0;
+  else if (ndim == L->ndim + 1 && shape[0] == 1) off = 1;
+  else if (L->single && ndim + 1 == L->ndim && L->shape[0] == 1) off = -1;
+  else return 0;
+  for (d = 0; d < L->ndim; ++d) {
+    if (off == -1) {
+      if (d > 0 && shape[d - 1] != L->shape[d]) return 0;
+    } else if (shape[d + off] != L->shape[d]) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* Leaf L's value v into dst (the field in the staging record) when v is
+   exactly what it holds: 1 copied, 0 not (the slow path decides), -1 a
+   Python error. */
+static int traj_put(const traj_leaf *L, PyObject *v, unsigned char *dst) {
+  Py_buffer view;
+  int ok;
+  if (PyFloat_CheckExact(v)) {
+    double x = PyFloat_AS_DOUBLE(v);
+    if (L->count != 1 || L->kind != 'f') return 0;
+    if (L->itemsize == 8) {
+      memcpy(dst, &x, 8);
+    } else if (L->itemsize == 4) {
+      float f;
+      if (x == x && fabs(x) > 3.4028234663852886e38 && fabs(x) != HUGE_VAL)
+        return 0; /* would become inf: refused there */
+      f = (float)x;
+      memcpy(dst, &f, 4);
+    } else {
+      return 0;
+    }
+    return 1;
+  }
+  if (PyLong_CheckExact(v)) {
+    int over;
+    long long x;
+    if (L->count != 1) return 0;
+    x = PyLong_AsLongLongAndOverflow(v, &over);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    if (over) return 0;
+    if (L->kind == 'i' || L->kind == 'u') {
+      int bits = L->itemsize * 8;
+      if (L->kind == 'i') {
+        long long lo = bits == 64 ? INT64_MIN : -(1ll << (bits - 1));
+        long long hi = bits == 64 ? INT64_MAX : (1ll << (bits - 1)) - 1;
+        if (x < lo || x > hi) return 0;
+      } else if (x < 0 || (bits < 64 && x > (long long)((1ull << bits) - 1))) {
+        return 0;
+      }
+      switch (L->itemsize) {
+        case 1: {
+          uint8_t y = (uint8_t)x;
+          memcpy(dst, &y, 1);
+          break;
+        }
+        case 2: {
+          uint16_t y = (uint16_t)x;
+          memcpy(dst, &y, 2);
+          break;
+        }
+        case 4: {
+          uint32_t y = (uint32_t)x;
+          memcpy(dst, &y, 4);
+          break;
+        }
+        case 8: {
+          uint64_t y = (uint64_t)x;
+          memcpy(dst, &y, 8);
+          break;
+        }
+        default: return 0;
+      }
+      return 1;
+    }
+    if (L->kind == 'f' && (L->itemsize == 4 || L->itemsize == 8)) {
+      long long lim = L->itemsize == 4 ? (1ll << 24) : (1ll << 53);
+      if (x < -lim || x > lim) return 0; /* maybe not exact: checked there */
+      if (L->itemsize == 4) {
+        float f = (float)x;
+        memcpy(dst, &f, 4);
+      } else {
+        double d = (double)x;
+        memcpy(dst, &d, 8);
+      }
+      return 1;
+    }
+    if (L->kind == 'b' && (x == 0 || x == 1)) {
+      dst[0] = (unsigned char)x;
+      return 1;
+    }
+    return 0;
+  }
+  if (!PyObject_CheckBuffer(v)) return 0;
+  if (PyObject_GetBuffer(v, &view, PyBUF_RECORDS_RO) < 0) {
+    PyErr_Clear();
+    return 0;
+  }
+  ok = view.itemsize == L->itemsize &&
+       traj_format_kind(view.format) == L->kind &&
+       view.len == (Py_ssize_t)L->count * L->itemsize &&
+       traj_shape_ok(L, view.ndim, view.shape);
+  if (ok) {
+    if (PyBuffer_IsContiguous(&view, 'C')) {
+      memcpy(dst, view.buf, (size_t)view.len);
+    } else if (PyBuffer_ToContiguous(dst, &view, view.len, 'C') < 0) {
+      PyBuffer_Release(&view);
+      return -1;
+    }
+  }
+  PyBuffer_Release(&view);
+  return ok;
+}
+
+/* add(name, tree): TrajectoryAccumulator.add. A flat dict of leaves that
+   are exactly of their leaf's type and shape is copied here; anything
+   else goes to self._add_slow(name, tree), which converts or refuses. */
+static PyObject *Traj_add_tree(TrajObject *self, PyObject *const *args,
+                               Py_ssize_t nargs) {
+  PyObject *ti, *tree;
+  traj_plan *p;
+  uint32_t t;
+  Py_ssize_t i;
+  per_status s;
+  if (!traj_planned(self)) return NULL;
+  if (nargs != 2)
+    return PyErr_Format(PyExc_TypeError,
+                        "TrajectoryAccumulator.add(name, tree) takes 2 "
+                        "arguments (%zd given)",
+                        nargs);
+  ti = PyDict_GetItemWithError(self->names, args[0]);
+  if (!ti) {
+    if (PyErr_Occurred()) PyErr_Clear();
+    goto slow;
+  }
+  t = (uint32_t)PyLong_AsUnsignedLong(ti);
+  if (traj_is_full(self, t)) return traj_full(self, t);
+  p = &self->plans[t];
+  tree = args[1];
+  if (!p->fast || !PyDict_CheckExact(tree) ||
+      PyDict_GET_SIZE(tree) != p->nleaves)
+    goto slow;
+  for (i = 0; i < p->nleaves; ++i) {
+    const traj_leaf *L = &p->leaves[i];
+    PyObject *v = PyDict_GetItemWithError(tree, L->key);
+    int r;
+    if (!v) {
+      if (PyErr_Occurred()) PyErr_Clear();
+      goto slow;
+    }
+    r = traj_put(L, v, p->staging + self->a.fields[L->field].offset);
+    if (r < 0) return NULL;
+    if (r == 0) goto slow;
+  }
+  s = per_traj_add_record(&self->a, t, p->staging);
+  CHECK_BUF(&self->a, s, "TrajectoryAccumulator.add");
+  Py_RETURN_NONE;
+slow:
+  return PyObject_CallMethod((PyObject *)self, "_add_slow", "OO", args[0],
+                             args[1]);
+}
+
+/* _add_leaves(t, values): the slow path's copy: values[i] (C-contiguous,
+   exactly leaf i's field bytes) into timescale t's next record or its
+   record. */
+static PyObject *Traj_add_leaves(TrajObject *self, PyObject *args) {
+  uint_arg t = {"_add_leaves: t", 0};
+  PyObject *vo, *fast;
+  traj_plan *p;
+  Py_ssize_t i;
+  per_status s;
+  if (!traj_planned(self) ||
+      !PyArg_ParseTuple(args, "O&O:_add_leaves", conv_u32, &t, &vo))
+    return NULL;
+  if (t.v >= self->a.nscales)
+    return PyErr_Format(PyExc_IndexError, "_add_leaves: timescale %u",
+                        (unsigned)t.v);
+  if (traj_is_full(self, (uint32_t)t.v)) return traj_full(self, (uint32_t)t.v);
+  p = &self->plans[t.v];
+  fast = PySequence_Fast(vo, "_add_leaves: values");
+  if (!fast) return NULL;
+  if (PySequence_Fast_GET_SIZE(fast) != p->nleaves) {
+    Py_DECREF(fast);
+    return PyErr_Format(PyExc_ValueError, "_add_leaves: %zd values, %zd leaves",
+                        PySequence_Fast_GET_SIZE(fast), p->nleaves);
+  }
+  for (i = 0; i < p->nleaves; ++i) {
+    const per_traj_field *f = &self->a.fields[p->leaves[i].field];
+    Py_buffer v;
+    if (get_bytes(PySequence_Fast_GET_ITEM(fast, i), f->bytes, "value", &v) <
+        0) {
+      Py_DECREF(fast);
+      return NULL;
+    }
+    memcpy(p->staging + f->offset, v.buf, f->bytes);
+    PyBuffer_Release(&v);
+  }
+  Py_DECREF(fast);
+  s = per_traj_add_record(&self->a, (uint32_t)t.v, p->staging);
+  CHECK_BUF(&self->a, s, "TrajectoryAccumulator.add");
+  Py_RETURN_NONE;
+}
+
+/* _count(t): per_traj_count. */
+static PyObject *Traj_count(TrajObject *self, PyObject *arg) {
+  uint_arg t = {"_count: t", 0};
+  if (!traj_ready(self) || !conv_u32(arg, &t)) return NULL;
+  return PyLong_FromUnsignedLong(per_traj_count(&self->a, (uint32_t)t.v));
+}
+
+/* _end_at(t, end): per_traj_end_at. */
+static PyObject *Traj_end_at(TrajObject *self, PyObject *args) {
+  uint_arg t = {"end: timescale", 0}, end = {"end: end", 0};
+  if (!traj_ready(self) ||
+      !PyArg_ParseTuple(args, "O&O&:end", conv_u32, &t, conv_u32, &end))
+    return NULL;
+  if (end.v > 255) end.v = 255; /* refused as not a PER_END_* */
+  CHECK_BUF(&self->a, per_traj_end_at(&self->a, (uint32_t)t.v, (uint8_t)end.v),
+            "TrajectoryAccumulator.end");
+  Py_RETURN_NONE;
+}
+
+/* _build_parts() -> id: per_traj_build; the parts stay in the
+   accumulator (_part_n reads them). */
+static PyObject *Traj_build_parts(TrajObject *self, PyObject *unused) {
+  per_traj_out out;
+  (void)unused;
+  if (!traj_ready(self)) return NULL;
+  CHECK_BUF(&self->a, per_traj_build(&self->a, &out),
+            "TrajectoryAccumulator.build");
+  return PyLong_FromUnsignedLongLong((unsigned long long)out.id);
+}
+
+/* _part_n(t): records of timescale t in the last build. */
+static PyObject *Traj_part_n(TrajObject *self, PyObject *arg) {
+  uint_arg t = {"_part_n: t", 0};
+  if (!traj_ready(self) || !conv_u32(arg, &t)) return NULL;
+  if (t.v >= self->a.nscales)
+    return PyErr_Format(PyExc_IndexError, "_part_n: timescale %u",
+                        (unsigned)t.v);
+  return PyLong_FromUnsignedLong(self->a.parts[t.v].n);
+}
+
+/* _add_part(buffer, t) -> (n, id): per_traj_build, then timescale t's
+   records and ends straight into the buffer (per_buffer_add_steps, one
+   trajectory), without a copy. The buffer's item_size must be t's
+   record_bytes and t must hold a record, both checked first. */
+static PyObject *Traj_add_part(TrajObject *self, PyObject *args) {
+  uint_arg t = {"add_to: step", 0};
+  PyObject *bo;
+  BufObject *b;
+  per_traj_out out;
+  const per_traj_part *part;
+  per_status s;
+  char why[sizeof self->a.error];
+  if (!traj_ready(self) ||
+      !PyArg_ParseTuple(args, "O!O&:add_to", &BufType, &bo, conv_u32, &t))
+    return NULL;
+  b = (BufObject *)bo;
+  if (!buf_ready(b)) return NULL;
+  if (t.v >= self->a.nscales || self->a.scales[t.v].kind != PER_TRAJ_BUFFERED)
+    return PyErr_Format(PyExc_ValueError,
+                        "add_to: timescale %u is not a buffered one",
+                        (unsigned)t.v);
+  if (b->b.cfg.item_size != self->a.scales[t.v].record_bytes)
+    return PyErr_Format(PyExc_ValueError,
+                        "TrajectoryAccumulator.add_to: the buffer's items are "
+                        "%u bytes, timescale '%s''s records %u",
+                        (unsigned)b->b.cfg.item_size, self->a.scales[t.v].name,
+                        (unsigned)self->a.scales[t.v].record_bytes);
+  if (per_traj_count(&self->a, (uint32_t)t.v) == 0)
+    return raise_why(PER_ERR_EMPTY, "TrajectoryAccumulator.add_to",
+                     "no record to add");
+  s = per_traj_build(&self->a, &out);
+  CHECK_BUF(&self->a, s, "TrajectoryAccumulator.add_to");
+  part = &out.parts[t.v];
+  NOGIL_WHY(
+      b->lock, b->b.error, why,
+      s = per_buffer_add_steps(&b->b, part->records, part->n, part->ends));
+  CHECK_WHY(s, why, "TrajectoryAccumulator.add_to");
+  return Py_BuildValue("(IK)", part->n, (unsigned long long)out.id);
+}
+
+/* _offset(t): where timescale t's records start in the block (the
+   object's buffer). */
+static PyObject *Traj_offset(TrajObject *self, PyObject *arg) {
+  uint_arg t = {"_offset: t", 0};
+  if (!traj_ready(self) || !conv_u32(arg, &t)) return NULL;
+  if (t.v >= self->a.nscales)
+    return PyErr_Format(PyExc_IndexError, "_offset: timescale %u",
+                        (unsigned)t.v);
+  return PyLong_FromSsize_t(
+      (Py_ssize_t)(self->a.scales[t.v].records -
+                   (const unsigned char *)self->a.fields));
+}
+
+/* _memory(): the accumulator's block, writable (a _TrajMemory). */
+static PyObject *Traj_memory(TrajObject *self, PyObject *unused) {
+  (void)unused;
+  if (!traj_ready(self)) return NULL;
+  if (!self->mem) {
+    self->mem = PyObject_New(TrajMemObject, &TrajMemType);
+    if (!self->mem) return NULL;
+    self->mem->block = self->a.fields;
+    self->mem->len = self->block;
+    self->mem->exports = 0;
+    self->mem->owned = 0;
+  }
+  Py_INCREF(self->mem);
+  return (PyObject *)self->mem;
+}
+
 static PyMethodDef Traj_methods[] = {
     {"_add", (PyCFunction)Traj_add, METH_VARARGS, NULL},
     {"_add_step", (PyCFunction)Traj_add_step, METH_VARARGS, NULL},
@@ -2050,6 +2649,21 @@ static PyMethodDef Traj_methods[] = {
     {"_add_to", (PyCFunction)Traj_add_to, METH_VARARGS, NULL},
     {"reset", (PyCFunction)Traj_reset, METH_NOARGS,
      "reset(): drop the partial trajectory (per_traj_reset)."},
+    {"_plan", (PyCFunction)Traj_plan, METH_VARARGS, NULL},
+    {"_add_tree", (PyCFunction)(void (*)(void))Traj_add_tree, METH_FASTCALL,
+     "add(name, tree): the next record of buffered timescale `name`, or\n"
+     "the record of a single-item one, from a tree shaped as the\n"
+     "example's. IndexError when a buffered timescale is full; ValueError\n"
+     "or TypeError naming the timescale and leaf when a value does not\n"
+     "fit; the accumulator unchanged then."},
+    {"_add_leaves", (PyCFunction)Traj_add_leaves, METH_VARARGS, NULL},
+    {"_count", (PyCFunction)Traj_count, METH_O, NULL},
+    {"_end_at", (PyCFunction)Traj_end_at, METH_VARARGS, NULL},
+    {"_build_parts", (PyCFunction)Traj_build_parts, METH_NOARGS, NULL},
+    {"_part_n", (PyCFunction)Traj_part_n, METH_O, NULL},
+    {"_add_part", (PyCFunction)Traj_add_part, METH_VARARGS, NULL},
+    {"_offset", (PyCFunction)Traj_offset, METH_O, NULL},
+    {"_memory", (PyCFunction)Traj_memory, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Traj_getset[] = {
@@ -2060,7 +2674,16 @@ static PyGetSetDef Traj_getset[] = {
     {"built", (getter)Traj_built, NULL, "trajectories built so far", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
-STRUCT_TYPE(Traj, TrajObject, "_Traj");
+static PyTypeObject TrajType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per._per._Traj",
+    .tp_basicsize = sizeof(TrajObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Traj_init,
+    .tp_dealloc = (destructor)Traj_dealloc,
+    .tp_methods = Traj_methods,
+    .tp_getset = Traj_getset,
+};
 
 /* nstep_save(adders, path) / nstep_load(adders, path): per_nstep_save and
    per_nstep_load over a list of adders (one file). The structs are
@@ -2315,7 +2938,7 @@ PyMODINIT_FUNC PyInit__per(void) {
       add_type(m, &BufType, "_Buffer") < 0 ||
       add_type(m, &NStepType, "_NStep") < 0 ||
       add_type(m, &FramesType, "_Frames") < 0 ||
-      add_type(m, &TrajType, "_Traj") < 0)
+      add_type(m, &TrajType, "_Traj") < 0 || PyType_Ready(&TrajMemType) < 0)
     goto fail;
   for (i = 0; i < PER_STATUS_COUNT; i++)
     if (PyModule_AddIntConstant(m, status_names[i], i) < 0) goto fail;

@@ -75,5 +75,5 @@ def test_refusals_change_nothing():
     assert len(tr) == 2
     with pytest.raises(per.Error, match="PER_ERR_EMPTY"):
         per.Trajectory(2, STEP).add_to(per.ReplayBuffer(4, STEP))
-    with pytest.raises(per.Error, match="PER_ERR_ARG"):
+    with pytest.raises(ValueError, match=r"unique across step and once .*\['a'\] in both"):
         per.Trajectory(2, {"a": np.float32}, {"a": np.float32})  # names clash
