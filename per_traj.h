@@ -53,7 +53,7 @@
       to "". The messages are made without <stdio.h> (also with
       PER_NO_STDIO).
 
-   EXAMPLE (three timescales; the Python face is per.TrajectoryAccumulator)
+   QUICK START (three timescales; in Python, per.TrajectoryAccumulator)
       typedef struct step { float obs[4]; float reward; } step;
       typedef struct episode { float ret; float length; } episode;
       typedef struct last { float obs[4]; int32_t reward; } last;
@@ -71,10 +71,13 @@
       per_traj_spec spec = {3, ts, 6, fields};
       per_traj acc;
       per_traj_out out;
+      per_buffer buf;                            // items: step records
+      per_config cfg = per_config_default(100000, sizeof(step));
       step s = {{0}, 0};
       episode e = {0, 0};
       last l = {{0}, 0};
       uint32_t t;
+      if (per_buffer_init(&buf, &cfg, NULL) != PER_OK) return 1;
       if (per_traj_init_spec(&acc, &spec, NULL) != PER_OK) return 1;
       for (t = 0; t < 64; ++t) per_traj_add_record(&acc, 0, &s);
       per_traj_end_at(&acc, 0, PER_END_TRUNCATED);   // the last step's end
@@ -84,6 +87,7 @@
         per_buffer_add_steps(&buf, out.parts[0].records, out.parts[0].n,
                              out.parts[0].ends);  // one trajectory
       per_traj_free(&acc);
+      per_buffer_free(&buf);
 
    HISTORY
       0.5.0  its own file (per.h 0.4.0 held it as its section 9), with
@@ -325,7 +329,8 @@ PERDEF per_status per_traj_end_at(per_traj *a, uint32_t t, uint8_t end);
 PERDEF per_status per_traj_end(per_traj *a, uint8_t end);
 /* Complete records of timescale t so far: the smallest count over its
    fields (SINGLE: 1 when every field has a value since the last build,
-   else 0); 0 for NULL, an accumulator not initialised or t >= nscales.
+   else 0); 0 for NULL, an accumulator not initialised, t >= nscales or a
+   timescale without fields (a two-kind once record).
    O(nfields). */
 PERDEF uint32_t per_traj_count(const per_traj *a, uint32_t t);
 /* per_traj_count(a, 0): complete steps. */
@@ -1046,7 +1051,8 @@ PERDEF per_status per_traj_add_step(per_traj *a, const void *record,
 
 PERDEF uint32_t per_traj_count(const per_traj *a, uint32_t t) {
   uint32_t f, n = 0xffffffffu;
-  if (!a || !a->scales || t >= a->nscales) return 0;
+  if (!a || !a->scales || t >= a->nscales || a->scales[t].nfields == 0)
+    return 0; /* a two-kind once record may have no field */
   for (f = 0; f < a->cfg.nfields; ++f)
     if (a->fields[f].timescale == t && a->count[f] < n) n = a->count[f];
   return n;
@@ -1074,21 +1080,23 @@ PERDEF uint32_t per_traj_find_field(const per_traj *a, uint32_t t,
   return a->cfg.nfields;
 }
 
-PERDEF per_status per_traj_end_at(per_traj *a, uint32_t t, uint8_t end) {
+/* per_traj_end_at, its messages naming fn. */
+static per_status peri_traj_end(per_traj *a, const char *fn, uint32_t t,
+                                uint8_t end) {
   uint32_t n;
   if (!a) return PER_ERR_NULL;
-  if (!a->scales) return peri_traj_unready(a, "per_traj_end");
-  if (t >= a->nscales) return peri_traj_no_scale(a, "per_traj_end", t);
-  if (end > PER_END_TRUNCATED) return peri_traj_bad_end(a, "per_traj_end", end);
+  if (!a->scales) return peri_traj_unready(a, fn);
+  if (t >= a->nscales) return peri_traj_no_scale(a, fn, t);
+  if (end > PER_END_TRUNCATED) return peri_traj_bad_end(a, fn, end);
   if (a->scales[t].kind != PER_TRAJ_BUFFERED) {
-    peri_msg m = peri_traj_msg(a, "per_traj_end");
+    peri_msg m = peri_traj_msg(a, fn);
     peri_traj_msg_scale(&m, a->scales[t].name);
     peri_msg_s(&m, " is PER_TRAJ_SINGLE: its record has no episode end");
     return PER_ERR_ARG;
   }
   n = per_traj_count(a, t);
   if (n == 0) {
-    peri_msg m = peri_traj_msg(a, "per_traj_end");
+    peri_msg m = peri_traj_msg(a, fn);
     if (a->two_kind) {
       peri_msg_s(&m,
                  "no complete step (every step field needs a value) to end");
@@ -1104,8 +1112,12 @@ PERDEF per_status per_traj_end_at(per_traj *a, uint32_t t, uint8_t end) {
   return PER_OK;
 }
 
+PERDEF per_status per_traj_end_at(per_traj *a, uint32_t t, uint8_t end) {
+  return peri_traj_end(a, "per_traj_end_at", t, end);
+}
+
 PERDEF per_status per_traj_end(per_traj *a, uint8_t end) {
-  return per_traj_end_at(a, 0, end);
+  return peri_traj_end(a, "per_traj_end", 0, end);
 }
 
 PERDEF per_status per_traj_build(per_traj *a, per_traj_out *out) {

@@ -655,8 +655,11 @@ static void test_init_errors(void) {
     CHECK_OK(per_traj_add(&a, 0, field_value(0, 0, F_OBS, v)));
     CHECK_STATUS(per_traj_add(&a, 0, v), PER_ERR_BATCH);
     CHECK_ERROR(&a, "per_traj_add: field \"obs\" is full: capacity 1, index 1");
+    CHECK_EQ_U(per_traj_count(&a, 1), 0); /* a once record, no field */
     CHECK_OK(per_traj_build(&a, &out));
     CHECK_EQ_U(out.n, 1);
+    CHECK_EQ_U(out.nparts, 2);
+    CHECK_EQ_U(out.parts[1].n, 0);
   }
   per_traj_free(&a);
   c.once_bytes = 0;
@@ -1000,7 +1003,8 @@ static void test_timescale_refusals(void) {
                   "timescales");
   CHECK_STATUS(per_traj_add_record(&a, S_STEP, NULL), PER_ERR_NULL);
   CHECK_STATUS(per_traj_end_at(&a, S_EPISODE, PER_END_TERMINATED), PER_ERR_ARG);
-  CHECK_ERROR(&a, "per_traj_end: timescale \"episode\" is PER_TRAJ_SINGLE: "
+  CHECK_ERROR(&a, "per_traj_end_at: timescale \"episode\" is "
+                  "PER_TRAJ_SINGLE: "
                   "its record has no episode end");
   CHECK_STATUS(per_traj_end_at(&a, NS, PER_END_TERMINATED), PER_ERR_INDEX);
   UNCHANGED();
@@ -1016,7 +1020,8 @@ static void test_timescale_refusals(void) {
   CHECK_ERROR(&a, "per_traj_build: timescale \"step\": field \"reward\" has 0 "
                   "values but \"obs\" has 1");
   CHECK_STATUS(per_traj_end_at(&a, S_STEP, PER_END_TERMINATED), PER_ERR_EMPTY);
-  CHECK_ERROR(&a, "per_traj_end: no complete record in timescale \"step\" "
+  CHECK_ERROR(&a, "per_traj_end_at: no complete record in timescale "
+                  "\"step\" "
                   "(every field needs a value) to end");
   UNCHANGED();
 #undef UNCHANGED

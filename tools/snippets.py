@@ -5,8 +5,8 @@ tools/snippets.py SRCDIR OUTDIR --cc "CC..." --cxx "CXX..." [--nvcc NVCC]
 
 Blocks: every ```c and ```cuda block of the Markdown documentation
 (README.md, every docs/*.md, examples/README.md), and the QUICK START
-blocks of per.h's manual (the indented lines under a heading that
-contains "QUICK START"). Each block is named by its file and the line
+blocks of the manuals of per.h and per_traj.h (the indented lines under
+a heading of the top comment that contains "QUICK START"). Each block is named by its file and the line
 its code starts on (docs/GUIDE.md:120). Each C block is compiled as C99
 and as C++11 with -Wall -Wextra -Wpedantic -Werror:
 
@@ -15,7 +15,8 @@ and as C++11 with -Wall -Wextra -Wpedantic -Werror:
 - a block that includes per.h itself is a file: compiled as it is, with
   an empty main appended;
 - a block with a function definition at column 0 is file-scope code:
-  compiled after a prelude (stdio.h, math.h, per.h) with an empty main;
+  compiled after a prelude (stdio.h, math.h, per.h, per_traj.h) with an
+  empty main;
 - anything else is a fragment of a function: compiled inside
   int main(void) { ... return 0; } after the same prelude.
 
@@ -30,7 +31,8 @@ import shlex
 import subprocess
 import sys
 
-PRELUDE = '#include <math.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include "per.h"\n'
+PRELUDE = ('#include <math.h>\n#include <stdio.h>\n#include <stdlib.h>\n'
+           '#include "per.h"\n#include "per_traj.h"\n')
 
 
 def doc_files(src):
@@ -63,7 +65,8 @@ def markdown_blocks(src, name):
 
 
 def manual_blocks(path):
-    """The QUICK START blocks of the top comment of per.h."""
+    """The QUICK START blocks of the top comment of a header (per.h)."""
+    name = os.path.basename(path)
     with open(path, encoding='utf-8') as f:
         text = f.read()
     top = text[:text.index('*/')].split('\n')
@@ -71,13 +74,13 @@ def manual_blocks(path):
     for n, line in enumerate(top, 1):
         if re.match(r'^   [A-Z]', line):  # a heading of the manual
             if cur:
-                blocks.append(('c', 'per.h:%d' % start, '\n'.join(cur) + '\n'))
+                blocks.append(('c', '%s:%d' % (name, start), '\n'.join(cur) + '\n'))
             cur = [] if 'QUICK START' in line else None
             start = n + 1
         elif cur is not None and line.strip():
             cur.append(line[6:] if line.startswith('      ') else line.strip())
     if cur:
-        blocks.append(('c', 'per.h:%d' % start, '\n'.join(cur) + '\n'))
+        blocks.append(('c', '%s:%d' % (name, start), '\n'.join(cur) + '\n'))
     return blocks
 
 
@@ -114,7 +117,8 @@ def main():
     blocks = []
     for name in doc_files(a.src):
         blocks += markdown_blocks(a.src, name)
-    blocks += manual_blocks(os.path.join(a.src, 'per.h'))
+    for header in ('per.h', 'per_traj.h'):
+        blocks += manual_blocks(os.path.join(a.src, header))
     width = max([len(where) for _, where, _ in blocks] + [16])
     failed = 0
     for i, (lang, where, code) in enumerate(blocks):
