@@ -1415,6 +1415,7 @@ class _Scale:
                              f"{next(x for x in self.labels if self.labels.count(x) > 1)!r}")
         self.first = 0  # its first field's index in the accumulator
         self.leaves: _t.List[_Array] = []  # the views build() returns
+        self.ends: _t.Optional[_Array] = None  # buffered: its episode ends
         self.dtype: _DType = _np.dtype({
             "names": self.labels,
             "formats": [(_np.dtype(d.str), s) if s else _np.dtype(d.str)
@@ -1523,10 +1524,13 @@ class TrajectoryAccumulator(_per._Traj):
     or reset() overwrites them (and clears the single-item records and
     the episode ends), so copy or send it first. A buffered timescale
     not filled to capacity keeps older records past its count
-    (built_counts says how many are this rollout's). add_to() hands a
-    buffered timescale's records to a ReplayBuffer as one trajectory,
-    straight from the accumulator. No add, build, add_to or reset
-    allocates an array."""
+    (built_counts says how many are this rollout's; episode_ends(name)
+    their ends, set by end()). add_to() hands a buffered timescale's
+    records to a ReplayBuffer as one trajectory, straight from the
+    accumulator. The arrays are allocated once: build, add_to and reset
+    allocate none, nor does an add of a flat dict whose values are
+    exactly of their leaves' dtypes and shapes (arrays, Python floats
+    and ints); other values are converted through a temporary array."""
 
     def __init__(self, example: _t.Mapping[str, _Tree]) -> None:
         call = "TrajectoryAccumulator"
@@ -1568,6 +1572,9 @@ class TrajectoryAccumulator(_per._Traj):
                 col = recs[label]  # (capacity,) + shape
                 leaves.append(col.reshape(shape) if sc.single else col)
             sc.leaves = leaves
+            e = self._ends_offset(sc.index)
+            if e >= 0:
+                sc.ends = block[e:e + sc.capacity]
             if _optree is not None:
                 tree = _optree.tree_unflatten(sc.spec, leaves)
             else:
@@ -1630,6 +1637,16 @@ class TrajectoryAccumulator(_per._Traj):
         sc = self._buffered(name, "TrajectoryAccumulator.end")
         self._end_at(sc.index, _count(end, "TrajectoryAccumulator.end: end", 8))
 
+    def episode_ends(self, name: _t.Optional[str] = None) -> _Array:
+        """The episode ends (uint8, END_*) of buffered timescale `name`
+        (default: the first buffered one), one per record: a view that
+        aliases the accumulator as build()'s tree does (read it after
+        build() with built_counts[name] records of this rollout; the next
+        add or reset clears it)."""
+        sc = self._buffered(name, "TrajectoryAccumulator.episode_ends")
+        assert sc.ends is not None
+        return sc.ends
+
     def _buffered(self, name: _t.Optional[str], call: str) -> _Scale:
         if name is None:
             for sc in self._order:
@@ -1672,6 +1689,10 @@ class TrajectoryAccumulator(_per._Traj):
         sc = self._buffered(step, call)
         names = ([s.name for s in self._order if s.single] if once is None
                  else [self._scale(n, call).name for n in once])
+        multi = [n for n in names if not self._scales[n].single]
+        if multi:
+            raise ValueError(f"{call}: once names single-item timescales; "
+                             f"{multi[0]!r} is buffered")
         if not isinstance(buffer, ReplayBuffer):
             raise TypeError(f"{call}: buffer must be a per.ReplayBuffer, not "
                             f"{type(buffer).__name__}")

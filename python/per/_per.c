@@ -1845,6 +1845,11 @@ static void TrajMem_dealloc(TrajMemObject *self) {
 }
 
 static int TrajMem_getbuffer(TrajMemObject *self, Py_buffer *view, int flags) {
+  if (!self->block) {
+    PyErr_SetString(PyExc_BufferError, "the accumulator is gone");
+    view->obj = NULL;
+    return -1;
+  }
   if (PyBuffer_FillInfo(view, (PyObject *)self, self->block, self->len, 0,
                         flags) < 0)
     return -1;
@@ -1884,6 +1889,7 @@ static void traj_release(TrajObject *self) {
     self->mem->owned = 1;
     memset(&self->a, 0, sizeof self->a);
   } else {
+    if (self->mem) self->mem->block = NULL; /* no views: none to come */
     per_traj_free(&self->a);
   }
   Py_CLEAR(self->mem);
@@ -2625,6 +2631,21 @@ static PyObject *Traj_offset(TrajObject *self, PyObject *arg) {
                    (const unsigned char *)self->a.fields));
 }
 
+/* _ends_offset(t): where buffered timescale t's episode ends start in
+   the block; -1 for a single-item one. */
+static PyObject *Traj_ends_offset(TrajObject *self, PyObject *arg) {
+  uint_arg t = {"_ends_offset: t", 0};
+  const per_traj_scale *sc;
+  if (!traj_ready(self) || !conv_u32(arg, &t)) return NULL;
+  if (t.v >= self->a.nscales)
+    return PyErr_Format(PyExc_IndexError, "_ends_offset: timescale %u",
+                        (unsigned)t.v);
+  sc = &self->a.scales[t.v];
+  return PyLong_FromSsize_t(
+      sc->ends ? (Py_ssize_t)(sc->ends - (const unsigned char *)self->a.fields)
+               : -1);
+}
+
 /* _memory(): the accumulator's block, writable (a _TrajMemory). */
 static PyObject *Traj_memory(TrajObject *self, PyObject *unused) {
   (void)unused;
@@ -2664,6 +2685,7 @@ static PyMethodDef Traj_methods[] = {
     {"_add_part", (PyCFunction)Traj_add_part, METH_VARARGS, NULL},
     {"_offset", (PyCFunction)Traj_offset, METH_O, NULL},
     {"_memory", (PyCFunction)Traj_memory, METH_NOARGS, NULL},
+    {"_ends_offset", (PyCFunction)Traj_ends_offset, METH_O, NULL},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Traj_getset[] = {

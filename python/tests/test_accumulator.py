@@ -307,6 +307,7 @@ def test_add_to_equals_add_batch():
         end = per.END_TERMINATED if k % 2 else per.END_TRUNCATED
         acc.end(end)
         acc.add("episode", {"return": k, "length": n})
+        assert acc.episode_ends()[n - 1] == end
         out = acc.add_to(a)
         assert out["n"] == n and out["id"] == k
         assert out["once"]["episode"]["return"].tolist() == [k]
@@ -331,6 +332,8 @@ def test_add_to_equals_add_batch():
         acc.add_to(wrong)
     with pytest.raises(ValueError, match="single-item, not buffered"):
         acc.add_to(a, step="episode")
+    with pytest.raises(ValueError, match="'step' is buffered"):
+        acc.add_to(a, once=["step"])
     assert acc.count("step") == 1  # nothing taken by the refusals
 
 
@@ -375,10 +378,13 @@ def test_views_outlive_the_accumulator():
     acc = per.TrajectoryAccumulator(seed_example(T=4))
     for t in range(4):
         acc.add("step", {"obs": np.full(4, t, np.float32), "reward": t})
+    acc.end(per.END_TERMINATED)
     tree = acc.build()
+    ends = acc.episode_ends("step")
     del acc
     gc.collect()
     big = [np.full(1000, 99.0) for _ in range(50)]  # reuse freed memory
     assert tree["step"]["reward"].tolist() == [0, 1, 2, 3]
     assert tree["step"]["obs"][3].tolist() == [3, 3, 3, 3]
+    assert ends.tolist() == [0, 0, 0, per.END_TERMINATED]
     del big
