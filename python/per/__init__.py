@@ -176,10 +176,12 @@ def _cast(v: _Array, to: _DType, what: str) -> _Array:
             _check_int_range(v, to, what)
         elif t in "fc" and k in "iu":
             _check_exact(v, out, to, what)
-        elif t in "fc" and k in "fc":
-            _refuse(v, _np.isfinite(v) & ~_np.isfinite(out), what, to,
-                    f"overflows {_dname(to)} (largest finite "
-                    f"{_np.finfo(to).max!s})")
+        elif (t in "fc" and k in "fc" and to.itemsize // (1 + (t == "c"))
+              < src.itemsize // (1 + (k == "c"))):  # narrower parts
+            bad = _np.isfinite(v) & ~_np.isfinite(out)
+            if bad.any():  # the message only then: it costs microseconds
+                _refuse(v, bad, what, to, f"overflows {_dname(to)} (largest "
+                        f"finite {_np.finfo(to).max!s})")
         elif t in "SUmM":
             back = out.astype(src)
             bad = back != v

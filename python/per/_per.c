@@ -2347,103 +2347,253 @@ static int traj_shape_ok(const traj_leaf *L, int ndim,
   return 1;
 }
 
-/* Leaf L's value v into dst (the field in the staging record) when v is
-   exactly what it holds: 1 copied, 0 not (the slow path decides), -1 a
-   Python error. */
-static int traj_put(const traj_leaf *L, PyObject *v, unsigned char *dst) {
-  Py_buffer view;
-  int ok;
-  if (PyFloat_CheckExact(v)) {
-    double x = PyFloat_AS_DOUBLE(v);
-    if (L->count != 1 || L->kind != 'f') return 0;
-    if (L->itemsize == 8) {
-      memcpy(dst, &x, 8);
-    } else if (L->itemsize == 4) {
-      float f;
-      if (x == x && fabs(x) > 3.4028234663852886e38 && fabs(x) != HUGE_VAL)
-        return 0; /* would become inf: refused there */
-      f = (float)x;
+/* One value on its way into a leaf: a float (d), a signed (i) or
+   unsigned (u) integer, or a bool (i 0 or 1). */
+typedef struct {
+  char kind; /* 'f', 'i', 'u' or 'b' */
+  double d;
+  long long i;
+  unsigned long long u;
+} traj_val;
+
+/* x into an element of leaf L at dst when ReplayBuffer.add's rule keeps
+   it exactly (floats into floats rounded, refused where a finite value
+   would become inf): 1 stored, 0 not (the slow path decides and names
+   the value). */
+static int traj_store(const traj_leaf *L, const traj_val *x,
+                      unsigned char *dst) {
+  int bits = L->itemsize * 8;
+  if (L->kind == 'f') {
+    /* integers up to 2^24 (float) or 2^53 (double) are exact there */
+    long long lim = L->itemsize == 4 ? 1ll << 24 : 1ll << 53;
+    double d;
+    if (L->itemsize != 4 && L->itemsize != 8) return 0;
+    if (x->kind == 'f') {
+      d = x->d;
+      if (L->itemsize == 4 && d == d && fabs(d) > 3.4028234663852886e38 &&
+          fabs(d) != HUGE_VAL)
+        return 0;
+    } else if (x->kind == 'u') {
+      if (x->u > (unsigned long long)lim) return 0;
+      d = (double)x->u;
+    } else {
+      if (x->i > lim || x->i < -lim) return 0;
+      d = (double)x->i;
+    }
+    if (L->itemsize == 4) {
+      float f = (float)d;
       memcpy(dst, &f, 4);
+    } else {
+      memcpy(dst, &d, 8);
+    }
+    return 1;
+  }
+  if (L->kind == 'b') {
+    int one = x->kind == 'f'   ? x->d == 1
+              : x->kind == 'u' ? x->u == 1
+                               : x->i == 1;
+    int zero = x->kind == 'f'   ? x->d == 0
+               : x->kind == 'u' ? x->u == 0
+                                : x->i == 0;
+    if (!one && !zero) return 0;
+    dst[0] = (unsigned char)one;
+    return 1;
+  }
+  if (L->kind == 'i' || L->kind == 'u') {
+    unsigned long long bitsv; /* the value's bits, two's complement */
+    if (bits != 8 && bits != 16 && bits != 32 && bits != 64) return 0;
+    if (x->kind == 'f') {
+      double d = x->d, lo, hi; /* [lo, hi): exact powers of two */
+      if (L->kind == 'i') {
+        hi = ldexp(1.0, bits - 1);
+        lo = -hi;
+      } else {
+        hi = ldexp(1.0, bits);
+        lo = 0;
+      }
+      if (!(d >= lo && d < hi) || d != floor(d)) return 0;
+      bitsv = L->kind == 'i' ? (unsigned long long)(long long)d
+                             : (unsigned long long)d;
+    } else if (x->kind == 'u') {
+      unsigned long long top = L->kind == 'i'
+                                   ? (1ull << (bits - 1)) - 1
+                                   : (bits == 64 ? ~0ull : (1ull << bits) - 1);
+      if (x->u > top) return 0;
+      bitsv = x->u;
+    } else {
+      long long v = x->i;
+      if (L->kind == 'i') {
+        long long lo = bits == 64 ? INT64_MIN : -(1ll << (bits - 1));
+        long long hi = bits == 64 ? INT64_MAX : (1ll << (bits - 1)) - 1;
+        if (v < lo || v > hi) return 0;
+      } else if (v < 0 ||
+                 (bits < 64 && (unsigned long long)v > (1ull << bits) - 1)) {
+        return 0;
+      }
+      bitsv = (unsigned long long)v;
+    }
+    switch (bits) {
+      case 8: {
+        uint8_t y = (uint8_t)bitsv;
+        memcpy(dst, &y, 1);
+        break;
+      }
+      case 16: {
+        uint16_t y = (uint16_t)bitsv;
+        memcpy(dst, &y, 2);
+        break;
+      }
+      case 32: {
+        uint32_t y = (uint32_t)bitsv;
+        memcpy(dst, &y, 4);
+        break;
+      }
+      default: {
+        uint64_t y = (uint64_t)bitsv;
+        memcpy(dst, &y, 8);
+        break;
+      }
+    }
+    return 1;
+  }
+  return 0;
+}
+
+/* Element p of a native buffer of format char c and `size` bytes into
+   *x: 1, or 0 for a format read nowhere here (float16, complex, ...). */
+static int traj_read(char c, Py_ssize_t size, const unsigned char *p,
+                     traj_val *x) {
+  if ((c == 'f' && size == 4) || (c == 'd' && size == 8)) {
+    x->kind = 'f';
+    if (size == 4) {
+      float f;
+      memcpy(&f, p, 4);
+      x->d = f;
+    } else {
+      memcpy(&x->d, p, 8);
+    }
+    return 1;
+  }
+  if (c == '?' && size == 1) {
+    x->kind = 'b';
+    x->i = p[0] != 0;
+    return 1;
+  }
+  if (strchr("bhilq", c)) {
+    x->kind = 'i';
+    if (size == 1) {
+      int8_t v;
+      memcpy(&v, p, 1);
+      x->i = v;
+    } else if (size == 2) {
+      int16_t v;
+      memcpy(&v, p, 2);
+      x->i = v;
+    } else if (size == 4) {
+      int32_t v;
+      memcpy(&v, p, 4);
+      x->i = v;
+    } else if (size == 8) {
+      int64_t v;
+      memcpy(&v, p, 8);
+      x->i = v;
     } else {
       return 0;
     }
     return 1;
   }
+  if (strchr("BHILQ", c)) {
+    x->kind = 'u';
+    if (size == 1) {
+      x->u = p[0];
+    } else if (size == 2) {
+      uint16_t v;
+      memcpy(&v, p, 2);
+      x->u = v;
+    } else if (size == 4) {
+      uint32_t v;
+      memcpy(&v, p, 4);
+      x->u = v;
+    } else if (size == 8) {
+      uint64_t v;
+      memcpy(&v, p, 8);
+      x->u = v;
+    } else {
+      return 0;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+/* Leaf L's value v into dst (the field in the staging record) when it
+   goes in unchanged by ReplayBuffer.add's rule: a Python float, int or
+   bool for a one-element leaf, or a buffer of the leaf's shape (copied
+   as it is when of the leaf's type, else converted element by element,
+   C-contiguous then). 1 stored, 0 not (the slow path converts or
+   refuses, naming the value), -1 a Python error. */
+static int traj_put(const traj_leaf *L, PyObject *v, unsigned char *dst) {
+  Py_buffer view;
+  traj_val x;
+  const char *f;
+  int ok;
+  if (PyFloat_CheckExact(v)) {
+    if (L->count != 1) return 0;
+    x.kind = 'f';
+    x.d = PyFloat_AS_DOUBLE(v);
+    return traj_store(L, &x, dst);
+  }
+  if (PyBool_Check(v)) {
+    if (L->count != 1) return 0;
+    x.kind = 'b';
+    x.i = v == Py_True;
+    return traj_store(L, &x, dst);
+  }
   if (PyLong_CheckExact(v)) {
     int over;
-    long long x;
     if (L->count != 1) return 0;
-    x = PyLong_AsLongLongAndOverflow(v, &over);
-    if (x == -1 && PyErr_Occurred()) return -1;
-    if (over) return 0;
-    if (L->kind == 'i' || L->kind == 'u') {
-      int bits = L->itemsize * 8;
-      if (L->kind == 'i') {
-        long long lo = bits == 64 ? INT64_MIN : -(1ll << (bits - 1));
-        long long hi = bits == 64 ? INT64_MAX : (1ll << (bits - 1)) - 1;
-        if (x < lo || x > hi) return 0;
-      } else if (x < 0 || (bits < 64 && x > (long long)((1ull << bits) - 1))) {
+    x.kind = 'i';
+    x.i = PyLong_AsLongLongAndOverflow(v, &over);
+    if (x.i == -1 && PyErr_Occurred()) return -1;
+    if (over > 0) {
+      x.kind = 'u';
+      x.u = PyLong_AsUnsignedLongLong(v);
+      if (x.u == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
         return 0;
       }
-      switch (L->itemsize) {
-        case 1: {
-          uint8_t y = (uint8_t)x;
-          memcpy(dst, &y, 1);
-          break;
-        }
-        case 2: {
-          uint16_t y = (uint16_t)x;
-          memcpy(dst, &y, 2);
-          break;
-        }
-        case 4: {
-          uint32_t y = (uint32_t)x;
-          memcpy(dst, &y, 4);
-          break;
-        }
-        case 8: {
-          uint64_t y = (uint64_t)x;
-          memcpy(dst, &y, 8);
-          break;
-        }
-        default: return 0;
-      }
-      return 1;
+    } else if (over < 0) {
+      return 0;
     }
-    if (L->kind == 'f' && (L->itemsize == 4 || L->itemsize == 8)) {
-      long long lim = L->itemsize == 4 ? (1ll << 24) : (1ll << 53);
-      if (x < -lim || x > lim) return 0; /* maybe not exact: checked there */
-      if (L->itemsize == 4) {
-        float f = (float)x;
-        memcpy(dst, &f, 4);
-      } else {
-        double d = (double)x;
-        memcpy(dst, &d, 8);
-      }
-      return 1;
-    }
-    if (L->kind == 'b' && (x == 0 || x == 1)) {
-      dst[0] = (unsigned char)x;
-      return 1;
-    }
-    return 0;
+    return traj_store(L, &x, dst);
   }
   if (!PyObject_CheckBuffer(v)) return 0;
   if (PyObject_GetBuffer(v, &view, PyBUF_RECORDS_RO) < 0) {
     PyErr_Clear();
     return 0;
   }
-  ok = view.itemsize == L->itemsize &&
-       traj_format_kind(view.format) == L->kind &&
-       view.len == (Py_ssize_t)L->count * L->itemsize &&
-       traj_shape_ok(L, view.ndim, view.shape);
-  if (ok) {
+  ok = traj_shape_ok(L, view.ndim, view.shape);
+  if (ok && view.itemsize == L->itemsize &&
+      traj_format_kind(view.format) == L->kind &&
+      view.len == (Py_ssize_t)L->count * L->itemsize) {
     if (PyBuffer_IsContiguous(&view, 'C')) {
       memcpy(dst, view.buf, (size_t)view.len);
     } else if (PyBuffer_ToContiguous(dst, &view, view.len, 'C') < 0) {
       PyBuffer_Release(&view);
       return -1;
     }
+  } else if (ok && PyBuffer_IsContiguous(&view, 'C') && view.itemsize > 0 &&
+             view.len == (Py_ssize_t)L->count * view.itemsize) {
+    Py_ssize_t k;
+    f = view.format ? view.format : "B";
+    if (*f == '@' || *f == '=' || *f == (PY_BIG_ENDIAN ? '>' : '<')) f++;
+    ok = f[0] && !f[1];
+    for (k = 0; ok && k < L->count; ++k)
+      ok = traj_read(f[0], view.itemsize,
+                     (const unsigned char *)view.buf + k * view.itemsize, &x) &&
+           traj_store(L, &x, dst + k * L->itemsize);
+  } else {
+    ok = 0;
   }
   PyBuffer_Release(&view);
   return ok;

@@ -388,3 +388,50 @@ def test_views_outlive_the_accumulator():
     assert tree["step"]["obs"][3].tolist() == [3, 3, 3, 3]
     assert ends.tolist() == [0, 0, 0, per.END_TERMINATED]
     del big
+
+
+def test_the_c_add_converts_as_the_python_one():
+    """add() of a flat dict converts in C what ReplayBuffer.add's rule
+    lets through unchanged (float64 into float32, ints into floats, ...)
+    and leaves the rest to Python; a nested timescale always converts in
+    Python. Both must store the same bytes, or both refuse with the same
+    exception type, for values at the edges of each rule."""
+    big = 2**63
+    cases = {
+        np.float32: [1.5, 1e39, -1e39, float("inf"), float("nan"), 2**24,
+                     2**24 + 1, 2**30, -(2**24), True, np.float64(0.1),
+                     np.array(3.4028235e38), np.int64(2**53 + 1), big],
+        np.float64: [0.1, 2**53, 2**53 + 1, -(2**60), np.uint64(2**64 - 1),
+                     np.float32(0.1), False],
+        np.int8: [127, 128, -128, -129, 3.0, 3.5, float("nan"), -0.0,
+                  np.uint8(200), np.int64(-5), True],
+        np.uint8: [255, 256, -1, 255.0, 256.0, np.int16(7), np.float32(2.0)],
+        np.int64: [big - 1, big, -big, -big - 1, 9.2e18, 9.3e18,
+                   np.uint64(2**63), np.float32(-3.0)],
+        np.uint64: [2**64 - 1, 2**64, big, -1, 1.8e19, np.int64(-1)],
+        np.bool_: [0, 1, 2, 0.0, 1.0, 0.5, True, np.int32(1), np.float64(1)],
+    }
+    for dt, values in cases.items():
+        for v in values:
+            for arr in (False, True):
+                val = np.array([v, v]) if arr and not isinstance(v, np.ndarray) \
+                    else v
+                shape = (2,) if arr else ()
+                flat = per.TrajectoryAccumulator(
+                    {"s": {"x": np.zeros((2,) + shape, dt)}})
+                nested = per.TrajectoryAccumulator(
+                    {"s": {"n": {"x": np.zeros((2,) + shape, dt)}}})
+                got = []
+                for acc, tree in ((flat, {"x": val}), (nested, {"n": {"x": val}})):
+                    try:
+                        acc.add("s", tree)
+                    except (ValueError, TypeError, OverflowError) as e:
+                        got.append(type(e))
+                    else:
+                        got.append(acc.build())
+                a, b = got
+                if isinstance(a, type) or isinstance(b, type):
+                    assert a == b, (dt, v, arr, a, b)
+                else:
+                    x, y = a["s"]["x"], b["s"]["n"]["x"]
+                    assert x.tobytes() == y.tobytes(), (dt, v, arr, x, y)
