@@ -185,6 +185,8 @@ typedef struct per_traj_scale {
   uint32_t capacity;      /* records (1 for SINGLE) */
   uint32_t record_bytes;  /* bytes of a record */
   uint32_t nfields;       /* its fields */
+  uint32_t dense;         /* 1: its fields cover the whole record (no
+                             padding), so a record is copied whole */
   unsigned char *records; /* capacity * record_bytes: record i at records +
                              i * record_bytes, zeroed at init; a multiple
                              of 16 bytes into the one PER_MALLOC block, so
@@ -192,6 +194,7 @@ typedef struct per_traj_scale {
                              malloc's memory allows */
   uint8_t *ends;          /* BUFFERED: capacity PER_END_* (each record's
                              episode end); SINGLE: NULL */
+  uint32_t *fields;       /* its nfields fields' indices, in order */
 } per_traj_scale;
 
 /* One timescale of a built trajectory. */
@@ -438,9 +441,7 @@ static per_status peri_traj_unready(per_traj *a, const char *fn) {
 
 /* The first field of timescale t (init guarantees one). */
 static uint32_t peri_traj_first_of(const per_traj *a, uint32_t t) {
-  uint32_t f = 0;
-  while (a->fields[f].timescale != t) ++f;
-  return f;
+  return a->scales[t].fields[0];
 }
 
 /* PER_OK when every field of BUFFERED timescale t has the same count
@@ -448,9 +449,11 @@ static uint32_t peri_traj_first_of(const per_traj *a, uint32_t t) {
    from the first's. */
 static per_status peri_traj_even(per_traj *a, const char *fn, uint32_t t,
                                  uint32_t *n) {
-  uint32_t f0 = peri_traj_first_of(a, t), f;
-  for (f = f0 + 1; f < a->cfg.nfields; ++f) {
-    if (a->fields[f].timescale == t && a->count[f] != a->count[f0]) {
+  const per_traj_scale *sc = &a->scales[t];
+  uint32_t f0 = sc->fields[0], k, f;
+  for (k = 1; k < sc->nfields; ++k) {
+    f = sc->fields[k];
+    if (a->count[f] != a->count[f0]) {
       peri_msg m = peri_traj_msg(a, fn);
       if (a->two_kind) {
         peri_msg_s(&m, "step ");
@@ -800,16 +803,17 @@ static per_status peri_traj_check(per_traj *a, const peri_traj_in *cfg,
   return PER_OK;
 }
 
-/* One block: fields, counts, scales, parts, names, then (each at a
-   multiple of 16) every timescale's records, then the ends. */
+/* One block: fields, counts, scales, parts, the timescales' field
+   indices, names, then (each at a multiple of 16) every timescale's
+   records, then the ends. */
 #define PERI_TRAJ_ALIGN(x) (((x) + 15u) & ~(uint64_t)15u)
 
 static per_status peri_traj_init(per_traj *a, const peri_traj_in *cfg,
                                  void *alloc_ctx) {
   per_traj_timescale two[2];
   const per_traj_timescale *ts;
-  uint64_t nf, ns, off_count, off_scales, off_parts, off_names, off_rec, at,
-      total;
+  uint64_t nf, ns, off_count, off_scales, off_parts, off_ids, off_names,
+      off_rec, at, total;
   uint32_t i, nts = 0;
   unsigned char *mem;
   char *names;
@@ -822,7 +826,8 @@ static per_status peri_traj_init(per_traj *a, const peri_traj_in *cfg,
   off_count = nf * sizeof(per_traj_field);
   off_scales = PERI_TRAJ_ALIGN(off_count + nf * sizeof(uint32_t));
   off_parts = off_scales + ns * sizeof(per_traj_scale);
-  off_names = off_parts + ns * sizeof(per_traj_part);
+  off_ids = off_parts + ns * sizeof(per_traj_part);
+  off_names = off_ids + nf * sizeof(uint32_t);
   off_rec = PERI_TRAJ_ALIGN(off_names + (nf + ns) * (PER_TRAJ_NAME_MAX + 1u));
   total = off_rec;
   for (i = 0; i < nts; ++i)
@@ -861,9 +866,23 @@ static per_status peri_traj_init(per_traj *a, const peri_traj_in *cfg,
     a->fields[i].name = names;
     a->scales[cfg->fields[i].timescale].nfields += 1;
   }
+  /* each timescale's field indices, in order, in one array */
+  at = 0;
+  for (i = 0; i < nts; ++i) {
+    a->scales[i].fields = (uint32_t *)(void *)(mem + off_ids) + at;
+    at += a->scales[i].nfields;
+    a->scales[i].nfields = 0;
+  }
+  for (i = 0; i < cfg->nfields; ++i) {
+    per_traj_scale *sc = &a->scales[cfg->fields[i].timescale];
+    sc->fields[sc->nfields++] = i;
+    sc->dense += cfg->fields[i].bytes; /* the bytes covered, for now */
+  }
   at = off_rec;
   for (i = 0; i < nts; ++i, names += PER_TRAJ_NAME_MAX + 1u) {
     per_traj_scale *sc = &a->scales[i];
+    /* fields never overlap: covering record_bytes bytes, they tile it */
+    sc->dense = sc->dense == ts[i].record_bytes;
     memcpy(names, ts[i].name, strlen(ts[i].name) + 1);
     sc->name = names;
     sc->kind = ts[i].kind;
@@ -968,12 +987,14 @@ PERDEF per_status per_traj_add(per_traj *a, uint32_t field, const void *value) {
    a SINGLE record added from the last build's). */
 static void peri_traj_copy_fields(per_traj *a, uint32_t t, unsigned char *dst,
                                   const unsigned char *src) {
-  uint32_t f;
-  for (f = 0; f < a->cfg.nfields; ++f) {
+  const per_traj_scale *sc = &a->scales[t];
+  uint32_t k;
+  if (sc->dense) memmove(dst, src, sc->record_bytes);
+  for (k = 0; k < sc->nfields; ++k) {
+    uint32_t f = sc->fields[k];
     const per_traj_field *fd = &a->fields[f];
-    if (fd->timescale != t) continue;
-    memmove(dst + fd->offset, src + fd->offset, fd->bytes);
-    a->count[f] = a->scales[t].kind == PER_TRAJ_BUFFERED ? a->count[f] + 1 : 1;
+    if (!sc->dense) memmove(dst + fd->offset, src + fd->offset, fd->bytes);
+    a->count[f] = sc->kind == PER_TRAJ_BUFFERED ? a->count[f] + 1 : 1;
   }
 }
 
@@ -1050,11 +1071,13 @@ PERDEF per_status per_traj_add_step(per_traj *a, const void *record,
 }
 
 PERDEF uint32_t per_traj_count(const per_traj *a, uint32_t t) {
-  uint32_t f, n = 0xffffffffu;
+  uint32_t f, k, n = 0xffffffffu;
   if (!a || !a->scales || t >= a->nscales || a->scales[t].nfields == 0)
     return 0; /* a two-kind once record may have no field */
-  for (f = 0; f < a->cfg.nfields; ++f)
-    if (a->fields[f].timescale == t && a->count[f] < n) n = a->count[f];
+  for (k = 0; k < a->scales[t].nfields; ++k) {
+    f = a->scales[t].fields[k];
+    if (a->count[f] < n) n = a->count[f];
+  }
   return n;
 }
 
