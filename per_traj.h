@@ -1036,7 +1036,7 @@ static per_status peri_traj_add_record(per_traj *a, const char *fn, uint32_t t,
 
 PERDEF per_status per_traj_add_record(per_traj *a, uint32_t t,
                                       const void *record) {
-  uint32_t at;
+  uint32_t at = 0;
   per_status s;
   if (!a) return PER_ERR_NULL;
   if (!a->scales) return peri_traj_unready(a, "per_traj_add_record");
@@ -1051,7 +1051,7 @@ PERDEF per_status per_traj_add_record(per_traj *a, uint32_t t,
 
 PERDEF per_status per_traj_add_step(per_traj *a, const void *record,
                                     uint8_t end) {
-  uint32_t at;
+  uint32_t at = 0;
   per_status s;
   if (!a) return PER_ERR_NULL;
   if (!a->scales) return peri_traj_unready(a, "per_traj_add_step");
