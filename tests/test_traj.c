@@ -819,7 +819,7 @@ static void test_buffer(void) {
 
 /* ---- named timescales (per_traj_init_spec) ------------------------------ */
 
-/* Seed 003's example as C: "step" buffered (T records), "episode" and
+/* The three timescales of a Reverb-style client as C: "step" buffered (T records), "episode" and
    "final_step" single; "obs" and "reward" named in two timescales. */
 typedef struct sstep {
   float obs[4];

@@ -1318,7 +1318,7 @@ class Trajectory(_per._Traj):
 
 
 # ---------------------------------------------------------------------------
-# TrajectoryAccumulator: seed 003's multi-timescale accumulator
+# TrajectoryAccumulator: a rollout at several named timescales
 # ---------------------------------------------------------------------------
 
 _optree: _t.Any
@@ -1499,9 +1499,8 @@ class _Scale:
 
 
 class TrajectoryAccumulator(_per._Traj):
-    """Seed 003's TrajectoryAccumulator: a rollout's data at several
-    timescales in arrays allocated once (per_traj_init_spec), filled by
-    add() and handed out by build().
+    """A rollout's data at several timescales in arrays allocated once
+    (per_traj_init_spec), filled by add() and handed out by build().
 
     `example` is a dict whose keys name the timescales; each value is a
     pytree (nested dicts, lists and tuples; with optree installed, any

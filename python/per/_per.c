@@ -2526,46 +2526,67 @@ static int traj_read(char c, Py_ssize_t size, const unsigned char *p,
   return 0;
 }
 
-/* Leaf L's value v into dst (the field in the staging record) when it
-   goes in unchanged by ReplayBuffer.add's rule: a Python float, int or
-   bool for a one-element leaf, or a buffer of the leaf's shape (copied
-   as it is when of the leaf's type, else converted element by element,
-   C-contiguous then). 1 stored, 0 not (the slow path converts or
-   refuses, naming the value), -1 a Python error. */
-static int traj_put(const traj_leaf *L, PyObject *v, unsigned char *dst) {
-  Py_buffer view;
-  traj_val x;
-  const char *f;
-  int ok;
+/* A Python float, int or bool v into *x: 1, 0 for anything else (an int
+   beyond 64 bits too), -1 a Python error. */
+static int traj_scalar(PyObject *v, traj_val *x) {
   if (PyFloat_CheckExact(v)) {
-    if (L->count != 1) return 0;
-    x.kind = 'f';
-    x.d = PyFloat_AS_DOUBLE(v);
-    return traj_store(L, &x, dst);
+    x->kind = 'f';
+    x->d = PyFloat_AS_DOUBLE(v);
+    return 1;
   }
   if (PyBool_Check(v)) {
-    if (L->count != 1) return 0;
-    x.kind = 'b';
-    x.i = v == Py_True;
-    return traj_store(L, &x, dst);
+    x->kind = 'b';
+    x->i = v == Py_True;
+    return 1;
   }
   if (PyLong_CheckExact(v)) {
     int over;
-    if (L->count != 1) return 0;
-    x.kind = 'i';
-    x.i = PyLong_AsLongLongAndOverflow(v, &over);
-    if (x.i == -1 && PyErr_Occurred()) return -1;
+    x->kind = 'i';
+    x->i = PyLong_AsLongLongAndOverflow(v, &over);
+    if (x->i == -1 && PyErr_Occurred()) return -1;
     if (over > 0) {
-      x.kind = 'u';
-      x.u = PyLong_AsUnsignedLongLong(v);
-      if (x.u == (unsigned long long)-1 && PyErr_Occurred()) {
+      x->kind = 'u';
+      x->u = PyLong_AsUnsignedLongLong(v);
+      if (x->u == (unsigned long long)-1 && PyErr_Occurred()) {
         PyErr_Clear();
         return 0;
       }
     } else if (over < 0) {
       return 0;
     }
-    return traj_store(L, &x, dst);
+    return 1;
+  }
+  return 0;
+}
+
+/* Leaf L's value v into dst (the field in the staging record) when it
+   goes in unchanged by ReplayBuffer.add's rule: a Python float, int or
+   bool for a one-element leaf; a list or tuple of them for a leaf of one
+   dim (with or without a leading 1); or a buffer of the leaf's shape
+   (copied as it is when of the leaf's type, else converted element by
+   element, C-contiguous then). 1 stored, 0 not (the slow path converts
+   or refuses, naming the value), -1 a Python error. */
+static int traj_put(const traj_leaf *L, PyObject *v, unsigned char *dst) {
+  Py_buffer view;
+  traj_val x;
+  const char *f;
+  int ok;
+  if (PyFloat_CheckExact(v) || PyLong_CheckExact(v) || PyBool_Check(v)) {
+    if (L->count != 1) return 0;
+    ok = traj_scalar(v, &x);
+    return ok <= 0 ? ok : traj_store(L, &x, dst);
+  }
+  if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) {
+    Py_ssize_t k, n = PySequence_Fast_GET_SIZE(v);
+    Py_ssize_t shape[1];
+    shape[0] = n;
+    if (n != L->count || !traj_shape_ok(L, 1, shape)) return 0;
+    for (k = 0; k < n; ++k) {
+      ok = traj_scalar(PySequence_Fast_GET_ITEM(v, k), &x);
+      if (ok <= 0) return ok;
+      if (!traj_store(L, &x, dst + k * L->itemsize)) return 0;
+    }
+    return 1;
   }
   if (!PyObject_CheckBuffer(v)) return 0;
   if (PyObject_GetBuffer(v, &view, PyBUF_RECORDS_RO) < 0) {

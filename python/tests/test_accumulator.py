@@ -16,7 +16,7 @@ import per
 T = 64
 
 
-def seed_example(T=T):
+def three_timescales(T=T):
     return {
         # buffered: leading dim T across every leaf
         "step": {
@@ -67,9 +67,9 @@ def assert_same(a, b):
             np.testing.assert_array_equal(ta[k][n], tb[k][n])
 
 
-def test_the_seed_example_as_written():
+def test_the_three_timescales_as_written():
     env = Env(1)
-    acc = per.TrajectoryAccumulator(seed_example())
+    acc = per.TrajectoryAccumulator(three_timescales())
     kinds = acc.timescales
     assert {k: (v["kind"], v["capacity"]) for k, v in kinds.items()} == {
         "step": ("buffered", T), "episode": ("single", 1),
@@ -90,7 +90,7 @@ def test_the_seed_example_as_written():
         acc.add("final_step", {"obs": obs, "reward": reward})
         tree = acc.build()
         # the example's structure, shapes and dtypes
-        for k, d in seed_example().items():
+        for k, d in three_timescales().items():
             assert set(tree[k]) == set(d)
             for n, v in d.items():
                 assert tree[k][n].shape == v.shape
@@ -135,7 +135,7 @@ def test_pitfall_leading_dims_differ():
 
 
 def test_pitfall_adding_past_capacity():
-    acc = per.TrajectoryAccumulator(seed_example(T=3))
+    acc = per.TrajectoryAccumulator(three_timescales(T=3))
     for t in range(3):
         acc.add("step", {"obs": np.full(4, t, np.float32), "reward": t})
     before = snapshot(acc)
@@ -165,7 +165,7 @@ def test_pitfall_top_level_must_be_a_dict():
 
 
 def test_refusals_name_the_problem_and_change_nothing():
-    acc = per.TrajectoryAccumulator(seed_example(T=8))
+    acc = per.TrajectoryAccumulator(three_timescales(T=8))
     acc.add("step", {"obs": np.ones(4, np.float32), "reward": 1.0})
     acc.add("final_step", {"obs": np.ones(4, np.float32), "reward": 2})
     before = snapshot(acc)
@@ -210,7 +210,7 @@ def test_refusals_name_the_problem_and_change_nothing():
 
 
 def test_accepted_shapes_and_conversions():
-    acc = per.TrajectoryAccumulator(seed_example(T=6))
+    acc = per.TrajectoryAccumulator(three_timescales(T=6))
     # exact values (the C path) and values that convert (the Python path)
     vals = [
         {"obs": np.arange(4, dtype=np.float32), "reward": 0.5},
@@ -240,8 +240,8 @@ def test_fast_and_converting_adds_give_the_same_bytes():
     rng = np.random.default_rng(5)
     obs = rng.standard_normal((T, 4)).astype(np.float32)
     rew = rng.standard_normal(T).astype(np.float32)
-    a = per.TrajectoryAccumulator(seed_example())
-    b = per.TrajectoryAccumulator(seed_example())
+    a = per.TrajectoryAccumulator(three_timescales())
+    b = per.TrajectoryAccumulator(three_timescales())
     for t in range(T):
         a.add("step", {"obs": obs[t], "reward": float(rew[t])})
         b.add("step", {"obs": obs[t].astype(np.float64).tolist(),
@@ -294,7 +294,7 @@ def test_add_to_equals_add_batch():
     steps and ends: storage, counters, and the ids, items and weights of
     later samples and updates."""
     rng = np.random.default_rng(11)
-    acc = per.TrajectoryAccumulator(seed_example(T=16))
+    acc = per.TrajectoryAccumulator(three_timescales(T=16))
     dt = acc.timescales["step"]["dtype"]
     a = per.ReplayBuffer(40, dt, seed=9)
     b = per.ReplayBuffer(40, dt, seed=9)
@@ -344,7 +344,7 @@ def test_no_allocation_per_rollout():
     and its peak stays below a quarter of one rollout's step records (a
     copy of the arrays, or new views and dicts per build, would pass it)."""
     n = 256
-    acc = per.TrajectoryAccumulator(seed_example(T=n))
+    acc = per.TrajectoryAccumulator(three_timescales(T=n))
     obs = np.ones(4, np.float32)
     ep = {"return": np.ones(1, np.float32), "length": np.ones(1, np.float32)}
     fin = {"obs": obs, "reward": 1}
@@ -375,7 +375,7 @@ def test_no_allocation_per_rollout():
 
 
 def test_views_outlive_the_accumulator():
-    acc = per.TrajectoryAccumulator(seed_example(T=4))
+    acc = per.TrajectoryAccumulator(three_timescales(T=4))
     for t in range(4):
         acc.add("step", {"obs": np.full(4, t, np.float32), "reward": t})
     acc.end(per.END_TERMINATED)
@@ -395,7 +395,8 @@ def test_the_c_add_converts_as_the_python_one():
     lets through unchanged (float64 into float32, ints into floats, ...)
     and leaves the rest to Python; a nested timescale always converts in
     Python. Both must store the same bytes, or both refuse with the same
-    exception type, for values at the edges of each rule."""
+    exception type, for values at the edges of each rule: alone, in an
+    array of two and in a list of two."""
     big = 2**63
     cases = {
         np.float32: [1.5, 1e39, -1e39, float("inf"), float("nan"), 2**24,
@@ -413,10 +414,12 @@ def test_the_c_add_converts_as_the_python_one():
     }
     for dt, values in cases.items():
         for v in values:
-            for arr in (False, True):
-                val = np.array([v, v]) if arr and not isinstance(v, np.ndarray) \
-                    else v
-                shape = (2,) if arr else ()
+            for arr in ("alone", "array", "list"):
+                if arr == "alone" or isinstance(v, np.ndarray):
+                    val, shape = v, ()
+                else:
+                    val = np.array([v, v]) if arr == "array" else [v, v]
+                    shape = (2,)
                 flat = per.TrajectoryAccumulator(
                     {"s": {"x": np.zeros((2,) + shape, dt)}})
                 nested = per.TrajectoryAccumulator(
