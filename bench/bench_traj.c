@@ -354,9 +354,10 @@ int main(int argc, char **argv) {
       return 2;
     }
   csv = bc_csv_open(&o);
-  printf("bench_traj: per_traj.h, the three-timescale rollout: T steps of {float "
-         "obs[4]; float reward}, an episode {return, length}, a final "
-         "step {float obs[4]; int32 reward}, build\n");
+  printf(
+      "bench_traj: per_traj.h, the three-timescale rollout: T steps of {float "
+      "obs[4]; float reward}, an episode {return, length}, a final "
+      "step {float obs[4]; int32 reward}, build\n");
   bc_print_setup(&o, "rollouts", "");
   printf("ratio: plain / per_traj (above 1: per_traj is faster)\n");
   for (j = 0; j < o.nn; ++j) {
