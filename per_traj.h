@@ -199,19 +199,19 @@ typedef struct per_traj_scale {
 
 /* One timescale of a built trajectory. */
 typedef struct per_traj_part {
-  const void *records; /* the records, in order (the timescale's block) */
-  const uint8_t *ends; /* BUFFERED: n episode ends; SINGLE: NULL */
-  uint32_t n;          /* BUFFERED: complete records; SINGLE: 1 when it
-                          was added since the last build, else 0 (then
-                          its record reads 0) */
-  uint32_t record_bytes;
+  const void *records;   /* the records, in order (the timescale's block) */
+  const uint8_t *ends;   /* BUFFERED: n episode ends; SINGLE: NULL */
+  uint32_t n;            /* BUFFERED: complete records; SINGLE: 1 when it
+                            was added since the last build, else 0 (then
+                            its record reads 0) */
+  uint32_t record_bytes; /* bytes of a record */
 } per_traj_part;
 
 /* per_traj: a plain struct; declare one and per_traj_init it. Fields are
    readable; change them only through the functions. Between a build and
-   the next add or reset, the ends and the SINGLE records still hold the
-   built trajectory's values (the per_traj_out points at them); the next
-   add or reset clears them. */
+   the next add, build or reset, the ends and the SINGLE records still
+   hold the built trajectory's values (the per_traj_out points at them);
+   the next add, build or reset clears them. */
 typedef struct per_traj {
   per_traj_config cfg;    /* validated; cfg.fields == fields; a spec's
                              accumulator has capacity, step_bytes and
@@ -230,8 +230,9 @@ typedef struct per_traj {
                            has a value, else 0 */
   per_traj_part *parts; /* nscales: what the last build handed out */
   uint64_t built;       /* trajectories built so far: the next one's id */
-  uint32_t stale;       /* 1 after a build until the next add or reset:
-                           ends and SINGLE records hold the built ones */
+  uint32_t stale;       /* 1 after a build until the next add, build or
+                           reset: ends and SINGLE records hold the built
+                           ones */
   uint32_t pad;         /* always 0 */
   void *alloc_ctx;      /* passed to PER_MALLOC / PER_FREE */
   char error[256];      /* what the last refused call refused; "" after
