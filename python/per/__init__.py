@@ -1330,15 +1330,21 @@ except ImportError:  # plain dicts, lists and tuples
 _Tree = _t.Any
 
 
+def _dict_keys(d: _t.Dict[_t.Any, _t.Any]) -> _t.List[_t.Any]:
+    """A dict's keys in flatten order: sorted (as optree sorts them), or
+    as they are when they do not sort."""
+    try:
+        return sorted(d)
+    except TypeError:
+        return list(d)
+
+
 def _plain_flatten(tree: _Tree, path: _t.Tuple[_t.Any, ...] = ()
                    ) -> _t.List[_t.Tuple[_t.Tuple[_t.Any, ...], _t.Any]]:
     """(path, leaf) of a tree of dicts (keys sorted), lists and tuples."""
     if isinstance(tree, dict):
-        try:
-            keys = sorted(tree)
-        except TypeError:
-            keys = list(tree)
-        return [pl for k in keys for pl in _plain_flatten(tree[k], path + (k,))]
+        return [pl for k in _dict_keys(tree)
+                for pl in _plain_flatten(tree[k], path + (k,))]
     if isinstance(tree, (list, tuple)):
         return [pl for i, v in enumerate(tree)
                 for pl in _plain_flatten(v, path + (i,))]
@@ -1349,11 +1355,7 @@ def _plain_unflatten(tree: _Tree, leaves: _t.Iterator[_t.Any]) -> _Tree:
     """tree's structure (the example's) with `leaves` in _plain_flatten's
     order."""
     if isinstance(tree, dict):
-        try:
-            keys = sorted(tree)
-        except TypeError:
-            keys = list(tree)
-        out = {k: _plain_unflatten(tree[k], leaves) for k in keys}
+        out = {k: _plain_unflatten(tree[k], leaves) for k in _dict_keys(tree)}
         return {k: out[k] for k in tree}  # the example's key order
     if isinstance(tree, (list, tuple)):
         items = [_plain_unflatten(v, leaves) for v in tree]
@@ -1416,7 +1418,6 @@ class _Scale:
             raise ValueError(f"{where}: two leaves have the path "
                              f"{next(x for x in self.labels if self.labels.count(x) > 1)!r}")
         self.first = 0  # its first field's index in the accumulator
-        self.leaves: _t.List[_Array] = []  # the views build() returns
         self.ends: _t.Optional[_Array] = None  # buffered: its episode ends
         self.dtype: _DType = _np.dtype({
             "names": self.labels,
@@ -1460,11 +1461,7 @@ class _Scale:
             if set(tree) != set(ex):
                 return (f"at {where}, keys {sorted(map(str, tree))} for "
                         f"{sorted(map(str, ex))}")
-            try:
-                keys = sorted(ex)
-            except TypeError:
-                keys = list(ex)
-            for k in keys:
+            for k in _dict_keys(ex):
                 why = cls._up_to(ex[k], tree[k], path + (k,), out)
                 if why:
                     return why
@@ -1572,7 +1569,6 @@ class TrajectoryAccumulator(_per._Traj):
             for label, shape in zip(sc.dtype.names or (), sc.shapes):
                 col = recs[label]  # (capacity,) + shape
                 leaves.append(col.reshape(shape) if sc.single else col)
-            sc.leaves = leaves
             e = self._ends_offset(sc.index)
             if e >= 0:
                 sc.ends = block[e:e + sc.capacity]
@@ -1581,13 +1577,12 @@ class TrajectoryAccumulator(_per._Traj):
             else:
                 tree = _plain_unflatten(sc.example, iter(leaves))
             views[sc.name] = tree
-            kinds = [("f" if d.kind == "f" else "i" if d.kind == "i" else
-                      "u" if d.kind == "u" else "b" if d.kind == "b" else "")
-                     for d in sc.dtypes]
+            # the dtypes' kinds are "b", "i", "u" or "f" (_Scale checks)
             self._plan(sc.index, sc.name, sc.keys,
-                       [(sc.first + j, kinds[j], sc.dtypes[j].itemsize,
-                         tuple(int(x) for x in sc.shapes[j]))
-                        for j in range(len(kinds))])
+                       [(sc.first + j, d.kind, d.itemsize,
+                         tuple(int(x) for x in shape))
+                        for j, (d, shape) in enumerate(zip(sc.dtypes,
+                                                           sc.shapes))])
         self._tree = views
         self.built_counts: _t.Dict[str, int] = {sc.name: 0 for sc in scales}
         self.last_id: _t.Optional[int] = None
@@ -1599,10 +1594,7 @@ class TrajectoryAccumulator(_per._Traj):
     def _add_slow(self, name: object, tree: _Tree) -> None:
         call = "TrajectoryAccumulator.add"
         sc = self._scale(name, call)
-        if not sc.single and self._count(sc.index) >= sc.capacity:
-            raise IndexError(f"{call}: timescale {sc.name!r} is full: capacity "
-                             f"{sc.capacity}, index {sc.capacity} (build() "
-                             f"takes the rollout, reset() drops it)")
+        self._room(sc.index)  # IndexError when full, before any value
         leaves = sc.flatten(tree, call)
         values = [sc.value(i, v, call) for i, v in enumerate(leaves)]
         self._add_leaves(sc.index, values)
@@ -1665,15 +1657,14 @@ class TrajectoryAccumulator(_per._Traj):
         accumulator: valid until the next add or reset); then the counters
         start over. built_counts says how many records of each timescale
         this rollout filled, last_id its number (0, 1, ...)."""
-        self.last_id = self._build_parts()
-        for sc in self._order:
-            self.built_counts[sc.name] = self._part_n(sc.index)
+        self._built(self._build_parts())
         return self._tree
 
-    def reset(self) -> None:
-        """Drop the partial rollout: counters 0, single-item records and
-        episode ends cleared."""
-        super().reset()
+    def _built(self, tid: int) -> None:
+        """After a build: its id, and each timescale's records in it."""
+        self.last_id = tid
+        for sc in self._order:
+            self.built_counts[sc.name] = self._part_n(sc.index)
 
     def add_to(self, buffer: "ReplayBuffer", step: _t.Optional[str] = None,
                once: _t.Optional[_t.Sequence[str]] = None
@@ -1701,8 +1692,6 @@ class TrajectoryAccumulator(_per._Traj):
             raise ValueError(f"{call}: the buffer's items are {buffer.dtype}, "
                              f"timescale {sc.name!r}'s records {sc.dtype}")
         n, tid = self._add_part(buffer, sc.index)
-        self.last_id = tid
-        for s in self._order:
-            self.built_counts[s.name] = self._part_n(s.index)
+        self._built(tid)
         return {"n": n, "id": tid,
                 "once": {k: self._tree[k] for k in names}}

@@ -120,6 +120,18 @@ static void lock_wait(PyThread_type_lock l) {
    Arrays through the buffer protocol
    --------------------------------------------------------------------- */
 
+/* A buffer's format (struct module syntax, NULL meaning "B") without
+   its byte-order prefix when that order is the native one: '@', '=', '<'
+   on a little-endian host, '>' or '!' on a big-endian one. Any other
+   prefix stays, so the format matches no native type. */
+static const char *native_format(const char *f) {
+  if (!f) return "B";
+  if (*f == '@' || *f == '=' || *f == (PY_BIG_ENDIAN ? '>' : '<') ||
+      (PY_BIG_ENDIAN && *f == '!'))
+    f++;
+  return f;
+}
+
 /* A C-contiguous buffer of elements of `kind` ('u' unsigned integer, 'f'
    floating point, 0 any bytes) and `size` bytes each, in native byte
    order. On success *n is the element count (bytes / size). Sets a
@@ -130,14 +142,9 @@ static int get_array(PyObject *obj, int writable, char kind, Py_ssize_t size,
               (kind ? PyBUF_FORMAT : 0);
   if (PyObject_GetBuffer(obj, view, flags) < 0) return -1;
   if (kind) {
-    const char *f = view->format ? view->format : "B";
+    const char *f = native_format(view->format);
     char c;
     int ok;
-    /* native order only: '<' on a little-endian host, '>' or '!' on a
-       big-endian one */
-    if (*f == '@' || *f == '=' || *f == (PY_BIG_ENDIAN ? '>' : '<') ||
-        (PY_BIG_ENDIAN && *f == '!'))
-      f++;
     c = f[0];
     ok = f[1] == 0 && view->itemsize == size;
     if (kind == 'u') ok = ok && strchr("BHILQN", c) && c != 0;
@@ -2317,8 +2324,7 @@ static int traj_is_full(TrajObject *self, uint32_t t) {
 
 /* The buffer format's kind ('f', 'i', 'u', 'b'), or 0. */
 static char traj_format_kind(const char *f) {
-  if (!f) return 'u';
-  if (*f == '@' || *f == '=' || *f == (PY_BIG_ENDIAN ? '>' : '<')) f++;
+  f = native_format(f);
   if (!f[0] || f[1]) return 0;
   if (strchr("fde", f[0])) return 'f';
   if (strchr("bhilq", f[0])) return 'i';
@@ -2606,8 +2612,7 @@ static int traj_put(const traj_leaf *L, PyObject *v, unsigned char *dst) {
   } else if (ok && PyBuffer_IsContiguous(&view, 'C') && view.itemsize > 0 &&
              view.len == (Py_ssize_t)L->count * view.itemsize) {
     Py_ssize_t k;
-    f = view.format ? view.format : "B";
-    if (*f == '@' || *f == '=' || *f == (PY_BIG_ENDIAN ? '>' : '<')) f++;
+    f = native_format(view.format);
     ok = f[0] && !f[1];
     for (k = 0; ok && k < L->count; ++k)
       ok = traj_read(f[0], view.itemsize,
@@ -2706,6 +2711,18 @@ static PyObject *Traj_add_leaves(TrajObject *self, PyObject *args) {
   Py_DECREF(fast);
   s = per_traj_add_record(&self->a, (uint32_t)t.v, p->staging);
   CHECK_BUF(&self->a, s, "TrajectoryAccumulator.add");
+  Py_RETURN_NONE;
+}
+
+/* _room(t): None, or the IndexError of an add to timescale t when it is
+   a full buffered one (the converting add asks first, so that a full
+   timescale is what it reports, as the C add does). */
+static PyObject *Traj_room(TrajObject *self, PyObject *arg) {
+  uint_arg t = {"_room: t", 0};
+  if (!traj_ready(self) || !conv_u32(arg, &t)) return NULL;
+  if (t.v >= self->a.nscales)
+    return PyErr_Format(PyExc_IndexError, "_room: timescale %u", (unsigned)t.v);
+  if (traj_is_full(self, (uint32_t)t.v)) return traj_full(self, (uint32_t)t.v);
   Py_RETURN_NONE;
 }
 
@@ -2840,7 +2857,8 @@ static PyMethodDef Traj_methods[] = {
     {"_build", (PyCFunction)Traj_build, METH_VARARGS, NULL},
     {"_add_to", (PyCFunction)Traj_add_to, METH_VARARGS, NULL},
     {"reset", (PyCFunction)Traj_reset, METH_NOARGS,
-     "reset(): drop the partial trajectory (per_traj_reset)."},
+     "reset(): drop the partial rollout: every count 0, the single-item\n"
+     "(once) records and the episode ends cleared (per_traj_reset)."},
     {"_plan", (PyCFunction)Traj_plan, METH_VARARGS, NULL},
     {"_add_tree", (PyCFunction)(void (*)(void))Traj_add_tree, METH_FASTCALL,
      "add(name, tree): the next record of buffered timescale `name`, or\n"
@@ -2849,6 +2867,7 @@ static PyMethodDef Traj_methods[] = {
      "or TypeError naming the timescale and leaf when a value does not\n"
      "fit; the accumulator unchanged then."},
     {"_add_leaves", (PyCFunction)Traj_add_leaves, METH_VARARGS, NULL},
+    {"_room", (PyCFunction)Traj_room, METH_O, NULL},
     {"_count", (PyCFunction)Traj_count, METH_O, NULL},
     {"_end_at", (PyCFunction)Traj_end_at, METH_VARARGS, NULL},
     {"_build_parts", (PyCFunction)Traj_build_parts, METH_NOARGS, NULL},
