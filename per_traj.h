@@ -877,13 +877,15 @@ static per_status peri_traj_init(per_traj *a, const peri_traj_in *cfg,
   for (i = 0; i < cfg->nfields; ++i) {
     per_traj_scale *sc = &a->scales[cfg->fields[i].timescale];
     sc->fields[sc->nfields++] = i;
-    sc->dense += cfg->fields[i].bytes; /* the bytes covered, for now */
   }
   at = off_rec;
   for (i = 0; i < nts; ++i, names += PER_TRAJ_NAME_MAX + 1u) {
     per_traj_scale *sc = &a->scales[i];
+    uint64_t covered = 0;
+    uint32_t k;
+    for (k = 0; k < sc->nfields; ++k) covered += a->fields[sc->fields[k]].bytes;
     /* fields never overlap: covering record_bytes bytes, they tile it */
-    sc->dense = sc->dense == ts[i].record_bytes;
+    sc->dense = covered == ts[i].record_bytes;
     memcpy(names, ts[i].name, strlen(ts[i].name) + 1);
     sc->name = names;
     sc->kind = ts[i].kind;

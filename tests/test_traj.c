@@ -506,26 +506,31 @@ static void test_reset(void) {
 
 /* ---- init --------------------------------------------------------------- */
 
-/* Init with fields fs[0..n) (else the test config) must fail with `want`
-   and message `msg` (NULL: any non-empty one), leaving *a zero but for
-   the message. */
-static void init_fails(per_traj_config c, per_status want, const char *msg,
-                       int line) {
-  per_traj a;
-  per_status got;
-  memset(&a, 0x77, sizeof a);
-  got = per_traj_init(&a, &c, NULL);
+/* An init (of *a, filled with 0x77 before it) that returned `got` must
+   have failed with `want` and message `msg` (NULL: any non-empty one),
+   leaving *a zero but for the message. Frees *a. */
+static void check_failed_init(per_traj *a, per_status got, per_status want,
+                              const char *msg, int line) {
   if (got == want) ++t_pass_count;
   else
     T_FAIL_AT("line %d: got %s, want %s", line, per_status_str(got),
               per_status_str(want));
-  if (zero_but_error(&a)) ++t_pass_count;
+  if (zero_but_error(a)) ++t_pass_count;
   else T_FAIL_AT("line %d: a failed init left more than a message", line);
-  if (msg ? strcmp(a.error, msg) == 0 : a.error[0] != 0) ++t_pass_count;
+  if (msg ? strcmp(a->error, msg) == 0 : a->error[0] != 0) ++t_pass_count;
   else
-    T_FAIL_AT("line %d: error \"%s\", want \"%s\"", line, a.error,
+    T_FAIL_AT("line %d: error \"%s\", want \"%s\"", line, a->error,
               msg ? msg : "(any)");
-  per_traj_free(&a);
+  per_traj_free(a);
+}
+
+/* Init with config c must fail with `want` and message `msg` (NULL: any
+   non-empty one), leaving *a zero but for the message. */
+static void init_fails(per_traj_config c, per_status want, const char *msg,
+                       int line) {
+  per_traj a;
+  memset(&a, 0x77, sizeof a);
+  check_failed_init(&a, per_traj_init(&a, &c, NULL), want, msg, line);
 }
 #define INIT_FAILS(c, want, msg) init_fails((c), (want), (msg), __LINE__)
 
@@ -1049,17 +1054,8 @@ static void test_timescale_refusals(void) {
 static void spec_fails(per_traj_spec sp, per_status want, const char *msg,
                        int line) {
   per_traj a;
-  per_status got;
   memset(&a, 0x77, sizeof a);
-  got = per_traj_init_spec(&a, &sp, NULL);
-  if (got == want) ++t_pass_count;
-  else
-    T_FAIL_AT("line %d: got %s, want %s", line, per_status_str(got),
-              per_status_str(want));
-  if (zero_but_error(&a)) ++t_pass_count;
-  else T_FAIL_AT("line %d: a failed init left more than a message", line);
-  if (strcmp(a.error, msg) == 0) ++t_pass_count;
-  else T_FAIL_AT("line %d: error \"%s\", want \"%s\"", line, a.error, msg);
+  check_failed_init(&a, per_traj_init_spec(&a, &sp, NULL), want, msg, line);
 }
 #define SPEC_FAILS(sp, want, msg) spec_fails((sp), (want), (msg), __LINE__)
 
