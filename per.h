@@ -31,6 +31,8 @@
       per_frames.h   frame stacks for pixel replay (per_frames_*)
       per_traj.h     a rollout's data at named timescales, collected in
                      memory allocated once (per_traj_*)
+      per_store.h    a replay larger than RAM: trajectories in files,
+                     incremental checkpoints (per_store_*; POSIX)
       per_mpi.h      one buffer sharded over MPI ranks (per_mpi_*)
       per_cuda.h     the tree and the buffer on an NVIDIA GPU (per_cuda_*;
                      kernels in per_cuda.cu)
@@ -183,7 +185,9 @@
              per_traj.h (include it; PER_TRAJ_IMPLEMENTATION beside
              PER_IMPLEMENTATION), with any number of named timescales;
              per_traj_field.kind is now .timescale (per_traj.h's
-             history says the rest)
+             history says the rest); the trajectory store, a replay
+             on disk, is the new companion per_store.h; PER_ERR_BUSY
+             (a bounded queue is full: nothing done, try again)
       0.4.0  per.h's own pow (the same bits on every CPU, libm, compiler
              and GPU; no libm); a refused per_buffer call says why in
              b->error; sequence ids carry PER_ID_SEQ and per_buffer_update
@@ -361,7 +365,8 @@ extern "C" {
   X(PER_ERR_TRUNCATED, "checkpoint shorter than its header says")         \
   X(PER_ERR_CHECKSUM, "checkpoint checksum mismatch")                     \
   X(PER_ERR_MISMATCH, "checkpoint does not fit this buffer")              \
-  X(PER_ERR_DEVICE, "the CUDA runtime refused a launch or a copy")
+  X(PER_ERR_DEVICE, "the CUDA runtime refused a launch or a copy")        \
+  X(PER_ERR_BUSY, "a bounded queue is full: nothing done, try again")
 
 /* (clang-format would read the list and the count as one expression) */
 /* clang-format off */
@@ -6693,9 +6698,11 @@ static uint32_t peri_ckpt_age_slot(const peri_ckpt *k, uint32_t t) {
 }
 
 /* A load's selection: world == 0, every file slot in place (a full
-   load); else the shard `rank` of `world`. */
+   load); else the shard `rank` of `world`: the items of slots rank,
+   rank + world, ... or, with by_traj, the items of trajectories rank,
+   rank + world, ... (per_store.h: whole trajectories to each rank). */
 struct peri_sel {
-  uint32_t rank, world;
+  uint32_t rank, world, by_traj;
 };
 
 /* Which file slot goes to buffer position t: every slot in order for a
@@ -6708,6 +6715,10 @@ static int peri_ckpt_pick(const peri_ckpt *k, uint32_t t, peri_sel sel,
     return 1;
   }
   *slot = peri_ckpt_age_slot(k, t);
+  if (sel.by_traj) { /* the full id: stored ids span fewer than 2^32 */
+    uint32_t back = (uint32_t)(k->trajs - 1) - peri_ckpt_traj(k, *slot);
+    return (k->trajs - 1 - back) % sel.world == sel.rank;
+  }
   return *slot % sel.world == sel.rank;
 }
 
@@ -6871,6 +6882,7 @@ static per_status peri_load(per_buffer *b, const char *path, const void *mem,
   peri_msg m = peri_buf_msg(b);
   sel.rank = rank;
   sel.world = world;
+  sel.by_traj = 0;
   if (path) {
     s = peri_ckpt_open(path, b, world, &k, &m);
   } else {

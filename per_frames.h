@@ -1138,6 +1138,7 @@ PERDEF per_status per_frames_load(per_frames *f, const char *path) {
   }
   sel.rank = 0;
   sel.world = 0;
+  sel.by_traj = 0;
   if (s == PER_OK) {
     s = peri_load_stage(&f->buffer, &k, sel, &t, &n, &zero, &m);
     have_tree = s == PER_OK;

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-FILES = ["per.h", "per_frames.h", "per_traj.h", "per_mpi.h", "per_cuda.cu",
+FILES = ["per.h", "per_frames.h", "per_traj.h", "per_store.h", "per_mpi.h", "per_cuda.cu",
          "python/per/_per.c", "tools/seams.py", "docs/DESIGN.md"]
 
 

@@ -5,18 +5,19 @@ tools/snippets.py SRCDIR OUTDIR --cc "CC..." --cxx "CXX..." [--nvcc NVCC]
 
 Blocks: every ```c and ```cuda block of the Markdown documentation
 (README.md, every docs/*.md, examples/README.md), and the QUICK START
-blocks of the manuals of per.h and per_traj.h (the indented lines under
+blocks of the manuals of per.h, per_traj.h and per_store.h (the
+indented lines under
 a heading of the top comment that contains "QUICK START"). Each block is named by its file and the line
 its code starts on (docs/GUIDE.md:120). Each C block is compiled as C99
 and as C++11 with -Wall -Wextra -Wpedantic -Werror:
 
 - a block with `int main(` is a whole program: compiled as it is, then
-  linked with -lm and run (it must exit 0);
+  linked with -lm -pthread and run (it must exit 0);
 - a block that includes per.h itself is a file: compiled as it is, with
   an empty main appended;
 - a block with a function definition at column 0 is file-scope code:
-  compiled after a prelude (stdio.h, math.h, per.h, per_traj.h) with an
-  empty main;
+  compiled after a prelude (_POSIX_C_SOURCE 200809L, stdio.h, math.h,
+  per.h, per_traj.h, per_store.h) with an empty main;
 - anything else is a fragment of a function: compiled inside
   int main(void) { ... return 0; } after the same prelude.
 
@@ -31,8 +32,9 @@ import shlex
 import subprocess
 import sys
 
-PRELUDE = ('#include <math.h>\n#include <stdio.h>\n#include <stdlib.h>\n'
-           '#include "per.h"\n#include "per_traj.h"\n')
+PRELUDE = ('#define _POSIX_C_SOURCE 200809L\n'
+           '#include <math.h>\n#include <stdio.h>\n#include <stdlib.h>\n'
+           '#include "per.h"\n#include "per_traj.h"\n#include "per_store.h"\n')
 
 
 def doc_files(src):
@@ -117,7 +119,7 @@ def main():
     blocks = []
     for name in doc_files(a.src):
         blocks += markdown_blocks(a.src, name)
-    for header in ('per.h', 'per_traj.h'):
+    for header in ('per.h', 'per_traj.h', 'per_store.h'):
         blocks += manual_blocks(os.path.join(a.src, header))
     width = max([len(where) for _, where, _ in blocks] + [16])
     failed = 0
@@ -147,7 +149,8 @@ def main():
             rc, log = run(cmd + warn + ['-c', base + '.c', '-o', obj], a.out)
             if rc == 0 and kind == 'program':
                 exe = base + ('_c' if name == 'C99' else '_cpp')
-                link = (cc if name == 'C99' else cxx) + [obj, '-o', exe, '-lm']
+                link = (cc if name == 'C99' else cxx) + [obj, '-o', exe, '-lm',
+                                                         '-pthread']
                 rc, log = run(link, a.out)
                 if rc == 0:
                     rc, log = run([exe], a.out)

@@ -67,6 +67,7 @@ need = {"pyproject.toml", "meson.build", "per.h", "python/meson.build",
         "python/per/py.typed", "python/per/mpi.py", "python/per/_mpi.c",
         "python/per/_mpi.pyi", "python/per/_cuda.pyi",
         "python/per/shard.h", "per_mpi.h", "per_frames.h", "per_traj.h",
+        "per_store.h",
         "README.md", "LICENSE", "PKG-INFO",
         "python/per/_cuda.cpp", "python/per/cuda.py", "per_cuda.h",
         "per_cuda.cu", "tests/cuda/cuda_host_shim.h"}
