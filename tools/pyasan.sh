@@ -2,8 +2,8 @@
 # tools/pyasan.sh [PYTEST ARGS]: per._per (python/per/_per.c) built with
 # AddressSanitizer and UndefinedBehaviorSanitizer, and the Python tests of
 # the parts whose C does the most by hand (TrajectoryAccumulator's add and
-# its memory, per.Trajectory, the replay buffer) run against it (CI's
-# sanitizers stage). The interpreter is the one of build-py/venv
+# its memory, per.Trajectory, the replay buffer, the trajectory store)
+# run against it (CI's sanitizers stage). The interpreter is the one of build-py/venv
 # (tools/pyvenv.sh, run when it is missing), with the sanitizers' runtimes
 # preloaded; the package is a copy of python/per in build-pyasan with the
 # instrumented extension in it. Leak checking is off: the interpreter
@@ -45,5 +45,5 @@ ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LD_PRELOAD="$preload" PYTHONPATH="$out" "$py" -m pytest -q \
   -p no:cacheprovider "$root/python/tests/test_accumulator.py" \
-  "$root/python/tests/test_trajectory.py" \
+  "$root/python/tests/test_trajectory.py" "$root/python/tests/test_store.py" \
   "$root/python/tests/test_buffer.py" "$@"

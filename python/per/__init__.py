@@ -26,13 +26,20 @@ where the conversion is exact (ReplayBuffer.add states the rule).
 # per.config, the config and argument checks this module shares with
 # per.cuda and per.mpi).
 import concurrent.futures as _futures
+import dataclasses as _dataclasses
 import hashlib as _hashlib
 import importlib as _importlib
 import json as _json
 import math as _math
 import os as _os
+import secrets as _secrets
+import shutil as _shutil
+import struct as _struct
+import sys as _sys
+import tempfile as _tempfile
 import threading as _threading
 import typing as _t
+import weakref as _weakref
 
 import numpy as _np
 
@@ -75,6 +82,8 @@ __all__ = [
     "FrameBuffer",
     "Trajectory",
     "TrajectoryAccumulator",
+    "TrajectoryStore",
+    "TrajectoryReplayBuffer",
     "save_nstep",
     "load_nstep",
     "config_default",
@@ -1695,3 +1704,939 @@ class TrajectoryAccumulator(_per._Traj):
         self._built(tid)
         return {"n": n, "id": tid,
                 "once": {k: self._tree[k] for k in names}}
+
+
+# ---------------------------------------------------------------------------
+# The trajectory store (per_store.h): replay larger than RAM
+# ---------------------------------------------------------------------------
+
+#: TrajectoryStore's config keywords: ReplayBuffer's but the sequence
+#: ones (a store draws samples, not sequences).
+_STORE_KEYS: _t.Tuple[_config.Key, ...] = tuple(
+    k for k in _config.REPLAY_KEYS
+    if k.name not in ("seq_len", "seq_stride", "seq_eta", "cross_episodes"))
+#: TrajectoryReplayBuffer's: the same but seed, its first argument.
+_TRB_KEYS: _t.Tuple[_config.Key, ...] = tuple(
+    k for k in _STORE_KEYS if k.name != "seed")
+
+
+class _TrbKeywords(_t.TypedDict, total=False):
+    alpha: float
+    beta0: float
+    beta1: float
+    beta_steps: int
+    eps: float
+    max_priority: float
+    weights_buffer_max: bool
+    max_unique: _t.Optional[int]
+    live_max: bool
+
+
+class _StoreKeywords(_TrbKeywords, total=False):
+    seed: int
+
+
+def _host(v: object) -> object:
+    """A PyTorch tensor as a NumPy array on the host (detached, copied
+    from its device); anything else as it is, for np.asarray."""
+    if type(v).__module__.split(".")[0] == "torch" and hasattr(v, "detach"):
+        return _t.cast(_t.Any, v).detach().cpu().numpy()
+    return v
+
+
+def _store_dtype(spec: _t.Union[_DTypeLike, _t.Mapping[str, object]],
+                 call: str) -> _DType:
+    """A store's sample dtype: a structured dtype as it is, or from a dict
+    of field name -> example value of one sample (its dtype and shape make
+    the field), packed, in the dict's order."""
+    if isinstance(spec, _t.Mapping):
+        if not spec:
+            raise ValueError(f"{call}: the spec has no field")
+        fields: _t.Dict[str, _Array] = {}
+        for name, v in spec.items():
+            if not isinstance(name, str):
+                raise TypeError(f"{call}: field names are str, not "
+                                f"{type(name).__name__} ({name!r})")
+            a = _np.asarray(_host(v))
+            if a.dtype.hasobject:
+                raise TypeError(f"{call}: field {name!r} takes an example "
+                                "value of one sample (np.zeros(shape, "
+                                f"dtype)), not {v!r}")
+            fields[name] = a
+        return _item_dtype(fields)
+    dt = _np.dtype(_t.cast(_DTypeLike, spec))
+    if dt.names is None:
+        raise TypeError(f"{call}: the spec is a structured dtype (named "
+                        f"fields) or a dict of example values, not {dt}")
+    return _item_dtype(dt)
+
+
+def _store_writer(store: "_per._Store", errors: _t.List[BaseException]) -> None:
+    """A TrajectoryStore's writer thread: run_writer (the GIL released)
+    until stop_writer or close; its error kept for writer_error."""
+    try:
+        store.run_writer()
+    except BaseException as e:  # kept, not lost in the thread
+        errors.append(e)
+
+
+def _join_writer(store: "_per._Store", t: _threading.Thread) -> None:
+    """Stop the writer and wait for its thread (which may not have reached
+    run_writer yet: then the next round stops it)."""
+    while t.is_alive():
+        store.stop_writer()
+        t.join(0.005)
+
+
+def _store_close(store: "_per._Store",
+                 threads: _t.List[_threading.Thread]) -> None:
+    """TrajectoryStore.close, also its finalizer (garbage collection, the
+    interpreter's exit): the writer stopped, the store freed."""
+    for t in threads:
+        _join_writer(store, t)
+    threads.clear()
+    store.close()
+
+
+def _segment_names(index: str) -> _t.List[str]:
+    """The segment files an index.bin names (docs/FORMAT.md, "The
+    trajectory store": S at offset 52, 80-byte rows from 128, each a
+    NUL-padded 64-byte name first)."""
+    with open(index, "rb") as f:
+        data = f.read()
+    if len(data) < 132 or data[:8] != b"\x89PERSTO\n":
+        raise _error("PER_ERR_FORMAT", f"{index} is not a store's index")
+    (nseg,) = _struct.unpack_from("<I", data, 52)
+    names = []
+    for i in range(nseg):
+        raw = data[128 + 80 * i:128 + 80 * i + 64]
+        names.append(raw.split(b"\0", 1)[0].decode("ascii"))
+    return names
+
+
+def _fsync(path: str) -> None:
+    fd = _os.open(path, _os.O_RDONLY)
+    try:
+        _os.fsync(fd)
+    finally:
+        _os.close(fd)
+
+
+def _put_file(src: str, dst: str, segment: bool) -> None:
+    """dst replaced by src's file, under a temporary name then renamed: a
+    segment file hard-linked where the file system allows, else copied
+    (shutil.copy2, synced) unless dst is already its copy (the same size
+    and modification time: a segment is only ever appended to); the
+    other files copied."""
+    try:
+        if _os.path.samefile(src, dst):
+            return
+        a, b = _os.stat(src), _os.stat(dst)
+        if segment and (a.st_size, a.st_mtime_ns) == (b.st_size, b.st_mtime_ns):
+            return
+    except FileNotFoundError:
+        pass
+    tmp = f"{dst}.tmp-{_os.getpid()}-{_threading.get_ident()}"
+    if _os.path.lexists(tmp):
+        _os.remove(tmp)
+    try:
+        if not segment:
+            raise OSError("copied")
+        _os.link(src, tmp)
+    except OSError:
+        _shutil.copy2(src, tmp)
+        _fsync(tmp)
+    _os.replace(tmp, dst)
+
+
+def _export_store(src: str, dst: str) -> None:
+    """Make dst a loadable copy of the store checkpoint in src: its
+    segment files hard-linked (copied across file systems), then the JSON
+    files, then index.bin last (until then dst holds what it held);
+    segment files of an earlier export that the new index does not name
+    are removed after."""
+    _os.makedirs(dst, exist_ok=True)
+    names = _segment_names(_os.path.join(src, "index.bin"))
+    old = {n for n in _os.listdir(dst)
+           if n.startswith("seg-") and n.endswith(".per")}
+    for n in names:
+        _put_file(_os.path.join(src, n), _os.path.join(dst, n), True)
+    for n in ("trajectory_index.json", "metadata.json", "index.bin"):
+        if n == "index.bin" or _os.path.exists(_os.path.join(src, n)):
+            _put_file(_os.path.join(src, n), _os.path.join(dst, n), False)
+    for n in old - set(names):
+        _os.remove(_os.path.join(dst, n))
+    _fsync(dst)
+
+
+def _same_dir(a: str, b: str) -> bool:
+    try:
+        return _os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+class TrajectoryStore:
+    """A prioritized replay whose samples live on disk (per_store.h): the
+    trajectories in segment files under directory `path`, their
+    priorities and places in memory, so that the replay may be far larger
+    than RAM. It draws what a per.ReplayBuffer of the same config given
+    the same samples draws (ids, weights and samples, bit for bit).
+
+    `spec` describes one sample: a structured dtype, or a dict of field
+    name -> example value of one sample (anything np.asarray takes; its
+    dtype and shape make the field, its values do not matter). The
+    sample's record (`dtype`) holds the fields packed, in the spec's
+    order. `capacity` is in samples; the store evicts the oldest samples
+    first, as ReplayBuffer does. The keywords after it are per_config's
+    (ReplayBuffer's, but the sequence ones) with the C defaults;
+    `cache_bytes` (default 256 MiB: written trajectories kept in memory,
+    the newest), `staging_bytes` (64 MiB: trajectories not written yet; a
+    trajectory needs item_size + 1 bytes a sample there, rounded up to 8)
+    and `segment_bytes` (1 GiB: a segment file's size) size the memory
+    and the files; None takes the default. `path` is made if missing (its
+    parent must exist) and must not hold a store unless `resume`: then the
+    store in it is loaded (its checkpoint's config, capacity and dtype
+    must be this one's).
+
+    With `writer` (default) a daemon thread writes the staged
+    trajectories to disk in the background, the GIL released: an add
+    copies its rollout and returns, and waits only when staging_bytes
+    are full (add_trajectories(..., nowait=True) raises per.Error
+    PER_ERR_BUSY instead). Without it, adds write the oldest staged
+    trajectories themselves when staging is full, and flush() writes
+    them all. Every call holds the store's own lock and releases the GIL
+    while it does I/O, so Python threads may share a store. close() (also
+    `with`, garbage collection and the interpreter's exit) stops the
+    writer and frees the memory; the files stay, and a closed store
+    refuses every call with ValueError. Staged trajectories that no
+    checkpoint wrote are not written then: save_checkpoint() first to
+    keep them.
+
+    A failed call raises per.Error and leaves the store as it was;
+    arguments of the wrong type, range or shape raise TypeError,
+    OverflowError or ValueError naming the call and the field, before
+    anything changes."""
+
+    def __init__(self, path: _PathArg,
+                 spec: _t.Union[_DTypeLike, _t.Mapping[str, object]], *,
+                 capacity: int, cache_bytes: _t.Optional[int] = None,
+                 staging_bytes: _t.Optional[int] = None,
+                 segment_bytes: _t.Optional[int] = None,
+                 resume: bool = False, writer: bool = True,
+                 **config: "_Unpack[_StoreKeywords]") -> None:
+        call = "TrajectoryStore"
+        if not hasattr(_per, "_Store"):
+            raise NotImplementedError(f"{call}: per_store.h is POSIX only; "
+                                      "this build has no store")
+        _config.check_keywords("TrajectoryStore.__init__", config, _STORE_KEYS)
+        dt = _store_dtype(spec, call)
+        capacity = _count(capacity, f"{call}: capacity")
+        self._path = _os.fspath(path)
+        self._dtype: _DType = dt
+        self._store = _per._Store(
+            self._path,
+            _config.c_config(call, _STORE_KEYS, config,
+                             {"capacity": capacity, "item_size": dt.itemsize}),
+            cache_bytes, staging_bytes, segment_bytes, _layout_of(dt),
+            bool(resume))
+        self._capacity = capacity
+        self._errors: _t.List[BaseException] = []
+        self._threads: _t.List[_threading.Thread] = []
+        self._ckpt_lock = _threading.Lock()
+        self._finalizer = _weakref.finalize(self, _store_close, self._store,
+                                            self._threads)
+        if writer:
+            self._start_writer()
+
+    # -- the writer thread -------------------------------------------------
+
+    def _start_writer(self) -> None:
+        t = _threading.Thread(target=_store_writer,
+                              args=(self._store, self._errors),
+                              name="per-store-writer", daemon=True)
+        t.start()
+        self._threads[:] = [t]
+
+    def _stop_writer(self) -> bool:
+        """Stop and join the writer thread; whether one was running."""
+        ran = any(t.is_alive() for t in self._threads)
+        for t in self._threads:
+            _join_writer(self._store, t)
+        self._threads.clear()
+        return ran
+
+    @property
+    def writer_error(self) -> _t.Optional[BaseException]:
+        """The error that stopped the writer thread (per.Error, an I/O
+        error naming the file), or None. The trajectory it could not write
+        stays staged; adds then write themselves and report the error if
+        it persists."""
+        return self._errors[0] if self._errors else None
+
+    # -- adding ------------------------------------------------------------
+
+    def _rollout(self, rollout: _t.Mapping[str, object], call: str
+                 ) -> _t.Tuple[_Array, int, int]:
+        """A rollout's samples as T * B records (sample t * B + b), T, B;
+        nothing is added here: a refusal leaves the store as it was."""
+        dt = self._dtype
+        names = dt.names or ()
+        got = set(rollout.keys())
+        if got != set(names):
+            raise ValueError(f"{call}: keys do not match the spec: missing "
+                             f"{sorted(set(names) - got)}, unknown "
+                             f"{sorted(map(str, got - set(names)))}")
+        lead: _t.Optional[_t.Tuple[int, int]] = None
+        first = ""
+        conv = {}
+        for name in names:
+            base, fshape = dt[name].base, dt[name].shape
+            v = _np.asarray(_host(rollout[name]))
+            want = "(T, B" + "".join(f", {d}" for d in fshape) + ")"
+            if v.ndim != 2 + len(fshape) or v.shape[2:] != fshape:
+                raise ValueError(f"{call}: field {name!r} has shape {v.shape}; "
+                                 f"a rollout's is {want}")
+            if lead is not None and v.shape[:2] != lead:
+                raise ValueError(f"{call}: field {first!r} has (T, B) = {lead}, "
+                                 f"field {name!r} {v.shape[:2]}")
+            lead, first = (v.shape[0], v.shape[1]), first or name
+            conv[name] = _cast(v, base, f"{call}: field {name!r}")
+        assert lead is not None
+        T, B = lead
+        rec = _np.zeros(T * B, dt)
+        for name, v in conv.items():
+            rec[name] = v.reshape((T * B,) + dt[name].shape)
+        return rec, T, B
+
+    @staticmethod
+    def _ends(ends: _t.Optional[_ArrayLike], T: int, B: int,
+              call: str) -> _t.Optional[_Array]:
+        if ends is None:
+            return None
+        ea = _np.asarray(_host(ends))
+        if ea.shape != (T, B):
+            raise ValueError(f"{call}: ends has shape {ea.shape}; the "
+                             f"rollout's (T, B) is {(T, B)}")
+        if ea.dtype.kind == "b":
+            return _np.where(ea, END_TERMINATED, END_NONE).astype(
+                _np.uint8).reshape(-1)
+        if ea.dtype.kind not in "iu":
+            raise TypeError(f"{call}: ends must be END_* integers or bools, "
+                            f"not {ea.dtype}")
+        if ea.size and (ea.min() < 0 or ea.max() > 255):
+            raise _error("PER_ERR_ARG", f"{call}: an end is not an END_* value")
+        return _np.ascontiguousarray(ea, dtype=_np.uint8).reshape(-1)
+
+    @_t.overload
+    def add_trajectories(self, rollout: _t.Mapping[str, object], *,
+                         ends: _t.Optional[_ArrayLike] = None,
+                         nowait: bool = False) -> int: ...
+
+    @_t.overload
+    def add_trajectories(self, rollout: _t.Sequence[_t.Mapping[str, object]],
+                         *, ends: _t.Optional[_t.Sequence[
+                             _t.Optional[_ArrayLike]]] = None,
+                         nowait: bool = False) -> _t.List[int]: ...
+
+    def add_trajectories(self, rollout: _t.Any, *, ends: _t.Any = None,
+                         nowait: bool = False) -> _t.Any:
+        """Add a rollout as ONE trajectory: a dict with exactly the spec's
+        keys, each an array [T, B, *field_shape] (anything np.asarray
+        takes; PyTorch tensors are copied to the host), T and B alike for
+        every field. Its T * B samples are stored flattened t-major
+        (sample t * B + b: step t of environment b), as seed 002's
+        TrajectoryReplayBuffer keeps a rollout: one contiguous write per
+        rollout, windows that count rollouts, the (T, B) shape kept in the
+        index (trajectory(id)["shape"]). ends: None, or a [T, B] array of
+        per.END_* codes or of bools (True: terminated). Values convert
+        into the fields by ReplayBuffer.add's exact rule.
+
+        A list of such dicts adds each as one trajectory (ends then None
+        or a list of as many); every rollout is checked before the first
+        is added. Returns the trajectory id (a list of them for a list),
+        0, 1, ... in add order.
+
+        Errors: ValueError for keys that are not the spec's (it names the
+        missing and the unknown ones), a field whose trailing shape is not
+        the spec's or whose (T, B) is not the other fields', ends of
+        another shape, and a value that would change in the conversion;
+        TypeError for a value of a kind that does not convert; per.Error
+        from the store for the rest (PER_ERR_ARG: T or B 0, more samples
+        than capacity or a trajectory larger than staging_bytes, an end
+        that is not an END_*; PER_ERR_BUSY with nowait when staging is
+        full; PER_ERR_IO when a write to make room failed). Nothing is
+        added by a call that raises, but for the rollouts of a list added
+        before the one that failed in the store."""
+        call = "TrajectoryStore.add_trajectories"
+        if isinstance(rollout, _t.Mapping):
+            rec, T, B = self._rollout(rollout, call)
+            e = self._ends(ends, T, B, call)
+            return self._store.add(rec, T, B, e, bool(nowait))
+        if not isinstance(rollout, (list, tuple)):
+            raise TypeError(f"{call}: a rollout is a dict of arrays (or a "
+                            f"list of them), not {type(rollout).__name__}")
+        if ends is not None and (not isinstance(ends, (list, tuple))
+                                 or len(ends) != len(rollout)):
+            raise ValueError(f"{call}: {len(rollout)} rollouts take None or a "
+                             "list of as many ends")
+        parts = []
+        for i, r in enumerate(rollout):
+            if not isinstance(r, _t.Mapping):
+                raise TypeError(f"{call}: rollout {i} is a "
+                                f"{type(r).__name__}, not a dict of arrays")
+            rec, T, B = self._rollout(r, f"{call}: rollout {i}")
+            e = self._ends(None if ends is None else ends[i], T, B,
+                           f"{call}: rollout {i}")
+            parts.append((rec, T, B, e))
+        return [self._store.add(rec, T, B, e, bool(nowait))
+                for rec, T, B, e in parts]
+
+    def flush(self) -> None:
+        """Write every staged trajectory now, on this thread
+        (per_store_write); per.Error PER_ERR_IO names the file if a write
+        fails (the trajectory stays staged)."""
+        self._store.write()
+
+    # -- sampling ----------------------------------------------------------
+
+    def sample(self, num_chunks: int, *, unique: bool = False,
+               beta: _t.Optional[float] = None, window: int = 0,
+               trajectories: bool = True) -> _t.Dict[str, _Array]:
+        """Draw num_chunks samples (per_store_sample, as
+        ReplayBuffer.sample draws): a dict of the spec's fields, each a
+        contiguous array [num_chunks, *field_shape], and "ids" (uint64,
+        for update) and "weights" (float32 IS weights, max 1). unique:
+        distinct samples; beta: this beta instead of the schedule's;
+        window: only the newest `window` trajectories (seed 002's
+        sample_window_size; 0: all), or samples with trajectories=False.
+        Samples in memory are copied, the others read from their segment
+        files (each once, in file order) with the GIL released."""
+        call = "TrajectoryStore.sample"
+        B = _count(num_chunks, f"{call}: num_chunks")
+        w = _count(window, f"{call}: window")
+        b = None if beta is None else _real(beta, f"{call}: beta")
+        items, ids, weights = self._store.sample(B, bool(unique), b, w,
+                                                 bool(trajectories))
+        rec = _np.frombuffer(items, self._dtype)
+        out = {name: _np.ascontiguousarray(rec[name])
+               for name in self._dtype.names or ()}
+        out["ids"] = _np.frombuffer(ids, _np.uint64)
+        out["weights"] = _np.frombuffer(weights, _np.float32)
+        return out
+
+    def update(self, ids: _ArrayLike, td_errors: _ArrayLike) -> int:
+        """Priorities (|td| + eps)^alpha for the sampled ids
+        (per_store_update; td rounded to float32), td_errors of ids' shape
+        (1-D). Returns how many ids were stale (evicted since the draw).
+        per.Error PER_ERR_NAN or PER_ERR_INF for a td that is not finite,
+        nothing updated."""
+        call = "TrajectoryStore.update"
+        i = _vector(ids, f"{call}: ids")
+        t = _np.asarray(td_errors)
+        if t.shape != i.shape:
+            raise ValueError(f"{call}: td_errors has shape {t.shape}; "
+                             f"{i.shape[0]} ids take shape {i.shape}")
+        return self._store.update(_indices(i, f"{call}: ids", 64),
+                                  _floats(t, f"{call}: td_errors", _np.float32))
+
+    # -- checkpoints ---------------------------------------------------------
+
+    def save_checkpoint(self, path: _t.Optional[_PathArg] = None) -> None:
+        """Checkpoint the store in its own directory (per_store_checkpoint:
+        the staged trajectories written, the segments synced, index.bin
+        replaced atomically, then trajectory_index.json and metadata.json;
+        its cost is the index, not the data). With a path other than the
+        store's directory, then export it there (made if missing): the
+        segment files the checkpoint names are hard-linked into path
+        (copied where path is on another file system), the three index
+        files copied, index.bin last, so that path is a store that
+        load_checkpoint or TrajectoryStore(path, ..., resume=True) takes.
+        path must be a new or empty directory or an earlier export (whose
+        files are replaced)."""
+        with self._ckpt_lock:
+            self._store.checkpoint(True)
+            if path is None:
+                return
+            dst = _os.fspath(path)
+            if not _same_dir(dst, self._path):
+                _export_store(self._path, dst)
+
+    def load_checkpoint(self, path: _PathArg, *, rank: int = 0,
+                        world_size: int = 1, quick: bool = False) -> None:
+        """Replace the store's contents with the checkpoint in directory
+        path (its own or another store's; per_store_load): all of it, or
+        with world_size > 1 the trajectories whose id is rank mod
+        world_size, with the global counters. Everything is checked first
+        (index.bin's CRC, every taken trajectory's header, length and,
+        unless quick, its data's CRC-32C, the config and dtype as
+        ReplayBuffer.load checks them); on error the store is as it was.
+        Segment files of another directory are hard-linked (or copied)
+        into this one. Staged trajectories are dropped with the rest."""
+        call = "TrajectoryStore.load_checkpoint"
+        self._store.load(_os.fspath(path), _count(rank, f"{call}: rank"),
+                         _count(world_size, f"{call}: world_size"),
+                         bool(quick))
+
+    # -- state -------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Samples stored."""
+        return self._store.size
+
+    def stats(self) -> _t.Dict[str, int]:
+        """per_store_stats: trajectories and samples stored, added in all
+        (added_trajectories is the next id), disk_bytes and segments,
+        staged_bytes and staged_trajectories (not written yet),
+        cached_bytes, cache_hits and cache_misses (samples copied from
+        memory, read from disk), reads and read_bytes, written_trajectories
+        and written_bytes, waits (adds that waited for room), busy (adds
+        refused with PER_ERR_BUSY) and checkpoints."""
+        return self._store.stats()
+
+    def trajectory(self, id: int) -> _t.Dict[str, _t.Any]:
+        """The stored trajectory `id` as the index has it: id, uuid (str),
+        num_samples, shape (T, B), max_episode_length (the longest run of
+        one environment's steps up to an end), live (samples still
+        stored), written (in a segment file), cached (in memory).
+        per.Error PER_ERR_INDEX when no stored trajectory has that id."""
+        return self._store.trajectory(id)
+
+    def check(self) -> None:
+        """Check the store's invariants (per_store_check; tests, tools):
+        the writer thread is stopped for it and started again."""
+        ran = self._stop_writer()
+        try:
+            self._store.check()
+        finally:
+            if ran and not self._store.closed:
+                self._start_writer()
+
+    @property
+    def path(self) -> str:
+        """The store's directory."""
+        return self._path
+
+    @property
+    def dtype(self) -> _DType:
+        """One sample's record: the spec's fields, packed."""
+        return self._dtype
+
+    @property
+    def spec(self) -> _t.Dict[str, _t.Tuple[_DType, _t.Tuple[int, ...]]]:
+        """Each field's (dtype, shape) in a sample."""
+        dt = self._dtype
+        return {n: (dt[n].base, dt[n].shape) for n in dt.names or ()}
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def closed(self) -> bool:
+        return self._store.closed
+
+    def close(self) -> None:
+        """Stop the writer thread and free the memory (per_store_free);
+        the files stay. Trajectories still staged are not written:
+        save_checkpoint() first to keep them. Later calls raise ValueError;
+        close() again does nothing."""
+        self._finalizer()
+
+    def __enter__(self) -> "TrajectoryStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return f"per.TrajectoryStore({self._path!r}, closed)"
+        st = self.stats()
+        return (f"per.TrajectoryStore({self._path!r}, capacity="
+                f"{self._capacity}, samples={st['samples']}, trajectories="
+                f"{st['trajectories']}, sample={self._dtype})")
+
+
+_config.signature(TrajectoryStore.__init__, _STORE_KEYS,
+                  _config.defaults(1, 1, _STORE_KEYS), _StoreKeywords)
+
+
+# ---------------------------------------------------------------------------
+# Seed 002's TrajectoryReplayBuffer over the store
+# ---------------------------------------------------------------------------
+
+_TRB = "TrajectoryReplayBuffer"
+
+
+def _is_array(v: object) -> bool:
+    """An attribute add_trajectories takes from an object: an array
+    (NumPy's, a PyTorch tensor, anything with __array__ or
+    __array_interface__; not a NumPy scalar)."""
+    if isinstance(v, _np.generic):  # a NumPy scalar: a number
+        return False
+    return isinstance(v, _np.ndarray) or hasattr(v, "__array__") or hasattr(
+        v, "__array_interface__")
+
+
+def _trajectory_fields(traj: object, call: str,
+                       torch_keys: _t.Set[str]) -> _t.Dict[str, _Array]:
+    """A trajectory's arrays by field name ("a/b" for key b of dict a), on
+    the host; the names of those that were PyTorch tensors added to
+    torch_keys."""
+    out: _t.Dict[str, _Array] = {}
+
+    def put(name: str, v: object, strict: bool) -> None:
+        if v is None:
+            return
+        if isinstance(v, _t.Mapping):
+            for k, x in v.items():
+                if not isinstance(k, str) or "/" in k or not k:
+                    where = repr(name) if name else "the trajectory"
+                    raise ValueError(f"{call}: key {k!r} of {where}: keys are "
+                                     "non-empty str without '/' (which "
+                                     "names nested keys)")
+                put(f"{name}/{k}" if name else k, x, strict)
+            return
+        if not strict and not _is_array(v):
+            return
+        if type(v).__module__.split(".")[0] == "torch":
+            torch_keys.add(name)
+        out[name] = _np.asarray(_host(v))
+
+    if isinstance(traj, _t.Mapping):
+        put("", traj, True)
+    elif _dataclasses.is_dataclass(traj) and not isinstance(traj, type):
+        for f in _dataclasses.fields(traj):
+            put(f.name, getattr(traj, f.name, None), False)
+    elif hasattr(traj, "__dict__"):
+        for k, v in vars(traj).items():
+            if not k.startswith("_"):
+                put(k, v, False)
+    else:
+        raise TypeError(f"{call}: a trajectory is a dict of arrays or an "
+                        f"object with array attributes, not "
+                        f"{type(traj).__name__}")
+    if not out:
+        raise ValueError(f"{call}: the trajectory has no array")
+    return out
+
+
+def _nest(flat: _t.Dict[str, _t.Any]) -> _t.Dict[str, _t.Any]:
+    """{"a/b": x} as {"a": {"b": x}}."""
+    out: _t.Dict[str, _t.Any] = {}
+    for name, v in flat.items():
+        d = out
+        *outer, last = name.split("/")
+        for k in outer:
+            d = d.setdefault(k, {})
+        d[last] = v
+    return out
+
+
+def _buffer_close(stores: _t.List[TrajectoryStore],
+                  tmp: _t.Optional[str]) -> None:
+    """TrajectoryReplayBuffer.close, also its finalizer."""
+    for s in stores:
+        s.close()
+    if tmp is not None:
+        _shutil.rmtree(tmp, ignore_errors=True)
+
+
+class TrajectoryReplayBuffer:
+    """Seed 002's trajectory replay (RLinf's TrajectoryReplayBuffer, with
+    its name and arguments) over per.TrajectoryStore: rollouts of T steps
+    of B environments are stored as they come, [T, B, ...], each one
+    trajectory of T * B samples on disk, and sample(num_chunks) draws
+    samples (seed 002's chunks) into a batch of the rollout's keys,
+    [num_chunks, ...].
+
+    - seed: the sampling rng's (None: a random one, kept in .seed).
+    - storage_dir: the store's directory (made if missing); None: a new
+      temporary directory, removed by close(). A directory that holds a
+      store is resumed (its trajectories and counters), as seed 002
+      reloads its metadata.
+    - enable_cache, cache_size: cache_size trajectories kept in memory
+      (the newest; cache_bytes from the first trajectory's size); no cache
+      without enable_cache.
+    - storage_format: "pt" or "pkl", accepted for seed 002's callers;
+      the data are always per's own segment files (docs/FORMAT.md, "The
+      trajectory store"), neither torch.save's nor pickle's. Another value
+      is a ValueError.
+    - sample_window_size: sample from the newest this many trajectories
+      (0: all).
+    - save_trajectories: False still stores the data on disk, in a
+      temporary directory removed by close() (storage_dir is not used),
+      and save_checkpoint raises RuntimeError: checkpoints are
+      unavailable, as in seed 002.
+    - capacity: samples kept (the oldest evicted first); None (the
+      default): 2^20, or the checkpoint's for a buffer made by
+      load_checkpoint or resumed from storage_dir;
+      alpha: 0 (the default) samples uniformly, as seed 002 does; alpha >
+      0 makes the replay prioritized, and then update(ids, td_errors)
+      sets priorities, with the ids from sample(..., with_info=True). The
+      other keywords are TrajectoryStore's: per_config's (beta0, beta1,
+      beta_steps, eps, max_priority, ...), staging_bytes (default: 64 MiB
+      or two trajectories, the larger), segment_bytes and writer.
+
+    What add_trajectories takes from a trajectory: from a dict, every key
+    whose value is not None; from a dataclass, its fields (from another
+    object, its attributes not starting with "_") whose value is an
+    array (a NumPy array, a PyTorch tensor, anything with __array__ or
+    __array_interface__), others (None, numbers, strings such as a model
+    weights id) skipped. A dict value, in either, is a nested dict of
+    arrays: its keys become fields "outer/inner", and sample returns the
+    same nesting. Every array is [T, B, ...] with the same T and B (one
+    trajectory's fields may not have T + 1 rows). The store is made at
+    the first add from the first trajectory's fields, dtypes and
+    trailing shapes; later trajectories must have the same fields
+    (ValueError naming those missing and unknown) of any T and B. sample
+    returns PyTorch tensors (torch.from_numpy) for the fields added as
+    tensors, NumPy arrays for the others (and for every field of a buffer
+    that has only loaded).
+
+    size, total_samples and trajectory_counter are seed 002's counters:
+    trajectories stored, samples added in all, trajectories added in all
+    (the next id), global over the ranks of a sharded load; len() is the
+    samples stored."""
+
+    def __init__(self, seed: _t.Optional[int] = 1234,
+                 storage_dir: _t.Optional[_PathArg] = None,
+                 enable_cache: bool = True, cache_size: int = 5,
+                 storage_format: str = "pt", sample_window_size: int = 0,
+                 save_trajectories: bool = True, *,
+                 capacity: _t.Optional[int] = None,
+                 staging_bytes: _t.Optional[int] = None,
+                 segment_bytes: _t.Optional[int] = None, writer: bool = True,
+                 **config: "_Unpack[_TrbKeywords]") -> None:
+        _config.check_keywords(f"{_TRB}.__init__", config, _TRB_KEYS)
+        if storage_format not in ("pt", "pkl"):
+            raise ValueError(f"{_TRB}: storage_format is 'pt' or 'pkl', not "
+                             f"{storage_format!r}")
+        self.storage_format = storage_format
+        self.seed: int = (_secrets.randbits(64) if seed is None
+                          else _count(seed, f"{_TRB}: seed", 64))
+        self.enable_cache = bool(enable_cache)
+        self.cache_size = _count(cache_size, f"{_TRB}: cache_size")
+        self.sample_window_size = _count(sample_window_size,
+                                         f"{_TRB}: sample_window_size")
+        self.save_trajectories = bool(save_trajectories)
+        self._capacity = (None if capacity is None
+                          else _count(capacity, f"{_TRB}: capacity"))
+        self._staging = staging_bytes
+        self._segment = segment_bytes
+        self._writer = bool(writer)
+        self._config: _t.Dict[str, _t.Any] = {"alpha": 0.0, **config,
+                                              "seed": self.seed}
+        self._tmp: _t.Optional[str] = None
+        if storage_dir is None or not self.save_trajectories:
+            self._tmp = _tempfile.mkdtemp(prefix="per-trajectories-")
+            self.storage_dir: str = self._tmp
+        else:
+            self.storage_dir = _os.fspath(storage_dir)
+            _os.makedirs(self.storage_dir, exist_ok=True)
+        self._stores: _t.List[TrajectoryStore] = []
+        self._names: _t.Optional[_t.Tuple[str, ...]] = None
+        self._torch: _t.Set[str] = set()
+        self._finalizer = _weakref.finalize(self, _buffer_close, self._stores,
+                                            self._tmp)
+        if _os.path.exists(_os.path.join(self.storage_dir, "index.bin")):
+            self._store_from(self.storage_dir, resume=True)
+
+    # -- the store ---------------------------------------------------------
+
+    @property
+    def store(self) -> _t.Optional[TrajectoryStore]:
+        """The TrajectoryStore underneath (None until the first add or
+        load)."""
+        return self._stores[0] if self._stores else None
+
+    def _make(self, spec: _t.Union[_DType, _t.Mapping[str, object]],
+              samples: int, resume: bool,
+              capacity: _t.Optional[int] = None) -> TrajectoryStore:
+        """The store, for spec, sized from a trajectory of `samples`, of
+        the buffer's capacity, else `capacity`, else 2^20."""
+        dt = _store_dtype(spec, _TRB)
+        cap = (self._capacity if self._capacity is not None
+               else capacity if capacity is not None else 1 << 20)
+        traj = (samples * (dt.itemsize + 1) + 7) // 8 * 8
+        staging = (self._staging if self._staging is not None
+                   else max(64 << 20, 2 * traj))
+        store = TrajectoryStore(
+            self.storage_dir, dt, capacity=cap,
+            cache_bytes=self.cache_size * traj if self.enable_cache else 0,
+            staging_bytes=staging, segment_bytes=self._segment,
+            resume=resume, writer=self._writer, **self._config)
+        self._stores.append(store)
+        self._names = dt.names
+        return store
+
+    def _store_from(self, path: str, resume: bool) -> TrajectoryStore:
+        """The store for the checkpoint in path, from its metadata.json
+        (the sample dtype its layout names, its trajectories' mean size,
+        its capacity unless the buffer was given one)."""
+        meta = _os.path.join(path, "metadata.json")
+        try:
+            with open(meta, encoding="utf-8") as f:
+                m = _json.load(f)
+        except OSError as e:
+            raise _error("PER_ERR_IO", f"{_TRB}: cannot read {meta}: {e}") from None
+        dt = _dtype_of_layout(str(m.get("layout", "")))
+        if dt is None:
+            raise ValueError(f"{_TRB}: {meta} names no NumPy sample dtype "
+                             "(a store written by C, or one whose dtype is "
+                             "too long to keep): add a trajectory first")
+        n = max(1, -(-int(m.get("total_samples", 0))
+                     // max(1, int(m.get("trajectory_counter", 0)))))
+        return self._make(dt, n, resume, int(m.get("capacity", 1 << 20)))
+
+    # -- adding and sampling -------------------------------------------------
+
+    def add_trajectories(self, trajectories: _t.Iterable[object]) -> _t.List[int]:
+        """Add each trajectory (a dict of [T, B, ...] arrays or an object
+        with such attributes: the class doc says what is taken) as one
+        trajectory of the store, in order; returns their ids (seed 002's
+        trajectory_id). Every trajectory is checked before the first is
+        added; errors as TrajectoryStore.add_trajectories'."""
+        call = f"{_TRB}.add_trajectories"
+        if isinstance(trajectories, _t.Mapping) or not isinstance(
+                trajectories, _t.Iterable):
+            raise TypeError(f"{call}: takes a list of trajectories, not a "
+                            f"{type(trajectories).__name__}")
+        rollouts = [_trajectory_fields(t, call, self._torch)
+                    for t in trajectories]
+        if not rollouts:
+            return []
+        store = self.store
+        if store is None:
+            first = rollouts[0]
+            bad = [k for k, v in first.items() if v.ndim < 2]
+            if bad:
+                raise ValueError(f"{call}: field {bad[0]!r} has shape "
+                                 f"{first[bad[0]].shape}; a trajectory's "
+                                 "arrays are [T, B, ...]")
+            v0 = next(iter(first.values()))
+            store = self._make({k: _np.zeros(v.shape[2:], v.dtype)
+                                for k, v in first.items()},
+                               int(v0.shape[0]) * int(v0.shape[1]), False)
+        ids: _t.List[int] = store.add_trajectories(rollouts)
+        return ids
+
+    @_t.overload
+    def sample(self, num_chunks: int, *,
+               with_info: "_t.Literal[False]" = False) -> _t.Dict[str, _t.Any]: ...
+
+    @_t.overload
+    def sample(self, num_chunks: int, *, with_info: "_t.Literal[True]"
+               ) -> _t.Tuple[_t.Dict[str, _t.Any], _Array, _Array]: ...
+
+    def sample(self, num_chunks: int, *, with_info: bool = False) -> _t.Any:
+        """num_chunks samples drawn from the newest sample_window_size
+        trajectories (all for 0): a dict of the rollouts' keys, each
+        [num_chunks, ...] (nested dicts as added; PyTorch tensors for the
+        fields added as tensors). With alpha 0 (the default) every sample
+        of the window is equally likely, as in seed 002; else by priority.
+        with_info: (batch, ids, weights) instead, ids (uint64) for update
+        and weights the IS weights (float32). per.Error PER_ERR_EMPTY
+        when nothing is stored."""
+        store = self.store
+        if store is None:
+            raise _error("PER_ERR_EMPTY", f"{_TRB}.sample: the buffer is empty")
+        s = store.sample(num_chunks, window=self.sample_window_size,
+                         trajectories=True)
+        torch = _sys.modules.get("torch") if self._torch else None
+        flat: _t.Dict[str, _t.Any] = {}
+        for name in self._names or ():
+            v = s[name]
+            flat[name] = (torch.from_numpy(v)
+                          if torch is not None and name in self._torch else v)
+        batch = _nest(flat)
+        if with_info:
+            return batch, s["ids"], s["weights"]
+        return batch
+
+    def update(self, ids: _ArrayLike, td_errors: _ArrayLike) -> int:
+        """The priorities of the samples drawn with ids
+        (TrajectoryStore.update); returns the stale count. Needs alpha > 0
+        to change what is drawn."""
+        store = self.store
+        if store is None:
+            raise _error("PER_ERR_EMPTY", f"{_TRB}.update: the buffer is empty")
+        return store.update(ids, td_errors)
+
+    # -- checkpoints -------------------------------------------------------
+
+    def save_checkpoint(self, path: _PathArg) -> None:
+        """Checkpoint the store (TrajectoryStore.save_checkpoint) and make
+        path a copy of it that load_checkpoint takes (segment files hard-
+        linked). RuntimeError with save_trajectories=False (checkpoints
+        are unavailable then, as in seed 002) and before anything was
+        added."""
+        call = f"{_TRB}.save_checkpoint"
+        if not self.save_trajectories:
+            raise RuntimeError(f"{call}: checkpoints are unavailable with "
+                               "save_trajectories=False")
+        store = self.store
+        if store is None:
+            raise RuntimeError(f"{call}: nothing was added: no checkpoint")
+        store.save_checkpoint(path)
+
+    def load_checkpoint(self, path: _PathArg, is_distributed: bool = False,
+                        local_rank: int = 0, world_size: int = 1) -> None:
+        """Replace the contents with the checkpoint in path
+        (TrajectoryStore.load_checkpoint): all of it, or with
+        is_distributed the shard of rank local_rank of world_size (the
+        trajectories whose id is local_rank mod world_size, whole), with
+        the global total_samples and trajectory_counter. A buffer to
+        which nothing was added is made from the checkpoint's
+        metadata.json first. The sampling state (rng, beta schedule) is
+        the checkpoint's for a whole load, this buffer's for a shard."""
+        p = _os.fspath(path)
+        rank, world = ((local_rank, world_size) if is_distributed else (0, 1))
+        store = self.store
+        if store is None:
+            store = self._store_from(p, resume=False)
+        store.load_checkpoint(p, rank=rank, world_size=world)
+
+    # -- state -------------------------------------------------------------
+
+    def _stat(self, key: str) -> int:
+        store = self.store
+        return store.stats()[key] if store is not None else 0
+
+    @property
+    def size(self) -> int:
+        """Trajectories stored (seed 002's size)."""
+        return self._stat("trajectories")
+
+    @property
+    def total_samples(self) -> int:
+        """Samples added in all (seed 002's total_samples)."""
+        return self._stat("added_samples")
+
+    @property
+    def trajectory_counter(self) -> int:
+        """Trajectories added in all: the next trajectory's id."""
+        return self._stat("added_trajectories")
+
+    def __len__(self) -> int:
+        """Samples stored."""
+        store = self.store
+        return len(store) if store is not None else 0
+
+    def close(self) -> None:
+        """Close the store (its writer thread stopped) and remove the
+        temporary directory if the buffer made one; close() again does
+        nothing."""
+        self._finalizer()
+
+    def __enter__(self) -> "TrajectoryReplayBuffer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_config.signature(TrajectoryReplayBuffer.__init__, _TRB_KEYS,
+                  {**_config.defaults(1, 1, _TRB_KEYS), "alpha": 0.0},
+                  _TrbKeywords)

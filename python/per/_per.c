@@ -2,10 +2,11 @@
    here take and fill buffer-protocol objects (NumPy arrays, bytearray,
    memoryview) in place; per/__init__.py allocates and converts the NumPy
    arrays, so this file needs no NumPy header. A per structure is not
-   safe for concurrent use: the buffers (ReplayBuffer, FrameBuffer) hold a
-   lock of their own in every call and release the GIL in the long ones
-   (see NOGIL); the other types hold the GIL throughout, which keeps two
-   Python threads out of one. */
+   safe for concurrent use: the buffers (ReplayBuffer, FrameBuffer) and
+   the trajectory store (_Store, per_store.h) hold a lock of their own in
+   every call and release the GIL in the long ones (see NOGIL; the
+   store's writer runs beside them, see Store); the other types hold the
+   GIL throughout, which keeps two Python threads out of one. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -21,6 +22,13 @@
 #include "per_frames.h"
 #define PER_TRAJ_IMPLEMENTATION
 #include "per_traj.h"
+#if !defined(_WIN32)
+/* POSIX only: per_store.h's files and threads (Python.h, first, gives
+   the POSIX 2008 declarations it needs). A Windows build of the
+   extension has no _Store. */
+#define PER_STORE_IMPLEMENTATION
+#include "per_store.h"
+#endif
 #include "shard.h"
 #include "pyper_config.h"
 
@@ -2897,6 +2905,558 @@ static PyTypeObject TrajType = {
     .tp_getset = Traj_getset,
 };
 
+/* ---------------------------------------------------------------------
+   Store: a per_store (per_store.h), the trajectory store under
+   per.TrajectoryStore. Every call but run_writer and stop_writer holds
+   the object's lock, taken with the GIL released, and the calls that
+   can do I/O or wait (add, write, sample, checkpoint, load) keep the GIL
+   released while they run; short ones (update, stats, size, trajectory)
+   release it only to take the lock. run_writer runs per_store_run_writer
+   without the GIL and without the lock, beside the other calls, as
+   per_store.h's THREADS allow: one writer thread, every other call on
+   the caller's threads, one at a time (the lock). close() (and dealloc)
+   stops the writer, then frees the store; a closed store refuses every
+   call with ValueError.
+   --------------------------------------------------------------------- */
+#if !defined(_WIN32)
+
+typedef struct {
+  PyObject_HEAD per_store s;
+  uint32_t item_size;       /* s's, kept after close (argument checks) */
+  int open;                 /* initialised and not closed; written with
+                               both locks held */
+  int writer;               /* a thread is in run_writer (under wlock) */
+  PyThread_type_lock lock;  /* held by every call on s but the writer's */
+  PyThread_type_lock wlock; /* guards open, writer, and s.st for
+                               stop_writer and close */
+} StoreObject;
+
+static int store_ready(StoreObject *self) {
+  return is_ready(self->lock != NULL && self->item_size != 0,
+                  "TrajectoryStore");
+}
+
+static PyObject *store_closed(const char *where) {
+  PyErr_Format(PyExc_ValueError, "%s: the store is closed", where);
+  return NULL;
+}
+
+/* STORE_CALL(self, closed, stmt): stmt with self's lock held and the GIL
+   released, when the store is open; else closed = 1 (stmt not run). */
+#define STORE_CALL(self, closed, ...) \
+  NOGIL((self)->lock, if (!(self)->open) closed = 1; else { __VA_ARGS__; })
+/* the same, and on an error status s the store's message copied into
+   why before the lock is let go */
+#define STORE_CALL_WHY(self, closed, why, ...) \
+  STORE_CALL(self, closed, __VA_ARGS__;        \
+             if (s != PER_OK) memcpy((why), (self)->s.error, sizeof(why)))
+
+/* Stop the writer: when a thread has registered in run_writer,
+   per_store_stop_writer once (a stop that comes before that thread has
+   entered per_store_run_writer is kept for it), then wait until the
+   thread has left run_writer. Nothing when none has registered (a stop
+   then would be kept for the next writer). The GIL released; not with
+   wlock held. */
+static void store_stop(StoreObject *self) {
+  int busy, stopped = 0;
+  for (;;) {
+    struct timespec ms = {0, 1000000};
+    PyThread_acquire_lock(self->wlock, WAIT_LOCK);
+    busy = self->writer;
+    /* under wlock: the writer cannot leave between the test and the
+       stop, which would keep the stop for the next writer */
+    if (busy && !stopped && self->s.st) per_store_stop_writer(&self->s);
+    PyThread_release_lock(self->wlock);
+    if (!busy) return;
+    stopped = 1;
+    nanosleep(&ms, NULL);
+  }
+}
+
+/* Close: wait for the call in progress (the lock), refuse every later
+   one, stop the writer, free the store. Idempotent. The GIL released. */
+static void store_close(StoreObject *self) {
+  PyThread_acquire_lock(self->lock, WAIT_LOCK);
+  PyThread_acquire_lock(self->wlock, WAIT_LOCK);
+  self->open = 0;
+  PyThread_release_lock(self->wlock);
+  store_stop(self);
+  PyThread_acquire_lock(self->wlock, WAIT_LOCK);
+  per_store_free(&self->s);
+  PyThread_release_lock(self->wlock);
+  PyThread_release_lock(self->lock);
+}
+
+static void Store_dealloc(StoreObject *self) {
+  /* no thread is in run_writer: it would hold a reference */
+  if (self->lock && self->wlock) {
+    Py_BEGIN_ALLOW_THREADS store_close(self);
+    Py_END_ALLOW_THREADS
+  }
+  if (self->lock) PyThread_free_lock(self->lock);
+  if (self->wlock) PyThread_free_lock(self->wlock);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* An optional byte count: None keeps the default *out. */
+static int store_bytes(PyObject *o, uint64_t *out, const char *what) {
+  return o == Py_None ? 0 : pyper_uint(o, 64, out, what);
+}
+
+/* _Store(path, config, cache_bytes, staging_bytes, segment_bytes, layout,
+   resume): per_store_init of directory path; config the per_config dict
+   (pyper_config.h: capacity, item_size, the sampling fields), the byte
+   counts None for per_store_config_default's, layout the samples' text
+   or None, resume PER_STORE_RESUME. */
+static int Store_init(StoreObject *self, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {
+      "path",          "config", "cache_bytes", "staging_bytes",
+      "segment_bytes", "layout", "resume",      NULL};
+  char why[sizeof self->s.error];
+  PyObject *po, *d, *co = Py_None, *so = Py_None, *go = Py_None, *path;
+  const char *layout = NULL;
+  int resume = 0;
+  per_config c;
+  per_store_config cfg;
+  per_status s;
+  if (self->lock) {
+    PyErr_SetString(PyExc_RuntimeError, "TrajectoryStore: initialised already");
+    return -1;
+  }
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!|OOOzp:TrajectoryStore",
+                                   kwlist, &po, &PyDict_Type, &d, &co, &so, &go,
+                                   &layout, &resume) ||
+      pyper_config(d, "TrajectoryStore", &c) < 0)
+    return -1;
+  cfg = per_store_config_default(c.capacity, c.item_size);
+  cfg.buffer = c;
+  cfg.layout = layout;
+  if (store_bytes(co, &cfg.cache_bytes, "TrajectoryStore: cache_bytes") < 0 ||
+      store_bytes(so, &cfg.staging_bytes, "TrajectoryStore: staging_bytes") <
+          0 ||
+      store_bytes(go, &cfg.segment_bytes, "TrajectoryStore: segment_bytes") <
+          0 ||
+      !PyUnicode_FSConverter(po, &path))
+    return -1;
+  if (!(self->lock = PyThread_allocate_lock()) ||
+      !(self->wlock = PyThread_allocate_lock())) {
+    Py_DECREF(path);
+    PyErr_NoMemory();
+    return -1;
+  }
+  Py_BEGIN_ALLOW_THREADS s =
+      per_store_init(&self->s, PyBytes_AS_STRING(path), &cfg,
+                     resume ? (uint32_t)PER_STORE_RESUME : 0u, NULL);
+  memcpy(why, self->s.error, sizeof why);
+  Py_END_ALLOW_THREADS Py_DECREF(path);
+  if (s != PER_OK) {
+    /* a later __init__ may try again */
+    PyThread_free_lock(self->lock);
+    PyThread_free_lock(self->wlock);
+    self->lock = self->wlock = NULL;
+    raise_why(s, "TrajectoryStore", why);
+    return -1;
+  }
+  self->item_size = self->s.item_size;
+  self->open = 1;
+  return 0;
+}
+
+/* add(items, T, B, ends, nowait) -> id: per_store_add of T * B samples
+   (items: T * B * item_size bytes, sample t * B + b), ends None or T * B
+   bytes of PER_END_*, nowait PER_STORE_NOWAIT. */
+static PyObject *Store_add(StoreObject *self, PyObject *args) {
+  char why[sizeof self->s.error];
+  uint_arg Ta = {"TrajectoryStore.add: T", 0},
+           Ba = {"TrajectoryStore.add: B", 0};
+  PyObject *io, *eo;
+  Py_buffer iv, ev;
+  Py_ssize_t bytes, ne = 0;
+  uint64_t n, id = 0;
+  int nowait, closed = 0, have_ends;
+  per_status s = PER_OK;
+  if (!store_ready(self) ||
+      !PyArg_ParseTuple(args, "OO&O&Op:add", &io, conv_u32, &Ta, conv_u32, &Ba,
+                        &eo, &nowait))
+    return NULL;
+  n = Ta.v * Ba.v;
+  if (get_array(io, 0, 0, 1, "items", &iv, &bytes) < 0) return NULL;
+  if (n > UINT32_MAX || (uint64_t)bytes != n * self->item_size) {
+    PyBuffer_Release(&iv);
+    PyErr_Format(PyExc_ValueError,
+                 "TrajectoryStore.add: items hold %zd bytes; T %u x B %u "
+                 "samples of %u bytes are %llu",
+                 bytes, (unsigned)Ta.v, (unsigned)Ba.v,
+                 (unsigned)self->item_size,
+                 (unsigned long long)(n * self->item_size));
+    return NULL;
+  }
+  have_ends = eo != Py_None;
+  if (have_ends) {
+    if (get_array(eo, 0, 'u', 1, "ends", &ev, &ne) < 0) {
+      PyBuffer_Release(&iv);
+      return NULL;
+    }
+    if ((uint64_t)ne != n) {
+      PyBuffer_Release(&iv);
+      PyBuffer_Release(&ev);
+      PyErr_Format(PyExc_ValueError,
+                   "TrajectoryStore.add: %llu samples but %zd ends",
+                   (unsigned long long)n, ne);
+      return NULL;
+    }
+  }
+  STORE_CALL_WHY(
+      self, closed, why,
+      s = per_store_add(&self->s, iv.buf, (uint32_t)Ta.v, (uint32_t)Ba.v,
+                        have_ends ? (const uint8_t *)ev.buf : NULL,
+                        nowait ? (uint32_t)PER_STORE_NOWAIT : 0u, &id));
+  PyBuffer_Release(&iv);
+  if (have_ends) PyBuffer_Release(&ev);
+  if (closed) return store_closed("TrajectoryStore.add");
+  CHECK_WHY(s, why, "TrajectoryStore.add");
+  return PyLong_FromUnsignedLongLong(id);
+}
+
+/* write(): per_store_write, on the caller's thread. */
+static PyObject *Store_write(StoreObject *self, PyObject *unused) {
+  char why[sizeof self->s.error];
+  int closed = 0;
+  per_status s = PER_OK;
+  (void)unused;
+  if (!store_ready(self)) return NULL;
+  STORE_CALL_WHY(self, closed, why, s = per_store_write(&self->s));
+  if (closed) return store_closed("TrajectoryStore.write");
+  CHECK_WHY(s, why, "TrajectoryStore.write");
+  Py_RETURN_NONE;
+}
+
+/* run_writer(): per_store_run_writer on the calling thread, the GIL
+   released throughout, until stop_writer or close. One writer at a time
+   (per.Error PER_ERR_ARG for a second). */
+static PyObject *Store_run_writer(StoreObject *self, PyObject *unused) {
+  char why[sizeof self->s.error];
+  int state;
+  per_status s = PER_OK;
+  (void)unused;
+  if (!store_ready(self)) return NULL;
+  why[0] = 0;
+  /* state: -1 closed, 1 a writer runs, 0 this thread is the writer */
+  LOCKED(self->wlock, state = self->open ? self->writer : -1;
+         if (state == 0) self->writer = 1);
+  if (state < 0) return store_closed("TrajectoryStore.run_writer");
+  if (state > 0)
+    return raise_why(PER_ERR_ARG, "TrajectoryStore.run_writer",
+                     "a writer runs already");
+  Py_BEGIN_ALLOW_THREADS s = per_store_run_writer(&self->s);
+  /* The writer's own message (s.error belongs to the caller's thread);
+     the store stays allocated until `writer` is 0 (store_close waits). */
+  if (s != PER_OK) per_store_writer_error(&self->s, why, sizeof why);
+  PyThread_acquire_lock(self->wlock, WAIT_LOCK);
+  self->writer = 0;
+  PyThread_release_lock(self->wlock);
+  Py_END_ALLOW_THREADS CHECK_WHY(s, why, "TrajectoryStore.run_writer");
+  Py_RETURN_NONE;
+}
+
+/* stop_writer(): make run_writer return (after its current append) and
+   wait until it has; nothing when none runs. */
+static PyObject *Store_stop_writer(StoreObject *self, PyObject *unused) {
+  (void)unused;
+  if (!store_ready(self)) return NULL;
+  Py_BEGIN_ALLOW_THREADS store_stop(self);
+  Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+/* sample(B, unique, beta, window, trajectories) -> (items, ids, weights):
+   per_store_sample into new bytearrays of B * item_size bytes, B uint64
+   and B float32; beta None for the schedule's. */
+static PyObject *Store_sample(StoreObject *self, PyObject *args) {
+  char why[sizeof self->s.error];
+  uint_arg Ba = {"TrajectoryStore.sample: num_chunks", 0},
+           wa = {"TrajectoryStore.sample: window", 0};
+  PyObject *bo, *items = NULL, *ids = NULL, *w = NULL;
+  int unique, traj, closed = 0;
+  per_sample_opts opts;
+  per_status s = PER_OK;
+  uint64_t bytes;
+  if (!store_ready(self) ||
+      !PyArg_ParseTuple(args, "O&pOO&p:sample", conv_u32, &Ba, &unique, &bo,
+                        conv_u32, &wa, &traj))
+    return NULL;
+  memset(&opts, 0, sizeof opts);
+  opts.flags = (unique ? (uint32_t)PER_SAMPLE_UNIQUE : 0u) |
+               (traj ? (uint32_t)PER_SAMPLE_TRAJECTORIES : 0u);
+  opts.window = (uint32_t)wa.v;
+  if (bo != Py_None) {
+    opts.beta = PyFloat_AsDouble(bo);
+    if (opts.beta == -1.0 && PyErr_Occurred()) return NULL;
+    opts.flags |= PER_SAMPLE_BETA;
+  }
+  bytes = Ba.v * self->item_size;
+  if (bytes > (uint64_t)PY_SSIZE_T_MAX || Ba.v * 8 > (uint64_t)PY_SSIZE_T_MAX)
+    return PyErr_NoMemory();
+  items = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)bytes);
+  ids = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(Ba.v * 8));
+  w = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(Ba.v * 4));
+  if (!items || !ids || !w) goto fail;
+  {
+    void *ip = PyByteArray_AS_STRING(items);
+    uint64_t *dp = (uint64_t *)(void *)PyByteArray_AS_STRING(ids);
+    float *wp = (float *)(void *)PyByteArray_AS_STRING(w);
+    STORE_CALL_WHY(
+        self, closed, why,
+        s = per_store_sample(&self->s, (uint32_t)Ba.v, &opts, ip, dp, wp));
+  }
+  if (closed) {
+    store_closed("TrajectoryStore.sample");
+    goto fail;
+  }
+  if (s != PER_OK) {
+    raise_why(s, "TrajectoryStore.sample", why);
+    goto fail;
+  }
+  return Py_BuildValue("(NNN)", items, ids, w);
+fail:
+  Py_XDECREF(items);
+  Py_XDECREF(ids);
+  Py_XDECREF(w);
+  return NULL;
+}
+
+/* update(ids, td) -> stale: per_store_update (ids uint64, td float32, as
+   many). */
+static PyObject *Store_update(StoreObject *self, PyObject *args) {
+  char why[sizeof self->s.error];
+  PyObject *io, *to;
+  Py_buffer iv, tv;
+  Py_ssize_t ni, nt;
+  uint32_t stale = 0;
+  int closed = 0;
+  per_status s = PER_OK;
+  if (!store_ready(self) || !PyArg_ParseTuple(args, "OO:update", &io, &to))
+    return NULL;
+  if (get_array(io, 0, 'u', 8, "ids", &iv, &ni) < 0) return NULL;
+  if (get_array(to, 0, 'f', 4, "td", &tv, &nt) < 0) {
+    PyBuffer_Release(&iv);
+    return NULL;
+  }
+  if (nt != ni || count32(ni, "ids") < 0) {
+    PyBuffer_Release(&iv);
+    PyBuffer_Release(&tv);
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_ValueError,
+                   "TrajectoryStore.update: %zd ids but %zd td values", ni, nt);
+    return NULL;
+  }
+  STORE_CALL_WHY(self, closed, why,
+                 s = per_store_update(&self->s, (const uint64_t *)iv.buf,
+                                      (const float *)tv.buf, (uint32_t)ni,
+                                      &stale));
+  PyBuffer_Release(&iv);
+  PyBuffer_Release(&tv);
+  if (closed) return store_closed("TrajectoryStore.update");
+  CHECK_WHY(s, why, "TrajectoryStore.update");
+  return PyLong_FromUnsignedLong(stale);
+}
+
+/* checkpoint(json=True): per_store_checkpoint (PER_STORE_NO_JSON when
+   json is false). */
+static PyObject *Store_checkpoint(StoreObject *self, PyObject *args,
+                                  PyObject *kw) {
+  static char *kwlist[] = {"json", NULL};
+  char why[sizeof self->s.error];
+  int json = 1, closed = 0;
+  per_status s = PER_OK;
+  if (!store_ready(self) ||
+      !PyArg_ParseTupleAndKeywords(args, kw, "|p:checkpoint", kwlist, &json))
+    return NULL;
+  STORE_CALL_WHY(self, closed, why,
+                 s = per_store_checkpoint(
+                     &self->s, json ? 0u : (uint32_t)PER_STORE_NO_JSON));
+  if (closed) return store_closed("TrajectoryStore.save_checkpoint");
+  CHECK_WHY(s, why, "TrajectoryStore.save_checkpoint");
+  Py_RETURN_NONE;
+}
+
+/* load(path, rank, world, quick): per_store_load. */
+static PyObject *Store_load(StoreObject *self, PyObject *args) {
+  char why[sizeof self->s.error];
+  PyObject *po, *path;
+  uint_arg ra = {"TrajectoryStore.load_checkpoint: rank", 0},
+           wa = {"TrajectoryStore.load_checkpoint: world_size", 0};
+  int quick, closed = 0;
+  per_status s = PER_OK;
+  if (!store_ready(self) ||
+      !PyArg_ParseTuple(args, "OO&O&p:load", &po, conv_u32, &ra, conv_u32, &wa,
+                        &quick) ||
+      !PyUnicode_FSConverter(po, &path))
+    return NULL;
+  STORE_CALL_WHY(
+      self, closed, why,
+      s = per_store_load(&self->s, PyBytes_AS_STRING(path), (uint32_t)ra.v,
+                         (uint32_t)wa.v,
+                         quick ? (uint32_t)PER_STORE_LOAD_QUICK : 0u));
+  Py_DECREF(path);
+  if (closed) return store_closed("TrajectoryStore.load_checkpoint");
+  CHECK_WHY(s, why, "TrajectoryStore.load_checkpoint");
+  Py_RETURN_NONE;
+}
+
+/* stats() -> dict: every per_store_stats field. */
+static PyObject *Store_stats(StoreObject *self, PyObject *unused) {
+  per_store_stats t;
+  int closed = 0;
+  (void)unused;
+  if (!store_ready(self)) return NULL;
+  STORE_CALL(self, closed, per_store_stats_of(&self->s, &t));
+  if (closed) return store_closed("TrajectoryStore.stats");
+#define STAT(f) #f, (unsigned long long)t.f
+  return Py_BuildValue(
+      "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
+      "s:K,s:K}",
+      STAT(trajectories), STAT(samples), STAT(added_trajectories),
+      STAT(added_samples), STAT(disk_bytes), STAT(segments), STAT(staged_bytes),
+      STAT(staged_trajectories), STAT(cached_bytes), STAT(cache_hits),
+      STAT(cache_misses), STAT(reads), STAT(read_bytes),
+      STAT(written_trajectories), STAT(written_bytes), STAT(waits), STAT(busy),
+      STAT(checkpoints));
+#undef STAT
+}
+
+/* trajectory(id) -> dict: per_store_trajectory. */
+static PyObject *Store_trajectory(StoreObject *self, PyObject *arg) {
+  per_store_traj_info t;
+  per_status s = PER_OK;
+  uint64_t id;
+  int closed = 0, i, k = 0;
+  char u[37];
+  static const char hex[] = "0123456789abcdef";
+  if (!store_ready(self) ||
+      pyper_uint(arg, 64, &id, "TrajectoryStore.trajectory: id") < 0)
+    return NULL;
+  STORE_CALL(self, closed, s = per_store_trajectory(&self->s, id, &t));
+  if (closed) return store_closed("TrajectoryStore.trajectory");
+  if (s == PER_ERR_INDEX) {
+    char why[96];
+    snprintf(why, sizeof why, "no stored trajectory has id %llu",
+             (unsigned long long)id);
+    return raise_why(s, "TrajectoryStore.trajectory", why);
+  }
+  CHECK(s, "TrajectoryStore.trajectory");
+  for (i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) u[k++] = '-';
+    u[k++] = hex[t.uuid[i] >> 4];
+    u[k++] = hex[t.uuid[i] & 15];
+  }
+  u[k] = 0;
+  return Py_BuildValue(
+      "{s:K,s:s,s:I,s:(II),s:I,s:I,s:O,s:O}", "id", (unsigned long long)t.id,
+      "uuid", u, "num_samples", t.num_samples, "shape", t.T, t.B,
+      "max_episode_length", t.max_episode_length, "live", t.live, "written",
+      t.written ? Py_True : Py_False, "cached", t.cached ? Py_True : Py_False);
+}
+
+/* check(): per_store_check; not while a writer runs (RuntimeError). */
+static PyObject *Store_check(StoreObject *self, PyObject *unused) {
+  int closed = 0, busy = 0;
+  per_status s = PER_OK;
+  (void)unused;
+  if (!store_ready(self)) return NULL;
+  STORE_CALL(self, closed, PyThread_acquire_lock(self->wlock, WAIT_LOCK);
+             busy = self->writer; if (!busy) s = per_store_check(&self->s);
+             PyThread_release_lock(self->wlock));
+  if (closed) return store_closed("TrajectoryStore.check");
+  if (busy) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "TrajectoryStore.check: not while the writer runs "
+                    "(stop_writer first)");
+    return NULL;
+  }
+  CHECK(s, "TrajectoryStore.check");
+  Py_RETURN_NONE;
+}
+
+/* close(): stop the writer, free the store (its files stay); again:
+   nothing. */
+static PyObject *Store_close(StoreObject *self, PyObject *unused) {
+  (void)unused;
+  if (!store_ready(self)) return NULL;
+  Py_BEGIN_ALLOW_THREADS store_close(self);
+  Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+static PyObject *Store_size(StoreObject *self, void *c) {
+  uint32_t n = 0;
+  int closed = 0;
+  (void)c;
+  if (!store_ready(self)) return NULL;
+  STORE_CALL(self, closed, n = per_store_size(&self->s));
+  if (closed) return store_closed("TrajectoryStore.size");
+  return PyLong_FromUnsignedLong(n);
+}
+
+static PyObject *Store_closed(StoreObject *self, void *c) {
+  int open = 0;
+  (void)c;
+  if (self->wlock) LOCKED(self->wlock, open = self->open);
+  return PyBool_FromLong(!open);
+}
+
+static PyObject *Store_item_size(StoreObject *self, void *c) {
+  (void)c;
+  return PyLong_FromUnsignedLong(self->item_size);
+}
+
+static PyMethodDef Store_methods[] = {
+    {"add", (PyCFunction)Store_add, METH_VARARGS,
+     "add(items, T, B, ends, nowait) -> id (per_store_add)"},
+    {"write", (PyCFunction)Store_write, METH_NOARGS,
+     "write(): append what is staged now (per_store_write)"},
+    {"run_writer", (PyCFunction)Store_run_writer, METH_NOARGS,
+     "run_writer(): the writer loop, the GIL released, until stop_writer "
+     "(per_store_run_writer)"},
+    {"stop_writer", (PyCFunction)Store_stop_writer, METH_NOARGS,
+     "stop_writer(): make run_writer return and wait for it"},
+    {"sample", (PyCFunction)Store_sample, METH_VARARGS,
+     "sample(B, unique, beta, window, trajectories) -> (items, ids, "
+     "weights) bytearrays (per_store_sample)"},
+    {"update", (PyCFunction)Store_update, METH_VARARGS,
+     "update(ids, td) -> stale (per_store_update)"},
+    {"checkpoint", (PyCFunction)(void (*)(void))Store_checkpoint,
+     METH_VARARGS | METH_KEYWORDS,
+     "checkpoint(json=True) (per_store_checkpoint)"},
+    {"load", (PyCFunction)Store_load, METH_VARARGS,
+     "load(path, rank, world, quick) (per_store_load)"},
+    {"stats", (PyCFunction)Store_stats, METH_NOARGS,
+     "stats() -> dict (per_store_stats_of)"},
+    {"trajectory", (PyCFunction)Store_trajectory, METH_O,
+     "trajectory(id) -> dict (per_store_trajectory)"},
+    {"check", (PyCFunction)Store_check, METH_NOARGS,
+     "check() (per_store_check; not while a writer runs)"},
+    {"close", (PyCFunction)Store_close, METH_NOARGS,
+     "close(): stop the writer and free the store (per_store_free)"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Store_getset[] = {
+    {"size", (getter)Store_size, NULL, "samples stored (per_store_size)", NULL},
+    {"closed", (getter)Store_closed, NULL, "True once closed", NULL},
+    {"item_size", (getter)Store_item_size, NULL, "bytes of one sample", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject StoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per._per._Store",
+    .tp_basicsize = sizeof(StoreObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Store_init,
+    .tp_dealloc = (destructor)Store_dealloc,
+    .tp_methods = Store_methods,
+    .tp_getset = Store_getset,
+};
+
+#endif /* !_WIN32 */
+
 /* nstep_save(adders, path) / nstep_load(adders, path): per_nstep_save and
    per_nstep_load over a list of adders (one file). The structs are
    copied into one array for the call (their rings are shared, not
@@ -3152,6 +3712,9 @@ PyMODINIT_FUNC PyInit__per(void) {
       add_type(m, &FramesType, "_Frames") < 0 ||
       add_type(m, &TrajType, "_Traj") < 0 || PyType_Ready(&TrajMemType) < 0)
     goto fail;
+#if !defined(_WIN32)
+  if (add_type(m, &StoreType, "_Store") < 0) goto fail;
+#endif
   for (i = 0; i < PER_STATUS_COUNT; i++)
     if (PyModule_AddIntConstant(m, status_names[i], i) < 0) goto fail;
   if (PyModule_AddStringConstant(m, "PER_VERSION_STRING", PER_VERSION_STRING) <
