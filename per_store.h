@@ -398,6 +398,23 @@ PERDEF per_status per_store_check(const per_store *s);
 #include <time.h>
 #include <unistd.h>
 
+/* Starting the writeback of a file's range without waiting for it and
+   without dropping its pages: Linux's sync_file_range, declared by
+   <fcntl.h> with _GNU_SOURCE (g++ defines it), else here, as its libc
+   has it (64-bit offsets; SYNC_FILE_RANGE_WRITE is 2). Elsewhere
+   nothing: the checkpoint's fsync writes everything back. */
+#if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
+#define PERI_STORE_WRITEBACK(fd, off, n)                     \
+  ((void)sync_file_range((fd), (off64_t)(off), (off64_t)(n), \
+                         SYNC_FILE_RANGE_WRITE))
+#elif defined(__linux__) && !defined(__cplusplus)
+extern int sync_file_range(int fd, int64_t off, int64_t n, unsigned flags);
+#define PERI_STORE_WRITEBACK(fd, off, n) \
+  ((void)sync_file_range((fd), (int64_t)(off), (int64_t)(n), 2u))
+#else
+#define PERI_STORE_WRITEBACK(fd, off, n) ((void)(fd), (void)(off), (void)(n))
+#endif
+
 /* per.h's casts are C casts; so are these (see per.h). */
 #if defined(__cplusplus) && (defined(__GNUC__) || defined(__clang__))
 #pragma GCC diagnostic push
@@ -461,8 +478,8 @@ typedef struct peri_store_seg {
   uint32_t open;    /* takes appends */
   uint32_t dirty;   /* written since its last fsync */
   uint32_t in_ckpt; /* named by the directory's index.bin */
-  uint64_t advised; /* [advised, len) written since the writer last let
-                       the kernel write back and drop the file's pages */
+  uint64_t advised; /* [advised, len) written since the writer last
+                       started the kernel's writeback of the file */
 } peri_store_seg;
 
 /* A trajectory's bytes in the ring: samples, ends, zeros to 8. */
@@ -974,12 +991,11 @@ static per_status peri_store_append(per_store *s, int *did, char *err) {
                               off + PERI_STORE_HDR) != 0)
       fail = 1;
   }
-  /* every 8 MiB: start writing the file's new pages back and drop those
-     written back already (the ring is the cache), so that the disk works
-     while adds go on and a checkpoint's fsync finds little to do */
+  /* every 8 MiB: start writing the file's new pages back, so that the
+     disk works while adds go on and a checkpoint's fsync finds little to
+     do; the pages stay in the page cache, a second cache for reads */
   if (!fail && off + need - adv >= ((uint64_t)8 << 20)) {
-    (void)posix_fadvise(fd, (off_t)adv, (off_t)(off + need - adv),
-                        POSIX_FADV_DONTNEED);
+    PERI_STORE_WRITEBACK(fd, adv, off + need - adv);
     adv = off + need;
   }
   errnum = fail ? errno : 0;
