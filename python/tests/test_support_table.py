@@ -26,9 +26,23 @@ What answers for each column:
   rank, so what per_mpi.h accepts or refuses (PER_ERR_ARG) is its own
   code's answer. Rows about functions the header lacks from per_mpi.h's
   declarations.
+- per_store (per_store.h): per.TrajectoryStore, the binding of
+  per_store.h's functions (its index is a per_buffer whose items are
+  sample positions), each probe's store in a directory of its own under
+  tmp_path, without the writer thread and with a small ring; the batches
+  compared with a per.ReplayBuffer's are read from the segment files (the
+  column skips where the build has no store: per_store.h is POSIX only). The
+  sequence row from per_store_init's refusal (PER_ERR_ARG) of a config
+  whose seq_len is not 0, asked through per._per._Store, as
+  TrajectoryStore takes no sequence keywords (per_store_sample's refusal
+  of PER_SAMPLE_SEQUENCES is not reachable from Python); rows about
+  functions the header lacks (priorities at add time, n-step, caller
+  memory, frame stacks, a function over sequences) from per_store.h's
+  declarations.
 
 Quick: one compile of per.h and per_mpi.h (about 2 s) and small buffers."""
 
+import inspect
 import os
 import re
 import shutil
@@ -42,7 +56,7 @@ import per
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 README = ROOT / "README.md"
-COLUMNS = ("per_buffer", "per_cuda_buffer", "per_mpi")
+COLUMNS = ("per_buffer", "per_cuda_buffer", "per_mpi", "per_store")
 
 # Row label (the first cell, exactly as the README writes it) -> probe
 # name, the same for every column; each column's probes are below.
@@ -529,6 +543,153 @@ def mpi_probes(tmp_path):
     return p
 
 
+# -- per_store: per.TrajectoryStore ------------------------------------------------
+
+STORE_SPEC = {"obs": np.zeros(2, np.float32), "act": np.int64(0), "rew": np.float32(0)}
+
+
+def _rollout(k, T=5, B=2):
+    """A rollout dict of [T, B, ...] arrays; obs numbers its samples from k."""
+    n = np.arange(k, k + T * B, dtype=np.float32).reshape(T, B)
+    return {"obs": np.stack([n, n], axis=-1), "act": (np.arange(T * B) % 3).reshape(T, B),
+            "rew": n / 100}
+
+
+def _rollout_ends(T=5, B=2):
+    """Every environment's last step terminated."""
+    e = np.zeros((T, B), np.uint8)
+    e[T - 1] = per.END_TERMINATED
+    return e
+
+
+def _records(dtype, r):
+    """The rollout as the store keeps it: T * B records, sample t * B + b."""
+    T, B = r["obs"].shape[:2]
+    rec = np.zeros(T * B, dtype)
+    for k in dtype.names:
+        rec[k] = np.asarray(r[k]).reshape((T * B,) + dtype[k].shape)
+    return rec
+
+
+def store_probes(tmp_path):
+    if not hasattr(per._per, "_Store"):
+        pytest.skip("per_store.h is POSIX only: this build has no store")
+    opened = []
+
+    def new(name, n=4, **kw):
+        """A store of capacity 64 in tmp_path/name holding n trajectories
+        of 5 steps of 2 environments (40 samples for n = 4), a ring of 4
+        KiB and no writer thread (adds write when staging is full)."""
+        s = per.TrajectoryStore(tmp_path / name, STORE_SPEC, capacity=64,
+                                **{"cache_bytes": 1 << 12, "staging_bytes": 1 << 12,
+                                   "segment_bytes": 4096, "writer": False,
+                                   "seed": 3, **kw})
+        opened.append(s)
+        for i in range(n):
+            s.add_trajectories(_rollout(10 * i), ends=_rollout_ends())
+        return s
+
+    try:
+        return _store_probes(tmp_path, new)
+    finally:
+        for s in opened:
+            s.close()
+
+
+def _store_probes(tmp_path, new):
+    p = {}
+    b = new("replacement")
+    s = b.sample(64)                        # 64 draws of 40 samples: repeats
+    p["replacement"] = s["weights"].max() == 1 and len(set(s["ids"].tolist())) < 64
+    # a per_buffer of the same config given each trajectory as one add;
+    # no cache and room for 2 trajectories staged: the others are read
+    # back from the segment file
+    st = new("same", n=0, cache_bytes=0, staging_bytes=512)
+    rb = per.ReplayBuffer(64, st.dtype, seed=3)
+    for i in range(6):
+        r = _rollout(10 * i)
+        st.add_trajectories(r, ends=_rollout_ends())
+        rb.add(_records(st.dtype, r), ends=_rollout_ends().reshape(-1))
+    st.flush()
+    same = len(st) == len(rb)
+    for kw in ({}, {"window": 7, "trajectories": False}, {"window": 2, "trajectories": True},
+               {"beta": 0.5}, {"unique": True}):
+        a, c = st.sample(8, **kw), rb.sample(8, **kw)
+        for k in STORE_SPEC.keys() | {"ids", "weights"}:
+            same &= a[k].dtype == c[k].dtype and np.array_equal(a[k], c[k])
+        ids = a["ids"]
+        td = np.linspace(0.1, 2, 8, dtype=np.float32)
+        same &= st.update(ids, td) == rb.update(ids, td)
+    p["same_batches"] = bool(same) and st.stats()["cache_misses"] > 0
+    got = new("window").sample(16, window=5, trajectories=False)["ids"] & 0xFFFFFFFF
+    p["window"] = set(got.tolist()) <= set(range(35, 40))
+    got = new("trajectories").sample(16, window=1, trajectories=True)["ids"] & 0xFFFFFFFF
+    p["trajectories"] = set(got.tolist()) <= set(range(30, 40))    # the 4th add
+    u = new("unique", max_unique=32).sample(32, unique=True)["ids"]
+    p["unique"] = len(set(u.tolist())) == 32 and refused(
+        lambda: new("unique2", max_unique=32).sample(33, unique=True), "PER_ERR_BATCH")
+    # TrajectoryStore takes no sequence keywords: per_store_init is asked
+    # through the binding it calls, with per_config's seq_len
+    cfg = per.config.c_config("probe", per.config.REPLAY_KEYS,
+                              {"seq_len": 4, "seq_stride": 4},
+                              {"capacity": 64, "item_size": 20})
+
+    def seq_store():
+        per._per._Store(str(tmp_path / "sequences"), cfg).close()
+
+    p["sequences"] = not refused(seq_store) or \
+        declares("per_store.h", r"per_store\w*seq\w*")
+    # ends: env 0 ends at step 1, env 1 at step 4 of 6: the longest
+    # episode is 5 steps (6 without ends); ids 0, 1, ... in add order
+    e = new("ends", n=0)
+    ends = np.zeros((6, 2), np.uint8)
+    ends[1, 0], ends[4, 1] = per.END_TERMINATED, per.END_TRUNCATED
+    ids = [e.add_trajectories(_rollout(0, 6, 2)),
+           e.add_trajectories(_rollout(12, 6, 2), ends=ends)]
+    t0, t1 = e.trajectory(0), e.trajectory(1)
+    p["ends"] = ids == [0, 1] and t1["shape"] == (6, 2) and \
+        t0["max_episode_length"] == 6 and t1["max_episode_length"] == 5 and \
+        refused(lambda: e.add_trajectories(_rollout(0, 6, 2), ends=np.full((6, 2), 7)))
+    p["beta"] = bool((b.sample(8, beta=0.0)["weights"] == 1).all())
+    p["weights_batch"] = b.sample(8)["weights"].max() == 1
+    w = new("weights_buffer", weights_buffer_max=True)  # as the per_buffer probe
+    w.update(w.sample(1)["ids"], [0.0])
+    p["weights_buffer"] = w.sample(8)["weights"].max() < 1
+    # every leaf lowered to one value, then a trajectory added: at the
+    # largest leaf stored now it gets that value, so every weight is 1
+    # (at the largest ever, 1.0, its samples would be drawn more)
+    lm = new("live_max", live_max=True)
+    every = lm.sample(40, unique=True)["ids"]
+    lm.update(every, np.full(40, 0.1, np.float32))
+    lm.add_trajectories(_rollout(40))
+    p["live_max"] = len(set(every.tolist())) == 40 and \
+        bool((lm.sample(16, beta=1.0)["weights"] == 1).all())
+    adds = re.findall(r"PERDEF[^;]*?\b(per_store_add\w*)\s*\(",
+                      (ROOT / "per_store.h").read_text())
+    p["add_td"] = any(re.search(r"\btd", params("per_store.h", name)) for name in adds) or \
+        "td" in inspect.signature(per.TrajectoryStore.add_trajectories).parameters
+    p["nstep"] = declares("per_store.h", r"\w*nstep\w*") or \
+        "per_store" in params("per.h", "per_nstep_step")
+    sl = new("stale")
+    ids = sl.sample(8)["ids"]
+    sl.add_trajectories(_rollout(100, 32, 2))             # 64 new samples: all evicted
+    p["stale"] = sl.update(ids, np.ones(8, np.float32)) == 8
+    c = new("checkpoints")
+    c.save_checkpoint()
+    whole = new("whole", n=0)
+    whole.load_checkpoint(tmp_path / "checkpoints")
+    x, y = c.sample(16), whole.sample(16)
+    half = new("half", n=0)
+    half.load_checkpoint(tmp_path / "checkpoints", rank=1, world_size=2)
+    odd = half.sample(16)["obs"][:, 0] // 10              # trajectories 1 and 3
+    p["checkpoints"] = (tmp_path / "checkpoints" / "index.bin").exists() and \
+        all(np.array_equal(x[k], y[k]) for k in x) and \
+        len(half) == 20 and set(odd.tolist()) <= {1, 3}
+    p["caller_memory"] = declares("per_store.h", r"per_store\w*_mem")
+    p["frames"] = declares("per_store.h", r"\w*frames\w*")
+    return p
+
+
 # -- the table ------------------------------------------------------------------
 
 
@@ -564,3 +725,7 @@ def test_per_cuda_buffer_column(tmp_path):
 
 def test_per_mpi_column(tmp_path):
     _check("per_mpi", mpi_probes(tmp_path))
+
+
+def test_per_store_column(tmp_path):
+    _check("per_store", store_probes(tmp_path))
