@@ -234,7 +234,10 @@ typedef struct per_store_traj_info {
    was, but for its creation): PER_ERR_NULL (s, dir or cfg), PER_ERR_ARG,
    PER_ERR_CAPACITY, PER_ERR_NOMEM, PER_ERR_IO (dir cannot be made or
    opened, or holds a store without PER_STORE_RESUME), and those of
-   per_store_load (PER_STORE_LOAD_QUICK in flags goes to it). */
+   per_store_load (PER_STORE_LOAD_QUICK in flags goes to it). A directory
+   holds one store: segment files found in one without index.bin (a store
+   killed before its first checkpoint) are taken as this store's line
+   when they are all of one, and its first checkpoint deletes them. */
 PERDEF per_status per_store_init(per_store *s, const char *dir,
                                  const per_store_config *cfg, uint32_t flags,
                                  void *alloc_ctx);
@@ -320,8 +323,10 @@ PERDEF per_status per_store_update(per_store *s, const uint64_t *ids,
    instant leaves the old checkpoint or the new one, complete), then
    write trajectory_index.json and metadata.json the same way (unless
    PER_STORE_NO_JSON in flags), and delete the segment files that no
-   stored trajectory and no checkpoint needs any more (a deletion that
-   fails is retried by the next checkpoint). Errors: PER_ERR_NULL,
+   stored trajectory and no checkpoint needs any more: those it dropped,
+   those a load superseded, and those of its own that a crash left
+   (their names carry its uuid); never another store's. A deletion that
+   fails is retried by the next checkpoint. Errors: PER_ERR_NULL,
    PER_ERR_ARG (unknown flags), PER_ERR_NOMEM, PER_ERR_IO: until
    index.bin's rename the old checkpoint stands; s->error says so when
    the new one stands and the directory's fsync after its rename, or a
@@ -339,10 +344,13 @@ PERDEF per_status per_store_checkpoint(per_store *s, uint32_t flags);
    s as per_buffer_load checks it (capacity for world 1, item_size,
    flags, alpha, layout). Segment files of another directory are linked
    into s's (link(2); copied when linking fails). s's own files are not
-   changed: its next checkpoint replaces its index.bin. Staged
-   trajectories of s are dropped with the rest of its contents. Errors (s
-   unchanged): PER_ERR_NULL, PER_ERR_ARG (world 0, rank >= world, unknown
-   flags), PER_ERR_NOMEM, PER_ERR_IO, PER_ERR_FORMAT, PER_ERR_VERSION,
+   changed: its next checkpoint replaces its index.bin, then deletes the
+   segment files the load superseded. A directory holds one store: a
+   shard (world > 1) goes into a store of another directory, each rank's
+   its own. Staged trajectories of s are dropped with the rest of its
+   contents. Errors (s unchanged): PER_ERR_NULL, PER_ERR_ARG (world 0,
+   rank >= world, unknown flags, world > 1 and dir is s's own),
+   PER_ERR_NOMEM, PER_ERR_IO, PER_ERR_FORMAT, PER_ERR_VERSION,
    PER_ERR_TRUNCATED, PER_ERR_CHECKSUM (index.bin's, or a trajectory's),
    PER_ERR_MISMATCH, PER_ERR_CORRUPT. */
 PERDEF per_status per_store_load(per_store *s, const char *dir, uint32_t rank,
@@ -502,6 +510,7 @@ struct peri_store_state {
   size_t rh, rn, rcap;
   peri_store_seg *seg;
   uint32_t nseg, segcap, open_seg;
+  uint32_t loading; /* a load is replacing the segments: no appends */
   /* the ring and its entries, oldest first: ent[eh .. eh + en), entry
      ent[eh + i] numbered e0 + i; those from `wnext` on are not written */
   unsigned char *ring;
@@ -937,7 +946,7 @@ static per_status peri_store_append(per_store *s, int *did, char *err) {
   while (st->appending) pthread_cond_wait(&st->cv_idle, &st->mu);
   number = st->wnext;
   e = peri_store_entry(st, number);
-  if (!e || e->state != PERI_STORE_STAGED) return PER_OK;
+  if (!e || e->state != PERI_STORE_STAGED || st->loading) return PER_OK;
   r = peri_store_find(st, e->id);
   if (!r) { /* evicted before it was written */
     e->state = PERI_STORE_DONE;
@@ -1045,6 +1054,63 @@ static per_status peri_store_append(per_store *s, int *did, char *err) {
   *did = 1;
   pthread_cond_broadcast(&st->cv_room);
   return PER_OK;
+}
+
+/* The uuid and number of a segment file's name "seg-UUID-NNNNNNNN.per";
+   0 when name is not one. */
+static int peri_store_parse_name(const char *name, unsigned char u[16],
+                                 uint32_t *number) {
+  static const char hex[] = "0123456789abcdef";
+  size_t i, k = 0;
+  uint32_t v = 0;
+  if (strlen(name) != 4 + 36 + 1 + 8 + 4 || strncmp(name, "seg-", 4) != 0 ||
+      strcmp(name + 49, ".per") != 0 || name[40] != '-')
+    return 0;
+  for (i = 4; i < 40; ++i) {
+    const char *h, *l;
+    if (i == 12 || i == 17 || i == 22 || i == 27) {
+      if (name[i] != '-') return 0;
+      continue;
+    }
+    h = strchr(hex, name[i]);
+    l = strchr(hex, name[i + 1]);
+    if (!name[i] || !name[i + 1] || !h || !l) return 0;
+    u[k++] = (unsigned char)((h - hex) << 4 | (l - hex));
+    ++i;
+  }
+  for (i = 41; i < 49; ++i) {
+    const char *h = name[i] ? strchr(hex, name[i]) : NULL;
+    if (!h) return 0;
+    v = v << 4 | (uint32_t)(h - hex);
+  }
+  *number = v;
+  return k == 16;
+}
+
+/* A new store in a directory without index.bin: segment files there are
+   a store's that never committed a checkpoint (killed before its first).
+   When they are all of one line, the new store continues that line (its
+   uuid, numbers after theirs), so that its first checkpoint's sweep
+   deletes them; files of several lines are left alone. */
+static void peri_store_adopt(struct peri_store_state *st) {
+  DIR *d = opendir(st->dir);
+  struct dirent *de;
+  unsigned char u[16], line[16];
+  uint32_t number, next = 0;
+  int seen = 0, mixed = 0;
+  if (!d) return;
+  while ((de = readdir(d)) != NULL)
+    if (peri_store_parse_name(de->d_name, u, &number)) {
+      if (seen && memcmp(u, line, 16) != 0) mixed = 1;
+      memcpy(line, u, 16);
+      seen = 1;
+      if (number + 1 > next) next = number + 1;
+    }
+  closedir(d);
+  if (seen && !mixed) {
+    memcpy(st->uuid, line, 16);
+    st->next_seg = next;
+  }
 }
 
 /* ---- config, init, free ---- */
@@ -1216,6 +1282,8 @@ PERDEF per_status per_store_init(per_store *s, const char *dir,
   if (r != PER_OK) {
     r = per_store_load(s, dir, 0, 1, flags & PER_STORE_LOAD_QUICK);
     if (r != PER_OK) return peri_store_init_fail(s, r);
+  } else {
+    peri_store_adopt(st);
   }
   s->error[0] = 0;
   return PER_OK;
@@ -1701,28 +1769,120 @@ static per_status peri_store_json(per_store *s, uint32_t *segmap) {
   return PER_OK;
 }
 
-/* Delete the segment files of the directory that the checkpoint just
-   committed does not name and no trajectory needs: those this store
-   dropped, and those a crash or an older line of checkpoints left. */
+/* segments.pending: the names of the segment files a load links into
+   the directory or supersedes there, one a line, written before the
+   load links anything, so that a crash between a load and the next
+   checkpoint leaves nothing the sweep cannot name. Read whole into a
+   new NUL-terminated string (NULL: none, or unreadable). */
+static char *peri_store_journal_read(struct peri_store_state *st) {
+  char *p = peri_store_path(st->ctx, st->dir, "segments.pending"), *t = NULL;
+  struct stat sb;
+  int fd = p ? open(p, O_RDONLY) : -1;
+  PER_FREE(p, st->ctx);
+  if (fd < 0) return NULL;
+  if (fstat(fd, &sb) == 0 && sb.st_size >= 0 && sb.st_size < (1 << 30)) {
+    t = (char *)PER_MALLOC((size_t)sb.st_size + 1, st->ctx);
+    if (t && peri_store_pread_all(fd, t, (size_t)sb.st_size, 0) == 0)
+      t[sb.st_size] = 0;
+    else {
+      PER_FREE(t, st->ctx);
+      t = NULL;
+    }
+  }
+  close(fd);
+  return t;
+}
+
+/* Add n names to segments.pending (atomically). 0, or -1 with errno. */
+static int peri_store_journal_add(struct peri_store_state *st,
+                                  char (*names)[PERI_STORE_NAME], uint32_t n) {
+  char *old = peri_store_journal_read(st), *t;
+  size_t ol = old ? strlen(old) : 0, at = ol;
+  uint32_t i;
+  int r;
+  t = (char *)PER_MALLOC(ol + (size_t)n * PERI_STORE_NAME + 1, st->ctx);
+  if (!t) {
+    PER_FREE(old, st->ctx);
+    errno = ENOMEM;
+    return -1;
+  }
+  if (ol) memcpy(t, old, ol);
+  PER_FREE(old, st->ctx);
+  for (i = 0; i < n; ++i) {
+    size_t l = strlen(names[i]);
+    memcpy(t + at, names[i], l);
+    t[at + l] = '\n';
+    at += l + 1;
+  }
+  r = peri_store_put_file(st->ctx, st->dir, "segments.pending",
+                          &st->tmp_counter, t, at);
+  PER_FREE(t, st->ctx);
+  return r == 0 ? 0 : -1;
+}
+
+static int peri_store_known(const struct peri_store_state *st,
+                            const char *name);
+
+/* The sweep's part for segments.pending: every file it names that the
+   table does not is deleted, then the journal. */
+static void peri_store_journal_sweep(struct peri_store_state *st) {
+  char *t = peri_store_journal_read(st), *line, *p;
+  if (!t) return;
+  for (line = t; *line;) {
+    char *nl = strchr(line, '\n');
+    if (nl) *nl = 0;
+    if (strncmp(line, "seg-", 4) == 0 && !strchr(line, '/') &&
+        !peri_store_known(st, line)) {
+      p = peri_store_path(st->ctx, st->dir, line);
+      if (p) unlink(p);
+      PER_FREE(p, st->ctx);
+    }
+    if (!nl) break;
+    line = nl + 1;
+  }
+  PER_FREE(t, st->ctx);
+  p = peri_store_path(st->ctx, st->dir, "segments.pending");
+  if (p) unlink(p);
+  PER_FREE(p, st->ctx);
+}
+
+/* Whether segment file name is in s's table now. */
+static int peri_store_known(const struct peri_store_state *st,
+                            const char *name) {
+  uint32_t i;
+  for (i = 0; i < st->nseg; ++i)
+    if (st->seg[i].fd >= 0 && strcmp(st->seg[i].name, name) == 0) return 1;
+  return 0;
+}
+
+/* After a checkpoint stands: delete the segment files of the directory
+   that it does not name and no stored trajectory needs. Those this
+   store dropped (its table), those a load linked or superseded
+   (segments.pending), and
+   files of this store's own line (its uuid in the name) that a crash or
+   a failed deletion left; never another store's files. */
 static void peri_store_sweep(struct peri_store_state *st) {
-  DIR *d = opendir(st->dir);
+  DIR *d;
   struct dirent *de;
   uint32_t i;
+  char own[48], u[37];
   for (i = 0; i < st->nseg; ++i) {
     peri_store_seg *g = &st->seg[i];
     if (g->fd >= 0 && !g->in_ckpt && !g->open && g->live == 0)
       peri_store_seg_drop(st, i);
   }
+  peri_store_journal_sweep(st);
+  peri_store_uuid_text(st->uuid, u);
+  snprintf(own, sizeof own, "seg-%s-", u);
+  d = opendir(st->dir);
   if (!d) return;
   while ((de = readdir(d)) != NULL) {
     const char *nm = de->d_name;
     size_t l = strlen(nm);
-    int known = 0;
-    if (l < 8 || strncmp(nm, "seg-", 4) != 0 || strcmp(nm + l - 4, ".per"))
+    if (l < 8 || strncmp(nm, own, strlen(own)) != 0 ||
+        strcmp(nm + l - 4, ".per") != 0 || peri_store_known(st, nm))
       continue;
-    for (i = 0; i < st->nseg && !known; ++i)
-      known = st->seg[i].fd >= 0 && strcmp(st->seg[i].name, nm) == 0;
-    if (!known) {
+    {
       char *p = peri_store_path(st->ctx, st->dir, nm);
       if (p) unlink(p);
       PER_FREE(p, st->ctx);
@@ -1773,6 +1933,36 @@ PERDEF per_status per_store_checkpoint(per_store *s, uint32_t flags) {
   for (i = 0; i < st->nseg; ++i)
     segmap[i] =
         st->seg[i].fd >= 0 && st->seg[i].live > 0 ? nsel++ : PERI_STORE_NONE;
+  { /* the files the old checkpoint names and this one will not: journaled
+       before the commit, so that a kill between the commit and the sweep
+       leaves them named (segments.pending) */
+    uint32_t nd = 0;
+    char(*dropped)[PERI_STORE_NAME] = NULL;
+    for (i = 0; i < st->nseg; ++i)
+      nd += st->seg[i].fd >= 0 && st->seg[i].in_ckpt &&
+            segmap[i] == PERI_STORE_NONE;
+    if (nd)
+      dropped = (char(*)[PERI_STORE_NAME])PER_MALLOC(
+          (size_t)nd * PERI_STORE_NAME, st->ctx);
+    if (nd && !dropped) {
+      PER_FREE(segmap, st->ctx);
+      return peri_store_fail(s->error, PER_ERR_NOMEM, "no memory");
+    }
+    for (i = 0, nd = 0; i < st->nseg; ++i)
+      if (st->seg[i].fd >= 0 && st->seg[i].in_ckpt &&
+          segmap[i] == PERI_STORE_NONE)
+        memcpy(dropped[nd++], st->seg[i].name, PERI_STORE_NAME);
+    w = nd ? peri_store_journal_add(st, dropped, nd) : 0;
+    errnum = errno;
+    PER_FREE(dropped, st->ctx);
+    if (w != 0) {
+      PER_FREE(segmap, st->ctx);
+      return peri_store_fail(s->error, PER_ERR_IO,
+                             "writing %s/segments.pending: %s; the last "
+                             "checkpoint stands",
+                             st->dir, strerror(errnum));
+    }
+  }
   img_len = PERI_STORE_IDX_HDR + (size_t)nsel * PERI_STORE_SEG_ROW +
             st->rn * PERI_STORE_REC_ROW + snap_max + 4;
   img = (unsigned char *)PER_MALLOC(img_len, st->ctx);
@@ -2101,6 +2291,9 @@ PERDEF per_status per_store_load(per_store *s, const char *dir, uint32_t rank,
   unsigned char *mem = NULL, *buf = NULL;
   size_t len = 0, at, i, nrec_all;
   uint64_t snap_len, seq, prev = 0;
+  char(*gone)[PERI_STORE_NAME] = NULL;
+  uint32_t ngone;
+  int loading = 0;
   uint32_t nseg_all, j, *map = NULL;
   char *path, err[256];
   per_status r;
@@ -2313,6 +2506,44 @@ PERDEF per_status per_store_load(per_store *s, const char *dir, uint32_t rank,
   /* segment files of another directory: linked into s's */
   same_dir = stat(dir, &s1) == 0 && stat(st->dir, &s2) == 0 &&
              s1.st_dev == s2.st_dev && s1.st_ino == s2.st_ino;
+  if (same_dir && world > 1) {
+    r = peri_store_fail(err, PER_ERR_ARG,
+                        "rank %u of %u: a shard needs a "
+                        "directory of its own (its checkpoints would delete "
+                        "the other ranks' segments from %s)",
+                        rank, world, dir);
+    goto fail;
+  }
+  /* the segment table holds still (no appends) while the files this
+     load links or supersedes are journaled, before any is linked */
+  pthread_mutex_lock(&st->mu);
+  while (st->appending) pthread_cond_wait(&st->cv_idle, &st->mu);
+  st->loading = 1;
+  pthread_mutex_unlock(&st->mu);
+  loading = 1;
+  gone = (char(*)[PERI_STORE_NAME])PER_MALLOC(
+      ((size_t)st->nseg + g.nseg + 1) * PERI_STORE_NAME, st->ctx);
+  if (!gone) {
+    r = peri_store_fail(err, PER_ERR_NOMEM, "no memory");
+    goto fail;
+  }
+  ngone = 0;
+  for (j = 0; j < st->nseg; ++j)
+    if (st->seg[j].fd >= 0) {
+      uint32_t q;
+      int kept = 0;
+      for (q = 0; q < g.nseg && !kept; ++q)
+        kept = strcmp(g.seg[q].name, st->seg[j].name) == 0;
+      if (!kept) memcpy(gone[ngone++], st->seg[j].name, PERI_STORE_NAME);
+    }
+  if (!same_dir)
+    for (j = 0; j < g.nseg; ++j)
+      memcpy(gone[ngone++], g.seg[j].name, PERI_STORE_NAME);
+  if (ngone && peri_store_journal_add(st, gone, ngone) != 0) {
+    r = peri_store_fail(err, PER_ERR_IO, "writing %s/segments.pending: %s",
+                        st->dir, strerror(errno));
+    goto fail;
+  }
   if (!same_dir) /* then read through s's own names */
     for (j = 0; j < g.nseg; ++j) {
       char *own;
@@ -2361,14 +2592,22 @@ PERDEF per_status per_store_load(per_store *s, const char *dir, uint32_t rank,
     if (g.next_seg > st->next_seg) st->next_seg = g.next_seg;
   }
   st->stats.segments = g.nseg;
+  st->loading = 0;
   pthread_mutex_unlock(&st->mu);
   per_buffer_free(&s->index);
   s->index = g.index;
+  PER_FREE(gone, st->ctx);
   PER_FREE(map, st->ctx);
   PER_FREE(buf, st->ctx);
   PER_FREE(mem, st->ctx);
   return PER_OK;
 fail:
+  if (loading) {
+    pthread_mutex_lock(&st->mu);
+    st->loading = 0;
+    pthread_mutex_unlock(&st->mu);
+  }
+  PER_FREE(gone, st->ctx);
   peri_store_staged_free(&g, st->ctx);
   PER_FREE(map, st->ctx);
   PER_FREE(buf, st->ctx);

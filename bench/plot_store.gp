@@ -35,6 +35,7 @@ set boxwidth 0.4
 plot samples using ($1 - 0.2):3:xtic(2) with boxes lc rgb "#1f77b4" title "per_store (disk + cache)", \
      '' using ($1 + 0.2):4 with boxes lc rgb "#aaaaaa" title "per_buffer (all in RAM)"
 
+set key top left
 set title "Checkpoint of 28 KB frame stacks: seconds (lower is better)"
 set ylabel "seconds"
 set boxwidth 0.35
