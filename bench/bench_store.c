@@ -76,9 +76,10 @@ static void rm_rf(const char *p) {
   if (system(cmd) != 0) fprintf(stderr, "bench_store: cannot remove %s\n", p);
 }
 
-/* fsync every file of dir (an fsync through any descriptor syncs the
-   file's pages). */
-static void sync_dir(const char *dir) {
+/* Every file of dir: fsynced (an fsync through any descriptor syncs the
+   file's pages), and with drop, its pages then dropped from the page
+   cache (posix_fadvise), so that the next reads are the disk's. */
+static void each_file(const char *dir, int drop) {
   char cmd[1100], name[1024];
   FILE *p;
   snprintf(cmd, sizeof cmd, "ls '%s'", dir);
@@ -92,28 +93,7 @@ static void sync_dir(const char *dir) {
     fd = open(path, O_RDONLY);
     if (fd < 0) continue;
     if (fsync(fd) != 0) die("fsync", PER_ERR_IO, strerror(errno));
-    close(fd);
-  }
-  pclose(p);
-}
-
-/* Every segment file of dir out of the page cache (they are synced). */
-static void drop_cache(const char *dir) {
-  char cmd[1100];
-  FILE *p;
-  char name[1024];
-  snprintf(cmd, sizeof cmd, "ls '%s'", dir);
-  p = popen(cmd, "r");
-  if (!p) return;
-  while (fgets(name, sizeof name, p)) {
-    char path[2048];
-    int fd;
-    name[strcspn(name, "\n")] = 0;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    fd = open(path, O_RDONLY);
-    if (fd < 0) continue;
-    fdatasync(fd);
-    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    if (drop) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     close(fd);
   }
   pclose(p);
@@ -203,7 +183,7 @@ static void fill_store(per_store *s, const char *name, const shape *sh,
   }
   r = per_store_write(s); /* the rest of the staged ones, then synced */
   if (r != PER_OK) die("per_store_write", r, s->error);
-  sync_dir(dir);
+  each_file(dir, 0);
   *secs = now() - t0;
   per_store_stop_writer(s);
   pthread_join(th, NULL);
@@ -289,7 +269,7 @@ static void bench_sample(const shape *sh, uint64_t bytes) {
     fill_store(&s, "sample", sh, bytes, cache, (uint64_t)8 << 20, &ram, &secs,
                &rss);
     snprintf(dir, sizeof dir, "%s/sample", root);
-    drop_cache(dir);
+    each_file(dir, 1);
     n = batches;
     if (n == 0) { /* about 0.5 s of the slowest side, at least 20 batches */
       t0 = now();
@@ -297,7 +277,7 @@ static void bench_sample(const shape *sh, uint64_t bytes) {
       ts = (now() - t0) / 10;
       n = (uint32_t)(0.5 / ts) + 20;
       if (n > 20000) n = 20000;
-      drop_cache(dir);
+      each_file(dir, 1);
       /* the RAM buffer draws what the store drew: keep them in step */
       for (k = 0; k < 10; ++k) per_buffer_sample(&ram, B, NULL, b, ib, wb);
     }

@@ -204,6 +204,7 @@ static inline int t_fclose(FILE *f) {
 #undef fwrite
 #undef fflush
 #undef fclose
+#include "store_util.h" /* after the #undefs: the C library's calls */
 
 static void arm(int kind, long at) {
   memset(&F, 0, sizeof F);
@@ -219,27 +220,6 @@ static char ROOT[64]; /* mkdtemp */
 
 static void dir_of(char *out, size_t cap, const char *name) {
   snprintf(out, cap, "%s/%s", ROOT, name);
-}
-
-static void rm_rf(const char *path) {
-  struct stat st;
-  if (lstat(path, &st) != 0) return;
-  if (S_ISDIR(st.st_mode)) {
-    DIR *d = opendir(path);
-    struct dirent *e;
-    char sub[512];
-    if (d) {
-      while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-        rm_rf(sub);
-      }
-      closedir(d);
-    }
-    rmdir(path);
-  } else {
-    unlink(path);
-  }
 }
 
 static int file_exists(const char *dir, const char *name) {
@@ -274,23 +254,6 @@ static unsigned char *slurp_in(const char *dir, const char *name, long *len) {
   char p[512];
   snprintf(p, sizeof p, "%s/%s", dir, name);
   return slurp(p, len);
-}
-
-static int is_seg(const char *name) {
-  size_t n = strlen(name);
-  return strncmp(name, "seg-", 4) == 0 && n > 8 &&
-         strcmp(name + n - 4, ".per") == 0;
-}
-
-/* seg-*.per files in dir. */
-static uint32_t count_segs(const char *dir) {
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  uint32_t n = 0;
-  if (!d) return 0;
-  while ((e = readdir(d)) != NULL) n += (uint32_t)is_seg(e->d_name);
-  closedir(d);
-  return n;
 }
 
 /* A hash of every file of dir but temporary ones (name and bytes), to

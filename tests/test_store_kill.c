@@ -177,47 +177,13 @@ static inline int t_fclose(FILE *f) {
 #undef fwrite
 #undef fflush
 #undef fclose
+#include "store_util.h" /* after the #undefs: the C library's calls */
 
 /* ---- directories ------------------------------------------------------ */
 
 static char ROOT[64];
 static char SRC[256];  /* another store's checkpoint, loaded by the scenario */
 static char CASE[256]; /* the scenario's directory */
-
-static void rm_rf(const char *path) {
-  struct stat st;
-  if (lstat(path, &st) != 0) return;
-  if (S_ISDIR(st.st_mode)) {
-    DIR *d = opendir(path);
-    struct dirent *e;
-    char sub[512];
-    if (d) {
-      while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-        rm_rf(sub);
-      }
-      closedir(d);
-    }
-    rmdir(path);
-  } else {
-    unlink(path);
-  }
-}
-
-static uint32_t count_segs(const char *dir) {
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  uint32_t n = 0;
-  if (!d) return 0;
-  while ((e = readdir(d)) != NULL) {
-    size_t l = strlen(e->d_name);
-    n += strncmp(e->d_name, "seg-", 4) == 0 && l > 8 &&
-         strcmp(e->d_name + l - 4, ".per") == 0;
-  }
-  closedir(d);
-  return n;
-}
 
 /* ---- the scenario ----------------------------------------------------- */
 

@@ -189,6 +189,30 @@ static int count32(Py_ssize_t n, const char *what) {
   return 0;
 }
 
+/* An update's arguments: ids (uint64) and td (float32) arrays, per_id td
+   values an id (a sequence's seq_len), fewer than 2^32 ids, held in iv
+   and tv, their count in *n. -1 with ValueError or TypeError (nothing
+   held). */
+static int get_ids_td(PyObject *io, PyObject *to, Py_ssize_t per_id,
+                      Py_buffer *iv, Py_buffer *tv, uint32_t *n) {
+  Py_ssize_t ni, nt;
+  if (get_array(io, 0, 'u', 8, "ids", iv, &ni) < 0) return -1;
+  if (get_array(to, 0, 'f', 4, "td", tv, &nt) < 0) {
+    PyBuffer_Release(iv);
+    return -1;
+  }
+  if (nt != ni * per_id || count32(ni, "ids") < 0) {
+    PyBuffer_Release(iv);
+    PyBuffer_Release(tv);
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_ValueError, "%zd ids need %zd td values, got %zd", ni,
+                   ni * per_id, nt);
+    return -1;
+  }
+  *n = (uint32_t)ni;
+  return 0;
+}
+
 static int to_u32(PyObject *o, uint32_t *out, const char *what) {
   uint64_t v;
   if (pyper_uint(o, 32, &v, what) < 0) return -1;
@@ -935,32 +959,20 @@ static PyObject *Buf_update(BufObject *self, PyObject *args) {
   PyObject *io, *to;
   int seq;
   Py_buffer iv, tv;
-  Py_ssize_t ni, nt, L;
-  uint32_t stale = 0;
+  uint32_t ni, stale = 0;
   per_status s;
   if (!buf_ready(self) || !PyArg_ParseTuple(args, "OOp:update", &io, &to, &seq))
     return NULL;
-  if (get_array(io, 0, 'u', 8, "ids", &iv, &ni) < 0) return NULL;
-  if (get_array(to, 0, 'f', 4, "td", &tv, &nt) < 0) {
-    PyBuffer_Release(&iv);
+  if (get_ids_td(io, to,
+                 seq && self->b.cfg.seq_len ? (Py_ssize_t)self->b.cfg.seq_len
+                                            : 1,
+                 &iv, &tv, &ni) < 0)
     return NULL;
-  }
-  L = seq ? (self->b.cfg.seq_len ? self->b.cfg.seq_len : 1) : 1;
-  if (nt != ni * L || count32(ni, "ids") < 0) {
-    PyBuffer_Release(&iv);
-    PyBuffer_Release(&tv);
-    if (!PyErr_Occurred())
-      PyErr_Format(PyExc_ValueError, "%zd ids need %zd td values, got %zd", ni,
-                   ni * L, nt);
-    return NULL;
-  }
   NOGIL_WHY(self->lock, self->b.error, why,
             s = seq ? per_buffer_update_seq(&self->b, (const uint64_t *)iv.buf,
-                                            (const float *)tv.buf, (uint32_t)ni,
-                                            &stale)
+                                            (const float *)tv.buf, ni, &stale)
                     : per_buffer_update(&self->b, (const uint64_t *)iv.buf,
-                                        (const float *)tv.buf, (uint32_t)ni,
-                                        &stale));
+                                        (const float *)tv.buf, ni, &stale));
   PyBuffer_Release(&iv);
   PyBuffer_Release(&tv);
   CHECK_WHY(s, why,
@@ -1689,27 +1701,14 @@ static PyObject *Frames_update(FramesObject *self, PyObject *args) {
   char why[sizeof self->f.error];
   PyObject *io, *to;
   Py_buffer iv, tv;
-  Py_ssize_t ni, nt;
-  uint32_t stale = 0;
+  uint32_t ni, stale = 0;
   per_status s;
-  if (!frames_ready(self) || !PyArg_ParseTuple(args, "OO:update", &io, &to))
+  if (!frames_ready(self) || !PyArg_ParseTuple(args, "OO:update", &io, &to) ||
+      get_ids_td(io, to, 1, &iv, &tv, &ni) < 0)
     return NULL;
-  if (get_array(io, 0, 'u', 8, "ids", &iv, &ni) < 0) return NULL;
-  if (get_array(to, 0, 'f', 4, "td", &tv, &nt) < 0) {
-    PyBuffer_Release(&iv);
-    return NULL;
-  }
-  if (nt != ni || count32(ni, "ids") < 0) {
-    PyBuffer_Release(&iv);
-    PyBuffer_Release(&tv);
-    if (!PyErr_Occurred())
-      PyErr_Format(PyExc_ValueError, "%zd ids need %zd td values, got %zd", ni,
-                   ni, nt);
-    return NULL;
-  }
   NOGIL_WHY(self->lock, self->f.error, why,
             s = per_frames_update(&self->f, (const uint64_t *)iv.buf,
-                                  (const float *)tv.buf, (uint32_t)ni, &stale));
+                                  (const float *)tv.buf, ni, &stale));
   PyBuffer_Release(&iv);
   PyBuffer_Release(&tv);
   CHECK_WHY(s, why, "FrameBuffer.update");
@@ -3230,29 +3229,15 @@ static PyObject *Store_update(StoreObject *self, PyObject *args) {
   char why[sizeof self->s.error];
   PyObject *io, *to;
   Py_buffer iv, tv;
-  Py_ssize_t ni, nt;
-  uint32_t stale = 0;
+  uint32_t ni, stale = 0;
   int closed = 0;
   per_status s = PER_OK;
-  if (!store_ready(self) || !PyArg_ParseTuple(args, "OO:update", &io, &to))
+  if (!store_ready(self) || !PyArg_ParseTuple(args, "OO:update", &io, &to) ||
+      get_ids_td(io, to, 1, &iv, &tv, &ni) < 0)
     return NULL;
-  if (get_array(io, 0, 'u', 8, "ids", &iv, &ni) < 0) return NULL;
-  if (get_array(to, 0, 'f', 4, "td", &tv, &nt) < 0) {
-    PyBuffer_Release(&iv);
-    return NULL;
-  }
-  if (nt != ni || count32(ni, "ids") < 0) {
-    PyBuffer_Release(&iv);
-    PyBuffer_Release(&tv);
-    if (!PyErr_Occurred())
-      PyErr_Format(PyExc_ValueError,
-                   "TrajectoryStore.update: %zd ids but %zd td values", ni, nt);
-    return NULL;
-  }
   STORE_CALL_WHY(self, closed, why,
                  s = per_store_update(&self->s, (const uint64_t *)iv.buf,
-                                      (const float *)tv.buf, (uint32_t)ni,
-                                      &stale));
+                                      (const float *)tv.buf, ni, &stale));
   PyBuffer_Release(&iv);
   PyBuffer_Release(&tv);
   if (closed) return store_closed("TrajectoryStore.update");
