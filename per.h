@@ -3346,6 +3346,17 @@ static uint32_t peri_crc_run(const uint32_t t[256], uint32_t c, const void *p,
 typedef struct peri_sink peri_sink;
 /* b's whole checkpoint but for the CRC, in file order, into o. */
 static void peri_ckpt_emit(const per_buffer *b, peri_sink *o);
+/* Its parts, for a companion that writes some slots' bytes only: the
+   header (the file's first bytes, before the layout text), the arrays'
+   encodings (v[0..n) at p, returning the end) and the file's length. */
+static void peri_ckpt_header(const per_buffer *b, unsigned char *h);
+static unsigned char *peri_put32s(unsigned char *p, const uint32_t *v,
+                                  uint32_t n);
+static unsigned char *peri_put_reals(unsigned char *p, const per_real *v,
+                                     uint32_t n);
+static uint64_t peri_ckpt_bytes(uint32_t version, uint32_t size,
+                                uint32_t item_size, uint32_t has_perm,
+                                uint32_t layout_len);
 /* per_nstep_step's work once its arguments are checked; mark_end stores
    the last step of an episode with its PER_END_* (per_frames.h). */
 static void peri_nstep_push(per_nstep *a, per_buffer *b, const void *obs,

@@ -50,11 +50,16 @@
         it needs of the other trajectories with pread, in file order,
         contiguous samples in one read.
       A checkpoint writes the remaining staged trajectories, fsyncs the
-      segments written since the last one and replaces the directory's
-      index.bin atomically (a new file, fsync, rename): its cost is the index (about
-      21 bytes a sample stored, 64 a trajectory) and the unwritten tail,
-      never the data. Beside it trajectory_index.json and metadata.json
-      say the same for tools and people (seed 002's fields). A load
+      segments written since the last one and then commits the index:
+      one record appended to the directory's index.log and fsynced, with
+      what changed since the last checkpoint (the trajectories added and
+      dropped, the slots added or updated: about 21 bytes a slot, 64 a
+      trajectory); once the log is as long as index.bin, index.bin is
+      written whole instead (a new file, fsync, rename) and a new log
+      begins. Its cost is what changed and the unwritten tail, never
+      the data nor, amortised, the whole index. Beside them
+      trajectory_index.json and metadata.json say the same for tools and
+      people (seed 002's fields; the first edited in place). A load
       checks index.bin against the segments (every trajectory's header,
       length and CRC) before the store changes; by rank and world size it
       takes trajectories rank, rank + world, ... with the global counters.
@@ -93,7 +98,7 @@
       per_store_sample(&st, 256, NULL, batch, ids, w);
       // ... compute TD errors td[256] for the batch, then
       // per_store_update(&st, ids, td, 256, NULL);
-      per_store_checkpoint(&st, 0);              // the index, not the data
+      per_store_checkpoint(&st, 0);              // what changed, not the data
       per_store_free(&st);
 
    HISTORY
@@ -141,8 +146,8 @@ enum {
      their data's CRCs (a load then reads 64 bytes a trajectory, not the
      whole store) */
   PER_STORE_LOAD_QUICK = 1u << 2,
-  /* per_store_checkpoint: write index.bin only, not the two JSON files
-     (their text grows by about 200 bytes a trajectory) */
+  /* per_store_checkpoint: commit the index only, not the two JSON
+     files (their text grows by about 250 bytes a trajectory) */
   PER_STORE_NO_JSON = 1u << 3
 };
 
@@ -318,19 +323,25 @@ PERDEF per_status per_store_update(per_store *s, const uint64_t *ids,
                                    uint32_t *stale);
 /* Make the directory's checkpoint the store as it is now: write what is
    staged, fsync the segments written since the last checkpoint (and the
-   directory when it has new files), then replace index.bin atomically
-   (a new file, fsync, rename, fsync of the directory: a kill at any
-   instant leaves the old checkpoint or the new one, complete), then
-   write trajectory_index.json and metadata.json the same way (unless
+   directory when it has new files), then commit: append a record of
+   what changed since the last checkpoint to index.log and fsync it, or,
+   when the log is as long as index.bin (or this store has not written
+   index.bin since it was made or loaded), replace index.bin atomically
+   (a new file, fsync, rename, fsync of the directory) and begin a new
+   index.log. A kill at any instant leaves the old checkpoint or the new
+   one, complete; a record cut short is not a checkpoint. Then update
+   trajectory_index.json (in place, not synced; rewritten whole, as
+   index.bin is, now and then) and write metadata.json (unless
    PER_STORE_NO_JSON in flags), and delete the segment files that no
    stored trajectory and no checkpoint needs any more: those it dropped,
    those a load superseded, and those of its own that a crash left
    (their names carry its uuid); never another store's. A deletion that
    fails is retried by the next checkpoint. Errors: PER_ERR_NULL,
-   PER_ERR_ARG (unknown flags), PER_ERR_NOMEM, PER_ERR_IO: until
-   index.bin's rename the old checkpoint stands; s->error says so when
-   the new one stands and the directory's fsync after its rename, or a
-   JSON file, failed. */
+   PER_ERR_ARG (unknown flags), PER_ERR_NOMEM, PER_ERR_IO: until the
+   commit the old checkpoint stands (a record that failed is cut back
+   off the log; s->error says when that failed too); s->error says so
+   when the new one stands and the directory's fsync after index.bin's
+   rename, or a JSON file, failed. stats.checkpoints counts the commits. */
 PERDEF per_status per_store_checkpoint(per_store *s, uint32_t flags);
 /* Replace s's contents with the checkpoint in directory dir (s's own or
    another store's): all of it (world 1), or rank `rank` of `world`:
@@ -338,7 +349,9 @@ PERDEF per_status per_store_checkpoint(per_store *s, uint32_t flags);
    order, at generation 1, with the global counters (added samples and
    trajectories), the checkpoint's max_leaf, and s's own rng and step,
    as per_buffer_load_shard. Everything is read and checked first: index.bin
-   (its CRC, format, counts), every taken trajectory against its segment
+   (its CRC, format, counts) and the records of index.log that continue
+   it, up to the first cut short or failing its CRC (a log whose header
+   is damaged is refused), every taken trajectory against its segment
    (the file's length, its header: id, uuid, shape, item size; its data's
    CRC-32C unless PER_STORE_LOAD_QUICK), and the sampling state against
    s as per_buffer_load checks it (capacity for world 1, item_size,
@@ -351,8 +364,8 @@ PERDEF per_status per_store_checkpoint(per_store *s, uint32_t flags);
    contents. Errors (s unchanged): PER_ERR_NULL, PER_ERR_ARG (world 0,
    rank >= world, unknown flags, world > 1 and dir is s's own),
    PER_ERR_NOMEM, PER_ERR_IO, PER_ERR_FORMAT, PER_ERR_VERSION,
-   PER_ERR_TRUNCATED, PER_ERR_CHECKSUM (index.bin's, or a trajectory's),
-   PER_ERR_MISMATCH, PER_ERR_CORRUPT. */
+   PER_ERR_TRUNCATED, PER_ERR_CHECKSUM (index.bin's, index.log's header,
+   or a trajectory's), PER_ERR_MISMATCH, PER_ERR_CORRUPT. */
 PERDEF per_status per_store_load(per_store *s, const char *dir, uint32_t rank,
                                  uint32_t world, uint32_t flags);
 
@@ -441,19 +454,24 @@ extern "C" {
 /* The files (docs/FORMAT.md, "The trajectory store"): all little-endian.
    A segment starts with a 64-byte header; each trajectory is a 64-byte
    header, its samples, its ends (one byte a sample), zeros to a multiple
-   of 8. index.bin is the checkpoint. */
+   of 8. index.bin, continued by the records of index.log, is the
+   checkpoint. */
 #define PERI_STORE_HDR 64u          /* a trajectory's and a segment's */
 #define PERI_STORE_NAME 64u         /* a segment file's name, NUL included */
 #define PERI_STORE_NONE 0xffffffffu /* no segment */
 #define PERI_STORE_TRAJ_MAGIC 0x4a525450u /* "PTRJ" */
 #define PERI_STORE_VERSION 1u
-#define PERI_STORE_IDX_HDR 128u /* index.bin's header */
-#define PERI_STORE_SEG_ROW 80u  /* index.bin: a segment */
-#define PERI_STORE_REC_ROW 64u  /* index.bin: a trajectory */
+#define PERI_STORE_IDX_HDR 128u        /* index.bin's header */
+#define PERI_STORE_SEG_ROW 80u         /* index.bin: a segment */
+#define PERI_STORE_REC_ROW 64u         /* index.bin: a trajectory */
+#define PERI_STORE_LOG_HDR 64u         /* index.log's header */
+#define PERI_STORE_LOG_REC 0x474f4c50u /* "PLOG": an index.log record */
 static const unsigned char peri_store_seg_magic[8] = {0x89, 'P', 'E', 'R',
                                                       'S',  'E', 'G', '\n'};
 static const unsigned char peri_store_idx_magic[8] = {0x89, 'P', 'E', 'R',
                                                       'S',  'T', 'O', '\n'};
+static const unsigned char peri_store_log_magic[8] = {0x89, 'P', 'E', 'R',
+                                                      'L',  'O', 'G', '\n'};
 
 /* A ring entry's state: its bytes are being copied in by the add, wait
    for the writer, are being written, or are in a segment. */
@@ -475,6 +493,11 @@ typedef struct peri_store_rec {
   uint32_t cached; /* its payload is in the ring at `ring` */
   uint64_t off;    /* its header's offset in the segment */
   uint64_t ring;
+  uint32_t ck_live;   /* live as the directory's checkpoint has it; 0: not
+                         in it */
+  uint32_t j_live;    /* live as trajectory_index.json has it */
+  uint64_t j_off;     /* its row's first byte there; 0: not there */
+  uint64_t j_live_at; /* where its live_samples value is written */
 } peri_store_rec;
 
 /* A segment file. */
@@ -485,7 +508,7 @@ typedef struct peri_store_seg {
   int fd;           /* -1 once deleted */
   uint32_t open;    /* takes appends */
   uint32_t dirty;   /* written since its last fsync */
-  uint32_t in_ckpt; /* named by the directory's index.bin */
+  uint32_t in_ckpt; /* named by the directory's checkpoint */
   uint64_t advised; /* [advised, len) written since the writer last
                        started the kernel's writeback of the file */
 } peri_store_seg;
@@ -533,6 +556,22 @@ struct peri_store_state {
   int writer_on, stop, appending;
   per_store_stats stats;
   char werr[256];
+  /* incremental checkpoints: index.log, appended to by each checkpoint
+     after the one that wrote index.bin (peri_store_log_*) */
+  int log_fd;          /* open for appends; -1: none */
+  uint32_t log_ok;     /* the next checkpoint may append a record */
+  uint64_t log_len;    /* its committed bytes */
+  uint64_t base_len;   /* index.bin's */
+  uint64_t *dirty;     /* index slots changed since the last checkpoint,
+                          one bit each */
+  uint32_t *ck_perm;   /* the swap permutation as the checkpoint has it */
+  unsigned char *lbuf; /* a record being made */
+  size_t lbuf_cap;
+  /* trajectory_index.json, edited in place between full rewrites */
+  int json_fd;          /* -1: the next checkpoint rewrites it whole */
+  uint32_t json_rows;   /* rows in its array */
+  uint64_t json_head;   /* where its header (fixed length) begins */
+  uint64_t json_tail;   /* where its closing text begins */
   uint32_t crc[8][256]; /* CRC-32C, eight bytes a step (peri_store_crc) */
 };
 
@@ -1143,6 +1182,11 @@ static void peri_store_release(per_store *s) {
   PER_FREE(st->miss, st->ctx);
   PER_FREE(st->rbuf, st->ctx);
   PER_FREE(st->dir, st->ctx);
+  if (st->log_fd >= 0) close(st->log_fd);
+  if (st->json_fd >= 0) close(st->json_fd);
+  PER_FREE(st->dirty, st->ctx);
+  PER_FREE(st->ck_perm, st->ctx);
+  PER_FREE(st->lbuf, st->ctx);
   pthread_cond_destroy(&st->cv_room);
   pthread_cond_destroy(&st->cv_work);
   pthread_cond_destroy(&st->cv_idle);
@@ -1226,6 +1270,7 @@ PERDEF per_status per_store_init(per_store *s, const char *dir,
   }
   memset(st, 0, sizeof *st);
   st->ctx = alloc_ctx;
+  st->log_fd = st->json_fd = -1;
   peri_store_crc_init(st->crc);
   pthread_mutex_init(&st->mu, NULL);
   pthread_cond_init(&st->cv_room, NULL);
@@ -1251,13 +1296,16 @@ PERDEF per_status per_store_init(per_store *s, const char *dir,
                                                    (unsigned long long)ring));
   st->ring = (unsigned char *)PER_MALLOC((size_t)ring, alloc_ctx);
   st->iota = (uint32_t *)PER_MALLOC((size_t)n * sizeof(uint32_t), alloc_ctx);
-  if (!st->dir || !st->ring || !st->iota)
+  st->dirty = (uint64_t *)PER_MALLOC(
+      ((size_t)cfg->buffer.capacity + 63) / 64 * 8, alloc_ctx);
+  if (!st->dir || !st->ring || !st->iota || !st->dirty)
     return peri_store_init_fail(
         s, peri_store_fail(s->error, PER_ERR_NOMEM,
                            "no memory for the ring (%llu bytes)",
                            (unsigned long long)ring));
   memcpy(st->dir, dir, strlen(dir) + 1);
   for (i = 0; i < st->max_n; ++i) st->iota[i] = i;
+  memset(st->dirty, 0, ((size_t)cfg->buffer.capacity + 63) / 64 * 8);
   peri_store_new_uuid(st->uuid);
   if (mkdir(dir, 0755) != 0 && errno != EEXIST)
     return peri_store_init_fail(s, peri_store_fail(s->error, PER_ERR_IO,
@@ -1422,8 +1470,11 @@ PERDEF per_status per_store_add(per_store *s, const void *items, uint32_t T,
       if (r) r->live -= run < r->live ? run : r->live;
     }
   }
+  slot = s->index.pos;
   res = per_buffer_add_steps(&s->index, st->iota, n, ends);
   PER_ASSERT(res == PER_OK); /* its arguments were checked */
+  for (j = 0; j < n; ++j, slot = slot + 1 == cap ? 0 : slot + 1)
+    st->dirty[slot >> 6] |= (uint64_t)1 << (slot & 63);
   r = &st->rec[st->rh + st->rn++];
   memset(r, 0, sizeof *r);
   r->id = tid;
@@ -1643,6 +1694,14 @@ PERDEF per_status per_store_update(per_store *s, const uint64_t *ids,
   per_status r;
   if (!s || !s->st) return PER_ERR_NULL;
   r = per_buffer_update(&s->index, ids, td, n, stale);
+  if (ids) { /* the slots whose leaves may have changed */
+    uint32_t i, slot;
+    for (i = 0; i < n; ++i) {
+      slot = (uint32_t)ids[i];
+      if (slot < s->index.cfg.capacity)
+        s->st->dirty[slot >> 6] |= (uint64_t)1 << (slot & 63);
+    }
+  }
   memcpy(s->error, s->index.error, sizeof s->index.error);
   return r;
 }
@@ -1700,42 +1759,169 @@ static void peri_store_put_str(peri_store_text *t, const char *s) {
   peri_store_put(t, "\"");
 }
 
-static per_status peri_store_json(per_store *s, uint32_t *segmap) {
+/* trajectory_index.json: one JSON object, {header "trajectories": [
+   rows ]}, whose header has a fixed length and whose rows' live counts a
+   fixed width, so that a checkpoint edits it in place: rows dropped
+   become spaces and the header moves down to the first row still
+   stored, a changed live count is written over the old one, rows added
+   go before the closing text. A full rewrite (atomic, as index.bin)
+   when it has no open copy or its spaces outgrow its rows. */
+#define PERI_STORE_JSON_TAIL "\n]}\n"
+
+/* The header text into out (128 bytes); returns its length. */
+static size_t peri_store_json_head(const struct peri_store_state *st,
+                                   char *out) {
+  int n = snprintf(out, 128,
+                   "{\"format\": \"per-store\", \"format_version\": %u, "
+                   "\"checkpoint\": %-20llu, \"trajectories\": [",
+                   PERI_STORE_VERSION, (unsigned long long)st->ckpt_seq);
+  return n > 0 ? (size_t)n : 0;
+}
+
+/* Trajectory r's row (',' first, or ' ' for the array's first) into out
+   (512 bytes); *live_at: where its live count's 10 characters begin. */
+static size_t peri_store_json_row(const struct peri_store_state *st,
+                                  const peri_store_rec *r, int first, char *out,
+                                  size_t *live_at) {
+  char u[37];
+  int a, b;
+  peri_store_uuid_text(r->uuid, u);
+  a = snprintf(out, 512,
+               "%c\n{\"uuid\": \"%s\", \"trajectory_id\": %llu, "
+               "\"num_samples\": %u, \"shape\": [%u, %u], "
+               "\"max_episode_length\": %u, \"live_samples\": ",
+               first ? ' ' : ',', u, (unsigned long long)r->id, r->n, r->T,
+               r->B, r->max_ep);
+  b = snprintf(out + a, (size_t)(512 - a),
+               "%-10u, \"segment\": \"%s\", \"offset\": %llu, "
+               "\"crc32c\": %u}",
+               r->live, st->seg[r->seg].name, (unsigned long long)r->off,
+               r->crc);
+  *live_at = (size_t)a;
+  return (size_t)(a + b);
+}
+
+/* The rows of trajectories not in the file yet, then the closing text,
+   into t (the first at file offset `at`). */
+static void peri_store_json_new_rows(struct peri_store_state *st,
+                                     peri_store_text *t, uint64_t at) {
+  char row[512];
+  size_t i, k, live_at;
+  int first = st->json_rows == 0;
+  for (i = 0; i < st->rn; ++i) {
+    peri_store_rec *r = &st->rec[st->rh + i];
+    if (r->j_off) continue;
+    k = peri_store_json_row(st, r, first, row, &live_at);
+    r->j_off = at + t->len;
+    r->j_live_at = r->j_off + live_at;
+    r->j_live = r->live;
+    peri_store_put(t, "%s", row);
+    first = 0;
+    ++st->json_rows;
+    (void)k;
+  }
+  peri_store_put(t, "%s", PERI_STORE_JSON_TAIL);
+}
+
+/* trajectory_index.json written whole, atomically. 0, or -1 with errno. */
+static int peri_store_json_whole(per_store *s) {
   struct peri_store_state *st = s->st;
   peri_store_text t;
+  char head[128], *path;
   size_t i;
-  char u[37];
-  int bad;
+  int w;
+  peri_store_json_head(st, head);
+  if (st->json_fd >= 0) close(st->json_fd);
+  st->json_fd = -1;
   memset(&t, 0, sizeof t);
   t.ctx = st->ctx;
-  peri_store_put(&t,
-                 "{\n  \"format\": \"per-store\",\n  \"format_version\": %u,"
-                 "\n  \"checkpoint\": %llu,\n  \"trajectories\": [",
-                 PERI_STORE_VERSION, (unsigned long long)st->ckpt_seq);
-  for (i = 0; i < st->rn; ++i) {
-    const peri_store_rec *r = &st->rec[st->rh + i];
-    peri_store_uuid_text(r->uuid, u);
-    peri_store_put(&t,
-                   "%s\n    {\"uuid\": \"%s\", \"trajectory_id\": %llu, "
-                   "\"num_samples\": %u, \"shape\": [%u, %u], "
-                   "\"max_episode_length\": %u, \"live_samples\": %u, "
-                   "\"segment\": \"%s\", \"offset\": %llu, \"crc32c\": %u}",
-                   i ? "," : "", u, (unsigned long long)r->id, r->n, r->T, r->B,
-                   r->max_ep, r->live, st->seg[r->seg].name,
-                   (unsigned long long)r->off, r->crc);
-  }
-  peri_store_put(&t, "\n  ]\n}\n");
-  (void)segmap;
-  bad = t.bad || peri_store_put_file(st->ctx, st->dir, "trajectory_index.json",
-                                     &st->tmp_counter, t.p, t.len) != 0;
-  if (bad) {
+  peri_store_put(&t, "%s", head);
+  for (i = 0; i < st->rn; ++i) st->rec[st->rh + i].j_off = 0;
+  st->json_rows = 0;
+  peri_store_json_new_rows(st, &t, 0); /* t holds the header */
+  if (t.bad) {
     PER_FREE(t.p, st->ctx);
+    errno = ENOMEM;
+    return -1;
+  }
+  w = peri_store_put_file(st->ctx, st->dir, "trajectory_index.json",
+                          &st->tmp_counter, t.p, t.len);
+  PER_FREE(t.p, st->ctx);
+  if (w != 0) return -1;
+  st->json_head = 0;
+  st->json_tail = t.len - strlen(PERI_STORE_JSON_TAIL);
+  path = peri_store_path(st->ctx, st->dir, "trajectory_index.json");
+  st->json_fd = path ? open(path, O_WRONLY) : -1; /* -1: whole next time */
+  PER_FREE(path, st->ctx);
+  return 0;
+}
+
+/* trajectory_index.json brought to the store's trajectories in place
+   (not synced: the index is the checkpoint, this file its account). 0,
+   or -1 with errno. */
+static int peri_store_json_edit(per_store *s) {
+  struct peri_store_state *st = s->st;
+  char head[128], blank[256], num[16];
+  peri_store_text t;
+  size_t i, h = peri_store_json_head(st, head);
+  uint64_t target, at;
+  int fd = st->json_fd, r;
+  memset(blank, ' ', sizeof blank);
+  /* rows dropped: the header moves down to the first row still there */
+  st->json_rows = 0;
+  for (i = 0; i < st->rn; ++i) st->json_rows += st->rec[st->rh + i].j_off != 0;
+  target =
+      st->rn && st->rec[st->rh].j_off ? st->rec[st->rh].j_off : st->json_tail;
+  if (target - h != st->json_head) {
+    for (at = st->json_head; at < target - h;) {
+      size_t k = target - h - at < sizeof blank ? (size_t)(target - h - at)
+                                                : sizeof blank;
+      if (peri_store_pwrite_all(fd, blank, k, at) != 0) return -1;
+      at += k;
+    }
+    if (st->json_rows && peri_store_pwrite_all(fd, " ", 1, target) != 0)
+      return -1;
+    st->json_head = target - h;
+  }
+  if (peri_store_pwrite_all(fd, head, h, st->json_head) != 0) return -1;
+  /* live counts */
+  for (i = 0; i < st->rn; ++i) {
+    peri_store_rec *q = &st->rec[st->rh + i];
+    if (!q->j_off || q->j_live == q->live) continue;
+    snprintf(num, sizeof num, "%-10u", q->live);
+    if (peri_store_pwrite_all(fd, num, 10, q->j_live_at) != 0) return -1;
+    q->j_live = q->live;
+  }
+  /* rows added */
+  memset(&t, 0, sizeof t);
+  t.ctx = st->ctx;
+  peri_store_json_new_rows(st, &t, st->json_tail);
+  r = t.bad ? -1 : peri_store_pwrite_all(fd, t.p, t.len, st->json_tail);
+  if (t.bad) errno = ENOMEM;
+  if (r == 0) st->json_tail += t.len - strlen(PERI_STORE_JSON_TAIL);
+  PER_FREE(t.p, st->ctx);
+  return r;
+}
+
+static per_status peri_store_json(per_store *s) {
+  struct peri_store_state *st = s->st;
+  peri_store_text t;
+  char u[37];
+  int bad;
+  if (st->json_fd < 0 || st->json_head > st->json_tail - st->json_head)
+    bad = peri_store_json_whole(s);
+  else bad = peri_store_json_edit(s);
+  if (bad) {
+    int e = errno;
+    if (st->json_fd >= 0) close(st->json_fd);
+    st->json_fd = -1;
     return peri_store_fail(s->error, PER_ERR_IO,
                            "the checkpoint stands, but "
                            "%s/trajectory_index.json was not written: %s",
-                           st->dir, strerror(errno));
+                           st->dir, strerror(e));
   }
-  t.len = 0;
+  memset(&t, 0, sizeof t);
+  t.ctx = st->ctx;
   peri_store_uuid_text(st->uuid, u);
   peri_store_put(&t,
                  "{\n  \"format\": \"per-store\",\n  \"format_version\": %u,"
@@ -1891,13 +2077,267 @@ static void peri_store_sweep(struct peri_store_state *st) {
   closedir(d);
 }
 
+/* index.bin's header for checkpoint seq (PERI_STORE_IDX_HDR bytes). */
+static void peri_store_idx_header(const per_store *s, unsigned char *h,
+                                  uint64_t seq, uint32_t nsel, uint64_t rn,
+                                  uint64_t snap_len) {
+  memset(h, 0, PERI_STORE_IDX_HDR);
+  memcpy(h, peri_store_idx_magic, 8);
+  peri_put32(h + 8, PERI_STORE_VERSION);
+  peri_put32(h + 12, 0x01020304u);
+  peri_put32(h + 16, PERI_STORE_IDX_HDR);
+  peri_put32(h + 20, s->item_size);
+  memcpy(h + 24, s->st->uuid, 16);
+  peri_put64(h + 40, seq);
+  peri_put32(h + 48, s->st->next_seg);
+  peri_put32(h + 52, nsel);
+  peri_put64(h + 56, rn);
+  peri_put64(h + 64, snap_len);
+  peri_put64(h + 72, s->index.added);
+  peri_put64(h + 80, s->index.trajs);
+}
+
+/* The rows of the segments that segmap selects, at p; returns the end. */
+static unsigned char *peri_store_seg_rows(const struct peri_store_state *st,
+                                          const uint32_t *segmap,
+                                          unsigned char *p) {
+  uint32_t i;
+  for (i = 0; i < st->nseg; ++i) {
+    const peri_store_seg *g = &st->seg[i];
+    if (segmap[i] == PERI_STORE_NONE) continue;
+    memset(p, 0, PERI_STORE_SEG_ROW);
+    memcpy(p, g->name, strlen(g->name));
+    peri_put64(p + 64, g->len);
+    peri_put64(p + 72, g->live);
+    p += PERI_STORE_SEG_ROW;
+  }
+  return p;
+}
+
+/* A trajectory's row at q (PERI_STORE_REC_ROW bytes). */
+static void peri_store_rec_row(const peri_store_rec *rr, const uint32_t *segmap,
+                               unsigned char *q) {
+  memset(q, 0, PERI_STORE_REC_ROW);
+  peri_put64(q, rr->id);
+  memcpy(q + 8, rr->uuid, 16);
+  peri_put32(q + 24, rr->n);
+  peri_put32(q + 28, rr->T);
+  peri_put32(q + 32, rr->B);
+  peri_put32(q + 36, rr->max_ep);
+  peri_put32(q + 40, rr->live);
+  peri_put32(q + 44, segmap[rr->seg]);
+  peri_put64(q + 48, rr->off);
+  peri_put32(q + 56, rr->crc);
+}
+
+/* Room for n bytes in st->lbuf. 0, or -1 (no memory). */
+static int peri_store_lbuf(struct peri_store_state *st, size_t n) {
+  unsigned char *p;
+  if (n <= st->lbuf_cap) return 0;
+  p = (unsigned char *)PER_MALLOC(n, st->ctx);
+  if (!p) return -1;
+  PER_FREE(st->lbuf, st->ctx);
+  st->lbuf = p;
+  st->lbuf_cap = n;
+  return 0;
+}
+
+/* The state the next checkpoint's index.log record is made against:
+   every stored trajectory and slot as the directory's checkpoint has
+   them (the swap permutation's copy too when perm_too). */
+static void peri_store_log_mark(per_store *s, int perm_too) {
+  struct peri_store_state *st = s->st;
+  const per_buffer *b = &s->index;
+  size_t i;
+  memset(st->dirty, 0, ((size_t)b->cfg.capacity + 63) / 64 * 8);
+  for (i = 0; i < st->rn; ++i)
+    st->rec[st->rh + i].ck_live = st->rec[st->rh + i].live;
+  if (perm_too && b->swap.perm && st->ck_perm) {
+    memcpy(st->ck_perm, b->swap.perm, (size_t)b->size * 4);
+    memset(st->ck_perm + b->size, 0, (size_t)(b->cfg.capacity - b->size) * 4);
+  }
+}
+
+/* After index.bin was replaced (base_len bytes): a new index.log (its
+   header names that checkpoint), which the next checkpoints append to.
+   On failure log_ok stays 0 and the next checkpoint writes index.bin
+   again; the old index.log names an older checkpoint and is ignored. */
+static void peri_store_log_start(per_store *s, uint64_t base_len) {
+  struct peri_store_state *st = s->st;
+  const per_buffer *b = &s->index;
+  unsigned char h[PERI_STORE_LOG_HDR];
+  char *path;
+  int fd;
+  st->log_ok = 0;
+  if (st->log_fd >= 0) close(st->log_fd);
+  st->log_fd = -1;
+  if (b->swap.perm && !st->ck_perm) {
+    st->ck_perm = (uint32_t *)PER_MALLOC((size_t)b->cfg.capacity * 4, st->ctx);
+    if (!st->ck_perm) return;
+  }
+  memset(h, 0, sizeof h);
+  memcpy(h, peri_store_log_magic, 8);
+  peri_put32(h + 8, PERI_STORE_VERSION);
+  peri_put32(h + 12, 0x01020304u);
+  memcpy(h + 16, st->uuid, 16);
+  peri_put64(h + 32, st->ckpt_seq);
+  peri_put32(h + 60, peri_store_crc(st->crc, 0, h, 60));
+  if (peri_store_put_file(st->ctx, st->dir, "index.log", &st->tmp_counter, h,
+                          sizeof h) != 0)
+    return;
+  path = peri_store_path(st->ctx, st->dir, "index.log");
+  fd = path ? open(path, O_RDWR) : -1;
+  PER_FREE(path, st->ctx);
+  if (fd < 0) return;
+  st->log_fd = fd;
+  st->log_len = PERI_STORE_LOG_HDR;
+  st->base_len = base_len;
+  peri_store_log_mark(s, 1);
+  st->log_ok = 1;
+}
+
+/* The checkpoint as one record appended to index.log: index.bin's
+   header and segment table as they would be now, the trajectories
+   dropped (those below the first stored id), those whose live count
+   changed, those added, then the index's checkpoint header and the
+   bytes of the slots changed since the last checkpoint (those added or
+   updated since; the swap permutation compared whole), in the layout
+   of per.h's checkpoints. Committed once the record is fsynced; on
+   failure the log is cut back to its committed length and the next
+   checkpoint writes index.bin whole. */
+static per_status peri_store_ckpt_delta(per_store *s, const uint32_t *segmap,
+                                        uint32_t nsel) {
+  struct peri_store_state *st = s->st;
+  const per_buffer *b = &s->index;
+  uint32_t cap = b->cfg.capacity, size = b->size, isz = b->cfg.item_size;
+  uint32_t ll = (uint32_t)strlen(b->layout), perm = b->swap.perm != NULL;
+  uint32_t nw = (cap + 63) / 64, w, w2, npatch = 0, n;
+  size_t per = (size_t)isz + 4u + sizeof(per_real) + 1u + 4u, i, j, e;
+  size_t nlive = 0, nnew = 0, words = 0, need, at, hlen, pat;
+  uint64_t snap_len = peri_ckpt_bytes(PER_CKPT_VERSION, size, isz, perm, ll);
+  unsigned char *p;
+  int errnum;
+  hlen = (size_t)peri_ckpt_bytes(PER_CKPT_VERSION, 0, isz, perm, ll) - 4;
+  for (i = 0; i < st->rn; ++i) {
+    const peri_store_rec *rr = &st->rec[st->rh + i];
+    if (!rr->ck_live) ++nnew;
+    else if (rr->ck_live != rr->live) ++nlive;
+  }
+  for (w = 0; w < nw; ++w) words += st->dirty[w] != 0;
+  need = 24 + PERI_STORE_IDX_HDR + (size_t)nsel * PERI_STORE_SEG_ROW + 24 +
+         nlive * 16 + nnew * PERI_STORE_REC_ROW + 8 + hlen +
+         words * (16 + 64 * per) +
+         (perm ? (size_t)size * 4 + ((size_t)size / 64 + 1) * 16 : 0) + 12;
+  if (peri_store_lbuf(st, need) != 0)
+    return peri_store_fail(s->error, PER_ERR_NOMEM,
+                           "no memory for the checkpoint (%llu bytes)",
+                           (unsigned long long)need);
+  p = st->lbuf;
+  memset(p, 0, 24);
+  peri_put32(p, PERI_STORE_LOG_REC);
+  peri_put64(p + 8, st->ckpt_seq + 1);
+  peri_store_idx_header(s, p + 24, st->ckpt_seq + 1, nsel, st->rn, snap_len);
+  at = (size_t)(peri_store_seg_rows(st, segmap, p + 24 + PERI_STORE_IDX_HDR) -
+                p);
+  peri_put64(p + at, st->rn ? st->rec[st->rh].id : b->trajs);
+  peri_put64(p + at + 8, nlive);
+  peri_put64(p + at + 16, nnew);
+  at += 24;
+  for (i = 0; i < st->rn; ++i) {
+    const peri_store_rec *rr = &st->rec[st->rh + i];
+    if (rr->ck_live && rr->ck_live != rr->live) {
+      peri_put64(p + at, rr->id);
+      peri_put32(p + at + 8, rr->live);
+      peri_put32(p + at + 12, 0);
+      at += 16;
+    }
+  }
+  for (i = 0; i < st->rn; ++i)
+    if (!st->rec[st->rh + i].ck_live) {
+      peri_store_rec_row(&st->rec[st->rh + i], segmap, p + at);
+      at += PERI_STORE_REC_ROW;
+    }
+  peri_put32(p + at, (uint32_t)hlen);
+  pat = at + 4; /* the number of patches, once known */
+  at += 8;
+  peri_ckpt_header(b, p + at);
+  if (ll) memcpy(p + at + hlen - ll, b->layout, ll);
+  at += hlen;
+  for (w = 0; w < nw; w = w2) { /* runs of words with a changed slot */
+    uint64_t first, end;
+    w2 = w + 1;
+    if (!st->dirty[w]) continue;
+    while (w2 < nw && st->dirty[w2]) ++w2;
+    first = (uint64_t)w * 64;
+    end = (uint64_t)w2 * 64 < size ? (uint64_t)w2 * 64 : size;
+    if (first >= end) continue;
+    n = (uint32_t)(end - first);
+    peri_put32(p + at, 0);
+    peri_put32(p + at + 4, (uint32_t)first);
+    peri_put32(p + at + 8, n);
+    peri_put32(p + at + 12, 0);
+    at += 16;
+    memcpy(p + at, b->items + (size_t)first * isz, (size_t)n * isz);
+    at += (size_t)n * isz;
+    at = (size_t)(peri_put32s(p + at, b->gen + first, n) - p);
+    at = (size_t)(peri_put_reals(p + at, b->tree.node + b->tree.leaves + first,
+                                 n) -
+                  p);
+    memcpy(p + at, b->ends + first, n);
+    at += n;
+    at = (size_t)(peri_put32s(p + at, b->traj + first, n) - p);
+    ++npatch;
+  }
+  for (i = 0; perm && i < size; i = j) { /* runs of changed 64-blocks */
+    e = i + 64 < size ? i + 64 : size;
+    j = e;
+    if (memcmp(b->swap.perm + i, st->ck_perm + i, (e - i) * 4) == 0) continue;
+    while (j < size) {
+      e = j + 64 < size ? j + 64 : size;
+      if (memcmp(b->swap.perm + j, st->ck_perm + j, (e - j) * 4) == 0) break;
+      j = e;
+    }
+    peri_put32(p + at, 1);
+    peri_put32(p + at + 4, (uint32_t)i);
+    peri_put32(p + at + 8, (uint32_t)(j - i));
+    peri_put32(p + at + 12, 0);
+    at += 16;
+    at = (size_t)(peri_put32s(p + at, b->swap.perm + i, (uint32_t)(j - i)) - p);
+    memcpy(st->ck_perm + i, b->swap.perm + i, (j - i) * 4);
+    ++npatch;
+  }
+  peri_put32(p + pat, npatch);
+  peri_put64(p + 16, (uint64_t)(at - 24));
+  peri_put32(p + at, peri_store_crc(st->crc, 0, p, at));
+  at += 4;
+  while (at & 7) p[at++] = 0;
+  if (peri_store_pwrite_all(st->log_fd, p, at, st->log_len) != 0 ||
+      fsync(st->log_fd) != 0) {
+    errnum = errno;
+    st->log_ok = 0;
+    if (ftruncate(st->log_fd, (off_t)st->log_len) == 0 &&
+        fsync(st->log_fd) == 0)
+      return peri_store_fail(s->error, PER_ERR_IO,
+                             "appending to %s/index.log: %s; the last "
+                             "checkpoint stands",
+                             st->dir, strerror(errnum));
+    return peri_store_fail(s->error, PER_ERR_IO,
+                           "appending to %s/index.log: %s; it could not "
+                           "be cut back, and may hold this checkpoint",
+                           st->dir, strerror(errnum));
+  }
+  st->log_len += at;
+  peri_store_log_mark(s, 0); /* the permutation's copy is up to date */
+  return PER_OK;
+}
+
 PERDEF per_status per_store_checkpoint(per_store *s, uint32_t flags) {
   struct peri_store_state *st;
   per_status r = PER_OK;
   uint32_t i, nsel = 0, *segmap = NULL;
-  size_t snap_max, snap_len, img_len, at;
+  size_t snap_max, snap_len = 0, img_len = 0, at;
   unsigned char *img = NULL;
-  int did = 1, w, errnum;
+  int did = 1, w, errnum = 0, full = 0;
   if (!s || !s->st) return PER_ERR_NULL;
   st = s->st;
   s->error[0] = 0;
@@ -1963,96 +2403,74 @@ PERDEF per_status per_store_checkpoint(per_store *s, uint32_t flags) {
                              st->dir, strerror(errnum));
     }
   }
-  img_len = PERI_STORE_IDX_HDR + (size_t)nsel * PERI_STORE_SEG_ROW +
-            st->rn * PERI_STORE_REC_ROW + snap_max + 4;
-  img = (unsigned char *)PER_MALLOC(img_len, st->ctx);
-  if (!img) {
-    PER_FREE(segmap, st->ctx);
-    return peri_store_fail(s->error, PER_ERR_NOMEM,
-                           "no memory for the index "
-                           "(%llu bytes)",
-                           (unsigned long long)img_len);
-  }
-  memset(img, 0, PERI_STORE_IDX_HDR);
-  at = PERI_STORE_IDX_HDR;
-  for (i = 0; i < st->nseg; ++i) {
-    const peri_store_seg *g = &st->seg[i];
-    if (segmap[i] == PERI_STORE_NONE) continue;
-    memset(img + at, 0, PERI_STORE_SEG_ROW);
-    memcpy(img + at, g->name, strlen(g->name));
-    peri_put64(img + at + 64, g->len);
-    peri_put64(img + at + 72, g->live);
-    at += PERI_STORE_SEG_ROW;
-  }
-  for (i = 0; i < st->rn; ++i) {
-    const peri_store_rec *rr = &st->rec[st->rh + i];
-    unsigned char *q = img + at;
-    memset(q, 0, PERI_STORE_REC_ROW);
-    peri_put64(q, rr->id);
-    memcpy(q + 8, rr->uuid, 16);
-    peri_put32(q + 24, rr->n);
-    peri_put32(q + 28, rr->T);
-    peri_put32(q + 32, rr->B);
-    peri_put32(q + 36, rr->max_ep);
-    peri_put32(q + 40, rr->live);
-    peri_put32(q + 44, segmap[rr->seg]);
-    peri_put64(q + 48, rr->off);
-    peri_put32(q + 56, rr->crc);
-    at += PERI_STORE_REC_ROW;
-  }
-  r = per_buffer_snapshot(&s->index, img + at, snap_max, &snap_len);
-  if (r != PER_OK) {
-    PER_FREE(segmap, st->ctx);
+  if (st->log_ok && st->log_len < st->base_len) {
+    /* a record appended to index.log, while the log is shorter than
+       index.bin (then index.bin is written whole again) */
+    r = peri_store_ckpt_delta(s, segmap, nsel);
+    if (r != PER_OK) {
+      PER_FREE(segmap, st->ctx);
+      return r;
+    }
+    w = 0;
+  } else {
+    full = 1;
+    img_len = PERI_STORE_IDX_HDR + (size_t)nsel * PERI_STORE_SEG_ROW +
+              st->rn * PERI_STORE_REC_ROW + snap_max + 4;
+    img = (unsigned char *)PER_MALLOC(img_len, st->ctx);
+    if (!img) {
+      PER_FREE(segmap, st->ctx);
+      return peri_store_fail(s->error, PER_ERR_NOMEM,
+                             "no memory for the index "
+                             "(%llu bytes)",
+                             (unsigned long long)img_len);
+    }
+    at = (size_t)(peri_store_seg_rows(st, segmap, img + PERI_STORE_IDX_HDR) -
+                  img);
+    for (i = 0; i < st->rn; ++i, at += PERI_STORE_REC_ROW)
+      peri_store_rec_row(&st->rec[st->rh + i], segmap, img + at);
+    r = per_buffer_snapshot(&s->index, img + at, snap_max, &snap_len);
+    if (r != PER_OK) {
+      PER_FREE(segmap, st->ctx);
+      PER_FREE(img, st->ctx);
+      return peri_store_fail(s->error, r, "the index's snapshot: %s",
+                             per_status_str(r));
+    }
+    peri_put32(img + at + snap_len - 4,
+               peri_store_crc(st->crc, 0, img + at, snap_len - 4));
+    peri_store_idx_header(s, img, st->ckpt_seq + 1, nsel, st->rn, snap_len);
+    img_len = at + snap_len;
+    peri_put32(img + img_len, peri_store_crc(st->crc, 0, img, img_len));
+    img_len += 4;
+    w = peri_store_put_file(st->ctx, st->dir, "index.bin", &st->tmp_counter,
+                            img, img_len);
+    errnum = errno;
     PER_FREE(img, st->ctx);
-    return peri_store_fail(s->error, r, "the index's snapshot: %s",
-                           per_status_str(r));
-  }
-  peri_put32(img + at + snap_len - 4,
-             peri_store_crc(st->crc, 0, img + at, snap_len - 4));
-  memcpy(img, peri_store_idx_magic, 8);
-  peri_put32(img + 8, PERI_STORE_VERSION);
-  peri_put32(img + 12, 0x01020304u);
-  peri_put32(img + 16, PERI_STORE_IDX_HDR);
-  peri_put32(img + 20, s->item_size);
-  memcpy(img + 24, st->uuid, 16);
-  peri_put64(img + 40, st->ckpt_seq + 1);
-  peri_put32(img + 48, st->next_seg);
-  peri_put32(img + 52, nsel);
-  peri_put64(img + 56, st->rn);
-  peri_put64(img + 64, snap_len);
-  peri_put64(img + 72, s->index.added);
-  peri_put64(img + 80, s->index.trajs);
-  img_len = at + snap_len;
-  peri_put32(img + img_len, peri_store_crc(st->crc, 0, img, img_len));
-  img_len += 4;
-  w = peri_store_put_file(st->ctx, st->dir, "index.bin", &st->tmp_counter, img,
-                          img_len);
-  errnum = errno;
-  PER_FREE(img, st->ctx);
-  if (w == -1) {
-    PER_FREE(segmap, st->ctx);
-    return peri_store_fail(s->error, PER_ERR_IO,
-                           "writing %s/index.bin: %s; the last checkpoint "
-                           "stands",
-                           st->dir, strerror(errnum));
+    if (w == -1) {
+      PER_FREE(segmap, st->ctx);
+      return peri_store_fail(s->error, PER_ERR_IO,
+                             "writing %s/index.bin: %s; the last checkpoint "
+                             "stands",
+                             st->dir, strerror(errnum));
+    }
   }
   /* committed */
   ++st->ckpt_seq;
   ++st->stats.checkpoints;
   for (i = 0; i < st->nseg; ++i)
     st->seg[i].in_ckpt = segmap[i] != PERI_STORE_NONE;
+  PER_FREE(segmap, st->ctx);
   if (w == -2) { /* in place, but maybe not after a power loss: keep
-                    every file the previous checkpoint names */
-    PER_FREE(segmap, st->ctx);
+                    every file the previous checkpoint names, and write
+                    index.bin whole next time */
+    st->log_ok = 0;
     return peri_store_fail(s->error, PER_ERR_IO,
                            "%s/index.bin is replaced, but the directory's "
                            "fsync failed: %s",
                            st->dir, strerror(errnum));
   }
+  if (full) peri_store_log_start(s, (uint64_t)img_len);
   peri_store_sweep(st);
-  r = (flags & PER_STORE_NO_JSON) ? PER_OK : peri_store_json(s, segmap);
-  PER_FREE(segmap, st->ctx);
-  return r;
+  return (flags & PER_STORE_NO_JSON) ? PER_OK : peri_store_json(s);
 }
 
 /* ---- loads ---- */
@@ -2284,6 +2702,280 @@ done:
   return r;
 }
 
+/* The checkpoint a directory's index.bin (*img, *len: its CRC checked)
+   and index.log make together. When index.log continues that index.bin
+   (its header names the same store and checkpoint), its records are
+   applied in turn, up to the first that is incomplete or fails its CRC
+   (a record cut by a crash was never committed), and *img, *len are
+   replaced by the image the last one makes, as index.bin would hold it
+   (CRCs included). A log of another checkpoint is ignored: the
+   index.bin that replaced it came after. Errors (*img unchanged):
+   PER_ERR_NOMEM, PER_ERR_IO, PER_ERR_CHECKSUM (the log's header),
+   PER_ERR_VERSION, PER_ERR_FORMAT, PER_ERR_CORRUPT (a record that
+   passes its CRC but does not fit the index). */
+static per_status peri_store_log_apply(per_store *s, const char *dir,
+                                       unsigned char **img, size_t *len,
+                                       char *err) {
+  struct peri_store_state *st = s->st;
+  unsigned char *log = NULL, *rows = NULL, *arr = NULL, *out = NULL;
+  unsigned char *sec[6]; /* items, gens, leaves, perm, ends, trajs */
+  const unsigned char *m = *img, *ihdr = *img, *segs, *snap, *shdr, *q;
+  size_t loglen = 0, at, rn, rcap = 0, nseg, hlen, wid[6], per = 0, i, k;
+  uint64_t seq, snap_len, size, cap, isz, perm, ll, P = 0;
+  uint32_t *map = NULL, applied = 0;
+  struct stat sb;
+  per_status r = PER_OK;
+  char *path = peri_store_path(st->ctx, dir, "index.log");
+  if (!path) return peri_store_fail(err, PER_ERR_NOMEM, "no memory");
+  if (stat(path, &sb) != 0) {
+    PER_FREE(path, st->ctx);
+    return PER_OK; /* none */
+  }
+  r = peri_store_slurp(st->ctx, path, &log, &loglen, err);
+  PER_FREE(path, st->ctx);
+  if (r != PER_OK) return r;
+  if (loglen < PERI_STORE_LOG_HDR || memcmp(log, peri_store_log_magic, 8) ||
+      peri_get32(log + 60) != peri_store_crc(st->crc, 0, log, 60)) {
+    PER_FREE(log, st->ctx);
+    return peri_store_fail(err, PER_ERR_CHECKSUM,
+                           "%s/index.log: its header is damaged", dir);
+  }
+  if (peri_get32(log + 8) != PERI_STORE_VERSION) {
+    uint32_t v = peri_get32(log + 8);
+    PER_FREE(log, st->ctx);
+    return peri_store_fail(err, PER_ERR_VERSION,
+                           "%s/index.log: version %u, this reads %u", dir, v,
+                           PERI_STORE_VERSION);
+  }
+  seq = peri_get64(m + 40);
+  if (memcmp(log + 16, m + 24, 16) != 0 || peri_get64(log + 32) != seq) {
+    PER_FREE(log, st->ctx);
+    return PER_OK; /* an older checkpoint's */
+  }
+  /* the base: index.bin's tables and its index checkpoint */
+  nseg = peri_get32(m + 52);
+  rn = (size_t)peri_get64(m + 56);
+  snap_len = peri_get64(m + 64);
+  segs = m + PERI_STORE_IDX_HDR;
+  snap = shdr = m + *len - 4 - snap_len;
+  cap = peri_get32(snap + 24);
+  isz = peri_get32(snap + 28);
+  size = peri_get32(snap + 32);
+  perm = peri_get32(snap + 52) != 0;
+  ll = peri_get32(snap + 8) >= 3 ? peri_get32(snap + 216) : 0;
+  hlen = (size_t)peri_ckpt_bytes(PER_CKPT_VERSION, 0, (uint32_t)isz,
+                                 (uint32_t)perm, (uint32_t)ll) -
+         4;
+  wid[0] = (size_t)isz;
+  wid[1] = 4;
+  wid[2] = sizeof(per_real);
+  wid[3] = perm ? 4 : 0;
+  wid[4] = 1;
+  wid[5] = 4;
+  for (i = 0; i < 6; ++i) per += wid[i];
+  for (at = PERI_STORE_LOG_HDR;; at += (size_t)peri_store_pad8(P + 28)) {
+    size_t nsel, nlive, nnew, keep, npatch, end;
+    uint64_t first_id, new_size;
+    if (loglen - at < 28 || peri_get32(log + at) != PERI_STORE_LOG_REC ||
+        peri_get64(log + at + 8) != seq + 1)
+      break;
+    P = peri_get64(log + at + 16);
+    if (P > loglen - at - 28 ||
+        peri_get32(log + at + 24 + P) !=
+            peri_store_crc(st->crc, 0, log + at, (size_t)P + 24))
+      break; /* not committed */
+    q = log + at + 24;
+    end = (size_t)P;
+    if (!applied) { /* the base's arrays, once a record needs them */
+      const unsigned char *from = snap + hlen;
+      unsigned char *to;
+      if (peri_get32(snap + 8) != PER_CKPT_VERSION ||
+          peri_get32(snap + 20) != sizeof(per_real) || size > cap ||
+          snap_len != peri_ckpt_bytes(PER_CKPT_VERSION, (uint32_t)size,
+                                      (uint32_t)isz, (uint32_t)perm,
+                                      (uint32_t)ll)) {
+        r = peri_store_fail(err, PER_ERR_FORMAT,
+                            "%s/index.bin: its index is not one this "
+                            "build continues with index.log",
+                            dir);
+        goto done;
+      }
+      rcap = rn + 64;
+      rows = (unsigned char *)PER_MALLOC(rcap * PERI_STORE_REC_ROW, st->ctx);
+      arr = (unsigned char *)PER_MALLOC((size_t)cap * per + 1, st->ctx);
+      if (!rows || !arr) {
+        r = peri_store_fail(err, PER_ERR_NOMEM,
+                            "no memory for the index (%llu samples)",
+                            (unsigned long long)cap);
+        goto done;
+      }
+      memcpy(rows, segs + nseg * PERI_STORE_SEG_ROW, rn * PERI_STORE_REC_ROW);
+      for (i = 0, to = arr; i < 6; ++i) {
+        sec[i] = to;
+        memset(to, 0, (size_t)cap * wid[i]);
+        memcpy(to, from, (size_t)size * wid[i]);
+        from += (size_t)size * wid[i];
+        to += (size_t)cap * wid[i];
+      }
+    }
+    r = PER_ERR_CORRUPT; /* until the record is applied */
+    /* index.bin's header and segment table as they are now */
+    if (end < PERI_STORE_IDX_HDR + 24 || memcmp(q, peri_store_idx_magic, 8) ||
+        peri_get64(q + 40) != seq + 1 ||
+        peri_get32(q + 20) != peri_get32(m + 20))
+      goto bad;
+    nsel = peri_get32(q + 52);
+    k = PERI_STORE_IDX_HDR;
+    if ((uint64_t)nsel * PERI_STORE_SEG_ROW > end - k - 24) goto bad;
+    PER_FREE(map, st->ctx);
+    map = (uint32_t *)PER_MALLOC((nseg ? nseg : 1) * 4, st->ctx);
+    if (!map) {
+      r = peri_store_fail(err, PER_ERR_NOMEM, "no memory");
+      goto done;
+    }
+    for (i = 0; i < nseg; ++i) { /* the old table's rows in the new, by name */
+      size_t j;
+      map[i] = PERI_STORE_NONE;
+      for (j = 0; j < nsel && map[i] == PERI_STORE_NONE; ++j)
+        if (memcmp(segs + i * PERI_STORE_SEG_ROW,
+                   q + k + j * PERI_STORE_SEG_ROW, PERI_STORE_NAME) == 0)
+          map[i] = (uint32_t)j;
+    }
+    /* the trajectories: those dropped, those whose live count changed,
+       those added */
+    first_id = peri_get64(q + k + nsel * PERI_STORE_SEG_ROW);
+    nlive = (size_t)peri_get64(q + k + nsel * PERI_STORE_SEG_ROW + 8);
+    nnew = (size_t)peri_get64(q + k + nsel * PERI_STORE_SEG_ROW + 16);
+    for (keep = 0;
+         keep < rn && peri_get64(rows + keep * PERI_STORE_REC_ROW) < first_id;
+         ++keep) {
+    }
+    memmove(rows, rows + keep * PERI_STORE_REC_ROW,
+            (rn - keep) * PERI_STORE_REC_ROW);
+    rn -= keep;
+    for (i = 0; i < rn; ++i) {
+      unsigned char *row = rows + i * PERI_STORE_REC_ROW;
+      uint32_t sg = peri_get32(row + 44);
+      if (sg >= nseg || map[sg] == PERI_STORE_NONE) goto bad;
+      peri_put32(row + 44, map[sg]);
+    }
+    segs = q + k;
+    nseg = nsel;
+    k += nsel * PERI_STORE_SEG_ROW + 24;
+    if ((uint64_t)nlive > (end - k) / 16 ||
+        (uint64_t)nnew > (end - k - nlive * 16) / PERI_STORE_REC_ROW)
+      goto bad;
+    for (i = 0; i < nlive; ++i, k += 16) {
+      uint64_t id = peri_get64(q + k);
+      size_t lo = 0, hi = rn;
+      while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (peri_get64(rows + mid * PERI_STORE_REC_ROW) < id) lo = mid + 1;
+        else hi = mid;
+      }
+      if (lo == rn || peri_get64(rows + lo * PERI_STORE_REC_ROW) != id)
+        goto bad;
+      peri_put32(rows + lo * PERI_STORE_REC_ROW + 40, peri_get32(q + k + 8));
+    }
+    if (rn + nnew > rcap) {
+      unsigned char *more;
+      rcap = (rn + nnew) * 2;
+      more = (unsigned char *)PER_MALLOC(rcap * PERI_STORE_REC_ROW, st->ctx);
+      if (!more) {
+        r = peri_store_fail(err, PER_ERR_NOMEM, "no memory");
+        goto done;
+      }
+      memcpy(more, rows, rn * PERI_STORE_REC_ROW);
+      PER_FREE(rows, st->ctx);
+      rows = more;
+    }
+    memcpy(rows + rn * PERI_STORE_REC_ROW, q + k, nnew * PERI_STORE_REC_ROW);
+    rn += nnew;
+    k += nnew * PERI_STORE_REC_ROW;
+    if (rn != peri_get64(q + 56)) goto bad;
+    /* the index's checkpoint: its header, then the slots changed */
+    if (end - k < 8 || peri_get32(q + k) != hlen || end - k - 8 < hlen)
+      goto bad;
+    npatch = peri_get32(q + k + 4);
+    k += 8;
+    if (memcmp(q + k + 20, shdr + 20, 12) != 0 || /* real, cap, isz */
+        peri_get32(q + k + 52) != perm)
+      goto bad;
+    shdr = q + k;
+    new_size = peri_get32(shdr + 32);
+    k += hlen;
+    if (new_size > cap) goto bad;
+    for (i = 0; i < npatch; ++i) {
+      uint32_t kind, first, n, j;
+      if (end - k < 16) goto bad;
+      kind = peri_get32(q + k);
+      first = peri_get32(q + k + 4);
+      n = peri_get32(q + k + 8);
+      k += 16;
+      if (kind > 1 || (kind == 1 && !perm) || first > new_size ||
+          n > new_size - first ||
+          (uint64_t)n * (kind ? 4 : per - wid[3]) > end - k)
+        goto bad;
+      for (j = 0; j < 6; ++j) {
+        if ((kind == 1) != (j == 3) || !wid[j]) continue;
+        memcpy(sec[j] + (size_t)first * wid[j], q + k, (size_t)n * wid[j]);
+        k += (size_t)n * wid[j];
+      }
+    }
+    if (k != end ||
+        peri_get64(q + 64) != peri_ckpt_bytes(PER_CKPT_VERSION,
+                                              (uint32_t)new_size, (uint32_t)isz,
+                                              (uint32_t)perm, (uint32_t)ll))
+      goto bad;
+    size = new_size;
+    snap_len = peri_get64(q + 64);
+    ihdr = q;
+    r = PER_OK;
+    ++seq;
+    ++applied;
+  }
+  if (applied) { /* the image, as index.bin would hold it */
+    size_t o, out_len = PERI_STORE_IDX_HDR + nseg * PERI_STORE_SEG_ROW +
+                        rn * PERI_STORE_REC_ROW + (size_t)snap_len + 4;
+    out = (unsigned char *)PER_MALLOC(out_len, st->ctx);
+    if (!out) {
+      r = peri_store_fail(err, PER_ERR_NOMEM, "no memory for the index");
+      goto done;
+    }
+    memcpy(out, ihdr, PERI_STORE_IDX_HDR);
+    o = PERI_STORE_IDX_HDR;
+    memcpy(out + o, segs, nseg * PERI_STORE_SEG_ROW);
+    o += nseg * PERI_STORE_SEG_ROW;
+    memcpy(out + o, rows, rn * PERI_STORE_REC_ROW);
+    o += rn * PERI_STORE_REC_ROW;
+    k = o; /* the index's checkpoint */
+    memcpy(out + o, shdr, hlen);
+    o += hlen;
+    for (i = 0; i < 6; ++i) {
+      memcpy(out + o, sec[i], (size_t)size * wid[i]);
+      o += (size_t)size * wid[i];
+    }
+    peri_put32(out + o, peri_store_crc(st->crc, 0, out + k, o - k));
+    o += 4;
+    peri_put32(out + o, peri_store_crc(st->crc, 0, out, o));
+    PER_FREE(*img, st->ctx);
+    *img = out;
+    *len = out_len;
+  }
+  goto done;
+bad:
+  r = peri_store_fail(err, PER_ERR_CORRUPT,
+                      "%s/index.log: checkpoint %llu's record does not fit "
+                      "the index",
+                      dir, (unsigned long long)(seq + 1));
+done:
+  PER_FREE(map, st->ctx);
+  PER_FREE(rows, st->ctx);
+  PER_FREE(arr, st->ctx);
+  PER_FREE(log, st->ctx);
+  return r;
+}
+
 PERDEF per_status per_store_load(per_store *s, const char *dir, uint32_t rank,
                                  uint32_t world, uint32_t flags) {
   struct peri_store_state *st;
@@ -2346,6 +3038,8 @@ PERDEF per_status per_store_load(per_store *s, const char *dir, uint32_t rank,
                         dir, peri_get32(mem + 20), s->item_size);
     goto fail;
   }
+  r = peri_store_log_apply(s, dir, &mem, &len, err);
+  if (r != PER_OK) goto fail;
   memcpy(g.uuid, mem + 24, 16);
   seq = peri_get64(mem + 40);
   g.next_seg = peri_get32(mem + 48);
@@ -2593,6 +3287,11 @@ PERDEF per_status per_store_load(per_store *s, const char *dir, uint32_t rank,
   }
   st->stats.segments = g.nseg;
   st->loading = 0;
+  /* the next checkpoint writes index.bin and trajectory_index.json whole */
+  st->log_ok = 0;
+  if (st->log_fd >= 0) close(st->log_fd);
+  if (st->json_fd >= 0) close(st->json_fd);
+  st->log_fd = st->json_fd = -1;
   pthread_mutex_unlock(&st->mu);
   per_buffer_free(&s->index);
   s->index = g.index;

@@ -54,8 +54,8 @@ def edit(root, rel, old, new):
 CASES = [
     ("a companion calls a >>ckpt private", "per_frames.h",
      "  peri_ckpt_emit(&f->buffer, &o);\n",
-     "  peri_ckpt_emit(&f->buffer, &o);\n  (void)peri_ckpt_header;\n",
-     1, "peri_ckpt_header: not a name per.h shares"),
+     "  peri_ckpt_emit(&f->buffer, &o);\n  (void)peri_hdr_read;\n",
+     1, "peri_hdr_read: not a name per.h shares"),
     ("per_mpi.h calls a >>seam function", "per_mpi.h",
      "#ifdef PER_MPI_IMPLEMENTATION\n",
      "#ifdef PER_MPI_IMPLEMENTATION\nstatic void (*peri_mpi_x)(uint32_t *) = "

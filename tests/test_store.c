@@ -33,6 +33,16 @@
       resume; the three files and their JSON fields; init without RESUME
       on a store's directory, and with a config that does not fit, are
       refused with the files untouched.
+   2b. incremental checkpoints (test_log): 60 checkpoints with alpha 0.6
+      and 0 (the swap permutation), each after adds, draws and updates,
+      most of them records appended to index.log with index.bin kept,
+      some rewriting index.bin (the log outgrew it): after each a load
+      of the directory is the reference exactly; a record cut short or
+      failing its CRC (a crash while appending) loads as the checkpoint
+      before it; a damaged log header is refused with the store kept;
+      trajectory_index.json, edited in place, has exactly the stored
+      trajectories' rows and live counts; a resumed store goes on
+      appending.
    3. sharded loads (world 2 and 3): each stored trajectory on rank id %
       world exactly once, with the global counters, the target's own rng
       and step kept, and each rank drawing bit for bit what per.h's own
@@ -47,7 +57,8 @@
       per_store_checkpoint make (the wrappers below, disarmed by default):
       PER_ERR_IO, the store keeps every trajectory and draws as before, a
       retry succeeds, a failed checkpoint leaves the old one (or, when
-      index.bin was already replaced, the new one) loadable exactly, and
+      it failed after its commit, which stats.checkpoints counts, the
+      new one) loadable exactly, and
       it stays so while the store goes on evicting until its next
       checkpoint; a failed read during a batch puts the rng and step
       back, so the next batches are the reference's (with alpha 0 and
@@ -1184,6 +1195,216 @@ static per_status shard_ref(per_buffer *b, const char *path, uint32_t r,
   return s;
 }
 
+/* uuid as text (8-4-4-4-12 lowercase hex) into out[37]. */
+static void uuid_text(const unsigned char *u, char *out) {
+  static const char hex[] = "0123456789abcdef";
+  int i, j = 0;
+  for (i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out[j++] = '-';
+    out[j++] = hex[u[i] >> 4];
+    out[j++] = hex[u[i] & 15];
+  }
+  out[j] = 0;
+}
+
+/* trajectory_index.json of directory dir against store s: valid in the
+   ways a reader needs (one object, every stored trajectory's row once
+   with its live count, no row of an evicted one). uu[id]: every added
+   trajectory's uuid. */
+static void check_json_rows(const char *dir, const per_store *s, uint64_t added,
+                            unsigned char (*uu)[16]) {
+  long len;
+  char *tj = (char *)slurp_in(dir, "trajectory_index.json", &len), u[40];
+  const char *p;
+  uint64_t id, rows = 0;
+  per_store_stats st;
+  REQUIRE(tj);
+  per_store_stats_of(s, &st);
+  p = tj + strspn(tj, " ");
+  CHECK_MSG(*p == '{', "trajectory_index.json does not begin an object");
+  CHECK(len >= 4 && strcmp(tj + len - 4, "\n]}\n") == 0);
+  for (p = tj; (p = strstr(p, "\"uuid\"")) != NULL; ++p) ++rows;
+  CHECK_EQ_U(rows, st.trajectories);
+  for (id = 0; id < added; ++id) {
+    per_store_traj_info in;
+    const char *at;
+    uuid_text(uu[id], u);
+    at = strstr(tj, u);
+    if (per_store_trajectory(s, id, &in) != PER_OK) {
+      CHECK_MSG(at == NULL, "evicted trajectory %llu still has a row",
+                (unsigned long long)id);
+      continue;
+    }
+    CHECK_MSG(at != NULL, "trajectory %llu has no row", (unsigned long long)id);
+    if (!at) continue;
+    at = strstr(at, "\"live_samples\": ");
+    CHECK(at != NULL);
+    if (at)
+      CHECK_EQ_U(strtoul(at + strlen("\"live_samples\": "), NULL, 10), in.live);
+  }
+  free(tj);
+}
+
+/* g_add, and the new trajectory's uuid into uu. */
+static void g_add_uuid(group *g, per_store *s, uint32_t T, uint32_t B,
+                       unsigned char (*uu)[16]) {
+  per_store_traj_info in;
+  g_add(g, T, B);
+  REQUIRE(per_store_trajectory(s, g->ntraj - 1, &in) == PER_OK);
+  memcpy(uu[g->ntraj - 1], in.uuid, 16);
+}
+
+/* The offset of index.log's last record (lg[0..n)), or 0 for none. */
+static long last_record(const unsigned char *lg, long n) {
+  long at = 64, last = 0;
+  while (at + 28 <= n) {
+    uint64_t P = 0;
+    int i;
+    for (i = 7; i >= 0; --i) P = P << 8 | lg[at + 16 + i];
+    last = at;
+    at += (long)((P + 28 + 7) & ~(uint64_t)7);
+  }
+  return at == n ? last : 0;
+}
+
+/* Incremental checkpoints: each checkpoint after the one that wrote
+   index.bin is a record appended to index.log (index.bin untouched),
+   until the log outgrows index.bin and index.bin is written whole again.
+   After every checkpoint a load of the directory into another store
+   gives the reference exactly (ids, priorities, rng, permutation), with
+   alpha 0.6 and alpha 0 (the swap permutation, changed by unique draws),
+   across evictions and a partly evicted oldest trajectory; the JSON
+   files follow in place. A record cut short (a crash while appending)
+   loads as the checkpoint before it; a damaged log header is refused
+   with the store unchanged. */
+static void test_log(void) {
+  int a;
+  SECTION = "log";
+  for (a = 0; a < 2; ++a) {
+    per_store_config cfg =
+        scfg(200, 24, 2 * 24 * 24, room_for(3, 24, 24), 4096);
+    per_store x, y;
+    group g;
+    char dx[256], dy[256], name[32], path[600];
+    static unsigned char uu[MAXTRAJ][16];
+    uint32_t round, appended = 0, rewritten = 0;
+    long blen = 0, llen = 0, n;
+    cfg.buffer.alpha = a ? 0.0 : 0.6;
+    cfg.buffer.seed = 40 + (uint64_t)a;
+    g_init(&g, &cfg.buffer, 9 + (uint32_t)a);
+    snprintf(name, sizeof name, "lg-x%d", a);
+    store_in(&x, name, &cfg);
+    dir_of(dx, sizeof dx, name);
+    snprintf(name, sizeof name, "lg-y%d", a);
+    store_in(&y, name, &cfg);
+    dir_of(dy, sizeof dy, name);
+    g_attach(&g, &x, NULL);
+    for (round = 0; round < 60; ++round) {
+      uint32_t t, adds = 1 + g_rand(&g) % 3;
+      unsigned char *b0, *b1;
+      for (t = 0; t < adds; ++t) {
+        uint32_t T = 1 + g_rand(&g) % 5;
+        g_add_uuid(&g, &x, T, 1 + g_rand(&g) % 4, uu);
+        g_draw(&g, 1);
+      }
+      snprintf(path, sizeof path, "%s/index.bin", dx);
+      b0 = slurp(path, &blen);
+      CHECK_OK(
+          per_store_checkpoint(&x, round % 7 == 3 ? PER_STORE_NO_JSON : 0));
+      b1 = slurp(path, &n);
+      REQUIRE(b1);
+      if (b0 && n == blen && memcmp(b0, b1, (size_t)n) == 0) {
+        long ln;
+        unsigned char *lg;
+        snprintf(path, sizeof path, "%s/index.log", dx);
+        lg = slurp(path, &ln);
+        REQUIRE(lg);
+        CHECK_MSG(ln > llen, "round %u: index.bin kept, index.log not longer",
+                  round);
+        ++appended;
+        free(lg);
+        llen = ln;
+      } else {
+        ++rewritten;
+        llen = 0;
+      }
+      free(b0);
+      free(b1);
+      g_check(&g);
+      if (round % 7 != 3) check_json_rows(dx, &x, g.ntraj, uu);
+      /* the directory as a load sees it */
+      CHECK_OK(per_store_load(&y, dx, 0, 1, 0));
+      CHECK_MSG(index_diff(&y, &g.ref)[0] == 0, "alpha %s, round %u: %s",
+                a ? "0" : "0.6", round, index_diff(&y, &g.ref));
+      CHECK_OK(per_store_check(&y));
+      /* a record being appended when a crash came (cut short, or whole
+         but failing its CRC) is not a checkpoint: the one before it */
+      if (llen > 0 && round % 5 == 1) {
+        long ln, last;
+        unsigned char *lg;
+        FILE *f;
+        snprintf(path, sizeof path, "%s/index.log", dx);
+        lg = slurp(path, &ln);
+        REQUIRE(lg);
+        last = last_record(lg, ln);
+        REQUIRE(last > 0);
+        ++lg[last + 8]; /* the next checkpoint's number */
+        f = fopen(path, "ab");
+        REQUIRE(f && fwrite(lg + last, 1, (size_t)(ln - last) / 2, f) ==
+                         (size_t)(ln - last) / 2);
+        fclose(f);
+        CHECK_OK(per_store_load(&y, dx, 0, 1, 0));
+        CHECK_MSG(index_diff(&y, &g.ref)[0] == 0,
+                  "round %u, a record cut short: %s", round,
+                  index_diff(&y, &g.ref));
+        lg[last + 40] ^= 1; /* whole, its CRC failing */
+        REQUIRE(truncate(path, (off_t)ln) == 0);
+        f = fopen(path, "ab");
+        REQUIRE(f && fwrite(lg + last, 1, (size_t)(ln - last), f) ==
+                         (size_t)(ln - last));
+        fclose(f);
+        CHECK_OK(per_store_load(&y, dx, 0, 1, 0));
+        CHECK_MSG(index_diff(&y, &g.ref)[0] == 0,
+                  "round %u, a record failing its CRC: %s", round,
+                  index_diff(&y, &g.ref));
+        /* a damaged header: refused, y unchanged */
+        REQUIRE(truncate(path, (off_t)ln) == 0);
+        flip_byte(path, 20);
+        CHECK_STATUS(per_store_load(&y, dx, 0, 1, 0), PER_ERR_CHECKSUM);
+        CHECK(strstr(y.error, "index.log") != NULL);
+        CHECK_MSG(index_diff(&y, &g.ref)[0] == 0,
+                  "round %u: a refused load changed the store", round);
+        flip_byte(path, 20);
+        free(lg);
+      }
+    }
+    g_check(&g);
+    CHECK(g.saw_partial);
+    CHECK_MSG(appended >= 20 && rewritten >= 2,
+              "alpha %s: %u checkpoints appended, %u wrote index.bin",
+              a ? "0" : "0.6", appended, rewritten);
+    /* resumed in its own directory, the store goes on appending */
+    per_store_free(&x);
+    g_detach(&g, &x);
+    REQUIRE(per_store_init(&x, dx, &cfg, PER_STORE_RESUME, NULL) == PER_OK);
+    g_attach(&g, &x, NULL);
+    g_check(&g);
+    g_add_uuid(&g, &x, 2, 2, uu);
+    g_draw(&g, 1);
+    CHECK_OK(per_store_checkpoint(&x, 0));
+    g_add_uuid(&g, &x, 2, 2, uu);
+    g_draw(&g, 1);
+    CHECK_OK(per_store_checkpoint(&x, 0));
+    CHECK_OK(per_store_load(&y, dx, 0, 1, 0));
+    CHECK_MSG(index_diff(&y, &g.ref)[0] == 0, "after a resume: %s",
+              index_diff(&y, &g.ref));
+    check_json_rows(dx, &x, g.ntraj, uu);
+    per_store_free(&y);
+    per_store_free(&x);
+    g_free(&g);
+  }
+}
+
 static void test_shards(void) {
   SECTION = "shards";
   per_store_config cfg = scfg(200, 20, 4 * 20 * 20, room_for(3, 20, 20), 4096);
@@ -1636,15 +1857,6 @@ static void fault_build(group *g, per_store *s, const char *name,
   }
 }
 
-/* Whether the file's bytes are buf[0..len). */
-static int same_file(const char *path, const unsigned char *buf, long len) {
-  long n;
-  unsigned char *b = slurp(path, &n);
-  int same = b && n == len && memcmp(b, buf, (size_t)len) == 0;
-  free(b);
-  return same;
-}
-
 static void test_eio(void) {
   SECTION = "eio";
   per_store_config cfg = fault_cfg();
@@ -1739,20 +1951,18 @@ static void test_eio(void) {
       group g;
       per_store s;
       per_status st;
-      long ilen;
+      per_store_stats sa, sb;
       int unlink_left;
       char ipath[512];
-      unsigned char *idx;
       uint64_t got;
       fault_build(&g, &s, "eio-c", &fp1b);
       CHECK_EQ_U(fp1b, fp1);
       g_add(&g, 3, 3);
-      snprintf(ipath, sizeof ipath, "%s/index.bin", d);
-      idx = slurp(ipath, &ilen);
-      REQUIRE(idx);
+      per_store_stats_of(&s, &sb);
       arm(kind, k);
       st = per_store_checkpoint(&s, 0);
       disarm();
+      per_store_stats_of(&s, &sa);
       ++cases;
       got = fp_dir(&cfg, d);
       if (st == PER_OK) {
@@ -1764,7 +1974,7 @@ static void test_eio(void) {
         CHECK_MSG(st == PER_ERR_IO, "checkpoint: %s call %ld: status %s",
                   KNAME[kind], k, per_status_str(st));
         CHECK(s.error[0] != 0);
-        if (same_file(ipath, idx, ilen))
+        if (sa.checkpoints == sb.checkpoints)
           CHECK_MSG(got == fp1,
                     "checkpoint: %s call %ld failed: the old "
                     "checkpoint does not load as it was",
@@ -1772,14 +1982,13 @@ static void test_eio(void) {
         else
           CHECK_MSG(got == fp2,
                     "checkpoint: %s call %ld failed after "
-                    "index.bin was replaced: the new one does not load",
+                    "its commit: the new one does not load",
                     KNAME[kind], k);
       }
       /* a segment file whose deletion failed is left for the next
          checkpoint's sweep (per_store_checkpoint's contract): the
          checkpoint itself stands */
       unlink_left = kind == K_UNLINK && F.fired && st == PER_OK;
-      free(idx);
       /* the store kept everything; it goes on, evicting every trajectory
          the directory's checkpoint names, and that checkpoint stays
          loadable as it was until the next one */
@@ -2126,6 +2335,7 @@ int main(void) {
   test_writer_stop_race();
   test_bitwise();
   test_checkpoint();
+  test_log();
   test_shards();
   test_errors();
   test_enospc();

@@ -3,15 +3,18 @@
 
    Why: per_store.h promises that a kill at any instant leaves the
    directory's checkpoint as the last committed one or, when the kill
-   came inside the next per_store_checkpoint after its index.bin was
-   replaced, the new one: complete either way, never a mix, and loadable
+   came inside the next per_store_checkpoint after its commit (index.bin
+   replaced, or its index.log record synced), the new one: complete
+   either way, never a mix, and loadable
    (segment files are never rewritten below the length a checkpoint
    recorded, and deleted only once no checkpoint names them).
 
    How: a deterministic scenario (adds of trajectories of several
    shapes, with draws and updates; a per_store_write; a per_store_load
-   of another store's directory, which links its segment files; four
-   checkpoints, the last without JSON) runs once without faults, every
+   of another store's directory, which links its segment files; six
+   checkpoints: the first and the one after the load write index.bin,
+   the others append to index.log while it is shorter, the fourth
+   without JSON) runs once without faults, every
    I/O call of the library counted by kind, and after each checkpoint i
    the directory is resumed (per_store_init with PER_STORE_RESUME, read
    only) into a fresh store whose fingerprint F[i] is taken: its counts,
@@ -34,9 +37,9 @@
      directory holds exactly the segment files the store counts (the
      dead run's leftovers swept).
    Cases: KCAP (40) per kind at most (per pwrite variant), spread evenly
-   over the dry run's calls: 162 cases with the implementation as it was
-   written (dry run: open 34, pwrite 70, fsync 31, rename 10, link 2,
-   unlink 5 calls; the store writes its files with open/pwrite/rename, so
+   over the dry run's calls: 194 cases with the implementation as it is
+   (dry run: open 70, pwrite 147, fsync 54, rename 17, link 2, unlink 15
+   calls; the store writes its files with open/pwrite/rename, so
    per.h's fopen, fwrite, fflush and fclose have no calls and no cases
    then). The count is printed at the end. About 5 s with ASan. Runs with
    PER_REAL double and float. */
@@ -188,7 +191,7 @@ static char CASE[256]; /* the scenario's directory */
 /* ---- the scenario ----------------------------------------------------- */
 
 #define ISZ 64u
-#define NCK 4 /* checkpoints */
+#define NCK 6 /* checkpoints */
 
 static per_store_config kcfg(void) {
   per_store_config c = per_store_config_default(96, ISZ);

@@ -1798,19 +1798,40 @@ def _store_close(store: "_per._Store",
     store.close()
 
 
-def _segment_names(index: str) -> _t.List[str]:
-    """The segment files an index.bin names (docs/FORMAT.md, "The
-    trajectory store": S at offset 52, 80-byte rows from 128, each a
-    NUL-padded 64-byte name first)."""
+def _segment_names(directory: str) -> _t.List[str]:
+    """The segment files the checkpoint in a store's directory names
+    (docs/FORMAT.md, "The trajectory store"): index.bin's table (S at
+    offset 52, 80-byte rows from 128, each a NUL-padded 64-byte name
+    first) or, when index.log continues that index.bin, the table of its
+    last record (the same header and rows, 24 bytes into the record).
+    Read right after a checkpoint, the log has no record cut short."""
+    index = _os.path.join(directory, "index.bin")
     with open(index, "rb") as f:
         data = f.read()
     if len(data) < 132 or data[:8] != b"\x89PERSTO\n":
         raise _error("PER_ERR_FORMAT", f"{index} is not a store's index")
-    (nseg,) = _struct.unpack_from("<I", data, 52)
+    table, base = data, 0
+    try:
+        with open(_os.path.join(directory, "index.log"), "rb") as f:
+            log = f.read()
+    except FileNotFoundError:
+        log = b""
+    if (len(log) >= 64 and log[:8] == b"\x89PERLOG\n"
+            and log[16:32] == data[24:40] and log[32:40] == data[40:48]):
+        (seq,) = _struct.unpack_from("<Q", data, 40)
+        at = 64
+        while at + 28 <= len(log):
+            magic, _, rseq, size = _struct.unpack_from("<IIQQ", log, at)
+            if magic != 0x474F4C50 or rseq != seq + 1 or \
+                    size > len(log) - at - 28:
+                break
+            table, base, seq = log, at + 24, rseq
+            at += (size + 28 + 7) & ~7
+    (nseg,) = _struct.unpack_from("<I", table, base + 52)
     names = []
     for i in range(nseg):
-        raw = data[128 + 80 * i:128 + 80 * i + 64]
-        names.append(raw.split(b"\0", 1)[0].decode("ascii"))
+        row = base + 128 + 80 * i
+        names.append(table[row:row + 64].split(b"\0", 1)[0].decode("ascii"))
     return names
 
 
@@ -1852,16 +1873,20 @@ def _put_file(src: str, dst: str, segment: bool) -> None:
 def _export_store(src: str, dst: str) -> None:
     """Make dst a loadable copy of the store checkpoint in src: its
     segment files hard-linked (copied across file systems), then the JSON
-    files, then index.bin last (until then dst holds what it held);
-    segment files of an earlier export that the new index does not name
-    are removed after."""
+    files, then index.log, then index.bin last (until then dst holds
+    what it held); segment files of an earlier export that the new
+    checkpoint does not name are removed after."""
     _os.makedirs(dst, exist_ok=True)
-    names = _segment_names(_os.path.join(src, "index.bin"))
+    names = _segment_names(src)
     old = {n for n in _os.listdir(dst)
            if n.startswith("seg-") and n.endswith(".per")}
     for n in names:
         _put_file(_os.path.join(src, n), _os.path.join(dst, n), True)
-    for n in ("trajectory_index.json", "metadata.json", "index.bin"):
+    if not _os.path.exists(_os.path.join(src, "index.log")) and \
+            _os.path.exists(_os.path.join(dst, "index.log")):
+        _os.remove(_os.path.join(dst, "index.log"))
+    for n in ("trajectory_index.json", "metadata.json", "index.log",
+              "index.bin"):
         if n == "index.bin" or _os.path.exists(_os.path.join(src, n)):
             _put_file(_os.path.join(src, n), _os.path.join(dst, n), False)
     for n in old - set(names):
@@ -2144,16 +2169,17 @@ class TrajectoryStore:
 
     def save_checkpoint(self, path: _t.Optional[_PathArg] = None) -> None:
         """Checkpoint the store in its own directory (per_store_checkpoint:
-        the staged trajectories written, the segments synced, index.bin
-        replaced atomically, then trajectory_index.json and metadata.json;
-        its cost is the index, not the data). With a path other than the
-        store's directory, then export it there (made if missing): the
-        segment files the checkpoint names are hard-linked into path
-        (copied where path is on another file system), the three index
-        files copied, index.bin last, so that path is a store that
-        load_checkpoint or TrajectoryStore(path, ..., resume=True) takes.
-        path must be a new or empty directory or an earlier export (whose
-        files are replaced)."""
+        the staged trajectories written, the segments synced, a record of
+        what changed appended to index.log (index.bin replaced atomically
+        when the log has outgrown it), then trajectory_index.json and
+        metadata.json; its cost is what changed, not the data). With a
+        path other than the store's directory, then export it there (made
+        if missing): the segment files the checkpoint names are
+        hard-linked into path (copied where path is on another file
+        system), the four index files copied, index.bin last, so that
+        path is a store that load_checkpoint or TrajectoryStore(path, ...,
+        resume=True) takes. path must be a new or empty directory or an
+        earlier export (whose files are replaced)."""
         with self._ckpt_lock:
             self._store.checkpoint(True)
             if path is None:
