@@ -121,6 +121,7 @@ extern "C" {
 #define per_store_init PERI_NAME(per_store_init)
 #define per_store_free PERI_NAME(per_store_free)
 #define per_store_add PERI_NAME(per_store_add)
+#define per_store_add_fill PERI_NAME(per_store_add_fill)
 #define per_store_write PERI_NAME(per_store_write)
 #define per_store_run_writer PERI_NAME(per_store_run_writer)
 #define per_store_stop_writer PERI_NAME(per_store_stop_writer)
@@ -270,6 +271,17 @@ PERDEF void per_store_free(per_store *s);
 PERDEF per_status per_store_add(per_store *s, const void *items, uint32_t T,
                                 uint32_t B, const uint8_t *ends, uint32_t flags,
                                 uint64_t *id);
+/* per_store_add, the samples written straight into the staging area by
+   fill(ctx, dst, n), which puts n = T * B samples of item_size bytes at
+   dst (sample t * B + b), instead of copied from an array: one copy
+   less for a caller that assembles its samples (from fields, say).
+   fill runs once, on the calling thread, after every check and when
+   the room is held, and must write all n * item_size bytes, not call
+   the store and not fail. Errors: those of per_store_add (PER_ERR_NULL
+   for a NULL fill), with fill not called. */
+PERDEF per_status per_store_add_fill(
+    per_store *s, uint32_t T, uint32_t B, const uint8_t *ends, uint32_t flags,
+    uint64_t *id, void (*fill)(void *ctx, void *dst, uint32_t n), void *ctx);
 /* Append every staged trajectory to the open segment (a new segment
    file when it would pass segment_bytes), in add order, then return: the
    writer's work done on the caller's thread. Errors (the trajectory that
@@ -1339,9 +1351,13 @@ PERDEF per_status per_store_init(per_store *s, const char *dir,
 
 /* ---- adds ---- */
 
-PERDEF per_status per_store_add(per_store *s, const void *items, uint32_t T,
-                                uint32_t B, const uint8_t *ends, uint32_t flags,
-                                uint64_t *id) {
+/* per_store_add and per_store_add_fill: the samples from items, or by
+   fill when items is NULL. */
+static per_status peri_store_add(per_store *s, const void *items, uint32_t T,
+                                 uint32_t B, const uint8_t *ends,
+                                 uint32_t flags, uint64_t *id,
+                                 void (*fill)(void *ctx, void *dst, uint32_t n),
+                                 void *ctx) {
   struct peri_store_state *st;
   uint64_t n64, data, bytes, at, number, tid;
   uint32_t n, j, b, max_ep = 0, cap, size, k, slot, waited = 0;
@@ -1351,7 +1367,8 @@ PERDEF per_status per_store_add(per_store *s, const void *items, uint32_t T,
   if (!s || !s->st) return PER_ERR_NULL;
   st = s->st;
   s->error[0] = 0;
-  if (!items) return peri_store_fail(s->error, PER_ERR_NULL, "items is NULL");
+  if (!items && !fill)
+    return peri_store_fail(s->error, PER_ERR_NULL, "items is NULL");
   if (flags & ~(uint32_t)PER_STORE_NOWAIT)
     return peri_store_fail(s->error, PER_ERR_ARG, "unknown flags 0x%x", flags);
   n64 = (uint64_t)T * B;
@@ -1446,7 +1463,8 @@ PERDEF per_status per_store_add(per_store *s, const void *items, uint32_t T,
   st->staged += bytes;
   ++st->staged_n;
   pthread_mutex_unlock(&st->mu);
-  memcpy(st->ring + at, items, (size_t)n * s->item_size);
+  if (items) memcpy(st->ring + at, items, (size_t)n * s->item_size);
+  else fill(ctx, st->ring + at, n);
   if (ends) memcpy(st->ring + at + (size_t)n * s->item_size, ends, n);
   else memset(st->ring + at + (size_t)n * s->item_size, 0, n);
   memset(st->ring + at + data, 0, (size_t)(bytes - data));
@@ -1494,6 +1512,26 @@ PERDEF per_status per_store_add(per_store *s, const void *items, uint32_t T,
   pthread_mutex_unlock(&st->mu);
   if (id) *id = tid;
   return PER_OK;
+}
+
+PERDEF per_status per_store_add(per_store *s, const void *items, uint32_t T,
+                                uint32_t B, const uint8_t *ends, uint32_t flags,
+                                uint64_t *id) {
+  if (s && s->st && !items) {
+    s->error[0] = 0;
+    return peri_store_fail(s->error, PER_ERR_NULL, "items is NULL");
+  }
+  return peri_store_add(s, items, T, B, ends, flags, id, NULL, NULL);
+}
+
+PERDEF per_status per_store_add_fill(
+    per_store *s, uint32_t T, uint32_t B, const uint8_t *ends, uint32_t flags,
+    uint64_t *id, void (*fill)(void *ctx, void *dst, uint32_t n), void *ctx) {
+  if (s && s->st && !fill) {
+    s->error[0] = 0;
+    return peri_store_fail(s->error, PER_ERR_NULL, "fill is NULL");
+  }
+  return peri_store_add(s, NULL, T, B, ends, flags, id, fill, ctx);
 }
 
 /* ---- the writer ---- */
@@ -1801,16 +1839,16 @@ static size_t peri_store_json_row(const struct peri_store_state *st,
   return (size_t)(a + b);
 }
 
-/* The rows of trajectories not in the file yet, then the closing text,
-   into t (the first at file offset `at`). */
+/* The rows of the trajectories from the from-th on (not in the file
+   yet), then the closing text, into t (its start at file offset `at`). */
 static void peri_store_json_new_rows(struct peri_store_state *st,
-                                     peri_store_text *t, uint64_t at) {
+                                     peri_store_text *t, uint64_t at,
+                                     size_t from) {
   char row[512];
   size_t i, k, live_at;
   int first = st->json_rows == 0;
-  for (i = 0; i < st->rn; ++i) {
+  for (i = from; i < st->rn; ++i) {
     peri_store_rec *r = &st->rec[st->rh + i];
-    if (r->j_off) continue;
     k = peri_store_json_row(st, r, first, row, &live_at);
     r->j_off = at + t->len;
     r->j_live_at = r->j_off + live_at;
@@ -1838,7 +1876,7 @@ static int peri_store_json_whole(per_store *s) {
   peri_store_put(&t, "%s", head);
   for (i = 0; i < st->rn; ++i) st->rec[st->rh + i].j_off = 0;
   st->json_rows = 0;
-  peri_store_json_new_rows(st, &t, 0); /* t holds the header */
+  peri_store_json_new_rows(st, &t, 0, 0); /* t holds the header */
   if (t.bad) {
     PER_FREE(t.p, st->ctx);
     errno = ENOMEM;
@@ -1863,15 +1901,17 @@ static int peri_store_json_edit(per_store *s) {
   struct peri_store_state *st = s->st;
   char head[128], blank[256], num[16];
   peri_store_text t;
-  size_t i, h = peri_store_json_head(st, head);
+  size_t h = peri_store_json_head(st, head), nnew = 0;
   uint64_t target, at;
   int fd = st->json_fd, r;
+  peri_store_rec *q;
   memset(blank, ' ', sizeof blank);
-  /* rows dropped: the header moves down to the first row still there */
-  st->json_rows = 0;
-  for (i = 0; i < st->rn; ++i) st->json_rows += st->rec[st->rh + i].j_off != 0;
-  target =
-      st->rn && st->rec[st->rh].j_off ? st->rec[st->rh].j_off : st->json_tail;
+  /* the rows the file has: the stored trajectories but the newest added
+     since (no row yet); those of the dropped, the oldest, go: the
+     header moves down to the first row still there */
+  while (nnew < st->rn && !st->rec[st->rh + st->rn - 1 - nnew].j_off) ++nnew;
+  st->json_rows = (uint32_t)(st->rn - nnew);
+  target = st->json_rows ? st->rec[st->rh].j_off : st->json_tail;
   if (target - h != st->json_head) {
     for (at = st->json_head; at < target - h;) {
       size_t k = target - h - at < sizeof blank ? (size_t)(target - h - at)
@@ -1884,10 +1924,9 @@ static int peri_store_json_edit(per_store *s) {
     st->json_head = target - h;
   }
   if (peri_store_pwrite_all(fd, head, h, st->json_head) != 0) return -1;
-  /* live counts */
-  for (i = 0; i < st->rn; ++i) {
-    peri_store_rec *q = &st->rec[st->rh + i];
-    if (!q->j_off || q->j_live == q->live) continue;
+  /* the oldest's live count (eviction lowers no other's) */
+  q = st->json_rows ? &st->rec[st->rh] : NULL;
+  if (q && q->j_live != q->live) {
     snprintf(num, sizeof num, "%-10u", q->live);
     if (peri_store_pwrite_all(fd, num, 10, q->j_live_at) != 0) return -1;
     q->j_live = q->live;
@@ -1895,7 +1934,7 @@ static int peri_store_json_edit(per_store *s) {
   /* rows added */
   memset(&t, 0, sizeof t);
   t.ctx = st->ctx;
-  peri_store_json_new_rows(st, &t, st->json_tail);
+  peri_store_json_new_rows(st, &t, st->json_tail, st->rn - nnew);
   r = t.bad ? -1 : peri_store_pwrite_all(fd, t.p, t.len, st->json_tail);
   if (t.bad) errno = ENOMEM;
   if (r == 0) st->json_tail += t.len - strlen(PERI_STORE_JSON_TAIL);
@@ -2144,15 +2183,15 @@ static int peri_store_lbuf(struct peri_store_state *st, size_t n) {
 
 /* The state the next checkpoint's index.log record is made against:
    every stored trajectory and slot as the directory's checkpoint has
-   them (the swap permutation's copy too when perm_too). */
-static void peri_store_log_mark(per_store *s, int perm_too) {
+   them. */
+static void peri_store_log_mark(per_store *s) {
   struct peri_store_state *st = s->st;
   const per_buffer *b = &s->index;
   size_t i;
   memset(st->dirty, 0, ((size_t)b->cfg.capacity + 63) / 64 * 8);
   for (i = 0; i < st->rn; ++i)
     st->rec[st->rh + i].ck_live = st->rec[st->rh + i].live;
-  if (perm_too && b->swap.perm && st->ck_perm) {
+  if (b->swap.perm && st->ck_perm) {
     memcpy(st->ck_perm, b->swap.perm, (size_t)b->size * 4);
     memset(st->ck_perm + b->size, 0, (size_t)(b->cfg.capacity - b->size) * 4);
   }
@@ -2192,7 +2231,7 @@ static void peri_store_log_start(per_store *s, uint64_t base_len) {
   st->log_fd = fd;
   st->log_len = PERI_STORE_LOG_HDR;
   st->base_len = base_len;
-  peri_store_log_mark(s, 1);
+  peri_store_log_mark(s);
   st->log_ok = 1;
 }
 
@@ -2218,11 +2257,12 @@ static per_status peri_store_ckpt_delta(per_store *s, const uint32_t *segmap,
   unsigned char *p;
   int errnum;
   hlen = (size_t)peri_ckpt_bytes(PER_CKPT_VERSION, 0, isz, perm, ll) - 4;
-  for (i = 0; i < st->rn; ++i) {
-    const peri_store_rec *rr = &st->rec[st->rh + i];
-    if (!rr->ck_live) ++nnew;
-    else if (rr->ck_live != rr->live) ++nlive;
-  }
+  /* the trajectories changed since: those added (the newest, not in the
+     checkpoint yet) and the oldest, whose live count eviction lowers
+     (eviction takes the oldest samples first: no other stored
+     trajectory loses any, and a load checks every live count) */
+  while (nnew < st->rn && !st->rec[st->rh + st->rn - 1 - nnew].ck_live) ++nnew;
+  nlive = st->rn > nnew && st->rec[st->rh].ck_live != st->rec[st->rh].live;
   for (w = 0; w < nw; ++w) words += st->dirty[w] != 0;
   need = 24 + PERI_STORE_IDX_HDR + (size_t)nsel * PERI_STORE_SEG_ROW + 24 +
          nlive * 16 + nnew * PERI_STORE_REC_ROW + 8 + hlen +
@@ -2243,20 +2283,16 @@ static per_status peri_store_ckpt_delta(per_store *s, const uint32_t *segmap,
   peri_put64(p + at + 8, nlive);
   peri_put64(p + at + 16, nnew);
   at += 24;
-  for (i = 0; i < st->rn; ++i) {
-    const peri_store_rec *rr = &st->rec[st->rh + i];
-    if (rr->ck_live && rr->ck_live != rr->live) {
-      peri_put64(p + at, rr->id);
-      peri_put32(p + at + 8, rr->live);
-      peri_put32(p + at + 12, 0);
-      at += 16;
-    }
+  if (nlive) {
+    peri_put64(p + at, st->rec[st->rh].id);
+    peri_put32(p + at + 8, st->rec[st->rh].live);
+    peri_put32(p + at + 12, 0);
+    at += 16;
   }
-  for (i = 0; i < st->rn; ++i)
-    if (!st->rec[st->rh + i].ck_live) {
-      peri_store_rec_row(&st->rec[st->rh + i], segmap, p + at);
-      at += PERI_STORE_REC_ROW;
-    }
+  for (i = st->rn - nnew; i < st->rn; ++i) {
+    peri_store_rec_row(&st->rec[st->rh + i], segmap, p + at);
+    at += PERI_STORE_REC_ROW;
+  }
   peri_put32(p + at, (uint32_t)hlen);
   pat = at + 4; /* the number of patches, once known */
   at += 8;
@@ -2327,7 +2363,10 @@ static per_status peri_store_ckpt_delta(per_store *s, const uint32_t *segmap,
                            st->dir, strerror(errnum));
   }
   st->log_len += at;
-  peri_store_log_mark(s, 0); /* the permutation's copy is up to date */
+  memset(st->dirty, 0, (size_t)nw * 8);
+  if (st->rn) st->rec[st->rh].ck_live = st->rec[st->rh].live;
+  for (i = st->rn - nnew; i < st->rn; ++i)
+    st->rec[st->rh + i].ck_live = st->rec[st->rh + i].live;
   return PER_OK;
 }
 

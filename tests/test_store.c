@@ -573,9 +573,27 @@ static void g_detach(group *g, per_store *s) {
 
 static int g_writing(const group *g, int i) { return g->w[i] && g->w[i]->on; }
 
+/* per_store_add_fill's fill for g_try_add: the items, sample by sample
+   in reverse order (any order must do), counted. */
+typedef struct fill_ctx {
+  const unsigned char *items;
+  uint32_t isz, n, calls;
+} fill_ctx;
+
+static void fill_items(void *ctx, void *dst, uint32_t n) {
+  fill_ctx *f = (fill_ctx *)ctx;
+  uint32_t j;
+  ++f->calls;
+  CHECK_EQ_U(n, f->n);
+  for (j = n; j-- > 0;)
+    memcpy((unsigned char *)dst + (size_t)j * f->isz,
+           f->items + (size_t)j * f->isz, f->isz);
+}
+
 /* Add trajectory g->ntraj of shape T x B to every store of g (and, when
-   all took it, to the reference). Returns the stores' status: they must
-   agree. */
+   all took it, to the reference): per_store_add for the stores at even
+   places, per_store_add_fill for the others. Returns the stores'
+   status: they must agree. */
 static per_status g_try_add(group *g, uint32_t T, uint32_t B, uint32_t flags) {
   uint32_t n = T * B;
   unsigned char *items = (unsigned char *)malloc((size_t)n * g->isz);
@@ -587,7 +605,17 @@ static per_status g_try_add(group *g, uint32_t T, uint32_t B, uint32_t flags) {
   e = make_traj(items, ends, g->isz, (uint32_t)g->ntraj, T, B);
   for (i = 0; i < g->n; ++i) {
     uint64_t id = ~(uint64_t)0;
-    per_status si = per_store_add(g->s[i], items, T, B, e, flags, &id);
+    fill_ctx f;
+    per_status si;
+    f.items = items;
+    f.isz = g->isz;
+    f.n = n;
+    f.calls = 0;
+    if (i % 2 == 0) si = per_store_add(g->s[i], items, T, B, e, flags, &id);
+    else {
+      si = per_store_add_fill(g->s[i], T, B, e, flags, &id, fill_items, &f);
+      CHECK_EQ_U(f.calls, si == PER_OK ? 1u : 0u);
+    }
     if (i == 0) st = si;
     CHECK_STATUS(si, st);
     if (si == PER_OK) {
@@ -1567,6 +1595,9 @@ static void test_errors(void) {
                PER_ERR_ARG);
   CHECK_STATUS(per_store_add(&a, NULL, 3, 2, ends, 0, NULL), PER_ERR_NULL);
   CHECK_STATUS(per_store_add(NULL, items, 3, 2, ends, 0, NULL), PER_ERR_NULL);
+  CHECK_STATUS(per_store_add_fill(&a, 3, 2, ends, 0, NULL, NULL, NULL),
+               PER_ERR_NULL);
+  CHECK(strstr(a.error, "fill") != NULL);
   /* a full staging area: NOWAIT is refused and counted */
   CHECK_STATUS(per_store_add(&a, items, 4, 4, NULL, PER_STORE_NOWAIT, NULL),
                PER_ERR_BUSY);

@@ -1959,6 +1959,9 @@ class TrajectoryStore:
         capacity = _count(capacity, f"{call}: capacity")
         self._path = _os.fspath(path)
         self._dtype: _DType = dt
+        # whether the fields leave bytes of a sample uncovered (zeroed)
+        self._gaps = sum(dt[n].itemsize for n in dt.names or ()) != \
+            dt.itemsize
         self._store = _per._Store(
             self._path,
             _config.c_config(call, _STORE_KEYS, config,
@@ -2002,9 +2005,13 @@ class TrajectoryStore:
     # -- adding ------------------------------------------------------------
 
     def _rollout(self, rollout: _t.Mapping[str, object], call: str
-                 ) -> _t.Tuple[_Array, int, int]:
-        """A rollout's samples as T * B records (sample t * B + b), T, B;
-        nothing is added here: a refusal leaves the store as it was."""
+                 ) -> _t.Tuple[_t.List[_t.Tuple[_Array, int, int]], int, int]:
+        """A rollout's fields as the store's add_fields takes them: per
+        field, its T * B values (sample t * B + b) as a C-contiguous
+        array of the spec's type, its byte offset in a sample and its
+        bytes; then T, B. The store assembles the samples in its staging
+        area from these (one copy). Nothing is added here: a refusal
+        leaves the store as it was."""
         dt = self._dtype
         names = dt.names or ()
         got = set(rollout.keys())
@@ -2029,10 +2036,13 @@ class TrajectoryStore:
             conv[name] = _cast(v, base, f"{call}: field {name!r}")
         assert lead is not None
         T, B = lead
-        rec = _np.zeros(T * B, dt)
+        fields = []
         for name, v in conv.items():
-            rec[name] = v.reshape((T * B,) + dt[name].shape)
-        return rec, T, B
+            size = dt[name].itemsize
+            if size:
+                fields.append((_np.ascontiguousarray(v).reshape(-1),
+                               dt.fields[name][1], size))
+        return fields, T, B
 
     @staticmethod
     def _ends(ends: _t.Optional[_ArrayLike], T: int, B: int,
@@ -2097,7 +2107,8 @@ class TrajectoryStore:
         if isinstance(rollout, _t.Mapping):
             rec, T, B = self._rollout(rollout, call)
             e = self._ends(ends, T, B, call)
-            return self._store.add(rec, T, B, e, bool(nowait))
+            return self._store.add_fields(rec, T, B, e, bool(nowait),
+                                          self._gaps)
         if not isinstance(rollout, (list, tuple)):
             raise TypeError(f"{call}: a rollout is a dict of arrays (or a "
                             f"list of them), not {type(rollout).__name__}")
@@ -2114,7 +2125,8 @@ class TrajectoryStore:
             e = self._ends(None if ends is None else ends[i], T, B,
                            f"{call}: rollout {i}")
             parts.append((rec, T, B, e))
-        return [self._store.add(rec, T, B, e, bool(nowait))
+        return [self._store.add_fields(rec, T, B, e, bool(nowait),
+                                       self._gaps)
                 for rec, T, B, e in parts]
 
     def flush(self) -> None:

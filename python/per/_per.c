@@ -3117,6 +3117,143 @@ static PyObject *Store_add(StoreObject *self, PyObject *args) {
   return PyLong_FromUnsignedLongLong(id);
 }
 
+/* add_fields' samples, assembled in the staging area (per_store_add_fill's
+   fill): field k's n values of size[k] bytes from src[k], at byte off[k]
+   of each sample; the samples zeroed first when the fields leave gaps. */
+typedef struct store_fields {
+  uint32_t nf, isz, zero;
+  const unsigned char **src;
+  uint32_t *off, *size;
+} store_fields;
+
+static void store_fill(void *ctx, void *dst, uint32_t n) {
+  const store_fields *f = (const store_fields *)ctx;
+  unsigned char *d = (unsigned char *)dst;
+  size_t isz = f->isz, j;
+  uint32_t k;
+  if (f->zero) memset(d, 0, (size_t)n * isz);
+  for (k = 0; k < f->nf; ++k) {
+    const unsigned char *sp = f->src[k];
+    unsigned char *dp = d + f->off[k];
+    size_t sz = f->size[k];
+    if (sz == isz) {
+      memcpy(dp, sp, (size_t)n * sz);
+    } else if (sz == 1) {
+      for (j = 0; j < n; ++j) dp[j * isz] = sp[j];
+    } else if (sz == 4) {
+      for (j = 0; j < n; ++j) memcpy(dp + j * isz, sp + j * 4, 4);
+    } else if (sz == 8) {
+      for (j = 0; j < n; ++j) memcpy(dp + j * isz, sp + j * 8, 8);
+    } else {
+      for (j = 0; j < n; ++j) memcpy(dp + j * isz, sp + j * sz, sz);
+    }
+  }
+}
+
+/* add_fields(fields, T, B, ends, nowait, zero) -> id: add's trajectory
+   from its fields, each (array, offset, size): a C-contiguous buffer of
+   T * B values of `size` bytes, written at byte `offset` of each sample
+   (per_store_add_fill: one copy, into the staging area); zero: the
+   fields leave gaps, zeroed. */
+static PyObject *Store_add_fields(StoreObject *self, PyObject *args) {
+  char why[sizeof self->s.error];
+  uint_arg Ta = {"TrajectoryStore.add_fields: T", 0},
+           Ba = {"TrajectoryStore.add_fields: B", 0};
+  PyObject *fo, *eo, *seq = NULL;
+  Py_buffer *views = NULL, ev;
+  const unsigned char **src = NULL;
+  uint32_t *off = NULL, *size = NULL;
+  store_fields f;
+  Py_ssize_t nf = 0, got = 0, i, ne = 0;
+  uint64_t n, id = 0;
+  int nowait, zero, closed = 0, have_ends = 0;
+  per_status s = PER_OK;
+  PyObject *res = NULL;
+  if (!store_ready(self) ||
+      !PyArg_ParseTuple(args, "OO&O&Opp:add_fields", &fo, conv_u32, &Ta,
+                        conv_u32, &Ba, &eo, &nowait, &zero))
+    return NULL;
+  n = Ta.v * Ba.v;
+  seq = PySequence_Fast(fo, "TrajectoryStore.add_fields: a list of fields");
+  if (!seq) return NULL;
+  nf = PySequence_Fast_GET_SIZE(seq);
+  views = (Py_buffer *)PyMem_Calloc((size_t)(nf ? nf : 1), sizeof *views);
+  src =
+      (const unsigned char **)PyMem_Calloc((size_t)(nf ? nf : 1), sizeof *src);
+  off = (uint32_t *)PyMem_Calloc((size_t)(nf ? nf : 1), sizeof *off);
+  size = (uint32_t *)PyMem_Calloc((size_t)(nf ? nf : 1), sizeof *size);
+  if (!views || !src || !off || !size) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (i = 0; i < nf; ++i) {
+    PyObject *it = PySequence_Fast_GET_ITEM(seq, i), *arr;
+    unsigned long long o, z;
+    Py_ssize_t bytes;
+    if (!PyArg_ParseTuple(it, "OKK:add_fields", &arr, &o, &z)) goto done;
+    if (get_array(arr, 0, 0, 1, "TrajectoryStore.add_fields: a field",
+                  &views[i], &bytes) < 0)
+      goto done;
+    ++got;
+    if (z == 0 || o + z > self->item_size || (uint64_t)bytes != n * z) {
+      PyErr_Format(PyExc_ValueError,
+                   "TrajectoryStore.add_fields: field %zd holds %zd bytes at "
+                   "offset %llu, size %llu; T %u x B %u samples of %u bytes",
+                   i, bytes, o, z, (unsigned)Ta.v, (unsigned)Ba.v,
+                   (unsigned)self->item_size);
+      goto done;
+    }
+    src[i] = (const unsigned char *)views[i].buf;
+    off[i] = (uint32_t)o;
+    size[i] = (uint32_t)z;
+  }
+  if (n > UINT32_MAX) {
+    PyErr_SetString(PyExc_ValueError,
+                    "TrajectoryStore.add_fields: T x B is above 2^32 - 1");
+    goto done;
+  }
+  have_ends = eo != Py_None;
+  if (have_ends) {
+    if (get_array(eo, 0, 'u', 1, "ends", &ev, &ne) < 0) {
+      have_ends = 0;
+      goto done;
+    }
+    if ((uint64_t)ne != n) {
+      PyErr_Format(PyExc_ValueError,
+                   "TrajectoryStore.add_fields: %llu samples but %zd ends",
+                   (unsigned long long)n, ne);
+      goto done;
+    }
+  }
+  f.nf = (uint32_t)nf;
+  f.isz = self->item_size;
+  f.zero = (uint32_t)zero;
+  f.src = src;
+  f.off = off;
+  f.size = size;
+  STORE_CALL_WHY(
+      self, closed, why,
+      s = per_store_add_fill(&self->s, (uint32_t)Ta.v, (uint32_t)Ba.v,
+                             have_ends ? (const uint8_t *)ev.buf : NULL,
+                             nowait ? (uint32_t)PER_STORE_NOWAIT : 0u, &id,
+                             store_fill, &f));
+  if (closed) {
+    res = store_closed("TrajectoryStore.add_fields");
+    goto done;
+  }
+  res = s != PER_OK ? raise_why(s, "TrajectoryStore.add_fields", why)
+                    : PyLong_FromUnsignedLongLong(id);
+done:
+  for (i = 0; i < got; ++i) PyBuffer_Release(&views[i]);
+  if (have_ends) PyBuffer_Release(&ev);
+  PyMem_Free(views);
+  PyMem_Free(src);
+  PyMem_Free(off);
+  PyMem_Free(size);
+  Py_XDECREF(seq);
+  return res;
+}
+
 /* write(): per_store_write, on the caller's thread. */
 static PyObject *Store_write(StoreObject *self, PyObject *unused) {
   char why[sizeof self->s.error];
@@ -3396,6 +3533,9 @@ static PyObject *Store_item_size(StoreObject *self, void *c) {
 static PyMethodDef Store_methods[] = {
     {"add", (PyCFunction)Store_add, METH_VARARGS,
      "add(items, T, B, ends, nowait) -> id (per_store_add)"},
+    {"add_fields", (PyCFunction)Store_add_fields, METH_VARARGS,
+     "add_fields(fields, T, B, ends, nowait, zero) -> id "
+     "(per_store_add_fill)"},
     {"write", (PyCFunction)Store_write, METH_NOARGS,
      "write(): append what is staged now (per_store_write)"},
     {"run_writer", (PyCFunction)Store_run_writer, METH_NOARGS,

@@ -120,6 +120,36 @@ def test_rows_come_from_disk_and_memory_alike(tmp_path):
     same_batch(out[0], out[1 << 20], SPEC)
 
 
+def test_samples_are_assembled_from_the_fields(tmp_path):
+    """add_trajectories hands the store each field's array and place
+    (per_store_add_fill: the samples assembled in the staging area, one
+    copy): a spec whose fields leave gaps (explicit offsets) stores them
+    zeroed, on disk too, and every field comes back in place, also from
+    non-contiguous and differently typed input."""
+    dt = np.dtype({"names": ["a", "v", "w"],
+                   "formats": ["u1", ("<f4", (3,)), "<i8"],
+                   "offsets": [0, 4, 24], "itemsize": 40})
+    T, B = 5, 3
+    a = np.arange(T * B, dtype=np.uint8).reshape(T, B)
+    v = np.arange(T * B * 6, dtype=np.float32).reshape(T, B, 6)[..., ::2]
+    w = (np.arange(T * B, dtype=np.int32) * -7).reshape(T, B)   # int32 in
+    with per.TrajectoryStore(tmp_path / "g", dt, capacity=100,
+                             writer=False, seed=1) as st:
+        st.add_trajectories({"a": a, "v": v, "w": w})
+        st.save_checkpoint()
+        b = st.sample(32)
+        got = b["a"].astype(np.int64)
+        np.testing.assert_array_equal(b["v"], v.reshape(T * B, 3)[got])
+        np.testing.assert_array_equal(b["w"], w.reshape(-1)[got])
+    seg = [n for n in os.listdir(tmp_path / "g") if n.startswith("seg-")]
+    raw = (tmp_path / "g" / seg[0]).read_bytes()[128:128 + 40 * T * B]
+    rec = np.frombuffer(raw, np.uint8).reshape(T * B, 40)
+    assert not rec[:, 1:4].any() and not rec[:, 16:24].any()   # the gaps
+    np.testing.assert_array_equal(rec[:, 0], a.reshape(-1))
+    np.testing.assert_array_equal(
+        rec[:, 24:32].copy().view("<i8").reshape(-1), w.reshape(-1))
+
+
 # ---------------------------------------------------------------------------
 # Errors
 # ---------------------------------------------------------------------------
