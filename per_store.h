@@ -585,6 +585,7 @@ struct peri_store_state {
   uint64_t json_head;   /* where its header (fixed length) begins */
   uint64_t json_tail;   /* where its closing text begins */
   uint32_t crc[8][256]; /* CRC-32C, eight bytes a step (peri_store_crc) */
+  int crc_hw;           /* peri_store_crc_hw instead */
 };
 
 typedef struct peri_store_miss {
@@ -621,12 +622,48 @@ static void peri_store_crc_init(uint32_t t[8][256]) {
       t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xffu];
 }
 
-/* per_crc32c's value (crc continued over p[0..n)), about eight times as
-   fast: the writer and a load run it over every trajectory. */
-static uint32_t peri_store_crc(uint32_t t[8][256], uint32_t crc, const void *p,
-                               size_t n) {
+/* The same with the CPU's own CRC-32C instruction (x86-64's SSE4.2),
+   eight bytes an instruction: the writer and a load run a CRC over every
+   byte, and the tables' 1.7 GB/s take a quarter of a core at a disk's
+   write speed. Chosen at run time (peri_store_crc_hw_ok). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define PERI_STORE_CRC_HW 1
+__attribute__((target("sse4.2"))) static uint32_t peri_store_crc_hw(
+    uint32_t crc, const void *p, size_t n) {
   const unsigned char *s = (const unsigned char *)p;
+  unsigned long long c = ~crc & 0xffffffffu;
+  uint64_t v;
+  while (n >= 8) {
+    memcpy(&v, s, 8);
+    c = __builtin_ia32_crc32di(c, v);
+    s += 8;
+    n -= 8;
+  }
+  while (n--) c = __builtin_ia32_crc32qi((unsigned)c, *s++);
+  return ~(uint32_t)c;
+}
+#endif
+
+/* 1 when peri_store_crc_hw runs on this CPU. */
+static int peri_store_crc_hw_ok(void) {
+#ifdef PERI_STORE_CRC_HW
+  return __builtin_cpu_supports("sse4.2") ? 1 : 0;
+#else
+  return 0;
+#endif
+}
+
+/* per_crc32c's value (crc continued over p[0..n)): st's instruction
+   where the CPU has one, else eight bytes a step through st's tables
+   (about eight times per_crc32c's speed). */
+static uint32_t peri_store_crc(const struct peri_store_state *st, uint32_t crc,
+                               const void *p, size_t n) {
+  const unsigned char *s = (const unsigned char *)p;
+  const uint32_t(*t)[256] = (const uint32_t(*)[256])st->crc;
   uint32_t c = ~crc;
+#ifdef PERI_STORE_CRC_HW
+  if (st->crc_hw) return peri_store_crc_hw(crc, p, n);
+#endif
   while (n >= 8) {
     uint32_t lo = c ^ ((uint32_t)s[0] | (uint32_t)s[1] << 8 |
                        (uint32_t)s[2] << 16 | (uint32_t)s[3] << 24);
@@ -936,7 +973,7 @@ static void peri_store_traj_header(const per_store *s, const peri_store_rec *r,
   peri_put32(h + 44, s->item_size);
   peri_put32(h + 48, r->max_ep);
   peri_put32(h + 52, crc);
-  peri_put32(h + 60, peri_store_crc(s->st->crc, 0, h, 60));
+  peri_put32(h + 60, peri_store_crc(s->st, 0, h, 60));
 }
 
 /* Make a new segment file (its header written); its descriptor in *fd,
@@ -966,7 +1003,7 @@ static int peri_store_seg_create(struct peri_store_state *st, uint32_t number,
   peri_put32(h + 12, PERI_STORE_HDR);
   memcpy(h + 16, st->uuid, 16);
   peri_put32(h + 32, number);
-  peri_put32(h + 60, peri_store_crc(st->crc, 0, h, 60));
+  peri_put32(h + 60, peri_store_crc(st, 0, h, 60));
   if (peri_store_pwrite_all(*fd, h, sizeof h, 0) != 0) {
     int e = errno;
     close(*fd);
@@ -1044,7 +1081,7 @@ static per_status peri_store_append(per_store *s, int *did, char *err) {
     else made = 1;
   }
   if (!fail) {
-    crc = peri_store_crc(st->crc, 0, st->ring + at, (size_t)data);
+    crc = peri_store_crc(st, 0, st->ring + at, (size_t)data);
     peri_store_traj_header(s, &rc, crc, h);
     if (peri_store_pwrite_all(fd, h, sizeof h, off) != 0 ||
         peri_store_pwrite_all(fd, st->ring + at, (size_t)bytes,
@@ -1284,6 +1321,7 @@ PERDEF per_status per_store_init(per_store *s, const char *dir,
   st->ctx = alloc_ctx;
   st->log_fd = st->json_fd = -1;
   peri_store_crc_init(st->crc);
+  st->crc_hw = peri_store_crc_hw_ok();
   pthread_mutex_init(&st->mu, NULL);
   pthread_cond_init(&st->cv_room, NULL);
   pthread_cond_init(&st->cv_work, NULL);
@@ -2220,7 +2258,7 @@ static void peri_store_log_start(per_store *s, uint64_t base_len) {
   peri_put32(h + 12, 0x01020304u);
   memcpy(h + 16, st->uuid, 16);
   peri_put64(h + 32, st->ckpt_seq);
-  peri_put32(h + 60, peri_store_crc(st->crc, 0, h, 60));
+  peri_put32(h + 60, peri_store_crc(st, 0, h, 60));
   if (peri_store_put_file(st->ctx, st->dir, "index.log", &st->tmp_counter, h,
                           sizeof h) != 0)
     return;
@@ -2344,7 +2382,7 @@ static per_status peri_store_ckpt_delta(per_store *s, const uint32_t *segmap,
   }
   peri_put32(p + pat, npatch);
   peri_put64(p + 16, (uint64_t)(at - 24));
-  peri_put32(p + at, peri_store_crc(st->crc, 0, p, at));
+  peri_put32(p + at, peri_store_crc(st, 0, p, at));
   at += 4;
   while (at & 7) p[at++] = 0;
   if (peri_store_pwrite_all(st->log_fd, p, at, st->log_len) != 0 ||
@@ -2475,10 +2513,10 @@ PERDEF per_status per_store_checkpoint(per_store *s, uint32_t flags) {
                              per_status_str(r));
     }
     peri_put32(img + at + snap_len - 4,
-               peri_store_crc(st->crc, 0, img + at, snap_len - 4));
+               peri_store_crc(st, 0, img + at, snap_len - 4));
     peri_store_idx_header(s, img, st->ckpt_seq + 1, nsel, st->rn, snap_len);
     img_len = at + snap_len;
-    peri_put32(img + img_len, peri_store_crc(st->crc, 0, img, img_len));
+    peri_put32(img + img_len, peri_store_crc(st, 0, img, img_len));
     img_len += 4;
     w = peri_store_put_file(st->ctx, st->dir, "index.bin", &st->tmp_counter,
                             img, img_len);
@@ -2593,7 +2631,7 @@ static per_status peri_store_check_traj(const per_store *s,
     return peri_store_fail(err, PER_ERR_IO, "reading %s/%s at %llu: %s", dir,
                            g->name, (unsigned long long)r->off,
                            strerror(errno));
-  if (peri_get32(h + 60) != peri_store_crc(s->st->crc, 0, h, 60) ||
+  if (peri_get32(h + 60) != peri_store_crc(s->st, 0, h, 60) ||
       peri_get32(h) != PERI_STORE_TRAJ_MAGIC || peri_get64(h + 8) != r->id ||
       memcmp(h + 16, r->uuid, 16) != 0 || peri_get32(h + 32) != r->n ||
       peri_get32(h + 36) != r->T || peri_get32(h + 40) != r->B ||
@@ -2611,7 +2649,7 @@ static per_status peri_store_check_traj(const per_store *s,
       return peri_store_fail(err, PER_ERR_IO, "reading %s/%s at %llu: %s", dir,
                              g->name, (unsigned long long)(r->off + 64 + done),
                              strerror(errno));
-    crc = peri_store_crc(s->st->crc, crc, buf, k);
+    crc = peri_store_crc(s->st, crc, buf, k);
     done += k;
   }
   if (crc != r->crc)
@@ -2774,7 +2812,7 @@ static per_status peri_store_log_apply(per_store *s, const char *dir,
   PER_FREE(path, st->ctx);
   if (r != PER_OK) return r;
   if (loglen < PERI_STORE_LOG_HDR || memcmp(log, peri_store_log_magic, 8) ||
-      peri_get32(log + 60) != peri_store_crc(st->crc, 0, log, 60)) {
+      peri_get32(log + 60) != peri_store_crc(st, 0, log, 60)) {
     PER_FREE(log, st->ctx);
     return peri_store_fail(err, PER_ERR_CHECKSUM,
                            "%s/index.log: its header is damaged", dir);
@@ -2821,7 +2859,7 @@ static per_status peri_store_log_apply(per_store *s, const char *dir,
     P = peri_get64(log + at + 16);
     if (P > loglen - at - 28 ||
         peri_get32(log + at + 24 + P) !=
-            peri_store_crc(st->crc, 0, log + at, (size_t)P + 24))
+            peri_store_crc(st, 0, log + at, (size_t)P + 24))
       break; /* not committed */
     q = log + at + 24;
     end = (size_t)P;
@@ -2994,9 +3032,9 @@ static per_status peri_store_log_apply(per_store *s, const char *dir,
       memcpy(out + o, sec[i], (size_t)size * wid[i]);
       o += (size_t)size * wid[i];
     }
-    peri_put32(out + o, peri_store_crc(st->crc, 0, out + k, o - k));
+    peri_put32(out + o, peri_store_crc(st, 0, out + k, o - k));
     o += 4;
-    peri_put32(out + o, peri_store_crc(st->crc, 0, out, o));
+    peri_put32(out + o, peri_store_crc(st, 0, out, o));
     PER_FREE(*img, st->ctx);
     *img = out;
     *len = out_len;
@@ -3063,7 +3101,7 @@ PERDEF per_status per_store_load(per_store *s, const char *dir, uint32_t rank,
                         dir, peri_get32(mem + 8), PERI_STORE_VERSION);
     goto fail;
   }
-  if (peri_get32(mem + len - 4) != peri_store_crc(st->crc, 0, mem, len - 4)) {
+  if (peri_get32(mem + len - 4) != peri_store_crc(st, 0, mem, len - 4)) {
     r = peri_store_fail(err, PER_ERR_CHECKSUM,
                         "%s/index.bin: checksum "
                         "mismatch",

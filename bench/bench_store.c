@@ -12,7 +12,11 @@
      from a per_buffer holding the same samples in RAM;
    - checkpoint: a store of --gib and of --large-gib GiB of 28 KB frame
      stacks, one trajectory added then per_store_checkpoint (the median
-     of 7), against
+     of 7), first with the store's pages in the page cache as the adds
+     left them, then (the figure compared) after they were dropped
+     (posix_fadvise), so that both sizes start from the same page cache
+     and the time is the checkpoint's, not the kernel's reclaim of
+     gigabytes of cached pages for the new trajectory's; against
      per_buffer_save of a per_buffer of the same samples (its ring an
      mmap'd file, so that RAM does not bound it): the ratio of the two
      sizes' times says whether a checkpoint grows with the data;
@@ -323,8 +327,32 @@ static void bench_sample(const shape *sh, uint64_t bytes) {
 }
 
 /* ---- checkpoints: the store against per_buffer_save ---- */
-static void ckpt_times(uint64_t bytes, double *store_s, double *save_s,
-                       long *rss) {
+/* The median of 7 checkpoints of s, each after one more trajectory. */
+static double ckpt_median(per_store *s, unsigned char *roll, uint32_t n,
+                          uint32_t isz, uint32_t T, uint32_t B, uint64_t seed) {
+  double t[7], m, t0;
+  int i, j;
+  per_status r;
+  for (i = 0; i < 7; ++i) {
+    fill_traj(roll, n, isz, seed + (uint64_t)i);
+    r = per_store_add(s, roll, T, B, NULL, 0, NULL);
+    if (r != PER_OK) die("per_store_add", r, s->error);
+    t0 = now();
+    r = per_store_checkpoint(s, 0);
+    t[i] = now() - t0;
+    if (r != PER_OK) die("per_store_checkpoint", r, s->error);
+  }
+  for (i = 1; i < 7; ++i) /* insertion sort */
+    for (j = i; j > 0 && t[j] < t[j - 1]; --j) {
+      m = t[j];
+      t[j] = t[j - 1];
+      t[j - 1] = m;
+    }
+  return t[3];
+}
+
+static void ckpt_times(uint64_t bytes, double *store_s, double *cached_s,
+                       double *save_s, long *rss) {
   static const shape stack = {"28KB", 28224, 8, 4};
   per_store s;
   per_buffer pb;
@@ -344,29 +372,14 @@ static void ckpt_times(uint64_t bytes, double *store_s, double *save_s,
   if (!roll) die("malloc", PER_ERR_NOMEM, "");
   r = per_store_checkpoint(&s, 0); /* the first: every segment synced */
   if (r != PER_OK) die("per_store_checkpoint", r, s.error);
-  { /* then one trajectory and a checkpoint, 7 times: the median */
-    double t[7], m;
-    int i, j;
-    for (i = 0; i < 7; ++i) {
-      fill_traj(roll, n, stack.isz, 99 + (uint64_t)i);
-      r = per_store_add(&s, roll, stack.T, stack.B, NULL, 0, NULL);
-      if (r != PER_OK) die("per_store_add", r, s.error);
-      t0 = now();
-      r = per_store_checkpoint(&s, 0);
-      t[i] = now() - t0;
-      if (r != PER_OK) die("per_store_checkpoint", r, s.error);
-    }
-    for (i = 1; i < 7; ++i) /* insertion sort */
-      for (j = i; j > 0 && t[j] < t[j - 1]; --j) {
-        m = t[j];
-        t[j] = t[j - 1];
-        t[j - 1] = m;
-      }
-    *store_s = t[3];
-  }
+  /* then one trajectory and a checkpoint, 7 times, the pages cached;
+     then 7 times more, the store's pages dropped first */
+  *cached_s = ckpt_median(&s, roll, n, stack.isz, stack.T, stack.B, 99);
+  snprintf(dir, sizeof dir, "%s/ckpt", root);
+  each_file(dir, 1);
+  *store_s = ckpt_median(&s, roll, n, stack.isz, stack.T, stack.B, 199);
   *rss = rss_kib("VmRSS:");
   per_store_free(&s);
-  snprintf(dir, sizeof dir, "%s/ckpt", root);
   rm_rf(dir);
   /* the same samples in a per_buffer whose ring is a file */
   snprintf(ring, sizeof ring, "%s/ring.bin", root);
@@ -398,20 +411,22 @@ static void ckpt_times(uint64_t bytes, double *store_s, double *save_s,
 }
 
 static void bench_ckpt(uint64_t small, uint64_t large) {
-  double s1, b1, s2, b2;
+  double s1, c1, b1, s2, c2, b2;
   long r1, r2;
-  ckpt_times(small, &s1, &b1, &r1);
-  ckpt_times(large, &s2, &b2, &r2);
+  ckpt_times(small, &s1, &c1, &b1, &r1);
+  ckpt_times(large, &s2, &c2, &b2, &r2);
   printf("checkpoint 28KB: %.0f MiB store %.4f s, %.0f MiB store %.4f s: "
-         "ratio %.2f; per_buffer_save %.3f s and %.3f s: ratio %.2f; RSS "
-         "%.0f and %.0f MiB\n",
+         "ratio %.2f (the store's pages dropped first; cached: %.4f s and "
+         "%.4f s, ratio %.2f); per_buffer_save %.3f s and %.3f s: ratio "
+         "%.2f; RSS %.0f and %.0f MiB\n",
          (double)small / (1 << 20), s1, (double)large / (1 << 20), s2, s2 / s1,
-         b1, b2, b2 / b1, (double)r1 / 1024, (double)r2 / 1024);
+         c1, c2, c2 / c1, b1, b2, b2 / b1, (double)r1 / 1024,
+         (double)r2 / 1024);
   if (csv) {
-    fprintf(csv, "ckpt,28KB,28224,%llu,store,%.6f,save,%.6f,%ld\n",
-            (unsigned long long)small, s1, b1, r1);
-    fprintf(csv, "ckpt,28KB,28224,%llu,store,%.6f,save,%.6f,%ld\n",
-            (unsigned long long)large, s2, b2, r2);
+    fprintf(csv, "ckpt,28KB,28224,%llu,store,%.6f,save,%.6f,%ld,cached,%.6f\n",
+            (unsigned long long)small, s1, b1, r1, c1);
+    fprintf(csv, "ckpt,28KB,28224,%llu,store,%.6f,save,%.6f,%ld,cached,%.6f\n",
+            (unsigned long long)large, s2, b2, r2, c2);
   }
 }
 
@@ -442,7 +457,7 @@ int main(int argc, char **argv) {
   if (csv_path) {
     csv = fopen(csv_path, "w");
     if (!csv) die("csv", PER_ERR_IO, strerror(errno));
-    fprintf(csv, "what,item,item_bytes,bytes,a,b,c,d,e,f\n");
+    fprintf(csv, "what,item,item_bytes,bytes,a,b,c,d,e,f,g,h\n");
   }
   printf("bench_store: %s, %.2f GiB stores (checkpoints also %.2f GiB), "
          "batches of 256, PER_REAL=%s\n",

@@ -1008,12 +1008,22 @@ static int zeroed_but_error(const per_store *s) {
   return memcmp(&z, s, sizeof z) == 0 && s->error[0] != 0;
 }
 
+/* uuid as text (8-4-4-4-12 lowercase hex) into out[37]. */
+static void uuid_text(const unsigned char *u, char *out) {
+  static const char hex[] = "0123456789abcdef";
+  int i, j = 0;
+  for (i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out[j++] = '-';
+    out[j++] = hex[u[i] >> 4];
+    out[j++] = hex[u[i] & 15];
+  }
+  out[j] = 0;
+}
+
 static void check_json(const char *dir, const group *g, const per_store *s) {
   long len;
   per_store_traj_info in;
-  static const char hex[] = "0123456789abcdef";
   char u[40];
-  int i, j = 0;
   char *tj = (char *)slurp_in(dir, "trajectory_index.json", &len);
   char *md = (char *)slurp_in(dir, "metadata.json", &len);
   char want[64];
@@ -1028,12 +1038,7 @@ static void check_json(const char *dir, const group *g, const per_store *s) {
   CHECK(strstr(tj, want) != NULL);
   /* the newest trajectory's uuid, as text */
   REQUIRE(per_store_trajectory(s, g->ntraj - 1, &in) == PER_OK);
-  for (i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) u[j++] = '-';
-    u[j++] = hex[in.uuid[i] >> 4];
-    u[j++] = hex[in.uuid[i] & 15];
-  }
-  u[j] = 0;
+  uuid_text(in.uuid, u);
   CHECK_MSG(strstr(tj, u) != NULL, "trajectory_index.json lacks uuid %s", u);
   CHECK(strstr(md, "\"seed\"") != NULL);
   CHECK(strstr(md, "\"format\"") != NULL);
@@ -1221,18 +1226,6 @@ static per_status shard_ref(per_buffer *b, const char *path, uint32_t r,
   if (s == PER_OK) peri_load_apply(b, &k, sel, &t, n, zero);
   PER_FREE(k.mem, b->alloc_ctx);
   return s;
-}
-
-/* uuid as text (8-4-4-4-12 lowercase hex) into out[37]. */
-static void uuid_text(const unsigned char *u, char *out) {
-  static const char hex[] = "0123456789abcdef";
-  int i, j = 0;
-  for (i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) out[j++] = '-';
-    out[j++] = hex[u[i] >> 4];
-    out[j++] = hex[u[i] & 15];
-  }
-  out[j] = 0;
 }
 
 /* trajectory_index.json of directory dir against store s: valid in the
@@ -2359,9 +2352,39 @@ static void test_init_errors(void) {
   per_store_free(&s);
 }
 
+/* The store's CRC-32C (tables, and the CPU's instruction where it has
+   one) against per.h's per_crc32c: every length 0..72 at every
+   alignment 0..7, 1 MiB, and continued over two pieces. */
+static void test_crc(void) {
+  static struct peri_store_state st;
+  static unsigned char buf[(1 << 20) + 16];
+  uint32_t i, len, al, want, x = 12345;
+  int hw;
+  SECTION = "crc";
+  for (i = 0; i < sizeof buf; ++i) {
+    x = x * 1664525u + 1013904223u;
+    buf[i] = (unsigned char)(x >> 24);
+  }
+  peri_store_crc_init(st.crc);
+  for (hw = 0; hw <= peri_store_crc_hw_ok(); ++hw) {
+    st.crc_hw = hw;
+    for (al = 0; al < 8; ++al)
+      for (len = 0; len <= 72; ++len)
+        CHECK_EQ_U(peri_store_crc(&st, 0, buf + al, len),
+                   per_crc32c(0, buf + al, len));
+    want = per_crc32c(0, buf + 3, 1 << 20);
+    CHECK_EQ_U(peri_store_crc(&st, 0, buf + 3, 1 << 20), want);
+    CHECK_EQ_U(peri_store_crc(&st, peri_store_crc(&st, 0, buf + 3, 1001),
+                              buf + 1004, (1 << 20) - 1001),
+               want);
+  }
+  CHECK_EQ_U(peri_store_crc(&st, 0, "123456789", 9), 0xE3069283u);
+}
+
 int main(void) {
   strcpy(ROOT, "/tmp/per-store-XXXXXX");
   REQUIRE(mkdtemp(ROOT) != NULL);
+  test_crc();
   test_init_errors();
   test_writer_stop_race();
   test_bitwise();
