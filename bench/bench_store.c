@@ -10,9 +10,10 @@
      it (the segments' pages dropped from the page cache first, with
      posix_fadvise, so misses are real reads), against the same draws
      from a per_buffer holding the same samples in RAM;
-   - checkpoint: a store of --gib and of --large-gib GiB of 28 KB frame
-     stacks, one trajectory added then per_store_checkpoint (the median
-     of 7), first with the store's pages in the page cache as the adds
+   - checkpoint: a store of --gib and one of --large-gib GiB of 28 KB
+     frame stacks, side by side, one trajectory added to each then
+     per_store_checkpoint, alternating between the two (medians of 21
+     each), first with the stores' pages in the page cache as the adds
      left them, then (the figure compared) after they were dropped
      (posix_fadvise), so that both sizes start from the same page cache
      and the time is the checkpoint's, not the kernel's reclaim of
@@ -327,107 +328,140 @@ static void bench_sample(const shape *sh, uint64_t bytes) {
 }
 
 /* ---- checkpoints: the store against per_buffer_save ---- */
-/* The median of 7 checkpoints of s, each after one more trajectory. */
-static double ckpt_median(per_store *s, unsigned char *roll, uint32_t n,
-                          uint32_t isz, uint32_t T, uint32_t B, uint64_t seed) {
-  double t[7], m, t0;
-  int i, j;
-  per_status r;
-  for (i = 0; i < 7; ++i) {
-    fill_traj(roll, n, isz, seed + (uint64_t)i);
-    r = per_store_add(s, roll, T, B, NULL, 0, NULL);
-    if (r != PER_OK) die("per_store_add", r, s->error);
-    t0 = now();
-    r = per_store_checkpoint(s, 0);
-    t[i] = now() - t0;
-    if (r != PER_OK) die("per_store_checkpoint", r, s->error);
-  }
-  for (i = 1; i < 7; ++i) /* insertion sort */
-    for (j = i; j > 0 && t[j] < t[j - 1]; --j) {
-      m = t[j];
-      t[j] = t[j - 1];
-      t[j - 1] = m;
-    }
-  return t[3];
+
+#define CKPT_N 21 /* checkpoints timed per size and page-cache state */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
 }
 
-static void ckpt_times(uint64_t bytes, double *store_s, double *cached_s,
-                       double *save_s, long *rss) {
-  static const shape stack = {"28KB", 28224, 8, 4};
-  per_store s;
+/* One more trajectory into s, then a timed per_store_checkpoint. */
+static double ckpt_once(per_store *s, unsigned char *roll, const shape *sh,
+                        uint64_t seed) {
+  double t0;
+  per_status r;
+  fill_traj(roll, sh->T * sh->B, sh->isz, seed);
+  r = per_store_add(s, roll, sh->T, sh->B, NULL, 0, NULL);
+  if (r != PER_OK) die("per_store_add", r, s->error);
+  t0 = now();
+  r = per_store_checkpoint(s, 0);
+  t0 = now() - t0;
+  if (r != PER_OK) die("per_store_checkpoint", r, s->error);
+  return t0;
+}
+
+/* per_buffer_save of a per_buffer of `bytes` of the same samples, its
+   ring an mmap'd file (so that RAM does not bound it): seconds. */
+static double save_time(uint64_t bytes, const shape *sh) {
   per_buffer pb;
   per_config pc;
-  double secs, t0;
-  char dir[1024], ring[1024], save[1024];
-  unsigned char *roll, *mem;
-  uint32_t n = stack.T * stack.B, k, trajs;
-  uint64_t cap = bytes / stack.isz;
+  char ring[1024], save[1024];
+  uint32_t n = sh->T * sh->B, k, trajs;
+  uint64_t cap = bytes / sh->isz;
+  unsigned char *roll = (unsigned char *)malloc((size_t)n * sh->isz), *mem;
+  double t0;
   int fd;
   per_status r;
+  if (!roll) die("malloc", PER_ERR_NOMEM, "");
   trajs = (uint32_t)(cap / n);
   cap = (uint64_t)trajs * n;
-  fill_store(&s, "ckpt", &stack, bytes, 0, (uint64_t)64 << 20, NULL, &secs,
-             NULL);
-  roll = (unsigned char *)malloc((size_t)n * stack.isz);
-  if (!roll) die("malloc", PER_ERR_NOMEM, "");
-  r = per_store_checkpoint(&s, 0); /* the first: every segment synced */
-  if (r != PER_OK) die("per_store_checkpoint", r, s.error);
-  /* then one trajectory and a checkpoint, 7 times, the pages cached;
-     then 7 times more, the store's pages dropped first */
-  *cached_s = ckpt_median(&s, roll, n, stack.isz, stack.T, stack.B, 99);
-  snprintf(dir, sizeof dir, "%s/ckpt", root);
-  each_file(dir, 1);
-  *store_s = ckpt_median(&s, roll, n, stack.isz, stack.T, stack.B, 199);
-  *rss = rss_kib("VmRSS:");
-  per_store_free(&s);
-  rm_rf(dir);
-  /* the same samples in a per_buffer whose ring is a file */
   snprintf(ring, sizeof ring, "%s/ring.bin", root);
   snprintf(save, sizeof save, "%s/buffer.ckpt", root);
   fd = open(ring, O_RDWR | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0 || ftruncate(fd, (off_t)(cap * stack.isz)) != 0)
+  if (fd < 0 || ftruncate(fd, (off_t)(cap * sh->isz)) != 0)
     die("ring file", PER_ERR_IO, strerror(errno));
-  mem = (unsigned char *)mmap(NULL, (size_t)(cap * stack.isz),
+  mem = (unsigned char *)mmap(NULL, (size_t)(cap * sh->isz),
                               PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (mem == MAP_FAILED) die("mmap", PER_ERR_IO, strerror(errno));
-  pc = per_config_default((uint32_t)cap, stack.isz);
-  r = per_buffer_init_mem(&pb, &pc, mem, (size_t)(cap * stack.isz), NULL);
+  pc = per_config_default((uint32_t)cap, sh->isz);
+  r = per_buffer_init_mem(&pb, &pc, mem, (size_t)(cap * sh->isz), NULL);
   if (r != PER_OK) die("per_buffer_init_mem", r, pb.error);
   for (k = 0; k < trajs + 1; ++k) {
-    fill_traj(roll, n, stack.isz, k);
+    fill_traj(roll, n, sh->isz, k);
     per_buffer_add_steps(&pb, roll, n, NULL);
   }
-  msync(mem, (size_t)(cap * stack.isz), MS_SYNC);
+  msync(mem, (size_t)(cap * sh->isz), MS_SYNC);
   t0 = now();
   r = per_buffer_save(&pb, save);
-  *save_s = now() - t0;
+  t0 = now() - t0;
   if (r != PER_OK) die("per_buffer_save", r, pb.error);
   per_buffer_free(&pb);
-  munmap(mem, (size_t)(cap * stack.isz));
+  munmap(mem, (size_t)(cap * sh->isz));
   close(fd);
   unlink(ring);
   unlink(save);
   free(roll);
+  return t0;
 }
 
+/* Stores of `small` and `large` bytes of 28 KB stacks, both kept, each
+   checkpointed once (every segment synced); then CKPT_N rounds of one
+   trajectory and a checkpoint in each, alternating (so that the disk's
+   drift over the minutes falls on both alike), first with the pages as
+   the adds left them, then after the stores' pages were dropped (both
+   sizes from the same page cache: the checkpoint's time, not the
+   kernel's reclaim of gigabytes of cached pages for the new
+   trajectory's). Medians into st[size][state] (state 0 dropped, 1
+   cached); then per_buffer_save of each size. */
 static void bench_ckpt(uint64_t small, uint64_t large) {
-  double s1, c1, b1, s2, c2, b2;
-  long r1, r2;
-  ckpt_times(small, &s1, &c1, &b1, &r1);
-  ckpt_times(large, &s2, &c2, &b2, &r2);
-  printf("checkpoint 28KB: %.0f MiB store %.4f s, %.0f MiB store %.4f s: "
-         "ratio %.2f (the store's pages dropped first; cached: %.4f s and "
-         "%.4f s, ratio %.2f); per_buffer_save %.3f s and %.3f s: ratio "
-         "%.2f; RSS %.0f and %.0f MiB\n",
-         (double)small / (1 << 20), s1, (double)large / (1 << 20), s2, s2 / s1,
-         c1, c2, c2 / c1, b1, b2, b2 / b1, (double)r1 / 1024,
-         (double)r2 / 1024);
-  if (csv) {
-    fprintf(csv, "ckpt,28KB,28224,%llu,store,%.6f,save,%.6f,%ld,cached,%.6f\n",
-            (unsigned long long)small, s1, b1, r1, c1);
-    fprintf(csv, "ckpt,28KB,28224,%llu,store,%.6f,save,%.6f,%ld,cached,%.6f\n",
-            (unsigned long long)large, s2, b2, r2, c2);
+  static const shape stack = {"28KB", 28224, 8, 4};
+  static double t[2][2][CKPT_N];
+  per_store s[2];
+  unsigned char *roll;
+  double med[2][2], save[2], secs;
+  long rss;
+  uint64_t bytes[2];
+  static const char *const name[2] = {"ckpt-small", "ckpt-large"};
+  char dir[1024];
+  int z, state, i;
+  bytes[0] = small;
+  bytes[1] = large;
+  roll = (unsigned char *)malloc((size_t)stack.T * stack.B * stack.isz);
+  if (!roll) die("malloc", PER_ERR_NOMEM, "");
+  for (z = 0; z < 2; ++z) {
+    per_status r;
+    fill_store(&s[z], name[z], &stack, bytes[z], 0, (uint64_t)64 << 20, NULL,
+               &secs, NULL);
+    r = per_store_checkpoint(&s[z], 0);
+    if (r != PER_OK) die("per_store_checkpoint", r, s[z].error);
   }
+  for (state = 1; state >= 0; --state) {
+    if (state == 0)
+      for (z = 0; z < 2; ++z) {
+        snprintf(dir, sizeof dir, "%s/%s", root, name[z]);
+        each_file(dir, 1);
+      }
+    for (i = 0; i < CKPT_N; ++i)
+      for (z = 0; z < 2; ++z)
+        t[z][state][i] = ckpt_once(&s[z], roll, &stack,
+                                   1000 * (uint64_t)(state + 1) + (uint64_t)i);
+    for (z = 0; z < 2; ++z) {
+      qsort(t[z][state], CKPT_N, sizeof(double), cmp_double);
+      med[z][state] = t[z][state][CKPT_N / 2];
+    }
+  }
+  rss = rss_kib("VmRSS:");
+  for (z = 0; z < 2; ++z) {
+    per_store_free(&s[z]);
+    snprintf(dir, sizeof dir, "%s/%s", root, name[z]);
+    rm_rf(dir);
+  }
+  for (z = 0; z < 2; ++z) save[z] = save_time(bytes[z], &stack);
+  free(roll);
+  printf("checkpoint 28KB: %.0f MiB store %.4f s, %.0f MiB store %.4f s: "
+         "ratio %.2f (medians of %d, alternating; the stores' pages dropped "
+         "first; cached: %.4f s and %.4f s, ratio %.2f); per_buffer_save "
+         "%.3f s and %.3f s: ratio %.2f; RSS with both stores %.0f MiB\n",
+         (double)small / (1 << 20), med[0][0], (double)large / (1 << 20),
+         med[1][0], med[1][0] / med[0][0], CKPT_N, med[0][1], med[1][1],
+         med[1][1] / med[0][1], save[0], save[1], save[1] / save[0],
+         (double)rss / 1024);
+  if (csv)
+    for (z = 0; z < 2; ++z)
+      fprintf(csv,
+              "ckpt,28KB,28224,%llu,store,%.6f,save,%.6f,%ld,cached,%.6f\n",
+              (unsigned long long)bytes[z], med[z][0], save[z], rss, med[z][1]);
 }
 
 int main(int argc, char **argv) {
