@@ -2034,7 +2034,7 @@ class TrajectoryStore:
                                  f"field {name!r} {v.shape[:2]}")
             lead, first = (v.shape[0], v.shape[1]), first or name
             conv[name] = _cast(v, base, f"{call}: field {name!r}")
-        assert lead is not None
+        assert lead is not None and dt.fields is not None
         T, B = lead
         fields = []
         for name, v in conv.items():
