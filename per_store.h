@@ -1883,18 +1883,17 @@ static void peri_store_json_new_rows(struct peri_store_state *st,
                                      peri_store_text *t, uint64_t at,
                                      size_t from) {
   char row[512];
-  size_t i, k, live_at;
+  size_t i, live_at;
   int first = st->json_rows == 0;
   for (i = from; i < st->rn; ++i) {
     peri_store_rec *r = &st->rec[st->rh + i];
-    k = peri_store_json_row(st, r, first, row, &live_at);
+    (void)peri_store_json_row(st, r, first, row, &live_at);
     r->j_off = at + t->len;
     r->j_live_at = r->j_off + live_at;
     r->j_live = r->live;
     peri_store_put(t, "%s", row);
     first = 0;
     ++st->json_rows;
-    (void)k;
   }
   peri_store_put(t, "%s", PERI_STORE_JSON_TAIL);
 }
