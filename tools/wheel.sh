@@ -69,14 +69,16 @@ need = {"pyproject.toml", "meson.build", "per.h", "python/meson.build",
         "python/per/shard.h", "per_mpi.h", "per_frames.h", "per_traj.h",
         "per_store.h",
         "README.md", "LICENSE", "PKG-INFO",
-        "python/per/_cuda.cpp", "python/per/cuda.py", "per_cuda.h",
+        "python/per/_cuda.cpp", "python/per/cuda.py", "python/per/seeds.py",
+        "per_cuda.h",
         "per_cuda.cu", "tests/cuda/cuda_host_shim.h"}
 missing = sorted(need - names)
 files = zipfile.ZipFile(wheel).namelist()
 stray = [n for n in files if not n.startswith(("per/", "per_replay-"))]
 pkg = {n for n in files if n.startswith("per/")}
 want = {"per/__init__.py", "per/config.py", "per/_per.pyi", "per/py.typed",
-        "per/mpi.py", "per/_mpi.pyi", "per/cuda.py", "per/_cuda.pyi"}
+        "per/mpi.py", "per/_mpi.pyi", "per/cuda.py", "per/_cuda.pyi",
+        "per/seeds.py"}
 # the extensions: per._per always, per._mpi where an MPI was found,
 # per._cuda where nvcc was (never per._cuda_host: tests only)
 ext = (["_per"] + (["_mpi"] if shutil.which("mpicc") else []) +
