@@ -2,15 +2,22 @@
 buffer and n-step adder and PyTorch (CPU).
 
 Soft actor-critic (Haarnoja et al. 2018) with twin critics and a learned
-temperature. With --per (the default) the buffer is prioritized: each
-sampled transition's priority is the mean of the twin critics' absolute
-TD errors, (|d1| + |d2|) / 2, and the critic loss is weighted by the
-importance-sampling weights, whose exponent beta the buffer anneals from
-0.4 to 1 over the run; --no-per samples uniformly (alpha = 0), every
-weight 1. Both use 3-step returns from per.NStep.
+temperature. The replay is switched as seed 000's SACTrainingConfig
+switches it, with its names and defaults: use_per (default False: uniform
+replay, alpha = 0, every weight 1), per_alpha 0.6, per_beta_start 0.4,
+per_beta_end 1.0, per_beta_anneal_steps 200000 (sample calls). With
+use_per each sampled transition's priority is the mean of the twin
+critics' absolute TD errors, (|d1| + |d2|) / 2, and the critic loss is
+weighted by the importance-sampling weights, whose exponent beta the
+buffer anneals from per_beta_start to per_beta_end. Both use 3-step
+returns from per.NStep.
 
-    python python/examples/sac_pendulum.py [--per | --no-per] [--steps N]
-        [--seed S] [--csv FILE] [--smoke]
+    python python/examples/sac_pendulum.py [--use-per | --no-per]
+        [--per-alpha A] [--per-beta-start B0] [--per-beta-end B1]
+        [--per-beta-anneal-steps N] [--steps N] [--seed S] [--csv FILE]
+        [--smoke]
+
+(--per is --use-per.)
 
 Pendulum-v1 episodes are 200 steps; a return above about -200 is a
 pendulum held upright. Prints the mean return of the last 10 episodes
@@ -20,6 +27,7 @@ gymnasium and per (pip install . from the repository root).
 """
 
 import argparse
+import dataclasses
 import sys
 import time
 
@@ -36,6 +44,30 @@ except ImportError as e:  # pragma: no cover
                      "pip install torch gymnasium") from e
 
 HIDDEN = 256
+
+
+@dataclasses.dataclass
+class SACTrainingConfig:
+    """The replay switches of seed 000's trainer config, its defaults."""
+
+    buffer_size: int = 100_000
+    n_steps: int = 3
+    gamma: float = 0.99
+    use_per: bool = False
+    per_alpha: float = 0.6
+    per_beta_start: float = 0.4
+    per_beta_end: float = 1.0
+    per_beta_anneal_steps: int = 200_000
+
+
+def make_buffer(cfg, item_dtype, seed):
+    """The seed's switch: prioritized replay when cfg.use_per, else
+    uniform replay (alpha = 0) in the same per.ReplayBuffer."""
+    if cfg.use_per:
+        return per.ReplayBuffer(cfg.buffer_size, item_dtype, alpha=cfg.per_alpha,
+                                beta0=cfg.per_beta_start, beta1=cfg.per_beta_end,
+                                beta_steps=cfg.per_beta_anneal_steps, seed=seed)
+    return per.ReplayBuffer(cfg.buffer_size, item_dtype, alpha=0.0, seed=seed)
 
 
 def mlp(inp, out):
@@ -66,8 +98,16 @@ class Actor(nn.Module):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--per", dest="per", action="store_true", default=True)
-    ap.add_argument("--no-per", dest="per", action="store_false")
+    d = SACTrainingConfig()
+    ap.add_argument("--use-per", "--per", dest="per", action="store_true",
+                    default=d.use_per, help="prioritized replay (use_per)")
+    ap.add_argument("--no-per", dest="per", action="store_false",
+                    help="uniform replay (the default)")
+    ap.add_argument("--per-alpha", type=float, default=d.per_alpha)
+    ap.add_argument("--per-beta-start", type=float, default=d.per_beta_start)
+    ap.add_argument("--per-beta-end", type=float, default=d.per_beta_end)
+    ap.add_argument("--per-beta-anneal-steps", type=int,
+                    default=d.per_beta_anneal_steps, help="sample calls")
     ap.add_argument("--steps", type=int, default=20_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--batch", type=int, default=256)
@@ -84,13 +124,15 @@ def main():
     obs_dim = env.observation_space.shape[0]
     act_dim = env.action_space.shape[0]
     scale = float(env.action_space.high[0])
-    gamma, n, tau, learn_start = 0.99, 3, 0.005, 1000 if not a.smoke else 300
+    cfg = SACTrainingConfig(use_per=a.per, per_alpha=a.per_alpha,
+                            per_beta_start=a.per_beta_start,
+                            per_beta_end=a.per_beta_end,
+                            per_beta_anneal_steps=a.per_beta_anneal_steps)
+    gamma, n, tau, learn_start = cfg.gamma, cfg.n_steps, 0.005, 1000 if not a.smoke else 300
 
     adder = per.NStep(n, gamma, obs_shape=obs_dim, obs_dtype=np.float32,
                       action_shape=act_dim, action_dtype=np.float32)
-    updates = max(a.steps - learn_start, 1)
-    buf = per.ReplayBuffer(100_000, adder.item_dtype, alpha=0.6 if a.per else 0.0,
-                           beta0=0.4, beta1=1.0, beta_steps=updates, seed=a.seed)
+    buf = make_buffer(cfg, adder.item_dtype, a.seed)
     actor = Actor(obs_dim, act_dim, scale)
     q1, q2 = mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
     t1, t2 = mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
@@ -101,7 +143,10 @@ def main():
     opt_pi = torch.optim.Adam(actor.parameters(), lr=a.lr)
     opt_q = torch.optim.Adam(list(q1.parameters()) + list(q2.parameters()), lr=a.lr)
     opt_a = torch.optim.Adam([log_alpha], lr=a.lr)
-    print(f"SAC on Pendulum-v1 ({'prioritized' if a.per else 'uniform'} replay, "
+    kind = (f"prioritized: alpha {cfg.per_alpha:g}, beta {cfg.per_beta_start:g} -> "
+            f"{cfg.per_beta_end:g} over {cfg.per_beta_anneal_steps} samples"
+            if cfg.use_per else "uniform")
+    print(f"SAC on Pendulum-v1 ({kind} replay, "
           f"per {per.__version__}), n {n}, batch {a.batch}, {a.steps} steps",
           flush=True)
     out = open(a.csv, "w") if a.csv else None
