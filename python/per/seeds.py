@@ -318,6 +318,14 @@ def _host(x: object) -> object:
 # ---------------------------------------------------------------------------
 
 
+def _spans(n: int, size: int) -> _t.Iterator[_t.Tuple[int, int]]:
+    """(start, length) of the pieces of at most `size` that cover [0, n),
+    in order (a call of more than max_batch values, done max_batch at a
+    time)."""
+    for a in range(0, n, size):
+        yield a, min(size, n - a)
+
+
 class _On(_t.NamedTuple):
     """Where a seed-001 class runs: per.cuda's classes or per.cuda.host's,
     the device keyword they take, torch's device, and torch."""
@@ -458,9 +466,7 @@ class GpuSumTree:
         # out of range (which int32 could wrap into range): an index per
         # refuses, so the batch is refused as a whole
         idx = torch.where((idx >= 0) & (idx < self.capacity), idx, -1)
-        B = self.max_batch
-        for a in range(0, idx.shape[0], B):
-            n = min(B, idx.shape[0] - a)
+        for a, n in _spans(idx.shape[0], self.max_batch):
             self._idx[:n].copy_(idx[a:a + n])
             self._val[:n].copy_(new_p[a:a + n])
             self._t.set_batch(self._idx[:n], self._val[:n])
@@ -475,8 +481,7 @@ class GpuSumTree:
         if float(self.tree[1]) <= 0.0:
             raise RuntimeError("Cannot sample: total priority is 0")
         out = torch.empty(B, dtype=torch.int64, device=self.device)
-        for a in range(0, B, self.max_batch):
-            n = min(self.max_batch, B - a)
+        for a, n in _spans(B, self.max_batch):
             idx, _ = self._t.sample(n)
             out[a:a + n].copy_(idx)
         return out
@@ -665,9 +670,7 @@ class GPUReplayPER:
             raise ValueError(f"GPUReplayPER.update_priorities: {slots.shape[0]} "
                              f"indices but {td.shape[0]} TD errors")
         ids = _ids_of_slots(slots, self._added, self.capacity, torch)
-        B = self.max_batch
-        for a in range(0, ids.shape[0], B):
-            n = min(B, ids.shape[0] - a)
+        for a, n in _spans(ids.shape[0], self.max_batch):
             self._ids[:n].copy_(ids[a:a + n])
             self._td[:n].copy_(td[a:a + n])
             self.buffer.update(self._ids[:n], self._td[:n])
