@@ -62,12 +62,12 @@ class SACTrainingConfig:
 
 def make_buffer(cfg, item_dtype, seed):
     """The seed's switch: prioritized replay when cfg.use_per, else
-    uniform replay (alpha = 0) in the same per.ReplayBuffer."""
-    if cfg.use_per:
-        return per.ReplayBuffer(cfg.buffer_size, item_dtype, alpha=cfg.per_alpha,
-                                beta0=cfg.per_beta_start, beta1=cfg.per_beta_end,
-                                beta_steps=cfg.per_beta_anneal_steps, seed=seed)
-    return per.ReplayBuffer(cfg.buffer_size, item_dtype, alpha=0.0, seed=seed)
+    uniform replay (alpha = 0: every weight 1, whatever beta) in the same
+    per.ReplayBuffer."""
+    return per.ReplayBuffer(cfg.buffer_size, item_dtype,
+                            alpha=cfg.per_alpha if cfg.use_per else 0.0,
+                            beta0=cfg.per_beta_start, beta1=cfg.per_beta_end,
+                            beta_steps=cfg.per_beta_anneal_steps, seed=seed)
 
 
 def mlp(inp, out):

@@ -48,6 +48,7 @@ import numpy as _np
 
 import per as _per_pkg
 
+from . import _host
 from . import cuda as _cuda
 from .config import Array as _Array
 from .config import ArrayLike as _ArrayLike
@@ -58,6 +59,7 @@ __all__ = ["_SumTree", "PrioritizedNStepReplayBuffer", "CpuSumTree",
            "GpuSumTree", "GpuCumsumSampler", "GPUReplayPER", "PERBatch"]
 
 _GEN_PERIOD = 0xFFFFFFFF  # per.h: a slot's generation counts 1 .. 2^32 - 1
+_SLOT_MASK = 0xFFFFFFFF  # per.h: an id's slot is its low 32 bits
 
 
 def _torch(call: str, required: bool = True) -> _t.Optional[_types.ModuleType]:
@@ -261,7 +263,7 @@ class PrioritizedNStepReplayBuffer:
         if self._buf is None or len(self._buf) == 0:
             raise ValueError(f"{c}: the buffer is empty")
         b = self._buf.sample(batch_size)
-        idx = (b["ids"] & _np.uint64(0xFFFFFFFF)).astype(_np.int64)
+        idx = (b["ids"] & _np.uint64(_SLOT_MASK)).astype(_np.int64)
         out = [_np.ascontiguousarray(b["obs"]),
                _np.ascontiguousarray(b["action"]),
                _np.ascontiguousarray(b["reward"]),
@@ -271,10 +273,9 @@ class PrioritizedNStepReplayBuffer:
         torch = _torch(c, required=False)
         if torch is None:
             return (out[0], out[1], out[2], out[3], out[4], idx, out[5])
-        dev = self._device
-        if dev is None:
-            dev = "cuda" if torch.cuda.is_available() else "cpu"
-        t = [torch.from_numpy(x).to(dev) for x in out]
+        if self._device is None:
+            self._device = "cuda" if torch.cuda.is_available() else "cpu"
+        t = [torch.from_numpy(x).to(self._device) for x in out]
         return (t[0], t[1], t[2], t[3], t[4], idx, t[5])
 
     def update_priorities(self, indices: _ArrayLike, td_errors: _ArrayLike) -> None:
@@ -304,13 +305,6 @@ class PrioritizedNStepReplayBuffer:
         """The per.ReplayBuffer underneath (None before the first push):
         its ids, checkpoints, sequences and the rest."""
         return self._buf
-
-
-def _host(x: object) -> object:
-    """x as NumPy takes it: a torch tensor moved to the CPU first."""
-    if hasattr(x, "detach") and hasattr(x, "cpu"):
-        return _t.cast(_t.Any, x).detach().cpu().numpy()
-    return x
 
 
 # ---------------------------------------------------------------------------
@@ -362,6 +356,17 @@ def _on(device: _t.Any, call: str) -> _On:
     if dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
     return _On(_cuda, dev, dev, torch)
+
+
+def _int_tensor(on: _On, x: object, what: str) -> _t.Any:
+    """x as a 1-D tensor on on's device; TypeError unless it holds
+    integers (float indices would be truncated to another slot, bools
+    taken as 0 and 1)."""
+    torch = on.torch
+    v = torch.as_tensor(x, device=on.torch_device).reshape(-1)
+    if v.is_floating_point() or v.is_complex() or v.dtype == torch.bool:
+        raise TypeError(f"{what} must hold integers, not {v.dtype}")
+    return v
 
 
 def _np_dtype(torch: _t.Any, dt: _t.Any, call: str) -> "_np.dtype[_t.Any]":
@@ -456,13 +461,11 @@ class GpuSumTree:
 
     def update(self, idx: _t.Any, new_p: _t.Any) -> None:
         torch = self._on.torch
-        idx = torch.as_tensor(idx, device=self.device).reshape(-1)
+        idx = _int_tensor(self._on, idx, "GpuSumTree.update: idx")
         new_p = torch.as_tensor(new_p, device=self.device).reshape(-1)
         if idx.shape != new_p.shape:
             raise ValueError(f"GpuSumTree.update: {idx.shape[0]} idx but "
                              f"{new_p.shape[0]} new_p")
-        if idx.is_floating_point() or idx.is_complex():
-            raise TypeError(f"GpuSumTree.update: idx must hold integers, not {idx.dtype}")
         # out of range (which int32 could wrap into range): an index per
         # refuses, so the batch is refused as a whole
         idx = torch.where((idx >= 0) & (idx < self.capacity), idx, -1)
@@ -656,15 +659,12 @@ class GPUReplayPER:
         return PERBatch(obs=b["obs"].clone(), act=b["act"].clone(),
                         rew=b["rew"].clone(), next_obs=b["next_obs"].clone(),
                         done=b["done"].clone(), weights=b["weights"].clone(),
-                        indices=ids & 0xFFFFFFFF)
+                        indices=ids & _SLOT_MASK)
 
     def update_priorities(self, indices: _t.Any, td_error: _t.Any) -> None:
         torch = self._on.torch
-        slots = torch.as_tensor(indices, device=self.device).reshape(-1)
-        if slots.is_floating_point() or slots.is_complex() or slots.dtype == torch.bool:
-            raise TypeError("GPUReplayPER.update_priorities: indices must hold "
-                            f"integers, not {slots.dtype}")
-        slots = slots.long()
+        slots = _int_tensor(self._on, indices,
+                            "GPUReplayPER.update_priorities: indices").long()
         td = torch.as_tensor(td_error, device=self.device).reshape(-1)
         if slots.shape != td.shape:
             raise ValueError(f"GPUReplayPER.update_priorities: {slots.shape[0]} "

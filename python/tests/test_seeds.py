@@ -757,6 +757,8 @@ def test_gpu_tree_refusals(D):
         t.update(D.t(np.array([1, 2])), D.t(np.array([1.0])))
     with pytest.raises(TypeError, match="integers"):
         t.update(D.t(np.array([1.5])), D.t(np.array([1.0])))
+    with pytest.raises(TypeError, match="integers"):
+        t.update(D.t(np.array([True])), D.t(np.array([1.0])))
     assert _host(t.tree).tobytes() == before
     t.update(D.t(np.array([3])), D.t(np.array([0.5])))
     t.check()
@@ -884,6 +886,8 @@ def test_gpu_replay_float_indices_refused(D):
     buf.sample(2, step=0)
     with pytest.raises(TypeError):
         buf.update_priorities(D.t(np.array([2.7])), D.t(np.array([3.0], np.float32)))
+    with pytest.raises(TypeError):
+        buf.update_priorities(D.t(np.array([True])), D.t(np.array([3.0], np.float32)))
     buf.check()
     assert np.array_equal(buf.buffer.to_cpu().priorities(), [1.0] * 5 + [0.0] * 3)
 
