@@ -63,6 +63,7 @@ top = tarfile.open(sdist).getnames()[0].split("/")[0]
 names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
 need = {"pyproject.toml", "meson.build", "per.h", "python/meson.build",
         "python/per/_per.c", "python/per/__init__.py", "python/per/_per.pyi",
+        "python/per/_per32.pyi",
         "python/per/config.py", "python/per/pyper_config.h",
         "python/per/py.typed", "python/per/mpi.py", "python/per/_mpi.c",
         "python/per/_mpi.pyi", "python/per/_cuda.pyi",
@@ -76,12 +77,14 @@ missing = sorted(need - names)
 files = zipfile.ZipFile(wheel).namelist()
 stray = [n for n in files if not n.startswith(("per/", "per_replay-"))]
 pkg = {n for n in files if n.startswith("per/")}
-want = {"per/__init__.py", "per/config.py", "per/_per.pyi", "per/py.typed",
+want = {"per/__init__.py", "per/config.py", "per/_per.pyi", "per/_per32.pyi",
+        "per/py.typed",
         "per/mpi.py", "per/_mpi.pyi", "per/cuda.py", "per/_cuda.pyi",
         "per/seeds.py"}
-# the extensions: per._per always, per._mpi where an MPI was found,
-# per._cuda where nvcc was (never per._cuda_host: tests only)
-ext = (["_per"] + (["_mpi"] if shutil.which("mpicc") else []) +
+# the extensions: per._per and per._per32 (double and float nodes)
+# always, per._mpi where an MPI was found, per._cuda where nvcc was
+# (never per._cuda_host: tests only)
+ext = (["_per", "_per32"] + (["_mpi"] if shutil.which("mpicc") else []) +
        (["_cuda"] if shutil.which("nvcc") else []))
 if any(n.startswith("per/_cuda_host") for n in files):
     sys.exit("wheel: per._cuda_host (the tests' CPU emulation) is in the wheel")

@@ -1,7 +1,10 @@
 """per: prioritized experience replay from Python, over per.h.
 
 The same sum tree, samplers, replay buffer and n-step adder as the C
-library (double nodes), with NumPy arrays in and out. For the same config,
+library, with NumPy arrays in and out: double nodes (PER_REAL double), or
+float nodes with dtype=numpy.float32 (SumTree, CategoricalSampler) or
+nodes=numpy.float32 (ReplayBuffer, FrameBuffer), as a C build with
+PER_REAL float. For the same config,
 seed and calls, every id, item and weight is the one the C library gives,
 bit for bit, and checkpoints move between C and Python.
 
@@ -29,6 +32,7 @@ import concurrent.futures as _futures
 import dataclasses as _dataclasses
 import hashlib as _hashlib
 import importlib as _importlib
+import inspect as _inspect
 import json as _json
 import math as _math
 import os as _os
@@ -44,6 +48,7 @@ import weakref as _weakref
 import numpy as _np
 
 from . import _per
+from . import _per32
 from . import config as _config
 from ._per import Error, Rng, crc32c, status_name
 from .config import Array as _Array
@@ -297,20 +302,96 @@ def config_default(capacity: int, item_size: int) -> _t.Dict[str, _t.Any]:
 
 
 # ---------------------------------------------------------------------------
+# Node types: double (per._per) and float (per._per32)
+# ---------------------------------------------------------------------------
+
+_F64: _DType = _np.dtype(_np.float64)
+_F32: _DType = _np.dtype(_np.float32)
+_NodesLike = _t.Optional[_DTypeLike]
+
+
+def _nodes_of(x: _NodesLike, what: str) -> _DType:
+    """The node type x names: float64 (also for None) or float32."""
+    try:
+        d = _F64 if x is None else _np.dtype(x)
+    except TypeError:
+        d = None
+    if d is None or d not in (_F64, _F32):
+        raise TypeError(f"{what} must be numpy.float64 (double nodes) or "
+                        f"numpy.float32 (float nodes), not {x!r}")
+    return _t.cast(_DType, d)
+
+
+class _Twin(type):
+    """The metaclass of the classes with float nodes beside double ones
+    (SumTree, CategoricalSampler, ReplayBuffer, FrameBuffer): the public
+    class is the double one and makes its float twin (a class over
+    per._per32's type, the same methods) when asked for float32; so that
+    code checking isinstance(x, per.ReplayBuffer) takes both, the public
+    class counts its twin's instances as its own."""
+
+    def __instancecheck__(cls, obj: object) -> bool:
+        twin = cls.__dict__.get("_twin")
+        return (type.__instancecheck__(cls, obj) or
+                (twin is not None and type.__instancecheck__(twin, obj)))
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        twin = cls.__dict__.get("_twin")
+        return (type.__subclasscheck__(cls, sub) or
+                (twin is not None and type.__subclasscheck__(twin, sub)))
+
+
+def _twin_of(cls: type, public: type, what: str) -> _t.Any:
+    """public's float twin, for a construction of cls; a subclass of the
+    public class has double nodes only (its base is per._per's type)."""
+    if cls is not public:
+        raise TypeError(f"{cls.__name__}: {what}float32 makes a per."
+                        f"{public.__name__} of float nodes; a subclass of "
+                        f"per.{public.__name__} has float64 nodes")
+    return public.__dict__["_twin"]
+
+
+def _make_twin(public: type, mixin: type, base: type) -> type:
+    """The float twin of public: mixin's methods (those of public's
+    methods class, dtype or nodes float32) over per._per32's base, named
+    _<Public>32 (pickle finds it in per)."""
+    name = "_" + public.__name__ + "32"
+    twin = type(name, (mixin, base), {"__module__": __name__,
+                                      "__qualname__": name,
+                                      "__doc__": public.__doc__})
+    setattr(public, "_twin", twin)
+    return twin
+
+
+def _new_signature(cls: type) -> None:
+    """help() and inspect.signature of cls show its __init__'s parameters
+    (not the *args, **kwargs of the __new__ that picks the node type)."""
+    setattr(cls.__dict__["__new__"].__func__, "__signature__",
+            _inspect.signature(getattr(cls, "__init__")))
+
+
+# ---------------------------------------------------------------------------
 # Sum tree and samplers
 # ---------------------------------------------------------------------------
 
+if _t.TYPE_CHECKING:
+    _TreeBase = _per._SumTree
+    _CatBase = _per._CategoricalSampler
+    _BufBase = _per._Buffer
+    _FramesBase = _per._Frames
+else:
+    _TreeBase = _CatBase = _BufBase = _FramesBase = object
 
-class SumTree(_per._SumTree):
-    """A per_tree of `capacity` leaves (double), all 0 at first.
 
-    set(i, v) / get(i) / total / prefix(i) / find(u) as in C; the batch
-    calls take arrays. Leaf values must be finite, >= 0 and <= 1e290:
-    others raise per.Error (PER_ERR_NAN, PER_ERR_INF, PER_ERR_NEGATIVE,
-    PER_ERR_RANGE) with nothing written.
-    """
+class _SumTreeMethods(_TreeBase):
+    """SumTree's methods, the same for both node types."""
 
-    def __init__(self, capacity: int) -> None:
+    dtype: _DType
+
+    def __init__(self, capacity: int, dtype: _NodesLike = None) -> None:
+        if dtype is not None and _nodes_of(dtype, "SumTree: dtype") != self.dtype:
+            raise TypeError(f"SumTree: dtype {dtype!r} for a tree of "
+                            f"{self.dtype}")
         super().__init__(capacity)
 
     def __len__(self) -> int:
@@ -325,42 +406,43 @@ class SumTree(_per._SumTree):
             raise ValueError(f"SumTree.set_batch: {i.shape[0]} idx but "
                              f"{v.shape[0]} val")
         self._set_batch(_indices(i, "SumTree.set_batch: idx", 32),
-                        _floats(v, "SumTree.set_batch: val", _np.float64))
+                        _floats(v, "SumTree.set_batch: val", self.dtype.type))
 
     def set_range(self, first: int, val: _ArrayLike) -> None:
         """Leaves first + j = val[j] (per_tree_set_range); val is 1-D."""
         v = _vector(val, "SumTree.set_range: val")
-        self._set_range(first, _floats(v, "SumTree.set_range: val", _np.float64))
+        self._set_range(first, _floats(v, "SumTree.set_range: val", self.dtype.type))
 
     def build(self, val: _ArrayLike) -> None:
         """Leaf i = val[i], the rest 0, every node recomputed
         (per_tree_build); val is 1-D."""
         v = _vector(val, "SumTree.build: val")
-        self._build(_floats(v, "SumTree.build: val", _np.float64))
+        self._build(_floats(v, "SumTree.build: val", self.dtype.type))
 
     def values(self, idx: _t.Optional[_ArrayLike] = None) -> _Array:
-        """The leaves idx (all `capacity` when None), as float64."""
+        """The leaves idx (all `capacity` when None), as self.dtype."""
         if idx is None:
             nodes = self.nodes()
             return nodes[self.leaves : self.leaves + self.capacity].copy()
         i = _indices(idx, "SumTree.values: idx", 32)
-        out = _np.empty(i.shape[0], _np.float64)
+        out = _np.empty(i.shape[0], self.dtype)
         self._get_into(i, out)
         return out
 
     def nodes(self) -> _Array:
-        """A copy of the node array (2L float64, root at 1, leaves at
-        [L, L + capacity)): the layout per_cuda and the C library share."""
-        out = _np.empty(2 * self.leaves, _np.float64)
+        """A copy of the node array (2L values of self.dtype, root at 1,
+        leaves at [L, L + capacity)): the layout per_cuda and the C library
+        share."""
+        out = _np.empty(2 * self.leaves, self.dtype)
         self._nodes_into(out)
         return out
 
     def sample(self, batch_size: int, rng: Rng) -> _t.Tuple[_Array, _Array]:
         """Stratified batch (per_tree_sample): (leaf indices uint32, their
-        values float64); P(i) = value / total."""
+        values of self.dtype); P(i) = value / total."""
         B = _count(batch_size, "SumTree.sample: batch_size")
         idx = _np.empty(B, _np.uint32)
-        val = _np.empty(B, _np.float64)
+        val = _np.empty(B, self.dtype)
         self._sample(rng, B, idx, val)
         return idx, val
 
@@ -369,9 +451,38 @@ class SumTree(_per._SumTree):
         (per_tree_sample_iid)."""
         k = _count(k, "SumTree.sample_iid: k")
         idx = _np.empty(k, _np.uint32)
-        val = _np.empty(k, _np.float64)
+        val = _np.empty(k, self.dtype)
         self._sample_iid(rng, k, idx, val)
         return idx, val
+
+
+class SumTree(_SumTreeMethods, _per._SumTree, metaclass=_Twin):
+    """A per_tree of `capacity` leaves, all 0 at first: double
+    (dtype=numpy.float64, the default) or float (numpy.float32: half the
+    memory, the values of a C build with PER_REAL float).
+
+    set(i, v) / get(i) / total / prefix(i) / find(u) as in C; the batch
+    calls take arrays (values converted to dtype as add() converts: a
+    finite value that would become inf is refused). Leaf values must be
+    finite, >= 0 and <= 1e290 (1e28 with float32): others raise per.Error
+    (PER_ERR_NAN, PER_ERR_INF, PER_ERR_NEGATIVE, PER_ERR_RANGE) with
+    nothing written.
+    """
+
+    dtype: _DType = _F64
+
+    def __new__(cls, capacity: int, dtype: _NodesLike = None) -> "SumTree":
+        if _nodes_of(dtype, "SumTree: dtype") == _F32:
+            return _t.cast(SumTree, _twin_of(cls, SumTree, "dtype=")(capacity))
+        return super().__new__(cls)
+
+
+class _SumTree32Methods(_SumTreeMethods):
+    dtype: _DType = _F32
+
+
+_SumTree32 = _make_twin(SumTree, _SumTree32Methods, _per32._SumTree)
+_new_signature(SumTree)
 
 
 class UniformSampler(_per._UniformSampler):
@@ -389,21 +500,55 @@ class UniformSampler(_per._UniformSampler):
         return out
 
 
-class CategoricalSampler(_per._CategoricalSampler):
-    """Sampling without replacement proportional to a SumTree's leaves
-    (per_cat), for batches up to max_k."""
+class _CategoricalMethods(_CatBase):
+    """CategoricalSampler's methods, the same for both node types."""
 
-    def __init__(self, max_k: int) -> None:
+    dtype: _DType
+
+    def __init__(self, max_k: int, dtype: _NodesLike = None) -> None:
+        if (dtype is not None and
+                _nodes_of(dtype, "CategoricalSampler: dtype") != self.dtype):
+            raise TypeError(f"CategoricalSampler: dtype {dtype!r} for a "
+                            f"sampler of {self.dtype}")
         super().__init__(max_k)
 
     def sample(self, tree: SumTree, k: int, rng: Rng) -> _t.Tuple[_Array, _Array]:
         """k distinct leaves by successive sampling, in pick order: (indices
-        uint32, values float64). The tree is unchanged afterwards."""
+        uint32, values of the tree's dtype). The tree is unchanged
+        afterwards; its dtype must be the sampler's."""
         k = _count(k, "CategoricalSampler.sample: k")
+        if isinstance(tree, SumTree) and tree.dtype != self.dtype:
+            raise TypeError(f"CategoricalSampler.sample: a SumTree of "
+                            f"{tree.dtype} for a sampler of {self.dtype} "
+                            f"(make it with dtype={tree.dtype})")
         idx = _np.empty(k, _np.uint32)
-        val = _np.empty(k, _np.float64)
+        val = _np.empty(k, self.dtype)
         self._sample(tree, rng, k, idx, val)
         return idx, val
+
+
+class CategoricalSampler(_CategoricalMethods, _per._CategoricalSampler,
+                         metaclass=_Twin):
+    """Sampling without replacement proportional to a SumTree's leaves
+    (per_cat), for batches up to max_k, over trees of dtype (float64, the
+    default, or float32)."""
+
+    dtype: _DType = _F64
+
+    def __new__(cls, max_k: int, dtype: _NodesLike = None) -> "CategoricalSampler":
+        if _nodes_of(dtype, "CategoricalSampler: dtype") == _F32:
+            return _t.cast(CategoricalSampler, _twin_of(
+                cls, CategoricalSampler, "dtype=")(max_k))
+        return super().__new__(cls)
+
+
+class _Categorical32Methods(_CategoricalMethods):
+    dtype: _DType = _F32
+
+
+_CategoricalSampler32 = _make_twin(CategoricalSampler, _Categorical32Methods,
+                                   _per32._CategoricalSampler)
+_new_signature(CategoricalSampler)
 
 
 # ---------------------------------------------------------------------------
@@ -478,23 +623,18 @@ class _RecordMaker(_t.Protocol):
                      batch: bool) -> _Array: ...
 
 
-class ReplayBuffer(_per._Buffer):
-    """A prioritized replay buffer (per_buffer) of `capacity` items.
+class _ReplayBufferMethods(_BufBase):
+    """ReplayBuffer's methods, the same for both node types."""
 
-    `item` describes one item: a structured NumPy dtype, or a dict of
-    field name -> dtype, (dtype, shape) or example array. The keyword
-    arguments are per_config's fields with the C defaults (alpha = 0 is
-    uniform replay, 0 is a value like any other). Flags are keywords:
-    weights_buffer_max (PER_WEIGHTS_BUFFER_MAX), cross_episodes
-    (PER_SEQ_CROSS_EPISODES), live_max (PER_MAX_LIVE: new items get the
-    largest leaf stored now instead of the largest ever written, so one
-    huge TD error stops counting once its item is updated or evicted).
-    max_unique=None takes the C default
-    (min(capacity, 65536)).
-    """
+    dtype: _DType  # the item's
+    nodes: _DType  # the trees'
 
     def __init__(self, capacity: int, item: ItemSpec, *, align: bool = False,
+                 nodes: _NodesLike = None,
                  **config: "_Unpack[_config.ReplayKeywords]") -> None:
+        if nodes is not None and _nodes_of(nodes, "ReplayBuffer: nodes") != self.nodes:
+            raise TypeError(f"ReplayBuffer: nodes {nodes!r} for a buffer of "
+                            f"{self.nodes} nodes")
         _config.check_keywords("ReplayBuffer.__init__", config,
                                _config.REPLAY_KEYS)
         dt = _item_dtype(item, align)
@@ -750,10 +890,11 @@ class ReplayBuffer(_per._Buffer):
         c = self.config
         seq = (f", seq_len={c['seq_len']}, seq_stride={c['seq_stride']}"
                if c["seq_len"] else "")
+        nodes = ", nodes=float32" if self.nodes == _F32 else ""
         return (f"per.ReplayBuffer(capacity={c['capacity']}, size={self.size}, "
                 f"item={self.dtype}, alpha={c['alpha']:g}, "
                 f"beta={self.beta:g} (step {self.step}), eps={c['eps']:g}, "
-                f"seed={c['seed']}{seq})")
+                f"seed={c['seed']}{seq}{nodes})")
 
     def __reduce__(self) -> _t.Tuple[_t.Any, ...]:
         """Pickling, copy and deepcopy: the checkpoint's bytes (what save
@@ -763,7 +904,8 @@ class ReplayBuffer(_per._Buffer):
 
     def _init_kwargs(self) -> _t.Dict[str, _t.Any]:
         c = self.config
-        return {"capacity": c["capacity"],
+        nodes = {"nodes": "float32"} if self.nodes == _F32 else {}
+        return {"capacity": c["capacity"], **nodes,
                 **_config.keywords(c, _config.REPLAY_KEYS)}
 
     def _ids_td(self, ids: _ArrayLike, td: _ArrayLike, call: str,
@@ -819,7 +961,7 @@ class ReplayBuffer(_per._Buffer):
 
     def priorities(self) -> _Array:
         """A copy of the leaves of slots [0, capacity) (0 where empty)."""
-        out = _np.empty(self.capacity, _np.float64)
+        out = _np.empty(self.capacity, self.nodes)
         self._leaves_into(out, False)
         return out
 
@@ -870,17 +1012,18 @@ class ReplayBuffer(_per._Buffer):
     def from_file(cls, path: _PathArg,
                   item: _t.Optional[ItemSpec] = None) -> "ReplayBuffer":
         """A buffer made from the file's header (per_ckpt_read_info): its
-        capacity, config and item dtype, and loaded with the file. item is
+        capacity, config, item dtype and node type, and loaded with the
+        file. item is
         needed only for files that do not name a NumPy dtype (written by
         C, by per before 0.4, or with a dtype too long to keep whole);
         when given, it must match the file's."""
         p = _os.fspath(path)
         info = _per.ckpt_info(p)
         call = "ReplayBuffer.from_file"
-        if info["real_bytes"] != 8:
+        nodes = {8: _F64, 4: _F32}.get(info["real_bytes"])
+        if nodes is None:
             raise ValueError(f"{call}: {p!r} holds {info['real_bytes']}-byte "
-                             "leaves (PER_REAL float); the Python package's "
-                             "are double")
+                             "leaves; nodes are float64 or float32")
         dt = (_item_dtype(item) if item is not None
               else _dtype_of_layout(info["layout"]))
         if dt is None:
@@ -891,19 +1034,55 @@ class ReplayBuffer(_per._Buffer):
         if dt.itemsize != info["item_size"]:
             raise ValueError(f"{call}: item= is {dt.itemsize} bytes, the "
                              f"file's items are {info['item_size']}")
-        buf = cls(info["capacity"], dt,
+        buf = cls(info["capacity"], dt, nodes=nodes,
                   **_config.keywords(info, _config.REPLAY_KEYS))
         buf.load(p)
-        return buf
+        return _t.cast("ReplayBuffer", buf)
 
     def load_shard(self, path: _PathArg, rank: int, world: int) -> None:
         """per_buffer_load_shard: items rank, rank + world, ... of the file."""
         self._load_shard(_os.fspath(path), rank, world)
 
 
+class ReplayBuffer(_ReplayBufferMethods, _per._Buffer, metaclass=_Twin):
+    """A prioritized replay buffer (per_buffer) of `capacity` items.
+
+    `item` describes one item: a structured NumPy dtype, or a dict of
+    field name -> dtype, (dtype, shape) or example array. The keyword
+    arguments are per_config's fields with the C defaults (alpha = 0 is
+    uniform replay, 0 is a value like any other). Flags are keywords:
+    weights_buffer_max (PER_WEIGHTS_BUFFER_MAX), cross_episodes
+    (PER_SEQ_CROSS_EPISODES), live_max (PER_MAX_LIVE: new items get the
+    largest leaf stored now instead of the largest ever written, so one
+    huge TD error stops counting once its item is updated or evicted).
+    max_unique=None takes the C default
+    (min(capacity, 65536)). nodes: the sum trees' node type (`self.nodes`),
+    numpy.float64 (default: per.h's default, PER_REAL double) or
+    numpy.float32 (PER_REAL float: half the tree memory; ids, weights,
+    items and checkpoints those of a C build with PER_REAL float).
+    """
+
+    nodes: _DType = _F64
+
+    def __new__(cls, *args: _t.Any, nodes: _NodesLike = None,
+                **kwargs: _t.Any) -> "ReplayBuffer":
+        if _nodes_of(nodes, "ReplayBuffer: nodes") == _F32:
+            return _t.cast(ReplayBuffer, _twin_of(cls, ReplayBuffer, "nodes=")(
+                *args, nodes=nodes, **kwargs))
+        return super().__new__(cls)
+
+
+class _ReplayBuffer32Methods(_ReplayBufferMethods):
+    nodes: _DType = _F32
+
+
+_ReplayBuffer32 = _make_twin(ReplayBuffer, _ReplayBuffer32Methods,
+                             _per32._Buffer)
+
 # help() and inspect.signature show the keywords with the C defaults
 _config.signature(ReplayBuffer.__init__, _config.REPLAY_KEYS,
                   _config.defaults(1, 1), _config.ReplayKeywords)
+_new_signature(ReplayBuffer)
 
 
 # ---------------------------------------------------------------------------
@@ -997,22 +1176,10 @@ def load_nstep(adders: _t.Sequence[NStep], path: _PathArg) -> None:
     _per.nstep_load(list(adders), _os.fspath(path))
 
 
-class FrameBuffer(_per._Frames):
-    """Prioritized replay of stacked frames with each frame stored once
-    (per_frames): pixel replay at about one frame a transition instead of
-    two stacks.
+class _FrameBufferMethods(_FramesBase):
+    """FrameBuffer's methods, the same for both node types."""
 
-    A step gives the newest frame of the observation (read at an
-    episode's first step), the action, the reward, the newest frame of the
-    next observation and how the step ended; sampling rebuilds obs and
-    next_obs, stacks of `stack` frames, oldest first, the frames before an
-    episode's first one being that frame repeated (Gymnasium's
-    FrameStackObservation default). n > 1 gives n-step returns as NStep
-    does (reward, discount = gamma^m, done). lanes > 1: one lane per
-    environment of a vector environment, stepped in any order (step's
-    lane=) or all at once (step_lanes). The keywords after lanes are
-    ReplayBuffer's; frames=0 takes the default ring (capacity + capacity /
-    64 + lanes * (stack + n + 2) frames)."""
+    nodes: _DType  # the trees'
 
     def __init__(
         self,
@@ -1023,9 +1190,13 @@ class FrameBuffer(_per._Frames):
         stack: int = 4,
         action_shape: _ShapeLike = (),
         action_dtype: _DTypeLike = _np.int64,
+        nodes: _NodesLike = None,
         **config: "_Unpack[_config.FrameKeywords]",
     ) -> None:
         c = "FrameBuffer: "
+        if nodes is not None and _nodes_of(nodes, c + "nodes") != self.nodes:
+            raise TypeError(f"{c}nodes {nodes!r} for a buffer of "
+                            f"{self.nodes} nodes")
         _config.check_keywords("FrameBuffer.__init__", config,
                                _config.FRAME_KEYS)
         self.frame_dtype: _DType = _np.dtype(frame_dtype)
@@ -1193,8 +1364,44 @@ class FrameBuffer(_per._Frames):
         return self.counters["restarts"]
 
 
+class FrameBuffer(_FrameBufferMethods, _per._Frames, metaclass=_Twin):
+    """Prioritized replay of stacked frames with each frame stored once
+    (per_frames): pixel replay at about one frame a transition instead of
+    two stacks.
+
+    A step gives the newest frame of the observation (read at an
+    episode's first step), the action, the reward, the newest frame of the
+    next observation and how the step ended; sampling rebuilds obs and
+    next_obs, stacks of `stack` frames, oldest first, the frames before an
+    episode's first one being that frame repeated (Gymnasium's
+    FrameStackObservation default). n > 1 gives n-step returns as NStep
+    does (reward, discount = gamma^m, done). lanes > 1: one lane per
+    environment of a vector environment, stepped in any order (step's
+    lane=) or all at once (step_lanes). The keywords after lanes are
+    ReplayBuffer's; frames=0 takes the default ring (capacity + capacity /
+    64 + lanes * (stack + n + 2) frames). nodes: the sum trees' node
+    type, numpy.float64 (default) or numpy.float32, as ReplayBuffer's."""
+
+
+    nodes: _DType = _F64
+
+    def __new__(cls, *args: _t.Any, nodes: _NodesLike = None,
+                **kwargs: _t.Any) -> "FrameBuffer":
+        if _nodes_of(nodes, "FrameBuffer: nodes") == _F32:
+            return _t.cast(FrameBuffer, _twin_of(cls, FrameBuffer, "nodes=")(
+                *args, nodes=nodes, **kwargs))
+        return super().__new__(cls)
+
+
+class _FrameBuffer32Methods(_FrameBufferMethods):
+    nodes: _DType = _F32
+
+
+_FrameBuffer32 = _make_twin(FrameBuffer, _FrameBuffer32Methods, _per32._Frames)
+
 _config.signature(FrameBuffer.__init__, _config.FRAME_KEYS,
                   _config.frame_defaults(1, 1, 4, 1), _config.FrameKeywords)
+_new_signature(FrameBuffer)
 
 
 class _Rollout(_t.TypedDict):

@@ -1,4 +1,10 @@
-/* per._per: the CPython extension over per.h (double nodes). The types
+/* per._per and per._per32: the CPython extension over per.h, compiled
+   twice from this one source: per._per with double nodes, per._per32
+   (PYPER_F32) with float nodes (PER_REAL float), for the dtype=float32
+   classes of per/__init__.py. The two share per.Error (per._per32 takes
+   per._per's) and reach each other's buffers through a capsule (the
+   "_api" below), so that one NStep or Trajectory adds to a buffer of
+   either node type. The types
    here take and fill buffer-protocol objects (NumPy arrays, bytearray,
    memoryview) in place; per/__init__.py allocates and converts the NumPy
    arrays, so this file needs no NumPy header. A per structure is not
@@ -10,8 +16,18 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <float.h>
 #include <stdint.h>
 #include <string.h>
+
+#ifdef PYPER_F32
+#define PER_REAL float
+#define PYPER_MODULE "_per32"
+#define PYPER_NODES "float"
+#else
+#define PYPER_MODULE "_per"
+#define PYPER_NODES "double"
+#endif
 
 /* Private copy: this module's symbols cannot collide with another
    extension that also embeds per.h. */
@@ -33,6 +49,46 @@
 #include "pyper_config.h"
 
 static PyObject *per_error; /* per.Error */
+
+/* Bytes of one node value: the element size of the value arrays. */
+#define REAL_SIZE ((Py_ssize_t)sizeof(per_real))
+
+/* A Python float as a node value. With float nodes a finite double past
+   FLT_MAX becomes +-FLT_MAX (its conversion would be undefined; the tree
+   refuses either, PER_ERR_RANGE or PER_ERR_NEGATIVE, as it refuses the
+   double), every other value rounds to the nearest float. */
+static per_real real_of(double v) {
+  if (sizeof(per_real) == sizeof(float)) {
+    if (v > FLT_MAX && v <= DBL_MAX) v = FLT_MAX;
+    if (v < -FLT_MAX && v >= -DBL_MAX) v = -FLT_MAX;
+  }
+  return (per_real)v;
+}
+
+/* What each module offers the other (the capsule "_api"): its Rng and
+   buffer types and the calls NStep and Trajectory make on a buffer, so
+   that per._per's adders feed a per._per32 buffer. Neither passes a
+   per_real across: the generator, the adder (per_nstep) and the records
+   are the same in both modules' builds of per.h (nstep_size checks the
+   adder's). */
+#define PYPER_API_VERSION 1u
+struct pyper_api {
+  unsigned version;
+  size_t nstep_size; /* sizeof(per_nstep) */
+  PyTypeObject *rng_type;
+  PyTypeObject *buf_type;
+  per_rng *(*rng)(PyObject *rng);
+  /* the buffer's item_size; -1 with an exception when it is not ready */
+  long long (*item_size)(PyObject *buf);
+  /* per_buffer_add_steps under the buffer's lock, the GIL released; on
+     an error the buffer's message is copied into why (why_size bytes) */
+  per_status (*add_steps)(PyObject *buf, const void *steps, uint32_t n,
+                          const uint8_t *ends, char *why, size_t why_size);
+  /* per_nstep_step(a, buffer, ...) likewise (a: this build's per_nstep) */
+  per_status (*nstep_step)(PyObject *buf, void *a, const void *obs,
+                           const void *action, float reward,
+                           const void *next_obs, int terminated, int truncated);
+};
 
 /* The enum's names, from the same list as the enum. */
 #define PYPER_NAME(name, msg) #name,
@@ -246,15 +302,15 @@ static int is_ready(int ready, const char *type) {
 
 /* The type object of a type with NAME_init, NAME_dealloc, NAME_methods
    and NAME_getset, subclassed in per/__init__.py. */
-#define STRUCT_TYPE(NAME, OBJ, PYNAME)                             \
-  static PyTypeObject NAME##Type = {                               \
-      PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per._per." PYNAME, \
-      .tp_basicsize = sizeof(OBJ),                                 \
-      .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,        \
-      .tp_new = PyType_GenericNew,                                 \
-      .tp_init = (initproc)NAME##_init,                            \
-      .tp_dealloc = (destructor)NAME##_dealloc,                    \
-      .tp_methods = NAME##_methods,                                \
+#define STRUCT_TYPE(NAME, OBJ, PYNAME)                                         \
+  static PyTypeObject NAME##Type = {                                           \
+      PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per." PYPER_MODULE "." PYNAME, \
+      .tp_basicsize = sizeof(OBJ),                                             \
+      .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,                    \
+      .tp_new = PyType_GenericNew,                                             \
+      .tp_init = (initproc)NAME##_init,                                        \
+      .tp_dealloc = (destructor)NAME##_dealloc,                                \
+      .tp_methods = NAME##_methods,                                            \
       .tp_getset = NAME##_getset}
 
 /* The __init__ and dealloc of a type whose per structure (field F of
@@ -379,7 +435,7 @@ static PyGetSetDef Rng_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject RngType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per._per.Rng",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per." PYPER_MODULE ".Rng",
     .tp_basicsize = sizeof(RngObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "Rng(seed=0): per's counter-based Philox4x32-10 stream, the "
@@ -390,12 +446,19 @@ static PyTypeObject RngType = {
     .tp_getset = Rng_getset,
 };
 
+static const struct pyper_api *other_api(void);
+
+/* A per.Rng's generator: per.Rng is per._per's type; per._per32 takes it
+   (and its own, which per/__init__.py never makes) through the _api. */
 static per_rng *rng_of(PyObject *o) {
-  if (!PyObject_TypeCheck(o, &RngType)) {
+  const struct pyper_api *api;
+  if (PyObject_TypeCheck(o, &RngType)) return &((RngObject *)o)->r;
+  if (PyErr_Occurred()) return NULL;
+  api = other_api();
+  if (api && PyObject_TypeCheck(o, api->rng_type)) return api->rng(o);
+  if (!PyErr_Occurred())
     PyErr_SetString(PyExc_TypeError, "rng must be a per.Rng");
-    return NULL;
-  }
-  return &((RngObject *)o)->r;
+  return NULL;
 }
 
 /* ---------------------------------------------------------------------
@@ -417,7 +480,7 @@ static PyObject *Tree_set(TreeObject *self, PyObject *args) {
   double v;
   if (!tree_ready(self) || !PyArg_ParseTuple(args, "O&d:set", conv_u32, &i, &v))
     return NULL;
-  CHECK(per_tree_set(&self->t, (uint32_t)i.v, v), "SumTree.set");
+  CHECK(per_tree_set(&self->t, (uint32_t)i.v, real_of(v)), "SumTree.set");
   Py_RETURN_NONE;
 }
 
@@ -429,7 +492,7 @@ static PyObject *Tree_set_batch(TreeObject *self, PyObject *args) {
   if (!tree_ready(self) || !PyArg_ParseTuple(args, "OO:set_batch", &io, &vo))
     return NULL;
   if (get_array(io, 0, 'u', 4, "idx", &iv, &ni) < 0) return NULL;
-  if (get_array(vo, 0, 'f', 8, "val", &vv, &nv) < 0) {
+  if (get_array(vo, 0, 'f', REAL_SIZE, "val", &vv, &nv) < 0) {
     PyBuffer_Release(&iv);
     return NULL;
   }
@@ -440,7 +503,7 @@ static PyObject *Tree_set_batch(TreeObject *self, PyObject *args) {
     return NULL;
   }
   s = per_tree_set_batch(&self->t, (const uint32_t *)iv.buf,
-                         (const double *)vv.buf, (size_t)ni);
+                         (const per_real *)vv.buf, (size_t)ni);
   PyBuffer_Release(&iv);
   PyBuffer_Release(&vv);
   CHECK(s, "SumTree.set_batch");
@@ -456,8 +519,8 @@ static PyObject *Tree_set_range(TreeObject *self, PyObject *args) {
   if (!tree_ready(self) ||
       !PyArg_ParseTuple(args, "O&O:set_range", conv_u32, &first, &vo))
     return NULL;
-  if (get_array(vo, 0, 'f', 8, "val", &vv, &nv) < 0) return NULL;
-  s = per_tree_set_range(&self->t, (uint32_t)first.v, (const double *)vv.buf,
+  if (get_array(vo, 0, 'f', REAL_SIZE, "val", &vv, &nv) < 0) return NULL;
+  s = per_tree_set_range(&self->t, (uint32_t)first.v, (const per_real *)vv.buf,
                          (size_t)nv);
   PyBuffer_Release(&vv);
   CHECK(s, "SumTree.set_range");
@@ -469,12 +532,12 @@ static PyObject *Tree_build(TreeObject *self, PyObject *vo) {
   Py_ssize_t nv;
   per_status s;
   if (!tree_ready(self)) return NULL;
-  if (get_array(vo, 0, 'f', 8, "val", &vv, &nv) < 0) return NULL;
+  if (get_array(vo, 0, 'f', REAL_SIZE, "val", &vv, &nv) < 0) return NULL;
   if (count32(nv, "val") < 0) {
     PyBuffer_Release(&vv);
     return NULL;
   }
-  s = per_tree_build(&self->t, (const double *)vv.buf, (uint32_t)nv);
+  s = per_tree_build(&self->t, (const per_real *)vv.buf, (uint32_t)nv);
   PyBuffer_Release(&vv);
   CHECK(s, "SumTree.build");
   Py_RETURN_NONE;
@@ -493,16 +556,16 @@ static PyObject *Tree_get_into(TreeObject *self, PyObject *args) {
   Py_buffer iv, ov;
   Py_ssize_t ni, no, j;
   const uint32_t *idx;
-  double *out;
+  per_real *out;
   if (!tree_ready(self) || !PyArg_ParseTuple(args, "OO:get_into", &io, &oo))
     return NULL;
   if (get_array(io, 0, 'u', 4, "idx", &iv, &ni) < 0) return NULL;
-  if (get_array(oo, 1, 'f', 8, "out", &ov, &no) < 0) {
+  if (get_array(oo, 1, 'f', REAL_SIZE, "out", &ov, &no) < 0) {
     PyBuffer_Release(&iv);
     return NULL;
   }
   idx = (const uint32_t *)iv.buf;
-  out = (double *)ov.buf;
+  out = (per_real *)ov.buf;
   for (j = 0; j < ni; j++)
     if (idx[j] >= self->t.capacity) break;
   if (ni != no || j < ni) {
@@ -520,19 +583,19 @@ static PyObject *Tree_get_into(TreeObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
-/* nodes_into(out): the whole node array, 2L doubles. */
+/* nodes_into(out): the whole node array, 2L per_real values. */
 static PyObject *Tree_nodes_into(TreeObject *self, PyObject *oo) {
   Py_buffer ov;
   Py_ssize_t no;
   if (!tree_ready(self)) return NULL;
-  if (get_array(oo, 1, 'f', 8, "out", &ov, &no) < 0) return NULL;
+  if (get_array(oo, 1, 'f', REAL_SIZE, "out", &ov, &no) < 0) return NULL;
   if (no != 2 * (Py_ssize_t)self->t.leaves) {
     PyBuffer_Release(&ov);
     PyErr_Format(PyExc_ValueError, "out has %zd entries, the tree %zd", no,
                  2 * (Py_ssize_t)self->t.leaves);
     return NULL;
   }
-  memcpy(ov.buf, self->t.node, (size_t)no * sizeof(double));
+  memcpy(ov.buf, self->t.node, (size_t)no * sizeof(per_real));
   PyBuffer_Release(&ov);
   Py_RETURN_NONE;
 }
@@ -548,7 +611,7 @@ static PyObject *Tree_find(TreeObject *self, PyObject *arg) {
   double u = PyFloat_AsDouble(arg);
   uint32_t idx;
   if (!tree_ready(self) || (u == -1.0 && PyErr_Occurred())) return NULL;
-  CHECK(per_tree_find(&self->t, u, &idx), "SumTree.find");
+  CHECK(per_tree_find(&self->t, real_of(u), &idx), "SumTree.find");
   return PyLong_FromUnsignedLong(idx);
 }
 
@@ -559,7 +622,7 @@ static int get_outputs(PyObject *io, PyObject *vo, Py_ssize_t k, Py_buffer *iv,
   Py_ssize_t ni, nv = k;
   if (get_array(io, 1, 'u', 4, "idx", iv, &ni) < 0) return -1;
   *have_val = vo != Py_None;
-  if (*have_val && get_array(vo, 1, 'f', 8, "val", vv, &nv) < 0) {
+  if (*have_val && get_array(vo, 1, 'f', REAL_SIZE, "val", vv, &nv) < 0) {
     PyBuffer_Release(iv);
     return -1;
   }
@@ -592,7 +655,7 @@ static PyObject *tree_draw(TreeObject *self, PyObject *args, int iid) {
   n = (uint32_t)B.v;
   if (get_outputs(io, vo, n, &iv, &vv, &hv) < 0) return NULL;
   s = (iid ? per_tree_sample_iid : per_tree_sample)(
-      &self->t, rng, n, (uint32_t *)iv.buf, hv ? (double *)vv.buf : NULL);
+      &self->t, rng, n, (uint32_t *)iv.buf, hv ? (per_real *)vv.buf : NULL);
   PyBuffer_Release(&iv);
   if (hv) PyBuffer_Release(&vv);
   CHECK(s, iid ? "SumTree.sample_iid" : "SumTree.sample");
@@ -750,7 +813,7 @@ static PyObject *Cat_sample(CatObject *self, PyObject *args) {
   if (!tree_ready(tree) || !(rng = rng_of(ro))) return NULL;
   if (get_outputs(io, vo, (Py_ssize_t)k.v, &iv, &vv, &hv) < 0) return NULL;
   s = per_cat_sample(&self->c, &tree->t, rng, (uint32_t)k.v, (uint32_t *)iv.buf,
-                     hv ? (double *)vv.buf : NULL);
+                     hv ? (per_real *)vv.buf : NULL);
   PyBuffer_Release(&iv);
   if (hv) PyBuffer_Release(&vv);
   CHECK(s, "CategoricalSampler.sample");
@@ -1052,8 +1115,8 @@ static PyObject *Buf_check(BufObject *self, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
-/* _leaves_into(out, seq): the leaves of the item tree (capacity doubles)
-   or of the sequence tree (capacity / seq_stride). */
+/* _leaves_into(out, seq): the leaves of the item tree (capacity per_real
+   values) or of the sequence tree (capacity / seq_stride). */
 static PyObject *Buf_leaves_into(BufObject *self, PyObject *args) {
   PyObject *oo;
   int seq;
@@ -1063,7 +1126,7 @@ static PyObject *Buf_leaves_into(BufObject *self, PyObject *args) {
   if (!buf_ready(self) || !PyArg_ParseTuple(args, "Op:leaves", &oo, &seq))
     return NULL;
   t = seq ? &self->b.seq_tree : &self->b.tree;
-  if (get_array(oo, 1, 'f', 8, "out", &ov, &no) < 0) return NULL;
+  if (get_array(oo, 1, 'f', REAL_SIZE, "out", &ov, &no) < 0) return NULL;
   if (no != (Py_ssize_t)t->capacity) {
     PyBuffer_Release(&ov);
     PyErr_Format(PyExc_ValueError, "out has %zd entries, the tree %u", no,
@@ -1072,7 +1135,7 @@ static PyObject *Buf_leaves_into(BufObject *self, PyObject *args) {
   }
   if (no)
     NOGIL(self->lock,
-          memcpy(ov.buf, t->node + t->leaves, (size_t)no * sizeof(double)));
+          memcpy(ov.buf, t->node + t->leaves, (size_t)no * sizeof(per_real)));
   PyBuffer_Release(&ov);
   Py_RETURN_NONE;
 }
@@ -1306,7 +1369,7 @@ static PyGetSetDef Buf_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject BufType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per._per._Buffer",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per." PYPER_MODULE "._Buffer",
     .tp_basicsize = sizeof(BufObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_new = PyType_GenericNew,
@@ -1316,6 +1379,125 @@ static PyTypeObject BufType = {
     .tp_getset = Buf_getset,
     .tp_as_buffer = &Buf_as_buffer,
 };
+
+/* ---------------------------------------------------------------------
+   The _api (struct pyper_api): this module's calls for the other one
+   --------------------------------------------------------------------- */
+
+static per_rng *api_rng(PyObject *o) { return &((RngObject *)o)->r; }
+
+static long long api_item_size(PyObject *o) {
+  BufObject *b = (BufObject *)o;
+  if (!buf_ready(b)) return -1;
+  return (long long)b->b.cfg.item_size;
+}
+
+static per_status api_add_steps(PyObject *o, const void *steps, uint32_t n,
+                                const uint8_t *ends, char *why,
+                                size_t why_size) {
+  BufObject *b = (BufObject *)o;
+  per_status s;
+  NOGIL(
+      b->lock, s = per_buffer_add_steps(&b->b, steps, n, ends);
+      if (s != PER_OK) {
+        size_t k = why_size < sizeof b->b.error ? why_size : sizeof b->b.error;
+        if (k) {
+          memcpy(why, b->b.error, k);
+          why[k - 1] = 0;
+        }
+      });
+  return s;
+}
+
+static per_status api_nstep_step(PyObject *o, void *a, const void *obs,
+                                 const void *action, float reward,
+                                 const void *next_obs, int terminated,
+                                 int truncated) {
+  BufObject *b = (BufObject *)o;
+  per_status s;
+  NOGIL(b->lock, s = per_nstep_step((per_nstep *)a, &b->b, obs, action, reward,
+                                    next_obs, terminated, truncated));
+  return s;
+}
+
+static const struct pyper_api this_api = {
+    PYPER_API_VERSION, sizeof(per_nstep), &RngType,      &BufType,
+    api_rng,           api_item_size,     api_add_steps, api_nstep_step};
+
+#ifdef PYPER_F32
+#define PYPER_OTHER "per._per"
+#else
+#define PYPER_OTHER "per._per32"
+#endif
+
+/* The other module's _api, imported at the first need; NULL (no
+   exception) when it cannot be (a build without it) or does not match
+   (then a buffer of it is refused as not a buffer). */
+static const struct pyper_api *other_api(void) {
+  static const struct pyper_api *api;
+  static int tried;
+  PyObject *m, *cap;
+  const struct pyper_api *got;
+  if (tried) return api;
+  tried = 1;
+  m = PyImport_ImportModule(PYPER_OTHER);
+  if (!m) {
+    PyErr_Clear();
+    return NULL;
+  }
+  cap = PyObject_GetAttrString(m, "_api");
+  Py_DECREF(m);
+  got = cap ? (const struct pyper_api *)PyCapsule_GetPointer(cap, PYPER_OTHER
+                                                             "._api")
+            : NULL;
+  Py_XDECREF(cap); /* the module keeps the capsule, the types, the calls */
+  if (!got) {
+    PyErr_Clear();
+    return NULL;
+  }
+  if (got->version == PYPER_API_VERSION && got->nstep_size == sizeof(per_nstep))
+    api = got;
+  return api;
+}
+
+/* The buffer a call adds to: one of this module's (local) or of the
+   other's (through api). */
+typedef struct {
+  BufObject *local;
+  const struct pyper_api *api;
+  PyObject *obj;
+  long long item_size;
+} buf_target;
+
+/* Fill t from o, a ready per.ReplayBuffer of either node type; -1 with
+   an exception otherwise. */
+static int get_target(PyObject *o, const char *call, buf_target *t) {
+  t->obj = o;
+  t->local = NULL;
+  t->api = NULL;
+  if (PyObject_TypeCheck(o, &BufType)) {
+    t->local = (BufObject *)o;
+    if (!buf_ready(t->local)) return -1;
+    t->item_size = (long long)t->local->b.cfg.item_size;
+    return 0;
+  }
+  t->api = other_api();
+  if (!t->api || !PyObject_TypeCheck(o, t->api->buf_type)) {
+    PyErr_Format(PyExc_TypeError, "%s: expected a per.ReplayBuffer, got %s",
+                 call, Py_TYPE(o)->tp_name);
+    return -1;
+  }
+  t->item_size = t->api->item_size(o);
+  return t->item_size < 0 ? -1 : 0;
+}
+
+/* per_buffer_add_steps on t's buffer; why as NOGIL_WHY fills it. */
+static per_status target_add_steps(const buf_target *t, const void *steps,
+                                   uint32_t n, const uint8_t *ends, char *why,
+                                   size_t why_size) {
+  if (t->local) return api_add_steps(t->obj, steps, n, ends, why, why_size);
+  return t->api->add_steps(t->obj, steps, n, ends, why, why_size);
+}
 
 /* ---------------------------------------------------------------------
    NStep: a per_nstep adder
@@ -1364,12 +1546,12 @@ static PyObject *NStep_step(NStepObject *self, PyObject *args) {
   int term, trunc;
   Py_buffer ov, av, nv;
   Py_ssize_t on, an, nn;
+  buf_target bt;
   per_status s;
-  if (!nstep_ready(self) ||
-      !PyArg_ParseTuple(args, "O!OOfOpp:step", &BufType, &bo, &oo, &ao, &reward,
-                        &no, &term, &trunc))
+  if (!nstep_ready(self) || !PyArg_ParseTuple(args, "OOOfOpp:step", &bo, &oo,
+                                              &ao, &reward, &no, &term, &trunc))
     return NULL;
-  if (!buf_ready((BufObject *)bo)) return NULL;
+  if (get_target(bo, "NStep.step", &bt) < 0) return NULL;
   if (get_array(oo, 0, 0, 1, "obs", &ov, &on) < 0) return NULL;
   if (get_array(ao, 0, 0, 1, "action", &av, &an) < 0) {
     PyBuffer_Release(&ov);
@@ -1394,9 +1576,8 @@ static PyObject *NStep_step(NStepObject *self, PyObject *args) {
                  (unsigned)self->a.cfg.obs_size);
     return NULL;
   }
-  NOGIL(((BufObject *)bo)->lock,
-        s = per_nstep_step(&self->a, &((BufObject *)bo)->b, ov.buf, av.buf,
-                           reward, nv.buf, term, trunc));
+  s = (bt.local ? api_nstep_step : bt.api->nstep_step)(
+      bo, &self->a, ov.buf, av.buf, reward, nv.buf, term, trunc);
   PyBuffer_Release(&ov);
   PyBuffer_Release(&av);
   PyBuffer_Release(&nv);
@@ -1880,7 +2061,7 @@ static PyBufferProcs TrajMem_as_buffer = {
     (getbufferproc)TrajMem_getbuffer, (releasebufferproc)TrajMem_releasebuffer};
 
 static PyTypeObject TrajMemType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per._per._TrajMemory",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per." PYPER_MODULE "._TrajMemory",
     .tp_basicsize = sizeof(TrajMemObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_dealloc = (destructor)TrajMem_dealloc,
@@ -2136,23 +2317,20 @@ fail:
    None). The buffer's item_size must be step_bytes. */
 static PyObject *Traj_add_to(TrajObject *self, PyObject *args) {
   PyObject *bo, *oo;
-  BufObject *b;
+  buf_target b;
   Py_buffer ov;
   int have = 0;
   per_traj_out out;
   per_status s;
   char why[sizeof self->a.error];
-  if (!traj_ready(self) ||
-      !PyArg_ParseTuple(args, "O!O:add_to", &BufType, &bo, &oo))
+  if (!traj_ready(self) || !PyArg_ParseTuple(args, "OO:add_to", &bo, &oo))
     return NULL;
-  b = (BufObject *)bo;
-  if (!buf_ready(b)) return NULL;
-  if (b->b.cfg.item_size != self->a.cfg.step_bytes) {
+  if (get_target(bo, "Trajectory.add_to", &b) < 0) return NULL;
+  if (b.item_size != (long long)self->a.cfg.step_bytes) {
     PyErr_Format(PyExc_ValueError,
                  "Trajectory.add_to: the buffer's items are %u bytes, the "
                  "trajectory's steps %u",
-                 (unsigned)b->b.cfg.item_size,
-                 (unsigned)self->a.cfg.step_bytes);
+                 (unsigned)b.item_size, (unsigned)self->a.cfg.step_bytes);
     return NULL;
   }
   if (oo != Py_None) {
@@ -2170,8 +2348,7 @@ static PyObject *Traj_add_to(TrajObject *self, PyObject *args) {
   }
   if (have && out.once) memcpy(ov.buf, out.once, self->a.cfg.once_bytes);
   if (have) PyBuffer_Release(&ov);
-  NOGIL_WHY(b->lock, b->b.error, why,
-            s = per_buffer_add_steps(&b->b, out.steps, out.n, out.ends));
+  s = target_add_steps(&b, out.steps, out.n, out.ends, why, sizeof why);
   CHECK_WHY(s, why, "Trajectory.add_to");
   return Py_BuildValue("(IK)", out.n, (unsigned long long)out.id);
 }
@@ -2780,25 +2957,24 @@ static PyObject *Traj_part_n(TrajObject *self, PyObject *arg) {
 static PyObject *Traj_add_part(TrajObject *self, PyObject *args) {
   uint_arg t = {"add_to: step", 0};
   PyObject *bo;
-  BufObject *b;
+  buf_target b;
   per_traj_out out;
   const per_traj_part *part;
   per_status s;
   char why[sizeof self->a.error];
   if (!traj_ready(self) ||
-      !PyArg_ParseTuple(args, "O!O&:add_to", &BufType, &bo, conv_u32, &t))
+      !PyArg_ParseTuple(args, "OO&:add_to", &bo, conv_u32, &t))
     return NULL;
-  b = (BufObject *)bo;
-  if (!buf_ready(b)) return NULL;
+  if (get_target(bo, "TrajectoryAccumulator.add_to", &b) < 0) return NULL;
   if (t.v >= self->a.nscales || self->a.scales[t.v].kind != PER_TRAJ_BUFFERED)
     return PyErr_Format(PyExc_ValueError,
                         "add_to: timescale %u is not a buffered one",
                         (unsigned)t.v);
-  if (b->b.cfg.item_size != self->a.scales[t.v].record_bytes)
+  if (b.item_size != (long long)self->a.scales[t.v].record_bytes)
     return PyErr_Format(PyExc_ValueError,
                         "TrajectoryAccumulator.add_to: the buffer's items are "
                         "%u bytes, timescale '%s''s records %u",
-                        (unsigned)b->b.cfg.item_size, self->a.scales[t.v].name,
+                        (unsigned)b.item_size, self->a.scales[t.v].name,
                         (unsigned)self->a.scales[t.v].record_bytes);
   if (per_traj_count(&self->a, (uint32_t)t.v) == 0)
     return raise_why(PER_ERR_EMPTY, "TrajectoryAccumulator.add_to",
@@ -2806,9 +2982,7 @@ static PyObject *Traj_add_part(TrajObject *self, PyObject *args) {
   s = per_traj_build(&self->a, &out);
   CHECK_BUF(&self->a, s, "TrajectoryAccumulator.add_to");
   part = &out.parts[t.v];
-  NOGIL_WHY(
-      b->lock, b->b.error, why,
-      s = per_buffer_add_steps(&b->b, part->records, part->n, part->ends));
+  s = target_add_steps(&b, part->records, part->n, part->ends, why, sizeof why);
   CHECK_WHY(s, why, "TrajectoryAccumulator.add_to");
   return Py_BuildValue("(IK)", part->n, (unsigned long long)out.id);
 }
@@ -2894,7 +3068,7 @@ static PyGetSetDef Traj_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject TrajType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per._per._Traj",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per." PYPER_MODULE "._Traj",
     .tp_basicsize = sizeof(TrajObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_new = PyType_GenericNew,
@@ -3570,7 +3744,7 @@ static PyGetSetDef Store_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject StoreType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per._per._Store",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per." PYPER_MODULE "._Store",
     .tp_basicsize = sizeof(StoreObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,
@@ -3792,9 +3966,9 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
-    "_per",
-    "per.h's sum tree, samplers, replay buffer and n-step adder (double "
-    "nodes). Use them through the per package.",
+    PYPER_MODULE,
+    "per.h's sum tree, samplers, replay buffer and n-step adder (" PYPER_NODES
+    " nodes). Use them through the per package.",
     -1,
     module_methods,
     NULL,
@@ -3812,16 +3986,29 @@ static int add_type(PyObject *m, PyTypeObject *t, const char *name) {
   return 0;
 }
 
+#ifdef PYPER_F32
+PyMODINIT_FUNC PyInit__per32(void) {
+#else
 PyMODINIT_FUNC PyInit__per(void) {
+#endif
   PyObject *m = PyModule_Create(&module_def);
+  PyObject *cap;
   int i;
   if (!m) return NULL;
+#ifdef PYPER_F32
+  { /* one per.Error for both modules: per._per's */
+    PyObject *d = PyImport_ImportModule("per._per");
+    per_error = d ? PyObject_GetAttrString(d, "Error") : NULL;
+    Py_XDECREF(d);
+  }
+#else
   per_error = PyErr_NewExceptionWithDoc(
       "per.Error",
       "A per call failed: status (the per_status code) and name (its "
       "enumerator, e.g. 'PER_ERR_INDEX') say why. The structure is as it "
       "was before the call.",
       NULL, NULL);
+#endif
   if (!per_error) goto fail;
   Py_INCREF(per_error);
   if (PyModule_AddObject(m, "Error", per_error) < 0) {
@@ -3840,6 +4027,13 @@ PyMODINIT_FUNC PyInit__per(void) {
 #if !defined(_WIN32)
   if (add_type(m, &StoreType, "_Store") < 0) goto fail;
 #endif
+  cap = PyCapsule_New((void *)&this_api, "per." PYPER_MODULE "._api", NULL);
+  if (!cap || PyModule_AddObject(m, "_api", cap) < 0) {
+    Py_XDECREF(cap);
+    goto fail;
+  }
+  if (PyModule_AddIntConstant(m, "REAL_SIZE", (long)sizeof(per_real)) < 0)
+    goto fail;
   for (i = 0; i < PER_STATUS_COUNT; i++)
     if (PyModule_AddIntConstant(m, status_names[i], i) < 0) goto fail;
   if (PyModule_AddStringConstant(m, "PER_VERSION_STRING", PER_VERSION_STRING) <

@@ -3,6 +3,7 @@
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 PER_VERSION_STRING: str
+REAL_SIZE: int
 SAMPLE_UNIQUE: int
 SAMPLE_BETA: int
 SAMPLE_SEQUENCES: int

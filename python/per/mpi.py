@@ -386,6 +386,9 @@ class Feed:
         call = "per.mpi.Feed.drain"
         if not isinstance(buffer, _ReplayBuffer) or buffer.dtype != self.dtype:
             raise TypeError(f"{call}: buffer must be a ReplayBuffer of {self.dtype}")
+        if buffer.nodes != _np.float64:  # per._mpi embeds per.h, double nodes
+            raise TypeError(f"{call}: buffer has {buffer.nodes} nodes; per.mpi "
+                            "feeds buffers of float64 nodes")
         s, msg, n = self._feed.drain(buffer, _count(max_msgs, f"{call}: max_msgs"),
                                      bool(ordered))
         _raise(s, msg, call)

@@ -9,7 +9,13 @@
 #ifndef PYPER_SHARD_H
 #define PYPER_SHARD_H
 
+/* A buffer's capsule names its node type: per._per32's buffers (float
+   nodes, PYPER_F32) reach only an extension built for float too. */
+#ifdef PYPER_F32
+#define PYPER_SHARD_NAME "per._per32.shard"
+#else
 #define PYPER_SHARD_NAME "per._per.shard"
+#endif
 
 typedef struct pyper_shard {
   unsigned version; /* PER_VERSION of the per.h that made it */

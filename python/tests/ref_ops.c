@@ -4,8 +4,12 @@
 
      ref_ops run FLAGS PATH      the script, then save to PATH
      ref_ops resume FLAGS PATH   load PATH, then the resume script
+     ref_ops tree                per_tree and per_cat calls (tree_script)
 
-   Keep in step with script() and resume() in test_c_bitwise.py. */
+   Built with -DPER_REAL=float too: the same lines then come from float
+   nodes, as the package's dtype=float32 classes must give them.
+   Keep in step with script(), resume() and tree_script() in
+   test_c_bitwise.py. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +78,83 @@ static void update(per_buffer *b, uint32_t B) {
   free(td);
 }
 
+/* The node values v[0..n) as hex of their bits (per_real's width). */
+static void print_reals(const char *tag, const per_real *v, uint32_t n) {
+  uint32_t j;
+  printf("%s", tag);
+  for (j = 0; j < n; j++) {
+    if (sizeof(per_real) == 4) {
+      uint32_t bits;
+      memcpy(&bits, &v[j], 4);
+      printf(" %08" PRIx32, bits);
+    } else {
+      uint64_t bits;
+      memcpy(&bits, &v[j], 8);
+      printf(" %016" PRIx64, bits);
+    }
+  }
+  printf("\n");
+}
+
+static void print_ids(const char *tag, const uint32_t *idx, uint32_t n) {
+  uint32_t j;
+  printf("%s", tag);
+  for (j = 0; j < n; j++) printf(" %" PRIu32, idx[j]);
+  printf("\n");
+}
+
+/* A tree of 1000 leaves: build, batch sets with duplicates, stratified,
+   iid and categorical draws, find, prefix, then the whole node array. */
+static int tree_ops(void) {
+  enum { CAP = 1000, B = 64 };
+  per_tree t;
+  per_cat c;
+  per_rng rng;
+  per_real *val = (per_real *)malloc(CAP * sizeof *val), out[B], u;
+  uint32_t *idx = (uint32_t *)malloc(CAP * sizeof *idx), got[B], i, r;
+  per_status s;
+  if (!val || !idx) return 1;
+  if ((s = per_tree_init(&t, CAP, NULL)) != PER_OK) fail("tree init", s);
+  if ((s = per_cat_init(&c, B, NULL)) != PER_OK) fail("cat init", s);
+  per_rng_init(&rng, 777);
+  for (i = 0; i < CAP; i++)
+    val[i] = (per_real)((double)(i % 13) * 0.1 + (double)(i % 7) * 1e-3);
+  if ((s = per_tree_build(&t, val, CAP)) != PER_OK) fail("build", s);
+  for (r = 0; r < 4; r++) {
+    for (i = 0; i < 200; i++) {
+      idx[i] = (i * 37u + r * 101u) % CAP;
+      val[i] = (per_real)((double)((i + r) % 17) * 0.37 + 1e-4 * (double)r);
+    }
+    if ((s = per_tree_set_batch(&t, idx, val, 200)) != PER_OK) fail("set", s);
+    print_reals("total", &t.node[1], 1);
+    if ((s = per_tree_sample(&t, &rng, B, got, out)) != PER_OK)
+      fail("sample", s);
+    print_ids("strat ids", got, B);
+    print_reals("strat val", out, B);
+    if ((s = per_tree_sample_iid(&t, &rng, B, got, out)) != PER_OK)
+      fail("iid", s);
+    print_ids("iid ids", got, B);
+    print_reals("iid val", out, B);
+    if ((s = per_cat_sample(&c, &t, &rng, 32, got, out)) != PER_OK)
+      fail("cat", s);
+    print_ids("cat ids", got, 32);
+    print_reals("cat val", out, 32);
+    for (i = 0; i < 8; i++) {
+      u = (per_real)((double)i * 0.125 * (double)per_tree_total(&t));
+      if ((s = per_tree_find(&t, u, &got[i])) != PER_OK) fail("find", s);
+      out[i] = per_tree_prefix(&t, (i * 97u + r) % CAP);
+    }
+    print_ids("find", got, 8);
+    print_reals("prefix", out, 8);
+  }
+  print_reals("nodes", t.node, 2 * t.leaves);
+  per_cat_free(&c);
+  per_tree_free(&t);
+  free(val);
+  free(idx);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   per_config cfg;
   per_buffer b;
@@ -82,8 +163,9 @@ int main(int argc, char **argv) {
   per_sample_opts beta = {PER_SAMPLE_BETA, 0.9, 0, NULL};
   per_status s;
   uint32_t next = 0, r;
+  if (argc == 2 && strcmp(argv[1], "tree") == 0) return tree_ops();
   if (argc != 4) {
-    fprintf(stderr, "usage: ref_ops run|resume FLAGS PATH\n");
+    fprintf(stderr, "usage: ref_ops run|resume FLAGS PATH | ref_ops tree\n");
     return 2;
   }
   cfg = per_config_default(1000, sizeof(item));

@@ -1,8 +1,11 @@
 """The Python package against the C library: the same config, seed and
 calls give the same ids, IS weights (bit for bit) and item bytes, the
 same checkpoint file, and each side resumes from the other's checkpoint
-exactly. The C side is ref_ops.c, compiled here against this checkout's
-per.h with the system C compiler ($CC, default cc)."""
+exactly; the sum tree and categorical sampler give the same draws and
+node values bit for bit. The C side is ref_ops.c, compiled here against
+this checkout's per.h with the system C compiler ($CC, default cc),
+once per node type: double against the package's default classes, float
+(-DPER_REAL=float) against their dtype/nodes=numpy.float32 ones."""
 
 import os
 import shlex
@@ -19,18 +22,26 @@ ROOT = HERE.parent.parent
 ITEM = np.dtype([("obs", "<f4", (4,)), ("action", "<i4"), ("reward", "<f4")])
 
 
+NODES = {"double": np.float64, "float": np.float32}
+
+
+@pytest.fixture(scope="module", params=sorted(NODES))
+def real(request):
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def ref_ops(tmp_path_factory):
-    exe = tmp_path_factory.mktemp("ref") / "ref_ops"
+def ref_ops(tmp_path_factory, real):
+    exe = tmp_path_factory.mktemp("ref") / f"ref_ops_{real}"
     cc = shlex.split(os.environ.get("CC", "cc"))
-    subprocess.run(cc + ["-std=c99", "-O2", "-I", str(ROOT), str(HERE / "ref_ops.c"),
-                         "-o", str(exe), "-lm"], check=True)
+    subprocess.run(cc + ["-std=c99", "-O2", f"-DPER_REAL={real}", "-I", str(ROOT),
+                         str(HERE / "ref_ops.c"), "-o", str(exe), "-lm"], check=True)
     return exe
 
 
-def make(flags):
+def make(flags, real):
     return per.ReplayBuffer(1000, ITEM, alpha=0.7, beta0=0.5, beta_steps=50,
-                            eps=1e-3, seed=12345,
+                            eps=1e-3, seed=12345, nodes=NODES[real],
                             weights_buffer_max=bool(flags & 1))
 
 
@@ -84,10 +95,11 @@ def run_c(exe, *args):
 
 
 @pytest.mark.parametrize("flags", [0, 1])
-def test_same_batches_file_and_resume(ref_ops, tmp_path, flags):
+def test_same_batches_file_and_resume(ref_ops, real, tmp_path, flags):
     c_file, py_file = tmp_path / "c.per", tmp_path / "py.per"
     c_out = run_c(ref_ops, "run", flags, c_file)
-    buf = make(flags)
+    buf = make(flags, real)
+    assert buf.nodes == NODES[real]
     py_out = script(buf)
     assert len(c_out) == len(py_out) == 6 * 13
     for i, (c, p) in enumerate(zip(c_out, py_out)):
@@ -99,8 +111,66 @@ def test_same_batches_file_and_resume(ref_ops, tmp_path, flags):
 
     # C resumes from Python's file, Python from C's: the same batches.
     c_res = run_c(ref_ops, "resume", flags, py_file)
-    other = make(flags)
+    other = make(flags, real)
     other.load(c_file)
     assert resume(other) == c_res
     # and both equal the run that never stopped
     assert resume(buf) == c_res
+    # a buffer of the other node type refuses the file, unchanged
+    wrong = per.ReplayBuffer(1000, ITEM, alpha=0.7, beta0=0.5, beta_steps=50,
+                             eps=1e-3, seed=12345,
+                             nodes=NODES["float" if real == "double" else "double"],
+                             weights_buffer_max=bool(flags & 1))
+    with pytest.raises(per.Error, match="PER_ERR_MISMATCH"):
+        wrong.load(c_file)
+    assert len(wrong) == 0
+    assert per.ReplayBuffer.from_file(c_file).nodes == NODES[real]
+
+
+def reals(tag, v, dt):
+    """ref_ops.c's print_reals: the values' bits in hex."""
+    bits = np.asarray(v, dt).view(np.uint32 if dt == np.float32 else np.uint64)
+    width = 2 * np.dtype(dt).itemsize
+    return f"{tag}" + "".join(f" {int(b):0{width}x}" for b in bits)
+
+
+def ids(tag, v):
+    return f"{tag}" + "".join(f" {int(i)}" for i in v)
+
+
+def tree_script(dt):
+    """ref_ops.c's tree_ops through per.SumTree and per.CategoricalSampler
+    of node type dt."""
+    cap, B = 1000, 64
+    t = per.SumTree(cap, dtype=dt)
+    c = per.CategoricalSampler(B, dtype=dt)
+    rng = per.Rng(777)
+    i = np.arange(cap, dtype=np.float64)
+    t.build(((i % 13) * 0.1 + (i % 7) * 1e-3).astype(dt))
+    out = []
+    for r in range(4):
+        j = np.arange(200)
+        t.set_batch((j * 37 + r * 101) % cap,
+                    (((j + r) % 17) * 0.37 + 1e-4 * r).astype(dt))
+        out.append(reals("total", [t.total], dt))
+        for tag, (got, val) in (("strat", t.sample(B, rng)),
+                                ("iid", t.sample_iid(B, rng)),
+                                ("cat", c.sample(t, 32, rng))):
+            assert val.dtype == dt
+            out += [ids(f"{tag} ids", got), reals(f"{tag} val", val, dt)]
+        total = float(t.total)
+        out.append(ids("find", [t.find(k * 0.125 * total) for k in range(8)]))
+        out.append(reals("prefix", [t.prefix((k * 97 + r) % cap)
+                                    for k in range(8)], dt))
+    nodes = t.nodes()
+    assert nodes.dtype == dt
+    out.append(reals("nodes", nodes, dt))
+    return out
+
+
+def test_tree_and_categorical_bitwise(ref_ops, real):
+    c_out = run_c(ref_ops, "tree")
+    py_out = tree_script(NODES[real])
+    assert len(c_out) == len(py_out) == 4 * 9 + 1
+    for k, (c, p) in enumerate(zip(c_out, py_out)):
+        assert c == p, f"line {k} differs"

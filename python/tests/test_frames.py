@@ -21,11 +21,12 @@ def frame(lane, ep, t):
 class Naive:
     """Whole stacks: the first frame repeated at an episode's start."""
 
-    def __init__(self, capacity, k, n, lanes, seed):
+    def __init__(self, capacity, k, n, lanes, seed, nodes=None):
         self.k = k
         self.adders = [per.NStep(n, 0.9, (k,) + FRAME, np.uint8, (), np.int64)
                        for _ in range(lanes)]
-        self.buf = per.ReplayBuffer(capacity, self.adders[0].item_dtype, seed=seed)
+        self.buf = per.ReplayBuffer(capacity, self.adders[0].item_dtype, seed=seed,
+                                    nodes=nodes)
         self.stack = [None] * lanes
 
     def step(self, lane, obs, action, reward, nxt, term, trunc):
@@ -43,10 +44,10 @@ def window(fb, w):
     return d if d < len(fb) and (w == 0 or w > d) else w
 
 
-def run(capacity, k, n, lanes, steps, seed=3, frames=0, p=None):
+def run(capacity, k, n, lanes, steps, seed=3, frames=0, p=None, nodes=None):
     fb = per.FrameBuffer(capacity, FRAME, stack=k, n=n, gamma=0.9, lanes=lanes,
-                         seed=seed, frames=frames)
-    nv = Naive(capacity, k, n, lanes, seed)
+                         seed=seed, frames=frames, nodes=nodes)
+    nv = Naive(capacity, k, n, lanes, seed, nodes)
     rng = np.random.default_rng(seed)
     ep = [0] * lanes
     t = [0] * lanes
@@ -72,9 +73,14 @@ def run(capacity, k, n, lanes, steps, seed=3, frames=0, p=None):
     return fb, nv
 
 
+# float nodes too: the frame buffer's and the naive buffer's (per.NStep,
+# per._per's, adding to a per._per32 buffer) trees are float, the draws
+# and weights still equal
+@pytest.mark.parametrize("nodes", [np.float64, np.float32])
 @pytest.mark.parametrize("k,n,lanes", [(4, 1, 1), (4, 3, 1), (1, 1, 2), (3, 2, 3)])
-def test_stacks_equal_naive(k, n, lanes):
-    fb, nv = run(100, k, n, lanes, 700)
+def test_stacks_equal_naive(k, n, lanes, nodes):
+    fb, nv = run(100, k, n, lanes, 700, nodes=nodes)
+    assert fb.nodes == nv.buf.nodes == nodes
     fb.check()
     assert len(fb) == len(nv.buf) == 100
     # episodes of 1 .. 29 steps: more first frames than the default ring's
