@@ -60,7 +60,7 @@ took() {
   t_start=$(date +%s)
 }
 
-echo "== build ($build: per._per and per._cuda, gpu_arch native)"
+echo "== build ($build: per._per, per._per32, per._cuda and per._cuda32, gpu_arch native)"
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" -Dpython=enabled -Dcuda=enabled -Dprograms=false \
     -Dtests=false -Dcxx=disabled -Dgpu_arch=native -Dbuildtype=release >/dev/null
@@ -70,7 +70,8 @@ pkg=$build/pypkg/per
 rm -rf "$build/pypkg"
 mkdir -p "$pkg"
 cp python/per/*.py python/per/*.pyi python/per/py.typed "$pkg/"
-cp "$build"/python/_per.*.so "$build"/python/_cuda.*.so "$pkg/"
+cp "$build"/python/_per.*.so "$build"/python/_per32.*.so \
+  "$build"/python/_cuda.*.so "$build"/python/_cuda32.*.so "$pkg/"
 took "build and stage"
 [ -z "$build_only" ] || exit 0
 PYTHONPATH=$build/pypkg
@@ -82,7 +83,8 @@ status=0
 if step tests; then
   echo "== per.cuda tests on the GPU"
   PER_NEED_CUDA=1 PER_NEED_TORCH=1 "$py" -m pytest -q -p no:cacheprovider \
-    python/tests/test_cuda.py python/tests/test_readme.py || status=1
+    python/tests/test_cuda.py python/tests/test_cuda_f32.py \
+    python/tests/test_readme.py || status=1
   took "per.cuda tests"
 fi
 

@@ -82,10 +82,10 @@ want = {"per/__init__.py", "per/config.py", "per/_per.pyi", "per/_per32.pyi",
         "per/mpi.py", "per/_mpi.pyi", "per/cuda.py", "per/_cuda.pyi",
         "per/seeds.py"}
 # the extensions: per._per and per._per32 (double and float nodes)
-# always, per._mpi where an MPI was found, per._cuda where nvcc was
-# (never per._cuda_host: tests only)
+# always, per._mpi where an MPI was found, per._cuda and per._cuda32
+# where nvcc was (never per._cuda_host: tests only)
 ext = (["_per", "_per32"] + (["_mpi"] if shutil.which("mpicc") else []) +
-       (["_cuda"] if shutil.which("nvcc") else []))
+       (["_cuda", "_cuda32"] if shutil.which("nvcc") else []))
 if any(n.startswith("per/_cuda_host") for n in files):
     sys.exit("wheel: per._cuda_host (the tests' CPU emulation) is in the wheel")
 if missing or stray or not want <= pkg or not all(

@@ -1,12 +1,19 @@
 /* per._cuda: per_cuda.h for Python (per/cuda.py wraps it). Compiled
-   twice from this one source:
+   four times from this one source:
      - per._cuda, against the nvcc-built per_cuda library and the CUDA
        runtime: device memory, streams and graphs are CUDA's;
      - per._cuda_host (PYPER_CUDA_HOST, tests only), against per_cuda.cu
        compiled as host C++ through tests/cuda/cuda_host_shim.h: "device
        memory" is host memory the shim allocated, every launch runs its
        threads as loops under the shim's race detector. The tests of
-       per.cuda run on it without a GPU.
+       per.cuda run on it without a GPU;
+     - per._cuda32 and per._cuda_host32 (PYPER_F32), the same two with
+       float nodes (PER_REAL float; per._cuda32 against per_cuda_float),
+       for per.cuda's dtype=float32 and nodes=float32. Their tree values
+       are float32 and they take the buffers of per._per32 (a
+       per.ReplayBuffer made with nodes=float32) only; everything else is
+       the same. Each host build has its own shim, so its own "device
+       memory": an array for one is not in the other's.
    This layer moves pointers and sizes only: per/cuda.py checks every
    array (device, dtype, shape, strides) before a pointer gets here, and
    turns the per_status codes returned here into per.Error.
@@ -22,11 +29,31 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+/* The node type: PYPER_F32 is float (the build passes PER_REAL=float
+   too), else per.h's default, double. PYPER_PER is the module whose
+   buffers this one takes (shard.h's capsule names it), PYPER_NODES their
+   node type as per.cuda names it. */
+#ifdef PYPER_F32
+#ifndef PER_REAL
+#define PER_REAL float
+#endif
+#define PYPER_PER "per._per32"
+#define PYPER_NODES "float32"
+#else
+#define PYPER_PER "per._per"
+#define PYPER_NODES "float64"
+#endif
+
 #ifdef PYPER_CUDA_HOST
 #include "cuda_host_shim.h"
 #include "per_cuda.cu"
+#ifdef PYPER_F32
+#define PYPER_MODULE "_cuda_host32"
+#define PYPER_INIT PyInit__cuda_host32
+#else
 #define PYPER_MODULE "_cuda_host"
 #define PYPER_INIT PyInit__cuda_host
+#endif
 #define PYPER_DLPACK_DEVICE 1 /* kDLCPU */
 #else
 #define PER_STATIC
@@ -34,9 +61,22 @@
 #include "per.h"
 #include "per_cuda.h"
 #include <cuda_runtime_api.h>
+#ifdef PYPER_F32
+#define PYPER_MODULE "_cuda32"
+#define PYPER_INIT PyInit__cuda32
+#else
 #define PYPER_MODULE "_cuda"
 #define PYPER_INIT PyInit__cuda
+#endif
 #define PYPER_DLPACK_DEVICE 2 /* kDLCUDA */
+#endif
+
+/* a PER_REAL that is not PYPER_F32's would name the module of one node
+   type and build it with the other's */
+#ifdef PYPER_F32
+static_assert(sizeof(per_real) == 4, "PYPER_F32 builds PER_REAL float");
+#else
+static_assert(sizeof(per_real) == 8, "without PYPER_F32, PER_REAL double");
 #endif
 
 #include "shard.h"
@@ -1010,10 +1050,18 @@ static pyper_shard *shard_of(PyObject *owner, PyObject **capsule) {
   pyper_shard *sh;
   *capsule = PyObject_CallMethod(owner, "_shard", NULL);
   if (!*capsule) return NULL;
+  if (!PyCapsule_IsValid(*capsule, PYPER_SHARD_NAME)) {
+    /* another module's buffer: the other node type */
+    Py_CLEAR(*capsule);
+    PyErr_SetString(PyExc_TypeError, "per." PYPER_MODULE
+                                     " takes a per.ReplayBuffer of " PYPER_NODES
+                                     " nodes (" PYPER_PER "'s) only");
+    return NULL;
+  }
   sh = (pyper_shard *)PyCapsule_GetPointer(*capsule, PYPER_SHARD_NAME);
   if (sh && (sh->version != PER_VERSION || sh->size != sizeof(per_buffer))) {
     PyErr_SetString(PyExc_ImportError,
-                    "per." PYPER_MODULE " and per._per were built from "
+                    "per." PYPER_MODULE " and " PYPER_PER " were built from "
                     "different per.h: reinstall per");
     sh = NULL;
   }

@@ -1,13 +1,17 @@
-# Type stubs of per._cuda (python/per/_cuda.cpp), and of per._cuda_host,
-# the same source built over the host shim for the tests. per.cuda is the
-# API: it checks every array before a pointer gets here and turns the
-# statuses returned here into per.Error. Pointers and stream handles are
-# ints; 0 and 1 are the legacy default stream, 2 the per-thread one. _Memory,
-# _BufferHandle and _TreeHandle are not module attributes: Memory,
-# _Buffer and _Tree make their objects.
+# Type stubs of per._cuda (python/per/_cuda.cpp), and of the same source's
+# other builds, which have the same attributes: per._cuda_host, built over
+# the host shim for the tests, and per._cuda32 and per._cuda_host32, the
+# two with float nodes (PER_REAL float: real_bytes() is 4, the tree values
+# are float32, download and upload take a per.ReplayBuffer of float32
+# nodes only; per.cuda imports them by name and uses these types).
+# per.cuda is the API: it checks every array before a pointer gets here
+# and turns the statuses returned here into per.Error. Pointers and stream
+# handles are ints; 0 and 1 are the legacy default stream, 2 the
+# per-thread one. _Memory, _BufferHandle and _TreeHandle are not module
+# attributes: Memory, _Buffer and _Tree make their objects.
 from typing import Any, Dict, Optional, Tuple, Union
 
-backend: str  # "cuda", or "host" for per._cuda_host
+backend: str  # "cuda", or "host" for per._cuda_host and per._cuda_host32
 DLPACK_DEVICE: int
 MAX_BATCH: int
 
@@ -53,6 +57,7 @@ class _BufferHandle:
     def check(self, stream: int, clear: bool) -> Tuple[int, int, int, int]: ...
     def counters(self, stream: int) -> Tuple[int, int, int, int, int, int,
                                              float]: ...
+    # owner: a per.ReplayBuffer of the module's node type (TypeError else)
     def download(self, owner: object, stream: int) -> int: ...
     def upload(self, owner: object, stream: int) -> int: ...
     def reset(self, stream: int) -> int: ...
@@ -93,9 +98,9 @@ def stream_waits() -> int: ...  # the waits stream_wait enqueued so far
 def device_count() -> int: ...
 def current_device() -> int: ...
 def last_error() -> Tuple[int, str]: ...
-def real_bytes() -> int: ...
+def real_bytes() -> int: ...  # sizeof(per_real): 8, or 4 in the 32 builds
 
-# per._cuda_host only (the host shim)
+# per._cuda_host and per._cuda_host32 only (the host shim; each its own)
 def shim_races() -> int: ...
 def shim_order(k: int) -> None: ...
 def on_device(ptr: int, bytes: int) -> bool: ...

@@ -35,25 +35,37 @@ The same calls, seed and config give the same bits as ``per.ReplayBuffer``
 (``to_cpu`` / ``from_cpu`` move the whole state between them, so ``save`` and
 ``load`` work through the CPU buffer).
 
+Node types: double by default; ``SumTree(..., dtype=numpy.float32)`` and
+``ReplayBuffer(..., nodes=numpy.float32)`` have float nodes (per_cuda
+built with PER_REAL float, the extension per._cuda32), the same bits as
+``per.SumTree(..., dtype=numpy.float32)`` and ``per.ReplayBuffer(...,
+nodes=numpy.float32)``; a float buffer's ``to_cpu`` / ``from_cpu`` take a
+per.ReplayBuffer of float nodes.
+
 Errors the host can see (a wrong dtype, shape or device, a batch too large)
 raise at once. Errors only the device knows (a NaN TD error, sampling an empty
 buffer) are kept in a status word on the device, the first one since the last
 check, and ``status()`` waits for the stream and raises it as per.Error; a
 call that failed on the device changed nothing.
 
-per.cuda needs the extension per._cuda, which pip builds when nvcc (the CUDA
-toolkit) is on PATH at install time; ``available()`` says whether it is here
-and ``unavailable_reason()`` why not. ``per.cuda.host`` has the same classes
-over a CPU emulation of the kernels (per._cuda_host, built for the tests with
+per.cuda needs the extension per._cuda (per._cuda32 for float nodes), which
+pip builds when nvcc (the CUDA toolkit) is on PATH at install time;
+``available()`` says whether it is here and ``unavailable_reason()`` why not
+(``available(numpy.float32)``: per._cuda32). ``per.cuda.host`` has the same
+classes over a CPU emulation of the kernels (per._cuda_host, and
+per._cuda_host32 for float nodes, built for the tests with
 ``-Csetup-args=-Dpython_cuda_host=true``): its "device arrays" are made by
-``host.to_device``. It has no streams (its work runs in order as it is
-enqueued): a call without a stream needs no framework there, and the
-"stream" of an ``__array_interface__``, which it reads where the GPU reads
-``__cuda_array_interface__``, is checked and waited for as on a GPU (the
-wait only counted, ``host.module.stream_waits()``).
+``host.to_device``. Each of its two extensions emulates device memory of its
+own: the arrays a float32 object takes are made with
+``host.to_device(..., nodes=numpy.float32)``. It has no streams (its work
+runs in order as it is enqueued): a call without a stream needs no framework
+there, and the "stream" of an ``__array_interface__``, which it reads where
+the GPU reads ``__cuda_array_interface__``, is checked and waited for as on
+a GPU (the wait only counted, ``host.module.stream_waits()``).
 """
 from __future__ import annotations
 
+import importlib as _importlib
 import sys as _sys
 import types as _types
 import typing as _t
@@ -64,6 +76,7 @@ import per as _per_pkg
 from . import _per
 from .config import Array as _Array
 from .config import DType as _DType
+from .config import DTypeLike as _DTypeLike
 from .config import REPLAY_KEYS as _REPLAY_KEYS
 from .config import ReplayKeywords as _ReplayKeywords
 from .config import c_config as _c_config
@@ -84,8 +97,9 @@ if _t.TYPE_CHECKING:
 
 
 class _Extension(_t.Protocol):
-    """What per.cuda uses of its extension, per._cuda or per._cuda_host
-    (both built from _cuda.cpp; _cuda.pyi types them)."""
+    """What per.cuda uses of its extension, per._cuda or per._cuda_host,
+    or per._cuda32 or per._cuda_host32 for float nodes (all four built
+    from _cuda.cpp; _cuda.pyi types them)."""
 
     @property
     def backend(self) -> str: ...
@@ -139,6 +153,96 @@ try:
     _host_mod = _cuda_host
 except ImportError:
     _host_mod = None
+_host_why = ("per.cuda.host needs per._cuda_host (built with "
+             "-Dpython_cuda_host=true)")
+
+# The node types: float64 (double, per._cuda and per._cuda_host) and
+# float32 (float, per._cuda32 and per._cuda_host32: the same source again,
+# _cuda.pyi types them too), the float ones imported on first use.
+_F64: _DType = _np.dtype("<f8")
+_F32: _DType = _np.dtype("<f4")
+#: A node type: numpy.float64 (or None) or numpy.float32, or what names it.
+_NodesLike = _t.Optional[_DTypeLike]
+_float_mods: _t.Dict[bool, _t.Tuple[_t.Optional[_Extension], str]] = {}
+
+
+def _nodes_of(x: object, what: str) -> _DType:
+    """The node type x names: float64 (also for None) or float32; else a
+    TypeError naming both."""
+    try:
+        d = _F64 if x is None else _np.dtype(_t.cast(_DTypeLike, x))
+    except (TypeError, ValueError):
+        d = None
+    if d is None or d not in (_F64, _F32):
+        raise TypeError(f"{what} must be numpy.float64 (double nodes) or "
+                        f"numpy.float32 (float nodes), not {x!r}")
+    return d
+
+
+def _float_module(host: bool) -> _t.Tuple[_t.Optional[_Extension], str]:
+    """(per._cuda_host32 or per._cuda32, "") once imported, else (None, why
+    not)."""
+    got = _float_mods.get(host)
+    if got is None:
+        name = "_cuda_host32" if host else "_cuda32"
+        try:
+            mod = _t.cast(_Extension,
+                          _importlib.import_module(f"{__package__}.{name}"))
+            got = (mod, "")
+        except ImportError as e:
+            if host:
+                why = (f"per.cuda.host: float32 nodes need the extension "
+                       f"per._cuda_host32, which is not installed ({e}); it "
+                       "is built with per._cuda_host (-Dpython_cuda_host=true)")
+            else:
+                why = (f"per.cuda: float32 nodes need the extension "
+                       f"per._cuda32, which is not installed ({e}); it is "
+                       "built with per._cuda, when nvcc is on PATH while pip "
+                       "installs per: put the CUDA toolkit's bin/ on PATH and "
+                       "reinstall (pip install --force-reinstall --no-binary "
+                       "per-replay per-replay, or pip install . from a "
+                       "checkout)")
+            got = (None, why)
+        _float_mods[host] = got
+    return got
+
+
+def _extension(host: bool, nodes: _DType) -> _Extension:
+    """The extension of per.cuda (host False) or per.cuda.host (True) for
+    the node type; ImportError naming the missing module."""
+    if nodes == _F32:
+        mod, why = _float_module(host)
+    else:
+        mod, why = (_host_mod, _host_why) if host else (_cuda_mod, _why)
+    if mod is None:
+        raise ImportError(why)
+    if mod.real_bytes() != nodes.itemsize:
+        name = ("per._cuda_host" if host else "per._cuda") + (
+            "32" if nodes == _F32 else "")
+        raise ImportError(f"{name} was built with {mod.real_bytes()}-byte "
+                          f"nodes, not {nodes}: reinstall per")
+    return mod
+
+
+def _host_modules() -> _t.List[_Extension]:
+    """The host backend's extensions imported so far."""
+    return [m for m in (_host_mod, _float_mods.get(True, (None, ""))[0])
+            if m is not None]
+
+
+def _host_memory(mod: _Extension, what: str, ptr: int, nbytes: int) -> str:
+    """Why [ptr, ptr + nbytes) is not the host backend's device memory of
+    mod: the memory of its other node type, or none of its own."""
+    for other in _host_modules():
+        if other is not mod and other.on_device(ptr, nbytes):
+            mine, its = ("float32", "float64") if mod.real_bytes() == 4 else (
+                "float64", "float32")
+            return (f"{what} is in the host backend's memory for {its} "
+                    f"nodes, this object's is for {mine} nodes (each node "
+                    "type emulates device memory of its own): make it with "
+                    f"per.cuda.host.to_device(..., nodes=numpy.{mine})")
+    return (f"{what} is not in the host backend's device memory: make it "
+            "with per.cuda.host.to_device")
 
 __all__ = ["ReplayBuffer", "SumTree", "DeviceArray", "available",
            "unavailable_reason", "device_count", "to_device", "to_host", "host"]
@@ -159,14 +263,19 @@ _TAGS = {1: "add_batch", 2: "sample", 3: "update", 4: "update_sequences"}
 _TREE_TAGS = {1: "set_batch", 2: "sample", 3: "find"}
 
 
-def available() -> bool:
-    """Whether per.cuda's GPU extension is installed (a device may still be
-    missing: device_count() says)."""
+def available(nodes: _NodesLike = None) -> bool:
+    """Whether per.cuda's GPU extension for the node type (float64, the
+    default, or float32) is installed (a device may still be missing:
+    device_count() says)."""
+    if _nodes_of(nodes, "per.cuda.available: nodes") == _F32:
+        return _float_module(False)[0] is not None
     return _cuda_mod is not None
 
 
-def unavailable_reason() -> str:
-    """Why per.cuda is not available ("" when it is)."""
+def unavailable_reason(nodes: _NodesLike = None) -> str:
+    """Why per.cuda is not available for the node type ("" when it is)."""
+    if _nodes_of(nodes, "per.cuda.unavailable_reason: nodes") == _F32:
+        return _float_module(False)[1]
     return _why
 
 
@@ -351,11 +460,14 @@ class _Backend:
             done.add(a.stream)
             self.check(self.mod.stream_wait(device, a.stream, stream), call)
 
-    def array(self, a: object, what: str, device: int, stream: int) -> _Arr:
+    def array(self, a: object, what: str, device: int, stream: int, *,
+              anywhere: bool = False) -> _Arr:
         """Where a device array is, from __cuda_array_interface__ (GPU),
         __array_interface__ (the host backend) or __dlpack__; refused when
-        it is not this backend's device memory. The interface's "stream"
-        is kept for after(); __dlpack__ is given the call's stream."""
+        it is not this backend's device memory (with anywhere, the host
+        backend's memory of either node type is taken: the caller picks
+        the extension it belongs to). The interface's "stream" is kept
+        for after(); __dlpack__ is given the call's stream."""
         iface = "__array_interface__" if self.host else "__cuda_array_interface__"
         d = getattr(a, iface, None)
         producer = None
@@ -404,9 +516,9 @@ class _Backend:
                             f"{type(a).__name__}")
         nbytes = 0 if 0 in shape else (
             sum((n - 1) * abs(s) for n, s in zip(shape, strides)) + dt.itemsize)
-        if self.host and nbytes and not self.mod.on_device(ptr, nbytes):
-            raise ValueError(f"{what} is not in the host backend's device "
-                             "memory: make it with per.cuda.host.to_device")
+        if (self.host and nbytes and not anywhere and
+                not self.mod.on_device(ptr, nbytes)):
+            raise ValueError(_host_memory(self.mod, what, ptr, nbytes))
         return _Arr(ptr, shape, dt, strides, producer)
 
     @staticmethod
@@ -508,10 +620,14 @@ class ReplayBuffer:
     DeviceArray views sample() returns into your arrays (default
     torch.from_dlpack when PyTorch is imported, else the DeviceArray
     itself, which cupy.from_dlpack, jax.dlpack.from_dlpack, numba and
-    numpy.from_dlpack take).
+    numpy.from_dlpack take). nodes: the sum trees' node type (`self.nodes`),
+    numpy.float64 (None, the default: double) or numpy.float32 (float,
+    per._cuda32: the bits of per.ReplayBuffer(..., nodes=numpy.float32));
+    `self.dtype` is the item's.
     """
 
-    _backend_mod: _t.Optional[_Extension] = _cuda_mod
+    #: per.cuda.host's subclass: the host backend's extensions
+    _host: bool = False
 
     def __init__(
         self,
@@ -523,16 +639,14 @@ class ReplayBuffer:
         stream: _Stream = None,
         wrap: _t.Optional[_t.Callable[[DeviceArray], _View]] = None,
         align: bool = False,
+        nodes: _NodesLike = None,
         **config: _Unpack[_ReplayKeywords],
     ) -> None:
-        _check_keywords("ReplayBuffer.__init__", config, _REPLAY_KEYS)
-        mod = type(self)._backend_mod
-        if mod is None:
-            raise ImportError(_why if type(self) is ReplayBuffer else
-                              "per.cuda.host needs per._cuda_host (built with "
-                              "-Dpython_cuda_host=true)")
-        self._b = _Backend(mod, "per.cuda")
         call = "per.cuda.ReplayBuffer"
+        _check_keywords("ReplayBuffer.__init__", config, _REPLAY_KEYS)
+        self.nodes: _DType = _nodes_of(nodes, f"{call}: nodes")
+        mod = _extension(self._host, self.nodes)
+        self._b = _Backend(mod, "per.cuda")
         if config.get("live_max"):
             raise ValueError(f"{call}: live_max is not on the device; use "
                              "per.ReplayBuffer")
@@ -596,14 +710,16 @@ class ReplayBuffer:
 
     @property
     def backend(self) -> str:
-        """"cuda" (per._cuda) or "host" (the CPU emulation, per._cuda_host)."""
+        """"cuda" (per._cuda or per._cuda32) or "host" (the CPU emulation,
+        per._cuda_host or per._cuda_host32)."""
         return str(self._b.mod.backend)
 
     def __repr__(self) -> str:
         names = ", ".join(self.dtype.names or ())
+        nodes = ", nodes=float32" if self.nodes == _F32 else ""
         return (f"per.cuda.ReplayBuffer(capacity={self.capacity}, fields=({names}), "
                 f"max_batch={self.max_batch}, device={self.device}, "
-                f"backend={self.backend!r})")
+                f"backend={self.backend!r}{nodes})")
 
     # -- adding ----------------------------------------------------------------
 
@@ -844,11 +960,12 @@ class ReplayBuffer:
         self._b.check(self._h.reset(self._st(stream)), "per.cuda.ReplayBuffer.clear")
 
     def to_cpu(self, *, stream: _Stream = None) -> _per_pkg.ReplayBuffer:
-        """A per.ReplayBuffer with this buffer's state, byte for byte what a
-        per.ReplayBuffer given the same calls holds (per_cuda_buffer_download;
-        waits for the stream). Save it with its save()."""
+        """A per.ReplayBuffer with this buffer's state and node type, byte
+        for byte what a per.ReplayBuffer given the same calls holds
+        (per_cuda_buffer_download; waits for the stream). Save it with its
+        save()."""
         cfg = self._h.config
-        cpu = _per_pkg.ReplayBuffer(cfg["capacity"], self.dtype,
+        cpu = _per_pkg.ReplayBuffer(cfg["capacity"], self.dtype, nodes=self.nodes,
                                     **_keywords(cfg, _REPLAY_KEYS))
         self._b.check(self._h.download(cpu, self._st(stream)),
                       "per.cuda.ReplayBuffer.to_cpu")
@@ -857,11 +974,16 @@ class ReplayBuffer:
     def from_cpu(self, cpu: _per_pkg.ReplayBuffer, *, stream: _Stream = None) -> None:
         """Take a per.ReplayBuffer's state (its items, priorities, stream and
         counters, and its alpha, betas, eps, max_priority, seed and
-        seq_eta): it must have this buffer's capacity, item layout, seq_len
-        and seq_stride (per_cuda_buffer_upload; waits for the copies)."""
+        seq_eta): it must have this buffer's node type, capacity, item
+        layout, seq_len and seq_stride (per_cuda_buffer_upload; waits for
+        the copies)."""
         call = "per.cuda.ReplayBuffer.from_cpu"
         if not isinstance(cpu, _per_pkg.ReplayBuffer):
             raise TypeError(f"{call}: a per.ReplayBuffer, not {type(cpu).__name__}")
+        if cpu.nodes != self.nodes:
+            raise TypeError(f"{call}: the CPU buffer has {cpu.nodes} nodes, "
+                            f"this one {self.nodes} (make it with "
+                            f"per.ReplayBuffer(..., nodes=numpy.{self.nodes}))")
         if cpu.dtype != self.dtype:
             raise ValueError(f"{call}: the CPU buffer's items are {cpu.dtype}, "
                              f"these {self.dtype}")
@@ -878,17 +1000,21 @@ class SumTree:
     leaf i at node L + i), the same bits as per.SumTree under the same
     calls. set_batch and sample enqueue on the stream; total, leaves and
     nodes are views of the tree's memory (read them after the stream has
-    run the calls)."""
+    run the calls). dtype: the node type (`self.dtype`), numpy.float64
+    (double, the default) or numpy.float32 (float, per._cuda32: the bits
+    of per.SumTree(capacity, dtype=numpy.float32)); every value in or out
+    is of it."""
 
-    _backend_mod: _t.Optional[_Extension] = _cuda_mod
+    #: per.cuda.host's subclass: the host backend's extensions
+    _host: bool = False
 
     def __init__(self, capacity: int, *, max_batch: int = 1024, seed: int = 0,
                  device: _Device = None, stream: _Stream = None,
-                 wrap: _t.Optional[_t.Callable[[DeviceArray], _View]] = None) -> None:
-        mod = type(self)._backend_mod
-        if mod is None:
-            raise ImportError(_why)
+                 wrap: _t.Optional[_t.Callable[[DeviceArray], _View]] = None,
+                 dtype: _NodesLike = _np.float64) -> None:
         call = "per.cuda.SumTree"
+        real = _nodes_of(dtype, f"{call}: dtype")
+        mod = _extension(self._host, real)
         self._b = _Backend(mod, call)
         capacity = _count(capacity, f"{call}: capacity")
         max_batch = _count(max_batch, f"{call}: max_batch")
@@ -907,8 +1033,8 @@ class SumTree:
         self.capacity, self.leaves, self.max_batch = h.shape
         self._ptrs: _t.Dict[str, int] = h.ptrs
         self._out: _t.Dict[int, _t.Tuple[_View, _View]] = {}
-        real = _np.dtype("<f8") if mod.real_bytes() == 8 else _np.dtype("<f4")
-        self.real: _DType = real
+        self.dtype: _DType = real
+        self.real: _DType = real  # the same: the node type
         L = self.leaves
         self.nodes = self._wrap(self._b.view(h, self._ptrs["nodes"], self.device,
                                              real, (2 * L,), (1,)))
@@ -928,9 +1054,9 @@ class SumTree:
     def set_batch(self, idx: object, p: object, *, stream: _Stream = None) -> None:
         """Enqueue leaves idx[j] = p[j] (per_cuda_tree_set_batch): idx an
         int32 (or uint32) device array, p a device array of the tree's
-        real type (float64), n <= max_batch; duplicates: the last wins. A
-        bad index or value is a device error (status()), and then nothing
-        is written."""
+        dtype (float64 or float32), n <= max_batch; duplicates: the last
+        wins. A bad index or value is a device error (status()), and then
+        nothing is written."""
         call = "per.cuda.SumTree.set_batch"
         st = self._st(stream)
         a, v, n = _pairs(self._b, self.device, st, call, ("idx", idx, "<i4"),
@@ -942,7 +1068,7 @@ class SumTree:
         """Enqueue a stratified draw of batch_size leaves (per_cuda_tree_sample
         with the tree's seed and its device counter, which each draw
         advances: per.SumTree.sample with per.Rng(seed) gives the same)
-        and return views (idx int32, values of the tree's real type),
+        and return views (idx int32, values of the tree's dtype),
         overwritten by the next sample of the same size. An empty tree is
         a device error (status())."""
         call = "per.cuda.SumTree.sample"
@@ -956,7 +1082,7 @@ class SumTree:
     def find(self, u: object, *, stream: _Stream = None) -> _t.Tuple[_View, _View]:
         """Enqueue the leaves whose prefix intervals hold u (per_cuda_tree_find,
         per.SumTree.find_batch's leaves): u a device array of n <=
-        max_batch values of the tree's real type (float64), u >= total
+        max_batch values of the tree's dtype (float64 or float32), u >= total
         giving the last leaf with mass. Returns views (idx int32, values),
         the memory sample() returns too. A NaN or negative u, or an empty
         tree, is a device error (status())."""
@@ -995,6 +1121,7 @@ class SumTree:
 
 def _to_device_with(mod: _Extension, a: object, device: _Device,
                     stream: _Stream) -> DeviceArray:
+    """A copy of a in mod's device memory."""
     b = _Backend(mod, "per.cuda.to_device")
     dev = b.device_of(device)
     st = b.stream_of(stream, dev)
@@ -1014,17 +1141,27 @@ def _to_device_with(mod: _Extension, a: object, device: _Device,
 
 
 def _to_host_with(mod: _Extension, a: object, stream: _Stream) -> _Array:
+    """A NumPy copy of a device array; on the host backend, of the memory
+    of either node type (the copy is made by the extension it belongs
+    to)."""
     b = _Backend(mod, "per.cuda.to_host")
+    what = "per.cuda.to_host: the array"
     dev = 0 if b.host else b.device_of(getattr(a, "device", None)
                                        if getattr(getattr(a, "device", None),
                                                   "type", None) == "cuda"
                                        else None)
     st = b.stream_of(stream, dev)
-    arr = b.array(a, "per.cuda.to_host: the array", dev, st)
+    arr = b.array(a, what, dev, st, anywhere=True)
     if any(s < 0 for s in arr.strides):
         raise ValueError("per.cuda.to_host: negative strides")
     span = 0 if 0 in arr.shape else (
         sum((n - 1) * s for n, s in zip(arr.shape, arr.strides)) + arr.dtype.itemsize)
+    if b.host and span:
+        owner = [m for m in _host_modules() if m.on_device(arr.ptr, span)]
+        if not owner:
+            raise ValueError(_host_memory(mod, what, arr.ptr, span))
+        mod = owner[0]
+        b = _Backend(mod, "per.cuda.to_host")
     es = arr.dtype.itemsize
     raw = _np.zeros(-(-max(span, 1) // es) * es, _np.uint8)
     if span:
@@ -1055,31 +1192,50 @@ def to_device(a: object, device: _Device = None, *,
 def _host_namespace() -> _types.SimpleNamespace:
     class HostReplayBuffer(ReplayBuffer):
         __doc__ = ReplayBuffer.__doc__
-        _backend_mod = _host_mod
+        _host = True
 
     class HostSumTree(SumTree):
         __doc__ = SumTree.__doc__
-        _backend_mod = _host_mod
+        _host = True
 
     HostReplayBuffer.__name__ = HostReplayBuffer.__qualname__ = "ReplayBuffer"
     HostSumTree.__name__ = HostSumTree.__qualname__ = "SumTree"
 
     def host_to_host(a: object, *, stream: _Stream = None) -> _Array:
-        if _host_mod is None:
-            raise ImportError("per.cuda.host needs per._cuda_host")
-        return _to_host_with(_host_mod, a, stream)
+        """A NumPy copy of an array of the host backend's device memory,
+        of either node type."""
+        mods = _host_modules()
+        if not mods:
+            raise ImportError(_host_why)
+        return _to_host_with(mods[0], a, stream)
 
     def host_to_device(a: object, device: _Device = None, *,
-                       stream: _Stream = None) -> DeviceArray:
-        if _host_mod is None:
-            raise ImportError("per.cuda.host needs per._cuda_host (built with "
-                              "-Dpython_cuda_host=true)")
-        return _to_device_with(_host_mod, a, device, stream)
+                       stream: _Stream = None,
+                       nodes: _NodesLike = None) -> DeviceArray:
+        """A copy of a NumPy-convertible array in the host backend's device
+        memory for objects of the node type nodes (float64, the default,
+        or float32: per._cuda_host32's memory, which only they take)."""
+        dt = _nodes_of(nodes, "per.cuda.host.to_device: nodes")
+        return _to_device_with(_extension(True, dt), a, device, stream)
+
+    def host_available(nodes: _NodesLike = None) -> bool:
+        """Whether per.cuda.host's extension for the node type is
+        installed."""
+        if _nodes_of(nodes, "per.cuda.host.available: nodes") == _F32:
+            return _float_module(True)[0] is not None
+        return _host_mod is not None
+
+    def host_module_of(nodes: _NodesLike = None) -> _t.Any:
+        """The host backend's extension for the node type (its shim's
+        counters and graph calls: shim_races, capture_begin, ...);
+        ImportError naming it when it is not installed. `module` is the
+        float64 one (None when missing)."""
+        return _extension(True, _nodes_of(nodes, "per.cuda.host.module_of: nodes"))
 
     return _types.SimpleNamespace(
         ReplayBuffer=HostReplayBuffer, SumTree=HostSumTree,
-        to_device=host_to_device, to_host=host_to_host, available=lambda: _host_mod is not None,
-        module=_host_mod)
+        to_device=host_to_device, to_host=host_to_host, available=host_available,
+        module=_host_mod, module_of=host_module_of)
 
 
 host = _host_namespace()
