@@ -329,11 +329,14 @@ class _On(_t.NamedTuple):
     torch_device: _t.Any
     torch: _t.Any
 
-    def static(self, shape: _t.Tuple[int, ...], dtype: "_np.dtype[_t.Any]") -> _t.Any:
-        """A tensor the kernels may read and write: device memory, or the
-        emulation's "device memory" on the CPU."""
+    def static(self, shape: _t.Tuple[int, ...], dtype: "_np.dtype[_t.Any]",
+               nodes: "_np.dtype[_t.Any]") -> _t.Any:
+        """A tensor the kernels of an object of node type `nodes` may read
+        and write: device memory, or that node type's emulated "device
+        memory" on the CPU."""
         if self.ns is _cuda.host:
-            return self.torch.from_dlpack(_cuda.host.to_device(_np.zeros(shape, dtype)))
+            return self.torch.from_dlpack(
+                _cuda.host.to_device(_np.zeros(shape, dtype), nodes=nodes))
         z = self.torch.zeros(shape, dtype=self.torch.from_numpy(_np.zeros(0, dtype)).dtype)
         return z.to(self.torch_device)
 
@@ -384,12 +387,13 @@ class CpuSumTree:
     sequential loop); sample(u) returns the leaves whose prefix intervals
     hold the values u (per_tree_find: u < left sum goes left, the seed's
     u <= left sum; no empty leaf is ever returned, where the seed clamps
-    to the last slot). Nodes are float64 where the seed's are float32:
+    to the last slot). Nodes are float32 as the seed's (per.SumTree's
+    float nodes, per.h's PER_REAL float; dtype=numpy.float64 for double):
     tree is a copy of them."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, dtype: _t.Any = _np.float32) -> None:
         self.capacity: int = _count(capacity, "CpuSumTree: capacity")
-        self._t = _per_pkg.SumTree(self.capacity)
+        self._t = _per_pkg.SumTree(self.capacity, dtype=dtype)
         self.L: int = self._t.leaves
 
     @property
@@ -411,8 +415,9 @@ class CpuSumTree:
 class GpuSumTree:
     """Seed 001's GPU tree over per.cuda.SumTree: per's layout on the
     device (root at node 1, leaves at L .. L + capacity), which is the
-    seed's. tree is a tensor view of the nodes (float64: per's node type
-    in Python), total a 0-d view of the root.
+    seed's. tree is a tensor view of the nodes (float32 as the seed's:
+    per.cuda.SumTree's float nodes, per_cuda_float; dtype=numpy.float64
+    for double), total a 0-d view of the root.
 
     update(idx, new_p) writes leaves: idx int64 and new_p floats, tensors
     on the tree's device, of one length. The seed adds deltas with atomics,
@@ -431,19 +436,21 @@ class GpuSumTree:
     """
 
     def __init__(self, capacity: int, device: _t.Any = "cuda", *,
-                 max_batch: int = 65536, seed: int = 0) -> None:
+                 max_batch: int = 65536, seed: int = 0,
+                 dtype: _t.Any = _np.float32) -> None:
         c = "GpuSumTree"
         on = _on(device, c)
         self._on = on
         self._t = on.ns.SumTree(capacity, max_batch=max_batch, seed=seed,
-                                device=on.device)
+                                device=on.device, dtype=dtype)
         self.capacity: int = self._t.capacity
         self.L: int = self._t.leaves
         self.device: _t.Any = on.torch_device
         self.max_batch: int = self._t.max_batch
         self.tree: _t.Any = self._t.nodes
-        self._idx = on.static((self.max_batch,), _np.dtype(_np.int32))
-        self._val = on.static((self.max_batch,), self._t.real)
+        nodes = self._t.dtype
+        self._idx = on.static((self.max_batch,), _np.dtype(_np.int32), nodes)
+        self._val = on.static((self.max_batch,), nodes, nodes)
 
     @property
     def total(self) -> _t.Any:
@@ -553,7 +560,9 @@ class GPUReplayPER:
     batch_size <= max_batch (ValueError otherwise), a draw being one
     stratified batch whose weights share its largest.
     update_priorities(indices, td_error): priorities (|td| + eps)^alpha,
-    TD errors rounded to float32. len() counts every add.
+    TD errors rounded to float32. len() counts every add. The trees have
+    float nodes as the seed's (per.cuda.ReplayBuffer(..., nodes=
+    numpy.float32): per_cuda_float); nodes=numpy.float64 for double.
 
     Where it differs from the seed, keeping per's behaviour: new items get
     the largest priority written so far, tracked on the device (the
@@ -573,7 +582,7 @@ class GPUReplayPER:
                  beta0: float = 0.4, eps: float = 1e-6,
                  dtype_obs: _t.Any = None, *,
                  beta_anneal_steps: int = 200_000, max_batch: int = 1024,
-                 seed: int = 0) -> None:
+                 seed: int = 0, nodes: _t.Any = _np.float32) -> None:
         c = "GPUReplayPER"
         on = _on(device, c)
         torch = on.torch
@@ -594,17 +603,18 @@ class GPUReplayPER:
             self.capacity, self._item, max_batch=max_batch, device=on.device,
             alpha=self.alpha, beta0=self.beta0, beta1=1.0,
             beta_steps=self.beta_anneal_steps, eps=self.eps, seed=seed,
-            align=True)
+            align=True, nodes=nodes)
         self.max_batch: int = max_batch
         assert self._item.names is not None
         self._names: _t.Tuple[str, ...] = self._item.names
         self._staged = _np.zeros(max_batch, self._item)
         self._n = 0  # rows staged
         self._added = 0  # items written to the buffer
+        nd = self.buffer.nodes
         self._dev = {k: on.static((max_batch,) + self._item[k].shape,
-                                  self._item[k].base) for k in self._names}
-        self._ids = on.static((max_batch,), _np.dtype(_np.int64))
-        self._td = on.static((max_batch,), _np.dtype(_np.float32))
+                                  self._item[k].base, nd) for k in self._names}
+        self._ids = on.static((max_batch,), _np.dtype(_np.int64), nd)
+        self._td = on.static((max_batch,), _np.dtype(_np.float32), nd)
 
     @property
     def size(self) -> int:

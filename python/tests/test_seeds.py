@@ -548,25 +548,31 @@ def _check_nodes(nodes, cap):
     assert np.array_equal(nodes[i], nodes[2 * i] + nodes[2 * i + 1])
 
 
-def test_cpu_tree():
+@pytest.mark.parametrize("dt", [None, np.float64])
+def test_cpu_tree(dt):
     """CpuSumTree: per.SumTree's nodes under the same updates (duplicates:
-    the last wins), the node invariants for every internal node, the root
-    the leaves' sum, sample(u) per.SumTree.find's leaves (per's descent:
-    a leaf of priority 0 never comes out; u >= total gives the last leaf
-    with mass); tree a copy; refused updates change nothing."""
+    the last wins), float32 nodes as the seed's unless asked for float64,
+    the node invariants for every internal node, the root the leaves'
+    sum, sample(u) per.SumTree.find's leaves (per's descent: a leaf of
+    priority 0 never comes out; u >= total gives the last leaf with mass);
+    tree a copy; refused updates change nothing."""
     rng = np.random.default_rng(8)
+    want = np.float32 if dt is None else dt
     for cap in (1000, 1024, 3):
-        t = CpuSumTree(cap)
+        t = CpuSumTree(cap) if dt is None else CpuSumTree(cap, dtype=dt)
         idx, p, leaves = _dup_updates(rng, cap, 5 * cap)
         t.update(idx, p)
-        ref = per.SumTree(cap)
-        ref.set_batch(idx, p.astype(np.float64))
+        ref = per.SumTree(cap, dtype=want)
+        ref.set_batch(idx, p)
         nodes = t.tree
-        assert nodes.dtype == np.float64 and nodes.shape == (2 * t.L,)
+        assert nodes.dtype == want and nodes.shape == (2 * t.L,)
         assert np.array_equal(nodes, ref.nodes())
         assert np.array_equal(nodes[t.L:t.L + cap], leaves)
         _check_nodes(nodes, cap)
-        assert t.total == nodes[1] == pytest.approx(math.fsum(leaves), rel=1e-12)
+        # float32 sums of up to 1024 leaves in [0, 1): relative error
+        # under 2^-24 per level, 11 levels
+        assert t.total == nodes[1] == pytest.approx(
+            math.fsum(leaves), rel=1e-5 if want == np.float32 else 1e-12)
         u = np.concatenate([rng.random(200) * t.total, [0.0, t.total, 2 * t.total]])
         got = t.sample(u)
         assert got.dtype == np.int64
@@ -634,45 +640,53 @@ def D(request):
     assert dev.races() == r0, "the shim saw threads of a launch conflict"
 
 
-@pytest.mark.parametrize("max_batch", [1024, 65536])
-def test_gpu_tree_updates_as_per(D, max_batch):
+@pytest.mark.parametrize("max_batch,dt", [(1024, None), (65536, None),
+                                          (1024, np.float64)])
+def test_gpu_tree_updates_as_per(D, max_batch, dt):
     """5000 random updates with duplicates on a 1024-leaf GpuSumTree (in
     5 batches with max_batch 1024): the root is the leaves' sum (the
-    seed's test), and, stronger, every node is per.SumTree's after
+    seed's test), and, stronger, every node is per.SumTree's of the same
+    node type (float32 as the seed's, or float64 when asked) after
     set_batch of the same updates (last duplicate wins) bit for bit, so
     node i == node 2i + node 2i+1 for every internal i. leaf_values,
     leaf_priorities, total and total_priority read those nodes;
     update_coalesced is update."""
     torch = D.torch
     cap = 1024
-    t = GpuSumTree(cap, D.name, max_batch=max_batch)
+    want = np.float32 if dt is None else dt
+    kw = {} if dt is None else {"dtype": dt}
+    # float32 sums of 1024 leaves in [0, 1): under 2^-24 per level, 11
+    # levels; float64 the same in 2^-53
+    rel = 1e-5 if want == np.float32 else 1e-12
+    t = GpuSumTree(cap, D.name, max_batch=max_batch, **kw)
     assert (t.capacity, t.L, t.max_batch) == (cap, 1024, max_batch)
-    assert t.tree.dtype == torch.float64 and t.tree.shape == (2048,)
+    assert t.tree.dtype == (torch.float32 if want == np.float32 else torch.float64)
+    assert t.tree.shape == (2048,)
     assert t.tree.device.type == D.device.type
     idx, p, leaves = _dup_updates(np.random.default_rng(9), cap, 5000)
     t.update(D.t(idx), D.t(p))
     t.check()
-    ref = per.SumTree(cap)
-    ref.set_batch(idx, p.astype(np.float64))
+    ref = per.SumTree(cap, dtype=want)
+    ref.set_batch(idx, p)
     nodes = _host(t.tree)
     assert nodes.tobytes() == ref.nodes().tobytes()
     _check_nodes(nodes, cap)
     assert np.array_equal(_host(t.leaf_values()), leaves)
     total = float(t.total)
     assert total == float(t.total_priority()) == nodes[1]
-    assert total == pytest.approx(math.fsum(leaves), rel=1e-12)
-    assert float(t.leaf_values().sum()) == pytest.approx(total, rel=1e-12)
+    assert total == pytest.approx(math.fsum(leaves), rel=rel)
+    assert float(t.leaf_values().sum()) == pytest.approx(total, rel=rel)
     some = np.array([0, 5, 1023, 5, 77])
     assert np.array_equal(_host(t.leaf_priorities(D.t(some))), leaves[some])
-    c = GpuSumTree(cap, D.name, max_batch=max_batch)
+    c = GpuSumTree(cap, D.name, max_batch=max_batch, **kw)
     c.update_coalesced(D.t(idx), D.t(p))
     assert _host(c.tree).tobytes() == nodes.tobytes()
     # padding leaves of a capacity that is not a power of two stay 0
-    odd = GpuSumTree(1000, D.name, max_batch=max_batch)
+    odd = GpuSumTree(1000, D.name, max_batch=max_batch, **kw)
     i2, p2, _ = _dup_updates(np.random.default_rng(10), 1000, 3000)
     odd.update(D.t(i2), D.t(p2))
-    ref2 = per.SumTree(1000)
-    ref2.set_batch(i2, p2.astype(np.float64))
+    ref2 = per.SumTree(1000, dtype=want)
+    ref2.set_batch(i2, p2)
     assert _host(odd.tree).tobytes() == ref2.nodes().tobytes()
     _check_nodes(_host(odd.tree), 1000)
 
@@ -689,7 +703,7 @@ def test_gpu_tree_sample_as_per(D):
     p = rng.random(cap) * (rng.random(cap) < 0.7)  # about 30% zeros
     t = GpuSumTree(cap, D.name, max_batch=64, seed=17)
     t.update(D.t(np.arange(cap)), D.t(p))
-    ref = per.SumTree(cap)
+    ref = per.SumTree(cap, dtype=np.float32)  # the seed's node type
     ref.set_batch(np.arange(cap), p)
     r = per.Rng(17)
     for B in (50, 64, 1, 150, 64):
@@ -855,7 +869,9 @@ def test_gpu_replay_update_priorities(D):
     buf.update_priorities(b.indices, td.to(D.device))
     buf.check()
     pr = buf.buffer.to_cpu().priorities()
-    want = np.zeros(256)
+    # float leaves (the seed's node type): per.h's priority in double,
+    # rounded to float once
+    want = np.zeros(256, np.float32)
     want[:100] = 1.0
     for s, x in zip(_host(b.indices).tolist(), td.numpy().tolist()):
         want[s] = _leaf(x, alpha, eps)
@@ -910,7 +926,9 @@ def test_gpu_replay_beta_schedule_bitwise(D, tmp_path):
                        seed=9, **kw)
     dt = _item_dtype((3,))
     assert buf.buffer.dtype == dt
-    ref = per.ReplayBuffer(64, dt, align=True, beta1=1.0, beta_steps=1000, seed=9, **kw)
+    assert buf.buffer.nodes == np.float32  # the seed's node type
+    ref = per.ReplayBuffer(64, dt, align=True, beta1=1.0, beta_steps=1000, seed=9,
+                           nodes=np.float32, **kw)
     rng = np.random.default_rng(13)
 
     def items(n):
@@ -991,7 +1009,8 @@ def test_gpu_replay_staged_adds_and_ring(D):
     td = np.arange(1.0, 9.0, dtype=np.float32)
     buf.update_priorities(D.t(np.arange(8)), D.t(td))
     buf.check()
-    want = np.array([_leaf(x, alpha, eps) for x in td])
+    # float leaves (the seed's node type): rounded to float once
+    want = np.array([_leaf(x, alpha, eps) for x in td], np.float32)
     np.testing.assert_allclose(buf.buffer.to_cpu().priorities(), want, rtol=1e-15, atol=0)
     b = buf.sample(4, step=0)
     for k in range(30, 38):  # 8 more: one written batch, every slot anew
