@@ -351,6 +351,14 @@ def _twin_of(cls: type, public: type, what: str) -> _t.Any:
     return public.__dict__["_twin"]
 
 
+def _twin_for(cls: type, public: type, kw: str, x: _NodesLike) -> _t.Any:
+    """public's float twin when x (its argument kw) asks for float32
+    nodes, else None (cls's own, double, construction goes on)."""
+    if _nodes_of(x, f"{public.__name__}: {kw}") != _F32:
+        return None
+    return _twin_of(cls, public, kw + "=")
+
+
 def _make_twin(public: type, mixin: type, base: type) -> type:
     """The float twin of public: mixin's methods (those of public's
     methods class, dtype or nodes float32) over per._per32's base, named
@@ -472,9 +480,8 @@ class SumTree(_SumTreeMethods, _per._SumTree, metaclass=_Twin):
     dtype: _DType = _F64
 
     def __new__(cls, capacity: int, dtype: _NodesLike = None) -> "SumTree":
-        if _nodes_of(dtype, "SumTree: dtype") == _F32:
-            return _t.cast(SumTree, _twin_of(cls, SumTree, "dtype=")(capacity))
-        return super().__new__(cls)
+        twin = _twin_for(cls, SumTree, "dtype", dtype)
+        return twin(capacity) if twin else super().__new__(cls)
 
 
 class _SumTree32Methods(_SumTreeMethods):
@@ -536,10 +543,8 @@ class CategoricalSampler(_CategoricalMethods, _per._CategoricalSampler,
     dtype: _DType = _F64
 
     def __new__(cls, max_k: int, dtype: _NodesLike = None) -> "CategoricalSampler":
-        if _nodes_of(dtype, "CategoricalSampler: dtype") == _F32:
-            return _t.cast(CategoricalSampler, _twin_of(
-                cls, CategoricalSampler, "dtype=")(max_k))
-        return super().__new__(cls)
+        twin = _twin_for(cls, CategoricalSampler, "dtype", dtype)
+        return twin(max_k) if twin else super().__new__(cls)
 
 
 class _Categorical32Methods(_CategoricalMethods):
@@ -1066,10 +1071,8 @@ class ReplayBuffer(_ReplayBufferMethods, _per._Buffer, metaclass=_Twin):
 
     def __new__(cls, *args: _t.Any, nodes: _NodesLike = None,
                 **kwargs: _t.Any) -> "ReplayBuffer":
-        if _nodes_of(nodes, "ReplayBuffer: nodes") == _F32:
-            return _t.cast(ReplayBuffer, _twin_of(cls, ReplayBuffer, "nodes=")(
-                *args, nodes=nodes, **kwargs))
-        return super().__new__(cls)
+        twin = _twin_for(cls, ReplayBuffer, "nodes", nodes)
+        return twin(*args, nodes=nodes, **kwargs) if twin else super().__new__(cls)
 
 
 class _ReplayBuffer32Methods(_ReplayBufferMethods):
@@ -1387,10 +1390,8 @@ class FrameBuffer(_FrameBufferMethods, _per._Frames, metaclass=_Twin):
 
     def __new__(cls, *args: _t.Any, nodes: _NodesLike = None,
                 **kwargs: _t.Any) -> "FrameBuffer":
-        if _nodes_of(nodes, "FrameBuffer: nodes") == _F32:
-            return _t.cast(FrameBuffer, _twin_of(cls, FrameBuffer, "nodes=")(
-                *args, nodes=nodes, **kwargs))
-        return super().__new__(cls)
+        twin = _twin_for(cls, FrameBuffer, "nodes", nodes)
+        return twin(*args, nodes=nodes, **kwargs) if twin else super().__new__(cls)
 
 
 class _FrameBuffer32Methods(_FrameBufferMethods):

@@ -108,6 +108,12 @@ def test_random_calls_bitwise(B, tmp_path, align, alpha):
     kw = dict(alpha=alpha, beta_steps=50, seed=5, align=align)
     cpu = per.ReplayBuffer(40, SPEC, **kw)
     dev = B.ReplayBuffer(40, SPEC, max_batch=64, **kw)
+    random_calls(B, rng, cpu, dev, tmp_path)
+
+
+def random_calls(B, rng, cpu, dev, tmp_path):
+    """test_random_calls_bitwise's calls on a CPU buffer and a device one
+    made alike (test_cuda_f32.py's with float nodes too)."""
     for step in range(40):
         n = int(rng.integers(0, 25))
         it = _items(rng, n)
@@ -386,15 +392,15 @@ def test_strided_rows_and_whole_items(B, tmp_path):
     _same_state(tmp_path, cpu, dev, "s")
 
 
-def test_from_cpu_then_alike(B, tmp_path):
-    """from_cpu takes a CPU buffer's whole state; the two go on alike."""
-    rng = np.random.default_rng(6)
-    cpu = per.ReplayBuffer(50, SPEC, seed=9, alpha=0.7)
+def from_cpu_then_alike(B, rng, cpu, dev, tmp_path):
+    """test_from_cpu_then_alike's calls: cpu filled and updated, its state
+    taken by dev (from_cpu), then the same adds, samples (ids and weights
+    equal) and updates on both, and their states equal after
+    (test_cuda_f32.py's with float nodes too)."""
     for _ in range(5):
         cpu.add_batch(**_items(rng, 13))
         got = cpu.sample(8)
         cpu.update(got["ids"], rng.random(8).astype(np.float32))
-    dev = B.ReplayBuffer(50, SPEC, max_batch=32, seed=0, alpha=0.1)
     dev.from_cpu(cpu)
     _same_state(tmp_path, cpu, dev, "up")
     for _ in range(5):
@@ -404,11 +410,20 @@ def test_from_cpu_then_alike(B, tmp_path):
         ref, got = cpu.sample(16), dev.sample(16)
         ids = B.host(got["ids"]).view(np.uint64)
         np.testing.assert_array_equal(ids, ref["ids"])
+        assert B.host(got["weights"]).tobytes() == ref["weights"].tobytes()
         td = rng.standard_normal(16).astype(np.float32)
         cpu.update(ids, td)
         dev.update(B.dev(ids.view(np.int64)), B.dev(td))
     dev.status()
     _same_state(tmp_path, cpu, dev, "later")
+
+
+def test_from_cpu_then_alike(B, tmp_path):
+    """from_cpu takes a CPU buffer's whole state; the two go on alike."""
+    rng = np.random.default_rng(6)
+    cpu = per.ReplayBuffer(50, SPEC, seed=9, alpha=0.7)
+    dev = B.ReplayBuffer(50, SPEC, max_batch=32, seed=0, alpha=0.1)
+    from_cpu_then_alike(B, rng, cpu, dev, tmp_path)
     other = per.ReplayBuffer(50, {"x": np.float32})
     with pytest.raises(ValueError, match="items are"):
         dev.from_cpu(other)

@@ -18,6 +18,7 @@ import pytest
 
 import per
 import per.cuda as pc
+from test_cuda import SPEC, _items, from_cpu_then_alike, random_calls
 
 F32 = np.float32
 
@@ -85,17 +86,6 @@ def B(request):
     r0 = ns.races()
     yield ns
     assert ns.races() == r0, "the shim saw threads of a launch conflict"
-
-
-SPEC = {"obs": (np.float32, (3,)), "act": np.int64, "rew": np.float32,
-        "done": np.bool_}
-
-
-def _items(rng, n):
-    return {"obs": rng.standard_normal((n, 3)).astype(np.float32),
-            "act": rng.integers(0, 7, n).astype(np.int64),
-            "rew": rng.standard_normal(n).astype(np.float32),
-            "done": rng.random(n) < 0.2}
 
 
 def _same_state(tmp_path, cpu, dev, tag):
@@ -199,48 +189,8 @@ def test_random_calls_bitwise(B, tmp_path, align, alpha):
     dev = B.ReplayBuffer(40, SPEC, max_batch=64, **kw)
     assert dev.nodes == np.float32 and dev.dtype == cpu.dtype
     assert "nodes=float32" in repr(dev)
-    for step in range(40):
-        n = int(rng.integers(0, 25))
-        it = _items(rng, n)
-        ends = rng.choice([per.END_NONE, per.END_TERMINATED, per.END_TRUNCATED],
-                          n, p=[0.8, 0.1, 0.1]).astype(np.uint8)
-        cpu.add_batch(ends=ends, **it)
-        dev.add_batch(ends=B.dev(ends), **{k: B.dev(v) for k, v in it.items()})
-        if len(cpu) == 0:
-            continue
-        bs = int(rng.integers(1, 33))
-        opts = {}
-        if step % 3 == 1:
-            opts["beta"] = float(rng.random())
-        if step % 4 == 2:
-            opts["window"] = int(rng.integers(1, 40))
-        if step % 6 == 5:  # never with a window (step even there)
-            opts["unique"] = True
-            bs = min(bs, len(cpu))
-        ref = cpu.sample(bs, **opts)
-        got = dev.sample(bs, **opts)
-        ids = B.host(got["ids"]).view(np.uint64)
-        np.testing.assert_array_equal(ids, ref["ids"])
-        assert B.host(got["weights"]).tobytes() == ref["weights"].tobytes()
-        for name in SPEC:
-            assert B.host(got[name]).tobytes() == np.ascontiguousarray(
-                ref[name]).tobytes(), name
-        k = int(rng.integers(0, bs + 1))
-        pick = rng.integers(0, bs, k)
-        uids = ids[pick]
-        td = (rng.standard_normal(k) * 3).astype(np.float32)
-        if step % 5 == 4:  # these go stale
-            more = _items(rng, 30)
-            cpu.add_batch(**more)
-            dev.add_batch(**{k2: B.dev(v) for k2, v in more.items()})
-        stale = dev.update(B.dev(uids.view(np.int64)), B.dev(td))
-        assert int(B.host(stale)) == cpu.update(uids, td)
-        dev.status()
-        c = dev.counters()
-        assert len(dev) == len(cpu) == c["size"]
-        want = cpu.counters
-        assert all(c[k] == want[k] for k in c), (c, want)
-    _same_state(tmp_path, cpu, dev, "end")
+    random_calls(B, rng, cpu, dev, tmp_path)
+    assert dev.to_cpu().nodes == np.float32
 
 
 def test_float_and_double_differ(B):
@@ -282,26 +232,8 @@ def test_to_cpu_from_cpu_round_trip(B, tmp_path):
     buffer."""
     rng = np.random.default_rng(6)
     cpu = per.ReplayBuffer(50, SPEC, nodes=F32, seed=9, alpha=0.7)
-    for _ in range(5):
-        cpu.add_batch(**_items(rng, 13))
-        got = cpu.sample(8)
-        cpu.update(got["ids"], rng.random(8).astype(np.float32))
     dev = B.ReplayBuffer(50, SPEC, max_batch=32, seed=0, alpha=0.1)
-    dev.from_cpu(cpu)
-    _same_state(tmp_path, cpu, dev, "up")
-    for _ in range(5):
-        it = _items(rng, 7)
-        cpu.add_batch(**it)
-        dev.add_batch(**{k: B.dev(v) for k, v in it.items()})
-        ref, got = cpu.sample(16), dev.sample(16)
-        ids = B.host(got["ids"]).view(np.uint64)
-        np.testing.assert_array_equal(ids, ref["ids"])
-        assert B.host(got["weights"]).tobytes() == ref["weights"].tobytes()
-        td = rng.standard_normal(16).astype(np.float32)
-        cpu.update(ids, td)
-        dev.update(B.dev(ids.view(np.int64)), B.dev(td))
-    dev.status()
-    _same_state(tmp_path, cpu, dev, "later")
+    from_cpu_then_alike(B, rng, cpu, dev, tmp_path)
     path = tmp_path / "ck.per"
     down = dev.to_cpu()
     assert down.nodes == np.float32 and down.dtype == cpu.dtype
