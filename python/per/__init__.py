@@ -60,8 +60,12 @@ from .config import ItemSpec
 from .config import PathArg as _PathArg
 from .config import ShapeLike as _ShapeLike
 from .config import count as _count
+from .config import F32 as _F32
+from .config import F64 as _F64
+from .config import NodesLike as _NodesLike
 from .config import error as _error
 from .config import item_dtype as _item_dtype
+from .config import nodes_of as _nodes_of
 from .config import real as _real
 from .config import real32 as _real32
 from .config import shape as _shape
@@ -305,23 +309,6 @@ def config_default(capacity: int, item_size: int) -> _t.Dict[str, _t.Any]:
 # Node types: double (per._per) and float (per._per32)
 # ---------------------------------------------------------------------------
 
-_F64: _DType = _np.dtype(_np.float64)
-_F32: _DType = _np.dtype(_np.float32)
-_NodesLike = _t.Optional[_DTypeLike]
-
-
-def _nodes_of(x: _NodesLike, what: str) -> _DType:
-    """The node type x names: float64 (also for None) or float32."""
-    try:
-        d = _F64 if x is None else _np.dtype(x)
-    except TypeError:
-        d = None
-    if d is None or d not in (_F64, _F32):
-        raise TypeError(f"{what} must be numpy.float64 (double nodes) or "
-                        f"numpy.float32 (float nodes), not {x!r}")
-    return _t.cast(_DType, d)
-
-
 class _Twin(type):
     """The metaclass of the classes with float nodes beside double ones
     (SumTree, CategoricalSampler, ReplayBuffer, FrameBuffer): the public
@@ -359,14 +346,23 @@ def _twin_for(cls: type, public: type, kw: str, x: _NodesLike) -> _t.Any:
     return _twin_of(cls, public, kw + "=")
 
 
-def _make_twin(public: type, mixin: type, base: type) -> type:
-    """The float twin of public: mixin's methods (those of public's
-    methods class, dtype or nodes float32) over per._per32's base, named
+def _own_nodes(have: _DType, x: _NodesLike, what: str) -> None:
+    """A methods class's __init__: x (its dtype or nodes argument), when
+    given, names the node type of the class being made, `have` (only a
+    twin called directly can be given the other)."""
+    if x is not None and _nodes_of(x, what) != have:
+        raise TypeError(f"{what} {x!r} for an object of {have} nodes")
+
+
+def _make_twin(public: type, methods: type, base: type, attr: str) -> type:
+    """The float twin of public: methods (public's methods class) over
+    per._per32's base, its attr ("dtype" or "nodes") float32, named
     _<Public>32 (pickle finds it in per)."""
     name = "_" + public.__name__ + "32"
-    twin = type(name, (mixin, base), {"__module__": __name__,
-                                      "__qualname__": name,
-                                      "__doc__": public.__doc__})
+    twin = type(name, (methods, base), {"__module__": __name__,
+                                        "__qualname__": name,
+                                        "__doc__": public.__doc__,
+                                        attr: _F32})
     setattr(public, "_twin", twin)
     return twin
 
@@ -397,9 +393,7 @@ class _SumTreeMethods(_TreeBase):
     dtype: _DType
 
     def __init__(self, capacity: int, dtype: _NodesLike = None) -> None:
-        if dtype is not None and _nodes_of(dtype, "SumTree: dtype") != self.dtype:
-            raise TypeError(f"SumTree: dtype {dtype!r} for a tree of "
-                            f"{self.dtype}")
+        _own_nodes(self.dtype, dtype, "SumTree: dtype")
         super().__init__(capacity)
 
     def __len__(self) -> int:
@@ -484,11 +478,7 @@ class SumTree(_SumTreeMethods, _per._SumTree, metaclass=_Twin):
         return twin(capacity) if twin else super().__new__(cls)
 
 
-class _SumTree32Methods(_SumTreeMethods):
-    dtype: _DType = _F32
-
-
-_SumTree32 = _make_twin(SumTree, _SumTree32Methods, _per32._SumTree)
+_SumTree32 = _make_twin(SumTree, _SumTreeMethods, _per32._SumTree, "dtype")
 _new_signature(SumTree)
 
 
@@ -513,10 +503,7 @@ class _CategoricalMethods(_CatBase):
     dtype: _DType
 
     def __init__(self, max_k: int, dtype: _NodesLike = None) -> None:
-        if (dtype is not None and
-                _nodes_of(dtype, "CategoricalSampler: dtype") != self.dtype):
-            raise TypeError(f"CategoricalSampler: dtype {dtype!r} for a "
-                            f"sampler of {self.dtype}")
+        _own_nodes(self.dtype, dtype, "CategoricalSampler: dtype")
         super().__init__(max_k)
 
     def sample(self, tree: SumTree, k: int, rng: Rng) -> _t.Tuple[_Array, _Array]:
@@ -547,12 +534,8 @@ class CategoricalSampler(_CategoricalMethods, _per._CategoricalSampler,
         return twin(max_k) if twin else super().__new__(cls)
 
 
-class _Categorical32Methods(_CategoricalMethods):
-    dtype: _DType = _F32
-
-
-_CategoricalSampler32 = _make_twin(CategoricalSampler, _Categorical32Methods,
-                                   _per32._CategoricalSampler)
+_CategoricalSampler32 = _make_twin(CategoricalSampler, _CategoricalMethods,
+                                   _per32._CategoricalSampler, "dtype")
 _new_signature(CategoricalSampler)
 
 
@@ -637,9 +620,7 @@ class _ReplayBufferMethods(_BufBase):
     def __init__(self, capacity: int, item: ItemSpec, *, align: bool = False,
                  nodes: _NodesLike = None,
                  **config: "_Unpack[_config.ReplayKeywords]") -> None:
-        if nodes is not None and _nodes_of(nodes, "ReplayBuffer: nodes") != self.nodes:
-            raise TypeError(f"ReplayBuffer: nodes {nodes!r} for a buffer of "
-                            f"{self.nodes} nodes")
+        _own_nodes(self.nodes, nodes, "ReplayBuffer: nodes")
         _config.check_keywords("ReplayBuffer.__init__", config,
                                _config.REPLAY_KEYS)
         dt = _item_dtype(item, align)
@@ -1075,12 +1056,8 @@ class ReplayBuffer(_ReplayBufferMethods, _per._Buffer, metaclass=_Twin):
         return twin(*args, nodes=nodes, **kwargs) if twin else super().__new__(cls)
 
 
-class _ReplayBuffer32Methods(_ReplayBufferMethods):
-    nodes: _DType = _F32
-
-
-_ReplayBuffer32 = _make_twin(ReplayBuffer, _ReplayBuffer32Methods,
-                             _per32._Buffer)
+_ReplayBuffer32 = _make_twin(ReplayBuffer, _ReplayBufferMethods,
+                             _per32._Buffer, "nodes")
 
 # help() and inspect.signature show the keywords with the C defaults
 _config.signature(ReplayBuffer.__init__, _config.REPLAY_KEYS,
@@ -1197,9 +1174,7 @@ class _FrameBufferMethods(_FramesBase):
         **config: "_Unpack[_config.FrameKeywords]",
     ) -> None:
         c = "FrameBuffer: "
-        if nodes is not None and _nodes_of(nodes, c + "nodes") != self.nodes:
-            raise TypeError(f"{c}nodes {nodes!r} for a buffer of "
-                            f"{self.nodes} nodes")
+        _own_nodes(self.nodes, nodes, c + "nodes")
         _config.check_keywords("FrameBuffer.__init__", config,
                                _config.FRAME_KEYS)
         self.frame_dtype: _DType = _np.dtype(frame_dtype)
@@ -1385,7 +1360,6 @@ class FrameBuffer(_FrameBufferMethods, _per._Frames, metaclass=_Twin):
     64 + lanes * (stack + n + 2) frames). nodes: the sum trees' node
     type, numpy.float64 (default) or numpy.float32, as ReplayBuffer's."""
 
-
     nodes: _DType = _F64
 
     def __new__(cls, *args: _t.Any, nodes: _NodesLike = None,
@@ -1394,11 +1368,8 @@ class FrameBuffer(_FrameBufferMethods, _per._Frames, metaclass=_Twin):
         return twin(*args, nodes=nodes, **kwargs) if twin else super().__new__(cls)
 
 
-class _FrameBuffer32Methods(_FrameBufferMethods):
-    nodes: _DType = _F32
-
-
-_FrameBuffer32 = _make_twin(FrameBuffer, _FrameBuffer32Methods, _per32._Frames)
+_FrameBuffer32 = _make_twin(FrameBuffer, _FrameBufferMethods, _per32._Frames,
+                            "nodes")
 
 _config.signature(FrameBuffer.__init__, _config.FRAME_KEYS,
                   _config.frame_defaults(1, 1, 4, 1), _config.FrameKeywords)

@@ -1460,10 +1460,9 @@ static const struct pyper_api *other_api(void) {
   return api;
 }
 
-/* The buffer a call adds to: one of this module's (local) or of the
-   other's (through api). */
+/* The buffer a call adds to and the calls on it: this module's _api
+   for a buffer of its own, the other module's for one of the other. */
 typedef struct {
-  BufObject *local;
   const struct pyper_api *api;
   PyObject *obj;
   long long item_size;
@@ -1473,15 +1472,7 @@ typedef struct {
    an exception otherwise. */
 static int get_target(PyObject *o, const char *call, buf_target *t) {
   t->obj = o;
-  t->local = NULL;
-  t->api = NULL;
-  if (PyObject_TypeCheck(o, &BufType)) {
-    t->local = (BufObject *)o;
-    if (!buf_ready(t->local)) return -1;
-    t->item_size = (long long)t->local->b.cfg.item_size;
-    return 0;
-  }
-  t->api = other_api();
+  t->api = PyObject_TypeCheck(o, &BufType) ? &this_api : other_api();
   if (!t->api || !PyObject_TypeCheck(o, t->api->buf_type)) {
     PyErr_Format(PyExc_TypeError, "%s: expected a per.ReplayBuffer, got %s",
                  call, Py_TYPE(o)->tp_name);
@@ -1489,14 +1480,6 @@ static int get_target(PyObject *o, const char *call, buf_target *t) {
   }
   t->item_size = t->api->item_size(o);
   return t->item_size < 0 ? -1 : 0;
-}
-
-/* per_buffer_add_steps on t's buffer; why as NOGIL_WHY fills it. */
-static per_status target_add_steps(const buf_target *t, const void *steps,
-                                   uint32_t n, const uint8_t *ends, char *why,
-                                   size_t why_size) {
-  if (t->local) return api_add_steps(t->obj, steps, n, ends, why, why_size);
-  return t->api->add_steps(t->obj, steps, n, ends, why, why_size);
 }
 
 /* ---------------------------------------------------------------------
@@ -1576,8 +1559,8 @@ static PyObject *NStep_step(NStepObject *self, PyObject *args) {
                  (unsigned)self->a.cfg.obs_size);
     return NULL;
   }
-  s = (bt.local ? api_nstep_step : bt.api->nstep_step)(
-      bo, &self->a, ov.buf, av.buf, reward, nv.buf, term, trunc);
+  s = bt.api->nstep_step(bo, &self->a, ov.buf, av.buf, reward, nv.buf, term,
+                         trunc);
   PyBuffer_Release(&ov);
   PyBuffer_Release(&av);
   PyBuffer_Release(&nv);
@@ -2348,7 +2331,7 @@ static PyObject *Traj_add_to(TrajObject *self, PyObject *args) {
   }
   if (have && out.once) memcpy(ov.buf, out.once, self->a.cfg.once_bytes);
   if (have) PyBuffer_Release(&ov);
-  s = target_add_steps(&b, out.steps, out.n, out.ends, why, sizeof why);
+  s = b.api->add_steps(b.obj, out.steps, out.n, out.ends, why, sizeof why);
   CHECK_WHY(s, why, "Trajectory.add_to");
   return Py_BuildValue("(IK)", out.n, (unsigned long long)out.id);
 }
@@ -2982,7 +2965,8 @@ static PyObject *Traj_add_part(TrajObject *self, PyObject *args) {
   s = per_traj_build(&self->a, &out);
   CHECK_BUF(&self->a, s, "TrajectoryAccumulator.add_to");
   part = &out.parts[t.v];
-  s = target_add_steps(&b, part->records, part->n, part->ends, why, sizeof why);
+  s = b.api->add_steps(b.obj, part->records, part->n, part->ends, why,
+                       sizeof why);
   CHECK_WHY(s, why, "TrajectoryAccumulator.add_to");
   return Py_BuildValue("(IK)", part->n, (unsigned long long)out.id);
 }

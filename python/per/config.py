@@ -45,6 +45,7 @@ __all__ = [
     "ReplayKeywords", "FrameKeywords", "check_keywords", "c_config",
     "keywords", "defaults", "frame_defaults", "signature", "error", "count",
     "real", "real32", "shape", "SAMPLE_KEYS", "item_dtype", "field",
+    "F64", "F32", "NodesLike", "nodes_of",
 ]
 
 #: What describes one stored item: a dtype, or a dict of field name ->
@@ -60,6 +61,13 @@ Items = t.Optional[t.Union[ArrayLike, t.Mapping[str, ArrayLike]]]
 
 #: A shape: one int or a sequence of them.
 ShapeLike = t.Union[int, t.Sequence[int]]
+
+#: The node types: float64 (double, per._per and per._cuda) and float32
+#: (float, per._per32 and per._cuda32).
+F64: DType = np.dtype(np.float64)
+F32: DType = np.dtype(np.float32)
+#: A node type: numpy.float64 (or None) or numpy.float32, or what names it.
+NodesLike = t.Optional[DTypeLike]
 
 # ---------------------------------------------------------------------------
 # The config keywords
@@ -261,6 +269,19 @@ def count(n: object, what: str, bits: int = 32) -> int:
     if not 0 <= int(n) < 1 << bits:
         raise OverflowError(f"{what} must be in [0, 2^{bits}), got {int(n)}")
     return int(n)
+
+
+def nodes_of(x: object, what: str) -> DType:
+    """The node type x names: float64 (also for None) or float32; else a
+    TypeError naming both."""
+    try:
+        d = F64 if x is None else np.dtype(t.cast(DTypeLike, x))
+    except (TypeError, ValueError):
+        d = None
+    if d is None or d not in (F64, F32):
+        raise TypeError(f"{what} must be numpy.float64 (double nodes) or "
+                        f"numpy.float32 (float nodes), not {x!r}")
+    return d
 
 
 def real(x: object, what: str) -> float:

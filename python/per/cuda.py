@@ -76,7 +76,9 @@ import per as _per_pkg
 from . import _per
 from .config import Array as _Array
 from .config import DType as _DType
-from .config import DTypeLike as _DTypeLike
+from .config import F32 as _F32
+from .config import F64 as _F64
+from .config import NodesLike as _NodesLike
 from .config import REPLAY_KEYS as _REPLAY_KEYS
 from .config import ReplayKeywords as _ReplayKeywords
 from .config import c_config as _c_config
@@ -87,6 +89,7 @@ from .config import error as _error
 from .config import field as _field
 from .config import item_dtype as _item_dtype
 from .config import keywords as _keywords
+from .config import nodes_of as _nodes_of
 from .config import real as _real
 from .config import signature as _signature
 
@@ -156,27 +159,9 @@ except ImportError:
 _host_why = ("per.cuda.host needs per._cuda_host (built with "
              "-Dpython_cuda_host=true)")
 
-# The node types: float64 (double, per._cuda and per._cuda_host) and
-# float32 (float, per._cuda32 and per._cuda_host32: the same source again,
-# _cuda.pyi types them too), the float ones imported on first use.
-_F64: _DType = _np.dtype("<f8")
-_F32: _DType = _np.dtype("<f4")
-#: A node type: numpy.float64 (or None) or numpy.float32, or what names it.
-_NodesLike = _t.Optional[_DTypeLike]
+# The float extensions (per._cuda32 and per._cuda_host32: the same source
+# again, _cuda.pyi types them too), imported on first use.
 _float_mods: _t.Dict[bool, _t.Tuple[_t.Optional[_Extension], str]] = {}
-
-
-def _nodes_of(x: object, what: str) -> _DType:
-    """The node type x names: float64 (also for None) or float32; else a
-    TypeError naming both."""
-    try:
-        d = _F64 if x is None else _np.dtype(_t.cast(_DTypeLike, x))
-    except (TypeError, ValueError):
-        d = None
-    if d is None or d not in (_F64, _F32):
-        raise TypeError(f"{what} must be numpy.float64 (double nodes) or "
-                        f"numpy.float32 (float nodes), not {x!r}")
-    return d
 
 
 def _float_module(host: bool) -> _t.Tuple[_t.Optional[_Extension], str]:

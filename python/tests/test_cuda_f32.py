@@ -18,7 +18,7 @@ import pytest
 
 import per
 import per.cuda as pc
-from test_cuda import SPEC, _items, from_cpu_then_alike, random_calls
+from test_cuda import SPEC, _items, from_cpu_then_alike, needs_stream, random_calls
 
 F32 = np.float32
 
@@ -48,13 +48,7 @@ class _NS:
             ns = pc
             self.dev, self.host = pc.to_device, pc.to_host
             kw = {}
-            for lib in ("torch", "cupy"):  # as test_cuda.py's
-                try:
-                    __import__(lib)
-                    break
-                except ImportError:
-                    pass
-            else:
+            if needs_stream():
                 kw = {"stream": 1}
                 self.dev = functools.partial(self.dev, stream=1)
                 self.host = functools.partial(self.host, stream=1)
