@@ -33,6 +33,8 @@
                      memory allocated once (per_traj_*)
       per_store.h    a replay larger than RAM: trajectories in files,
                      incremental checkpoints (per_store_*; POSIX)
+      per_net.h      tables of replay answering requests off the network
+                     (per_net_*; the server per-server, docs/PROTOCOL.md)
       per_mpi.h      one buffer sharded over MPI ranks (per_mpi_*)
       per_cuda.h     the tree and the buffer on an NVIDIA GPU (per_cuda_*;
                      kernels in per_cuda.cu)

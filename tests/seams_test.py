@@ -9,7 +9,8 @@ with the message that names it:
 - per_frames.h calls a >>ckpt function outside the >>seam section;
 - per_mpi.h (compiled without per.h's implementation) calls a >>seam
   function;
-- per_frames.h writes a per_buffer field;
+- per_frames.h writes a per_buffer field; per_net.h writes one of a
+  table's buffer, or uses another companion's private name;
 - per_frames.h's CONTENTS forgets one of its markers, or is not there;
 - per.h's CONTENTS lists a marker that is nowhere else;
 - per.h loses its >>seam section (exit 2: nothing to check against);
@@ -30,8 +31,8 @@ import subprocess
 import sys
 import tempfile
 
-FILES = ["per.h", "per_frames.h", "per_traj.h", "per_store.h", "per_mpi.h", "per_cuda.cu",
-         "python/per/_per.c", "tools/seams.py", "docs/DESIGN.md"]
+FILES = ["per.h", "per_frames.h", "per_traj.h", "per_store.h", "per_net.h", "per_mpi.h",
+         "per_cuda.cu", "python/per/_per.c", "tools/seams.py", "docs/DESIGN.md"]
 
 
 def run(root):
@@ -65,6 +66,15 @@ CASES = [
      "  peri_ckpt_emit(&f->buffer, &o);\n",
      "  peri_ckpt_emit(&f->buffer, &o);\n  f->buffer.size = 0;\n",
      1, "writes a per_buffer field"),
+    ("per_net.h writes a table's per_buffer field", "per_net.h",
+     "  t->inserts++;\n", "  t->inserts++;\n  t->buf.size = 0;\n",
+     1, "writes a per_buffer field: `buf.size =`"),
+    ("per_net.h uses per_traj.h's private name", "per_net.h",
+     "  t->inserts++;\n", "  t->inserts++;\n  (void)peri_traj_name_ok;\n",
+     1, "peri_traj_name_ok: not a name per.h shares"),
+    ("DESIGN.md counts per_net.h's sections wrong", "docs/DESIGN.md",
+     "`per_net.h`'s two sections", "`per_net.h`'s three sections",
+     1, "says per_net.h has three sections"),
     ("a companion's CONTENTS forgets a marker", "per_frames.h",
      "   Implementation: checkpoints (not with PER_NO_STDIO) .......   >>ckpt\n",
      "", 1, ">>ckpt: a marker that CONTENTS does not list"),

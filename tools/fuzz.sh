@@ -1,7 +1,7 @@
 #!/bin/sh
 # Build the libFuzzer targets of tests/fuzz with clang (ASan + UBSan) and run
 # each for a bounded time. Usage: sh tools/fuzz.sh [seconds per target]
-# (default 60) [target ...] (default: ckpt ops), for both node types, two
+# (default 60) [target ...] (default: ckpt ops net), for both node types, two
 # fuzzers at a time (one a core). Exits non-zero when a
 # target finds a crash; the input is left as crash-* in build-fuzz/ -- copy
 # it into tests/fuzz/corpus/<target>/ so that the regular tests replay it.
@@ -9,7 +9,7 @@ set -eu
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-ckpt ops}
+targets=${*:-ckpt ops net}
 
 # clang and its libFuzzer runtime (Debian: clang + libclang-rt-<ver>-dev)
 if ! command -v clang >/dev/null 2>&1; then sh tools/deps.sh clang; fi

@@ -15,7 +15,7 @@ What is checked:
      `#endif /* PER_H_INCLUDED */`: its >>internal section, the PER_HD
      helpers, PERI_NAME), since every file that includes per.h sees them;
    - and, for a companion that compiles per.h's implementation
-     (per_cuda.cu, per_frames.h, per_traj.h, per_store.h,
+     (per_cuda.cu, per_frames.h, per_traj.h, per_store.h, per_net.h,
      python/per/_per.c), those
      defined or declared in the implementation's >>pow section (x^y),
      >>rules section (what the kernels run too) and >>seam section (the
@@ -23,7 +23,8 @@ What is checked:
    plus its own private names: peri_cuda_ / PERI_CUDA_ in per_cuda.cu,
    peri_mpi_ / PERI_MPI_ in per_mpi.h, peri_frames_ / PERI_FRAMES_ in
    per_frames.h, peri_traj_ / PERI_TRAJ_ in per_traj.h, peri_store_ /
-   PERI_STORE_ in per_store.h. per_mpi.h's
+   PERI_STORE_ in per_store.h, peri_net_ / PERI_NET_ in per_net.h.
+   per_mpi.h's
    implementation may be compiled without per.h's, so it may use
    neither section. Any other peri_ / PERI_
    identifier a companion uses is a violation. Comments and string
@@ -35,8 +36,8 @@ What is checked:
    clang-formatted, so declarations and definitions do and statements do
    not) with the name followed by `(`, `[`, `=` or `;`.
 
-2. No field writes. per_mpi.h, per_frames.h, per_traj.h, per_store.h and
-   python/per/_per.c change a per_buffer only through per.h's
+2. No field writes. per_mpi.h, per_frames.h, per_traj.h, per_store.h,
+   per_net.h and python/per/_per.c change a per_buffer only through per.h's
    functions. The field names are parsed from per.h's `typedef struct per_buffer { ... } per_buffer;`. The variables
    that hold a per_buffer are the names declared with the type
    per_buffer in the file (`per_buffer *b`, `const per_buffer *b`,
@@ -50,7 +51,8 @@ What is checked:
    (`m->shard = st`) is not a field write.
 
 3. Markers. In per.h and in the companion files listed in MARKED
-   (per_frames.h, per_traj.h, per_store.h, per_cuda.cu, per_mpi.h), every
+   (per_frames.h, per_traj.h, per_store.h, per_net.h, per_cuda.cu,
+   per_mpi.h), every
    `>>marker`
    that the file's comments use (section banners and cross references) is listed
    in the CONTENTS table of its top comment (lines of a /* */ or of //
@@ -89,12 +91,13 @@ COMPANIONS = [
     ("per_frames.h", ("peri_frames_", "PERI_FRAMES_"), True, False),
     ("per_traj.h", ("peri_traj_", "PERI_TRAJ_"), True, False),
     ("per_store.h", ("peri_store_", "PERI_STORE_"), True, False),
+    ("per_net.h", ("peri_net_", "PERI_NET_"), True, False),
     ("python/per/_per.c", (), True, False),
 ]
 
 # The companion files whose CONTENTS table rule 3 checks, as per.h's.
-MARKED = ["per_frames.h", "per_traj.h", "per_store.h", "per_cuda.cu",
-          "per_mpi.h"]
+MARKED = ["per_frames.h", "per_traj.h", "per_store.h", "per_net.h",
+          "per_cuda.cu", "per_mpi.h"]
 
 # Rule 4's document, and the files whose sections it lists.
 DESIGN = "docs/DESIGN.md"

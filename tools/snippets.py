@@ -5,7 +5,7 @@ tools/snippets.py SRCDIR OUTDIR --cc "CC..." --cxx "CXX..." [--nvcc NVCC]
 
 Blocks: every ```c and ```cuda block of the Markdown documentation
 (README.md, every docs/*.md, examples/README.md), and the QUICK START
-blocks of the manuals of per.h, per_traj.h and per_store.h (the
+blocks of the manuals of per.h, per_traj.h, per_store.h and per_net.h (the
 indented lines under
 a heading of the top comment that contains "QUICK START"). Each block is named by its file and the line
 its code starts on (docs/GUIDE.md:120). Each C block is compiled as C99
@@ -17,7 +17,7 @@ and as C++11 with -Wall -Wextra -Wpedantic -Werror:
   an empty main appended;
 - a block with a function definition at column 0 is file-scope code:
   compiled after a prelude (_POSIX_C_SOURCE 200809L, stdio.h, math.h,
-  per.h, per_traj.h, per_store.h) with an empty main;
+  per.h, per_traj.h, per_store.h, per_net.h) with an empty main;
 - anything else is a fragment of a function: compiled inside
   int main(void) { ... return 0; } after the same prelude.
 
@@ -34,7 +34,8 @@ import sys
 
 PRELUDE = ('#define _POSIX_C_SOURCE 200809L\n'
            '#include <math.h>\n#include <stdio.h>\n#include <stdlib.h>\n'
-           '#include "per.h"\n#include "per_traj.h"\n#include "per_store.h"\n')
+           '#include "per.h"\n#include "per_traj.h"\n#include "per_store.h"\n'
+           '#include "per_net.h"\n')
 
 
 def doc_files(src):
@@ -119,7 +120,7 @@ def main():
     blocks = []
     for name in doc_files(a.src):
         blocks += markdown_blocks(a.src, name)
-    for header in ('per.h', 'per_traj.h', 'per_store.h'):
+    for header in ('per.h', 'per_traj.h', 'per_store.h', 'per_net.h'):
         blocks += manual_blocks(os.path.join(a.src, header))
     width = max([len(where) for _, where, _ in blocks] + [16])
     failed = 0

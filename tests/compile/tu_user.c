@@ -1,9 +1,10 @@
 /* A translation unit that only includes the declarations and uses them;
    linking it with tu_impl proves the headers' two halves fit together
-   (per.h's, per_frames.h's and per_traj.h's). */
+   (per.h's, per_frames.h's, per_traj.h's and per_net.h's). */
 #include <stdio.h>
 #include "per_frames.h"
 #include "per_traj.h"
+#include "per_net.h"
 
 int main(void) {
   per_tree t;
@@ -34,6 +35,21 @@ int main(void) {
     ok = ok && per_traj_add_record(&a, 0, &x) == PER_OK &&
          per_traj_build(&a, &out) == PER_OK && out.n == 1;
     per_traj_free(&a);
+  }
+  {
+    /* an INFO request for table "t", request id 7, and its reply */
+    static const unsigned char info[18] = {'P', 'E', 'R', 'Q', 1, 0, 5, 0, 7,
+                                           0,   0,   0,   0,   0, 0, 0, 1, 't'};
+    per_net_server srv;
+    per_config nc = per_config_default(8, 4);
+    const void *reply = NULL;
+    size_t len = 0;
+    if (per_net_init(&srv, PER_NET_MAX_MESSAGE, NULL) != PER_OK) return 1;
+    ok = ok && per_net_add_table(&srv, "t", &nc, "") == PER_OK &&
+         per_net_handle(&srv, info, sizeof info, &reply, &len) == PER_OK &&
+         len == PER_NET_REPLY_HEADER + 80 &&
+         ((const unsigned char *)reply)[8] == 7;
+    per_net_free(&srv);
   }
   printf("%s\n", ok ? "linked: ok" : "linked: wrong result");
   return ok ? 0 : 1;

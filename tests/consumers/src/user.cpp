@@ -1,7 +1,8 @@
-// A C++ file that only includes the headers (per_frames.h and
-// per_traj.h include per.h); impl.cpp holds the implementation.
+// A C++ file that only includes the headers (per_frames.h, per_traj.h
+// and per_net.h include per.h); impl.cpp holds the implementation.
 #include "per_frames.h"
 #include "per_traj.h"
+#include "per_net.h"
 
 #include "check_tree.h"
 
@@ -23,5 +24,14 @@ int main() {
     return 1;
   }
   per_traj_free(&a);
+  per_net_server srv;
+  per_config nc = per_config_default(8, 4);
+  if (per_net_init(&srv, PER_NET_MAX_MESSAGE, NULL) != PER_OK ||
+      per_net_add_spec(&srv, "table t\ncapacity 8\nitem_size 4\n") != PER_OK ||
+      per_net_add_table(&srv, "u", &nc, "") != PER_OK) {
+    fprintf(stderr, "per_net: %s\n", srv.error);
+    return 1;
+  }
+  per_net_free(&srv);
   return check_tree("C++11, implementation in another file");
 }
