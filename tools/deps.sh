@@ -2,8 +2,8 @@
 # Install what building per needs (a C compiler, a C++ compiler for the
 # C++ compile check, meson, ninja, pkg-config) from Debian packages, but only
 # what is missing; extras by name (clang, clang-format, mpi: Open MPI for
-# per_mpi.h's tests, musl: musl-gcc for tools/determinism.sh) or as Debian
-# packages. Runs apt-get directly as root,
+# per_mpi.h's tests, musl: musl-gcc for tools/determinism.sh, zmq: libzmq
+# for per-server) or as Debian packages. Runs apt-get directly as root,
 # through sudo otherwise.
 need=""
 command -v cc >/dev/null 2>&1 || need="$need gcc libc6-dev"
@@ -17,6 +17,7 @@ for extra in "$@"; do
     clang-format) command -v clang-format >/dev/null 2>&1 || need="$need clang-format" ;;
     mpi) command -v mpicc >/dev/null 2>&1 || need="$need openmpi-bin libopenmpi-dev" ;;
     musl) command -v musl-gcc >/dev/null 2>&1 || need="$need musl-tools" ;;
+    zmq) pkg-config --exists libzmq 2>/dev/null || need="$need libzmq3-dev" ;;
     *) need="$need $extra" ;;
   esac
 done
