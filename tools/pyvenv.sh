@@ -1,12 +1,12 @@
 #!/bin/sh
 # Build the Python package from this checkout with pip (meson-python) into
-# a virtual environment, build-py/venv, with numpy, pytest and optree
-# (TrajectoryAccumulator's pytrees; the wheel's tests run without it)
-# and the packages named as arguments (for tools/pytest.sh and
-# tools/pydemo.sh).
+# a virtual environment, build-py/venv, with numpy, pytest, optree
+# (TrajectoryAccumulator's pytrees; the wheel's tests run without it),
+# pyzmq (per.net) and the packages named as arguments (for
+# tools/pytest.sh and tools/pydemo.sh).
 # Needs Python >= 3.9 with its headers and venv module (installed from
 # Debian when missing) and PyPI (pip fetches meson-python, meson, ninja,
-# numpy, pytest, optree and the arguments).
+# numpy, pytest, optree, pyzmq and the arguments).
 #   sh tools/pyvenv.sh [PACKAGE ...]
 # PYTHON picks the interpreter (default python3).
 set -e
@@ -25,7 +25,8 @@ if [ ! -x "$venv/bin/python" ]; then
   rm -rf "$venv"
   "$py" -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest optree "$@"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest optree \
+  pyzmq "$@"
 # A venv made before the package was named per-replay lists the same
 # files under the old name "per", whose uninstall would delete them.
 if "$venv/bin/python" -m pip show -q per >/dev/null 2>&1; then

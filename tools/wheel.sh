@@ -12,7 +12,7 @@
 # the interpreter (default python3). Needs git, a C compiler, Python >=
 # 3.9 with its headers and venv module (installed from Debian when
 # missing) and PyPI (build; meson-python, meson and ninja in build's
-# isolated environment; numpy and pytest). PER_GPU_ARCH (a gpu_arch
+# isolated environment; numpy, pytest and pyzmq). PER_GPU_ARCH (a gpu_arch
 # value), when set, is per._cuda's GPU code (CI: one pass per arch).
 set -e
 cd "$(dirname "$0")/.."
@@ -68,7 +68,7 @@ need = {"pyproject.toml", "meson.build", "per.h", "python/meson.build",
         "python/per/py.typed", "python/per/mpi.py", "python/per/_mpi.c",
         "python/per/_mpi.pyi", "python/per/_cuda.pyi",
         "python/per/shard.h", "per_mpi.h", "per_frames.h", "per_traj.h",
-        "per_store.h",
+        "per_store.h", "per_net.h", "python/per/net.py",
         "README.md", "LICENSE", "PKG-INFO",
         "python/per/_cuda.cpp", "python/per/cuda.py", "python/per/seeds.py",
         "per_cuda.h",
@@ -80,7 +80,7 @@ pkg = {n for n in files if n.startswith("per/")}
 want = {"per/__init__.py", "per/config.py", "per/_per.pyi", "per/_per32.pyi",
         "per/py.typed",
         "per/mpi.py", "per/_mpi.pyi", "per/cuda.py", "per/_cuda.pyi",
-        "per/seeds.py"}
+        "per/seeds.py", "per/net.py"}
 # the extensions: per._per and per._per32 (double and float nodes)
 # always, per._mpi where an MPI was found, per._cuda and per._cuda32
 # where nvcc was (never per._cuda_host: tests only)
@@ -100,7 +100,7 @@ PY
 rm -rf "$out/venv"
 "$py" -m venv "$out/venv"
 # shellcheck disable=SC2086
-"$out/venv/bin/python" $pip "$wheel" pytest
+"$out/venv/bin/python" $pip "$wheel" pytest pyzmq
 cd "$out"
 "$out/venv/bin/python" - "$out/venv" <<'PY'
 import os, sys

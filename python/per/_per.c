@@ -38,6 +38,8 @@
 #include "per_frames.h"
 #define PER_TRAJ_IMPLEMENTATION
 #include "per_traj.h"
+#define PER_NET_IMPLEMENTATION
+#include "per_net.h"
 #if !defined(_WIN32)
 /* POSIX only: per_store.h's files and threads (Python.h, first, gives
    the POSIX 2008 declarations it needs). A Windows build of the
@@ -3740,6 +3742,220 @@ static PyTypeObject StoreType = {
 
 #endif /* !_WIN32 */
 
+/* ---------------------------------------------------------------------
+   NetServer: a per_net_server (per_net.h), the request handling of
+   per.net.Server: named tables from a spec text, one request (bytes) in,
+   one reply (bytes) out. The transport (ZeroMQ) is per/net.py's. Every
+   call holds the object's lock; handle, save and load release the GIL
+   while per_net.h works, so the serving thread and the process's other
+   threads go on meanwhile.
+   --------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD per_net_server s;
+  int ready;
+  PyThread_type_lock lock; /* held by every call on s */
+} NetObject;
+
+static void NetServer_dealloc(NetObject *self) {
+  per_net_free(&self->s);
+  if (self->lock) PyThread_free_lock(self->lock);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* _NetServer(spec, max_message): per_net_init(max_message), then the
+   tables of the spec text (per_net_add_spec). per.Error on a refusal,
+   with the server's message (the spec's line). */
+static int NetServer_init(NetObject *self, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"spec", "max_message", NULL};
+  char why[sizeof self->s.error];
+  PyObject *so;
+  const char *text;
+  Py_ssize_t len;
+  uint_arg mm = {"per.net.Server: max_message", 0};
+  per_status s;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "UO&:_NetServer", kwlist, &so,
+                                   conv_u64, &mm) ||
+      !(text = PyUnicode_AsUTF8AndSize(so, &len)))
+    return -1;
+  if (strlen(text) != (size_t)len) {
+    PyErr_SetString(PyExc_ValueError,
+                    "per.net.Server: the spec text holds a NUL character");
+    return -1;
+  }
+  if (!self->lock && !(self->lock = PyThread_allocate_lock())) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  LOCKED(self->lock, per_net_free(&self->s); self->ready = 0;
+         s = per_net_init(&self->s, mm.v, NULL);
+         if (s == PER_OK) s = per_net_add_spec(&self->s, text);
+         memcpy(why, self->s.error, sizeof why);
+         if (s != PER_OK) per_net_free(&self->s));
+  if (s != PER_OK) {
+    raise_why(s, "per.net.Server", why);
+    return -1;
+  }
+  self->ready = 1;
+  return 0;
+}
+
+#define net_ready(o) is_ready((o)->ready, "per.net.Server")
+
+/* handle(request) -> bytes: the reply to one request (per_net_handle),
+   a copy. The request is any C-contiguous buffer; every request has a
+   reply (a refusal's says why). */
+static PyObject *NetServer_handle(NetObject *self, PyObject *arg) {
+  Py_buffer v;
+  const void *reply = NULL;
+  size_t len = 0;
+  PyObject *out;
+  per_status s;
+  if (!net_ready(self) || PyObject_GetBuffer(arg, &v, PyBUF_C_CONTIGUOUS) < 0)
+    return NULL;
+  /* the reply is the server's memory until its next call: copied before
+     the lock is let go (s is in the reply) */
+  lock_wait(self->lock);
+  Py_BEGIN_ALLOW_THREADS s =
+      per_net_handle(&self->s, v.buf, (size_t)v.len, &reply, &len);
+  Py_END_ALLOW_THREADS out =
+      PyBytes_FromStringAndSize((const char *)reply, (Py_ssize_t)len);
+  PyThread_release_lock(self->lock);
+  PyBuffer_Release(&v);
+  (void)s;
+  return out;
+}
+
+/* tables() -> list of the tables' names, in the order added. */
+static PyObject *NetServer_tables(NetObject *self, PyObject *unused) {
+  PyObject *list;
+  uint32_t k;
+  (void)unused;
+  if (!net_ready(self) || !(list = PyList_New(0))) return NULL;
+  lock_wait(self->lock);
+  for (k = 0; k < self->s.ntables; ++k) {
+    PyObject *name = PyUnicode_DecodeUTF8(
+        self->s.tables[k]->name, (Py_ssize_t)strlen(self->s.tables[k]->name),
+        "replace");
+    if (!name || PyList_Append(list, name) < 0) {
+      Py_XDECREF(name);
+      Py_DECREF(list);
+      list = NULL;
+      break;
+    }
+    Py_DECREF(name);
+  }
+  PyThread_release_lock(self->lock);
+  return list;
+}
+
+/* The table named by the str name (the lock held); NULL with a KeyError
+   when there is none. */
+static per_net_table *net_table(NetObject *self, PyObject *name,
+                                const char *call) {
+  Py_ssize_t len;
+  const char *n = PyUnicode_AsUTF8AndSize(name, &len);
+  per_net_table *t;
+  if (!n) return NULL;
+  t = per_net_find(&self->s, n, (size_t)len);
+  if (!t) PyErr_Format(PyExc_KeyError, "%s: no table named %R", call, name);
+  return t;
+}
+
+/* config(name) -> dict: the table's per_config (pyper_config.h's keys)
+   and "layout", its layout text. */
+static PyObject *NetServer_config(NetObject *self, PyObject *name) {
+  per_net_table *t;
+  PyObject *d = NULL, *lay;
+  if (!net_ready(self)) return NULL;
+  if (!PyUnicode_Check(name))
+    return PyErr_Format(PyExc_TypeError,
+                        "per.net.Server.config: a table's name is a str, not "
+                        "%.200s",
+                        Py_TYPE(name)->tp_name);
+  lock_wait(self->lock);
+  t = net_table(self, name, "per.net.Server.config");
+  if (t && (d = pyper_config_dict(&t->buf.cfg)) != NULL) {
+    lay = PyUnicode_DecodeUTF8(t->buf.layout, (Py_ssize_t)strlen(t->buf.layout),
+                               "replace");
+    if (!lay || PyDict_SetItemString(d, "layout", lay) < 0) Py_CLEAR(d);
+    Py_XDECREF(lay);
+  }
+  PyThread_release_lock(self->lock);
+  return d;
+}
+
+/* save(name, path) and load(name, path): per_buffer_save and
+   per_buffer_load of table name's buffer. */
+static PyObject *net_file(NetObject *self, PyObject *args, int load) {
+  char why[sizeof self->s.error];
+  const char *call = load ? "per.net.Server.load" : "per.net.Server.save";
+  PyObject *name, *path;
+  per_net_table *t;
+  per_status s = PER_OK;
+  if (!net_ready(self) ||
+      !PyArg_ParseTuple(args, load ? "UO&:load" : "UO&:save", &name,
+                        PyUnicode_FSConverter, &path))
+    return NULL;
+  lock_wait(self->lock);
+  t = net_table(self, name, call);
+  if (t) {
+    Py_BEGIN_ALLOW_THREADS s =
+        load ? per_buffer_load(&t->buf, PyBytes_AS_STRING(path))
+             : per_buffer_save(&t->buf, PyBytes_AS_STRING(path));
+    memcpy(why, t->buf.error, sizeof why);
+    Py_END_ALLOW_THREADS
+  }
+  PyThread_release_lock(self->lock);
+  Py_DECREF(path);
+  if (!t) return NULL;
+  CHECK_WHY(s, why, call);
+  Py_RETURN_NONE;
+}
+
+static PyObject *NetServer_save(NetObject *self, PyObject *args) {
+  return net_file(self, args, 0);
+}
+
+static PyObject *NetServer_load(NetObject *self, PyObject *args) {
+  return net_file(self, args, 1);
+}
+
+static PyObject *NetServer_max_message(NetObject *self, void *c) {
+  (void)c;
+  if (!net_ready(self)) return NULL;
+  return PyLong_FromUnsignedLongLong(self->s.max_message);
+}
+
+static PyMethodDef NetServer_methods[] = {
+    {"handle", (PyCFunction)NetServer_handle, METH_O,
+     "handle(request) -> bytes: the reply to one request (per_net_handle)"},
+    {"tables", (PyCFunction)NetServer_tables, METH_NOARGS,
+     "tables() -> list of str: the tables' names"},
+    {"config", (PyCFunction)NetServer_config, METH_O,
+     "config(name) -> dict: a table's per_config and layout"},
+    {"save", (PyCFunction)NetServer_save, METH_VARARGS,
+     "save(name, path): per_buffer_save of a table"},
+    {"load", (PyCFunction)NetServer_load, METH_VARARGS,
+     "load(name, path): per_buffer_load of a table"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef NetServer_getset[] = {
+    {"max_message", (getter)NetServer_max_message, NULL,
+     "the largest request or reply, bytes", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject NetServerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "per." PYPER_MODULE "._NetServer",
+    .tp_basicsize = sizeof(NetObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)NetServer_init,
+    .tp_dealloc = (destructor)NetServer_dealloc,
+    .tp_methods = NetServer_methods,
+    .tp_getset = NetServer_getset,
+};
+
 /* nstep_save(adders, path) / nstep_load(adders, path): per_nstep_save and
    per_nstep_load over a list of adders (one file). The structs are
    copied into one array for the call (their rings are shared, not
@@ -4006,7 +4222,9 @@ PyMODINIT_FUNC PyInit__per(void) {
       add_type(m, &BufType, "_Buffer") < 0 ||
       add_type(m, &NStepType, "_NStep") < 0 ||
       add_type(m, &FramesType, "_Frames") < 0 ||
-      add_type(m, &TrajType, "_Traj") < 0 || PyType_Ready(&TrajMemType) < 0)
+      add_type(m, &TrajType, "_Traj") < 0 ||
+      add_type(m, &NetServerType, "_NetServer") < 0 ||
+      PyType_Ready(&TrajMemType) < 0)
     goto fail;
 #if !defined(_WIN32)
   if (add_type(m, &StoreType, "_Store") < 0) goto fail;

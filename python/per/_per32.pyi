@@ -7,6 +7,7 @@ from ._per import Rng as Rng
 from ._per import _Buffer as _Buffer
 from ._per import _CategoricalSampler as _CategoricalSampler
 from ._per import _Frames as _Frames
+from ._per import _NetServer as _NetServer
 from ._per import _NStep as _NStep
 from ._per import _SumTree as _SumTree
 from ._per import _Traj as _Traj

@@ -1,0 +1,928 @@
+"""per.net: prioritized replay over the network, with ZeroMQ (pyzmq).
+
+A Server holds named tables, each a per.h replay buffer, and answers the
+requests of docs/PROTOCOL.md on a ZeroMQ ROUTER socket; the request
+handling is per_net.h's (per_net_handle, through the extension), the
+same code as the C server per-server. A Client (a DEALER socket) inserts
+trajectories, samples batches and updates priorities:
+
+    import numpy as np, per.net
+    item = {"obs": (np.float32, 4), "action": np.int32}
+    with per.net.Server({"replay": per.net.Table(100_000, item, seed=1)},
+                        "tcp://127.0.0.1:50051") as server:
+        server.start()                       # serves in a daemon thread
+        with per.net.Client("tcp://127.0.0.1:50051", dtype=item) as c:
+            c.insert(obs=np.zeros((8, 4)), action=np.arange(8))
+            batch = c.sample(4)              # items, ids, weights, ...
+            c.update(batch.ids, td_errors)
+
+For the same config, seed and calls, a table draws exactly the ids,
+weights and items of a per.ReplayBuffer (also with nodes=numpy.float32),
+and its checkpoint (Server.save) is that buffer's, byte for byte.
+
+TcpClient is seed 003's client: TcpClient(host, port, example) with the
+example of a per.TrajectoryAccumulator sends what the accumulator built
+(send(acc) or send(acc.build())) to a table made with
+Table(capacity, example=example); example_dtype says what its items are.
+
+A request the server refuses raises per.Error (status and name, the
+per_status of the reply) whose message is the server's, and changed
+nothing there; arguments checked here raise TypeError or ValueError
+before anything is sent; a reply that does not come within the client's
+timeout raises TimeoutError.
+
+There is no authentication or encryption yet (ZeroMQ's CURVE is not
+supported): a Server binds only loopback addresses (and ipc:// or
+inproc:// endpoints) unless made with insecure=True.
+
+Needs pyzmq (pip install pyzmq, or pip install per-replay[net]); the
+module imports without it, and Server and Client raise ImportError
+saying so. Table and example_dtype need NumPy only.
+"""
+
+import importlib
+import ipaddress
+import itertools
+import math
+import os
+import secrets
+import struct
+import threading
+import time
+import typing as t
+
+import numpy as np
+
+from . import _per
+from . import _per32
+from . import config as _config
+from . import END_NONE
+from . import ReplayBuffer as _ReplayBuffer
+from . import TrajectoryAccumulator
+from . import _Scale
+from . import _dtype_of_layout
+from . import _floats
+from . import _indices
+from . import _layout_of
+from . import _vector
+from . import _cast
+from .config import Array, ArrayLike, DType, DTypeLike, Items, ItemSpec
+from .config import PathArg
+from .config import count as _count
+from .config import error as _error
+
+if t.TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = [
+    "Table", "Server", "Client", "TcpClient", "Batch", "example_dtype",
+    "VERSION", "HELLO", "INSERT", "SAMPLE", "UPDATE", "INFO",
+    "MAX_MESSAGE", "DEFAULT_ENDPOINT",
+]
+
+#: The wire format's version (docs/PROTOCOL.md).
+VERSION = 1
+#: Ops: a request's u16 op.
+HELLO, INSERT, SAMPLE, UPDATE, INFO = 1, 2, 3, 4, 5
+#: The largest request or reply a Server takes or makes by default (64 MiB).
+MAX_MESSAGE = 64 << 20
+#: Where a Server listens by default.
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:50051"
+
+_OPS = {HELLO: "HELLO", INSERT: "INSERT", SAMPLE: "SAMPLE", UPDATE: "UPDATE",
+        INFO: "INFO"}
+# a request's header: magic, version, op, request id, name length
+_REQ = struct.Struct("<4sHHQB")
+# a reply's: magic, version, op, request id, status, message length, 0
+_REP = struct.Struct("<4sHHQiHH")
+# HELLO's reply body: the table's per_config, then its layout
+_TABLE = struct.Struct("<6I3dQ3dQH")
+_TABLE_KEYS = ("capacity", "item_size", "seq_len", "seq_stride", "flags",
+               "max_unique", "alpha", "beta0", "beta1", "beta_steps", "eps",
+               "max_priority", "seq_eta", "seed")
+# INFO's reply body
+_INFO = struct.Struct("<4I3Qd4Q")
+_INFO_KEYS = ("capacity", "item_size", "size", "seq_len", "added",
+              "trajectories", "step", "beta", "inserts", "samples", "updates",
+              "refused")
+_MASK64 = (1 << 64) - 1
+# INSERT flags, UPDATE flags, SAMPLE want
+_ENDS, _TD, _SEQUENCES, _NO_ITEMS = 1, 2, 1, 1
+
+
+def _zmq() -> t.Any:
+    """pyzmq, imported when a Server or Client is made."""
+    try:
+        return importlib.import_module("zmq")
+    except ImportError as e:
+        raise ImportError("per.net needs pyzmq: pip install pyzmq (or pip "
+                          "install per-replay[net])") from e
+
+
+def _table_name(name: object, call: str) -> bytes:
+    """A table's name as the wire has it: 1 to 63 bytes of UTF-8, no
+    control character, no blank at either end (a spec text drops those)."""
+    if not isinstance(name, str):
+        raise TypeError(f"{call}: a table's name is a str, not "
+                        f"{type(name).__name__}")
+    b = name.encode()
+    if (not 1 <= len(b) <= 63 or any(c < 0x20 or c == 0x7F for c in b)
+            or name != name.strip(" \t")):
+        raise ValueError(f"{call}: a table's name is 1 to 63 bytes of UTF-8 "
+                         f"without control characters or blanks at its "
+                         f"ends, not {name!r}")
+    return b
+
+
+# ---------------------------------------------------------------------------
+# Items from a seed-003 example
+# ---------------------------------------------------------------------------
+
+
+def _scales(example: t.Mapping[str, t.Any], call: str
+            ) -> t.Tuple[_Scale, t.List[_Scale]]:
+    """The example's buffered timescale and its single-item ones (in the
+    example's order), as TrajectoryAccumulator reads them."""
+    if not isinstance(example, dict) or not example:
+        raise TypeError(f"{call}: the example is a non-empty dict whose keys "
+                        f"name the timescales, as TrajectoryAccumulator's")
+    for name in example:
+        if not isinstance(name, str):
+            raise TypeError(f"{call}: timescale names are str, not "
+                            f"{type(name).__name__} ({name!r})")
+    scales = [_Scale(name, i, sub) for i, (name, sub) in enumerate(example.items())]
+    buffered = [sc for sc in scales if not sc.single]
+    if len(buffered) != 1:
+        raise ValueError(f"{call}: the example needs exactly one buffered "
+                         f"timescale (the steps, one item each), not "
+                         f"{len(buffered)} ({[sc.name for sc in buffered]})")
+    return buffered[0], [sc for sc in scales if sc.single]
+
+
+def example_dtype(example: t.Mapping[str, t.Any]) -> DType:
+    """The item dtype of a table for seed 003's example (a
+    TrajectoryAccumulator's): one item a step. The example must have
+    exactly one buffered timescale (ValueError otherwise). The dtype is a
+    nested record: its first field, named as the buffered timescale,
+    holds the step's record (TrajectoryAccumulator.timescales[name]
+    ["dtype"]: a field per leaf, named by the leaf's path joined with
+    "/"), and each single-item timescale follows, in the example's order,
+    as a field of its name holding its record (leaf shapes as the
+    example's, a leading 1 kept). So items["step"]["obs"] is a batch's
+    observations and items["episode"]["return"] the episode return sent
+    with each of its steps."""
+    b, singles = _scales(example, "per.net.example_dtype")
+    dt: DType = np.dtype([(b.name, b.dtype)] + [(s.name, s.dtype) for s in singles])
+    return dt
+
+
+# ---------------------------------------------------------------------------
+# Tables
+# ---------------------------------------------------------------------------
+
+#: Table's config keywords: ReplayBuffer's.
+_KEYS = _config.REPLAY_KEYS
+#: per_config's flags by the names a spec text knows (per_net_add_spec)
+_FLAG_NAMES = {"weights_buffer_max": _per.WEIGHTS_BUFFER_MAX,
+               "seq_cross_episodes": _per.SEQ_CROSS_EPISODES,
+               "max_live": _per.MAX_LIVE}
+# integer fields of 64 bits (the others are 32)
+_WIDE = ("beta_steps", "seed")
+
+
+class Table:
+    """One table of a Server: a per.h replay buffer of `capacity` items.
+
+    The item is `dtype` (what ReplayBuffer takes as its item: a
+    structured dtype, or a dict of field -> dtype, (dtype, shape) or
+    example array), or an int (items of that many bytes, no NumPy dtype:
+    its clients read raw bytes), or example= (seed 003's example: the
+    items of example_dtype(example)). layout: the text the table keeps
+    and compares with each client's HELLO and with a checkpoint's (default:
+    the dtype's, as ReplayBuffer keeps it, so that a table's checkpoint
+    loads into per.ReplayBuffer and back; "" for an int dtype).
+
+    The keywords are ReplayBuffer's (per_config's fields, with the C
+    defaults: alpha, beta0, beta1, beta_steps, eps, max_priority, seed,
+    max_unique, seq_len, seq_stride, seq_eta, and the flags
+    weights_buffer_max, cross_episodes, live_max as bools), so a table and
+    a ReplayBuffer made with the same ones draw the same; and flags=, an
+    int of per_config's flag bits or their spec-text names joined by "|"
+    ("weights_buffer_max|seq_cross_episodes|max_live"), OR'ed with the
+    bool keywords. .config is the C config given (per_config's field
+    names; the fields left out take per_config_default's values)."""
+
+    def __init__(self, capacity: int, dtype: t.Union[ItemSpec, int, None] = None,
+                 *, example: t.Optional[t.Mapping[str, t.Any]] = None,
+                 layout: t.Optional[str] = None,
+                 flags: t.Union[int, str, None] = None,
+                 **config: "Unpack[_config.ReplayKeywords]") -> None:
+        call = "per.net.Table"
+        if (dtype is None) == (example is None):
+            raise TypeError(f"{call}: give the item as dtype or as example=, "
+                            "one of them")
+        _config.check_keywords(call, config, _KEYS)
+        self.dtype: t.Optional[DType] = None
+        if example is not None:
+            self.dtype = example_dtype(example)
+            size = self.dtype.itemsize
+        elif isinstance(dtype, (int, np.integer)) and not isinstance(dtype, bool):
+            size = _count(dtype, f"{call}: item size")
+        else:
+            self.dtype = _config.item_dtype(t.cast(ItemSpec, dtype))
+            size = self.dtype.itemsize
+        if layout is None:
+            layout = _layout_of(self.dtype) if self.dtype is not None else ""
+        if not isinstance(layout, str):
+            raise TypeError(f"{call}: layout is a str, not {type(layout).__name__}")
+        if ("\n" in layout or "\r" in layout or layout != layout.strip(" \t")
+                or len(layout.encode()) > 511):
+            raise ValueError(f"{call}: a layout is one line of at most 511 "
+                             "bytes without blanks at its ends")
+        self.layout: str = layout
+        cfg = _config.c_config(call, _KEYS, config, {
+            "capacity": _count(capacity, f"{call}: capacity"),
+            "item_size": size})
+        for k in _KEYS:
+            if k.kind == _config.INT and k.name in cfg:
+                _count(cfg[k.name], f"{call}: {k.name}",
+                       64 if k.name in _WIDE else 32)
+        cfg["flags"] = t.cast(int, cfg["flags"]) | self._flags(flags, call)
+        self.config: t.Dict[str, object] = cfg
+
+    @staticmethod
+    def _flags(flags: t.Union[int, str, None], call: str) -> int:
+        if flags is None:
+            return 0
+        if isinstance(flags, str):
+            out = 0
+            for part in flags.split("|"):
+                bit = _FLAG_NAMES.get(part.strip())
+                if bit is None:
+                    raise ValueError(f"{call}: flags: unknown flag "
+                                     f"{part.strip()!r}; the names are "
+                                     f"{sorted(_FLAG_NAMES)}")
+                out |= bit
+            return out
+        return _count(flags, f"{call}: flags")
+
+    @property
+    def item_size(self) -> int:
+        return t.cast(int, self.config["item_size"])
+
+    def spec(self, name: str) -> str:
+        """The spec text of this table named `name`, as per_net_add_spec
+        (and per-server's --spec file) reads it: `table NAME`, then a
+        `key value` line per field given (reals written so that strtod
+        gives the same double back), flags as a number, and the layout."""
+        _table_name(name, "per.net.Table.spec")
+        lines = [f"table {name}"]
+        for key, v in self.config.items():
+            if isinstance(v, float):
+                lines.append(f"{key} {v!r}")
+            else:
+                lines.append(f"{key} {int(t.cast(int, v))}")
+        if self.layout:
+            lines.append(f"layout {self.layout}")
+        return "\n".join(lines) + "\n"
+
+    def __repr__(self) -> str:
+        item = self.dtype if self.dtype is not None else f"{self.item_size} bytes"
+        return f"per.net.Table(capacity={self.config['capacity']}, item={item})"
+
+
+# ---------------------------------------------------------------------------
+# The server
+# ---------------------------------------------------------------------------
+
+
+def _local(endpoint: str) -> bool:
+    """Whether endpoint reaches only this machine: ipc://, inproc://, or
+    tcp:// on a loopback address or localhost."""
+    transport, _, rest = endpoint.partition("://")
+    if transport in ("ipc", "inproc"):
+        return True
+    if transport != "tcp":
+        return False
+    host = rest.rsplit(":", 1)[0]
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # an interface name, *, a host name
+        return False
+
+
+class Server:
+    """A replay server: per_net.h's tables answering docs/PROTOCOL.md's
+    requests on a ZeroMQ ROUTER socket bound to `endpoint`.
+
+    tables: a dict of name -> Table, or a spec text (per_net_add_spec's,
+    per-server's --spec). endpoint: where to listen; "tcp://127.0.0.1:0"
+    takes a free port (.endpoint then says which). max_message: the
+    largest request or reply in bytes (ZeroMQ drops a connection that
+    sends a larger request; a sample whose reply would be larger is
+    refused with PER_ERR_BATCH). nodes: the tables' node type,
+    numpy.float64 or numpy.float32 (ReplayBuffer's nodes=). insecure:
+    bind an address other machines reach, though there is no
+    authentication or encryption yet; without it such an endpoint is a
+    ValueError.
+
+    serve() answers requests until stopped; start() serves in a daemon
+    thread; close() stops and closes (also as a context manager). save,
+    load and handle may be called while it serves, from any thread: a
+    lock keeps them and the loop apart. The tables are made before the
+    socket is bound: a bad spec raises per.Error (its line named) and
+    binds nothing."""
+
+    def __init__(self, tables: t.Union[t.Mapping[str, Table], str],
+                 endpoint: str = DEFAULT_ENDPOINT, *,
+                 max_message: int = MAX_MESSAGE,
+                 nodes: DTypeLike = np.float64, insecure: bool = False) -> None:
+        call = "per.net.Server"
+        if isinstance(tables, str):
+            spec = tables
+        elif isinstance(tables, t.Mapping):
+            if not tables:
+                raise ValueError(f"{call}: no tables")
+            for name, table in tables.items():
+                if not isinstance(table, Table):
+                    raise TypeError(f"{call}: table {name!r} is a "
+                                    f"{type(table).__name__}, not a "
+                                    "per.net.Table")
+            spec = "".join(table.spec(name) for name, table in tables.items())
+        else:
+            raise TypeError(f"{call}: tables is a dict of name -> Table or a "
+                            f"spec text, not {type(tables).__name__}")
+        if not isinstance(endpoint, str):
+            raise TypeError(f"{call}: endpoint is a str, not "
+                            f"{type(endpoint).__name__}")
+        if not insecure and not _local(endpoint):
+            raise ValueError(
+                f"{call}: {endpoint!r} can be reached from other machines, "
+                "and per.net has no authentication or encryption yet "
+                "(ZeroMQ's CURVE is not supported yet): anyone who reaches "
+                "it could read and change the tables. Bind a loopback "
+                "address (tcp://127.0.0.1:PORT), or pass insecure=True "
+                "(per-server's --insecure) on a network you trust.")
+        self.nodes: DType = _config.nodes_of(nodes, f"{call}: nodes")
+        mm = _count(max_message, f"{call}: max_message", 64)
+        mod = _per32 if self.nodes == _config.F32 else _per
+        self._srv: _per._NetServer = mod._NetServer(spec, mm)
+        zmq = _zmq()
+        self._zmq = zmq
+        self._lock = threading.Lock()        # around every call on _srv
+        self._serving = threading.Lock()     # held by the one serve loop
+        self._stop = threading.Event()
+        self._thread: t.Optional[threading.Thread] = None
+        self._closed = False
+        self._ctx = zmq.Context()
+        try:
+            sock = self._ctx.socket(zmq.ROUTER)
+            try:
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.setsockopt(zmq.MAXMSGSIZE, mm)
+                sock.bind(endpoint)
+                self.endpoint: str = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+            except BaseException:
+                sock.close(0)
+                raise
+        except BaseException:
+            self._ctx.term()
+            raise
+        self._sock = sock
+        self.max_message: int = mm
+
+    # -- the tables ----------------------------------------------------------
+
+    @property
+    def tables(self) -> t.List[str]:
+        """The tables' names, in the order made."""
+        with self._lock:
+            return self._srv.tables()
+
+    def config(self, name: str) -> t.Dict[str, t.Any]:
+        """Table `name`'s per_config (its fields by their C names) and
+        "layout"; KeyError when there is none."""
+        with self._lock:
+            return self._srv.config(name)
+
+    def handle(self, request: t.Any) -> bytes:
+        """The reply to one request (any bytes-like object), as the loop
+        answers it: for a transport of your own."""
+        with self._lock:
+            return self._srv.handle(request)
+
+    def save(self, name: str, path: PathArg) -> None:
+        """per_buffer_save of table `name` (a per.ReplayBuffer checkpoint:
+        ReplayBuffer.from_file reads it)."""
+        with self._lock:
+            self._srv.save(name, os.fspath(path))
+
+    def load(self, name: str, path: PathArg) -> None:
+        """per_buffer_load into table `name` (the checkpoint of a table or
+        ReplayBuffer of its capacity, items and sequence settings)."""
+        with self._lock:
+            self._srv.load(name, os.fspath(path))
+
+    # -- serving -------------------------------------------------------------
+
+    def serve(self, stop_event: t.Optional[threading.Event] = None,
+              poll_ms: int = 50) -> None:
+        """Answer requests until stop_event is set or close() is called
+        (checked every poll_ms milliseconds). Every request, also one that
+        cannot be parsed, gets one reply, addressed as it came (a DEALER's
+        identity, and a REQ's empty delimiter frame): the frames before
+        the request's last are sent back before the reply. One loop at a
+        time (RuntimeError for a second)."""
+        zmq = self._zmq
+        if not self._serving.acquire(blocking=False):
+            raise RuntimeError("per.net.Server.serve: it is serving already")
+        try:
+            if self._closed:  # read under _serving, which close() holds
+                raise ValueError("per.net.Server.serve: the server is closed")
+            sock = self._sock
+            while not self._stop.is_set() and not (
+                    stop_event is not None and stop_event.is_set()):
+                if not sock.poll(poll_ms, zmq.POLLIN):
+                    continue
+                for _ in range(256):  # then look at the stop flags again
+                    try:
+                        frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    if len(frames) < 2:  # a ROUTER's has the identity first
+                        continue
+                    with self._lock:
+                        reply = self._srv.handle(frames[-1].buffer)
+                    sock.send_multipart([f.bytes for f in frames[:-1]] + [reply],
+                                        copy=False)
+        finally:
+            self._serving.release()
+
+    def start(self) -> "Server":
+        """serve() in a daemon thread; returns self."""
+        if self._closed:
+            raise ValueError("per.net.Server.start: the server is closed")
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError("per.net.Server.start: started already")
+        self._thread = threading.Thread(target=self.serve, daemon=True,
+                                        name=f"per.net.Server {self.endpoint}")
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving (wait for the loop to finish its request), close
+        the socket. Idempotent."""
+        if self._closed:
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        # a loop of another thread (serve() called there) sees the flag
+        # within poll_ms and lets go
+        with self._serving:
+            self._closed = True
+            self._sock.close(0)
+            self._ctx.term()
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._closed:
+            return f"per.net.Server({self.endpoint!r}, closed)"
+        state = "serving" if self._serving.locked() else "not serving"
+        return f"per.net.Server({self.endpoint!r}, tables={self.tables}, {state})"
+
+
+# ---------------------------------------------------------------------------
+# Clients
+# ---------------------------------------------------------------------------
+
+
+class Batch(t.NamedTuple):
+    """What Client.sample returns. items: the records (the client's
+    dtype; raw uint8 rows of the item's bytes without one), shape (B,) or
+    (B, seq_len) with sequences, None with items=False. ids: uint64, for
+    update. weights: float32 importance-sampling weights. mask: bool
+    (B, seq_len) with sequences, False past the sequence's episode (as
+    ReplayBuffer.sample's "mask"), else None. beta: the beta the weights
+    used."""
+
+    items: t.Optional[Array]
+    ids: Array
+    weights: Array
+    mask: t.Optional[Array]
+    beta: float
+
+
+class _Records:
+    """Items of a dtype, by ReplayBuffer.add_batch's rules (its own
+    code)."""
+
+    _records = _ReplayBuffer._records
+    _from_fields = _ReplayBuffer._from_fields
+
+    def __init__(self, dtype: DType) -> None:
+        self.dtype = dtype
+
+
+class Client:
+    """A client of one table of a Server (or per-server) at `endpoint`.
+
+    dtype (ReplayBuffer's item) or example (seed 003's: example_dtype)
+    names the items; the client then says HELLO at once, and a table of
+    another item size or layout raises per.Error PER_ERR_MISMATCH here.
+    item_size alone: items are raw bytes of that size (HELLO checks the
+    size only). With none of them no HELLO is sent and samples come back
+    as raw uint8 rows. .table is the table's config from HELLO (None
+    without one).
+
+    Each request has a request id of its own (counting up from a random
+    63-bit start) and the client waits for the reply with that id,
+    dropping any other (a late reply to a request that timed out), for
+    `timeout` seconds, then raises TimeoutError. A client is one ZeroMQ
+    socket: use it from one thread at a time."""
+
+    def __init__(self, endpoint: str, table: str = "replay", *,
+                 dtype: t.Optional[ItemSpec] = None,
+                 example: t.Optional[t.Mapping[str, t.Any]] = None,
+                 item_size: t.Optional[int] = None,
+                 timeout: float = 10.0) -> None:
+        call = type(self).__module__ + "." + type(self).__qualname__
+        self._call_name = call
+        self._name = _table_name(table, call)
+        self.table_name: str = table
+        if sum(x is not None for x in (dtype, example, item_size)) > 1:
+            raise TypeError(f"{call}: give the item as dtype, example or "
+                            "item_size, one of them")
+        self.dtype: t.Optional[DType] = None
+        layout = ""
+        size: t.Optional[int] = None
+        if example is not None:
+            self.dtype = example_dtype(example)
+        elif dtype is not None:
+            self.dtype = _config.item_dtype(dtype)
+        elif item_size is not None:
+            size = _count(item_size, f"{call}: item_size")
+        if self.dtype is not None:
+            size = self.dtype.itemsize
+            layout = _layout_of(self.dtype)
+        self.item_size: t.Optional[int] = size
+        self.timeout = _config.real(timeout, f"{call}: timeout")
+        if not self.timeout > 0:
+            raise ValueError(f"{call}: timeout must be > 0 seconds, not "
+                             f"{timeout!r}")
+        if not isinstance(endpoint, str):
+            raise TypeError(f"{call}: endpoint is a str, not "
+                            f"{type(endpoint).__name__}")
+        self.endpoint: str = endpoint
+        zmq = _zmq()
+        self._zmq = zmq
+        self._ids = itertools.count(secrets.randbits(63))
+        self._ctx = zmq.Context()
+        self._sock = self._ctx.socket(zmq.DEALER)
+        self._closed = False
+        self.table: t.Optional[t.Dict[str, t.Any]] = None
+        try:
+            self._sock.setsockopt(zmq.LINGER, 0)
+            self._sock.connect(endpoint)
+            if size is not None:
+                lay = layout.encode()
+                self.table = self._hello(self._request(
+                    HELLO, [struct.pack("<IH", size, len(lay)), lay], "HELLO"))
+        except BaseException:
+            self.close()
+            raise
+
+    # -- the wire ------------------------------------------------------------
+
+    def _request(self, op: int, body: t.Sequence[t.Any], what: str
+                 ) -> memoryview:
+        """Send one request (the header, then the bytes-like parts of
+        body) and return the body of its reply; per.Error for a refusal."""
+        if self._closed:
+            raise ValueError(f"{self._call_name}: the client is closed")
+        zmq = self._zmq
+        rid = next(self._ids) & _MASK64
+        head = _REQ.pack(b"PERQ", VERSION, op, rid, len(self._name)) + self._name
+        self._sock.send(b"".join([head, *body]), copy=False)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(
+                    f"{self._call_name}.{what}: no reply from "
+                    f"{self.endpoint} in {self.timeout:g} s (no server "
+                    "serving there, or a request larger than its "
+                    "max_message, which it drops)")
+            if not self._sock.poll(max(1, math.ceil(left * 1000)), zmq.POLLIN):
+                continue
+            reply = self._sock.recv_multipart()[-1]
+            if len(reply) < _REP.size or reply[:4] != b"PERR":
+                raise _error("PER_ERR_FORMAT", f"{self._call_name}.{what}: "
+                             f"{self.endpoint} sent a reply that is not "
+                             "per's")
+            _, _, _, got, status, mlen, _ = _REP.unpack_from(reply)
+            if got != rid:
+                continue  # a late reply to an earlier request
+            if status != 0:
+                msg = reply[_REP.size:_REP.size + mlen].decode("utf-8", "replace")
+                name = _per.status_name(status)
+                e = _per.Error(f"{name}: {msg} ({self._call_name}.{what}, "
+                               f"table {self.table_name!r} at "
+                               f"{self.endpoint})")
+                e.status, e.name = status, name
+                raise e
+            return memoryview(reply)[_REP.size:]
+
+    @staticmethod
+    def _hello(body: memoryview) -> t.Dict[str, t.Any]:
+        vals = _TABLE.unpack_from(body)
+        out: t.Dict[str, t.Any] = dict(zip(_TABLE_KEYS, vals[:-1]))
+        out["layout"] = bytes(body[_TABLE.size:_TABLE.size + vals[-1]]).decode(
+            "utf-8", "replace")
+        return out
+
+    # -- the ops -------------------------------------------------------------
+
+    def _rows(self, items: Items, fields: t.Mapping[str, ArrayLike],
+              call: str) -> t.Tuple[t.Any, int]:
+        """The items as bytes to send and their count."""
+        if self.dtype is not None:
+            rec = _Records(self.dtype)._records(items, fields, call, batch=True)
+            return rec, int(rec.shape[0])
+        if fields or items is None:
+            raise TypeError(f"{call}: a client without a dtype takes items "
+                            "as an array, one row an item")
+        a = np.ascontiguousarray(items)
+        if a.ndim < 1:
+            raise ValueError(f"{call}: items is an array with a leading "
+                             "batch axis, one row an item")
+        n = int(a.shape[0])
+        if self.item_size is not None and n and a.nbytes != n * self.item_size:
+            raise ValueError(f"{call}: a row of items is {a.nbytes // n} "
+                             f"bytes; the table's items are {self.item_size}")
+        return a, n
+
+    def insert(self, items: Items = None, *,
+               ends: t.Optional[ArrayLike] = None,
+               td: t.Optional[ArrayLike] = None,
+               **fields: ArrayLike) -> int:
+        """Store a batch of items as one trajectory (INSERT); returns its
+        trajectory id. items as ReplayBuffer.add_batch takes them (records
+        of the dtype, or a dict of field -> array with a leading batch
+        axis, or the fields as keywords), converted by its exact rule;
+        without a dtype, an array whose rows are the items' bytes. ends:
+        None, one END_* for the last item, or one per item. td: one TD
+        error per item; each item's priority is then the one update would
+        give it (per_buffer_add_td), else the largest written so far."""
+        call = f"{self._call_name}.insert"
+        rec, n = self._rows(items, fields, call)
+        if n == 0:
+            raise ValueError(f"{call}: no items (an insert holds 1 or more)")
+        flags = 0
+        parts: t.List[t.Any] = [None, rec]
+        if ends is not None:
+            ea = np.asarray(ends)
+            if ea.dtype.kind not in "iub":
+                raise TypeError(f"{call}: ends must be END_* integers, not "
+                                f"{ea.dtype}")
+            if ea.ndim == 0:
+                ea = np.concatenate([np.full(n - 1, END_NONE, np.int64),
+                                     ea.reshape(1)])
+            if ea.shape != (n,):
+                raise ValueError(f"{call}: {n} items but ends of shape {ea.shape}")
+            if ea.min() < 0 or ea.max() > 255:
+                raise _error("PER_ERR_ARG", f"{call}: an end is not an END_* value")
+            parts.append(np.ascontiguousarray(ea, dtype=np.uint8))
+            flags |= _ENDS
+        if td is not None:
+            tv = np.asarray(td)
+            if tv.shape not in ((n,), ()) or (tv.shape == () and n != 1):
+                raise ValueError(f"{call}: td has shape {tv.shape}; {n} items "
+                                 f"take td of shape ({n},)")
+            parts.append(_floats(tv, f"{call}: td", np.float32).astype("<f4"))
+            flags |= _TD
+        parts[0] = struct.pack("<II", n, flags)
+        body = self._request(INSERT, parts, "insert")
+        tid: int = struct.unpack_from("<Q", body)[0]
+        return tid
+
+    def sample(self, batch_size: int, *, unique: bool = False,
+               beta: t.Optional[float] = None, window: int = 0,
+               trajectories: bool = False, sequences: bool = False,
+               items: bool = True) -> Batch:
+        """Draw batch_size items (SAMPLE; per_buffer_sample): as
+        ReplayBuffer.sample's options (unique, beta instead of the
+        schedule, window newest items or trajectories, sequences of
+        seq_len steps with their mask). items=False: ids and weights only
+        (Batch.items None)."""
+        call = f"{self._call_name}.sample"
+        B = _count(batch_size, f"{call}: batch_size")
+        w = _count(window, f"{call}: window")
+        flags = 0
+        b = 0.0
+        if unique:
+            flags |= _per.SAMPLE_UNIQUE
+        if beta is not None:
+            flags |= _per.SAMPLE_BETA
+            b = _config.real(beta, f"{call}: beta")
+        if trajectories:
+            flags |= _per.SAMPLE_TRAJECTORIES
+        if sequences:
+            flags |= _per.SAMPLE_SEQUENCES
+        want = 0 if items else _NO_ITEMS
+        body = self._request(SAMPLE, [struct.pack("<IIdII", B, flags, b, w, want)],
+                             "sample")
+        nb, s, used = struct.unpack_from("<IId", body)
+        at = 16
+        ids = np.frombuffer(body, "<u8", nb, at).astype(np.uint64)
+        at += 8 * nb
+        weights = np.frombuffer(body, "<f4", nb, at).astype(np.float32)
+        at += 4 * nb
+        lead = (nb, s) if sequences else (nb,)
+        steps = nb * s
+        recs: t.Optional[Array] = None
+        if items:
+            size = self.item_size
+            if size is None:  # what is left but the masks
+                left = len(body) - at - (steps if sequences else 0)
+                size = left // steps if steps else 0
+            raw = np.frombuffer(body, np.uint8, steps * size, at)
+            at += steps * size
+            recs = (raw.view(self.dtype).reshape(lead) if self.dtype is not None
+                    else raw.reshape(lead + (size,))).copy()
+        mask: t.Optional[Array] = None
+        if sequences:
+            mask = np.frombuffer(body, np.uint8, steps, at).reshape(lead) != 0
+        return Batch(recs, ids, weights, mask, float(used))
+
+    def update(self, ids: ArrayLike, td: ArrayLike, *,
+               sequences: bool = False) -> int:
+        """New priorities from TD errors (UPDATE): ids from a sample
+        (1-D) and one td each, or with sequences (ids of a sample with
+        sequences=True) td of shape (len(ids), seq_len), each sequence's
+        steps in order (per_buffer_update_seq). Returns how many ids were
+        stale (their items overwritten since the draw; skipped)."""
+        call = f"{self._call_name}.update"
+        i = _vector(ids, f"{call}: ids")
+        tv = np.asarray(td)
+        n = i.shape[0]
+        if sequences:
+            # the table's seq_len when HELLO said (0: the server refuses)
+            L = (self.table["seq_len"] or None) if self.table is not None else None
+            ok = tv.ndim == 2 and tv.shape[0] == n and (L is None or tv.shape[1] == L)
+            want = f"({n}, {L if L is not None else 'seq_len'})"
+        else:
+            ok = tv.shape == (n,)
+            want = f"({n},)"
+        if not ok:
+            raise ValueError(f"{call}: td has shape {tv.shape}; {n} ids take "
+                             f"td of shape {want}")
+        iv = _indices(i, f"{call}: ids", 64).astype("<u8")
+        fv = _floats(tv, f"{call}: td", np.float32).astype("<f4")
+        flags = _SEQUENCES if sequences else 0
+        body = self._request(UPDATE, [struct.pack("<II", n, flags), iv, fv],
+                             "update")
+        stale: int = struct.unpack_from("<I", body)[0]
+        return stale
+
+    def info(self) -> t.Dict[str, t.Any]:
+        """The table's sizes and counters (INFO): capacity, item_size,
+        size (items stored), seq_len, added (items), trajectories, step
+        (sample calls: the beta schedule's), beta (the next scheduled),
+        and inserts, samples, updates (requests applied since the server
+        started) and refused (requests for it refused)."""
+        body = self._request(INFO, [], "info")
+        return dict(zip(_INFO_KEYS, _INFO.unpack_from(body)))
+
+    def close(self) -> None:
+        """Close the socket (requests in flight are dropped). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._sock.close(0)
+        self._ctx.term()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        item = self.dtype if self.dtype is not None else (
+            f"{self.item_size} bytes" if self.item_size is not None else "raw")
+        return (f"{self._call_name}({self.endpoint!r}, table="
+                f"{self.table_name!r}, item={item})")
+
+
+class TcpClient(Client):
+    """Seed 003's client: a Client of table `table` at tcp://host:port
+    whose items are example_dtype(example) (the server's table made with
+    Table(capacity, example=example), "the same example"). send() inserts
+    what a TrajectoryAccumulator(example) built as one trajectory; the
+    other keywords are Client's (timeout)."""
+
+    def __init__(self, host: str, port: int, example: t.Mapping[str, t.Any],
+                 table: str = "replay", *, timeout: float = 10.0) -> None:
+        self._steps, self._singles = _scales(example, "per.net.TcpClient")
+        port = _count(port, "per.net.TcpClient: port", 16)
+        h = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        super().__init__(f"tcp://{h}:{port}", table, example=example,
+                         timeout=timeout)
+
+    def send(self, tree: t.Union[TrajectoryAccumulator, t.Mapping[str, t.Any]],
+             *, n: t.Optional[int] = None, ends: t.Optional[ArrayLike] = None,
+             td: t.Optional[ArrayLike] = None) -> int:
+        """Insert one rollout as one trajectory, one item a step of the
+        buffered timescale, each item also holding every single-item
+        timescale's record (example_dtype); returns its trajectory id.
+
+        tree: a TrajectoryAccumulator of the client's example, or what
+        its build() returned (a dict of timescale -> tree; any dict of
+        that shape with arrays of the leaves' dtypes, a buffered leaf
+        having any leading length N).
+
+        - An accumulator is built here (acc.build()): the steps sent are
+          its built_counts of the buffered timescale, their episode ends
+          its episode_ends (what end() set).
+        - A built tree says neither (build() hands out the accumulator's
+          whole arrays, past this rollout's steps too): all N records
+          are sent, with no episode end, unless n (the first n records)
+          and ends (None, one END_* for the last step, or one per step)
+          say otherwise. client.send(acc.build()) after exactly N adds
+          (seed 003's loop) sends that rollout.
+
+        n and ends, when given, override the accumulator's too. td: one
+        TD error per step sent (Client.insert). Values convert into the
+        leaves' dtypes exactly or are refused (TypeError or ValueError,
+        nothing sent)."""
+        call = "per.net.TcpClient.send"
+        b = self._steps
+        acc_n: t.Optional[int] = None
+        acc_ends: t.Optional[Array] = None
+        if isinstance(tree, TrajectoryAccumulator):
+            acc = tree
+            theirs = acc.timescales
+            ours = {sc.name: sc.dtype for sc in [b] + self._singles}
+            if ({k: v["dtype"] for k, v in theirs.items()} != ours or
+                    theirs[b.name]["kind"] != "buffered"):
+                raise ValueError(f"{call}: the accumulator's timescales "
+                                 f"{ {k: str(v['dtype']) for k, v in theirs.items()} } "
+                                 f"are not the client's example's")
+            built = acc.build()
+            acc_n = acc.built_counts[b.name]
+            acc_ends = np.array(acc.episode_ends(b.name)[:acc_n])
+        elif isinstance(tree, t.Mapping):
+            built = dict(tree)
+        else:
+            raise TypeError(f"{call}: send takes a TrajectoryAccumulator or "
+                            f"the dict its build() returns, not "
+                            f"{type(tree).__name__}")
+        names = [b.name] + [s.name for s in self._singles]
+        if set(built) != set(names):
+            raise ValueError(f"{call}: the tree's timescales are "
+                             f"{sorted(map(str, built))}; the example's "
+                             f"{sorted(names)}")
+        leaves = [np.asarray(v) for v in b.flatten(built[b.name], call)]
+        lengths = {a.shape[0] if a.ndim else None for a in leaves}
+        for label, a, shape in zip(b.labels, leaves, b.shapes):
+            if a.ndim == 0 or a.shape[1:] != shape:
+                raise ValueError(f"{call}: timescale {b.name!r}, leaf "
+                                 f"{label!r} has shape {a.shape}; it takes "
+                                 f"(N,) + {shape}")
+        if len(lengths) != 1:
+            raise ValueError(f"{call}: the leaves of timescale {b.name!r} "
+                             f"differ in length: {sorted(map(str, lengths))}")
+        N = int(leaves[0].shape[0])
+        if n is not None:
+            count = _count(n, f"{call}: n")
+        else:
+            count = acc_n if acc_n is not None else N
+        if not 1 <= count <= N:
+            raise ValueError(f"{call}: {count} steps to send of {N} "
+                             f"(a send holds 1 or more)")
+        assert self.dtype is not None
+        rec = np.zeros(count, self.dtype)
+        steps = rec[b.name]
+        for i, (label, a) in enumerate(zip(b.labels, leaves)):
+            steps[label] = _cast(a[:count], b.dtypes[i],
+                                 f"{call}: timescale {b.name!r}, leaf {label!r}")
+        for sc in self._singles:
+            vals = sc.flatten(built[sc.name], call)
+            part = rec[sc.name]
+            for i, (label, v) in enumerate(zip(sc.labels, vals)):
+                part[label] = sc.value(i, v, call)
+        if ends is None and acc_ends is not None:
+            ends = np.zeros(count, np.uint8)
+            k = min(count, acc_ends.shape[0])
+            ends[:k] = acc_ends[:k]
+        return self.insert(rec, ends=ends, td=td)
