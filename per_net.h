@@ -17,7 +17,9 @@
 
    CONTENTS
       Declarations ....... per_net_server, per_net_table, per_net_*   >>api
+      A client over ZeroMQ ........ per_net_client, per_net_client_* >>client
       Implementation: tables, specs, requests, replies ...........  >>net
+      Implementation: the client .......................... >>client_impl
       (grep for the >>markers)
 
    WHAT IT IS
@@ -29,6 +31,21 @@
       every request, also one it cannot parse, with a status and a
       message. A refused request changes nothing. Not safe for concurrent
       use: one thread serves (per_buffer's own rule).
+
+   THE CLIENT (compiled where zmq.h was included before per_net.h)
+      per_net_client speaks to one table of a server over a ZeroMQ DEALER
+      socket, so that a C or C++ actor or learner needs no Python:
+      per_net_client_open (HELLO), _insert, _sample, _update, _info and
+      _close, each waiting for its reply at most timeout_ms (>>client
+      says what every refusal leaves). The program links libzmq.
+         #include <zmq.h>
+         #include "per_net.h"
+         per_net_client c;
+         if (per_net_client_open(&c, "tcp://127.0.0.1:50051", "replay", 44,
+                                 "", 10000) != PER_OK)
+           fprintf(stderr, "%s\n", c.error);        // no server, ...
+         per_net_client_insert(&c, items, n, NULL, NULL, NULL);
+         per_net_client_close(&c);
 
    QUICK START (one request; per-server, server/per_server.c, serves)
       per_net_server srv;
@@ -43,7 +60,8 @@
 
    HISTORY
       0.5.0  (unreleased) new: the wire format's version 1 (HELLO,
-             INSERT, SAMPLE, UPDATE, INFO), tables from a spec text.
+             INSERT, SAMPLE, UPDATE, INFO), tables from a spec text, a
+             client over ZeroMQ (per_net_client).
 */
 #ifndef PER_NET_H_INCLUDED
 #define PER_NET_H_INCLUDED
@@ -64,6 +82,8 @@ extern "C" {
 #define per_net_add_spec PERI_NAME(per_net_add_spec)
 #define per_net_find PERI_NAME(per_net_find)
 #define per_net_handle PERI_NAME(per_net_handle)
+#define per_net_set_limiter PERI_NAME(per_net_set_limiter)
+#define per_net_load PERI_NAME(per_net_load)
 
 /* The wire format's version (docs/PROTOCOL.md). */
 #define PER_NET_VERSION 1
@@ -99,6 +119,13 @@ typedef struct per_net_table {
   per_buffer buf;
   uint64_t inserts, samples, updates; /* requests applied */
   uint64_t refused;                   /* requests for it refused */
+  /* The rate limiter (per_net_set_limiter; docs/PROTOCOL.md): */
+  uint64_t min_size;         /* items stored before a sample (0: none) */
+  double samples_per_insert; /* 0: no ratio */
+  double error_margin;       /* >= 0 */
+  uint64_t items_in;         /* items inserted, as it counts them */
+  uint64_t items_out;        /* items sampled (B a sample) */
+  uint64_t busy;             /* requests it held back (PER_ERR_BUSY) */
 } per_net_table;
 
 /* A plain struct: declare one and per_net_init it. Fields are readable;
@@ -144,7 +171,9 @@ PERDEF per_status per_net_add_table(per_net_server *s, const char *name,
    table, and the keys after it up to the next `table` are per_config's
    fields (capacity, item_size, alpha, beta0, beta1, beta_steps, eps,
    max_priority, seed, flags, max_unique, seq_len, seq_stride, seq_eta),
-   each at most once, and `layout`, whose value is the rest of its line
+   the rate limiter's (min_size, samples_per_insert, error_margin:
+   per_net_set_limiter), each at most once, and `layout`, whose value is
+   the rest of its line
    (trailing blanks dropped). Fields not named keep per_config_default's
    value for the table's capacity and item_size, which are required.
    flags is a number or names joined by `|`: weights_buffer_max,
@@ -160,6 +189,31 @@ PERDEF per_status per_net_add_spec(per_net_server *s, const char *text);
 /* The table named by the len bytes at name, or NULL. */
 PERDEF per_net_table *per_net_find(const per_net_server *s, const char *name,
                                    size_t len);
+/* Table t's rate limiter (docs/PROTOCOL.md, "Rate limiting"): a sample
+   is answered PER_ERR_BUSY while t holds fewer than min_size items or,
+   with samples_per_insert > 0, while d = items_in * samples_per_insert -
+   items_out < samples_per_insert * min_size - error_margin; an insert
+   while d > samples_per_insert * min_size + error_margin. A table starts
+   with min_size 0 (an empty table's sample is per_buffer_sample's
+   PER_ERR_EMPTY), samples_per_insert 0 (no ratio), error_margin 0 and
+   both counts 0; setting the limiter keeps the counts. Errors (t
+   unchanged, s->error says why): PER_ERR_NULL (s or t), PER_ERR_ARG
+   (min_size above t's capacity, samples_per_insert or error_margin NaN,
+   infinite or negative). */
+PERDEF per_status per_net_set_limiter(per_net_server *s, per_net_table *t,
+                                      uint64_t min_size,
+                                      double samples_per_insert,
+                                      double error_margin);
+/* per_buffer_load of the checkpoint at path into table t, then its
+   limiter's counts as if its items had just come in at the ratio:
+   items_in = the items stored, items_out such that d is the middle of
+   its range (0 when that would be negative). Errors: per_buffer_load's
+   (t unchanged but for its buffer's error; s->error says it),
+   PER_ERR_NULL. Compiled out with PER_NO_STDIO, as per_buffer_load. */
+#ifndef PER_NO_STDIO
+PERDEF per_status per_net_load(per_net_server *s, per_net_table *t,
+                               const char *path);
+#endif
 /* Answer one request: the len bytes at req (docs/PROTOCOL.md; any bytes
    at all are accepted, and read only within len). *reply and *reply_len
    get the reply, in the server's memory, valid until the next call on s.
@@ -170,6 +224,169 @@ PERDEF per_net_table *per_net_find(const per_net_server *s, const char *name,
    (PER_ERR_NULL, nothing written). */
 PERDEF per_status per_net_handle(per_net_server *s, const void *req, size_t len,
                                  const void **reply, size_t *reply_len);
+
+/* ======================================================================
+   A client over ZeroMQ (zmq.h included before per_net.h)          >>client
+   ====================================================================== */
+
+/* Compiled only where ZeroMQ's header (zmq.h, which defines
+   ZMQ_VERSION_MAJOR) was included before the first per_net.h; then
+   PER_NET_CLIENT is defined. The program links libzmq. A client speaks
+   to one table of a server (per-server, or Python's per.net.Server) over
+   one DEALER socket, one request at a time: each call builds its request
+   in c->buf, sends it as one frame and waits (zmq_poll) up to
+   c->timeout_ms for the reply with the same request id, dropping replies
+   with other ids (late replies to requests that timed out; counted in
+   c->dropped). Request ids count up from a random start (/dev/urandom's
+   bits where there are some, mixed with the time and addresses).
+
+   Every call returns PER_OK or an error, with c->error ("" after PER_OK)
+   saying why:
+   - its own arguments refused: PER_ERR_NULL, PER_ERR_ARG, PER_ERR_BATCH
+     (c->error names the argument; a client not open, or timeout_ms <= 0:
+     PER_ERR_ARG), nothing sent;
+   - a request larger than c->max_message: PER_ERR_BATCH, nothing sent
+     (a server drops such a request's connection: raise max_message only
+     with the server's --max-message);
+   - no reply within c->timeout_ms: PER_ERR_IO, c->error "FN: no reply
+     within N ms from ENDPOINT". The socket is then closed and opened
+     again, so that a request still queued (no server there yet) is
+     dropped instead of sent later; one that reached the server may still
+     have been applied. A later reply to it would come to the closed
+     socket, and ids would drop it anyway. Also PER_ERR_IO: ZeroMQ
+     refused a send, a poll or the reconnection (c->error has its words);
+   - the server refused the request: its status, c->error the reply's
+     message (cut to fit, NUL-terminated). With c->busy_wait (1 after
+     open; the caller may change it), a PER_ERR_BUSY reply (the table's
+     rate limiter, docs/PROTOCOL.md) is sent again with the same request
+     id after a sleep of 1 ms, doubling up to 50 ms, while timeout_ms in
+     all has not passed; then PER_ERR_BUSY is returned (c->retries counts
+     the requests sent again; a retry whose reply does not come within
+     what is left of timeout_ms is PER_ERR_IO as above). Without
+     busy_wait, PER_ERR_BUSY at once;
+   - a reply that is not per's (magic, version, op, a body not of the
+     op's length or not of the request's shape): PER_ERR_FORMAT.
+   Outputs are written only on PER_OK. Memory: c->buf and the endpoint's
+   copy are PER_MALLOC's with a NULL alloc_ctx; each client has a ZeroMQ
+   context of its own (one I/O thread). Not safe for concurrent use: one
+   thread at a time (ZeroMQ's sockets' rule). */
+#ifdef ZMQ_VERSION_MAJOR
+#define PER_NET_CLIENT 1
+
+#define per_net_client_open PERI_NAME(per_net_client_open)
+#define per_net_client_insert PERI_NAME(per_net_client_insert)
+#define per_net_client_sample PERI_NAME(per_net_client_sample)
+#define per_net_client_update PERI_NAME(per_net_client_update)
+#define per_net_client_info PERI_NAME(per_net_client_info)
+#define per_net_client_close PERI_NAME(per_net_client_close)
+
+/* A table's sizes and counters, as INFO gives them (docs/PROTOCOL.md). */
+typedef struct per_net_info {
+  uint32_t capacity, item_size;
+  uint32_t size; /* items stored */
+  uint32_t seq_len;
+  uint64_t added, trajectories;       /* items and trajectories added */
+  uint64_t step;                      /* sample calls: the beta schedule's */
+  double beta;                        /* the next scheduled beta */
+  uint64_t inserts, samples, updates; /* requests applied since the
+                                         server started */
+  uint64_t refused;                   /* requests for the table refused */
+  /* the rate limiter's: items inserted and sampled as it counts them,
+     requests it answered busy, and its settings; all 0 from a server
+     without one (an INFO body of 80 bytes) */
+  uint64_t items_inserted, items_sampled, busy, min_size;
+  double samples_per_insert, error_margin;
+} per_net_info;
+
+/* A plain struct: declare one and per_net_client_open it. Fields are
+   readable; timeout_ms, busy_wait and max_message are the caller's to
+   change between calls, the others only the functions'. */
+typedef struct per_net_client {
+  void *ctx, *sock; /* ZeroMQ's context and DEALER socket (sock NULL
+                       while a reconnection after a timeout failed: the
+                       next call tries again) */
+  char *endpoint;   /* a copy of open's */
+  char table[PER_NET_NAME_MAX];
+  uint64_t next_id;     /* the next request's id */
+  int timeout_ms;       /* a reply's wait, busy retries included: > 0 */
+  int busy_wait;        /* 1: retry PER_ERR_BUSY within timeout_ms */
+  uint64_t max_message; /* the largest request sent (PER_NET_MAX_MESSAGE,
+                           the server's default) */
+  unsigned char *buf;   /* the request being built (cap bytes) */
+  size_t cap;
+  uint32_t item_size, seq_len; /* the table's (from HELLO) */
+  per_config table_cfg;        /* the table's config (from HELLO) */
+  char layout[PER_LAYOUT_MAX]; /* the table's layout (from HELLO) */
+  uint64_t requests; /* requests sent (a busy retry not counted again) */
+  uint64_t retries;  /* busy requests sent again */
+  uint64_t dropped;  /* replies dropped: another request id */
+  char error[192];   /* what the last call refused; "" after PER_OK */
+} per_net_client;
+
+/* Connect to table `table` (1 .. 63 bytes, no control characters) of the
+   server at `endpoint` (a ZeroMQ endpoint: tcp://HOST:PORT, ipc://PATH)
+   and say HELLO: item_size and layout ("" or NULL: not checked) must be
+   the table's. item_size 0: learn it first (INFO), then HELLO with it.
+   timeout_ms (> 0) bounds each call's wait for its reply; busy_wait is
+   set to 1, max_message to PER_NET_MAX_MESSAGE. On PER_OK, c->item_size,
+   c->seq_len, c->table_cfg and c->layout are the table's. ZeroMQ's
+   connect does not wait for the server, so a server that is not there
+   shows as HELLO's timeout. Errors (*c then zeroed but for c->error, and
+   per_net_client_close accepts it): PER_ERR_NULL (c, endpoint, table),
+   PER_ERR_ARG (a bad table name, timeout_ms <= 0, a layout of
+   PER_LAYOUT_MAX chars or more, an endpoint ZeroMQ refuses),
+   PER_ERR_NOMEM, PER_ERR_IO (ZeroMQ's context or socket, or no reply),
+   PER_ERR_MISMATCH (HELLO: another item size or layout; the server's
+   message), PER_ERR_INDEX (no table of that name), and the others above
+   (PER_ERR_FORMAT, ...). */
+PERDEF per_status per_net_client_open(per_net_client *c, const char *endpoint,
+                                      const char *table, uint32_t item_size,
+                                      const char *layout, int timeout_ms);
+/* INSERT n items (n * c->item_size bytes at items) as one trajectory:
+   ends (NULL: every step PER_END_NONE) n PER_END_* values, td (NULL: new
+   items get the largest priority written so far) n TD errors, each
+   item's priority then the one an update would give it. *trajectory
+   (may be NULL) gets the trajectory's id. Errors: PER_ERR_NULL (c,
+   items), PER_ERR_BATCH (n 0, or a request over max_message), those of
+   the server (per_buffer_add_steps / per_buffer_add_td: PER_ERR_ARG for
+   an end, PER_ERR_NAN, PER_ERR_INF for a TD error; PER_ERR_BUSY) and
+   the others above. The table is unchanged on every one but PER_ERR_IO
+   and PER_ERR_FORMAT, after which the request may have been applied. */
+PERDEF per_status per_net_client_insert(per_net_client *c, const void *items,
+                                        uint32_t n, const uint8_t *ends,
+                                        const float *td, uint64_t *trajectory);
+/* SAMPLE B units as per_buffer_sample with opts (NULL: whole buffer, with
+   replacement, scheduled beta). Outputs (each may be NULL): items_out B *
+   s * c->item_size bytes (s = c->seq_len with PER_SAMPLE_SEQUENCES, else
+   1; NULL: the items are not asked for, and do not travel), ids B,
+   weights B, *beta the beta the weights used, and with
+   PER_SAMPLE_SEQUENCES opts->mask (when not NULL) B * s bytes. Errors:
+   PER_ERR_NULL (c), PER_ERR_BATCH (B 0), the server's (per_buffer_sample's,
+   PER_ERR_BATCH for a reply over its largest message, PER_ERR_BUSY) and
+   the others above; nothing written on any. */
+PERDEF per_status per_net_client_sample(per_net_client *c, uint32_t B,
+                                        const per_sample_opts *opts,
+                                        void *items_out, uint64_t *ids,
+                                        float *weights, double *beta);
+/* UPDATE priorities from TD errors: ids n ids of samples, td n TD errors
+   (sequences 0: per_buffer_update) or n * c->seq_len, each sequence's
+   steps in order (sequences 1: ids of a sample with
+   PER_SAMPLE_SEQUENCES; per_buffer_update_seq). *stale (may be NULL)
+   gets how many ids were stale (skipped). Errors: PER_ERR_NULL (c, ids,
+   td), PER_ERR_BATCH (n 0, or a request over max_message), PER_ERR_ARG
+   (sequences not 0 or 1, or 1 with a table of seq_len 0), the server's
+   (PER_ERR_NAN, PER_ERR_INF, PER_ERR_INDEX, ...) and the others above. */
+PERDEF per_status per_net_client_update(per_net_client *c, const uint64_t *ids,
+                                        const float *td, uint32_t n,
+                                        int sequences, uint32_t *stale);
+/* The table's sizes and counters (INFO) into *info. Errors: PER_ERR_NULL
+   (c, info) and the others above. */
+PERDEF per_status per_net_client_info(per_net_client *c, per_net_info *info);
+/* Close the socket (requests in flight are dropped) and the context,
+   free the client's memory and zero *c. Safe on a zeroed client and on
+   NULL. */
+PERDEF void per_net_client_close(per_net_client *c);
+#endif /* ZMQ_VERSION_MAJOR */
 
 #ifdef __cplusplus
 }
@@ -387,6 +604,97 @@ PERDEF per_status per_net_add_table(per_net_server *s, const char *name,
   return PER_OK;
 }
 
+PERDEF per_status per_net_set_limiter(per_net_server *s, per_net_table *t,
+                                      uint64_t min_size,
+                                      double samples_per_insert,
+                                      double error_margin) {
+  static const char fn[] = "per_net_set_limiter";
+  peri_msg m;
+  if (!s) return PER_ERR_NULL;
+  if (!t) return peri_net_fail(s, fn, "t is NULL", PER_ERR_NULL);
+  m = peri_net_msg(s, fn);
+  peri_msg_s(&m, "table \"");
+  peri_msg_s(&m, t->name);
+  peri_msg_s(&m, "\": ");
+  if (min_size > t->buf.cfg.capacity) {
+    peri_msg_nu(&m, "min_size", min_size);
+    peri_msg_nu(&m, " is above the capacity,", t->buf.cfg.capacity);
+    return PER_ERR_ARG;
+  }
+  if (peri_check_real(&m, "samples_per_insert", samples_per_insert, 0) ||
+      peri_check_real(&m, "error_margin", error_margin, 0))
+    return PER_ERR_ARG;
+  t->min_size = min_size;
+  t->samples_per_insert = samples_per_insert;
+  t->error_margin = error_margin;
+  s->error[0] = 0;
+  return PER_OK;
+}
+
+#ifndef PER_NO_STDIO
+PERDEF per_status per_net_load(per_net_server *s, per_net_table *t,
+                               const char *path) {
+  per_status st;
+  double out;
+  if (!s) return PER_ERR_NULL;
+  if (!t || !path)
+    return peri_net_fail(s, "per_net_load", "t or path is NULL", PER_ERR_NULL);
+  st = per_buffer_load(&t->buf, path);
+  if (st != PER_OK) {
+    peri_msg m = peri_net_msg(s, "per_net_load");
+    peri_msg_s(&m, "table \"");
+    peri_msg_s(&m, t->name);
+    peri_msg_s(&m, "\": ");
+    peri_msg_s(&m, t->buf.error[0] ? t->buf.error : per_status_str(st));
+    return st;
+  }
+  /* d = in * spi - out = spi * min_size: out = spi * (in - min_size) */
+  t->items_in = t->buf.size;
+  out = t->samples_per_insert * ((double)t->items_in - (double)t->min_size);
+  t->items_out = out > 0 ? (uint64_t)out : 0u;
+  s->error[0] = 0;
+  return PER_OK;
+}
+
+#endif
+
+/* ---- the rate limiter ---- */
+
+/* d = items_in * samples_per_insert - items_out (docs/PROTOCOL.md) */
+static double peri_net_ahead(const per_net_table *t) {
+  return (double)t->items_in * t->samples_per_insert - (double)t->items_out;
+}
+
+/* PER_ERR_BUSY (s->error says why) when t's limiter holds back a sample
+   (sample != 0) or an insert; else PER_OK. */
+static per_status peri_net_limit(per_net_server *s, per_net_table *t,
+                                 int sample) {
+  double spi = t->samples_per_insert, d = peri_net_ahead(t);
+  double mid = spi * (double)t->min_size;
+  peri_msg m;
+  if (sample && t->buf.size < t->min_size) {
+    m = peri_net_msg(s, "sample");
+    peri_msg_s(&m, "busy: table \"");
+    peri_msg_s(&m, t->name);
+    peri_msg_nu(&m, "\" holds", t->buf.size);
+    peri_msg_nu(&m, " items, fewer than min_size", t->min_size);
+    return PER_ERR_BUSY;
+  }
+  if (spi > 0 &&
+      (sample ? d < mid - t->error_margin : d > mid + t->error_margin)) {
+    m = peri_net_msg(s, sample ? "sample" : "insert");
+    peri_msg_s(&m, "busy: table \"");
+    peri_msg_s(&m, t->name);
+    peri_msg_s(&m, sample ? "\": sampling is ahead of inserting ("
+                          : "\": inserting is ahead of sampling (");
+    peri_msg_nu(&m, "items inserted", t->items_in);
+    peri_msg_nu(&m, ", sampled", t->items_out);
+    peri_msg_s(&m, ")");
+    return PER_ERR_BUSY;
+  }
+  return PER_OK;
+}
+
 /* ---- spec texts ---- */
 
 /* One table of a spec being read: its config and which keys were set. */
@@ -396,12 +704,28 @@ typedef struct peri_net_spec {
   per_config cfg;
   uint32_t set; /* bit k: key k of peri_net_keys was given */
   uint32_t line;
+  uint64_t min_size;  /* the rate limiter's (per_net_set_limiter) */
+  double spi, margin; /* samples_per_insert, error_margin */
 } peri_net_spec;
 
-static const char *const peri_net_keys[] = {
-    "capacity",   "item_size", "alpha",        "beta0",   "beta1",
-    "beta_steps", "eps",       "max_priority", "seed",    "flags",
-    "max_unique", "seq_len",   "seq_stride",   "seq_eta", "layout"};
+static const char *const peri_net_keys[] = {"capacity",
+                                            "item_size",
+                                            "alpha",
+                                            "beta0",
+                                            "beta1",
+                                            "beta_steps",
+                                            "eps",
+                                            "max_priority",
+                                            "seed",
+                                            "flags",
+                                            "max_unique",
+                                            "seq_len",
+                                            "seq_stride",
+                                            "seq_eta",
+                                            "layout",
+                                            "min_size",
+                                            "samples_per_insert",
+                                            "error_margin"};
 #define PERI_NET_NKEYS (sizeof peri_net_keys / sizeof peri_net_keys[0])
 
 static int peri_net_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
@@ -506,6 +830,9 @@ static int peri_net_set_key(peri_net_spec *t, unsigned k, const char *v,
       else c->seed = u;
       return 1;
     case 9: return peri_net_parse_flags(v, n, &c->flags);
+    case 15: return peri_net_parse_u(v, n, UINT64_MAX, &t->min_size);
+    case 16: return peri_net_parse_d(v, n, &t->spi);
+    case 17: return peri_net_parse_d(v, n, &t->margin);
     case 14:
       if (n >= PER_LAYOUT_MAX) return 0;
       memcpy(t->layout, v, n);
@@ -570,6 +897,9 @@ static per_status peri_net_spec_add(per_net_server *s, peri_net_spec *t) {
   }
   peri_net_spec_defaults(t);
   st = per_net_add_table(s, t->name, &t->cfg, t->layout);
+  if (st == PER_OK)
+    st = per_net_set_limiter(s, s->tables[s->ntables - 1], t->min_size, t->spi,
+                             t->margin);
   if (st != PER_OK) {
     char why[sizeof s->error];
     peri_msg m;
@@ -879,6 +1209,11 @@ static per_status peri_net_insert(per_net_server *s, per_net_table *t,
     return peri_net_refuse(s, t, PER_NET_INSERT, id, PER_ERR_NOMEM, reply,
                            reply_len);
   }
+  st = peri_net_limit(s, t, 0);
+  if (st != PER_OK) {
+    t->busy++;
+    return peri_net_refuse(s, t, PER_NET_INSERT, id, st, reply, reply_len);
+  }
   traj = t->buf.trajs;
   st = td ? per_buffer_add_td(&t->buf, items, n, ends, td)
           : per_buffer_add_steps(&t->buf, items, n, ends);
@@ -887,6 +1222,7 @@ static per_status peri_net_insert(per_net_server *s, per_net_table *t,
     return peri_net_refuse(s, t, PER_NET_INSERT, id, st, reply, reply_len);
   }
   t->inserts++;
+  t->items_in += n;
   o = peri_net_body(s, PER_NET_INSERT, id, 16);
   peri_net_put(o, traj, 8);
   peri_net_put(o + 8, t->buf.size, 4);
@@ -946,6 +1282,11 @@ static per_status peri_net_sample(per_net_server *s, per_net_table *t,
     return peri_net_refuse(s, t, PER_NET_SAMPLE, id, PER_ERR_BATCH, reply,
                            reply_len);
   }
+  st = peri_net_limit(s, t, 1);
+  if (st != PER_OK) {
+    t->busy++;
+    return peri_net_refuse(s, t, PER_NET_SAMPLE, id, st, reply, reply_len);
+  }
   body = 16u + (uint64_t)B * unit;
   o = peri_net_body(s, PER_NET_SAMPLE, id, (size_t)body);
   if (!o) {
@@ -989,6 +1330,7 @@ static per_status peri_net_sample(per_net_server *s, per_net_table *t,
   peri_net_put(o + 4, steps, 4);
   peri_net_put_f64(o + 8, beta);
   t->samples++;
+  t->items_out += B;
   *reply = s->out;
   *reply_len = PER_NET_REPLY_HEADER + (size_t)body;
   s->error[0] = 0;
@@ -1088,7 +1430,7 @@ static per_status peri_net_info(per_net_server *s, per_net_table *t,
     return peri_net_refuse(s, t, PER_NET_INFO, id, PER_ERR_FORMAT, reply,
                            reply_len);
   }
-  o = peri_net_body(s, PER_NET_INFO, id, 80);
+  o = peri_net_body(s, PER_NET_INFO, id, 128);
   if (!o) {
     peri_net_fail(s, "info", "out of memory", PER_ERR_NOMEM);
     return peri_net_refuse(s, t, PER_NET_INFO, id, PER_ERR_NOMEM, reply,
@@ -1106,8 +1448,14 @@ static per_status peri_net_info(per_net_server *s, per_net_table *t,
   peri_net_put(o + 56, t->samples, 8);
   peri_net_put(o + 64, t->updates, 8);
   peri_net_put(o + 72, t->refused, 8);
+  peri_net_put(o + 80, t->items_in, 8);
+  peri_net_put(o + 88, t->items_out, 8);
+  peri_net_put(o + 96, t->busy, 8);
+  peri_net_put(o + 104, t->min_size, 8);
+  peri_net_put_f64(o + 112, t->samples_per_insert);
+  peri_net_put_f64(o + 120, t->error_margin);
   *reply = s->out;
-  *reply_len = PER_NET_REPLY_HEADER + 80u;
+  *reply_len = PER_NET_REPLY_HEADER + 128u;
   s->error[0] = 0;
   return PER_OK;
 }
@@ -1181,6 +1529,647 @@ PERDEF per_status per_net_handle(per_net_server *s, const void *req, size_t len,
     }
   }
 }
+
+/* >>client_impl: per_net_client, requests over a ZeroMQ DEALER */
+
+#ifdef PER_NET_CLIENT
+
+/* c->error for call fn: "fn: " and what follows. */
+static peri_msg peri_net_client_msg(per_net_client *c, const char *fn) {
+  peri_msg m = peri_msg_into(c->error, sizeof c->error);
+  peri_msg_s(&m, fn);
+  peri_msg_s(&m, ": ");
+  return m;
+}
+
+static per_status peri_net_client_fail(per_net_client *c, const char *fn,
+                                       const char *what, per_status st) {
+  peri_msg m = peri_net_client_msg(c, fn);
+  peri_msg_s(&m, what);
+  return st;
+}
+
+/* What ZeroMQ refused, in its words. */
+static per_status peri_net_client_zmq(per_net_client *c, const char *fn,
+                                      const char *what) {
+  const char *why = zmq_strerror(zmq_errno());
+  peri_msg m = peri_net_client_msg(c, fn);
+  peri_msg_s(&m, what);
+  peri_msg_s(&m, ": ");
+  peri_msg_s(&m, why);
+  return PER_ERR_IO;
+}
+
+/* A random start for the request ids, 63 bits: /dev/urandom's where
+   there is one, with the time, the clock and addresses, mixed
+   (splitmix64's finaliser). */
+static uint64_t peri_net_client_seed(const per_net_client *c) {
+  static uint64_t calls;
+  uint64_t x = (uint64_t)(uintptr_t)c ^ ((uint64_t)(uintptr_t)&calls << 16) ^
+               (++calls * UINT64_C(0x9E3779B97F4A7C15));
+#ifndef PER_NO_STDIO
+#ifndef _WIN32
+  FILE *f = fopen("/dev/urandom", "rb");
+  if (f) {
+    unsigned char b[8];
+    if (fread(b, 1, sizeof b, f) == sizeof b) x ^= peri_net_get(b, 8);
+    fclose(f);
+  }
+#endif
+  x ^= ((uint64_t)time(NULL) << 20) ^ (uint64_t)clock();
+#endif
+  x ^= x >> 30;
+  x *= UINT64_C(0xBF58476D1CE4E5B9);
+  x ^= x >> 27;
+  x *= UINT64_C(0x94D049BB133111EB);
+  x ^= x >> 31;
+  return x >> 1;
+}
+
+/* c->sock: a new DEALER socket, linger 0, connected to c->endpoint. */
+static per_status peri_net_client_connect(per_net_client *c, const char *fn) {
+  int zero = 0, err;
+  peri_msg m;
+  void *s = zmq_socket(c->ctx, ZMQ_DEALER);
+  if (!s) return peri_net_client_zmq(c, fn, "no socket");
+  if (zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) == 0 &&
+      zmq_connect(s, c->endpoint) == 0) {
+    c->sock = s;
+    return PER_OK;
+  }
+  err = zmq_errno();
+  zmq_close(s);
+  m = peri_net_client_msg(c, fn);
+  peri_msg_s(&m, "cannot connect to \"");
+  peri_msg_s(&m, c->endpoint);
+  peri_msg_s(&m, "\": ");
+  peri_msg_s(&m, zmq_strerror(err));
+  return err == EINVAL || err == EPROTONOSUPPORT || err == ENOCOMPATPROTO
+             ? PER_ERR_ARG
+             : PER_ERR_IO;
+}
+
+/* n * each, or UINT64_MAX when that passes 2^64 - 1. */
+static uint64_t peri_net_client_times(uint64_t n, uint64_t each) {
+  return each && n > UINT64_MAX / each ? UINT64_MAX : n * each;
+}
+
+/* The checks every request passes: c open, a wait of 1 ms or more, and a
+   request of `body` bytes of body within max_message. Then the request's
+   header in c->buf, with the next request id: the body's start, or NULL
+   with c->error set and *st the status (nothing sent). */
+static unsigned char *peri_net_client_begin(per_net_client *c, const char *fn,
+                                            uint32_t op, uint64_t body,
+                                            per_status *st) {
+  size_t k = strlen(c->table);
+  uint64_t head = PERI_NET_REQ_HEADER + k;
+  unsigned char *p;
+  size_t cap;
+  if (!c->ctx) {
+    *st = peri_net_client_fail(c, fn, "the client is not open", PER_ERR_ARG);
+    return NULL;
+  }
+  if (c->timeout_ms <= 0) {
+    *st = peri_net_client_fail(c, fn,
+                               "timeout_ms is 0 or negative: a wait is 1 ms "
+                               "or more",
+                               PER_ERR_ARG);
+    return NULL;
+  }
+  if (c->max_message < head || body > c->max_message - head ||
+      body > (uint64_t)SIZE_MAX - head) {
+    peri_msg m = peri_net_client_msg(c, fn);
+    peri_msg_s(&m, "a request of ");
+    if (body <= UINT64_MAX - head) {
+      peri_msg_u(&m, head + body);
+      peri_msg_s(&m, " bytes");
+    } else {
+      peri_msg_s(&m, "2^64 bytes or more");
+    }
+    peri_msg_nu(&m, " is larger than max_message", c->max_message);
+    *st = PER_ERR_BATCH;
+    return NULL;
+  }
+  if (head + body > c->cap) { /* c->buf grows */
+    cap = c->cap ? c->cap : 4096u;
+    while (cap < head + body) cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
+    p = (unsigned char *)PER_MALLOC(cap, NULL);
+    if (!p) {
+      *st = peri_net_client_fail(c, fn, "out of memory", PER_ERR_NOMEM);
+      return NULL;
+    }
+    if (c->buf) PER_FREE(c->buf, NULL);
+    c->buf = p;
+    c->cap = cap;
+  }
+  memcpy(c->buf, "PERQ", 4);
+  peri_net_put(c->buf + 4, PER_NET_VERSION, 2);
+  peri_net_put(c->buf + 6, op, 2);
+  peri_net_put(c->buf + 8, c->next_id++, 8);
+  c->buf[16] = (unsigned char)k;
+  memcpy(c->buf + PERI_NET_REQ_HEADER, c->table, k);
+  *st = PER_OK;
+  return c->buf + head;
+}
+
+/* Milliseconds since *watch's first lap began: *us sums the laps, and a
+   look ends one lap and starts the next (ZeroMQ's stopwatch, whose clock
+   is monotonic). */
+static uint64_t peri_net_client_ms(void **watch, uint64_t *us) {
+  *us += zmq_stopwatch_stop(*watch);
+  *watch = zmq_stopwatch_start();
+  return *us / 1000u;
+}
+
+/* No reply within timeout ms: c->error says so, and c->sock is a new
+   socket (NULL when one cannot be made: the next call tries again), so
+   that a request still queued is dropped instead of sent later. */
+static per_status peri_net_client_timeout(per_net_client *c, const char *fn,
+                                          uint64_t timeout) {
+  peri_msg m;
+  zmq_close(c->sock);
+  c->sock = NULL;
+  peri_net_client_connect(c, fn);
+  m = peri_net_client_msg(c, fn);
+  peri_msg_nu(&m, "no reply within", timeout);
+  peri_msg_s(&m, " ms from ");
+  peri_msg_s(&m, c->endpoint);
+  if (!c->sock) peri_msg_s(&m, " (and no new socket yet)");
+  return PER_ERR_IO;
+}
+
+/* The reply of request id into *msg, waited for while the call's time
+   lasts (timeout ms in all, measured by *watch and *us); replies of other
+   ids are dropped, and of a message of several frames the last is the
+   reply. PER_OK: *msg is a reply with per's header and that id. */
+static per_status peri_net_client_wait(per_net_client *c, const char *fn,
+                                       uint64_t id, uint64_t timeout,
+                                       void **watch, uint64_t *us,
+                                       zmq_msg_t *msg) {
+  for (;;) {
+    zmq_pollitem_t it;
+    const unsigned char *p;
+    uint64_t now = peri_net_client_ms(watch, us);
+    int rc;
+    if (now >= timeout) return peri_net_client_timeout(c, fn, timeout);
+    memset(&it, 0, sizeof it);
+    it.socket = c->sock;
+    it.events = ZMQ_POLLIN;
+    rc = zmq_poll(&it, 1, (long)(timeout - now));
+    if (rc < 0 && zmq_errno() != EINTR)
+      return peri_net_client_zmq(c, fn, "poll");
+    if (rc <= 0) continue;
+    if (zmq_msg_recv(msg, c->sock, ZMQ_DONTWAIT) < 0) {
+      if (zmq_errno() == EAGAIN || zmq_errno() == EINTR) continue;
+      return peri_net_client_zmq(c, fn, "receive");
+    }
+    while (zmq_msg_more(msg))
+      if (zmq_msg_recv(msg, c->sock, 0) < 0)
+        return peri_net_client_zmq(c, fn, "receive");
+    p = (const unsigned char *)zmq_msg_data(msg);
+    if (zmq_msg_size(msg) < PER_NET_REPLY_HEADER || memcmp(p, "PERR", 4)) {
+      peri_msg m = peri_net_client_msg(c, fn);
+      peri_msg_s(&m, c->endpoint);
+      peri_msg_s(&m, " sent a reply that is not per's");
+      return PER_ERR_FORMAT;
+    }
+    if (peri_net_get(p + 8, 8) == id) return PER_OK;
+    c->dropped++;
+  }
+}
+
+/* Send the request (len bytes of c->buf) while the call's time lasts
+   (a socket with no peer yet queues it; a full queue waits). */
+static per_status peri_net_client_send(per_net_client *c, const char *fn,
+                                       size_t len, uint64_t timeout,
+                                       void **watch, uint64_t *us) {
+  for (;;) {
+    zmq_pollitem_t it;
+    uint64_t now;
+    if (zmq_send(c->sock, c->buf, len, ZMQ_DONTWAIT) >= 0) return PER_OK;
+    if (zmq_errno() != EAGAIN && zmq_errno() != EINTR)
+      return peri_net_client_zmq(c, fn, "send");
+    now = peri_net_client_ms(watch, us);
+    if (now >= timeout) return peri_net_client_timeout(c, fn, timeout);
+    memset(&it, 0, sizeof it);
+    it.socket = c->sock;
+    it.events = ZMQ_POLLOUT;
+    if (zmq_poll(&it, 1, (long)(timeout - now)) < 0 && zmq_errno() != EINTR)
+      return peri_net_client_zmq(c, fn, "poll");
+  }
+}
+
+/* Send the request (len bytes of c->buf, op op) and wait for its reply,
+   sending it again while it is busy and busy_wait says so. PER_OK: *msg
+   (initialised here, closed by the caller) holds the reply, whose body
+   is *body_len bytes at *body. Otherwise *msg is closed, c->error says
+   why (the server's message when it refused) and the status returns. */
+static per_status peri_net_client_ask(per_net_client *c, const char *fn,
+                                      uint32_t op, size_t len, zmq_msg_t *msg,
+                                      const unsigned char **body,
+                                      size_t *body_len) {
+  uint64_t id = peri_net_get(c->buf + 8, 8), us = 0;
+  uint64_t timeout = (uint64_t)c->timeout_ms;
+  const unsigned char *p = NULL;
+  size_t n = 0, m;
+  long delay = 1;
+  int replied = 0;
+  per_status st;
+  void *watch;
+  zmq_msg_init(msg);
+  if (!c->sock && (st = peri_net_client_connect(c, fn)) != PER_OK) {
+    zmq_msg_close(msg);
+    return st;
+  }
+  c->requests++;
+  watch = zmq_stopwatch_start();
+  for (;;) {
+    replied = 0;
+    st = peri_net_client_send(c, fn, len, timeout, &watch, &us);
+    if (st == PER_OK)
+      st = peri_net_client_wait(c, fn, id, timeout, &watch, &us, msg);
+    if (st != PER_OK) break;
+    p = (const unsigned char *)zmq_msg_data(msg);
+    n = zmq_msg_size(msg);
+    if (peri_net_get(p + 4, 2) != PER_NET_VERSION ||
+        peri_net_get(p + 6, 2) != op) {
+      peri_msg e = peri_net_client_msg(c, fn);
+      peri_msg_nu(&e, "a reply of version", peri_net_get(p + 4, 2));
+      peri_msg_nu(&e, ", op", peri_net_get(p + 6, 2));
+      peri_msg_nu(&e, " to a request of version 1, op", op);
+      st = PER_ERR_FORMAT;
+      break;
+    }
+    st = (per_status)(int32_t)(uint32_t)peri_net_get(p + 16, 4);
+    replied = 1;
+    if (st == PER_ERR_BUSY && c->busy_wait &&
+        peri_net_client_ms(&watch, &us) + (uint64_t)delay < timeout) {
+      zmq_poll(NULL, 0, delay); /* a sleep */
+      delay = delay >= 25 ? 50 : delay * 2;
+      c->retries++;
+      continue;
+    }
+    break;
+  }
+  zmq_stopwatch_stop(watch);
+  if (st == PER_OK) {
+    *body = p + PER_NET_REPLY_HEADER;
+    *body_len = n - PER_NET_REPLY_HEADER;
+    return PER_OK;
+  }
+  if (replied) { /* the server's message, cut to fit */
+    m = (size_t)peri_net_get(p + 20, 2);
+    if (m > n - PER_NET_REPLY_HEADER) m = n - PER_NET_REPLY_HEADER;
+    if (m > sizeof c->error - 1) m = sizeof c->error - 1;
+    memcpy(c->error, p + PER_NET_REPLY_HEADER, m);
+    c->error[m] = 0;
+  }
+  zmq_msg_close(msg);
+  return st;
+}
+
+/* A reply's body of another length or shape than the request's. */
+static per_status peri_net_client_shape(per_net_client *c, const char *fn,
+                                        zmq_msg_t *msg, size_t n) {
+  peri_msg m = peri_net_client_msg(c, fn);
+  peri_msg_nu(&m, "a reply's body of", n);
+  peri_msg_s(&m, " bytes, not of the shape the request asked for");
+  zmq_msg_close(msg);
+  return PER_ERR_FORMAT;
+}
+
+/* HELLO: item_size and the layout (lay bytes) against the table's; the
+   table's config into c. */
+static per_status peri_net_client_hello(per_net_client *c, const char *fn,
+                                        uint32_t item_size, const char *layout,
+                                        size_t lay) {
+  per_config *t = &c->table_cfg;
+  const unsigned char *b;
+  unsigned char *o;
+  zmq_msg_t msg;
+  size_t n, m;
+  per_status st;
+  o = peri_net_client_begin(c, fn, PER_NET_HELLO, 6u + lay, &st);
+  if (!o) return st;
+  peri_net_put(o, item_size, 4);
+  peri_net_put(o + 4, lay, 2);
+  if (lay) memcpy(o + 6, layout, lay);
+  st = peri_net_client_ask(c, fn, PER_NET_HELLO, (size_t)(o - c->buf) + 6 + lay,
+                           &msg, &b, &n);
+  if (st != PER_OK) return st;
+  m = n >= 90 ? (size_t)peri_net_get(b + 88, 2) : 0;
+  if (n < 90 || n != 90 + m || m >= PER_LAYOUT_MAX ||
+      peri_net_get(b + 4, 4) != item_size)
+    return peri_net_client_shape(c, fn, &msg, n);
+  memset(t, 0, sizeof *t);
+  t->capacity = (uint32_t)peri_net_get(b, 4);
+  t->item_size = (uint32_t)peri_net_get(b + 4, 4);
+  t->seq_len = (uint32_t)peri_net_get(b + 8, 4);
+  t->seq_stride = (uint32_t)peri_net_get(b + 12, 4);
+  t->flags = (uint32_t)peri_net_get(b + 16, 4);
+  t->max_unique = (uint32_t)peri_net_get(b + 20, 4);
+  t->alpha = peri_net_get_f64(b + 24);
+  t->beta0 = peri_net_get_f64(b + 32);
+  t->beta1 = peri_net_get_f64(b + 40);
+  t->beta_steps = peri_net_get(b + 48, 8);
+  t->eps = peri_net_get_f64(b + 56);
+  t->max_priority = peri_net_get_f64(b + 64);
+  t->seq_eta = peri_net_get_f64(b + 72);
+  t->seed = peri_net_get(b + 80, 8);
+  memcpy(c->layout, b + 90, m);
+  c->layout[m] = 0;
+  c->item_size = t->item_size;
+  c->seq_len = t->seq_len;
+  zmq_msg_close(&msg);
+  return PER_OK;
+}
+
+/* INFO into *info (fn: the call, for messages). */
+static per_status peri_net_client_info(per_net_client *c, const char *fn,
+                                       per_net_info *info) {
+  const unsigned char *b;
+  unsigned char *o;
+  per_net_info r;
+  zmq_msg_t msg;
+  size_t n;
+  per_status st;
+  o = peri_net_client_begin(c, fn, PER_NET_INFO, 0, &st);
+  if (!o) return st;
+  st = peri_net_client_ask(c, fn, PER_NET_INFO, (size_t)(o - c->buf), &msg, &b,
+                           &n);
+  if (st != PER_OK) return st;
+  /* 128 bytes; 80 from a server without the rate limiter's fields */
+  if (n != 80 && n < 128) return peri_net_client_shape(c, fn, &msg, n);
+  memset(&r, 0, sizeof r);
+  r.capacity = (uint32_t)peri_net_get(b, 4);
+  r.item_size = (uint32_t)peri_net_get(b + 4, 4);
+  r.size = (uint32_t)peri_net_get(b + 8, 4);
+  r.seq_len = (uint32_t)peri_net_get(b + 12, 4);
+  r.added = peri_net_get(b + 16, 8);
+  r.trajectories = peri_net_get(b + 24, 8);
+  r.step = peri_net_get(b + 32, 8);
+  r.beta = peri_net_get_f64(b + 40);
+  r.inserts = peri_net_get(b + 48, 8);
+  r.samples = peri_net_get(b + 56, 8);
+  r.updates = peri_net_get(b + 64, 8);
+  r.refused = peri_net_get(b + 72, 8);
+  if (n >= 128) {
+    r.items_inserted = peri_net_get(b + 80, 8);
+    r.items_sampled = peri_net_get(b + 88, 8);
+    r.busy = peri_net_get(b + 96, 8);
+    r.min_size = peri_net_get(b + 104, 8);
+    r.samples_per_insert = peri_net_get_f64(b + 112);
+    r.error_margin = peri_net_get_f64(b + 120);
+  }
+  zmq_msg_close(&msg);
+  *info = r;
+  return PER_OK;
+}
+
+PERDEF per_status per_net_client_open(per_net_client *c, const char *endpoint,
+                                      const char *table, uint32_t item_size,
+                                      const char *layout, int timeout_ms) {
+  static const char fn[] = "per_net_client_open";
+  size_t k, lay;
+  per_status st;
+  if (!c) return PER_ERR_NULL;
+  memset(c, 0, sizeof *c);
+  if (!endpoint || !table)
+    return peri_net_client_fail(c, fn, "endpoint or table is NULL",
+                                PER_ERR_NULL);
+  k = strlen(table);
+  lay = layout ? strlen(layout) : 0;
+  if (!peri_net_name_ok(table, k)) {
+    peri_msg m = peri_net_client_msg(c, fn);
+    peri_msg_s(&m, "a table's name is 1 to 63 bytes without control "
+                   "characters, not one of ");
+    peri_msg_u(&m, k);
+    peri_msg_s(&m, " bytes");
+    return PER_ERR_ARG;
+  }
+  if (timeout_ms <= 0)
+    return peri_net_client_fail(c, fn,
+                                "timeout_ms is 0 or negative: a wait is 1 ms "
+                                "or more",
+                                PER_ERR_ARG);
+  if (lay >= PER_LAYOUT_MAX) {
+    peri_msg m = peri_net_client_msg(c, fn);
+    peri_msg_s(&m, "the layout has ");
+    peri_msg_u(&m, lay);
+    peri_msg_s(&m, " chars, more than 511");
+    return PER_ERR_ARG;
+  }
+  c->endpoint = (char *)PER_MALLOC(strlen(endpoint) + 1, NULL);
+  if (!c->endpoint)
+    return peri_net_client_fail(c, fn, "out of memory", PER_ERR_NOMEM);
+  memcpy(c->endpoint, endpoint, strlen(endpoint) + 1);
+  memcpy(c->table, table, k + 1);
+  c->timeout_ms = timeout_ms;
+  c->busy_wait = 1;
+  c->max_message = PER_NET_MAX_MESSAGE;
+  c->next_id = peri_net_client_seed(c);
+  c->ctx = zmq_ctx_new();
+  st = c->ctx ? peri_net_client_connect(c, fn)
+              : peri_net_client_zmq(c, fn, "no ZeroMQ context");
+  if (st == PER_OK && item_size == 0) { /* learn it */
+    per_net_info info;
+    st = peri_net_client_info(c, fn, &info);
+    item_size = info.item_size;
+  }
+  if (st == PER_OK) st = peri_net_client_hello(c, fn, item_size, layout, lay);
+  if (st != PER_OK) {
+    char why[sizeof c->error];
+    memcpy(why, c->error, sizeof why);
+    per_net_client_close(c);
+    memcpy(c->error, why, sizeof why);
+    return st;
+  }
+  c->error[0] = 0;
+  return PER_OK;
+}
+
+PERDEF per_status per_net_client_insert(per_net_client *c, const void *items,
+                                        uint32_t n, const uint8_t *ends,
+                                        const float *td, uint64_t *trajectory) {
+  static const char fn[] = "per_net_client_insert";
+  const unsigned char *b;
+  unsigned char *o;
+  zmq_msg_t msg;
+  size_t len, got;
+  uint64_t traj;
+  uint32_t j;
+  per_status st;
+  if (!c) return PER_ERR_NULL;
+  if (!items) return peri_net_client_fail(c, fn, "items is NULL", PER_ERR_NULL);
+  if (n == 0)
+    return peri_net_client_fail(c, fn, "n is 0 (an insert holds 1 or more)",
+                                PER_ERR_BATCH);
+  o = peri_net_client_begin(
+      c, fn, PER_NET_INSERT,
+      8u + peri_net_client_times(n, (uint64_t)c->item_size + (ends ? 1u : 0u) +
+                                        (td ? 4u : 0u)),
+      &st);
+  if (!o) return st;
+  peri_net_put(o, n, 4);
+  peri_net_put(o + 4,
+               (ends ? (uint32_t)PER_NET_ENDS : 0u) |
+                   (td ? (uint32_t)PER_NET_TD : 0u),
+               4);
+  o += 8;
+  memcpy(o, items, (size_t)n * c->item_size);
+  o += (size_t)n * c->item_size;
+  if (ends) {
+    memcpy(o, ends, n);
+    o += n;
+  }
+  if (td)
+    for (j = 0; j < n; ++j, o += 4) {
+      uint32_t u;
+      memcpy(&u, &td[j], 4);
+      peri_net_put(o, u, 4);
+    }
+  len = (size_t)(o - c->buf);
+  st = peri_net_client_ask(c, fn, PER_NET_INSERT, len, &msg, &b, &got);
+  if (st != PER_OK) return st;
+  if (got != 16) return peri_net_client_shape(c, fn, &msg, got);
+  traj = peri_net_get(b, 8);
+  zmq_msg_close(&msg);
+  if (trajectory) *trajectory = traj;
+  c->error[0] = 0;
+  return PER_OK;
+}
+
+PERDEF per_status per_net_client_sample(per_net_client *c, uint32_t B,
+                                        const per_sample_opts *opts,
+                                        void *items_out, uint64_t *ids,
+                                        float *weights, double *beta) {
+  static const char fn[] = "per_net_client_sample";
+  uint32_t flags = opts ? opts->flags : 0u, s, j;
+  const unsigned char *b;
+  unsigned char *o;
+  zmq_msg_t msg;
+  uint64_t unit, steps;
+  size_t got;
+  per_status st;
+  if (!c) return PER_ERR_NULL;
+  if (B == 0)
+    return peri_net_client_fail(c, fn, "B is 0 (a batch is 1 or more)",
+                                PER_ERR_BATCH);
+  o = peri_net_client_begin(c, fn, PER_NET_SAMPLE, 24, &st);
+  if (!o) return st;
+  peri_net_put(o, B, 4);
+  peri_net_put(o + 4, flags, 4);
+  peri_net_put_f64(o + 8, opts ? opts->beta : 0.0);
+  peri_net_put(o + 16, opts ? opts->window : 0u, 4);
+  peri_net_put(o + 20, items_out ? 0u : (uint32_t)PER_NET_NO_ITEMS, 4);
+  st = peri_net_client_ask(c, fn, PER_NET_SAMPLE, (size_t)(o - c->buf) + 24,
+                           &msg, &b, &got);
+  if (st != PER_OK) return st;
+  /* B units of an id, a weight, s steps' items (unless not asked for)
+     and with sequences s mask bytes */
+  s = (flags & PER_SAMPLE_SEQUENCES) ? c->seq_len : 1u;
+  steps = (uint64_t)B * s;
+  unit = 12u + (items_out ? (uint64_t)s * c->item_size : 0u) +
+         ((flags & PER_SAMPLE_SEQUENCES) ? s : 0u);
+  if (got < 16 || peri_net_get(b, 4) != B || peri_net_get(b + 4, 4) != s ||
+      s == 0 || (got - 16) % unit != 0 || (got - 16) / unit != B)
+    return peri_net_client_shape(c, fn, &msg, got);
+  if (beta) *beta = peri_net_get_f64(b + 8);
+  b += 16;
+  if (ids)
+    for (j = 0; j < B; ++j) ids[j] = peri_net_get(b + 8u * j, 8);
+  b += (size_t)8 * B;
+  if (weights)
+    for (j = 0; j < B; ++j) {
+      uint32_t u = (uint32_t)peri_net_get(b + 4u * j, 4);
+      memcpy(&weights[j], &u, 4);
+    }
+  b += (size_t)4 * B;
+  if (items_out) {
+    memcpy(items_out, b, (size_t)steps * c->item_size);
+    b += (size_t)steps * c->item_size;
+  }
+  if ((flags & PER_SAMPLE_SEQUENCES) && opts->mask)
+    memcpy(opts->mask, b, (size_t)steps);
+  zmq_msg_close(&msg);
+  c->error[0] = 0;
+  return PER_OK;
+}
+
+PERDEF per_status per_net_client_update(per_net_client *c, const uint64_t *ids,
+                                        const float *td, uint32_t n,
+                                        int sequences, uint32_t *stale) {
+  static const char fn[] = "per_net_client_update";
+  const unsigned char *b;
+  unsigned char *o;
+  zmq_msg_t msg;
+  uint64_t k, ntd, j;
+  size_t got;
+  uint32_t nstale;
+  per_status st;
+  if (!c) return PER_ERR_NULL;
+  if (!ids || !td)
+    return peri_net_client_fail(c, fn, "ids or td is NULL", PER_ERR_NULL);
+  if (n == 0)
+    return peri_net_client_fail(c, fn, "n is 0 (an update holds 1 or more)",
+                                PER_ERR_BATCH);
+  if (sequences != 0 && sequences != 1)
+    return peri_net_client_fail(c, fn, "sequences is 0 or 1", PER_ERR_ARG);
+  if (sequences && c->ctx && c->seq_len == 0) {
+    peri_msg m = peri_net_client_msg(c, fn);
+    peri_msg_s(&m, "sequences: table \"");
+    peri_msg_s(&m, c->table);
+    peri_msg_s(&m, "\" has no sequences (seq_len 0)");
+    return PER_ERR_ARG;
+  }
+  k = sequences ? c->seq_len : 1u;
+  ntd = (uint64_t)n * k;
+  o = peri_net_client_begin(
+      c, fn, PER_NET_UPDATE,
+      8u + peri_net_client_times(n, 8u + peri_net_client_times(k, 4u)), &st);
+  if (!o) return st;
+  peri_net_put(o, n, 4);
+  peri_net_put(o + 4, sequences ? (uint32_t)PER_NET_SEQUENCES : 0u, 4);
+  o += 8;
+  for (j = 0; j < n; ++j, o += 8) peri_net_put(o, ids[j], 8);
+  for (j = 0; j < ntd; ++j, o += 4) {
+    uint32_t u;
+    memcpy(&u, &td[j], 4);
+    peri_net_put(o, u, 4);
+  }
+  st = peri_net_client_ask(c, fn, PER_NET_UPDATE, (size_t)(o - c->buf), &msg,
+                           &b, &got);
+  if (st != PER_OK) return st;
+  if (got != 8) return peri_net_client_shape(c, fn, &msg, got);
+  nstale = (uint32_t)peri_net_get(b, 4);
+  zmq_msg_close(&msg);
+  if (stale) *stale = nstale;
+  c->error[0] = 0;
+  return PER_OK;
+}
+
+PERDEF per_status per_net_client_info(per_net_client *c, per_net_info *info) {
+  per_status st;
+  if (!c) return PER_ERR_NULL;
+  if (!info)
+    return peri_net_client_fail(c, "per_net_client_info", "info is NULL",
+                                PER_ERR_NULL);
+  st = peri_net_client_info(c, "per_net_client_info", info);
+  if (st == PER_OK) c->error[0] = 0;
+  return st;
+}
+
+PERDEF void per_net_client_close(per_net_client *c) {
+  if (!c) return;
+  if (c->sock) zmq_close(c->sock);
+  if (c->ctx)
+    while (zmq_ctx_term(c->ctx) != 0 && zmq_errno() == EINTR) continue;
+  if (c->buf) PER_FREE(c->buf, NULL);
+  if (c->endpoint) PER_FREE(c->endpoint, NULL);
+  memset(c, 0, sizeof *c);
+}
+
+#endif /* PER_NET_CLIENT */
 
 #ifdef __cplusplus
 }

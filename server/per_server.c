@@ -59,8 +59,15 @@ static const char usage_text[] =
     "    --layout TEXT       the items' layout, as HELLO checks it\n"
     "                        (per_buffer_set_layout)\n"
     "                        Unset fields keep per_config_default's value.\n"
+    "    --min-size N        rate limiter: items stored before a sample\n"
+    "                        (default 0)\n"
+    "    --samples-per-insert X  items sampled an item inserted (default 0:\n"
+    "                        no ratio); the side ahead by more than\n"
+    "    --error-margin X    items is answered busy (docs/PROTOCOL.md)\n"
     "  --load NAME=PATH      load the checkpoint at PATH (per_buffer_save)\n"
-    "                        into table NAME before serving; may repeat\n"
+    "                        into table NAME before serving (per_net_load:\n"
+    "                        the rate limiter's counts start in the middle\n"
+    "                        of its range); may repeat\n"
     "\n"
     "Transport:\n"
     "  --bind ENDPOINT       a ZeroMQ endpoint to bind; may repeat (default\n"
@@ -84,7 +91,8 @@ static const char usage_text[] =
     "table; the keys after it, each at most once, are the options above\n"
     "with _ for - (capacity, item_size, alpha, beta0, beta1, beta_steps,\n"
     "eps, max_priority, seed, flags, max_unique, seq_len, seq_stride,\n"
-    "seq_eta) and layout, whose value is the rest of its line. Blank lines\n"
+    "seq_eta, min_size, samples_per_insert, error_margin) and layout, whose\n"
+    "value is the rest of its line. Blank lines\n"
     "and lines starting with # are skipped. For example:\n"
     "    # replay for the learner\n"
     "    table replay\n"
@@ -99,10 +107,24 @@ static const char usage_text[] =
 
 /* The per_config keys of an inline table, as options (- for the spec's
    _). */
-static const char *const table_keys[] = {
-    "capacity",   "item-size", "alpha",        "beta0",   "beta1",
-    "beta-steps", "eps",       "max-priority", "seed",    "flags",
-    "max-unique", "seq-len",   "seq-stride",   "seq-eta", "layout"};
+static const char *const table_keys[] = {"capacity",
+                                         "item-size",
+                                         "alpha",
+                                         "beta0",
+                                         "beta1",
+                                         "beta-steps",
+                                         "eps",
+                                         "max-priority",
+                                         "seed",
+                                         "flags",
+                                         "max-unique",
+                                         "seq-len",
+                                         "seq-stride",
+                                         "seq-eta",
+                                         "layout",
+                                         "min-size",
+                                         "samples-per-insert",
+                                         "error-margin"};
 #define NKEYS (sizeof table_keys / sizeof table_keys[0])
 
 /* A growing text. */
@@ -413,10 +435,9 @@ static void load_tables(per_net_server *srv, const options *o) {
               (int)(eq - spec), spec);
       exit(2);
     }
-    st = per_buffer_load(&t->buf, eq + 1);
+    st = per_net_load(srv, t, eq + 1);
     if (st != PER_OK) {
-      fprintf(stderr, "per-server: --load %s: %s\n", spec,
-              t->buf.error[0] ? t->buf.error : per_status_str(st));
+      fprintf(stderr, "per-server: --load %s: %s\n", spec, srv->error);
       exit(1);
     }
   }

@@ -406,7 +406,7 @@ static int smoke(void) {
   /* INFO: size 10, one request of each kind, the mismatch refused. */
   n = info(req, 6, "replay");
   r = ask(dealer, req, n);
-  CHECK_STATUS(check_head(&r, 5, 6, 80), PER_OK);
+  CHECK_STATUS(check_head(&r, 5, 6, 128), PER_OK);
   CHECK_EQ_U(get(r.p + 24, 4), 64);     /* capacity */
   CHECK_EQ_U(get(r.p + 28, 4), 8);      /* item size */
   CHECK_EQ_U(get(r.p + 32, 4), 10);     /* size */
@@ -452,7 +452,7 @@ static int smoke(void) {
   REQUIRE(zmq_send(dealer, "frames", 6, 0) == 6);
   n = info(req, 11, "replay");
   r = ask(dealer, req, n);
-  CHECK_STATUS(check_head(&r, 5, 11, 80), PER_OK);
+  CHECK_STATUS(check_head(&r, 5, 11, 128), PER_OK);
   CHECK_EQ_U(get(r.p + 32, 4), 10);     /* size: unchanged */
   CHECK_EQ_U(get(r.p + 24 + 72, 8), 3); /* refused: + the long body and
                                            the unknown op (the version and
@@ -463,7 +463,7 @@ static int smoke(void) {
   rq = connect_to(ctx, ZMQ_REQ, endpoint);
   n = info(req, 12, "replay");
   r = ask(rq, req, n);
-  CHECK_STATUS(check_head(&r, 5, 12, 80), PER_OK);
+  CHECK_STATUS(check_head(&r, 5, 12, 128), PER_OK);
   CHECK_EQ_U(get(r.p + 32, 4), 10);
   free(r.p);
   n = hello(req, 13, "replay", 8, "");
@@ -690,7 +690,7 @@ static int spec(void) {
   /* a: the checkpoint's 5 items. */
   n = info(req, 1, "a");
   r = ask(s, req, n);
-  CHECK_STATUS(check_head(&r, 5, 1, 80), PER_OK);
+  CHECK_STATUS(check_head(&r, 5, 1, 128), PER_OK);
   CHECK_EQ_U(get(r.p + 24, 4), 32);
   CHECK_EQ_U(get(r.p + 28, 4), 4);
   CHECK_EQ_U(get(r.p + 32, 4), 5);
@@ -713,7 +713,7 @@ static int spec(void) {
   free(r.p);
   n = info(req, 5, "b");
   r = ask(s, req, n);
-  CHECK_STATUS(check_head(&r, 5, 5, 80), PER_OK);
+  CHECK_STATUS(check_head(&r, 5, 5, 128), PER_OK);
   CHECK_EQ_U(get(r.p + 24, 4), 16);
   CHECK_EQ_U(get(r.p + 32, 4), 0);
   free(r.p);

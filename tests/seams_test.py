@@ -73,7 +73,7 @@ CASES = [
      "  t->inserts++;\n", "  t->inserts++;\n  (void)peri_traj_name_ok;\n",
      1, "peri_traj_name_ok: not a name per.h shares"),
     ("DESIGN.md counts per_net.h's sections wrong", "docs/DESIGN.md",
-     "`per_net.h`'s two sections", "`per_net.h`'s three sections",
+     "`per_net.h`'s four sections", "`per_net.h`'s three sections",
      1, "says per_net.h has three sections"),
     ("a companion's CONTENTS forgets a marker", "per_frames.h",
      "   Implementation: checkpoints (not with PER_NO_STDIO) .......   >>ckpt\n",

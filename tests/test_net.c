@@ -189,6 +189,7 @@ typedef struct tab {
   per_net_table *t; /* the server's */
   per_buffer ref;   /* driven directly with the same calls */
   uint64_t inserts, samples, updates, refused; /* what t must count */
+  uint64_t sampled;                            /* items drawn */
   uint64_t item_ids[POOL], seq_ids[POOL];      /* ids handed out, newest last */
   uint32_t nitem, nseq;
 } tab;
@@ -431,6 +432,7 @@ static void do_sample(fixture *x, tab *t, uint32_t B, uint32_t flags,
   SEND(&x->s, &x->m, &r);
   EXPECT_SAME(x, t, &r, st, PER_NET_SAMPLE, id);
   if (st == PER_OK && r.st == PER_OK) {
+    t->sampled += B;
     x->want.n = 0;
     m_u32(&x->want, B);
     m_u32(&x->want, steps);
@@ -503,6 +505,12 @@ static void info_body(tab *t, msg *w) {
   m_u64(w, t->samples);
   m_u64(w, t->updates);
   m_u64(w, t->refused);
+  m_u64(w, b->added); /* the limiter's count: every item inserted */
+  m_u64(w, t->sampled);
+  m_u64(w, 0); /* busy: no limiter here */
+  m_u64(w, 0); /* min_size: none */
+  m_f64(w, 0);
+  m_f64(w, 0);
 }
 
 static void do_info(fixture *x, tab *t) {
@@ -1724,6 +1732,149 @@ static void test_memory(void) {
   CHECK_EQ_U(heap.live, 0);
 }
 
+/* ---- the rate limiter ------------------------------------------------------ */
+
+/* An INSERT of n 8-byte items (value v each) or a SAMPLE of B on table
+   "r"; the status per_net_handle returned. */
+static per_status lim_insert(per_net_server *s, uint32_t n, uint64_t v,
+                             answer *r) {
+  msg m = {NULL, 0, 0};
+  uint32_t k;
+  m_head(&m, PER_NET_INSERT, 1000 + v, "r");
+  m_u32(&m, n);
+  m_u32(&m, 0);
+  for (k = 0; k < n; ++k) m_u64(&m, v);
+  SEND(s, &m, r);
+  free(m.p);
+  return r->st;
+}
+
+static per_status lim_sample(per_net_server *s, uint32_t B, answer *r) {
+  msg m = {NULL, 0, 0};
+  m_head(&m, PER_NET_SAMPLE, 2000 + B, "r");
+  m_u32(&m, B);
+  m_u32(&m, 0);
+  m_f64(&m, 0);
+  m_u32(&m, 0);
+  m_u32(&m, 0);
+  SEND(s, &m, r);
+  free(m.p);
+  return r->st;
+}
+
+/* A busy answer changed nothing but the counters. */
+static void lim_busy_at(per_net_server *s, per_net_table *t, int sample,
+                        uint32_t n, int line) {
+  bsnap before = bsnap_take(&t->buf);
+  uint64_t in = t->items_in, out = t->items_out, busy = t->busy;
+  uint64_t refused = t->refused;
+  answer r;
+  per_status st = sample ? lim_sample(s, n, &r) : lim_insert(s, n, 7, &r);
+  CHECK_MSG(st == PER_ERR_BUSY, "line %d: status %d, want PER_ERR_BUSY", line,
+            (int)st);
+  CHECK_MSG(strstr(r.msg, "busy") != NULL, "line %d: message \"%s\"", line,
+            r.msg);
+  CHECK_MSG(bsnap_same(&before, &t->buf) && t->items_in == in &&
+                t->items_out == out && t->busy == busy + 1 &&
+                t->refused == refused + 1,
+            "line %d: a busy answer changed the table or miscounted", line);
+}
+#define LIM_BUSY(s, t, sample, n) lim_busy_at((s), (t), (sample), (n), __LINE__)
+
+static void test_limiter(void) {
+  per_net_server s;
+  per_net_table *t;
+  answer r;
+  const char *path =
+      IS_FLOAT ? "net_float_limiter.bin" : "net_double_limiter.bin";
+  REQUIRE(per_net_init(&s, PER_NET_MAX_MESSAGE, NULL) == PER_OK);
+  /* min_size 10, 2 samples an insert, margin 8: d = 2 I - S must stay in
+     [20 - 8, 20 + 8] as the requests are checked (before each) */
+  CHECK_OK(per_net_add_spec(&s, "table r\ncapacity 100\nitem_size 8\n"
+                                "min_size 10\nsamples_per_insert 2\n"
+                                "error_margin 8\nseed 3\n"));
+  t = per_net_find(&s, "r", 1);
+  REQUIRE(t != NULL);
+  CHECK_EQ_U(t->min_size, 10);
+  CHECK_EQ_F(t->samples_per_insert, 2.0);
+  CHECK_EQ_F(t->error_margin, 8.0);
+  LIM_BUSY(&s, t, 1, 1);               /* empty: below min_size */
+  CHECK_OK(lim_insert(&s, 9, 1, &r));  /* d 0 -> 18 */
+  LIM_BUSY(&s, t, 1, 1);               /* 9 items < min_size */
+  CHECK_OK(lim_insert(&s, 1, 2, &r));  /* d 18 -> 20 */
+  CHECK_OK(lim_insert(&s, 10, 3, &r)); /* d 20 <= 28 -> 40 */
+  CHECK_EQ_U(t->items_in, 20);
+  LIM_BUSY(&s, t, 0, 1);            /* d 40 > 28: inserting is ahead */
+  CHECK_OK(lim_sample(&s, 16, &r)); /* d 40 >= 12 -> 24 */
+  CHECK_OK(lim_sample(&s, 16, &r)); /* d 24 >= 12 -> 8 */
+  CHECK_EQ_U(t->items_out, 32);
+  LIM_BUSY(&s, t, 1, 1);               /* d 8 < 12: sampling is ahead */
+  CHECK_OK(lim_insert(&s, 1, 4, &r));  /* d 8 <= 28 -> 10 */
+  LIM_BUSY(&s, t, 1, 64);              /* still 10 < 12, any B */
+  CHECK_OK(lim_insert(&s, 50, 5, &r)); /* a large insert: d 10 -> 110 */
+  CHECK_OK(lim_sample(&s, 90, &r));    /* a large sample: d 110 -> 20 */
+  CHECK_EQ_U(t->busy, 5);
+  /* INFO says it all */
+  {
+    msg m = {NULL, 0, 0};
+    m_head(&m, PER_NET_INFO, 5, "r");
+    SEND(&s, &m, &r);
+    free(m.p);
+    REQUIRE(r.st == PER_OK && r.body_len == 128);
+    CHECK_EQ_U(le(r.body + 80, 8), 71);                     /* items inserted */
+    CHECK_EQ_U(le(r.body + 88, 8), 122);                    /* items sampled */
+    CHECK_EQ_U(le(r.body + 96, 8), 5);                      /* busy */
+    CHECK_EQ_U(le(r.body + 104, 8), 10);                    /* min_size */
+    CHECK_EQ_U(le(r.body + 112, 8), 0x4000000000000000ull); /* 2.0 */
+    CHECK_EQ_U(le(r.body + 120, 8), 0x4020000000000000ull); /* 8.0 */
+  }
+  /* per_net_set_limiter: its refusals change nothing */
+  CHECK(per_net_set_limiter(&s, t, 101, 1, 0) == PER_ERR_ARG);
+  CHECK(strstr(s.error, "min_size") != NULL);
+  CHECK(per_net_set_limiter(&s, t, 5, -1, 0) == PER_ERR_ARG);
+  CHECK(strstr(s.error, "samples_per_insert") != NULL);
+  CHECK(per_net_set_limiter(&s, t, 5, 1, 0.0 / 0.0) == PER_ERR_ARG);
+  CHECK(strstr(s.error, "error_margin") != NULL);
+  CHECK(per_net_set_limiter(&s, NULL, 5, 1, 0) == PER_ERR_NULL);
+  CHECK(per_net_set_limiter(NULL, t, 5, 1, 0) == PER_ERR_NULL);
+  CHECK(t->min_size == 10 && t->samples_per_insert == 2.0 &&
+        t->error_margin == 8.0);
+  /* no ratio: samples never wait for inserts, inserts never for samples */
+  CHECK_OK(per_net_set_limiter(&s, t, 0, 0, 0));
+  CHECK(s.error[0] == 0);
+  CHECK_EQ_U(t->items_in, 71); /* the counts stay */
+  CHECK_OK(lim_sample(&s, 100, &r));
+  CHECK_OK(lim_sample(&s, 100, &r));
+  CHECK_OK(lim_insert(&s, 100, 6, &r));
+  /* a load counts the items loaded as inserted, d in the middle */
+  CHECK_OK(per_net_set_limiter(&s, t, 10, 2, 8));
+  CHECK_OK(per_buffer_save(&t->buf, path));
+  CHECK_OK(lim_sample(&s, 1, &r)); /* the table moves on from the file */
+  CHECK_OK(per_net_load(&s, t, path));
+  CHECK_EQ_U(t->items_in, 100);
+  CHECK_EQ_U(t->items_out, 180); /* 2 * (100 - 10): d = 20 */
+  CHECK_EQ_U(t->buf.step, 5);    /* the file's, not the sample's after it */
+  CHECK(per_net_load(&s, t, "/nonexistent/per_net") == PER_ERR_IO);
+  CHECK(strncmp(s.error, "per_net_load: table \"r\": ", 25) == 0);
+  CHECK_EQ_U(t->items_in, 100);
+  CHECK(per_net_load(&s, NULL, path) == PER_ERR_NULL);
+  remove(path);
+  /* spec values are checked */
+  {
+    uint32_t n = s.ntables;
+    CHECK(per_net_add_spec(&s, "table x\ncapacity 4\nitem_size 8\n"
+                               "min_size 5\n") == PER_ERR_ARG);
+    CHECK(strstr(s.error, "line 1") != NULL && strstr(s.error, "min_size"));
+    CHECK(per_net_add_spec(&s, "table x\ncapacity 4\nitem_size 8\n"
+                               "samples_per_insert x\n") == PER_ERR_ARG);
+    CHECK(strstr(s.error, "line 4") != NULL);
+    CHECK(per_net_add_spec(&s, "table x\ncapacity 4\nitem_size 8\n"
+                               "error_margin -1\n") == PER_ERR_ARG);
+    CHECK_EQ_U(s.ntables, n);
+  }
+  per_net_free(&s);
+}
+
 int main(void) {
   test_init_free();
   test_spec();
@@ -1733,5 +1884,6 @@ int main(void) {
   test_refusals();
   test_largest_batch();
   test_memory();
+  test_limiter();
   return t_done(IS_FLOAT ? "net (float)" : "net (double)");
 }

@@ -3885,8 +3885,9 @@ static PyObject *NetServer_config(NetObject *self, PyObject *name) {
   return d;
 }
 
-/* save(name, path) and load(name, path): per_buffer_save and
-   per_buffer_load of table name's buffer. */
+/* save(name, path) and load(name, path): per_buffer_save of table
+   name's buffer, and per_net_load into it (its rate limiter's counts
+   set from what it holds). */
 static PyObject *net_file(NetObject *self, PyObject *args, int load) {
   char why[sizeof self->s.error];
   const char *call = load ? "per.net.Server.load" : "per.net.Server.save";
@@ -3901,9 +3902,9 @@ static PyObject *net_file(NetObject *self, PyObject *args, int load) {
   t = net_table(self, name, call);
   if (t) {
     Py_BEGIN_ALLOW_THREADS s =
-        load ? per_buffer_load(&t->buf, PyBytes_AS_STRING(path))
+        load ? per_net_load(&self->s, t, PyBytes_AS_STRING(path))
              : per_buffer_save(&t->buf, PyBytes_AS_STRING(path));
-    memcpy(why, t->buf.error, sizeof why);
+    memcpy(why, load ? self->s.error : t->buf.error, sizeof why);
     Py_END_ALLOW_THREADS
   }
   PyThread_release_lock(self->lock);

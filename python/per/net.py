@@ -101,10 +101,12 @@ _TABLE_KEYS = ("capacity", "item_size", "seq_len", "seq_stride", "flags",
                "max_unique", "alpha", "beta0", "beta1", "beta_steps", "eps",
                "max_priority", "seq_eta", "seed")
 # INFO's reply body
-_INFO = struct.Struct("<4I3Qd4Q")
+_INFO = struct.Struct("<4I3Qd8Q2d")
 _INFO_KEYS = ("capacity", "item_size", "size", "seq_len", "added",
               "trajectories", "step", "beta", "inserts", "samples", "updates",
-              "refused")
+              "refused", "items_inserted", "items_sampled", "busy",
+              "min_size", "samples_per_insert", "error_margin")
+_BUSY = 23  # PER_ERR_BUSY: the rate limiter holds a request back
 _MASK64 = (1 << 64) - 1
 # INSERT flags, UPDATE flags, SAMPLE want
 _ENDS, _TD, _SEQUENCES, _NO_ITEMS = 1, 2, 1, 1
@@ -210,14 +212,29 @@ class Table:
     int of per_config's flag bits or their spec-text names joined by "|"
     ("weights_buffer_max|seq_cross_episodes|max_live"), OR'ed with the
     bool keywords. .config is the C config given (per_config's field
-    names; the fields left out take per_config_default's values)."""
+    names; the fields left out take per_config_default's values).
+
+    min_size, samples_per_insert, error_margin: the table's rate limiter
+    (docs/PROTOCOL.md, "Rate limiting"; Reverb's SampleToInsertRatio in
+    items): samples wait (PER_ERR_BUSY) until min_size items are stored
+    and, with samples_per_insert > 0, whenever samples run more than
+    error_margin items ahead of samples_per_insert per item inserted;
+    inserts when they run that far ahead of samples. The defaults limit
+    nothing."""
 
     def __init__(self, capacity: int, dtype: t.Union[ItemSpec, int, None] = None,
                  *, example: t.Optional[t.Mapping[str, t.Any]] = None,
                  layout: t.Optional[str] = None,
                  flags: t.Union[int, str, None] = None,
+                 min_size: int = 0, samples_per_insert: float = 0.0,
+                 error_margin: float = 0.0,
                  **config: "Unpack[_config.ReplayKeywords]") -> None:
         call = "per.net.Table"
+        self.min_size: int = _count(min_size, f"{call}: min_size", 64)
+        self.samples_per_insert: float = _config.real(
+            samples_per_insert, f"{call}: samples_per_insert")
+        self.error_margin: float = _config.real(error_margin,
+                                                f"{call}: error_margin")
         if (dtype is None) == (example is None):
             raise TypeError(f"{call}: give the item as dtype or as example=, "
                             "one of them")
@@ -282,6 +299,12 @@ class Table:
                 lines.append(f"{key} {v!r}")
             else:
                 lines.append(f"{key} {int(t.cast(int, v))}")
+        if self.min_size:
+            lines.append(f"min_size {self.min_size}")
+        if self.samples_per_insert:
+            lines.append(f"samples_per_insert {self.samples_per_insert!r}")
+        if self.error_margin:
+            lines.append(f"error_margin {self.error_margin!r}")
         if self.layout:
             lines.append(f"layout {self.layout}")
         return "\n".join(lines) + "\n"
@@ -548,13 +571,21 @@ class Client:
     63-bit start) and the client waits for the reply with that id,
     dropping any other (a late reply to a request that timed out), for
     `timeout` seconds, then raises TimeoutError. A client is one ZeroMQ
-    socket: use it from one thread at a time."""
+    socket: use it from one thread at a time.
+
+    A table with a rate limiter (Table's min_size, samples_per_insert,
+    error_margin) answers a request that would run too far ahead
+    PER_ERR_BUSY, having done nothing. With wait=True (the default) the
+    client sends it again, 1 ms later and then at doubling intervals up
+    to 50 ms, until it is applied or `timeout` seconds have passed since
+    it was first sent, then raises per.Error PER_ERR_BUSY; with
+    wait=False the first busy answer raises it."""
 
     def __init__(self, endpoint: str, table: str = "replay", *,
                  dtype: t.Optional[ItemSpec] = None,
                  example: t.Optional[t.Mapping[str, t.Any]] = None,
                  item_size: t.Optional[int] = None,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, wait: bool = True) -> None:
         call = type(self).__module__ + "." + type(self).__qualname__
         self._call_name = call
         self._name = _table_name(table, call)
@@ -576,6 +607,7 @@ class Client:
             layout = _layout_of(self.dtype)
         self.item_size: t.Optional[int] = size
         self.timeout = _config.real(timeout, f"{call}: timeout")
+        self.wait: bool = bool(wait)
         if not self.timeout > 0:
             raise ValueError(f"{call}: timeout must be > 0 seconds, not "
                              f"{timeout!r}")
@@ -612,8 +644,10 @@ class Client:
         zmq = self._zmq
         rid = next(self._ids) & _MASK64
         head = _REQ.pack(b"PERQ", VERSION, op, rid, len(self._name)) + self._name
-        self._sock.send(b"".join([head, *body]), copy=False)
+        request = b"".join([head, *body])
+        self._sock.send(request, copy=False)
         deadline = time.monotonic() + self.timeout
+        pause = 0.001
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -632,6 +666,12 @@ class Client:
             _, _, _, got, status, mlen, _ = _REP.unpack_from(reply)
             if got != rid:
                 continue  # a late reply to an earlier request
+            if status == _BUSY and self.wait and \
+                    time.monotonic() + pause < deadline:
+                time.sleep(pause)  # nothing was done: the same request again
+                pause = min(2 * pause, 0.05)
+                self._sock.send(request, copy=False)
+                continue
             if status != 0:
                 msg = reply[_REP.size:_REP.size + mlen].decode("utf-8", "replace")
                 name = _per.status_name(status)
@@ -829,15 +869,16 @@ class TcpClient(Client):
     whose items are example_dtype(example) (the server's table made with
     Table(capacity, example=example), "the same example"). send() inserts
     what a TrajectoryAccumulator(example) built as one trajectory; the
-    other keywords are Client's (timeout)."""
+    other keywords are Client's (timeout, wait)."""
 
     def __init__(self, host: str, port: int, example: t.Mapping[str, t.Any],
-                 table: str = "replay", *, timeout: float = 10.0) -> None:
+                 table: str = "replay", *, timeout: float = 10.0,
+                 wait: bool = True) -> None:
         self._steps, self._singles = _scales(example, "per.net.TcpClient")
         port = _count(port, "per.net.TcpClient: port", 16)
         h = f"[{host}]" if ":" in host and not host.startswith("[") else host
         super().__init__(f"tcp://{h}:{port}", table, example=example,
-                         timeout=timeout)
+                         timeout=timeout, wait=wait)
 
     def send(self, tree: t.Union[TrajectoryAccumulator, t.Mapping[str, t.Any]],
              *, n: t.Optional[int] = None, ends: t.Optional[ArrayLike] = None,

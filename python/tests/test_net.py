@@ -598,3 +598,67 @@ def test_seed_003(tmp_path):
         pn.example_dtype(two)
     with pytest.raises(ValueError, match="exactly one buffered"):
         pn.example_dtype({"episode": example["episode"]})
+
+
+# ---------------------------------------------------------------------------
+# the rate limiter: min_size, samples_per_insert, error_margin
+# ---------------------------------------------------------------------------
+
+def test_rate_limiter(tmp_path):
+    """The side that runs ahead is answered busy (wait=False) or waits
+    until the other side catches up (wait=True); a busy request changes
+    nothing; INFO counts it; a load puts the ratio in the middle."""
+    table = pn.Table(100, ITEM, min_size=10, samples_per_insert=2,
+                     error_margin=8, **CFG)
+    assert "min_size 10\n" in table.spec("r")
+    with pn.Server({"r": table}, ANY) as server:
+        server.start()
+        c = pn.Client(server.endpoint, "r", dtype=ITEM, wait=False)
+        fails("PER_ERR_BUSY", c.sample, 1)           # empty: below min_size
+        c.insert(items(9))                           # d = 18
+        e = fails("PER_ERR_BUSY", c.sample, 1)       # 9 items < min_size
+        assert "fewer than min_size 10" in str(e)
+        c.insert(items(11, 9))                       # d = 40
+        e = fails("PER_ERR_BUSY", c.insert, items(1))
+        assert "inserting is ahead" in str(e)
+        c.sample(16)                                 # d = 24
+        c.sample(16)                                 # d = 8 < 12
+        e = fails("PER_ERR_BUSY", c.sample, 1)
+        assert "sampling is ahead" in str(e)
+        info = c.info()
+        assert (info["items_inserted"], info["items_sampled"], info["busy"],
+                info["min_size"], info["samples_per_insert"],
+                info["error_margin"]) == (20, 32, 4, 10, 2.0, 8.0)
+        assert info["size"] == 20 and info["samples"] == 2
+
+        # wait=True: a sample that is ahead waits for an actor's insert
+        w = pn.Client(server.endpoint, "r", dtype=ITEM, timeout=5.0)
+        actor = pn.Client(server.endpoint, "r", dtype=ITEM)
+        timer = threading.Timer(0.3, lambda: actor.insert(items(2, 20)))
+        t0 = time.monotonic()
+        timer.start()
+        batch = w.sample(4)                          # waits for d >= 12
+        waited = time.monotonic() - t0
+        timer.join()
+        assert batch.ids.shape == (4,) and waited >= 0.25
+        # ... and gives up after its timeout, having changed nothing
+        short = pn.Client(server.endpoint, "r", dtype=ITEM, timeout=0.2)
+        before = short.info()
+        fails("PER_ERR_BUSY", short.sample, 1)       # d = 12 - 4 = 8 < 12
+        after = short.info()
+        assert after["items_sampled"] == before["items_sampled"]
+        assert after["step"] == before["step"] and after["busy"] > before["busy"]
+
+        # a load counts the items loaded as inserted, d in the middle
+        path = tmp_path / "r.per"
+        server.save("r", path)
+        server.load("r", path)
+        info = c.info()
+        assert info["items_inserted"] == 22 and info["items_sampled"] == 24
+        for cl in (c, w, actor, short):
+            cl.close()
+    # the limiter's values are checked on the server's side
+    with pytest.raises(per.Error, match="min_size"):
+        pn.Server({"r": pn.Table(4, ITEM, min_size=5)}, ANY)
+    with pytest.raises(per.Error, match="error_margin"):
+        pn.Server({"r": pn.Table(4, ITEM, error_margin=-1.0)}, ANY)

@@ -47,7 +47,7 @@ int main(void) {
     if (per_net_init(&srv, PER_NET_MAX_MESSAGE, NULL) != PER_OK) return 1;
     ok = ok && per_net_add_table(&srv, "t", &nc, "") == PER_OK &&
          per_net_handle(&srv, info, sizeof info, &reply, &len) == PER_OK &&
-         len == PER_NET_REPLY_HEADER + 80 &&
+         len == PER_NET_REPLY_HEADER + 128 &&
          ((const unsigned char *)reply)[8] == 7;
     per_net_free(&srv);
   }

@@ -53,7 +53,7 @@ int main() {
   if (per_net_init(&srv, PER_NET_MAX_MESSAGE, NULL) != PER_OK) return 1;
   ok = ok && per_net_add_table(&srv, "t", &nc, "") == PER_OK &&
        per_net_handle(&srv, info, sizeof info, &reply, &len) == PER_OK &&
-       len == PER_NET_REPLY_HEADER + 80 &&
+       len == PER_NET_REPLY_HEADER + 128 &&
        static_cast<const unsigned char *>(reply)[8] == 7;
   per_net_free(&srv);
   std::printf("per %s: %s\n", PER_VERSION_STRING, ok ? "ok" : "wrong result");

@@ -4,7 +4,8 @@
    64, handled in order by a server whose largest message is
    PER_NET_MIN_MESSAGE, with two tables from a spec text: "p" (32 items of
    4 bytes, PER_WEIGHTS_BUFFER_MAX, layout "u32") and "s" (24 items of 3
-   bytes, sequences of 4 steps every 2 slots across episode ends).
+   bytes, sequences of 4 steps every 2 slots across episode ends, a rate
+   limiter: 2 items before a sample, 2 samples an insert, margin 12).
    After each request: both tables pass per_buffer_check; the reply is
    well-formed (magic, version 1, the returned status in range and in
    its header, the reserved field 0, a message exactly on a refusal and
@@ -32,7 +33,10 @@ static const char NET_SPEC[] = "table p\n"
                                "seq_len 4\n"
                                "seq_stride 2\n"
                                "max_unique 6\n"
-                               "flags seq_cross_episodes\n";
+                               "flags seq_cross_episodes\n"
+                               "min_size 2\n"
+                               "samples_per_insert 2\n"
+                               "error_margin 12\n";
 
 static uint64_t net_le(const unsigned char *p, unsigned n) {
   uint64_t v = 0;
@@ -56,7 +60,7 @@ static void check_applied(const per_net_table *t, const unsigned char *req,
     CHECK(n == PER_NET_REPLY_HEADER + 8 &&
           net_le(o + 24, 4) <= net_le(body, 4));
   } else if (op == PER_NET_INFO) {
-    CHECK(n == PER_NET_REPLY_HEADER + 80 && net_le(o + 32, 4) == t->buf.size);
+    CHECK(n == PER_NET_REPLY_HEADER + 128 && net_le(o + 32, 4) == t->buf.size);
   } else if (op == PER_NET_SAMPLE) {
     uint32_t B = (uint32_t)net_le(body, 4),
              flags = (uint32_t)net_le(body + 4, 4);
@@ -96,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const unsigned char *req = data + 2, *o;
     const void *out = NULL;
     size_t n = 0, msg;
-    uint64_t counts[2][4], requests = s.requests, refused = s.refused;
+    uint64_t counts[2][6], requests = s.requests, refused = s.refused;
     bsnap before[2];
     per_status st;
     int32_t head;
@@ -110,6 +114,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       counts[k][1] = t->samples;
       counts[k][2] = t->updates;
       counts[k][3] = t->refused;
+      counts[k][4] = t->items_in;
+      counts[k][5] = t->items_out;
     }
     st = per_net_handle(&s, req, len, &out, &n);
     o = (const unsigned char *)out;
@@ -137,10 +143,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (st != PER_OK) {
         CHECK_UNCHANGED(before[k], &t->buf);
         CHECK(t->inserts == counts[k][0] && t->samples == counts[k][1] &&
-              t->updates == counts[k][2] && t->refused <= counts[k][3] + 1);
+              t->updates == counts[k][2] && t->refused <= counts[k][3] + 1 &&
+              t->items_in == counts[k][4] && t->items_out == counts[k][5]);
       } else {
         (void)bsnap_same(&before[k], &t->buf);
-        CHECK(t->refused == counts[k][3]);
+        CHECK(t->refused == counts[k][3] && t->items_in >= counts[k][4] &&
+              t->items_out >= counts[k][5]);
         if (named) check_applied(t, req, len, o, n);
       }
       CHECK_OK(per_buffer_check(&t->buf));
