@@ -85,14 +85,15 @@ run() {
 
 # The install every other consumer uses, configured as the README's install
 # command: the libraries only (no examples, benchmarks or tests), both node
-# types of per_cuda when nvcc works.
+# types of per_cuda when nvcc works, and per-server where libzmq is.
 install_per() {
   meson setup "$work/build" "$root" --prefix="$prefix" -Dprograms=false \
     ${PER_GPU_ARCH:+-Dgpu_arch=$PER_GPU_ARCH}
-  if meson introspect "$work/build" --targets | grep -q '"name": "per_cuda"'; then
-    meson compile -C "$work/build" per_cuda per_cuda_float
-  fi
+  meson compile -C "$work/build"
   meson install -C "$work/build" --no-rebuild
+  if pkg-config --exists libzmq; then
+    "$prefix/bin/per-server" --version
+  fi
 }
 echo "consumers: installing per into $prefix"
 run "meson install" install_per
