@@ -46,13 +46,11 @@
 #define PER_NET_IMPLEMENTATION
 #include "per_net.h"
 #include "../tests/t.h"
+#include "child.h"
 
 #define REPLY_MS 5000
 
-static const char *server; /* the per-server binary */
-static char dir[64];       /* this run's temporary directory */
-static pid_t child = -1;   /* a running per-server, killed at exit */
-static pid_t fake = -1;    /* the fake server, killed at exit */
+static pid_t fake = -1; /* the fake server, killed at exit */
 
 static void kill_children(void) {
   if (child > 0) {
@@ -67,13 +65,6 @@ static void kill_children(void) {
   }
 }
 
-static void sleep_ms(long ms) {
-  struct timespec ts;
-  ts.tv_sec = ms / 1000;
-  ts.tv_nsec = (ms % 1000) * 1000000L;
-  nanosleep(&ts, NULL);
-}
-
 /* Milliseconds of a monotonic clock. */
 static double now_ms(void) {
   struct timespec ts;
@@ -82,17 +73,6 @@ static double now_ms(void) {
 }
 
 /* ---- bytes ---- */
-
-static void put(unsigned char *p, uint64_t v, unsigned n) {
-  unsigned k;
-  for (k = 0; k < n; ++k, v >>= 8) p[k] = (unsigned char)(v & 0xFFu);
-}
-
-static uint64_t get(const unsigned char *p, unsigned n) {
-  uint64_t v = 0;
-  while (n--) v = (v << 8) | p[n];
-  return v;
-}
 
 static void put_f64(unsigned char *p, double d) {
   uint64_t u;
@@ -121,88 +101,6 @@ static float td_of(void) {
 }
 
 /* ---- processes ---- */
-
-/* Start per-server with args (NULL-terminated after argv[0]). */
-static pid_t start(const char *const *args) {
-  pid_t pid;
-  fflush(stdout);
-  fflush(stderr);
-  pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    char *argv[64];
-    int k;
-    argv[0] = (char *)(uintptr_t)server;
-    for (k = 0; args[k] && k < 62; ++k)
-      argv[k + 1] = (char *)(uintptr_t)args[k];
-    argv[k + 1] = NULL;
-    execv(server, argv);
-    _exit(127);
-  }
-  return pid;
-}
-
-/* The exit status of pid within 10 s (killed and -1 after). */
-static int finish(pid_t pid) {
-  int k, status;
-  for (k = 0; k < 1000; ++k) {
-    pid_t got = waitpid(pid, &status, WNOHANG);
-    REQUIRE(got >= 0);
-    if (got == pid) {
-      if (WIFEXITED(status)) return WEXITSTATUS(status);
-      T_FAIL_AT("child died of signal %d",
-                WIFSIGNALED(status) ? WTERMSIG(status) : -1);
-      return -1;
-    }
-    sleep_ms(10);
-  }
-  T_FAIL_AT("child did not exit within 10 s");
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return -1;
-}
-
-/* A file's text (at most 4 KiB), or "" when it cannot be read. */
-static char *slurp(const char *path) {
-  static char buf[4096];
-  FILE *f = fopen(path, "rb");
-  size_t n = 0;
-  buf[0] = 0;
-  if (!f) return buf;
-  n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = 0;
-  fclose(f);
-  return buf;
-}
-
-/* The first line of the ready file once it appears (10 s at most; fail
-   at once if the server exits first). */
-static void wait_ready(const char *path, char *out, size_t cap) {
-  int k;
-  for (k = 0; k < 1000; ++k) {
-    int status;
-    struct stat st;
-    if (stat(path, &st) == 0) {
-      char *text = slurp(path);
-      size_t len = strcspn(text, "\n");
-      if (*text && text[strlen(text) - 1] == '\n') {
-        REQUIRE(len > 0 && len < cap);
-        memcpy(out, text, len);
-        out[len] = 0;
-        return;
-      }
-    }
-    if (waitpid(child, &status, WNOHANG) == child) {
-      child = -1;
-      T_FAIL_AT("per-server exited (status %d) before it was ready",
-                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-      exit(1);
-    }
-    sleep_ms(10);
-  }
-  T_FAIL_AT("no ready file %s within 10 s", path);
-  exit(1);
-}
 
 /* ---- the fake server ---- */
 
@@ -868,8 +766,8 @@ static int server_tests(void) {
   args[k++] = "--spec";
   args[k++] = spec_path;
   args[k++] = NULL;
-  child = start(args);
-  wait_ready(ready, ep, sizeof ep);
+  child = start(args, NULL, NULL);
+  line_of(wait_ready(ready, NULL), 0, ep, sizeof ep);
 
   pc.alpha = 0.7;
   pc.seed = 11;
