@@ -41,7 +41,7 @@ import per
 import per.mpi
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dqn_cartpole import HIDDEN, MLP, SOLVED_AT  # noqa: E402
+from dqn_cartpole import EVAL_EPISODES, HIDDEN, MLP, greedy_solved  # noqa: E402
 
 try:
     import gymnasium as gym
@@ -49,26 +49,6 @@ except ImportError as e:  # pragma: no cover
     raise SystemExit("this example needs gymnasium: pip install gymnasium") from e
 
 LEARNER = 0
-EVAL_EPISODES = 100
-
-
-def greedy_solved(net, env, seed):
-    """Plays up to 100 greedy episodes; True when they average >= 475.
-    Stops at the first episode that puts that mean out of reach."""
-    short, total = 0.0, 0.0
-    for k in range(EVAL_EPISODES):
-        obs, _ = env.reset(seed=seed + k)
-        ret, done = 0.0, False
-        while not done:
-            q = net.forward(obs[None].astype(np.float64))[0]
-            obs, reward, term, trunc, _ = env.step(int(np.argmax(q)))
-            ret += reward
-            done = term or trunc
-        total += ret
-        short += 500.0 - ret
-        if short > EVAL_EPISODES * (500.0 - SOLVED_AT):
-            return False, total / (k + 1)
-    return True, total / EVAL_EPISODES
 
 
 def main():
@@ -150,7 +130,7 @@ def main():
                 comm.Bcast(p, root=LEARNER)
         if updates % a.check == 0:
             if me == LEARNER:
-                ok, mean = greedy_solved(net, gym.make("CartPole-v1"), 10_000 + updates)
+                ok, mean, _ = greedy_solved(net, gym.make("CartPole-v1"), 10_000 + updates)
                 result[:] = (ok, mean)
                 print(f"actor steps {rnd * A * a.actor_steps:7d}  updates {updates:6d}  "
                       f"greedy mean {mean:6.1f}  beta {buf.beta:.3f}  "

@@ -79,14 +79,13 @@ import per  # noqa: E402
 import per.net  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dqn_cartpole import HIDDEN, MLP, SOLVED_AT  # noqa: E402
+from dqn_cartpole import EVAL_EPISODES, HIDDEN, MLP, greedy_solved  # noqa: E402
 
 try:
     import gymnasium as gym
 except ImportError as e:  # pragma: no cover
     raise SystemExit("this example needs gymnasium: pip install gymnasium") from e
 
-EVAL_EPISODES = 100
 GAMMA, NSTEP = 0.99, 3
 SIZES = [4, HIDDEN, HIDDEN, 2]
 
@@ -274,25 +273,6 @@ def actor_main(i, K, host, port, a, shared, parent):
             sys.stderr.flush()
             os._exit(1)
     os._exit(0)
-
-
-def greedy_solved(net, env, seed, episodes=EVAL_EPISODES):
-    """Plays up to `episodes` greedy episodes; True when they average >=
-    475. Stops at the first episode that puts that mean out of reach."""
-    short, total = 0.0, 0.0
-    for k in range(episodes):
-        obs, _ = env.reset(seed=seed + k)
-        ret, done = 0.0, False
-        while not done:
-            q = net.forward(obs[None].astype(np.float64))[0]
-            obs, reward, term, trunc, _ = env.step(int(np.argmax(q)))
-            ret += reward
-            done = term or trunc
-        total += ret
-        short += 500.0 - ret
-        if short > episodes * (500.0 - SOLVED_AT):
-            return False, total / (k + 1), k + 1
-    return True, total / episodes, episodes
 
 
 def check_actors(procs):

@@ -34,6 +34,7 @@ except ImportError as e:  # pragma: no cover
 
 HIDDEN = 64
 SOLVED_AT = 475.0
+EVAL_EPISODES = 100  # greedy_solved's (the Ape-X examples')
 
 
 class MLP:
@@ -86,6 +87,27 @@ class MLP:
         for p, q in zip(self.params(), other.params()):
             p *= 1.0 - tau
             p += tau * q
+
+
+def greedy_solved(net, env, seed, episodes=EVAL_EPISODES):
+    """Plays up to `episodes` greedy episodes of env with net's argmax:
+    (True when they average >= SOLVED_AT, their mean, episodes played).
+    Stops at the first episode that puts that mean out of reach. The
+    Ape-X examples' test (apex_cartpole.py, apex_server.py)."""
+    short, total = 0.0, 0.0
+    for k in range(episodes):
+        obs, _ = env.reset(seed=seed + k)
+        ret, done = 0.0, False
+        while not done:
+            q = net.forward(obs[None].astype(np.float64))[0]
+            obs, reward, term, trunc, _ = env.step(int(np.argmax(q)))
+            ret += reward
+            done = term or trunc
+        total += ret
+        short += 500.0 - ret
+        if short > episodes * (500.0 - SOLVED_AT):
+            return False, total / (k + 1), k + 1
+    return True, total / episodes, episodes
 
 
 def main():
