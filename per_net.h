@@ -61,7 +61,9 @@
    HISTORY
       0.5.0  (unreleased) new: the wire format's version 1 (HELLO,
              INSERT, SAMPLE, UPDATE, INFO), tables from a spec text, a
-             client over ZeroMQ (per_net_client).
+             client over ZeroMQ (per_net_client), once-only request ids
+             (PER_NET_ONCE), checkpoints of the whole server
+             (per_net_save, per_net_restore).
 */
 #ifndef PER_NET_H_INCLUDED
 #define PER_NET_H_INCLUDED
@@ -84,6 +86,8 @@ extern "C" {
 #define per_net_handle PERI_NAME(per_net_handle)
 #define per_net_set_limiter PERI_NAME(per_net_set_limiter)
 #define per_net_load PERI_NAME(per_net_load)
+#define per_net_save PERI_NAME(per_net_save)
+#define per_net_restore PERI_NAME(per_net_restore)
 
 /* The wire format's version (docs/PROTOCOL.md). */
 #define PER_NET_VERSION 1
@@ -95,6 +99,20 @@ extern "C" {
 #define PER_NET_MIN_MESSAGE UINT64_C(4096)
 /* Bytes of a reply's header; its body starts there. */
 #define PER_NET_REPLY_HEADER 24u
+
+/* A request id with this bit set is once-only (docs/PROTOCOL.md, "Once-
+   only requests"): an INSERT or UPDATE that carries one is applied at
+   most once by its table, and a repeat of it gets the first reply. */
+#define PER_NET_ONCE (UINT64_C(1) << 63)
+/* Once-only requests a table remembers: the last PER_NET_RECALL INSERTs
+   and UPDATEs it applied (a power of two, 2 .. 2^30; about 40 bytes
+   each, allocated at a table's first once-only request). */
+#ifndef PER_NET_RECALL
+#define PER_NET_RECALL 4096u
+#endif
+/* The file of a checkpoint directory that names its generation
+   (per_net_save). */
+#define PER_NET_STATE_FILE "server.state"
 
 /* Ops (a request's u16 op) */
 enum {
@@ -126,6 +144,12 @@ typedef struct per_net_table {
   uint64_t items_in;         /* items inserted, as it counts them */
   uint64_t items_out;        /* items sampled (B a sample) */
   uint64_t busy;             /* requests it held back (PER_ERR_BUSY) */
+  uint64_t repeats;          /* once-only requests answered from memory */
+  /* The once-only requests applied (private): the last PER_NET_RECALL
+     in a ring, indexed by a hash of their ids; NULL before the first. */
+  struct peri_net_seen *seen;
+  uint32_t *seen_slots;
+  uint64_t seen_count; /* once-only requests remembered so far */
 } per_net_table;
 
 /* A plain struct: declare one and per_net_init it. Fields are readable;
@@ -142,6 +166,8 @@ typedef struct per_net_server {
                                                          when out cannot
                                                          grow */
   uint64_t requests, refused; /* all requests, and those refused */
+  uint64_t repeats;           /* once-only requests answered from memory */
+  uint64_t generation; /* the checkpoint last saved or restored (0: none) */
   void *alloc_ctx;
   char error[192]; /* what the last refused call refused ("" after a
                       successful one); a request's refusal is its
@@ -213,6 +239,42 @@ PERDEF per_status per_net_set_limiter(per_net_server *s, per_net_table *t,
 #ifndef PER_NO_STDIO
 PERDEF per_status per_net_load(per_net_server *s, per_net_table *t,
                                const char *path);
+/* Checkpoint the whole server into the directory dir (which must exist;
+   one server a directory): each table's buffer by per_buffer_save to
+   dir/table-K.G.per (K its position, G the save's generation: one more
+   than dir's last and than s->generation), then dir/server.state
+   (PER_NET_STATE_FILE), written as per_file_write writes (a temporary
+   file renamed, fsyncs, CRC-32C): G, and each table's name, request
+   counters, rate limiter's counts and remembered once-only requests.
+   The save takes effect when server.state is renamed into place: a crash
+   before that leaves the previous checkpoint whole (the next save
+   overwrites the table files left behind); after it, the previous
+   generation's table files are removed. A table file is a plain
+   checkpoint (per_buffer_load, per_ckpt_read_info, Python's
+   ReplayBuffer.load read it). s->generation gets G. Errors (dir's
+   previous checkpoint stays whole; s->error names the file):
+   PER_ERR_NULL, PER_ERR_NOMEM, PER_ERR_IO (per_buffer_save's,
+   per_file_write's: a missing directory, a full disk). */
+PERDEF per_status per_net_save(per_net_server *s, const char *dir);
+/* Give the tables the state of per_net_save's checkpoint in dir: each
+   buffer (per_buffer_load; the config's alpha, beta and eps come from the
+   file, as there), the request counters, the rate limiter's counts (its
+   settings stay the table's) and the once-only requests remembered, so
+   that a repeat of a request the saved server applied is not applied
+   again. dir must hold exactly the server's tables, by name, in any
+   order. Everything that can be checked before a table changes is: the
+   state file whole (CRC-32C), the names, each table file's header, its
+   capacity and item size, and the memory for the requests remembered; a
+   table file that fails later (its own checksum, per_buffer_load's
+   memory) leaves the tables before it restored and the rest as they
+   were: do not serve then. s->generation gets the checkpoint's. Errors
+   (s->error says which file): PER_ERR_NULL, PER_ERR_IO (no readable
+   dir/server.state), PER_ERR_FORMAT, PER_ERR_VERSION, PER_ERR_CHECKSUM,
+   PER_ERR_CORRUPT (the state file's), PER_ERR_MISMATCH (another set of
+   tables, a table file of another capacity or item size),
+   PER_ERR_NOMEM, and per_buffer_load's of a table file. Both compiled
+   out with PER_NO_STDIO. */
+PERDEF per_status per_net_restore(per_net_server *s, const char *dir);
 #endif
 /* Answer one request: the len bytes at req (docs/PROTOCOL.md; any bytes
    at all are accepted, and read only within len). *reply and *reply_len
@@ -237,8 +299,11 @@ PERDEF per_status per_net_handle(per_net_server *s, const void *req, size_t len,
    in c->buf, sends it as one frame and waits (zmq_poll) up to
    c->timeout_ms for the reply with the same request id, dropping replies
    with other ids (late replies to requests that timed out; counted in
-   c->dropped). Request ids count up from a random start (/dev/urandom's
-   bits where there are some, mixed with the time and addresses).
+   c->dropped). Request ids are once-only (PER_NET_ONCE set,
+   docs/PROTOCOL.md): the low 63 bits count up from a random start
+   (/dev/urandom's bits where there are some, mixed with the time and
+   addresses), so a server applies an INSERT or UPDATE at most once
+   however often it is sent.
 
    Every call returns PER_OK or an error, with c->error ("" after PER_OK)
    saying why:
@@ -248,13 +313,18 @@ PERDEF per_status per_net_handle(per_net_server *s, const void *req, size_t len,
    - a request larger than c->max_message: PER_ERR_BATCH, nothing sent
      (a server drops such a request's connection: raise max_message only
      with the server's --max-message);
-   - no reply within c->timeout_ms: PER_ERR_IO, c->error "FN: no reply
-     within N ms from ENDPOINT". The socket is then closed and opened
-     again, so that a request still queued (no server there yet) is
-     dropped instead of sent later; one that reached the server may still
-     have been applied. A later reply to it would come to the closed
-     socket, and ids would drop it anyway. Also PER_ERR_IO: ZeroMQ
-     refused a send, a poll or the reconnection (c->error has its words);
+   - no reply within c->timeout_ms: the socket is closed and opened
+     again (a server that restarted, or a connection that broke, is
+     reached afresh), and with c->resend (1 after open) the request is
+     sent once more with its id and waited for as long again (counted in
+     c->resent): a server that applied it answers from memory (INSERT,
+     UPDATE; a SAMPLE is drawn again). When that wait ends too, or
+     without resend: PER_ERR_IO, c->error "FN: no reply within N ms from
+     ENDPOINT"; the request may have been applied, once. Closing drops a
+     request still queued (no server there yet) instead of sending it
+     later; a late reply would come to the closed socket, and ids would
+     drop it anyway. Also PER_ERR_IO: ZeroMQ refused a send, a poll or
+     the reconnection (c->error has its words);
    - the server refused the request: its status, c->error the reply's
      message (cut to fit, NUL-terminated). With c->busy_wait (1 after
      open; the caller may change it), a PER_ERR_BUSY reply (the table's
@@ -310,6 +380,8 @@ typedef struct per_net_client {
   uint64_t next_id;     /* the next request's id */
   int timeout_ms;       /* a reply's wait, busy retries included: > 0 */
   int busy_wait;        /* 1: retry PER_ERR_BUSY within timeout_ms */
+  int resend;           /* 1: a request without a reply within timeout_ms
+                           is sent once more, on a new connection */
   uint64_t max_message; /* the largest request sent (PER_NET_MAX_MESSAGE,
                            the server's default) */
   unsigned char *buf;   /* the request being built (cap bytes) */
@@ -320,6 +392,7 @@ typedef struct per_net_client {
   uint64_t requests; /* requests sent (a busy retry not counted again) */
   uint64_t retries;  /* busy requests sent again */
   uint64_t dropped;  /* replies dropped: another request id */
+  uint64_t resent;   /* requests sent again after a timeout */
   char error[192];   /* what the last call refused; "" after PER_OK */
 } per_net_client;
 
@@ -408,6 +481,10 @@ PERDEF void per_net_client_close(per_net_client *c);
 #include <locale.h>
 #include <stdlib.h>
 #include <string.h>
+#ifndef PER_NO_STDIO
+#include <errno.h>
+#include <stdio.h>
+#endif
 
 /* per.h's casts are C casts; so are these (see per.h). */
 #if defined(__cplusplus) && (defined(__GNUC__) || defined(__clang__))
@@ -490,6 +567,105 @@ static per_status peri_net_fail(per_net_server *s, const char *fn,
   return st;
 }
 
+/* ---- once-only requests: a ring of the last PER_NET_RECALL applied,
+   found by an open-addressed hash of 2 * PER_NET_RECALL slots (linear
+   probes; a slot holds a ring position + 1, 0 when empty), so that at
+   most half the slots are taken and every probe ends ---- */
+
+typedef char
+    peri_net_recall_pow2[(PER_NET_RECALL >= 2u &&
+                          PER_NET_RECALL <= (1u << 30) &&
+                          (PER_NET_RECALL & (PER_NET_RECALL - 1u)) == 0u)
+                             ? 1
+                             : -1];
+
+/* A once-only request applied: its id and op, and its reply's words
+   (INSERT: the trajectory id and the size after; UPDATE: 0 and the stale
+   count). */
+struct peri_net_seen {
+  uint64_t id, a;
+  uint32_t b, op;
+};
+
+#define PERI_NET_SLOTS (2u * (uint32_t)PER_NET_RECALL)
+
+static uint32_t peri_net_home(uint64_t id) {
+  return (uint32_t)((id * UINT64_C(0x9E3779B97F4A7C15)) >> 32) &
+         (PERI_NET_SLOTS - 1u);
+}
+
+static void peri_net_forget(per_net_server *s, per_net_table *t) {
+  if (t->seen) PER_FREE(t->seen, s->alloc_ctx);
+  if (t->seen_slots) PER_FREE(t->seen_slots, s->alloc_ctx);
+  t->seen = NULL;
+  t->seen_slots = NULL;
+  t->seen_count = 0;
+}
+
+/* t's memory of once-only requests, allocated at its first: 0 when it
+   cannot be (nothing changed). */
+static int peri_net_recall_ready(per_net_server *s, per_net_table *t) {
+  if (t->seen) return 1;
+  t->seen = (struct peri_net_seen *)PER_MALLOC(
+      (size_t)PER_NET_RECALL * sizeof *t->seen, s->alloc_ctx);
+  t->seen_slots = (uint32_t *)PER_MALLOC(
+      (size_t)PERI_NET_SLOTS * sizeof *t->seen_slots, s->alloc_ctx);
+  if (!t->seen || !t->seen_slots) {
+    peri_net_forget(s, t);
+    return 0;
+  }
+  memset(t->seen_slots, 0, (size_t)PERI_NET_SLOTS * sizeof *t->seen_slots);
+  t->seen_count = 0;
+  return 1;
+}
+
+/* The slot that holds id, or the empty slot where its probe ends. */
+static uint32_t peri_net_probe(const per_net_table *t, uint64_t id) {
+  uint32_t i = peri_net_home(id);
+  while (t->seen_slots[i] && t->seen[t->seen_slots[i] - 1u].id != id)
+    i = (i + 1u) & (PERI_NET_SLOTS - 1u);
+  return i;
+}
+
+/* The once-only request of id that t applied, or NULL. */
+static const struct peri_net_seen *peri_net_recall(const per_net_table *t,
+                                                   uint64_t id) {
+  uint32_t i;
+  if (!t->seen) return NULL;
+  i = peri_net_probe(t, id);
+  return t->seen_slots[i] ? &t->seen[t->seen_slots[i] - 1u] : NULL;
+}
+
+/* Remember an applied once-only request (id not remembered; t->seen
+   allocated), forgetting the oldest when PER_NET_RECALL are. */
+static void peri_net_remember(per_net_table *t, uint64_t id, uint32_t op,
+                              uint64_t a, uint32_t b) {
+  const uint32_t mask = PERI_NET_SLOTS - 1u;
+  uint32_t p = (uint32_t)(t->seen_count % PER_NET_RECALL), i, j;
+  if (t->seen_count >= PER_NET_RECALL) {
+    /* the oldest leaves its slot; the entries after it in its run move
+       back when their home is not between the hole and them */
+    i = peri_net_probe(t, t->seen[p].id);
+    for (j = i;;) {
+      uint32_t h;
+      j = (j + 1u) & mask;
+      if (!t->seen_slots[j]) break;
+      h = peri_net_home(t->seen[t->seen_slots[j] - 1u].id);
+      if (((j - h) & mask) >= ((j - i) & mask)) {
+        t->seen_slots[i] = t->seen_slots[j];
+        i = j;
+      }
+    }
+    t->seen_slots[i] = 0;
+  }
+  t->seen[p].id = id;
+  t->seen[p].a = a;
+  t->seen[p].b = b;
+  t->seen[p].op = op;
+  t->seen_slots[peri_net_probe(t, id)] = p + 1u;
+  t->seen_count++;
+}
+
 PERDEF per_status per_net_init(per_net_server *s, uint64_t max_message,
                                void *alloc_ctx) {
   if (!s) return PER_ERR_NULL;
@@ -510,6 +686,7 @@ PERDEF void per_net_free(per_net_server *s) {
   uint32_t k;
   if (!s) return;
   for (k = 0; k < s->ntables; ++k) {
+    peri_net_forget(s, s->tables[k]);
     per_buffer_free(&s->tables[k]->buf);
     PER_FREE(s->tables[k], s->alloc_ctx);
   }
@@ -654,6 +831,434 @@ PERDEF per_status per_net_load(per_net_server *s, per_net_table *t,
   t->items_out = out > 0 ? (uint64_t)out : 0u;
   s->error[0] = 0;
   return PER_OK;
+}
+
+/* ---- checkpoints of the whole server ----
+   dir/server.state: "PERNETST", u32 version 1, u32 tables, u64
+   generation, u64 the file's bytes (CRC included); then each table's
+   record: u8 name length k, k bytes of name, u64 inserts, samples,
+   updates, refused, items_in, items_out, busy, repeats, u32 n once-only
+   requests remembered, u32 0, and n of them oldest first (u64 id, u64 a,
+   u32 b, u32 op); then the CRC-32C (per_file_write's). Little-endian. */
+
+#define PERI_NET_STATE_HEAD 32u
+#define PERI_NET_STATE_REC 72u /* a record but its name and requests */
+#define PERI_NET_SEEN_BYTES 24u
+
+/* A state file read whole and checked. */
+typedef struct peri_net_state {
+  unsigned char *mem;
+  size_t len;
+  uint64_t gen;
+  uint32_t ntables;
+} peri_net_state;
+
+/* Room for a path in dir: strlen(dir) + 64 bytes. */
+#define PERI_NET_PATH_ROOM(dir) (strlen(dir) + 64u)
+
+/* dir/table-K.G.per into p (PERI_NET_PATH_ROOM(dir) bytes). */
+static void peri_net_name(char *p, const char *dir, uint32_t k, uint64_t gen) {
+  snprintf(p, PERI_NET_PATH_ROOM(dir), "%s/table-%lu.%llu.per", dir,
+           (unsigned long)k, (unsigned long long)gen);
+}
+
+/* dir/table-K.G.per, or (state) dir/server.state, in PER_MALLOC's memory
+   the caller frees; NULL when out of memory. */
+static char *peri_net_path(per_net_server *s, const char *dir, uint32_t k,
+                           uint64_t gen, int state) {
+  char *p = (char *)PER_MALLOC(PERI_NET_PATH_ROOM(dir), s->alloc_ctx);
+  if (!p) return NULL;
+  if (state)
+    snprintf(p, PERI_NET_PATH_ROOM(dir), "%s/%s", dir, PER_NET_STATE_FILE);
+  else peri_net_name(p, dir, k, gen);
+  return p;
+}
+
+/* The next table record at in (checked to lie within it): name, counters,
+   remembered requests; 0 when it does not fit or is out of range. */
+static int peri_net_state_rec(peri_net_in *in, const unsigned char **name,
+                              uint32_t *k, const unsigned char **words,
+                              uint32_t *nseen, const unsigned char **seen) {
+  uint32_t j;
+  if (peri_net_left(in) < 1) return 0;
+  *k = in->p[0];
+  *name = in->p + 1;
+  if (peri_net_left(in) < 1u + *k + PERI_NET_STATE_REC ||
+      !peri_net_name_ok((const char *)*name, *k))
+    return 0;
+  in->p += 1u + *k;
+  *words = in->p;
+  in->p += 64;
+  *nseen = (uint32_t)peri_net_take(in, 4);
+  if (peri_net_take(in, 4) != 0 ||
+      peri_net_left(in) / PERI_NET_SEEN_BYTES < *nseen)
+    return 0;
+  *seen = in->p;
+  for (j = 0; j < *nseen; ++j) {
+    uint32_t op = (uint32_t)peri_net_get(in->p + 24u * j + 20u, 4);
+    if (!(peri_net_get(in->p + 24u * j, 8) & PER_NET_ONCE) ||
+        (op != PER_NET_INSERT && op != PER_NET_UPDATE))
+      return 0;
+  }
+  in->p += (size_t)*nseen * PERI_NET_SEEN_BYTES;
+  return 1;
+}
+
+/* Read dir's state file whole into *st and check it (its CRC and every
+   record's bounds). *absent: 1 when there is no such file. */
+static per_status peri_net_state_read(per_net_server *s, const char *fn,
+                                      const char *path, peri_net_state *st,
+                                      int *absent) {
+  unsigned char head[PERI_NET_STATE_HEAD];
+  per_status r = PER_OK;
+  uint64_t total = 0;
+  size_t got;
+  FILE *f;
+  memset(st, 0, sizeof *st);
+  *absent = 0;
+  errno = 0;
+  f = fopen(path, "rb");
+  if (!f) {
+    peri_msg m = peri_net_msg(s, fn);
+    *absent = errno == ENOENT;
+    peri_msg_s(&m, path);
+    peri_msg_s(&m, ": cannot be opened");
+    if (errno) {
+      peri_msg_s(&m, ": ");
+      peri_msg_s(&m, strerror(errno));
+    }
+    return PER_ERR_IO;
+  }
+  got = fread(head, 1, sizeof head, f);
+  if (ferror(f)) r = PER_ERR_IO;
+  else if (got < 8 || memcmp(head, "PERNETST", 8) != 0) r = PER_ERR_FORMAT;
+  else if (got < sizeof head) r = PER_ERR_TRUNCATED;
+  else if (peri_net_get(head + 8, 4) != 1u) r = PER_ERR_VERSION;
+  if (r == PER_OK) {
+    total = peri_net_get(head + 24, 8);
+    if (total < PERI_NET_STATE_HEAD + 4u || total > (UINT64_C(1) << 31))
+      r = PER_ERR_CORRUPT;
+  }
+  if (r == PER_OK) {
+    st->mem = (unsigned char *)PER_MALLOC((size_t)total, s->alloc_ctx);
+    if (!st->mem) r = PER_ERR_NOMEM;
+  }
+  if (r == PER_OK) {
+    st->len = (size_t)total;
+    memcpy(st->mem, head, sizeof head);
+    got = fread(st->mem + sizeof head, 1, st->len - sizeof head, f);
+    if (ferror(f)) r = PER_ERR_IO;
+    else if (got < st->len - sizeof head) r = PER_ERR_TRUNCATED;
+    else if (fgetc(f) != EOF) r = PER_ERR_CORRUPT;
+    else if (per_crc32c(0, st->mem, st->len - 4) !=
+             (uint32_t)peri_net_get(st->mem + st->len - 4, 4))
+      r = PER_ERR_CHECKSUM;
+  }
+  fclose(f);
+  if (r == PER_OK) { /* every record within the file, nothing after */
+    peri_net_in in;
+    uint32_t j, k, nseen;
+    const unsigned char *name, *words, *seen;
+    st->ntables = (uint32_t)peri_net_get(head + 12, 4);
+    st->gen = peri_net_get(head + 16, 8);
+    in.p = st->mem + PERI_NET_STATE_HEAD;
+    in.end = st->mem + st->len - 4;
+    for (j = 0; j < st->ntables && r == PER_OK; ++j)
+      if (!peri_net_state_rec(&in, &name, &k, &words, &nseen, &seen))
+        r = PER_ERR_CORRUPT;
+    if (r == PER_OK && (in.p != in.end || st->gen == 0)) r = PER_ERR_CORRUPT;
+  }
+  if (r != PER_OK) {
+    peri_msg m = peri_net_msg(s, fn);
+    peri_msg_s(&m, path);
+    peri_msg_s(&m, ": ");
+    peri_msg_s(&m, r == PER_ERR_FORMAT ? "not a per_net_save state file"
+                                       : per_status_str(r));
+    if (st->mem) PER_FREE(st->mem, s->alloc_ctx);
+    memset(st, 0, sizeof *st);
+  }
+  return r;
+}
+
+PERDEF per_status per_net_save(per_net_server *s, const char *dir) {
+  static const char fn[] = "per_net_save";
+  peri_net_state prev;
+  per_status st = PER_OK;
+  unsigned char *mem, *o;
+  char *path, *file;
+  uint64_t gen, total = PERI_NET_STATE_HEAD + 4u;
+  uint32_t k;
+  int absent;
+  if (!s) return PER_ERR_NULL;
+  if (!dir) return peri_net_fail(s, fn, "dir is NULL", PER_ERR_NULL);
+  path = peri_net_path(s, dir, 0, 0, 1);
+  file = path ? peri_net_path(s, dir, 0, 0, 1) : NULL; /* reused */
+  if (!file) {
+    if (path) PER_FREE(path, s->alloc_ctx);
+    return peri_net_fail(s, fn, "out of memory", PER_ERR_NOMEM);
+  }
+  /* the previous generation, whose files go once this one is in place.
+     A damaged state file is overwritten (its checkpoint is lost already);
+     one that cannot be read now (memory, I/O) refuses the save, since
+     this generation's files could be the ones it names. */
+  st = peri_net_state_read(s, fn, path, &prev, &absent);
+  if (st == PER_ERR_NOMEM || (st == PER_ERR_IO && !absent)) {
+    PER_FREE(path, s->alloc_ctx);
+    PER_FREE(file, s->alloc_ctx);
+    return st;
+  }
+  st = PER_OK;
+  gen = (prev.gen > s->generation ? prev.gen : s->generation) + 1u;
+  for (k = 0; k < s->ntables; ++k) {
+    const per_net_table *t = s->tables[k];
+    uint64_t n =
+        t->seen_count < PER_NET_RECALL ? t->seen_count : PER_NET_RECALL;
+    total +=
+        1u + strlen(t->name) + PERI_NET_STATE_REC + n * PERI_NET_SEEN_BYTES;
+  }
+  mem = total <= (UINT64_C(1) << 31)
+            ? (unsigned char *)PER_MALLOC((size_t)total, s->alloc_ctx)
+            : NULL;
+  if (!mem) st = peri_net_fail(s, fn, "out of memory", PER_ERR_NOMEM);
+  for (k = 0; k < s->ntables && st == PER_OK; ++k) {
+    peri_net_name(file, dir, k, gen);
+    st = per_buffer_save(&s->tables[k]->buf, file);
+    if (st != PER_OK) {
+      peri_msg m = peri_net_msg(s, fn);
+      peri_msg_s(&m, file);
+      peri_msg_s(&m, ": ");
+      peri_msg_s(&m, per_status_str(st));
+      peri_msg_s(&m, " (does the directory exist?)");
+    }
+  }
+  if (st == PER_OK) {
+    memcpy(mem, "PERNETST", 8);
+    peri_net_put(mem + 8, 1, 4);
+    peri_net_put(mem + 12, s->ntables, 4);
+    peri_net_put(mem + 16, gen, 8);
+    peri_net_put(mem + 24, total, 8);
+    o = mem + PERI_NET_STATE_HEAD;
+    for (k = 0; k < s->ntables; ++k) {
+      const per_net_table *t = s->tables[k];
+      size_t len = strlen(t->name);
+      uint64_t n =
+          t->seen_count < PER_NET_RECALL ? t->seen_count : PER_NET_RECALL;
+      uint64_t j, w[8];
+      unsigned q;
+      w[0] = t->inserts;
+      w[1] = t->samples;
+      w[2] = t->updates;
+      w[3] = t->refused;
+      w[4] = t->items_in;
+      w[5] = t->items_out;
+      w[6] = t->busy;
+      w[7] = t->repeats;
+      *o++ = (unsigned char)len;
+      memcpy(o, t->name, len);
+      o += len;
+      for (q = 0; q < 8; ++q, o += 8) peri_net_put(o, w[q], 8);
+      peri_net_put(o, n, 4);
+      peri_net_put(o + 4, 0, 4);
+      o += 8;
+      for (j = 0; j < n; ++j, o += PERI_NET_SEEN_BYTES) { /* oldest first */
+        const struct peri_net_seen *e =
+            &t->seen[(t->seen_count - n + j) % PER_NET_RECALL];
+        peri_net_put(o, e->id, 8);
+        peri_net_put(o + 8, e->a, 8);
+        peri_net_put(o + 16, e->b, 4);
+        peri_net_put(o + 20, e->op, 4);
+      }
+    }
+    st = per_file_write(mem, (size_t)total - 4u, path, s->alloc_ctx);
+    if (st != PER_OK) {
+      peri_msg m = peri_net_msg(s, fn);
+      peri_msg_s(&m, path);
+      peri_msg_s(&m, ": ");
+      peri_msg_s(&m, per_status_str(st));
+    }
+  }
+  if (st == PER_OK) {
+    /* the generation the file named and the one s saved last, when a
+       damaged state file hid that one */
+    uint64_t olds[2];
+    uint32_t counts[2], q;
+    olds[0] = prev.gen;
+    counts[0] = prev.ntables;
+    olds[1] = s->generation != prev.gen ? s->generation : 0u;
+    counts[1] = s->ntables;
+    for (q = 0; q < 2; ++q)
+      for (k = 0; olds[q] && olds[q] != gen && k < counts[q]; ++k) {
+        peri_net_name(file, dir, k, olds[q]);
+        remove(file);
+      }
+    s->generation = gen;
+    s->error[0] = 0;
+  }
+  if (mem) PER_FREE(mem, s->alloc_ctx);
+  if (prev.mem) PER_FREE(prev.mem, s->alloc_ctx);
+  PER_FREE(path, s->alloc_ctx);
+  PER_FREE(file, s->alloc_ctx);
+  return st;
+}
+
+PERDEF per_status per_net_restore(per_net_server *s, const char *dir) {
+  static const char fn[] = "per_net_restore";
+  peri_net_state sf;
+  per_status st;
+  peri_net_in in;
+  char *path;
+  struct peri_net_seen **mem = NULL;
+  uint32_t **slots = NULL;
+  unsigned char *taken = NULL; /* a server table's record was found */
+  uint32_t j, k, nseen, len;
+  const unsigned char *name, *words, *seen;
+  int absent;
+  if (!s) return PER_ERR_NULL;
+  if (!dir) return peri_net_fail(s, fn, "dir is NULL", PER_ERR_NULL);
+  path = peri_net_path(s, dir, 0, 0, 1);
+  if (!path) return peri_net_fail(s, fn, "out of memory", PER_ERR_NOMEM);
+  st = peri_net_state_read(s, fn, path, &sf, &absent);
+  PER_FREE(path, s->alloc_ctx);
+  if (st != PER_OK) return st;
+  if (sf.ntables != s->ntables) {
+    peri_msg m = peri_net_msg(s, fn);
+    peri_msg_s(&m, dir);
+    peri_msg_nu(&m, ": the checkpoint has", sf.ntables);
+    peri_msg_nu(&m, " tables, the server", s->ntables);
+    st = PER_ERR_MISMATCH;
+  }
+  if (st == PER_OK && s->ntables) {
+    mem = (struct peri_net_seen **)PER_MALLOC(s->ntables * sizeof *mem,
+                                              s->alloc_ctx);
+    slots = (uint32_t **)PER_MALLOC(s->ntables * sizeof *slots, s->alloc_ctx);
+    taken = (unsigned char *)PER_MALLOC(s->ntables, s->alloc_ctx);
+    if (mem) memset(mem, 0, s->ntables * sizeof *mem);
+    if (slots) memset(slots, 0, s->ntables * sizeof *slots);
+    if (taken) memset(taken, 0, s->ntables);
+    if (!mem || !slots || !taken)
+      st = peri_net_fail(s, fn, "out of memory", PER_ERR_NOMEM);
+  }
+  /* each server table's record (by name) and file, checked */
+  in.p = sf.mem + PERI_NET_STATE_HEAD;
+  in.end = sf.mem + sf.len - 4;
+  for (j = 0; j < sf.ntables && st == PER_OK; ++j) {
+    const per_net_table *t;
+    per_ckpt_info info;
+    char *file;
+    peri_net_state_rec(&in, &name, &len, &words, &nseen, &seen);
+    t = per_net_find(s, (const char *)name, len);
+    for (k = 0; t && s->tables[k] != t; ++k) continue;
+    if (!t || taken[k]) {
+      peri_msg m = peri_net_msg(s, fn);
+      char nm[PER_NET_NAME_MAX];
+      memcpy(nm, name, len);
+      nm[len] = 0;
+      peri_msg_s(&m, dir);
+      peri_msg_s(&m, ": the checkpoint's table \"");
+      peri_msg_s(&m, nm);
+      peri_msg_s(&m, t ? "\" comes twice" : "\" is not the server's");
+      st = PER_ERR_MISMATCH;
+      break;
+    }
+    taken[k] = 1;
+    file = peri_net_path(s, dir, j, sf.gen, 0);
+    if (!file) {
+      st = peri_net_fail(s, fn, "out of memory", PER_ERR_NOMEM);
+      break;
+    }
+    st = per_ckpt_read_info(file, &info);
+    if (st == PER_OK && (info.cfg.capacity != t->buf.cfg.capacity ||
+                         info.cfg.item_size != t->buf.cfg.item_size))
+      st = PER_ERR_MISMATCH;
+    if (st != PER_OK) {
+      peri_msg m = peri_net_msg(s, fn);
+      peri_msg_s(&m, file);
+      peri_msg_s(&m, ": ");
+      if (st == PER_ERR_MISMATCH) {
+        peri_msg_nu(&m, "capacity", info.cfg.capacity);
+        peri_msg_nu(&m, ", item size", info.cfg.item_size);
+        peri_msg_s(&m, "; table \"");
+        peri_msg_s(&m, t->name);
+        peri_msg_nu(&m, "\" has capacity", t->buf.cfg.capacity);
+        peri_msg_nu(&m, ", item size", t->buf.cfg.item_size);
+      } else {
+        peri_msg_s(&m, per_status_str(st));
+      }
+    }
+    PER_FREE(file, s->alloc_ctx);
+    if (st == PER_OK && nseen) {
+      mem[k] = (struct peri_net_seen *)PER_MALLOC(
+          (size_t)PER_NET_RECALL * sizeof **mem, s->alloc_ctx);
+      slots[k] = (uint32_t *)PER_MALLOC((size_t)PERI_NET_SLOTS * sizeof **slots,
+                                        s->alloc_ctx);
+      if (!mem[k] || !slots[k])
+        st = peri_net_fail(s, fn, "out of memory", PER_ERR_NOMEM);
+    }
+  }
+  /* then each table, in the file's order: its buffer, counters and
+     requests remembered */
+  in.p = sf.mem + PERI_NET_STATE_HEAD;
+  for (j = 0; j < sf.ntables && st == PER_OK; ++j) {
+    per_net_table *t;
+    char *file;
+    uint32_t q, first;
+    peri_net_state_rec(&in, &name, &len, &words, &nseen, &seen);
+    t = per_net_find(s, (const char *)name, len);
+    for (k = 0; s->tables[k] != t; ++k) continue;
+    file = peri_net_path(s, dir, j, sf.gen, 0);
+    if (!file) {
+      st = peri_net_fail(s, fn, "out of memory", PER_ERR_NOMEM);
+      break;
+    }
+    st = per_buffer_load(&t->buf, file);
+    if (st != PER_OK) {
+      peri_msg m = peri_net_msg(s, fn);
+      peri_msg_s(&m, file);
+      peri_msg_s(&m, ": ");
+      peri_msg_s(&m, t->buf.error[0] ? t->buf.error : per_status_str(st));
+      PER_FREE(file, s->alloc_ctx);
+      break;
+    }
+    PER_FREE(file, s->alloc_ctx);
+    t->inserts = peri_net_get(words, 8);
+    t->samples = peri_net_get(words + 8, 8);
+    t->updates = peri_net_get(words + 16, 8);
+    t->refused = peri_net_get(words + 24, 8);
+    t->items_in = peri_net_get(words + 32, 8);
+    t->items_out = peri_net_get(words + 40, 8);
+    t->busy = peri_net_get(words + 48, 8);
+    t->repeats = peri_net_get(words + 56, 8);
+    peri_net_forget(s, t);
+    if (mem[k]) {
+      t->seen = mem[k];
+      t->seen_slots = slots[k];
+      mem[k] = NULL;
+      slots[k] = NULL;
+      memset(t->seen_slots, 0, (size_t)PERI_NET_SLOTS * sizeof *t->seen_slots);
+      first = nseen > PER_NET_RECALL ? nseen - PER_NET_RECALL : 0u;
+      for (q = first; q < nseen; ++q) { /* the newest, a repeat once */
+        const unsigned char *e = seen + (size_t)q * PERI_NET_SEEN_BYTES;
+        uint64_t id = peri_net_get(e, 8);
+        if (!peri_net_recall(t, id))
+          peri_net_remember(t, id, (uint32_t)peri_net_get(e + 20, 4),
+                            peri_net_get(e + 8, 8),
+                            (uint32_t)peri_net_get(e + 16, 4));
+      }
+    }
+  }
+  if (st == PER_OK) {
+    s->generation = sf.gen;
+    s->error[0] = 0;
+  }
+  for (k = 0; k < s->ntables && mem && slots; ++k) {
+    if (mem[k]) PER_FREE(mem[k], s->alloc_ctx);
+    if (slots[k]) PER_FREE(slots[k], s->alloc_ctx);
+  }
+  if (mem) PER_FREE(mem, s->alloc_ctx);
+  if (slots) PER_FREE(slots, s->alloc_ctx);
+  if (taken) PER_FREE(taken, s->alloc_ctx);
+  PER_FREE(sf.mem, s->alloc_ctx);
+  return st;
 }
 
 #endif
@@ -879,6 +1484,7 @@ static void peri_net_spec_defaults(peri_net_spec *t) {
 static void peri_net_drop_tables(per_net_server *s, uint32_t keep) {
   while (s->ntables > keep) {
     per_net_table *t = s->tables[--s->ntables];
+    peri_net_forget(s, t);
     per_buffer_free(&t->buf);
     PER_FREE(t, s->alloc_ctx);
   }
@@ -1075,6 +1681,56 @@ static void peri_net_from_buffer(per_net_server *s, const per_net_table *t,
   peri_msg_s(&m, t->buf.error[0] ? t->buf.error : per_status_str(st));
 }
 
+/* A request of op with a once-only id (id & PER_NET_ONCE): 1 when it is
+   answered here, *st its status (a repeat of a request t applied gets
+   that request's reply again, PER_OK, with nothing applied; the id of
+   another op, or no memory for t's ids, a refusal); 0 when it goes on,
+   with t's memory ready to remember it. */
+static int peri_net_once(per_net_server *s, per_net_table *t, uint32_t op,
+                         uint64_t id, const void **reply, size_t *reply_len,
+                         per_status *st) {
+  const char *fn = op == PER_NET_INSERT ? "insert" : "update";
+  const struct peri_net_seen *e = peri_net_recall(t, id);
+  size_t body = op == PER_NET_INSERT ? 16u : 8u;
+  unsigned char *o;
+  if (!e) {
+    if (peri_net_recall_ready(s, t)) return 0;
+    peri_net_fail(s, fn, "out of memory", PER_ERR_NOMEM);
+    *st = peri_net_refuse(s, t, op, id, PER_ERR_NOMEM, reply, reply_len);
+    return 1;
+  }
+  if (e->op != op) {
+    peri_msg m = peri_net_msg(s, fn);
+    peri_msg_nu(&m, "once-only request id", id);
+    peri_msg_s(&m, " is that of an ");
+    peri_msg_s(&m, e->op == PER_NET_INSERT ? "INSERT" : "UPDATE");
+    peri_msg_s(&m, " this table applied");
+    *st = peri_net_refuse(s, t, op, id, PER_ERR_ARG, reply, reply_len);
+    return 1;
+  }
+  o = peri_net_body(s, op, id, body);
+  if (!o) {
+    peri_net_fail(s, fn, "out of memory", PER_ERR_NOMEM);
+    *st = peri_net_refuse(s, t, op, id, PER_ERR_NOMEM, reply, reply_len);
+    return 1;
+  }
+  if (op == PER_NET_INSERT) {
+    peri_net_put(o, e->a, 8);
+    peri_net_put(o + 8, e->b, 4);
+    peri_net_put(o + 12, 0, 4);
+  } else {
+    peri_net_put(o, e->b, 4);
+    peri_net_put(o + 4, 0, 4);
+  }
+  s->repeats++;
+  t->repeats++;
+  *reply = s->out;
+  *reply_len = PER_NET_REPLY_HEADER + body;
+  s->error[0] = 0;
+  *st = PER_OK;
+  return 1;
+}
+
 /* ---- ops ---- */
 
 /* HELLO: item size and layout against the table's; the table's config. */
@@ -1209,6 +1865,9 @@ static per_status peri_net_insert(per_net_server *s, per_net_table *t,
     return peri_net_refuse(s, t, PER_NET_INSERT, id, PER_ERR_NOMEM, reply,
                            reply_len);
   }
+  if ((id & PER_NET_ONCE) &&
+      peri_net_once(s, t, PER_NET_INSERT, id, reply, reply_len, &st))
+    return st;
   st = peri_net_limit(s, t, 0);
   if (st != PER_OK) {
     t->busy++;
@@ -1223,6 +1882,8 @@ static per_status peri_net_insert(per_net_server *s, per_net_table *t,
   }
   t->inserts++;
   t->items_in += n;
+  if (id & PER_NET_ONCE)
+    peri_net_remember(t, id, PER_NET_INSERT, traj, t->buf.size);
   o = peri_net_body(s, PER_NET_INSERT, id, 16);
   peri_net_put(o, traj, 8);
   peri_net_put(o + 8, t->buf.size, 4);
@@ -1402,6 +2063,9 @@ static per_status peri_net_update(per_net_server *s, per_net_table *t,
     uint32_t u = (uint32_t)peri_net_get(in->p + 8u * n + 4u * j, 4);
     memcpy(&td[j], &u, 4);
   }
+  if ((id & PER_NET_ONCE) &&
+      peri_net_once(s, t, PER_NET_UPDATE, id, reply, reply_len, &st))
+    return st;
   st = (flags & PER_NET_SEQUENCES)
            ? per_buffer_update_seq(&t->buf, ids, td, n, &stale)
            : per_buffer_update(&t->buf, ids, td, n, &stale);
@@ -1410,6 +2074,7 @@ static per_status peri_net_update(per_net_server *s, per_net_table *t,
     return peri_net_refuse(s, t, PER_NET_UPDATE, id, st, reply, reply_len);
   }
   t->updates++;
+  if (id & PER_NET_ONCE) peri_net_remember(t, id, PER_NET_UPDATE, 0, stale);
   o = peri_net_body(s, PER_NET_UPDATE, id, 8);
   peri_net_put(o, stale, 4);
   peri_net_put(o + 4, 0, 4);
@@ -1665,7 +2330,8 @@ static unsigned char *peri_net_client_begin(per_net_client *c, const char *fn,
   memcpy(c->buf, "PERQ", 4);
   peri_net_put(c->buf + 4, PER_NET_VERSION, 2);
   peri_net_put(c->buf + 6, op, 2);
-  peri_net_put(c->buf + 8, c->next_id++, 8);
+  peri_net_put(c->buf + 8, c->next_id, 8);
+  c->next_id = PER_NET_ONCE | ((c->next_id + 1u) & ~PER_NET_ONCE);
   c->buf[16] = (unsigned char)k;
   memcpy(c->buf + PERI_NET_REQ_HEADER, c->table, k);
   *st = PER_OK;
@@ -1773,7 +2439,7 @@ static per_status peri_net_client_ask(per_net_client *c, const char *fn,
   const unsigned char *p = NULL;
   size_t n = 0, m;
   long delay = 1;
-  int replied = 0;
+  int replied = 0, again = c->resend;
   per_status st;
   void *watch;
   zmq_msg_init(msg);
@@ -1788,6 +2454,13 @@ static per_status peri_net_client_ask(per_net_client *c, const char *fn,
     st = peri_net_client_send(c, fn, len, timeout, &watch, &us);
     if (st == PER_OK)
       st = peri_net_client_wait(c, fn, id, timeout, &watch, &us, msg);
+    if (st == PER_ERR_IO && again && c->sock &&
+        peri_net_client_ms(&watch, &us) >= timeout) {
+      again = 0; /* timed out: once more, on the new socket, as long */
+      us = 0;
+      c->resent++;
+      continue;
+    }
     if (st != PER_OK) break;
     p = (const unsigned char *)zmq_msg_data(msg);
     n = zmq_msg_size(msg);
@@ -1967,7 +2640,8 @@ PERDEF per_status per_net_client_open(per_net_client *c, const char *endpoint,
   c->timeout_ms = timeout_ms;
   c->busy_wait = 1;
   c->max_message = PER_NET_MAX_MESSAGE;
-  c->next_id = peri_net_client_seed(c);
+  c->resend = 1;
+  c->next_id = PER_NET_ONCE | peri_net_client_seed(c);
   c->ctx = zmq_ctx_new();
   st = c->ctx ? peri_net_client_connect(c, fn)
               : peri_net_client_zmq(c, fn, "no ZeroMQ context");

@@ -11,6 +11,9 @@
    failure (each allocation in turn, and all of them: the fallback reply).
    Requests are built by hand, little-endian, as a client in another
    language would. Runs with PER_REAL double and float. */
+#define _POSIX_C_SOURCE 200809L
+#include <unistd.h>
+
 #include "heap.h"
 
 /* heap.h fails one chosen call; the fallback reply needs every call to
@@ -1875,6 +1878,456 @@ static void test_limiter(void) {
   per_net_free(&s);
 }
 
+/* ---- once-only requests and checkpoints of the whole server ----------- */
+
+#define ONCE_KEEP 8192u /* requests kept to be sent again */
+#define ONCE_POOL 16u
+
+/* What a once-only request applied answered, as the test remembers it. */
+typedef struct once_seen {
+  uint64_t id;
+  uint32_t op;
+  unsigned char body[16];
+  size_t body_len;
+} once_seen;
+
+typedef struct once_run {
+  per_net_server a, b; /* a under test; b the reference: every request
+                          a must apply, sent with the once bit cleared */
+  msg kept[ONCE_KEEP];
+  uint64_t nkept;
+  once_seen seen[PER_NET_RECALL]; /* the last PER_NET_RECALL applied */
+  uint64_t nseen;
+  uint64_t pool[ONCE_POOL]; /* item ids drawn, for updates */
+  uint32_t npool;
+  uint64_t repeats, mismatches, forgotten, applied_once, rng;
+  char dir[64];
+} once_run;
+
+static uint64_t once_rnd(once_run *o) { /* splitmix64 */
+  uint64_t z = (o->rng += 0x9E3779B97F4A7C15u);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+  return z ^ (z >> 31);
+}
+
+static const once_seen *once_find(const once_run *o, uint64_t id) {
+  uint64_t k, n = o->nseen < PER_NET_RECALL ? o->nseen : PER_NET_RECALL;
+  for (k = 0; k < n; ++k)
+    if (o->seen[k].id == id) return &o->seen[k];
+  return NULL;
+}
+
+static void once_server(per_net_server *s) {
+  per_config c = cfg_plain();
+  REQUIRE(per_net_init(s, PER_NET_MAX_MESSAGE, NULL) == PER_OK);
+  REQUIRE(per_net_add_table(s, "t", &c, "u1,f4") == PER_OK);
+}
+
+/* a's table against b's: buffer bytes, counters (a refused the op
+   mismatches b never saw), repeats. */
+static void once_check_at(once_run *o, int line) {
+  const per_net_table *ta = o->a.tables[0], *tb = o->b.tables[0];
+  CHECK_MSG(same_buffers(&ta->buf, &tb->buf), "line %d: the tables differ",
+            line);
+  CHECK_MSG(ta->inserts == tb->inserts && ta->samples == tb->samples &&
+                ta->updates == tb->updates &&
+                ta->refused == tb->refused + o->mismatches &&
+                ta->items_in == tb->items_in && ta->items_out == tb->items_out,
+            "line %d: counters %llu %llu %llu %llu, reference %llu %llu %llu "
+            "%llu",
+            line, (unsigned long long)ta->inserts,
+            (unsigned long long)ta->samples, (unsigned long long)ta->updates,
+            (unsigned long long)ta->refused, (unsigned long long)tb->inserts,
+            (unsigned long long)tb->samples, (unsigned long long)tb->updates,
+            (unsigned long long)tb->refused);
+  CHECK_MSG(ta->repeats == o->repeats, "line %d: %llu repeats, want %llu", line,
+            (unsigned long long)ta->repeats, (unsigned long long)o->repeats);
+}
+
+/* Send m (kept to be sent again) to a, and to b when a must apply it. */
+static void once_send(once_run *o, const msg *m) {
+  uint64_t id = le(m->p + 8, 8);
+  uint32_t op = (uint32_t)le(m->p + 6, 2);
+  const once_seen *e = NULL;
+  int once =
+      (id & PER_NET_ONCE) && (op == PER_NET_INSERT || op == PER_NET_UPDATE);
+  answer ra, rb;
+  if (once) e = once_find(o, id);
+  SEND(&o->a, m, &ra);
+  if (e && e->op == op) { /* a repeat: the first reply, nothing applied */
+    o->repeats++;
+    CHECK_EQ_U(ra.st, PER_OK);
+    CHECK_EQ_U(ra.body_len, e->body_len);
+    if (ra.body_len == e->body_len) CHECK_MEM(ra.body, e->body, e->body_len);
+  } else if (e) { /* that id came with the other op */
+    o->mismatches++;
+    CHECK_EQ_U(ra.st, PER_ERR_ARG);
+    CHECK_MSG(strstr(ra.msg, "once-only request id") != NULL, "\"%s\"", ra.msg);
+  } else {
+    msg c = {NULL, 0, 0};
+    m_bytes(&c, m->p, m->n);
+    c.p[15] &= 0x7Fu; /* the once bit off: b applies it as a's first */
+    SEND(&o->b, &c, &rb);
+    free(c.p);
+    CHECK_EQ_U(ra.st, rb.st);
+    CHECK_EQ_U(ra.raw_len, rb.raw_len);
+    if (ra.raw_len == rb.raw_len) {
+      CHECK_MEM(ra.raw, rb.raw, 8);
+      CHECK_MEM((const unsigned char *)ra.raw + 16,
+                (const unsigned char *)rb.raw + 16, ra.raw_len - 16);
+    }
+    if (ra.st == PER_OK && once) {
+      once_seen *s = &o->seen[o->nseen++ % PER_NET_RECALL];
+      s->id = id;
+      s->op = op;
+      s->body_len = ra.body_len;
+      memcpy(s->body, ra.body, ra.body_len);
+      o->applied_once++;
+    }
+    if (ra.st == PER_OK && op == PER_NET_SAMPLE) {
+      uint32_t B = (uint32_t)le(ra.body, 4), j;
+      for (j = 0; j < B; ++j) {
+        if (o->npool == ONCE_POOL) o->npool = 0;
+        o->pool[o->npool++] = le(ra.body + 16 + 8u * j, 8);
+      }
+    }
+  }
+}
+
+/* A new request of a random kind in *m. */
+static void once_new(once_run *o, msg *m, uint32_t kind) {
+  uint64_t id = once_rnd(o);
+  uint32_t n = 1u + (uint32_t)(once_rnd(o) % 4u), j;
+  if (once_rnd(o) % 5u) id |= PER_NET_ONCE;
+  else id &= ~PER_NET_ONCE;
+  m->n = 0;
+  if (kind < 45) {
+    uint32_t flags = (uint32_t)(once_rnd(o) % 4u);
+    m_head(m, PER_NET_INSERT, id, "t");
+    m_u32(m, n);
+    m_u32(m, flags);
+    for (j = 0; j < n * 5u; ++j) m_u8(m, once_rnd(o) & 0xFFu);
+    if (flags & PER_NET_ENDS) /* 3 is no end: refused, 1 time in 40 */
+      for (j = 0; j < n; ++j) m_u8(m, once_rnd(o) % 40u == 0 ? 3 : 0);
+    if (flags & PER_NET_TD)
+      for (j = 0; j < n; ++j) m_f32(m, (float)(once_rnd(o) % 100u) / 7.0f);
+  } else if (kind < 60 && o->npool) {
+    m_head(m, PER_NET_UPDATE, id, "t");
+    m_u32(m, n);
+    m_u32(m, 0);
+    for (j = 0; j < n; ++j) m_u64(m, o->pool[once_rnd(o) % o->npool]);
+    for (j = 0; j < n; ++j) /* NaN, refused, 1 time in 50 */
+      m_f32(m, once_rnd(o) % 50u == 0 ? (float)NAN
+                                      : (float)(once_rnd(o) % 64u) / 9.0f);
+  } else {
+    m_head(m, PER_NET_SAMPLE, id, "t");
+    m_u32(m, n);
+    m_u32(m, 0);
+    m_f64(m, 0.0);
+    m_u32(m, 0);
+    m_u32(m, 0);
+  }
+}
+
+/* Save a, restore into a new server, and go on with that one. */
+static void once_restart(once_run *o) {
+  per_net_server a2;
+  uint64_t gen = o->a.generation;
+  char old[128];
+  CHECK_EQ_U(per_net_save(&o->a, o->dir), PER_OK);
+  CHECK_EQ_U(o->a.generation, gen + 1u);
+  snprintf(old, sizeof old, "%s/table-0.%llu.per", o->dir,
+           (unsigned long long)gen);
+  CHECK_MSG(gen == 0 || access(old, F_OK) != 0, "%s is left", old);
+  once_server(&a2);
+  CHECK_EQ_U(per_net_restore(&a2, o->dir), PER_OK);
+  CHECK_EQ_U(a2.generation, gen + 1u);
+  CHECK_EQ_U(a2.tables[0]->repeats, o->a.tables[0]->repeats);
+  CHECK_EQ_U(a2.tables[0]->busy, o->a.tables[0]->busy);
+  CHECK_EQ_U(a2.tables[0]->seen_count,
+             o->nseen < PER_NET_RECALL ? o->nseen : PER_NET_RECALL);
+  per_net_free(&o->a);
+  o->a = a2;
+}
+
+/* 14,000 requests on a table, a quarter of them sent again from the last
+   8192 kept (mostly recent, some long gone from memory), some with the
+   other op's body: every INSERT and UPDATE with a once-only id applied
+   at most once while remembered, its repeats answered with the first
+   reply, SAMPLEs and plain ids applied every time; the table byte for
+   byte against a reference server, through five checkpoint restarts. */
+static void test_once(void) {
+  once_run *o = (once_run *)calloc(1, sizeof *o);
+  uint32_t step, k;
+  msg m = {NULL, 0, 0};
+  REQUIRE(o != NULL);
+  o->rng = 99;
+  snprintf(o->dir, sizeof o->dir, "net_once_%s_XXXXXX",
+           IS_FLOAT ? "float" : "double");
+  REQUIRE(mkdtemp(o->dir) != NULL);
+  once_server(&o->a);
+  once_server(&o->b);
+  for (step = 0; step < 14000; ++step) {
+    uint32_t kind = (uint32_t)(once_rnd(o) % 100u);
+    if (kind < 75 || o->nkept == 0) {
+      msg *kept = &o->kept[o->nkept++ % ONCE_KEEP];
+      once_new(o, kept, kind % 75u);
+      once_send(o, kept);
+    } else {
+      /* back 1 .. 16, .. 512 or .. 8192 requests */
+      static const uint32_t span[3] = {16, 512, ONCE_KEEP};
+      uint64_t most = o->nkept < ONCE_KEEP ? o->nkept : ONCE_KEEP;
+      uint64_t back = 1u + once_rnd(o) % span[once_rnd(o) % 3u];
+      const msg *old =
+          &o->kept[(o->nkept - (back < most ? back : most)) % ONCE_KEEP];
+      uint32_t op = (uint32_t)le(old->p + 6, 2);
+      if (kind >= 97 && (op == PER_NET_INSERT || op == PER_NET_UPDATE)) {
+        /* its id on a new request of the other op */
+        once_new(o, &m, op == PER_NET_INSERT ? 50u : 10u);
+        if ((uint32_t)le(m.p + 6, 2) != op) memcpy(m.p + 8, old->p + 8, 8);
+        once_send(o, &m);
+      } else {
+        if ((le(old->p + 8, 8) & PER_NET_ONCE) &&
+            (op == PER_NET_INSERT || op == PER_NET_UPDATE) &&
+            !once_find(o, le(old->p + 8, 8)))
+          o->forgotten++;
+        once_send(o, old);
+      }
+    }
+    if (step % 97 == 0) once_check_at(o, __LINE__);
+    if (step % 2800 == 2799) once_restart(o);
+  }
+  once_check_at(o, __LINE__);
+  printf("once: %llu once-only applied, %llu repeats answered, %llu sent "
+         "again after they were forgotten or refused, %llu of the other op\n",
+         (unsigned long long)o->applied_once, (unsigned long long)o->repeats,
+         (unsigned long long)o->forgotten, (unsigned long long)o->mismatches);
+  CHECK(o->repeats > 1000 && o->forgotten > 50 && o->mismatches > 100 &&
+        o->applied_once > PER_NET_RECALL);
+  per_net_free(&o->a);
+  per_net_free(&o->b);
+  for (k = 0; k < ONCE_KEEP; ++k) free(o->kept[k].p);
+  free(m.p);
+  {
+    char f[128];
+    snprintf(f, sizeof f, "%s/%s", o->dir, PER_NET_STATE_FILE);
+    CHECK(remove(f) == 0);
+    snprintf(f, sizeof f, "%s/table-0.5.per", o->dir);
+    CHECK(remove(f) == 0);
+    CHECK(rmdir(o->dir) == 0);
+  }
+  free(o);
+}
+
+/* Write len bytes to path (a test's damage to a checkpoint file). */
+static void put_file(const char *path, const void *p, size_t len) {
+  FILE *f = fopen(path, "wb");
+  REQUIRE(f != NULL);
+  REQUIRE(fwrite(p, 1, len, f) == len);
+  REQUIRE(fclose(f) == 0);
+}
+
+static unsigned char *get_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  unsigned char *p = (unsigned char *)malloc(1 << 16);
+  REQUIRE(f != NULL && p != NULL);
+  *len = fread(p, 1, 1 << 16, f);
+  REQUIRE(*len > 0 && *len < (1 << 16));
+  fclose(f);
+  return p;
+}
+
+/* restore into s refused with want, and s's table as it was */
+static void restore_fails_at(per_net_server *s, const char *dir,
+                             per_status want, const char *words, int line) {
+  size_t n0, n1;
+  unsigned char *before = snap(&s->tables[0]->buf, &n0), *after;
+  uint64_t inserts = s->tables[0]->inserts;
+  per_status st = per_net_restore(s, dir);
+  after = snap(&s->tables[0]->buf, &n1);
+  CHECK_MSG(st == want, "line %d: restore %d (%s), want %d", line, (int)st,
+            s->error, (int)want);
+  CHECK_MSG(strstr(s->error, words) != NULL, "line %d: \"%s\" lacks \"%s\"",
+            line, s->error, words);
+  CHECK_MSG(n0 == n1 && memcmp(before, after, n0) == 0 &&
+                s->tables[0]->inserts == inserts,
+            "line %d: the table changed", line);
+  free(before);
+  free(after);
+}
+#define RESTORE_FAILS(s, dir, want, words) \
+  restore_fails_at((s), (dir), (want), (words), __LINE__)
+
+/* Every refusal of per_net_save and per_net_restore, each leaving the
+   server as it was; a crash's leftovers ignored. */
+static void test_checkpoint_errors(void) {
+  per_net_server s, t;
+  per_config c = cfg_plain(), c41 = cfg_plain();
+  char dir[64], state[128], file[128];
+  unsigned char item[5] = {1, 2, 3, 4, 5}, *p;
+  size_t len;
+  msg m = {NULL, 0, 0};
+  answer r;
+  snprintf(dir, sizeof dir, "net_ckpt_%s_XXXXXX",
+           IS_FLOAT ? "float" : "double");
+  REQUIRE(mkdtemp(dir) != NULL);
+  snprintf(state, sizeof state, "%s/%s", dir, PER_NET_STATE_FILE);
+  once_server(&s);
+  once_server(&t);
+  CHECK_EQ_U(per_net_save(NULL, dir), PER_ERR_NULL);
+  CHECK_EQ_U(per_net_save(&s, NULL), PER_ERR_NULL);
+  CHECK_EQ_U(per_net_restore(NULL, dir), PER_ERR_NULL);
+  CHECK_EQ_U(per_net_restore(&s, NULL), PER_ERR_NULL);
+  RESTORE_FAILS(&t, dir, PER_ERR_IO, "server.state: cannot be opened");
+  CHECK_EQ_U(per_net_save(&s, "net_no_such_dir/x"), PER_ERR_IO);
+  CHECK(strstr(s.error, "net_no_such_dir/x/table-0.1.per") != NULL);
+  CHECK_EQ_U(s.generation, 0);
+
+  /* one insert with a once-only id, saved */
+  m_head(&m, PER_NET_INSERT, PER_NET_ONCE | 7u, "t");
+  m_u32(&m, 1);
+  m_u32(&m, 0);
+  m_bytes(&m, item, 5);
+  SEND(&s, &m, &r);
+  CHECK_EQ_U(r.st, PER_OK);
+  CHECK_EQ_U(per_net_save(&s, dir), PER_OK);
+  CHECK_EQ_U(s.generation, 1);
+
+  /* other tables, another capacity */
+  {
+    per_net_server u;
+    REQUIRE(per_net_init(&u, PER_NET_MAX_MESSAGE, NULL) == PER_OK);
+    REQUIRE(per_net_add_table(&u, "other", &c, "") == PER_OK);
+    RESTORE_FAILS(&u, dir, PER_ERR_MISMATCH, "table \"t\" is not the server's");
+    REQUIRE(per_net_add_table(&u, "t", &c, "") == PER_OK);
+    RESTORE_FAILS(&u, dir, PER_ERR_MISMATCH, "has 1 tables, the server 2");
+    per_net_free(&u);
+    REQUIRE(per_net_init(&u, PER_NET_MAX_MESSAGE, NULL) == PER_OK);
+    c41.capacity = 41;
+    REQUIRE(per_net_add_table(&u, "t", &c41, "") == PER_OK);
+    RESTORE_FAILS(&u, dir, PER_ERR_MISMATCH, "capacity 40, item size 5; table");
+    per_net_free(&u);
+  }
+
+  /* the state file damaged: each refused, t unchanged */
+  p = get_file(state, &len);
+  put_file(state, "PERNETSX", 8);
+  RESTORE_FAILS(&t, dir, PER_ERR_FORMAT, "not a per_net_save state file");
+  put_file(state, p, 20);
+  RESTORE_FAILS(&t, dir, PER_ERR_TRUNCATED, per_status_str(PER_ERR_TRUNCATED));
+  put_file(state, p, len - 1);
+  RESTORE_FAILS(&t, dir, PER_ERR_TRUNCATED, per_status_str(PER_ERR_TRUNCATED));
+  p[len / 2] ^= 0x10u;
+  put_file(state, p, len);
+  RESTORE_FAILS(&t, dir, PER_ERR_CHECKSUM, per_status_str(PER_ERR_CHECKSUM));
+  p[len / 2] ^= 0x10u;
+  p[8] = 2;
+  put_file(state, p, len);
+  RESTORE_FAILS(&t, dir, PER_ERR_VERSION, per_status_str(PER_ERR_VERSION));
+  p[8] = 1;
+  { /* a record out of range, with its CRC right: a name of length 0 */
+    uint32_t crc;
+    p[PERI_NET_STATE_HEAD] = 0;
+    crc = per_crc32c(0, p, len - 4);
+    p[len - 4] = (unsigned char)crc;
+    p[len - 3] = (unsigned char)(crc >> 8);
+    p[len - 2] = (unsigned char)(crc >> 16);
+    p[len - 1] = (unsigned char)(crc >> 24);
+    put_file(state, p, len);
+    RESTORE_FAILS(&t, dir, PER_ERR_CORRUPT, per_status_str(PER_ERR_CORRUPT));
+  }
+  CHECK_EQ_U(per_net_save(&s, dir), PER_OK); /* overwrites the bad one */
+  CHECK_EQ_U(s.generation, 2);
+  free(p);
+
+  /* a missing table file; then a crash's leftover (the next generation's
+     table file, never named by a state file) */
+  snprintf(file, sizeof file, "%s/table-0.2.per", dir);
+  p = get_file(file, &len);
+  REQUIRE(remove(file) == 0);
+  RESTORE_FAILS(&t, dir, PER_ERR_IO, "table-0.2.per");
+  put_file(file, p, len);
+  free(p);
+  snprintf(file, sizeof file, "%s/table-0.3.per", dir);
+  put_file(file, "junk", 4);
+  CHECK_EQ_U(per_net_restore(&t, dir), PER_OK);
+  CHECK_EQ_U(t.generation, 2);
+  CHECK(same_buffers(&t.tables[0]->buf, &s.tables[0]->buf));
+  /* the repeat is remembered after the restore, the generation goes on */
+  SEND(&t, &m, &r);
+  CHECK_EQ_U(r.st, PER_OK);
+  CHECK_EQ_U(t.tables[0]->repeats, 1);
+  CHECK(same_buffers(&t.tables[0]->buf, &s.tables[0]->buf));
+  CHECK_EQ_U(per_net_save(&t, dir), PER_OK);
+  CHECK_EQ_U(t.generation, 3);
+  CHECK_EQ_U(per_net_restore(&s, dir), PER_OK);
+  CHECK_EQ_U(s.tables[0]->repeats, 1);
+  snprintf(file, sizeof file, "%s/table-0.2.per", dir);
+  CHECK(access(file, F_OK) != 0);
+  { /* each allocation of a restore, then of a save, failing in turn: a
+       refusal leaves the table, and the directory's checkpoint, whole */
+    t_heap h;
+    long f;
+    int done;
+    per_net_server u;
+    per_status st;
+    for (done = 0, f = 1; !done; ++f) {
+      memset(&h, 0, sizeof h);
+      REQUIRE(per_net_init(&u, PER_NET_MAX_MESSAGE, &h) == PER_OK);
+      REQUIRE(per_net_add_table(&u, "t", &c, "u1,f4") == PER_OK);
+      h.fail_at = h.calls + f;
+      p = snap(&u.tables[0]->buf, &len);
+      st = per_net_restore(&u, dir);
+      if (st == PER_OK) {
+        CHECK(same_buffers(&u.tables[0]->buf, &s.tables[0]->buf));
+        done = 1;
+      } else {
+        size_t len1;
+        unsigned char *p1 = snap(&u.tables[0]->buf, &len1);
+        CHECK_MSG(st == PER_ERR_NOMEM && (strstr(u.error, "out of memory") ||
+                                          strstr(u.error, "memory")),
+                  "restore: %d %s", (int)st, u.error);
+        CHECK(len1 == len && memcmp(p, p1, len) == 0);
+        CHECK_EQ_U(u.generation, 0);
+        free(p1);
+      }
+      free(p);
+      per_net_free(&u);
+    }
+    CHECK(f > 3);
+    for (done = 0, f = 1; !done; ++f) {
+      memset(&h, 0, sizeof h);
+      REQUIRE(per_net_init(&u, PER_NET_MAX_MESSAGE, &h) == PER_OK);
+      REQUIRE(per_net_add_table(&u, "t", &c, "u1,f4") == PER_OK);
+      REQUIRE(per_net_restore(&u, dir) == PER_OK);
+      SEND(&u, &m, &r); /* a repeat */
+      h.fail_at = h.calls + f;
+      st = per_net_save(&u, dir);
+      CHECK_MSG(st == PER_OK || st == PER_ERR_NOMEM, "save: %d %s", (int)st,
+                u.error);
+      done = st == PER_OK;
+      per_net_free(&u);
+      REQUIRE(per_net_init(&u, PER_NET_MAX_MESSAGE, NULL) == PER_OK);
+      REQUIRE(per_net_add_table(&u, "t", &c, "u1,f4") == PER_OK);
+      CHECK_EQ_U(per_net_restore(&u, dir), PER_OK);
+      CHECK_EQ_U(u.generation, done ? 4u : 3u);
+      CHECK_EQ_U(u.tables[0]->repeats, done ? 2u : 1u);
+      per_net_free(&u);
+    }
+    CHECK(f > 3);
+  }
+  snprintf(file, sizeof file, "%s/table-0.3.per", dir);
+  CHECK(access(file, F_OK) != 0);
+  snprintf(file, sizeof file, "%s/table-0.4.per", dir);
+  CHECK(remove(file) == 0);
+  CHECK(remove(state) == 0);
+  CHECK(rmdir(dir) == 0);
+  free(m.p);
+  per_net_free(&s);
+  per_net_free(&t);
+}
+
 int main(void) {
   test_init_free();
   test_spec();
@@ -1885,5 +2338,7 @@ int main(void) {
   test_largest_batch();
   test_memory();
   test_limiter();
+  test_once();
+  test_checkpoint_errors();
   return t_done(IS_FLOAT ? "net (float)" : "net (double)");
 }
