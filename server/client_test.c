@@ -9,7 +9,9 @@
       PER_ERR_BUSY after timeout_ms), replies of other ids (dropped), a
       late reply (PER_ERR_IO; the next call is served on a new socket),
       a message longer than c->error, replies of the wrong shape
-      (PER_ERR_FORMAT, nothing written), and an INFO body of 80 bytes.
+      (PER_ERR_FORMAT, nothing written), an INFO body of 80 bytes, and
+      a request swallowed once (sent again with the same bytes and
+      once-only id on a new socket: answered; without resend PER_ERR_IO).
    2. per-server as a child on tcp://127.0.0.1:* with a plain table, a
       sequence table and a rate-limited one (from a spec file): one
       fixed-seed script of inserts, samples and updates sent through
@@ -20,6 +22,9 @@
       open; the rate limiter: PER_ERR_BUSY), an endpoint nobody serves
       (PER_ERR_IO within about timeout_ms); INFO against the local
       buffer.
+   3. per-server with --checkpoint stopped and started again under one
+      client, one request sent while it was down: served, the tables
+      as they were.
 
    Every wait is bounded (the ready file 10 s, a reply 5 s, an exit
    10 s), and the children are killed on any failure. */
@@ -164,8 +169,10 @@ static void fake_serve(int fd) {
   char ep[256];
   size_t eplen = sizeof ep;
   int zero = 0;
-  uint64_t busy_id = 0;
+  uint64_t busy_id = 0, lost_id = 0;
   unsigned busy_n = 0, late_n = 0;
+  unsigned char lost[512]; /* the request "lost" swallowed */
+  size_t lost_n = 0;
   if (!ctx) _exit(3);
   s = zmq_socket(ctx, ZMQ_ROUTER);
   if (!s || zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
@@ -220,6 +227,21 @@ static void fake_serve(int fd) {
       } else {
         busy_n = 0;
         fake_info(b);
+        fake_reply(s, &who, op, id, PER_OK, b, 128);
+      }
+    } else if (!strcmp(name, "lost")) {
+      /* each request swallowed the first time; the same bytes again
+         answered (a once-only id: bit 63 set), other bytes refused */
+      size_t len = zmq_msg_size(&req);
+      if (id != lost_id) {
+        lost_id = id;
+        lost_n = len < sizeof lost ? len : 0;
+        memcpy(lost, r, lost_n);
+      } else if (len != lost_n || memcmp(lost, r, len) != 0 || !(id >> 63)) {
+        fake_reply(s, &who, op, id, PER_ERR_CORRUPT, "fake: not the same", 18);
+      } else {
+        fake_info(b);
+        put(b, 777, 4);
         fake_reply(s, &who, op, id, PER_OK, b, 128);
       }
     } else if (!strcmp(name, "busyall")) {
@@ -390,6 +412,23 @@ static int fake_tests(void) {
   CHECK_OK(per_net_client_info(&c, &info));
   CHECK_EQ_U(info.capacity, 100);
   CHECK_EQ_U(c.dropped, 0); /* the late reply went to the old socket */
+  per_net_client_close(&c);
+
+  /* No reply: sent once more (its bytes and once-only id) on a new
+     socket, and answered; without resend, PER_ERR_IO. */
+  CHECK_OK(per_net_client_open(&c, ep, "lost", 8, NULL, REPLY_MS));
+  CHECK(c.next_id >> 63);
+  CHECK_EQ_U(c.resend, 1);
+  c.timeout_ms = 200;
+  t0 = now_ms();
+  CHECK_OK(per_net_client_info(&c, &info));
+  ms = now_ms() - t0;
+  CHECK_EQ_U(info.capacity, 777);
+  CHECK_EQ_U(c.resent, 1);
+  CHECK_MSG(ms >= 190 && ms < 2000, "answered after %.0f ms", ms);
+  c.resend = 0;
+  CHECK_STATUS(per_net_client_info(&c, &info), PER_ERR_IO);
+  CHECK_EQ_U(c.resent, 1);
   per_net_client_close(&c);
 
   /* A message longer than c->error: cut, NUL-terminated. */
@@ -928,6 +967,65 @@ static void at_exit(void) {
   }
 }
 
+/* A client across per-server's restarts on --checkpoint: its requests
+   served after each with no code of its own, one of them sent while the
+   server was down (queued, delivered once it is back). */
+static void restart_tests(void) {
+  char ready[128], ep[160], ck[128], p[192];
+  const char *args[20];
+  unsigned char items[5 * 8];
+  per_net_client c;
+  per_net_info info;
+  uint64_t traj;
+  int k = 0;
+  snprintf(ready, sizeof ready, "%s/ready", dir);
+  snprintf(ep, sizeof ep, "ipc://%s/rs", dir);
+  snprintf(ck, sizeof ck, "%s/ck", dir);
+  args[k++] = "--bind";
+  args[k++] = ep;
+  args[k++] = "--ready-file";
+  args[k++] = ready;
+  args[k++] = "--quiet";
+  args[k++] = "--table";
+  args[k++] = "r";
+  args[k++] = "--capacity";
+  args[k++] = "64";
+  args[k++] = "--item-size";
+  args[k++] = "8";
+  args[k++] = "--checkpoint";
+  args[k++] = ck;
+  args[k++] = NULL;
+  fill(items, sizeof items);
+  child = start(args, NULL, NULL);
+  wait_ready(ready, NULL);
+  CHECK_OK(per_net_client_open(&c, ep, "r", 8, NULL, REPLY_MS));
+  CHECK_OK(per_net_client_insert(&c, items, 3, NULL, NULL, &traj));
+  CHECK_EQ_U(traj, 0);
+  REQUIRE(kill(child, SIGTERM) == 0);
+  CHECK_EQ_U(finish(child), 0);
+  child = -1;
+  /* down: this insert waits in the client's queue for the restart */
+  remove(ready);
+  child = start(args, NULL, NULL);
+  CHECK_OK(per_net_client_insert(&c, items + 24, 2, NULL, NULL, &traj));
+  CHECK_EQ_U(traj, 1);
+  CHECK_OK(per_net_client_info(&c, &info));
+  CHECK_EQ_U(info.size, 5);
+  CHECK_EQ_U(info.inserts, 2);
+  CHECK_EQ_U(info.trajectories, 2);
+  per_net_client_close(&c);
+  REQUIRE(kill(child, SIGTERM) == 0);
+  CHECK_EQ_U(finish(child), 0);
+  child = -1;
+  snprintf(p, sizeof p, "%s/server.state", ck);
+  CHECK(remove(p) == 0);
+  snprintf(p, sizeof p, "%s/table-0.2.per", ck);
+  CHECK(remove(p) == 0);
+  CHECK(rmdir(ck) == 0);
+  snprintf(p, sizeof p, "%s/rs", dir);
+  remove(p);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: server-client-test PER_SERVER\n");
@@ -940,5 +1038,6 @@ int main(int argc, char **argv) {
   /* the fake first: it forks before this process has a ZeroMQ context */
   fake_tests();
   server_tests();
+  restart_tests();
   return t_done("server client");
 }

@@ -2,10 +2,12 @@
    thread: each request (the last frame of a message) goes to
    per_net_handle, and its reply goes back to the client that sent it.
    The wire format is docs/PROTOCOL.md; `per-server --help` lists the
-   options. SIGINT or SIGTERM stops it cleanly (exit status 0).
+   options. SIGINT or SIGTERM stops it cleanly (exit status 0), after a
+   last checkpoint with --checkpoint.
 
    Exit status: 0 after a signal, 1 on a failure at run time (a bind, a
-   checkpoint's load, the ready file, ZeroMQ), 2 on bad options or specs. */
+   checkpoint's load or save, the ready file, ZeroMQ), 2 on bad options
+   or specs. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -13,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <zmq.h>
@@ -67,7 +71,21 @@ static const char usage_text[] =
     "  --load NAME=PATH      load the checkpoint at PATH (per_buffer_save)\n"
     "                        into table NAME before serving (per_net_load:\n"
     "                        the rate limiter's counts start in the middle\n"
-    "                        of its range); may repeat\n"
+    "                        of its range); may repeat\n";
+
+/* The rest of --help (ISO C99 strings are at most 4095 bytes). */
+static const char usage_text2[] =
+    "Durability:\n"
+    "  --checkpoint DIR      keep the whole server in DIR (created when\n"
+    "                        missing): when DIR holds a checkpoint, start\n"
+    "                        from it (every table, its counters and the\n"
+    "                        once-only requests it applied, so a client's\n"
+    "                        request sent again across the restart is not\n"
+    "                        applied twice); save at SIGINT or SIGTERM, and\n"
+    "                        with --every. The tables must be the\n"
+    "                        checkpoint's, by name (not with --load)\n"
+    "  --every SECONDS       also save every SECONDS (> 0) while requests\n"
+    "                        come; the server does not serve during a save\n"
     "\n"
     "Transport:\n"
     "  --bind ENDPOINT       a ZeroMQ endpoint to bind; may repeat (default\n"
@@ -101,9 +119,10 @@ static const char usage_text[] =
     "    alpha 0.6\n"
     "    flags weights_buffer_max|max_live\n"
     "\n"
-    "SIGINT or SIGTERM stops the server: exit status 0. Exit status 1 is\n"
-    "a failure while starting or serving (bind, --load, --ready-file),\n"
-    "2 bad options or specs.\n";
+    "SIGINT or SIGTERM stops the server: exit status 0 (after the last\n"
+    "save with --checkpoint). Exit status 1 is a failure while starting\n"
+    "or serving (bind, --load, --checkpoint's load or last save,\n"
+    "--ready-file), 2 bad options or specs.\n";
 
 /* The per_config keys of an inline table, as options (- for the spec's
    _). */
@@ -172,6 +191,8 @@ typedef struct options {
   size_t nloads;
   uint64_t max_message;
   const char *ready_file;
+  const char *checkpoint; /* --checkpoint DIR, or NULL */
+  double every;           /* --every SECONDS; 0: at the stop only */
   int quiet, insecure;
 } options;
 
@@ -225,6 +246,8 @@ static void parse_args(int argc, char **argv, options *o) {
       if (eq) bad_usage("this option takes no value", arg);
       if (!strcmp(opt, "help")) {
         fputs(usage_text, stdout);
+        fputs("\n", stdout);
+        fputs(usage_text2, stdout);
         exit(fflush(stdout) == 0 ? 0 : 1);
       }
       if (!strcmp(opt, "version")) {
@@ -243,7 +266,8 @@ static void parse_args(int argc, char **argv, options *o) {
       if (!strcmp(opt, table_keys[k])) break;
     if (k == NKEYS && strcmp(opt, "bind") && strcmp(opt, "spec") &&
         strcmp(opt, "table") && strcmp(opt, "load") &&
-        strcmp(opt, "max-message") && strcmp(opt, "ready-file"))
+        strcmp(opt, "max-message") && strcmp(opt, "ready-file") &&
+        strcmp(opt, "checkpoint") && strcmp(opt, "every"))
       bad_usage("unknown option", arg);
     if (eq) {
       value = eq + 1;
@@ -300,6 +324,14 @@ static void parse_args(int argc, char **argv, options *o) {
     } else if (!strcmp(opt, "max-message")) {
       if (!parse_u64(value, &o->max_message))
         bad_usage("--max-message takes a number of bytes", value);
+    } else if (!strcmp(opt, "checkpoint")) {
+      if (!*value) bad_usage("--checkpoint takes a directory", value);
+      o->checkpoint = value;
+    } else if (!strcmp(opt, "every")) {
+      char *end;
+      o->every = strtod(value, &end);
+      if (end == value || *end || !(o->every > 0) || o->every > 1e9)
+        bad_usage("--every takes seconds, a number above 0", value);
     } else {
       o->ready_file = value;
     }
@@ -307,6 +339,12 @@ static void parse_args(int argc, char **argv, options *o) {
   if (o->nsources == 0)
     bad_usage("no table: give --table NAME --capacity N --item-size N, or "
               "--spec FILE",
+              NULL);
+  if (o->every > 0 && !o->checkpoint)
+    bad_usage("--every needs --checkpoint DIR", NULL);
+  if (o->checkpoint && o->nloads)
+    bad_usage("--load and --checkpoint: a checkpoint directory holds the "
+              "tables' state",
               NULL);
   if (o->nbinds == 0) {
     o->binds = (const char **)grow(NULL, 0, sizeof *o->binds);
@@ -443,6 +481,51 @@ static void load_tables(per_net_server *srv, const options *o) {
   }
 }
 
+/* --checkpoint DIR: restore from it when it holds a checkpoint, else
+   make it when missing; exits 1 on failure. */
+static void open_checkpoint(per_net_server *srv, const options *o) {
+  char *state;
+  size_t n;
+  struct stat st;
+  if (!o->checkpoint) return;
+  n = strlen(o->checkpoint) + sizeof PER_NET_STATE_FILE + 2;
+  state = (char *)malloc(n);
+  if (!state) out_of_memory();
+  snprintf(state, n, "%s/%s", o->checkpoint, PER_NET_STATE_FILE);
+  if (stat(state, &st) == 0) {
+    if (per_net_restore(srv, o->checkpoint) != PER_OK) {
+      fprintf(stderr, "per-server: --checkpoint %s: %s\n", o->checkpoint,
+              srv->error);
+      exit(1);
+    }
+    if (!o->quiet)
+      fprintf(stderr, "per-server: restored generation %llu from %s\n",
+              (unsigned long long)srv->generation, o->checkpoint);
+  } else if (mkdir(o->checkpoint, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "per-server: --checkpoint %s: %s\n", o->checkpoint,
+            strerror(errno));
+    exit(1);
+  }
+  free(state);
+}
+
+/* Save into --checkpoint's directory: 1 done, 0 failed (said on stderr). */
+static int save_checkpoint(per_net_server *srv, const options *o) {
+  if (per_net_save(srv, o->checkpoint) != PER_OK) {
+    fprintf(stderr, "per-server: --checkpoint %s: %s\n", o->checkpoint,
+            srv->error);
+    return 0;
+  }
+  return 1;
+}
+
+/* Seconds on a monotonic clock. */
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static volatile sig_atomic_t stop = 0;
 
 static void on_signal(int sig) { stop = sig; }
@@ -556,6 +639,8 @@ int main(int argc, char **argv) {
   size_t k;
   int ipv6 = 0, opt;
   int64_t maxmsg;
+  double saved_at;
+  uint64_t saved_requests;
   parse_args(argc, argv, &o);
   install_signals();
 
@@ -575,6 +660,7 @@ int main(int argc, char **argv) {
   }
   add_tables(&srv, &o);
   load_tables(&srv, &o);
+  open_checkpoint(&srv, &o);
 
   ctx = zmq_ctx_new();
   if (!ctx) zmq_fail("zmq_ctx_new");
@@ -631,9 +717,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "per-server: serving %s\n", tables.p);
   }
 
+  saved_at = now_s();
+  saved_requests = srv.requests;
   while (!stop) {
     zmq_pollitem_t item;
     int rc, burst;
+    if (o.every > 0 && srv.requests != saved_requests &&
+        now_s() - saved_at >= o.every) {
+      save_checkpoint(&srv, &o); /* a failure is said; the next may work */
+      saved_at = now_s();
+      saved_requests = srv.requests;
+    }
     memset(&item, 0, sizeof item);
     item.socket = sock;
     item.events = ZMQ_POLLIN;
@@ -652,9 +746,21 @@ int main(int argc, char **argv) {
   zmq_close(sock);
   zmq_ctx_term(ctx);
   if (o.ready_file) remove(o.ready_file);
+  if (o.checkpoint) {
+    if (!save_checkpoint(&srv, &o)) {
+      per_net_free(&srv);
+      exit(1);
+    }
+    if (!o.quiet)
+      fprintf(stderr, "per-server: saved generation %llu to %s\n",
+              (unsigned long long)srv.generation, o.checkpoint);
+  }
   if (!o.quiet) {
     fprintf(stderr, "per-server: stopped after %llu requests (%llu refused",
             (unsigned long long)srv.requests, (unsigned long long)srv.refused);
+    if (srv.repeats)
+      fprintf(stderr, "; %llu once-only repeats answered from memory",
+              (unsigned long long)srv.repeats);
     if (c.dropped)
       fprintf(stderr, "; %llu messages not shaped as requests dropped",
               (unsigned long long)c.dropped);

@@ -438,6 +438,24 @@ static int options(void) {
     refused(a, "before any --table", 1);
   }
   {
+    static const char *const a[] = {"--table", "r",           "--capacity",
+                                    "8",       "--item-size", "4",
+                                    "--every", "5",           NULL};
+    refused(a, "--every needs --checkpoint DIR", 1);
+  }
+  {
+    static const char *const a[] = {
+        "--table",      "r",      "--capacity", "8", "--item-size", "4",
+        "--checkpoint", "/tmp/x", "--every",    "0", NULL};
+    refused(a, "--every takes seconds", 1);
+  }
+  {
+    static const char *const a[] = {
+        "--table", "r",      "--capacity",   "8",      "--item-size", "4",
+        "--load",  "r=/x/y", "--checkpoint", "/tmp/x", NULL};
+    refused(a, "--load and --checkpoint", 1);
+  }
+  {
     static const char *const a[] = {"--bogus", NULL};
     refused(a, "unknown option", 1);
   }
@@ -606,6 +624,185 @@ static int spec(void) {
   return t_done("server spec");
 }
 
+/* ---- restart: --checkpoint, once-only requests across a restart ---- */
+
+/* INSERT of n items (item j holds base + j) with request id id. */
+static size_t insert3(unsigned char *req, uint64_t id, uint64_t base,
+                      uint32_t n) {
+  size_t len = head(req, 2, id, "r"), k;
+  put(req + len, n, 4);
+  put(req + len + 4, 0, 4);
+  len += 8;
+  for (k = 0; k < n; ++k) put(req + len + 8 * k, base + k, 8);
+  return len + 8u * n;
+}
+
+/* The generation in ck's state file (0 when it cannot be read). */
+static uint64_t state_gen(const char *ck) {
+  char p[192];
+  unsigned char b[24];
+  FILE *f;
+  size_t got;
+  snprintf(p, sizeof p, "%s/server.state", ck);
+  f = fopen(p, "rb");
+  if (!f) return 0;
+  got = fread(b, 1, sizeof b, f);
+  fclose(f);
+  return got == sizeof b ? get(b + 16, 8) : 0;
+}
+
+/* Start per-server on ck and return the endpoint; log in log. */
+static void start_ck(const char *ck, const char *every, const char *table,
+                     const char *log, char *endpoint, size_t cap) {
+  char ready[128];
+  const char *args[20];
+  int k = 0;
+  ready_path(ready, sizeof ready);
+  remove(ready);
+  args[k++] = "--bind";
+  args[k++] = "tcp://127.0.0.1:*";
+  args[k++] = "--ready-file";
+  args[k++] = ready;
+  args[k++] = "--table";
+  args[k++] = table;
+  args[k++] = "--capacity";
+  args[k++] = "64";
+  args[k++] = "--item-size";
+  args[k++] = "8";
+  args[k++] = "--checkpoint";
+  args[k++] = ck;
+  if (every) {
+    args[k++] = "--every";
+    args[k++] = every;
+  }
+  args[k] = NULL;
+  child = start(args, NULL, log);
+  line_of(wait_ready(ready, log), 0, endpoint, cap);
+}
+
+/* INFO of table r: its size and inserts. */
+static void info_r(void *s, uint64_t id, uint64_t *size, uint64_t *inserts,
+                   uint64_t *added) {
+  unsigned char req[64];
+  size_t n = info(req, id, "r");
+  reply r = ask(s, req, n);
+  CHECK_STATUS(check_head(&r, 5, id, 128), PER_OK);
+  *size = get(r.p + 32, 4);
+  *added = get(r.p + 40, 8);
+  *inserts = get(r.p + 72, 8);
+  free(r.p);
+}
+
+static int restart(void) {
+  const uint64_t once = UINT64_C(1) << 63;
+  char ck[128], log[128], endpoint[256];
+  unsigned char req[256], first[40];
+  void *ctx, *s;
+  reply r;
+  size_t n;
+  uint64_t size, inserts, added;
+  char *text;
+  snprintf(ck, sizeof ck, "%s/ck", dir);
+  snprintf(log, sizeof log, "%s/log", dir);
+  ctx = zmq_ctx_new();
+  REQUIRE(ctx != NULL);
+
+  /* a fresh server makes ck; a once-only INSERT, a plain one, the
+     once-only one again (a repeat: its first reply, nothing applied) */
+  start_ck(ck, NULL, "r", log, endpoint, sizeof endpoint);
+  s = connect_to(ctx, ZMQ_DEALER, endpoint);
+  n = insert3(req, once | 5u, 100, 3);
+  r = ask(s, req, n);
+  CHECK_STATUS(check_head(&r, 2, once | 5u, 16), PER_OK);
+  REQUIRE(r.n == 40);
+  memcpy(first, r.p, 40);
+  free(r.p);
+  n = insert3(req, 6, 200, 2);
+  r = ask(s, req, n);
+  CHECK_STATUS(check_head(&r, 2, 6, 16), PER_OK);
+  CHECK_EQ_U(get(r.p + 32, 4), 5);
+  free(r.p);
+  n = insert3(req, once | 5u, 100, 3);
+  r = ask(s, req, n);
+  CHECK(r.n == 40 && memcmp(r.p, first, 40) == 0);
+  free(r.p);
+  info_r(s, 7, &size, &inserts, &added);
+  CHECK_EQ_U(size, 5);
+  CHECK_EQ_U(inserts, 2);
+  zmq_close(s);
+  REQUIRE(kill(child, SIGTERM) == 0);
+  CHECK_EQ_U(finish(child), 0);
+  text = slurp(log);
+  CHECK_MSG(strstr(text, "saved generation 1 to ") != NULL, "%s", text);
+  CHECK_MSG(strstr(text, "1 once-only repeats answered") != NULL, "%s", text);
+  CHECK_EQ_U(state_gen(ck), 1);
+
+  /* restarted on ck: the tables as they were; the once-only INSERT sent
+     again (a request in flight across the restart) answered from memory,
+     a new one applied */
+  start_ck(ck, NULL, "r", log, endpoint, sizeof endpoint);
+  text = slurp(log);
+  CHECK_MSG(strstr(text, "restored generation 1 from ") != NULL, "%s", text);
+  s = connect_to(ctx, ZMQ_DEALER, endpoint);
+  info_r(s, 8, &size, &inserts, &added);
+  CHECK_EQ_U(size, 5);
+  CHECK_EQ_U(added, 5);
+  CHECK_EQ_U(inserts, 2);
+  n = insert3(req, once | 5u, 100, 3);
+  r = ask(s, req, n);
+  CHECK(r.n == 40 && memcmp(r.p, first, 40) == 0);
+  free(r.p);
+  n = insert3(req, once | 9u, 300, 1);
+  r = ask(s, req, n);
+  CHECK_STATUS(check_head(&r, 2, once | 9u, 16), PER_OK);
+  CHECK_EQ_U(get(r.p + 24, 8), 2); /* the third trajectory */
+  CHECK_EQ_U(get(r.p + 32, 4), 6);
+  free(r.p);
+  zmq_close(s);
+  REQUIRE(kill(child, SIGINT) == 0);
+  CHECK_EQ_U(finish(child), 0);
+  CHECK_EQ_U(state_gen(ck), 2);
+
+  /* --every: a save while serving */
+  start_ck(ck, "0.05", "r", log, endpoint, sizeof endpoint);
+  s = connect_to(ctx, ZMQ_DEALER, endpoint);
+  n = insert3(req, once | 10u, 400, 1);
+  r = ask(s, req, n);
+  CHECK_STATUS(check_head(&r, 2, once | 10u, 16), PER_OK);
+  free(r.p);
+  {
+    int k;
+    for (k = 0; k < 100 && state_gen(ck) < 3; ++k) sleep_ms(20);
+  }
+  CHECK_EQ_U(state_gen(ck), 3);
+  zmq_close(s);
+  REQUIRE(kill(child, SIGTERM) == 0);
+  CHECK_EQ_U(finish(child), 0);
+  CHECK_EQ_U(state_gen(ck), 4);
+
+  /* another table than the checkpoint's: exit 1, nothing served */
+  {
+    const char *args[] = {"--table",     "other", "--capacity",   "64",
+                          "--item-size", "8",     "--checkpoint", ck,
+                          "--quiet",     NULL};
+    CHECK_EQ_U(finish(start(args, NULL, log)), 1);
+    text = slurp(log);
+    CHECK_MSG(strstr(text, "table \"r\" is not the server's") != NULL, "%s",
+              text);
+  }
+  CHECK_EQ_U(state_gen(ck), 4);
+  zmq_ctx_term(ctx);
+  {
+    char p[192];
+    snprintf(p, sizeof p, "%s/server.state", ck);
+    CHECK(remove(p) == 0);
+    snprintf(p, sizeof p, "%s/table-0.4.per", ck);
+    CHECK(remove(p) == 0);
+    CHECK(rmdir(ck) == 0);
+  }
+  return t_done("server restart");
+}
+
 /* The temporary directory and what is in it. */
 static void clean_dir(void) {
   static const char *const names[] = {"ready", "out",    "err",        "log",
@@ -627,7 +824,8 @@ static void at_exit(void) {
 int main(int argc, char **argv) {
   const char *mode;
   if (argc != 3) {
-    fprintf(stderr, "usage: server-smoke PER_SERVER smoke|options|spec\n");
+    fprintf(stderr,
+            "usage: server-smoke PER_SERVER smoke|options|spec|restart\n");
     return 2;
   }
   server = argv[1];
@@ -638,6 +836,7 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "smoke")) return smoke();
   if (!strcmp(mode, "options")) return options();
   if (!strcmp(mode, "spec")) return spec();
+  if (!strcmp(mode, "restart")) return restart();
   fprintf(stderr, "server-smoke: no mode %s\n", mode);
   return 2;
 }
