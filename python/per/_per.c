@@ -3746,9 +3746,10 @@ static PyTypeObject StoreType = {
    NetServer: a per_net_server (per_net.h), the request handling of
    per.net.Server: named tables from a spec text, one request (bytes) in,
    one reply (bytes) out. The transport (ZeroMQ) is per/net.py's. Every
-   call holds the object's lock; handle, save and load release the GIL
-   while per_net.h works, so the serving thread and the process's other
-   threads go on meanwhile.
+   call holds the object's lock; handle, save, load, save_all and
+   restore_all release
+   the GIL while per_net.h works, so the serving thread and the process's
+   other threads go on meanwhile.
    --------------------------------------------------------------------- */
 
 typedef struct {
@@ -3914,8 +3915,39 @@ static PyObject *net_file(NetObject *self, PyObject *args, int load) {
   Py_RETURN_NONE;
 }
 
+/* save_all(dir) and restore_all(dir): per_net_save of the whole server
+   into the directory dir, and per_net_restore from it. */
+static PyObject *net_dir(NetObject *self, PyObject *args, int restore) {
+  char why[sizeof self->s.error];
+  const char *call =
+      restore ? "per.net.Server.restore_all" : "per.net.Server.save_all";
+  PyObject *dir;
+  per_status s;
+  if (!net_ready(self) ||
+      !PyArg_ParseTuple(args, restore ? "O&:restore_all" : "O&:save_all",
+                        PyUnicode_FSConverter, &dir))
+    return NULL;
+  lock_wait(self->lock);
+  Py_BEGIN_ALLOW_THREADS s =
+      restore ? per_net_restore(&self->s, PyBytes_AS_STRING(dir))
+              : per_net_save(&self->s, PyBytes_AS_STRING(dir));
+  memcpy(why, self->s.error, sizeof why);
+  Py_END_ALLOW_THREADS PyThread_release_lock(self->lock);
+  Py_DECREF(dir);
+  CHECK_WHY(s, why, call);
+  Py_RETURN_NONE;
+}
+
 static PyObject *NetServer_save(NetObject *self, PyObject *args) {
   return net_file(self, args, 0);
+}
+
+static PyObject *NetServer_save_all(NetObject *self, PyObject *args) {
+  return net_dir(self, args, 0);
+}
+
+static PyObject *NetServer_restore_all(NetObject *self, PyObject *args) {
+  return net_dir(self, args, 1);
 }
 
 static PyObject *NetServer_load(NetObject *self, PyObject *args) {
@@ -3928,6 +3960,16 @@ static PyObject *NetServer_max_message(NetObject *self, void *c) {
   return PyLong_FromUnsignedLongLong(self->s.max_message);
 }
 
+/* generation and repeats: s->generation (the checkpoint last saved or
+   restored, 0 for none) and s->repeats (once-only requests answered
+   from memory), read under the lock. */
+static PyObject *NetServer_count(NetObject *self, void *c) {
+  uint64_t v;
+  if (!net_ready(self)) return NULL;
+  LOCKED(self->lock, v = c ? self->s.repeats : self->s.generation);
+  return PyLong_FromUnsignedLongLong(v);
+}
+
 static PyMethodDef NetServer_methods[] = {
     {"handle", (PyCFunction)NetServer_handle, METH_O,
      "handle(request) -> bytes: the reply to one request (per_net_handle)"},
@@ -3937,13 +3979,21 @@ static PyMethodDef NetServer_methods[] = {
      "config(name) -> dict: a table's per_config and layout"},
     {"save", (PyCFunction)NetServer_save, METH_VARARGS,
      "save(name, path): per_buffer_save of a table"},
+    {"save_all", (PyCFunction)NetServer_save_all, METH_VARARGS,
+     "save_all(dir): per_net_save of the whole server"},
     {"load", (PyCFunction)NetServer_load, METH_VARARGS,
      "load(name, path): per_buffer_load of a table"},
+    {"restore_all", (PyCFunction)NetServer_restore_all, METH_VARARGS,
+     "restore_all(dir): per_net_restore of the whole server"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef NetServer_getset[] = {
     {"max_message", (getter)NetServer_max_message, NULL,
      "the largest request or reply, bytes", NULL},
+    {"generation", (getter)NetServer_count, NULL,
+     "the checkpoint last saved or restored (0: none)", NULL},
+    {"repeats", (getter)NetServer_count, NULL,
+     "once-only requests answered from memory", (void *)1},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject NetServerType = {

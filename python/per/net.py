@@ -19,6 +19,9 @@ trajectories, samples batches and updates priorities:
 For the same config, seed and calls, a table draws exactly the ids,
 weights and items of a per.ReplayBuffer (also with nodes=numpy.float32),
 and its checkpoint (Server.save) is that buffer's, byte for byte.
+Server(..., checkpoint=DIR, every=SECONDS) keeps the whole server's
+checkpoint in DIR (Server.save_all; per-server's --checkpoint),
+restored at start.
 
 TcpClient is seed 003's client: TcpClient(host, port, example) with the
 example of a per.TrajectoryAccumulator sends what the accumulator built
@@ -29,7 +32,9 @@ A request the server refuses raises per.Error (status and name, the
 per_status of the reply) whose message is the server's, and changed
 nothing there; arguments checked here raise TypeError or ValueError
 before anything is sent; a reply that does not come within the client's
-timeout raises TimeoutError.
+timeout, nor within it again after the request was sent once more on a
+new connection (resend=True; its once-only id makes the server apply it
+at most once), raises TimeoutError.
 
 There is no authentication or encryption yet (ZeroMQ's CURVE is not
 supported): a Server binds only loopback addresses (and ipc:// or
@@ -42,7 +47,6 @@ saying so. Table and example_dtype need NumPy only.
 
 import importlib
 import ipaddress
-import itertools
 import math
 import os
 import secrets
@@ -50,6 +54,7 @@ import struct
 import threading
 import time
 import typing as t
+import warnings
 
 import numpy as np
 
@@ -107,7 +112,13 @@ _INFO_KEYS = ("capacity", "item_size", "size", "seq_len", "added",
               "refused", "items_inserted", "items_sampled", "busy",
               "min_size", "samples_per_insert", "error_margin")
 _BUSY = 23  # PER_ERR_BUSY: the rate limiter holds a request back
-_MASK64 = (1 << 64) - 1
+# a request id with this bit is once-only (PER_NET_ONCE; docs/PROTOCOL.md,
+# "Once-only requests"); the low 63 bits count up
+_ONCE = 1 << 63
+_MASK63 = _ONCE - 1
+# the file of a checkpoint directory that names its generation
+# (PER_NET_STATE_FILE): a directory holding it has a checkpoint
+_STATE_FILE = "server.state"
 # INSERT flags, UPDATE flags, SAMPLE want
 _ENDS, _TD, _SEQUENCES, _NO_ITEMS = 1, 2, 1, 1
 
@@ -353,17 +364,34 @@ class Server:
     authentication or encryption yet; without it such an endpoint is a
     ValueError.
 
+    checkpoint: a directory (made when missing) that holds the whole
+    server's checkpoint (per_net_save: every table, its counters, its rate
+    limiter's counts and the once-only requests it remembers; per-server's
+    --checkpoint). When it holds one (server.state), the tables are
+    restored from it here, before anything is served; else they start
+    empty. The server saves into it every `every` seconds while serving
+    (from the serving loop, and only when a request came since the last
+    save; every None or 0: never while serving), when serve() returns and
+    at close(). A save the loop could not make leaves the directory's
+    previous checkpoint whole: the loop goes on serving, warns
+    (RuntimeWarning), keeps the error in .save_error and tries again;
+    close() raises it if its own save fails too.
+
     serve() answers requests until stopped; start() serves in a daemon
     thread; close() stops and closes (also as a context manager). save,
-    load and handle may be called while it serves, from any thread: a
-    lock keeps them and the loop apart. The tables are made before the
-    socket is bound: a bad spec raises per.Error (its line named) and
-    binds nothing."""
+    load, save_all, restore_all and handle may be called while it serves,
+    from any
+    thread: a lock keeps them and the loop apart. The tables are made
+    (and restored) before the socket is bound: a bad spec, or a
+    checkpoint of other tables, raises per.Error (its line or the
+    mismatch named) and binds nothing."""
 
     def __init__(self, tables: t.Union[t.Mapping[str, Table], str],
                  endpoint: str = DEFAULT_ENDPOINT, *,
                  max_message: int = MAX_MESSAGE,
-                 nodes: DTypeLike = np.float64, insecure: bool = False) -> None:
+                 nodes: DTypeLike = np.float64, insecure: bool = False,
+                 checkpoint: t.Optional[PathArg] = None,
+                 every: t.Optional[float] = None) -> None:
         call = "per.net.Server"
         if isinstance(tables, str):
             spec = tables
@@ -392,8 +420,36 @@ class Server:
                 "(per-server's --insecure) on a network you trust.")
         self.nodes: DType = _config.nodes_of(nodes, f"{call}: nodes")
         mm = _count(max_message, f"{call}: max_message", 64)
+        period = 0.0
+        if every is not None:
+            period = _config.real(every, f"{call}: every")
+            if not (period >= 0 and math.isfinite(period)):
+                raise ValueError(f"{call}: every is a number of seconds >= 0 "
+                                 f"(or None), not {every!r}")
+            if period and checkpoint is None:
+                raise ValueError(f"{call}: every= saves into checkpoint=, "
+                                 "which was not given")
+        #: the checkpoint directory (None: none), and the seconds between
+        #: its saves while serving (0: none while serving)
+        self.checkpoint: t.Optional[str] = None
+        self.every: float = period
+        #: the error of the last save the serving loop could not make
+        #: (None once a save succeeds)
+        self.save_error: t.Optional[BaseException] = None
         mod = _per32 if self.nodes == _config.F32 else _per
         self._srv: _per._NetServer = mod._NetServer(spec, mm)
+        # the tables may differ from the checkpoint's last save
+        self._dirty = True
+        if checkpoint is not None:
+            if not isinstance(checkpoint, (str, os.PathLike)):
+                raise TypeError(f"{call}: checkpoint is a directory's path, "
+                                f"not {type(checkpoint).__name__}")
+            ckpt = os.fsdecode(os.fspath(checkpoint))
+            os.makedirs(ckpt, exist_ok=True)
+            if os.path.exists(os.path.join(ckpt, _STATE_FILE)):
+                self._srv.restore_all(ckpt)
+                self._dirty = False
+            self.checkpoint = ckpt
         zmq = _zmq()
         self._zmq = zmq
         self._lock = threading.Lock()        # around every call on _srv
@@ -436,6 +492,7 @@ class Server:
         """The reply to one request (any bytes-like object), as the loop
         answers it: for a transport of your own."""
         with self._lock:
+            self._dirty = True
             return self._srv.handle(request)
 
     def save(self, name: str, path: PathArg) -> None:
@@ -444,11 +501,76 @@ class Server:
         with self._lock:
             self._srv.save(name, os.fspath(path))
 
+    def save_all(self, dir: t.Optional[PathArg] = None) -> None:
+        """The whole server's checkpoint (per_net_save: every table, its
+        counters, rate limiter counts and the once-only requests it
+        remembers) into the existing directory dir, by default the
+        checkpoint directory (ValueError when there is none);
+        restore_all, checkpoint= and per-server --checkpoint read it."""
+        if dir is None:
+            if self.checkpoint is None:
+                raise ValueError("per.net.Server.save_all: no dir given, and "
+                                 "the server has no checkpoint directory "
+                                 "(checkpoint=)")
+            self._save_checkpoint()
+            return
+        self._save(os.fsdecode(os.fspath(dir)))
+
+    def restore_all(self, dir: PathArg) -> None:
+        """Give the tables the state of save_all(dir)'s checkpoint in dir
+        (per_net_restore): their buffers, counters, rate limiter counts
+        and the once-only requests they remember. dir must hold exactly
+        this server's tables, by name (per.Error PER_ERR_MISMATCH naming
+        the difference otherwise, nothing changed). A table file that
+        fails after others were restored (its own checksum) leaves the
+        server part restored: restore again or close it, do not serve."""
+        d = os.fsdecode(os.fspath(dir))
+        with self._lock:
+            self._dirty = True
+            self._srv.restore_all(d)
+
     def load(self, name: str, path: PathArg) -> None:
         """per_buffer_load into table `name` (the checkpoint of a table or
         ReplayBuffer of its capacity, items and sequence settings)."""
         with self._lock:
+            self._dirty = True
             self._srv.load(name, os.fspath(path))
+
+    @property
+    def generation(self) -> int:
+        """The generation of the checkpoint last saved or restored (0:
+        none yet); a directory's file names carry it."""
+        return self._srv.generation
+
+    @property
+    def repeats(self) -> int:
+        """Once-only requests answered from memory, applying nothing
+        (repeats of INSERTs and UPDATEs applied before)."""
+        return self._srv.repeats
+
+    def _save(self, d: str) -> None:
+        """per_net_save into d, under the lock; the checkpoint directory
+        is then up to date when d is it."""
+        with self._lock:
+            self._srv.save_all(d)
+            if d == self.checkpoint:
+                self._dirty = False
+
+    def _save_checkpoint(self) -> None:
+        assert self.checkpoint is not None
+        self._save(self.checkpoint)
+        self.save_error = None
+
+    def _autosave(self) -> None:
+        """The loop's save: a failure is kept and warned of, not raised,
+        so that serving goes on (the previous checkpoint stays whole)."""
+        try:
+            self._save_checkpoint()
+        except _per.Error as e:
+            self.save_error = e
+            warnings.warn(f"per.net.Server: the checkpoint was not saved, "
+                          f"serving goes on: {e}", RuntimeWarning,
+                          stacklevel=2)
 
     # -- serving -------------------------------------------------------------
 
@@ -459,7 +581,9 @@ class Server:
         cannot be parsed, gets one reply, addressed as it came (a DEALER's
         identity, and a REQ's empty delimiter frame): the frames before
         the request's last are sent back before the reply. One loop at a
-        time (RuntimeError for a second)."""
+        time (RuntimeError for a second). With a checkpoint directory, the
+        loop saves into it every `every` seconds when requests came, and
+        once more when it returns (see the class)."""
         zmq = self._zmq
         if not self._serving.acquire(blocking=False):
             raise RuntimeError("per.net.Server.serve: it is serving already")
@@ -467,9 +591,19 @@ class Server:
             if self._closed:  # read under _serving, which close() holds
                 raise ValueError("per.net.Server.serve: the server is closed")
             sock = self._sock
+            every = self.every if self.checkpoint is not None else 0.0
+            due = time.monotonic() + every
             while not self._stop.is_set() and not (
                     stop_event is not None and stop_event.is_set()):
-                if not sock.poll(poll_ms, zmq.POLLIN):
+                wait = poll_ms
+                if every:
+                    if time.monotonic() >= due:
+                        if self._dirty:
+                            self._autosave()
+                        due = time.monotonic() + every
+                    wait = min(poll_ms, max(0, math.ceil(
+                        (due - time.monotonic()) * 1000)))
+                if not sock.poll(wait, zmq.POLLIN):
                     continue
                 for _ in range(256):  # then look at the stop flags again
                     try:
@@ -479,9 +613,14 @@ class Server:
                     if len(frames) < 2:  # a ROUTER's has the identity first
                         continue
                     with self._lock:
+                        self._dirty = True
                         reply = self._srv.handle(frames[-1].buffer)
                     sock.send_multipart([f.bytes for f in frames[:-1]] + [reply],
                                         copy=False)
+            # stopped by stop_event: saved here; by close(): close saves
+            if (self.checkpoint is not None and self._dirty
+                    and not self._stop.is_set()):
+                self._autosave()
         finally:
             self._serving.release()
 
@@ -498,7 +637,10 @@ class Server:
 
     def close(self) -> None:
         """Stop serving (wait for the loop to finish its request), close
-        the socket. Idempotent."""
+        the socket, and save into the checkpoint directory when the
+        tables changed since its last save (per.Error when that save
+        fails; the directory's previous checkpoint stays whole).
+        Idempotent."""
         if self._closed:
             return
         self._stop.set()
@@ -510,6 +652,8 @@ class Server:
             self._closed = True
             self._sock.close(0)
             self._ctx.term()
+        if self.checkpoint is not None and self._dirty:
+            self._save_checkpoint()
 
     def __enter__(self) -> "Server":
         return self
@@ -567,10 +711,18 @@ class Client:
     as raw uint8 rows. .table is the table's config from HELLO (None
     without one).
 
-    Each request has a request id of its own (counting up from a random
-    63-bit start) and the client waits for the reply with that id,
-    dropping any other (a late reply to a request that timed out), for
-    `timeout` seconds, then raises TimeoutError. A client is one ZeroMQ
+    Each request has a once-only request id of its own (bit 63 set, the
+    low 63 bits counting up from a random start; docs/PROTOCOL.md,
+    "Once-only requests") and the client waits for the reply with that
+    id, dropping any other (a late reply to a request that timed out),
+    for `timeout` seconds. Then it closes its socket and opens a new one
+    (a server that restarted, or a connection that broke, is reached
+    afresh), and with resend=True (the default) sends the same request,
+    its id unchanged, once more on it and waits `timeout` seconds again:
+    a server that applied the INSERT or UPDATE already answers from
+    memory and applies nothing (a SAMPLE is drawn again). When no reply
+    comes to that either, or with resend=False, it raises TimeoutError;
+    the request may have been applied, once. A client is one ZeroMQ
     socket: use it from one thread at a time.
 
     A table with a rate limiter (Table's min_size, samples_per_insert,
@@ -578,14 +730,16 @@ class Client:
     PER_ERR_BUSY, having done nothing. With wait=True (the default) the
     client sends it again, 1 ms later and then at doubling intervals up
     to 50 ms, until it is applied or `timeout` seconds have passed since
-    it was first sent, then raises per.Error PER_ERR_BUSY; with
-    wait=False the first busy answer raises it."""
+    it was first sent (or sent again after a timeout), then raises
+    per.Error PER_ERR_BUSY; with wait=False the first busy answer raises
+    it."""
 
     def __init__(self, endpoint: str, table: str = "replay", *,
                  dtype: t.Optional[ItemSpec] = None,
                  example: t.Optional[t.Mapping[str, t.Any]] = None,
                  item_size: t.Optional[int] = None,
-                 timeout: float = 10.0, wait: bool = True) -> None:
+                 timeout: float = 10.0, wait: bool = True,
+                 resend: bool = True) -> None:
         call = type(self).__module__ + "." + type(self).__qualname__
         self._call_name = call
         self._name = _table_name(table, call)
@@ -608,6 +762,7 @@ class Client:
         self.item_size: t.Optional[int] = size
         self.timeout = _config.real(timeout, f"{call}: timeout")
         self.wait: bool = bool(wait)
+        self.resend: bool = bool(resend)
         if not self.timeout > 0:
             raise ValueError(f"{call}: timeout must be > 0 seconds, not "
                              f"{timeout!r}")
@@ -617,14 +772,13 @@ class Client:
         self.endpoint: str = endpoint
         zmq = _zmq()
         self._zmq = zmq
-        self._ids = itertools.count(secrets.randbits(63))
+        self._next_id = secrets.randbits(63)  # the next id's low 63 bits
         self._ctx = zmq.Context()
-        self._sock = self._ctx.socket(zmq.DEALER)
+        self._sock: t.Any = None
         self._closed = False
         self.table: t.Optional[t.Dict[str, t.Any]] = None
         try:
-            self._sock.setsockopt(zmq.LINGER, 0)
-            self._sock.connect(endpoint)
+            self._connect()
             if size is not None:
                 lay = layout.encode()
                 self.table = self._hello(self._request(
@@ -635,6 +789,23 @@ class Client:
 
     # -- the wire ------------------------------------------------------------
 
+    def _connect(self) -> None:
+        """A new DEALER socket (of the client's context) connected to the
+        endpoint, in place of the one there was (closed, dropping what
+        it still queued)."""
+        zmq = self._zmq
+        if self._sock is not None:
+            self._sock.close(0)
+            self._sock = None
+        sock = self._ctx.socket(zmq.DEALER)
+        try:
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(self.endpoint)
+        except BaseException:
+            sock.close(0)
+            raise
+        self._sock = sock
+
     def _request(self, op: int, body: t.Sequence[t.Any], what: str
                  ) -> memoryview:
         """Send one request (the header, then the bytes-like parts of
@@ -642,20 +813,34 @@ class Client:
         if self._closed:
             raise ValueError(f"{self._call_name}: the client is closed")
         zmq = self._zmq
-        rid = next(self._ids) & _MASK64
+        if self._sock is None:  # a reconnection after a timeout failed
+            self._connect()
+        rid = _ONCE | self._next_id
+        self._next_id = (self._next_id + 1) & _MASK63
         head = _REQ.pack(b"PERQ", VERSION, op, rid, len(self._name)) + self._name
         request = b"".join([head, *body])
         self._sock.send(request, copy=False)
         deadline = time.monotonic() + self.timeout
         pause = 0.001
+        again = self.resend
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
+                # a server that restarted or a broken connection is
+                # reached afresh on a new socket; the request, with its
+                # id, is sent there once more
+                self._connect()
+                if again:
+                    again = False
+                    self._sock.send(request, copy=False)
+                    deadline = time.monotonic() + self.timeout
+                    continue
+                sent = "sent twice, " if self.resend else ""
                 raise TimeoutError(
                     f"{self._call_name}.{what}: no reply from "
-                    f"{self.endpoint} in {self.timeout:g} s (no server "
-                    "serving there, or a request larger than its "
-                    "max_message, which it drops)")
+                    f"{self.endpoint} in {self.timeout:g} s ({sent}"
+                    "no server serving there, or a request larger than "
+                    "its max_message, which it drops)")
             if not self._sock.poll(max(1, math.ceil(left * 1000)), zmq.POLLIN):
                 continue
             reply = self._sock.recv_multipart()[-1]
@@ -848,7 +1033,9 @@ class Client:
         if self._closed:
             return
         self._closed = True
-        self._sock.close(0)
+        if self._sock is not None:
+            self._sock.close(0)
+            self._sock = None
         self._ctx.term()
 
     def __enter__(self) -> "Client":
@@ -869,16 +1056,16 @@ class TcpClient(Client):
     whose items are example_dtype(example) (the server's table made with
     Table(capacity, example=example), "the same example"). send() inserts
     what a TrajectoryAccumulator(example) built as one trajectory; the
-    other keywords are Client's (timeout, wait)."""
+    other keywords are Client's (timeout, wait, resend)."""
 
     def __init__(self, host: str, port: int, example: t.Mapping[str, t.Any],
                  table: str = "replay", *, timeout: float = 10.0,
-                 wait: bool = True) -> None:
+                 wait: bool = True, resend: bool = True) -> None:
         self._steps, self._singles = _scales(example, "per.net.TcpClient")
         port = _count(port, "per.net.TcpClient: port", 16)
         h = f"[{host}]" if ":" in host and not host.startswith("[") else host
         super().__init__(f"tcp://{h}:{port}", table, example=example,
-                         timeout=timeout, wait=wait)
+                         timeout=timeout, wait=wait, resend=resend)
 
     def send(self, tree: t.Union[TrajectoryAccumulator, t.Mapping[str, t.Any]],
              *, n: t.Optional[int] = None, ends: t.Optional[ArrayLike] = None,

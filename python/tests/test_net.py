@@ -662,3 +662,271 @@ def test_rate_limiter(tmp_path):
         pn.Server({"r": pn.Table(4, ITEM, min_size=5)}, ANY)
     with pytest.raises(per.Error, match="error_margin"):
         pn.Server({"r": pn.Table(4, ITEM, error_margin=-1.0)}, ANY)
+
+
+# ---------------------------------------------------------------------------
+# once-only request ids, checkpoints of the whole server, resend
+# ---------------------------------------------------------------------------
+
+ONCE = 1 << 63
+RAW = {"x": (np.float32, 4)}  # a 16-byte item
+
+
+def raw_insert(n, rid, start=0, name=b"t"):
+    """An INSERT of n RAW items with request id rid, as bytes."""
+    rows = np.arange(start * 4, (start + n) * 4, dtype=np.float32).tobytes()
+    return request(2, struct.pack("<II", n, 0) + rows, name=name, rid=rid)
+
+
+def raw_dealer(endpoint):
+    d = zmq.Context.instance().socket(zmq.DEALER)
+    d.setsockopt(zmq.LINGER, 0)
+    d.connect(endpoint)
+    return d
+
+
+def raw_reply(sock, payload):
+    """The whole reply (header and body) to payload."""
+    sock.send(payload)
+    assert sock.poll(3000), "no reply"
+    return sock.recv_multipart()[-1]
+
+
+def raw_info(sock, name=b"t"):
+    op, rid, status, _, body = ask(sock, request(5, name=name, rid=1))
+    assert status == 0
+    return dict(zip(pn._INFO_KEYS, pn._INFO.unpack_from(body)))
+
+
+def test_once_only_requests():
+    """A once-only INSERT or UPDATE sent again gets the first reply and
+    applies nothing; its id with the other op is refused; a plain id is
+    applied each time it comes."""
+    with pn.Server({"t": pn.Table(64, RAW, seed=1)}, ANY) as server:
+        server.start()
+        d = raw_dealer(server.endpoint)
+        rid = ONCE | 12345
+        first = raw_reply(d, raw_insert(3, rid))
+        assert struct.unpack_from("<i", first, 16)[0] == 0
+        assert struct.unpack_from("<QII", first, 24) == (0, 3, 0)
+        again = raw_reply(d, raw_insert(3, rid))
+        assert again == first  # header and body, byte for byte
+        info = raw_info(d)
+        assert (info["size"], info["added"], info["inserts"]) == (3, 3, 1)
+        assert server.repeats == 1
+        # the same id as an UPDATE: refused, nothing applied
+        upd = request(4, struct.pack("<II", 1, 0) + struct.pack("<Qf", 0, 1.0),
+                      rid=rid)
+        op, got, status, msg, _ = ask(d, upd)
+        assert (op, got, status) == (4, rid, _per.PER_ERR_ARG)
+        assert "once-only request id" in msg and "INSERT" in msg
+        assert raw_info(d)["updates"] == 0
+        # a once-only UPDATE, twice: the same stale count, applied once
+        _, _, status, _, body = ask(d, request(3, struct.pack(
+            "<IIdII", 2, 0, 0.0, 0, 1)))
+        ids = body[16:32]  # two sampled ids, without items
+        urid = ONCE | 777
+        op, _, status, _, body = ask(d, request(
+            4, struct.pack("<II", 2, 0) + ids + struct.pack("<ff", 2, 3),
+            rid=urid))
+        assert (op, status) == (4, 0)
+        op, _, status, _, body2 = ask(d, request(
+            4, struct.pack("<II", 2, 0) + ids + struct.pack("<ff", 9, 9),
+            rid=urid))
+        assert (op, status, body2) == (4, 0, body)
+        assert raw_info(d)["updates"] == 1 and server.repeats == 2
+        # a plain id (bit 63 clear) is never remembered: applied twice
+        plain = [raw_reply(d, raw_insert(2, 4321, 10)) for _ in range(2)]
+        assert [struct.unpack_from("<Q", r, 24)[0] for r in plain] == [1, 2]
+        info = raw_info(d)
+        assert (info["size"], info["added"], info["inserts"]) == (7, 7, 3)
+        assert server.repeats == 2
+        d.close(0)
+
+
+def test_server_checkpoint(tmp_path):
+    """checkpoint=: saved at close, restored by the next Server on the
+    directory (tables, counters and the once-only requests remembered);
+    save_all(dir) and restore_all(dir) by hand."""
+    ckpt = tmp_path / "ckpt" / "server"  # made when missing
+    tables = {"replay": pn.Table(64, ITEM, **CFG), "raw": pn.Table(32, RAW)}
+    server = pn.Server(tables, ANY, checkpoint=ckpt)
+    assert server.checkpoint == str(ckpt) and ckpt.is_dir()
+    assert server.generation == 0 and server.every == 0
+    server.start()
+    c = pn.Client(server.endpoint, dtype=ITEM)
+    c.insert(items(10), ends=per.END_TERMINATED)
+    c.insert(items(6, 10), td=np.arange(6) / 2)
+    b = c.sample(8)
+    c.update(b.ids, np.ones(8))
+    d = raw_dealer(server.endpoint)
+    first = raw_reply(d, raw_insert(3, ONCE | 99, name=b"raw"))
+    assert struct.unpack_from("<i", first, 16)[0] == 0
+    before = c.info()
+    d.close(0)
+    c.close()
+    server.close()  # saves
+    assert (ckpt / "server.state").exists() and server.generation == 1
+    assert sorted(p.name for p in ckpt.iterdir()) == [
+        "server.state", "table-0.1.per", "table-1.1.per"]
+
+    with pn.Server(tables, ANY, checkpoint=ckpt) as again:
+        assert again.generation == 1 and again.repeats == 0
+        again.start()
+        with pn.Client(again.endpoint, dtype=ITEM) as c2:
+            assert c2.info() == before
+            # the table file is the buffer's checkpoint
+            ref = per.ReplayBuffer.from_file(ckpt / "table-0.1.per")
+            same_batch(c2.sample(8), ref.sample(8))
+        d = raw_dealer(again.endpoint)
+        # remembered: answered as the first time, applied once
+        assert raw_reply(d, raw_insert(3, ONCE | 99, name=b"raw")) == first
+        assert raw_info(d, b"raw")["added"] == 3 and again.repeats == 1
+        op, _, status, _, body = ask(d, raw_insert(2, ONCE | 100, 3,
+                                                   name=b"raw"))
+        assert (op, status) == (2, 0)  # a new one is applied
+        assert struct.unpack_from("<QII", body) == (1, 5, 0)
+        assert raw_info(d, b"raw")["added"] == 5
+        d.close(0)
+        # by hand: another directory (which must exist), and back
+        other = tmp_path / "other"
+        with pytest.raises(per.Error) as e:
+            again.save_all(other)
+        assert e.value.name == "PER_ERR_IO" and "does the directory" in str(e.value)
+        other.mkdir()
+        again.save_all(other)
+        assert again.generation == 2 and (other / "table-0.2.per").exists()
+        again.save_all()  # the checkpoint directory
+        assert again.generation == 3
+        assert not (ckpt / "table-0.1.per").exists()  # the old generation
+        again.restore_all(other)
+        assert again.generation == 2
+    with pn.Server(tables, ANY, checkpoint=ckpt) as third:
+        assert third.generation == 4  # close saved after the restore
+    with pn.Server(tables, ANY) as plain:
+        with pytest.raises(ValueError, match="no checkpoint directory"):
+            plain.save_all()
+
+
+def test_server_checkpoint_every(tmp_path):
+    """every=: the serving loop saves while it serves, when requests came;
+    a save it cannot make is warned of, and serving goes on."""
+    t = {"replay": pn.Table(16, ITEM)}
+    with pytest.raises(ValueError, match="checkpoint="):
+        pn.Server(t, ANY, every=1.0)
+    with pytest.raises(ValueError, match="every"):
+        pn.Server(t, ANY, checkpoint=tmp_path, every=-1.0)
+    ckpt = tmp_path / "ckpt"
+    server = pn.Server(t, ANY, checkpoint=ckpt, every=0.05)
+    server.start()
+    c = pn.Client(server.endpoint, dtype=ITEM)
+    c.insert(items(4))
+
+    def soon(what, limit=3.0):
+        end = time.monotonic() + limit
+        while not what():
+            assert time.monotonic() < end, "not within the limit"
+            time.sleep(0.01)
+
+    soon(lambda: (ckpt / "server.state").exists())
+    soon(lambda: server.generation >= 1)
+    gen = server.generation
+    time.sleep(0.2)  # no request: no save
+    assert server.generation == gen
+    # the directory gone: the loop's save fails, serving goes on
+    for p in ckpt.iterdir():
+        p.unlink()
+    ckpt.rmdir()
+    with pytest.warns(RuntimeWarning, match="not saved"):
+        c.insert(items(2))
+        soon(lambda: server.save_error is not None)
+    assert server.save_error.name == "PER_ERR_IO"
+    assert c.info()["size"] == 6
+    c.close()
+    with pytest.raises(per.Error, match="does the directory exist"):
+        server.close()
+
+
+def test_restore_refused(tmp_path):
+    """A checkpoint of other tables is refused, naming the difference;
+    nothing is bound then."""
+    ckpt = tmp_path / "ckpt"
+    pn.Server({"a": pn.Table(8, ITEM)}, ANY, checkpoint=ckpt).close()
+    assert (ckpt / "server.state").exists()
+    e = fails("PER_ERR_MISMATCH", pn.Server, {"b": pn.Table(8, ITEM)},
+              f"ipc://{tmp_path}/sock", checkpoint=ckpt)
+    assert 'table "a" is not the server\'s' in str(e)
+    assert not (tmp_path / "sock").exists()  # not bound
+    e = fails("PER_ERR_MISMATCH", pn.Server, {"a": pn.Table(16, ITEM)}, ANY,
+              checkpoint=ckpt)
+    assert "capacity 8" in str(e) and "capacity 16" in str(e)
+    e = fails("PER_ERR_MISMATCH", pn.Server, {"a": pn.Table(8, ITEM),
+                                              "b": pn.Table(8, ITEM)}, ANY,
+              checkpoint=ckpt)
+    assert "1 tables, the server 2" in str(e)
+    with pn.Server({"a": pn.Table(8, ITEM)}, ANY) as s:
+        e = fails("PER_ERR_IO", s.restore_all, tmp_path / "none")
+        assert "server.state" in str(e) and "cannot be opened" in str(e)
+    with pn.Server({"b": pn.Table(8, ITEM)}, ANY) as s:
+        e = fails("PER_ERR_MISMATCH", s.restore_all, ckpt)
+        assert 'table "a" is not the server\'s' in str(e)
+
+
+def fake_server(answer_from, total):
+    """A ROUTER that records total requests and answers those from the
+    answer_from-th on (0-based) as an INSERT's reply (trajectory 41);
+    returns its endpoint, the requests and its thread, which ends after
+    the last one (or 3 s without one)."""
+    router = zmq.Context.instance().socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    seen = []
+
+    def run():
+        while len(seen) < total and router.poll(3000):
+            ident, req = router.recv_multipart()
+            seen.append(req)
+            if len(seen) > answer_from:
+                _, _, op, rid, _ = struct.unpack_from("<4sHHQB", req)
+                router.send_multipart([ident, struct.pack(
+                    "<4sHHQiHHQII", b"PERR", 1, op, rid, 0, 0, 0, 41, 2, 0)])
+        router.close(0)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return f"tcp://127.0.0.1:{port}", seen, th
+
+
+def test_client_resends():
+    """No reply within the timeout: the request is sent once more, the
+    same bytes, on a new connection; without resend the timeout raises."""
+    endpoint, seen, th = fake_server(1, 3)
+    rows = np.zeros((2, 16), np.uint8)
+    with pn.Client(endpoint, timeout=0.3) as c:  # no HELLO: raw rows
+        assert c.resend
+        t0 = time.monotonic()
+        assert c.insert(rows) == 41
+        assert 0.25 < time.monotonic() - t0 < 2
+        assert len(seen) == 2 and seen[0] == seen[1]
+        rid = struct.unpack_from("<Q", seen[0], 8)[0]
+        assert rid >> 63 == 1
+        assert c.insert(rows) == 41  # the next id, at once
+        assert struct.unpack_from("<Q", seen[2], 8)[0] == rid + 1
+    th.join(5)
+    endpoint, seen, th = fake_server(1, 1)
+    with pn.Client(endpoint, timeout=0.5, resend=False) as c:
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError, match="no reply"):
+            c.insert(rows)
+        assert time.monotonic() - t0 < 0.9  # one wait, not two
+    th.join(5)
+    assert len(seen) == 1
+    # ids wrap within 63 bits
+    endpoint, seen, th = fake_server(0, 2)
+    with pn.Client(endpoint, timeout=2.0) as c:
+        c._next_id = (1 << 63) - 1
+        c.insert(rows)
+        c.insert(rows)
+    th.join(5)
+    assert [struct.unpack_from("<Q", r, 8)[0] for r in seen] == [
+        (1 << 64) - 1, 1 << 63]
