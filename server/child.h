@@ -1,4 +1,4 @@
-/* child.h - what server/smoke.c and server/client_test.c share: the
+/* child.h - what server/smoke.c, client_test.c and many_test.c share: the
    built per-server as a child process (started with its arguments, its
    exit status within 10 s, its ready file waited for), a file's text,
    little-endian bytes. Include after t.h, in one test program. */

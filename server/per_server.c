@@ -98,6 +98,13 @@ static const char usage_text2[] =
     "                        reach the port can read and change the tables\n"
     "  --max-message BYTES   the largest request or reply (default 67108864,\n"
     "                        at least 4096); ZMQ_MAXMSGSIZE of the socket\n"
+    "  --queue N             messages queued for each client, each way\n"
+    "                        (default 16; ZMQ_SNDHWM and ZMQ_RCVHWM): a\n"
+    "                        client that sends more without reading waits,\n"
+    "                        and replies past N to one that does not read\n"
+    "                        are dropped (it times out), so the server's\n"
+    "                        memory stays within N largest messages a\n"
+    "                        client\n"
     "  --ready-file PATH     once bound, write the bound endpoints (ports\n"
     "                        resolved) to PATH, one a line, atomically (a\n"
     "                        temporary file renamed); removed at a clean stop\n"
@@ -190,6 +197,7 @@ typedef struct options {
   const char **loads; /* NAME=PATH */
   size_t nloads;
   uint64_t max_message;
+  uint64_t queue; /* --queue: ZMQ_SNDHWM and ZMQ_RCVHWM */
   const char *ready_file;
   const char *checkpoint; /* --checkpoint DIR, or NULL */
   double every;           /* --every SECONDS; 0: at the stop only */
@@ -229,6 +237,7 @@ static void parse_args(int argc, char **argv, options *o) {
   int i;
   memset(o, 0, sizeof *o);
   o->max_message = PER_NET_MAX_MESSAGE;
+  o->queue = 16;
   for (i = 1; i < argc; ++i) {
     const char *arg = argv[i], *name, *value = NULL, *eq;
     char opt[32];
@@ -267,7 +276,8 @@ static void parse_args(int argc, char **argv, options *o) {
     if (k == NKEYS && strcmp(opt, "bind") && strcmp(opt, "spec") &&
         strcmp(opt, "table") && strcmp(opt, "load") &&
         strcmp(opt, "max-message") && strcmp(opt, "ready-file") &&
-        strcmp(opt, "checkpoint") && strcmp(opt, "every"))
+        strcmp(opt, "checkpoint") && strcmp(opt, "every") &&
+        strcmp(opt, "queue"))
       bad_usage("unknown option", arg);
     if (eq) {
       value = eq + 1;
@@ -324,6 +334,9 @@ static void parse_args(int argc, char **argv, options *o) {
     } else if (!strcmp(opt, "max-message")) {
       if (!parse_u64(value, &o->max_message))
         bad_usage("--max-message takes a number of bytes", value);
+    } else if (!strcmp(opt, "queue")) {
+      if (!parse_u64(value, &o->queue) || o->queue < 1 || o->queue > 1000000)
+        bad_usage("--queue takes a number of messages, 1 to 1000000", value);
     } else if (!strcmp(opt, "checkpoint")) {
       if (!*value) bad_usage("--checkpoint takes a directory", value);
       o->checkpoint = value;
@@ -670,7 +683,7 @@ int main(int argc, char **argv) {
   if (zmq_setsockopt(sock, ZMQ_LINGER, &opt, sizeof opt) ||
       zmq_setsockopt(sock, ZMQ_ROUTER_MANDATORY, &opt, sizeof opt))
     zmq_fail("zmq_setsockopt");
-  opt = 1000;
+  opt = (int)o.queue;
   if (zmq_setsockopt(sock, ZMQ_SNDHWM, &opt, sizeof opt) ||
       zmq_setsockopt(sock, ZMQ_RCVHWM, &opt, sizeof opt))
     zmq_fail("zmq_setsockopt");

@@ -456,6 +456,12 @@ static int options(void) {
     refused(a, "--load and --checkpoint", 1);
   }
   {
+    static const char *const a[] = {"--table", "r",           "--capacity",
+                                    "8",       "--item-size", "4",
+                                    "--queue", "0",           NULL};
+    refused(a, "--queue takes a number of messages, 1 to 1000000", 1);
+  }
+  {
     static const char *const a[] = {"--bogus", NULL};
     refused(a, "unknown option", 1);
   }

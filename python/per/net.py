@@ -362,7 +362,11 @@ class Server:
     numpy.float64 or numpy.float32 (ReplayBuffer's nodes=). insecure:
     bind an address other machines reach, though there is no
     authentication or encryption yet; without it such an endpoint is a
-    ValueError.
+    ValueError. queue: messages kept for each client, each way (ZeroMQ's
+    SNDHWM and RCVHWM; per-server's --queue): a client that sends more
+    without reading waits, and replies past `queue` to one that does not
+    read are dropped (it times out), so the server holds at most `queue`
+    largest messages a client.
 
     checkpoint: a directory (made when missing) that holds the whole
     server's checkpoint (per_net_save: every table, its counters, its rate
@@ -391,7 +395,7 @@ class Server:
                  max_message: int = MAX_MESSAGE,
                  nodes: DTypeLike = np.float64, insecure: bool = False,
                  checkpoint: t.Optional[PathArg] = None,
-                 every: t.Optional[float] = None) -> None:
+                 every: t.Optional[float] = None, queue: int = 16) -> None:
         call = "per.net.Server"
         if isinstance(tables, str):
             spec = tables
@@ -420,6 +424,10 @@ class Server:
                 "(per-server's --insecure) on a network you trust.")
         self.nodes: DType = _config.nodes_of(nodes, f"{call}: nodes")
         mm = _count(max_message, f"{call}: max_message", 64)
+        hwm = _count(queue, f"{call}: queue", 32)
+        if not 1 <= hwm <= 1000000:
+            raise ValueError(f"{call}: queue is 1 to 1000000 messages, not "
+                             f"{queue!r}")
         period = 0.0
         if every is not None:
             period = _config.real(every, f"{call}: every")
@@ -463,6 +471,8 @@ class Server:
             try:
                 sock.setsockopt(zmq.LINGER, 0)
                 sock.setsockopt(zmq.MAXMSGSIZE, mm)
+                sock.setsockopt(zmq.SNDHWM, hwm)
+                sock.setsockopt(zmq.RCVHWM, hwm)
                 sock.bind(endpoint)
                 self.endpoint: str = sock.getsockopt_string(zmq.LAST_ENDPOINT)
             except BaseException:
@@ -473,6 +483,7 @@ class Server:
             raise
         self._sock = sock
         self.max_message: int = mm
+        self.queue: int = hwm
 
     # -- the tables ----------------------------------------------------------
 

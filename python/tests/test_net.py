@@ -250,7 +250,7 @@ def request(op, body=b"", name=b"t", rid=77, version=1, magic=b"PERQ"):
     return struct.pack("<4sHHQB", magic, version, op, rid, len(name)) + name + body
 
 
-def ask(sock, payload, timeout_ms=3000):
+def ask(sock, payload, timeout_ms=10000):
     sock.send(payload)
     assert sock.poll(timeout_ms), "no reply"
     frames = sock.recv_multipart()
@@ -688,7 +688,7 @@ def raw_dealer(endpoint):
 def raw_reply(sock, payload):
     """The whole reply (header and body) to payload."""
     sock.send(payload)
-    assert sock.poll(3000), "no reply"
+    assert sock.poll(10000), "no reply"
     return sock.recv_multipart()[-1]
 
 
@@ -930,3 +930,19 @@ def test_client_resends():
     th.join(5)
     assert [struct.unpack_from("<Q", r, 8)[0] for r in seen] == [
         (1 << 64) - 1, 1 << 63]
+
+
+def test_server_queue():
+    """queue=: the ROUTER's high-water marks, each way; out of range
+    refused before anything is bound."""
+    with pn.Server({"t": pn.Table(8, RAW)}, ANY, queue=4) as server:
+        assert server.queue == 4
+        assert server._sock.getsockopt(zmq.SNDHWM) == 4
+        assert server._sock.getsockopt(zmq.RCVHWM) == 4
+    with pn.Server({"t": pn.Table(8, RAW)}, ANY) as server:
+        assert server.queue == 16 and server._sock.getsockopt(zmq.SNDHWM) == 16
+    for bad in (0, 1000001):
+        with pytest.raises(ValueError, match="queue is 1 to 1000000"):
+            pn.Server({"t": pn.Table(8, RAW)}, ANY, queue=bad)
+    with pytest.raises(OverflowError):  # as every count (config.count)
+        pn.Server({"t": pn.Table(8, RAW)}, ANY, queue=-1)
