@@ -63,7 +63,8 @@
              INSERT, SAMPLE, UPDATE, INFO), tables from a spec text, a
              client over ZeroMQ (per_net_client), once-only request ids
              (PER_NET_ONCE), checkpoints of the whole server
-             (per_net_save, per_net_restore).
+             (per_net_save, per_net_restore), CURVE keys
+             (per_net_client_open_curve).
 */
 #ifndef PER_NET_H_INCLUDED
 #define PER_NET_H_INCLUDED
@@ -349,6 +350,7 @@ PERDEF per_status per_net_handle(per_net_server *s, const void *req, size_t len,
 #define per_net_client_update PERI_NAME(per_net_client_update)
 #define per_net_client_info PERI_NAME(per_net_client_info)
 #define per_net_client_close PERI_NAME(per_net_client_close)
+#define per_net_client_open_curve PERI_NAME(per_net_client_open_curve)
 
 /* A table's sizes and counters, as INFO gives them (docs/PROTOCOL.md). */
 typedef struct per_net_info {
@@ -393,7 +395,10 @@ typedef struct per_net_client {
   uint64_t retries;  /* busy requests sent again */
   uint64_t dropped;  /* replies dropped: another request id */
   uint64_t resent;   /* requests sent again after a timeout */
-  char error[192];   /* what the last call refused; "" after PER_OK */
+  /* CURVE (per_net_client_open_curve): the server's public key, this
+     client's public and secret keys, Z85; "" without CURVE */
+  char curve_server[41], curve_public[41], curve_secret[41];
+  char error[192]; /* what the last call refused; "" after PER_OK */
 } per_net_client;
 
 /* Connect to table `table` (1 .. 63 bytes, no control characters) of the
@@ -415,6 +420,28 @@ typedef struct per_net_client {
 PERDEF per_status per_net_client_open(per_net_client *c, const char *endpoint,
                                       const char *table, uint32_t item_size,
                                       const char *layout, int timeout_ms);
+/* CURVE keys: each 40 characters of Z85 (zmq_curve_keypair's, or
+   per-server --curve-keygen's files), NUL-terminated. */
+typedef struct per_net_curve {
+  const char *server_public; /* the server's public key */
+  const char *public_key;    /* this client's public key, which the
+                                server's --curve-clients must list */
+  const char *secret_key;    /* this client's secret key */
+} per_net_curve;
+/* per_net_client_open over ZeroMQ's CURVE: the connection is encrypted,
+   and the server knows the client by its public key (a server that does
+   not list it, or whose public key is another, drops the connection:
+   the call then fails as with no server, PER_ERR_IO after timeout_ms,
+   c->error adding "(CURVE: ...)"). curve NULL: per_net_client_open. The
+   keys are kept in c for its reconnections. Errors: those of
+   per_net_client_open; PER_ERR_ARG (a key not 40 characters of Z85, or a
+   libzmq built without CURVE: zmq_has("curve") is 0). */
+PERDEF per_status per_net_client_open_curve(per_net_client *c,
+                                            const char *endpoint,
+                                            const char *table,
+                                            uint32_t item_size,
+                                            const char *layout, int timeout_ms,
+                                            const per_net_curve *curve);
 /* INSERT n items (n * c->item_size bytes at items) as one trajectory:
    ends (NULL: every step PER_END_NONE) n PER_END_* values, td (NULL: new
    items get the largest priority written so far) n TD errors, each
@@ -2258,6 +2285,10 @@ static per_status peri_net_client_connect(per_net_client *c, const char *fn) {
   void *s = zmq_socket(c->ctx, ZMQ_DEALER);
   if (!s) return peri_net_client_zmq(c, fn, "no socket");
   if (zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) == 0 &&
+      (!c->curve_server[0] ||
+       (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, c->curve_server, 41) == 0 &&
+        zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, c->curve_public, 41) == 0 &&
+        zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, c->curve_secret, 41) == 0)) &&
       zmq_connect(s, c->endpoint) == 0) {
     c->sock = s;
     return PER_OK;
@@ -2361,6 +2392,9 @@ static per_status peri_net_client_timeout(per_net_client *c, const char *fn,
   peri_msg_s(&m, " ms from ");
   peri_msg_s(&m, c->endpoint);
   if (!c->sock) peri_msg_s(&m, " (and no new socket yet)");
+  if (c->curve_server[0])
+    peri_msg_s(&m, " (CURVE: is it the server's public key, and is this "
+                   "client's among its --curve-clients?)");
   return PER_ERR_IO;
 }
 
@@ -2599,14 +2633,57 @@ static per_status peri_net_client_info(per_net_client *c, const char *fn,
   return PER_OK;
 }
 
+/* 1 when key is 40 characters of Z85 (32 bytes), copied into out. */
+static int peri_net_client_key(const char *key, char out[41]) {
+  uint8_t raw[32];
+  if (!key || strlen(key) != 40 || !zmq_z85_decode(raw, key)) return 0;
+  memcpy(out, key, 41);
+  return 1;
+}
+
 PERDEF per_status per_net_client_open(per_net_client *c, const char *endpoint,
                                       const char *table, uint32_t item_size,
                                       const char *layout, int timeout_ms) {
-  static const char fn[] = "per_net_client_open";
+  return per_net_client_open_curve(c, endpoint, table, item_size, layout,
+                                   timeout_ms, NULL);
+}
+
+PERDEF per_status per_net_client_open_curve(per_net_client *c,
+                                            const char *endpoint,
+                                            const char *table,
+                                            uint32_t item_size,
+                                            const char *layout, int timeout_ms,
+                                            const per_net_curve *curve) {
+  const char *fn = curve ? "per_net_client_open_curve" : "per_net_client_open";
   size_t k, lay;
   per_status st;
   if (!c) return PER_ERR_NULL;
   memset(c, 0, sizeof *c);
+  if (curve) {
+    const char *bad =
+        !peri_net_client_key(curve->server_public, c->curve_server)
+            ? "server_public"
+        : !peri_net_client_key(curve->public_key, c->curve_public)
+            ? "public_key"
+        : !peri_net_client_key(curve->secret_key, c->curve_secret)
+            ? "secret_key"
+            : NULL;
+    peri_msg m;
+    if (bad) {
+      memset(c, 0, sizeof *c);
+      m = peri_net_client_msg(c, fn);
+      peri_msg_s(&m, "curve->");
+      peri_msg_s(&m, bad);
+      peri_msg_s(&m, " is not a key: 40 characters of Z85 (zmq_curve_keypair)");
+      return PER_ERR_ARG;
+    }
+    if (!zmq_has("curve")) {
+      memset(c, 0, sizeof *c);
+      m = peri_net_client_msg(c, fn);
+      peri_msg_s(&m, "this libzmq was built without CURVE (zmq_has)");
+      return PER_ERR_ARG;
+    }
+  }
   if (!endpoint || !table)
     return peri_net_client_fail(c, fn, "endpoint or table is NULL",
                                 PER_ERR_NULL);

@@ -25,6 +25,10 @@
    3. per-server with --checkpoint stopped and started again under one
       client, one request sent while it was down: served, the tables
       as they were.
+   4. per-server with CURVE keys (--curve-keygen, --curve-secret,
+      --curve-clients) bound on every address: a listed client served,
+      another key, no CURVE or a wrong server key unanswered, bad keys
+      refused by the client.
 
    Every wait is bounded (the ready file 10 s, a reply 5 s, an exit
    10 s), and the children are killed on any failure. */
@@ -1026,6 +1030,123 @@ static void restart_tests(void) {
   remove(p);
 }
 
+/* A file's first line (a key), into out (41 bytes). */
+static void key_of(const char *path, char *out) {
+  char *text = slurp(path);
+  REQUIRE(strlen(text) >= 41 && text[40] == '\n');
+  memcpy(out, text, 40);
+  out[40] = 0;
+}
+
+/* per-server with --curve-secret and --curve-clients bound on every
+   address: a client with a listed key is served over CURVE; one with
+   another key, one without CURVE and one with a wrong server key get no
+   reply (PER_ERR_IO); bad keys are refused before anything is sent. */
+static void curve_tests(void) {
+  char prefix[3][128], path[640], keys[3][2][41], ready[128], ep[256], log[160],
+      clients[160], secret[192];
+  const char *names[3] = {"srv", "a", "b"};
+  const char *args[20];
+  per_net_client c;
+  per_net_info info;
+  per_net_curve k;
+  unsigned char items[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  char *text;
+  FILE *f;
+  int j, n = 0;
+  const char *port;
+  for (j = 0; j < 3; ++j) {
+    const char *kg[] = {"--curve-keygen", prefix[j], NULL};
+    snprintf(prefix[j], sizeof prefix[j], "%s/%s", dir, names[j]);
+    CHECK_EQ_U(finish(start(kg, NULL, "/dev/null")), 0);
+    snprintf(path, sizeof path, "%s.public", prefix[j]);
+    key_of(path, keys[j][0]);
+    snprintf(path, sizeof path, "%s.secret", prefix[j]);
+    key_of(path, keys[j][1]);
+    CHECK(strcmp(keys[j][0], keys[j][1]) != 0);
+  }
+  {
+    struct stat st;
+    REQUIRE(stat(path, &st) == 0);
+    CHECK_EQ_U(st.st_mode & 0777, 0600); /* b.secret */
+  }
+  snprintf(clients, sizeof clients, "%s/clients", dir);
+  f = fopen(clients, "w");
+  REQUIRE(f != NULL);
+  fprintf(f, "# the learner\n  %s  \n\n", keys[1][0]);
+  REQUIRE(fclose(f) == 0);
+  snprintf(ready, sizeof ready, "%s/ready", dir);
+  snprintf(log, sizeof log, "%s/curve.log", dir);
+  snprintf(secret, sizeof secret, "%s.secret", prefix[0]);
+  remove(ready);
+  args[n++] = "--bind";
+  args[n++] = "tcp://0.0.0.0:*"; /* every address: allowed with CURVE */
+  args[n++] = "--ready-file";
+  args[n++] = ready;
+  args[n++] = "--table";
+  args[n++] = "r";
+  args[n++] = "--capacity";
+  args[n++] = "16";
+  args[n++] = "--item-size";
+  args[n++] = "4";
+  args[n++] = "--curve-secret";
+  args[n++] = secret;
+  args[n++] = "--curve-clients";
+  args[n++] = clients;
+  args[n] = NULL;
+  child = start(args, NULL, log);
+  line_of(wait_ready(ready, log), 0, ep, sizeof ep);
+  port = strrchr(ep, ':');
+  REQUIRE(port != NULL);
+  snprintf(path, sizeof path, "tcp://127.0.0.1%s", port);
+
+  /* a listed client: served */
+  k.server_public = keys[0][0];
+  k.public_key = keys[1][0];
+  k.secret_key = keys[1][1];
+  CHECK_OK(per_net_client_open_curve(&c, path, "r", 4, NULL, REPLY_MS, &k));
+  CHECK_OK(per_net_client_insert(&c, items, 2, NULL, NULL, NULL));
+  CHECK_OK(per_net_client_info(&c, &info));
+  CHECK_EQ_U(info.size, 2);
+  per_net_client_close(&c);
+  /* another key, no CURVE, a wrong server key: no reply */
+  k.public_key = keys[2][0];
+  k.secret_key = keys[2][1];
+  CHECK_STATUS(per_net_client_open_curve(&c, path, "r", 4, NULL, 200, &k),
+               PER_ERR_IO);
+  CHECK_STR(c.error, "per_net_client_open_curve: no reply within 200 ms");
+  CHECK(strstr(c.error, "--curve-clients") != NULL);
+  CHECK_STATUS(per_net_client_open(&c, path, "r", 4, NULL, 200), PER_ERR_IO);
+  k.server_public = keys[2][0];
+  k.public_key = keys[1][0];
+  k.secret_key = keys[1][1];
+  CHECK_STATUS(per_net_client_open_curve(&c, path, "r", 4, NULL, 200, &k),
+               PER_ERR_IO);
+  /* keys that are not keys: refused, nothing sent */
+  k.server_public = "short";
+  CHECK_STATUS(per_net_client_open_curve(&c, path, "r", 4, NULL, 200, &k),
+               PER_ERR_ARG);
+  CHECK_STR(c.error, "per_net_client_open_curve: curve->server_public is "
+                     "not a key");
+  k.server_public = keys[0][0];
+  k.secret_key = "0123456789012345678901234567890123456~~~"; /* not Z85 */
+  CHECK_STATUS(per_net_client_open_curve(&c, path, "r", 4, NULL, 200, &k),
+               PER_ERR_ARG);
+  CHECK_STR(c.error, "per_net_client_open_curve: curve->secret_key");
+  REQUIRE(kill(child, SIGTERM) == 0);
+  CHECK_EQ_U(finish(child), 0);
+  text = slurp(log);
+  CHECK_MSG(strstr(text, "CURVE clients refused") != NULL, "%s", text);
+  for (j = 0; j < 3; ++j) {
+    snprintf(path, sizeof path, "%s.public", prefix[j]);
+    remove(path);
+    snprintf(path, sizeof path, "%s.secret", prefix[j]);
+    remove(path);
+  }
+  remove(clients);
+  remove(log);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: server-client-test PER_SERVER\n");
@@ -1039,5 +1160,6 @@ int main(int argc, char **argv) {
   fake_tests();
   server_tests();
   restart_tests();
+  curve_tests();
   return t_done("server client");
 }

@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,9 +94,9 @@ static const char usage_text2[] =
     "                        free port (see --ready-file); ipc://PATH and\n"
     "                        inproc:// are fine too.\n"
     "  --insecure            allow binding tcp on an address other than\n"
-    "                        loopback (127.x.x.x, ::1, localhost): CURVE\n"
-    "                        keys are not supported yet, so anyone who can\n"
-    "                        reach the port can read and change the tables\n"
+    "                        loopback (127.x.x.x, ::1, localhost) without\n"
+    "                        CURVE: anyone who can reach the port can read\n"
+    "                        and change the tables\n"
     "  --max-message BYTES   the largest request or reply (default 67108864,\n"
     "                        at least 4096); ZMQ_MAXMSGSIZE of the socket\n"
     "  --queue N             messages queued for each client, each way\n"
@@ -109,6 +110,15 @@ static const char usage_text2[] =
     "                        resolved) to PATH, one a line, atomically (a\n"
     "                        temporary file renamed); removed at a clean stop\n"
     "  --quiet               no ready and no stopped line on stderr\n"
+    "\n"
+    "Security (ZeroMQ CURVE: encryption, and clients known by their keys):\n"
+    "  --curve-secret FILE   the server's secret key (40 characters of Z85,\n"
+    "                        the file's only text): connections are CURVE\n"
+    "  --curve-clients FILE  the public keys of the clients allowed, one a\n"
+    "                        line (# comments); any other is refused. With\n"
+    "                        both, tcp may bind any address\n"
+    "  --curve-keygen PREFIX write a new key pair to PREFIX.secret (mode\n"
+    "                        0600) and PREFIX.public, and exit\n"
     "  --help                this text\n"
     "  --version             per's version, the wire format's and ZeroMQ's\n"
     "\n"
@@ -201,6 +211,7 @@ typedef struct options {
   const char *ready_file;
   const char *checkpoint; /* --checkpoint DIR, or NULL */
   double every;           /* --every SECONDS; 0: at the stop only */
+  const char *curve_secret, *curve_clients, *keygen; /* files, PREFIX */
   int quiet, insecure;
 } options;
 
@@ -277,7 +288,8 @@ static void parse_args(int argc, char **argv, options *o) {
         strcmp(opt, "table") && strcmp(opt, "load") &&
         strcmp(opt, "max-message") && strcmp(opt, "ready-file") &&
         strcmp(opt, "checkpoint") && strcmp(opt, "every") &&
-        strcmp(opt, "queue"))
+        strcmp(opt, "queue") && strcmp(opt, "curve-secret") &&
+        strcmp(opt, "curve-clients") && strcmp(opt, "curve-keygen"))
       bad_usage("unknown option", arg);
     if (eq) {
       value = eq + 1;
@@ -334,6 +346,13 @@ static void parse_args(int argc, char **argv, options *o) {
     } else if (!strcmp(opt, "max-message")) {
       if (!parse_u64(value, &o->max_message))
         bad_usage("--max-message takes a number of bytes", value);
+    } else if (!strcmp(opt, "curve-secret")) {
+      o->curve_secret = value;
+    } else if (!strcmp(opt, "curve-clients")) {
+      o->curve_clients = value;
+    } else if (!strcmp(opt, "curve-keygen")) {
+      if (!*value) bad_usage("--curve-keygen takes a path prefix", value);
+      o->keygen = value;
     } else if (!strcmp(opt, "queue")) {
       if (!parse_u64(value, &o->queue) || o->queue < 1 || o->queue > 1000000)
         bad_usage("--queue takes a number of messages, 1 to 1000000", value);
@@ -349,6 +368,9 @@ static void parse_args(int argc, char **argv, options *o) {
       o->ready_file = value;
     }
   }
+  if (o->keygen) return;
+  if (o->curve_clients && !o->curve_secret)
+    bad_usage("--curve-clients needs --curve-secret FILE", NULL);
   if (o->nsources == 0)
     bad_usage("no table: give --table NAME --capacity N --item-size N, or "
               "--spec FILE",
@@ -494,6 +516,140 @@ static void load_tables(per_net_server *srv, const options *o) {
   }
 }
 
+static void zmq_fail(const char *what) {
+  fprintf(stderr, "per-server: %s: %s\n", what, zmq_strerror(zmq_errno()));
+  exit(1);
+}
+
+typedef struct counts {
+  uint64_t dropped; /* messages of a shape other than a request's */
+  uint64_t denied;  /* CURVE clients refused (--curve-clients) */
+} counts;
+
+/* ---- CURVE ---- */
+
+/* --curve-keygen PREFIX: a new pair into PREFIX.secret (0600) and
+   PREFIX.public, each the key and a line break; exits (0, or 1). */
+static void keygen(const char *prefix) {
+  char pub[41], sec[41];
+  text path = {NULL, 0, 0};
+  int k;
+  if (!zmq_has("curve")) {
+    fprintf(stderr, "per-server: --curve-keygen: this libzmq has no CURVE\n");
+    exit(1);
+  }
+  if (zmq_curve_keypair(pub, sec) != 0) zmq_fail("zmq_curve_keypair");
+  for (k = 0; k < 2; ++k) {
+    const char *key = k ? pub : sec;
+    int fd;
+    FILE *f;
+    path.n = 0;
+    text_adds(&path, prefix);
+    text_adds(&path, k ? ".public" : ".secret");
+    fd = open(path.p, O_WRONLY | O_CREAT | O_TRUNC, k ? 0644 : 0600);
+    f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f || fprintf(f, "%s\n", key) < 0 || fclose(f) != 0) {
+      fprintf(stderr, "per-server: --curve-keygen %s: %s\n", path.p,
+              strerror(errno));
+      exit(1);
+    }
+    fprintf(stderr, "per-server: wrote %s\n", path.p);
+  }
+  free(path.p);
+  exit(0);
+}
+
+/* The keys of a file: 40 characters of Z85 a line, blanks around them
+   and lines that are blank or start with # skipped; each decoded into
+   out (32 bytes each, grown), their count in *n. Exits 2 on a bad line
+   (one key at most when `one`). */
+static unsigned char *read_keys(const char *opt, const char *path, int one,
+                                size_t *n) {
+  int nul;
+  char *file = read_file(path, &nul), *line;
+  unsigned char *keys = NULL;
+  unsigned no = 0;
+  *n = 0;
+  if (!file || nul) {
+    fprintf(stderr, "per-server: %s %s: %s\n", opt, path,
+            nul ? "a NUL byte: not a text" : strerror(errno));
+    exit(2);
+  }
+  for (line = file; line && *line;) {
+    char *end = strchr(line, '\n'), *a = line, *b;
+    if (end) *end = 0;
+    ++no;
+    while (*a == ' ' || *a == '\t' || *a == '\r') ++a;
+    b = a + strlen(a);
+    while (b > a && (b[-1] == ' ' || b[-1] == '\t' || b[-1] == '\r')) *--b = 0;
+    if (*a && *a != '#') {
+      keys = (unsigned char *)grow(keys, *n, 32);
+      if (b - a != 40 || !zmq_z85_decode(keys + 32 * *n, a) ||
+          (one && *n == 1)) {
+        fprintf(stderr, "per-server: %s %s: line %u: %s\n", opt, path, no,
+                one && *n == 1 ? "a second key (the file holds one)"
+                               : "not a key: 40 characters of Z85");
+        exit(2);
+      }
+      ++*n;
+    }
+    line = end ? end + 1 : NULL;
+  }
+  free(file);
+  if (*n == 0) {
+    fprintf(stderr, "per-server: %s %s: no key in it\n", opt, path);
+    exit(2);
+  }
+  return keys;
+}
+
+/* One ZAP request (RFC 27) on zap, answered: 200 for a CURVE client
+   whose public key is among the n keys, 400 otherwise. 0 when none was
+   waiting. */
+static int serve_zap(void *zap, const unsigned char *keys, size_t n,
+                     counts *c) {
+  zmq_msg_t f[8], spare;
+  int nf = 0, more = 1, k, ok = 0;
+  const char *status = "400", *why = "unknown client key";
+  while (more) {
+    zmq_msg_t *m = nf < 8 ? &f[nf] : &spare;
+    zmq_msg_init(m);
+    if (zmq_msg_recv(m, zap, nf == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+      zmq_msg_close(m);
+      if (nf == 0) return 0;
+      if (zmq_errno() == EINTR) continue;
+      zmq_fail("ZAP receive");
+    }
+    more = zmq_msg_more(m);
+    if (m == &spare) zmq_msg_close(m);
+    else ++nf;
+  }
+  /* version, request id, domain, address, identity, mechanism, key */
+  if (nf == 7 && zmq_msg_size(&f[5]) == 5 &&
+      memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0 &&
+      zmq_msg_size(&f[6]) == 32) {
+    size_t j;
+    for (j = 0; j < n && !ok; ++j)
+      ok = memcmp(keys + 32 * j, zmq_msg_data(&f[6]), 32) == 0;
+  }
+  if (ok) {
+    status = "200";
+    why = "OK";
+  } else {
+    c->denied++;
+  }
+  if (nf >= 2) {
+    zmq_send(zap, "1.0", 3, ZMQ_SNDMORE);
+    zmq_send(zap, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);
+    zmq_send(zap, status, 3, ZMQ_SNDMORE);
+    zmq_send(zap, why, strlen(why), ZMQ_SNDMORE);
+    zmq_send(zap, "", 0, ZMQ_SNDMORE);
+    zmq_send(zap, "", 0, 0);
+  }
+  for (k = 0; k < nf; ++k) zmq_msg_close(&f[k]);
+  return 1;
+}
+
 /* --checkpoint DIR: restore from it when it holds a checkpoint, else
    make it when missing; exits 1 on failure. */
 static void open_checkpoint(per_net_server *srv, const options *o) {
@@ -580,15 +736,6 @@ static int write_ready(const char *path, const text *endpoints) {
   return ok;
 }
 
-static void zmq_fail(const char *what) {
-  fprintf(stderr, "per-server: %s: %s\n", what, zmq_strerror(zmq_errno()));
-  exit(1);
-}
-
-typedef struct counts {
-  uint64_t dropped; /* messages of a shape other than a request's */
-} counts;
-
 /* Serve one message if one is waiting: 1 served (or dropped), 0 none
    waiting, -1 the socket failed. The payload is read in place from its
    zmq_msg_t; the reply, in the server's memory until the next request,
@@ -652,18 +799,33 @@ int main(int argc, char **argv) {
   size_t k;
   int ipv6 = 0, opt;
   int64_t maxmsg;
+  unsigned char *secret = NULL, *clients = NULL;
+  size_t nkeys = 0, nclients = 0;
+  void *zap = NULL;
   double saved_at;
   uint64_t saved_requests;
   parse_args(argc, argv, &o);
+  if (o.keygen) keygen(o.keygen);
   install_signals();
+  if (o.curve_secret) {
+    secret = read_keys("--curve-secret", o.curve_secret, 1, &nkeys);
+    if (!zmq_has("curve")) {
+      fprintf(stderr, "per-server: --curve-secret: this libzmq has no "
+                      "CURVE\n");
+      exit(2);
+    }
+  }
+  if (o.curve_clients)
+    clients = read_keys("--curve-clients", o.curve_clients, 0, &nclients);
 
   for (k = 0; k < o.nbinds; ++k)
-    if (!endpoint_local(o.binds[k], &ipv6) && !o.insecure) {
+    if (!endpoint_local(o.binds[k], &ipv6) && !o.insecure && !clients) {
       fprintf(stderr,
               "per-server: --bind %s: not a loopback address (127.x.x.x, "
-              "::1, localhost), ipc:// or inproc://, and CURVE keys are not "
-              "supported yet: anyone who reaches it could read and change "
-              "the tables (--insecure allows it)\n",
+              "::1, localhost), ipc:// or inproc://: anyone who reaches it "
+              "could read and change the tables. Give --curve-secret and "
+              "--curve-clients (only clients with those keys get in), or "
+              "--insecure\n",
               o.binds[k]);
       exit(2);
     }
@@ -677,8 +839,22 @@ int main(int argc, char **argv) {
 
   ctx = zmq_ctx_new();
   if (!ctx) zmq_fail("zmq_ctx_new");
+  if (clients) { /* the ZAP handler, before any connection */
+    zap = zmq_socket(ctx, ZMQ_REP);
+    opt = 0;
+    if (!zap || zmq_setsockopt(zap, ZMQ_LINGER, &opt, sizeof opt) ||
+        zmq_bind(zap, "inproc://zeromq.zap.01") != 0)
+      zmq_fail("the ZAP handler (inproc://zeromq.zap.01)");
+  }
   sock = zmq_socket(ctx, ZMQ_ROUTER);
   if (!sock) zmq_fail("zmq_socket");
+  if (secret) {
+    opt = 1;
+    if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &opt, sizeof opt) ||
+        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, secret, 32) ||
+        zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, "per", 3))
+      zmq_fail("zmq_setsockopt CURVE");
+  }
   opt = 0;
   if (zmq_setsockopt(sock, ZMQ_LINGER, &opt, sizeof opt) ||
       zmq_setsockopt(sock, ZMQ_ROUTER_MANDATORY, &opt, sizeof opt))
@@ -733,7 +909,7 @@ int main(int argc, char **argv) {
   saved_at = now_s();
   saved_requests = srv.requests;
   while (!stop) {
-    zmq_pollitem_t item;
+    zmq_pollitem_t item[2];
     int rc, burst;
     if (o.every > 0 && srv.requests != saved_requests &&
         now_s() - saved_at >= o.every) {
@@ -741,14 +917,17 @@ int main(int argc, char **argv) {
       saved_at = now_s();
       saved_requests = srv.requests;
     }
-    memset(&item, 0, sizeof item);
-    item.socket = sock;
-    item.events = ZMQ_POLLIN;
-    rc = zmq_poll(&item, 1, 200);
+    memset(item, 0, sizeof item);
+    item[0].socket = sock;
+    item[0].events = ZMQ_POLLIN;
+    item[1].socket = zap;
+    item[1].events = ZMQ_POLLIN;
+    rc = zmq_poll(item, zap ? 2 : 1, 200);
     if (rc < 0) {
       if (zmq_errno() == EINTR) continue;
       zmq_fail("zmq_poll");
     }
+    while (zap && serve_zap(zap, clients, nclients, &c)) continue;
     for (burst = 0; rc > 0 && burst < BURST && !stop; ++burst) {
       int got = serve_one(sock, &srv, &c);
       if (got < 0) zmq_fail("receive");
@@ -757,6 +936,7 @@ int main(int argc, char **argv) {
   }
 
   zmq_close(sock);
+  if (zap) zmq_close(zap);
   zmq_ctx_term(ctx);
   if (o.ready_file) remove(o.ready_file);
   if (o.checkpoint) {
@@ -777,6 +957,9 @@ int main(int argc, char **argv) {
     if (c.dropped)
       fprintf(stderr, "; %llu messages not shaped as requests dropped",
               (unsigned long long)c.dropped);
+    if (c.denied)
+      fprintf(stderr, "; %llu CURVE clients refused",
+              (unsigned long long)c.denied);
     fprintf(stderr, ")\n");
   }
   per_net_free(&srv);
@@ -789,5 +972,7 @@ int main(int argc, char **argv) {
   free(o.loads);
   free(endpoints.p);
   free(tables.p);
+  free(secret);
+  free(clients);
   return 0;
 }

@@ -400,6 +400,9 @@ static int options(void) {
     CHECK(strstr(out, "--spec") != NULL);
     CHECK(strstr(out, "--insecure") != NULL);
     CHECK(strstr(out, "--ready-file") != NULL);
+    CHECK(strstr(out, "--checkpoint") != NULL);
+    CHECK(strstr(out, "--queue") != NULL);
+    CHECK(strstr(out, "--curve-clients") != NULL);
     CHECK(strstr(out, "item_size") != NULL); /* the spec format */
     CHECK_EQ_U(strlen(err), 0);
   }
@@ -414,7 +417,7 @@ static int options(void) {
         "--bind", "tcp://0.0.0.0:*", "--table", "r", "--capacity",
         "8",      "--item-size",     "4",       NULL};
     refused(a, "--insecure", 0);
-    refused(a, "CURVE", 0);
+    refused(a, "--curve-secret and --curve-clients", 0);
   }
   {
     static const char *const a[] = {"--bind",      "tcp://192.168.1.1:5000",
@@ -460,6 +463,43 @@ static int options(void) {
                                     "8",       "--item-size", "4",
                                     "--queue", "0",           NULL};
     refused(a, "--queue takes a number of messages, 1 to 1000000", 1);
+  }
+  { /* CURVE: key files, and what binding every address needs */
+    char key[128], bad[128], pub[41], sec[41];
+    FILE *f;
+    const char *a[] = {"--table",
+                       "r",
+                       "--capacity",
+                       "8",
+                       "--item-size",
+                       "4",
+                       "--bind",
+                       "tcp://0.0.0.0:5",
+                       "--curve-secret",
+                       NULL,
+                       NULL,
+                       NULL,
+                       NULL};
+    snprintf(key, sizeof key, "%s/key", dir);
+    snprintf(bad, sizeof bad, "%s/badkey", dir);
+    REQUIRE(zmq_curve_keypair(pub, sec) == 0);
+    f = fopen(key, "w");
+    REQUIRE(f && fprintf(f, "%s\n", sec) > 0 && fclose(f) == 0);
+    f = fopen(bad, "w");
+    REQUIRE(f && fprintf(f, "# a comment\nnot a key\n") > 0 && fclose(f) == 0);
+    a[9] = key;
+    refused(a, "Give --curve-secret and --curve-clients", 0);
+    a[9] = bad;
+    refused(a, "badkey: line 2: not a key: 40 characters of Z85", 0);
+    a[8] = "--curve-clients";
+    a[9] = key;
+    refused(a, "--curve-clients needs --curve-secret FILE", 1);
+    a[8] = "--curve-secret";
+    a[10] = "--curve-clients";
+    a[11] = bad;
+    refused(a, "badkey: line 2: not a key", 0);
+    remove(key);
+    remove(bad);
   }
   {
     static const char *const a[] = {"--bogus", NULL};

@@ -36,9 +36,13 @@ timeout, nor within it again after the request was sent once more on a
 new connection (resend=True; its once-only id makes the server apply it
 at most once), raises TimeoutError.
 
-There is no authentication or encryption yet (ZeroMQ's CURVE is not
-supported): a Server binds only loopback addresses (and ipc:// or
-inproc:// endpoints) unless made with insecure=True.
+Security is ZeroMQ's CURVE: a Server made with curve_secret= (its
+secret key) encrypts every connection, and with curve_clients= (the
+public keys allowed) refuses any other client; Client(curve=(server's
+public key, its public key, its secret key)) connects so. Keys are 40
+characters of Z85 (zmq.curve_keypair(), per-server --curve-keygen). A
+Server binds only loopback addresses (and ipc:// or inproc://
+endpoints) unless it has both, or is made with insecure=True.
 
 Needs pyzmq (pip install pyzmq, or pip install per-replay[net]); the
 module imports without it, and Server and Client raise ImportError
@@ -123,10 +127,11 @@ _STATE_FILE = "server.state"
 _ENDS, _TD, _SEQUENCES, _NO_ITEMS = 1, 2, 1, 1
 
 
-def _zmq() -> t.Any:
-    """pyzmq, imported when a Server or Client is made."""
+def _zmq(module: str = "zmq") -> t.Any:
+    """pyzmq (or one of its modules), imported when a Server or Client is
+    made."""
     try:
-        return importlib.import_module("zmq")
+        return importlib.import_module(module)
     except ImportError as e:
         raise ImportError("per.net needs pyzmq: pip install pyzmq (or pip "
                           "install per-replay[net])") from e
@@ -330,6 +335,36 @@ class Table:
 # ---------------------------------------------------------------------------
 
 
+def _key(key: t.Union[str, bytes], what: str) -> bytes:
+    """A CURVE key: 40 characters of Z85 (32 bytes), as bytes."""
+    if isinstance(key, str):
+        key = key.encode("ascii", "replace")
+    if not isinstance(key, bytes):
+        raise TypeError(f"{what} is a key (str or bytes of Z85), not "
+                        f"{type(key).__name__}")
+    key = key.strip()
+    z85 = _zmq("zmq.utils.z85")
+    try:
+        ok = len(key) == 40 and len(z85.decode(key)) == 32
+    except (ValueError, KeyError, IndexError, TypeError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{what} is not a key: 40 characters of Z85 "
+                         "(zmq.curve_keypair(), per-server --curve-keygen)")
+    return key
+
+
+class _Allowed:
+    """ZAP's CURVE check (zmq.auth): the client's public key among the
+    allowed."""
+
+    def __init__(self, keys: t.FrozenSet[bytes]) -> None:
+        self.keys = keys
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return key in self.keys
+
+
 def _local(endpoint: str) -> bool:
     """Whether endpoint reaches only this machine: ipc://, inproc://, or
     tcp:// on a loopback address or localhost."""
@@ -359,10 +394,12 @@ class Server:
     largest request or reply in bytes (ZeroMQ drops a connection that
     sends a larger request; a sample whose reply would be larger is
     refused with PER_ERR_BATCH). nodes: the tables' node type,
-    numpy.float64 or numpy.float32 (ReplayBuffer's nodes=). insecure:
-    bind an address other machines reach, though there is no
-    authentication or encryption yet; without it such an endpoint is a
-    ValueError. queue: messages kept for each client, each way (ZeroMQ's
+    numpy.float64 or numpy.float32 (ReplayBuffer's nodes=).
+    curve_secret: the server's CURVE secret key (Z85, 40 characters):
+    every connection is encrypted; curve_clients: the public keys of the
+    clients allowed (any other is refused; per-server's --curve-clients).
+    insecure: bind an address other machines reach without both; such an
+    endpoint is otherwise a ValueError. queue: messages kept for each client, each way (ZeroMQ's
     SNDHWM and RCVHWM; per-server's --queue): a client that sends more
     without reading waits, and replies past `queue` to one that does not
     read are dropped (it times out), so the server holds at most `queue`
@@ -395,7 +432,10 @@ class Server:
                  max_message: int = MAX_MESSAGE,
                  nodes: DTypeLike = np.float64, insecure: bool = False,
                  checkpoint: t.Optional[PathArg] = None,
-                 every: t.Optional[float] = None, queue: int = 16) -> None:
+                 every: t.Optional[float] = None, queue: int = 16,
+                 curve_secret: t.Optional[t.Union[str, bytes]] = None,
+                 curve_clients: t.Optional[t.Iterable[t.Union[str, bytes]]]
+                 = None) -> None:
         call = "per.net.Server"
         if isinstance(tables, str):
             spec = tables
@@ -414,13 +454,27 @@ class Server:
         if not isinstance(endpoint, str):
             raise TypeError(f"{call}: endpoint is a str, not "
                             f"{type(endpoint).__name__}")
-        if not insecure and not _local(endpoint):
+        secret = (None if curve_secret is None
+                  else _key(curve_secret, f"{call}: curve_secret"))
+        allowed: t.Optional[t.FrozenSet[bytes]] = None
+        if curve_clients is not None:
+            if secret is None:
+                raise ValueError(f"{call}: curve_clients needs curve_secret "
+                                 "(per-server's --curve-secret)")
+            if isinstance(curve_clients, (str, bytes)):
+                raise TypeError(f"{call}: curve_clients is a list of public "
+                                "keys, not one key")
+            allowed = frozenset(_key(k, f"{call}: curve_clients[{i}]")
+                                for i, k in enumerate(curve_clients))
+            if not allowed:
+                raise ValueError(f"{call}: curve_clients is empty")
+        if not insecure and allowed is None and not _local(endpoint):
             raise ValueError(
-                f"{call}: {endpoint!r} can be reached from other machines, "
-                "and per.net has no authentication or encryption yet "
-                "(ZeroMQ's CURVE is not supported yet): anyone who reaches "
-                "it could read and change the tables. Bind a loopback "
-                "address (tcp://127.0.0.1:PORT), or pass insecure=True "
+                f"{call}: {endpoint!r} can be reached from other machines: "
+                "anyone who reaches it could read and change the tables. "
+                "Give curve_secret= and curve_clients= (ZeroMQ CURVE: only "
+                "clients with those keys get in), bind a loopback address "
+                "(tcp://127.0.0.1:PORT), or pass insecure=True "
                 "(per-server's --insecure) on a network you trust.")
         self.nodes: DType = _config.nodes_of(nodes, f"{call}: nodes")
         mm = _count(max_message, f"{call}: max_message", 64)
@@ -466,11 +520,22 @@ class Server:
         self._thread: t.Optional[threading.Thread] = None
         self._closed = False
         self._ctx = zmq.Context()
+        self._auth: t.Any = None
         try:
+            if allowed is not None:  # the ZAP handler, before the bind
+                auth = _zmq("zmq.auth.thread")
+                self._auth = auth.ThreadAuthenticator(self._ctx)
+                self._auth.start()
+                self._auth.configure_curve_callback(
+                    domain="per", credentials_provider=_Allowed(allowed))
             sock = self._ctx.socket(zmq.ROUTER)
             try:
                 sock.setsockopt(zmq.LINGER, 0)
                 sock.setsockopt(zmq.MAXMSGSIZE, mm)
+                if secret is not None:
+                    sock.setsockopt(zmq.CURVE_SERVER, 1)
+                    sock.setsockopt(zmq.CURVE_SECRETKEY, secret)
+                    sock.setsockopt(zmq.ZAP_DOMAIN, b"per")
                 sock.setsockopt(zmq.SNDHWM, hwm)
                 sock.setsockopt(zmq.RCVHWM, hwm)
                 sock.bind(endpoint)
@@ -479,6 +544,8 @@ class Server:
                 sock.close(0)
                 raise
         except BaseException:
+            if self._auth is not None:
+                self._auth.stop()
             self._ctx.term()
             raise
         self._sock = sock
@@ -662,6 +729,8 @@ class Server:
         with self._serving:
             self._closed = True
             self._sock.close(0)
+            if self._auth is not None:
+                self._auth.stop()
             self._ctx.term()
         if self.checkpoint is not None and self._dirty:
             self._save_checkpoint()
@@ -750,8 +819,17 @@ class Client:
                  example: t.Optional[t.Mapping[str, t.Any]] = None,
                  item_size: t.Optional[int] = None,
                  timeout: float = 10.0, wait: bool = True,
-                 resend: bool = True) -> None:
+                 resend: bool = True,
+                 curve: t.Optional[t.Sequence[t.Union[str, bytes]]] = None
+                 ) -> None:
         call = type(self).__module__ + "." + type(self).__qualname__
+        self._curve: t.Optional[t.Tuple[bytes, ...]] = None
+        if curve is not None:
+            if isinstance(curve, (str, bytes)) or len(curve) != 3:
+                raise TypeError(f"{call}: curve is (the server's public key, "
+                                "this client's public key, its secret key)")
+            self._curve = tuple(
+                _key(k, f"{call}: curve[{i}]") for i, k in enumerate(curve))
         self._call_name = call
         self._name = _table_name(table, call)
         self.table_name: str = table
@@ -811,6 +889,10 @@ class Client:
         sock = self._ctx.socket(zmq.DEALER)
         try:
             sock.setsockopt(zmq.LINGER, 0)
+            if self._curve is not None:
+                sock.setsockopt(zmq.CURVE_SERVERKEY, self._curve[0])
+                sock.setsockopt(zmq.CURVE_PUBLICKEY, self._curve[1])
+                sock.setsockopt(zmq.CURVE_SECRETKEY, self._curve[2])
             sock.connect(self.endpoint)
         except BaseException:
             sock.close(0)
@@ -851,7 +933,10 @@ class Client:
                     f"{self._call_name}.{what}: no reply from "
                     f"{self.endpoint} in {self.timeout:g} s ({sent}"
                     "no server serving there, or a request larger than "
-                    "its max_message, which it drops)")
+                    "its max_message, which it drops"
+                    + ("; CURVE: is it the server's public key, and is this "
+                       "client's among its curve_clients?" if self._curve
+                       else "") + ")")
             if not self._sock.poll(max(1, math.ceil(left * 1000)), zmq.POLLIN):
                 continue
             reply = self._sock.recv_multipart()[-1]
@@ -1067,16 +1152,19 @@ class TcpClient(Client):
     whose items are example_dtype(example) (the server's table made with
     Table(capacity, example=example), "the same example"). send() inserts
     what a TrajectoryAccumulator(example) built as one trajectory; the
-    other keywords are Client's (timeout, wait, resend)."""
+    other keywords are Client's (timeout, wait, resend, curve)."""
 
     def __init__(self, host: str, port: int, example: t.Mapping[str, t.Any],
                  table: str = "replay", *, timeout: float = 10.0,
-                 wait: bool = True, resend: bool = True) -> None:
+                 wait: bool = True, resend: bool = True,
+                 curve: t.Optional[t.Sequence[t.Union[str, bytes]]] = None
+                 ) -> None:
         self._steps, self._singles = _scales(example, "per.net.TcpClient")
         port = _count(port, "per.net.TcpClient: port", 16)
         h = f"[{host}]" if ":" in host and not host.startswith("[") else host
         super().__init__(f"tcp://{h}:{port}", table, example=example,
-                         timeout=timeout, wait=wait, resend=resend)
+                         timeout=timeout, wait=wait, resend=resend,
+                         curve=curve)
 
     def send(self, tree: t.Union[TrajectoryAccumulator, t.Mapping[str, t.Any]],
              *, n: t.Optional[int] = None, ends: t.Optional[ArrayLike] = None,

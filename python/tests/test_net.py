@@ -946,3 +946,47 @@ def test_server_queue():
             pn.Server({"t": pn.Table(8, RAW)}, ANY, queue=bad)
     with pytest.raises(OverflowError):  # as every count (config.count)
         pn.Server({"t": pn.Table(8, RAW)}, ANY, queue=-1)
+
+
+def test_curve():
+    """CURVE: a listed client is served on an address other machines
+    reach; another key, no CURVE, or the wrong server key get no reply;
+    keys that are not keys are refused before anything is bound or
+    sent."""
+    srv_pub, srv_sec = zmq.curve_keypair()
+    a_pub, a_sec = zmq.curve_keypair()
+    b_pub, b_sec = zmq.curve_keypair()
+    tables = {"t": pn.Table(16, RAW)}
+    with pn.Server(tables, "tcp://0.0.0.0:0", curve_secret=srv_sec,
+                   curve_clients=[a_pub.decode()]) as server:
+        server.start()
+        ep = "tcp://127.0.0.1:" + server.endpoint.rsplit(":", 1)[1]
+        with pn.Client(ep, "t", dtype=RAW, curve=(srv_pub, a_pub, a_sec)) as c:
+            c.insert({"x": np.ones((3, 4), np.float32)})
+            assert c.info()["size"] == 3
+        for curve in ((srv_pub, b_pub, b_sec), None, (b_pub, a_pub, a_sec)):
+            with pytest.raises(TimeoutError) as e:
+                pn.Client(ep, "t", dtype=RAW, curve=curve, timeout=0.2,
+                          resend=False)
+            assert ("CURVE" in str(e.value)) == (curve is not None)
+    # refused before binding: secret alone on every address, clients
+    # without a secret, bad keys
+    with pytest.raises(ValueError, match="curve_clients="):
+        pn.Server(tables, "tcp://0.0.0.0:0", curve_secret=srv_sec)
+    with pytest.raises(ValueError, match="needs curve_secret"):
+        pn.Server(tables, ANY, curve_clients=[a_pub])
+    with pytest.raises(ValueError, match=r"curve_clients\[1\] is not a key"):
+        pn.Server(tables, ANY, curve_secret=srv_sec,
+                  curve_clients=[a_pub, b"~" * 40])
+    with pytest.raises(TypeError, match="not one key"):
+        pn.Server(tables, ANY, curve_secret=srv_sec, curve_clients=a_pub)
+    with pytest.raises(ValueError, match=r"curve\[2\] is not a key"):
+        pn.Client(ANY, curve=(srv_pub, a_pub, "short"))
+    with pytest.raises(TypeError, match="curve is"):
+        pn.Client(ANY, curve=(srv_pub, a_pub))
+    # the secret alone, on loopback: encrypted, any client key
+    with pn.Server(tables, ANY, curve_secret=srv_sec) as server:
+        server.start()
+        with pn.Client(server.endpoint, "t", dtype=RAW,
+                       curve=(srv_pub, b_pub, b_sec)) as c:
+            assert c.info()["capacity"] == 16
