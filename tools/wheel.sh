@@ -69,6 +69,7 @@ need = {"pyproject.toml", "meson.build", "per.h", "python/meson.build",
         "python/per/_mpi.pyi", "python/per/_cuda.pyi",
         "python/per/shard.h", "per_mpi.h", "per_frames.h", "per_traj.h",
         "per_store.h", "per_net.h", "python/per/net.py",
+        "python/per/server.py",
         "README.md", "LICENSE", "PKG-INFO",
         "python/per/_cuda.cpp", "python/per/cuda.py", "python/per/seeds.py",
         "per_cuda.h",
@@ -80,7 +81,7 @@ pkg = {n for n in files if n.startswith("per/")}
 want = {"per/__init__.py", "per/config.py", "per/_per.pyi", "per/_per32.pyi",
         "per/py.typed",
         "per/mpi.py", "per/_mpi.pyi", "per/cuda.py", "per/_cuda.pyi",
-        "per/seeds.py", "per/net.py"}
+        "per/seeds.py", "per/net.py", "per/server.py"}
 # the extensions: per._per and per._per32 (double and float nodes)
 # always, per._mpi where an MPI was found, per._cuda and per._cuda32
 # where nvcc was (never per._cuda_host: tests only)
@@ -131,4 +132,8 @@ else:
     assert not pc.available() and "nvcc" in pc.unavailable_reason()
     print("wheel: no nvcc here, per.cuda says:", pc.unavailable_reason()[:60], "...")
 PY
+# the per-server command the wheel installs (per.server, over per.net)
+"$out/venv/bin/per-server" --version | grep -q "wire format 1" ||
+  { echo "wheel: per-server --version failed" >&2; exit 1; }
+echo "wheel: $("$out/venv/bin/per-server" --version)"
 "$out/venv/bin/python" -m pytest -q -p no:cacheprovider "$root/python/tests" "$@"

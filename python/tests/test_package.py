@@ -13,12 +13,13 @@ def test_distribution_is_per_replay():
 
 
 def test_namespace_is_the_api():
-    # per.cuda, per.mpi, per.net and per.seeds are submodules, there
-    # once imported, and per.config the internal one they share with per
+    # per.cuda, per.mpi, per.net, per.seeds and per.server (the per-server
+    # command) are submodules, there once imported, and per.config the
+    # internal one they share with per
     sub = {n for n in dir(per) if not n.startswith("_")
            and isinstance(getattr(per, n), types.ModuleType)
            and getattr(per, n).__name__ == "per." + n}
-    assert sub <= {"config", "cuda", "mpi", "net", "seeds"}, sub
+    assert sub <= {"config", "cuda", "mpi", "net", "seeds", "server"}, sub
     public = {n for n in dir(per) if not n.startswith("_")} - sub
     assert public == set(per.__all__) - {"__version__"}
     assert all(hasattr(per, n) for n in per.__all__)
