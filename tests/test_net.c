@@ -210,12 +210,13 @@ typedef struct fixture {
   msg m, want; /* a request, an expected body */
 } fixture;
 
-static uint64_t rnd64(fixture *x) { /* splitmix64 */
-  uint64_t z = (x->rng += 0x9E3779B97F4A7C15u);
+static uint64_t splitmix64(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15u);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
   return z ^ (z >> 31);
 }
+static uint64_t rnd64(fixture *x) { return splitmix64(&x->rng); }
 static uint32_t rnd(fixture *x, uint32_t n) { return (uint32_t)(rnd64(x) % n); }
 
 static void fx_init(fixture *x, uint64_t max_message, void *ctx) {
@@ -1904,12 +1905,7 @@ typedef struct once_run {
   char dir[64];
 } once_run;
 
-static uint64_t once_rnd(once_run *o) { /* splitmix64 */
-  uint64_t z = (o->rng += 0x9E3779B97F4A7C15u);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-  return z ^ (z >> 31);
-}
+static uint64_t once_rnd(once_run *o) { return splitmix64(&o->rng); }
 
 static const once_seen *once_find(const once_run *o, uint64_t id) {
   uint64_t k, n = o->nseen < PER_NET_RECALL ? o->nseen : PER_NET_RECALL;
