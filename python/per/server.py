@@ -154,9 +154,6 @@ _VALUED = frozenset(("bind", "spec", "table", "load", "max-message",
                     + _TABLE_KEYS)
 # A spec line's blanks (per_net_add_spec's).
 _BLANKS = " \t\r"
-_Z85 = ("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-        ".-:+=^!/*?&<>()[]{}@%$#")
-_Z85_VALUE = {c: i for i, c in enumerate(_Z85)}
 # INFO (docs/PROTOCOL.md): the request's header, the reply's, and the
 # first 80 bytes of its body (the counters before the rate limiter's)
 _REQUEST = struct.Struct("<4sHHQB")
@@ -397,23 +394,6 @@ def _keygen(prefix: str) -> None:
         _say(f"wrote {path}")
 
 
-def _z85_key(s: str) -> bool:
-    """Whether s is a CURVE key: 40 characters of Z85 (each group of 5
-    below 2**32), as zmq_z85_decode takes it."""
-    if len(s) != 40:
-        return False
-    for k in range(0, 40, 5):
-        v = 0
-        for c in s[k:k + 5]:
-            d = _Z85_VALUE.get(c)
-            if d is None:
-                return False
-            v = v * 85 + d
-        if v >= 1 << 32:
-            return False
-    return True
-
-
 def _read_keys(opt: str, path: str, one: bool) -> t.List[str]:
     """The keys of a key file: 40 characters of Z85 a line, blanks around
     them and lines that are blank or start with # skipped (one key at
@@ -433,7 +413,7 @@ def _read_keys(opt: str, path: str, one: bool) -> t.List[str]:
         if one and keys:
             raise _Exit(2, f"{opt} {path}: line {no}: a second key (the file "
                         "holds one)")
-        if not _z85_key(line):
+        if not _net._z85_key(line):
             raise _Exit(2, f"{opt} {path}: line {no}: not a key: 40 "
                         "characters of Z85")
         keys.append(line)

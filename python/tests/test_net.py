@@ -982,6 +982,9 @@ def test_curve():
         pn.Server(tables, ANY, curve_secret=srv_sec, curve_clients=a_pub)
     with pytest.raises(ValueError, match=r"curve\[2\] is not a key"):
         pn.Client(ANY, curve=(srv_pub, a_pub, "short"))
+    # Z85 characters whose group passes 2**32 - 1: not a key either
+    with pytest.raises(ValueError, match=r"curve_secret is not a key"):
+        pn.Server(tables, ANY, curve_secret="%" * 40)
     with pytest.raises(TypeError, match="curve is"):
         pn.Client(ANY, curve=(srv_pub, a_pub))
     # the secret alone, on loopback: encrypted, any client key
