@@ -956,8 +956,10 @@ class Client:
                        else "") + ")")
             if not self._sock.poll(max(1, math.ceil(left * 1000)), zmq.POLLIN):
                 continue
-            reply = self._sock.recv_multipart()[-1]
-            if len(reply) < _REP.size or reply[:4] != b"PERR":
+            # the frame's own memory, not a copy: a batch of large items
+            # is copied once, into the arrays sample() returns
+            reply: memoryview = self._sock.recv_multipart(copy=False)[-1].buffer
+            if len(reply) < _REP.size or bytes(reply[:4]) != b"PERR":
                 raise _error("PER_ERR_FORMAT", f"{self._call_name}.{what}: "
                              f"{self.endpoint} sent a reply that is not "
                              "per's")
@@ -971,14 +973,15 @@ class Client:
                 self._sock.send(request, copy=False)
                 continue
             if status != 0:
-                msg = reply[_REP.size:_REP.size + mlen].decode("utf-8", "replace")
+                msg = bytes(reply[_REP.size:_REP.size + mlen]).decode(
+                    "utf-8", "replace")
                 name = _per.status_name(status)
                 e = _per.Error(f"{name}: {msg} ({self._call_name}.{what}, "
                                f"table {self.table_name!r} at "
                                f"{self.endpoint})")
                 e.status, e.name = status, name
                 raise e
-            return memoryview(reply)[_REP.size:]
+            return reply[_REP.size:]
 
     @staticmethod
     def _hello(body: memoryview) -> t.Dict[str, t.Any]:
