@@ -37,8 +37,8 @@ Clients, the same work on every system:
            priority 1.0), 32 x append(), then flush(), which waits for
            the server, so both sides wait for their 32 items once (the
            fastest of Reverb's Python writers here: trajectory_writer
-           with a create_item a step took 0.63x its time, Client.insert
-           0.13x).
+           with a create_item a step ran at 0.63x its rate, Client.insert
+           at 0.13x).
   learner  batches of 256: sample, then priorities from 256 TD errors
            (random, drawn before the clock). per: Client.sample(256)
            (items, ids, IS weights) + Client.update(ids, td). reverb:
