@@ -2278,13 +2278,17 @@ static uint64_t peri_net_client_seed(const per_net_client *c) {
   return x >> 1;
 }
 
-/* c->sock: a new DEALER socket, linger 0, connected to c->endpoint. */
+/* c->sock: a new DEALER socket, linger 0, connected to c->endpoint (with
+   ZMQ_IPV6 for a bracketed tcp address, which ZeroMQ otherwise never
+   reaches). */
 static per_status peri_net_client_connect(per_net_client *c, const char *fn) {
-  int zero = 0, err;
+  int zero = 0, one = 1, err;
   peri_msg m;
   void *s = zmq_socket(c->ctx, ZMQ_DEALER);
   if (!s) return peri_net_client_zmq(c, fn, "no socket");
   if (zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) == 0 &&
+      (strncmp(c->endpoint, "tcp://[", 7) != 0 ||
+       zmq_setsockopt(s, ZMQ_IPV6, &one, sizeof one) == 0) &&
       (!c->curve_server[0] ||
        (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, c->curve_server, 41) == 0 &&
         zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, c->curve_public, 41) == 0 &&

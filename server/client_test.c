@@ -29,6 +29,8 @@
       --curve-clients) bound on every address: a listed client served,
       another key, no CURVE or a wrong server key unanswered, bad keys
       refused by the client.
+   5. per-server on tcp://[::1]:* (where this machine has an IPv6
+      loopback): a client reaches the bracketed address.
 
    Every wait is bounded (the ready file 10 s, a reply 5 s, an exit
    10 s), and the children are killed on any failure. */
@@ -37,11 +39,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -1030,6 +1034,59 @@ static void restart_tests(void) {
   remove(p);
 }
 
+/* Whether this machine has an IPv6 loopback (::1) to bind. */
+static int ipv6_loopback(void) {
+  struct sockaddr_in6 a;
+  int ok, fd = socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  memset(&a, 0, sizeof a);
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+/* per-server on tcp://[::1]: the client reaches a bracketed address
+   (ZeroMQ's IPV6 option, which both sockets need), no --insecure. */
+static void ipv6_tests(void) {
+  char ready[128], ep[160];
+  const char *args[] = {"--bind",
+                        "tcp://[::1]:*",
+                        "--ready-file",
+                        ready,
+                        "--quiet",
+                        "--table",
+                        "r",
+                        "--capacity",
+                        "8",
+                        "--item-size",
+                        "8",
+                        NULL};
+  unsigned char items[2 * 8];
+  per_net_client c;
+  per_net_info info;
+  uint64_t traj;
+  if (!ipv6_loopback()) {
+    printf("# no IPv6 loopback (::1) here: tcp://[::1] not tested\n");
+    return;
+  }
+  snprintf(ready, sizeof ready, "%s/ready", dir);
+  remove(ready);
+  fill(items, sizeof items);
+  child = start(args, NULL, NULL);
+  line_of(wait_ready(ready, NULL), 0, ep, sizeof ep);
+  CHECK(strncmp(ep, "tcp://[::1]:", 12) == 0);
+  CHECK_OK(per_net_client_open(&c, ep, "r", 8, NULL, REPLY_MS));
+  CHECK_OK(per_net_client_insert(&c, items, 2, NULL, NULL, &traj));
+  CHECK_OK(per_net_client_info(&c, &info));
+  CHECK_EQ_U(info.size, 2);
+  per_net_client_close(&c);
+  REQUIRE(kill(child, SIGTERM) == 0);
+  CHECK_EQ_U(finish(child), 0);
+  child = -1;
+}
+
 /* A file's first line (a key), into out (41 bytes). */
 static void key_of(const char *path, char *out) {
   char *text = slurp(path);
@@ -1161,5 +1218,6 @@ int main(int argc, char **argv) {
   server_tests();
   restart_tests();
   curve_tests();
+  ipv6_tests();
   return t_done("server client");
 }

@@ -382,6 +382,12 @@ class _Allowed:
         return key in self.keys
 
 
+def _ipv6(endpoint: str) -> bool:
+    """Whether endpoint is tcp:// at a bracketed (IPv6) address, which a
+    ZeroMQ socket binds or reaches only with its IPV6 option set."""
+    return endpoint.startswith("tcp://[")
+
+
 def _local(endpoint: str) -> bool:
     """Whether endpoint reaches only this machine: ipc://, inproc://, or
     tcp:// on a loopback address or localhost."""
@@ -407,7 +413,8 @@ class Server:
 
     tables: a dict of name -> Table, or a spec text (per_net_add_spec's,
     per-server's --spec). endpoint: where to listen; "tcp://127.0.0.1:0"
-    takes a free port (.endpoint then says which). max_message: the
+    takes a free port (.endpoint then says which); an IPv6 address goes
+    in brackets ("tcp://[::1]:0"). max_message: the
     largest request or reply in bytes (ZeroMQ drops a connection that
     sends a larger request; a sample whose reply would be larger is
     refused with PER_ERR_BATCH). nodes: the tables' node type,
@@ -555,6 +562,8 @@ class Server:
                     sock.setsockopt(zmq.ZAP_DOMAIN, b"per")
                 sock.setsockopt(zmq.SNDHWM, hwm)
                 sock.setsockopt(zmq.RCVHWM, hwm)
+                if _ipv6(endpoint):
+                    sock.setsockopt(zmq.IPV6, 1)
                 sock.bind(endpoint)
                 self.endpoint: str = sock.getsockopt_string(zmq.LAST_ENDPOINT)
             except BaseException:
@@ -906,6 +915,8 @@ class Client:
         sock = self._ctx.socket(zmq.DEALER)
         try:
             sock.setsockopt(zmq.LINGER, 0)
+            if _ipv6(self.endpoint):
+                sock.setsockopt(zmq.IPV6, 1)
             if self._curve is not None:
                 sock.setsockopt(zmq.CURVE_SERVERKEY, self._curve[0])
                 sock.setsockopt(zmq.CURVE_PUBLICKEY, self._curve[1])

@@ -445,6 +445,30 @@ def test_endpoints_and_timeouts():
         pn.Client("tcp://127.0.0.1:1", dtype=ITEM, timeout=0.1)
 
 
+def _ipv6_loopback():
+    """Whether this machine has an IPv6 loopback (::1) to bind."""
+    import socket
+    try:
+        with socket.socket(socket.AF_INET6) as sk:
+            sk.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback (::1) here")
+def test_ipv6_loopback():
+    # a bracketed address is IPv6: the server binds it and clients reach
+    # it (ZeroMQ needs its IPV6 option on both sockets for that), with no
+    # insecure=True, as ::1 is loopback
+    with pn.Server({"replay": pn.Table(8, ITEM)}, "tcp://[::1]:0") as server:
+        assert server.endpoint.startswith("tcp://[::1]:")
+        server.start()
+        with pn.Client(server.endpoint, dtype=ITEM, timeout=5) as c:
+            assert c.insert(items(3)) == 0
+            assert c.info()["size"] == 3
+
+
 def test_spec_text_and_checkpoints(tmp_path):
     spec = ("# two tables\n"
             "table a\n capacity 8\n item_size 4\n alpha 0.5\n flags max_live\n"
