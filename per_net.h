@@ -64,7 +64,8 @@
              client over ZeroMQ (per_net_client), once-only request ids
              (PER_NET_ONCE), checkpoints of the whole server
              (per_net_save, per_net_restore), CURVE keys
-             (per_net_client_open_curve).
+             (per_net_client_open_curve), replies given away unsent
+             (per_net_take_reply, per_net_reply_free).
 */
 #ifndef PER_NET_H_INCLUDED
 #define PER_NET_H_INCLUDED
@@ -85,6 +86,8 @@ extern "C" {
 #define per_net_add_spec PERI_NAME(per_net_add_spec)
 #define per_net_find PERI_NAME(per_net_find)
 #define per_net_handle PERI_NAME(per_net_handle)
+#define per_net_take_reply PERI_NAME(per_net_take_reply)
+#define per_net_reply_free PERI_NAME(per_net_reply_free)
 #define per_net_set_limiter PERI_NAME(per_net_set_limiter)
 #define per_net_load PERI_NAME(per_net_load)
 #define per_net_save PERI_NAME(per_net_save)
@@ -159,7 +162,8 @@ typedef struct per_net_server {
   per_net_table **tables; /* ntables tables, in the order added */
   uint32_t ntables;
   uint64_t max_message; /* the largest request or reply, bytes */
-  unsigned char *out;   /* the last reply (out_cap bytes) */
+  unsigned char *out;   /* the last reply (out_cap bytes; NULL from
+                           per_net_take_reply to the next reply) */
   size_t out_cap;
   unsigned char *scratch; /* aligned copies of a request's ids and TD */
   size_t scratch_cap;
@@ -287,6 +291,20 @@ PERDEF per_status per_net_restore(per_net_server *s, const char *dir);
    (PER_ERR_NULL, nothing written). */
 PERDEF per_status per_net_handle(per_net_server *s, const void *req, size_t len,
                                  const void **reply, size_t *reply_len);
+/* Give the reply per_net_handle just made to the caller, so that a
+   transport can send it without copying it (ZeroMQ's zmq_msg_init_data:
+   per-server sends replies of 64 KiB and more so). When reply is the
+   start of s's reply memory (every reply but a refusal s had no memory
+   to write, which is in s itself), returns that block, which is the
+   caller's from then on, and s allocates another at its next reply;
+   otherwise returns NULL and changes nothing (copy the reply then). NULL
+   for NULL s. Free the block with per_net_reply_free(block,
+   s->alloc_ctx), from any thread where the allocator's PER_FREE may be
+   called from any thread (the C library's free may). */
+PERDEF void *per_net_take_reply(per_net_server *s, const void *reply);
+/* Free a block per_net_take_reply gave (NULL: nothing), alloc_ctx the
+   server's: the shape of ZeroMQ's zmq_free_fn, which it can be. */
+PERDEF void per_net_reply_free(void *block, void *alloc_ctx);
 
 /* ======================================================================
    A client over ZeroMQ (zmq.h included before per_net.h)          >>client
@@ -2150,6 +2168,19 @@ static per_status peri_net_info(per_net_server *s, per_net_table *t,
   *reply_len = PER_NET_REPLY_HEADER + 128u;
   s->error[0] = 0;
   return PER_OK;
+}
+
+PERDEF void *per_net_take_reply(per_net_server *s, const void *reply) {
+  void *block;
+  if (!s || !s->out || reply != (const void *)s->out) return NULL;
+  block = s->out;
+  s->out = NULL;
+  s->out_cap = 0;
+  return block;
+}
+
+PERDEF void per_net_reply_free(void *block, void *alloc_ctx) {
+  if (block) PER_FREE(block, alloc_ctx);
 }
 
 PERDEF per_status per_net_handle(per_net_server *s, const void *req, size_t len,

@@ -740,6 +740,30 @@ static int write_ready(const char *path, const text *endpoints) {
    waiting, -1 the socket failed. The payload is read in place from its
    zmq_msg_t; the reply, in the server's memory until the next request,
    is copied into its frame (ZeroMQ may still be sending it then). */
+/* Send a reply as the last frame: one of ZERO_COPY bytes or more in the
+   server's own memory, taken from it (per_net_take_reply) and freed by
+   ZeroMQ once sent or dropped; a smaller one copied (the copy costs less
+   than a block a reply). zmq_send's result. */
+#define ZERO_COPY (64u << 10)
+static int send_reply(void *sock, per_net_server *srv, const void *reply,
+                      size_t len) {
+  zmq_msg_t m;
+  void *block = len >= ZERO_COPY ? per_net_take_reply(srv, reply) : NULL;
+  int r;
+  if (!block) return zmq_send(sock, reply, len, ZMQ_DONTWAIT);
+  if (zmq_msg_init_data(&m, block, len, per_net_reply_free, srv->alloc_ctx)) {
+    per_net_reply_free(block, srv->alloc_ctx);
+    return -1;
+  }
+  r = zmq_msg_send(&m, sock, ZMQ_DONTWAIT);
+  if (r < 0) { /* not sent: closing it frees the block */
+    int e = errno;
+    zmq_msg_close(&m);
+    errno = e;
+  }
+  return r;
+}
+
 static int serve_one(void *sock, per_net_server *srv, counts *c) {
   zmq_msg_t f[MAX_FRAMES], spare;
   int n = 0, more = 1, over = 0, k, delim, ok = 1;
@@ -782,7 +806,7 @@ static int serve_one(void *sock, per_net_server *srv, counts *c) {
        that left, or whose queue is full, and never blocks. */
     for (k = 0; k < n - 1; ++k)
       if (zmq_msg_send(&f[k], sock, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) break;
-    if (k == n - 1 && zmq_send(sock, reply, reply_len, ZMQ_DONTWAIT) < 0 &&
+    if (k == n - 1 && send_reply(sock, srv, reply, reply_len) < 0 &&
         zmq_errno() == ETERM)
       ok = -1;
   }

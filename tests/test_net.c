@@ -8,7 +8,8 @@
    ids never handed out, HELLO mismatches) with its status, message,
    echoed header, counters and the tables byte for byte as they were;
    spec texts and their errors; init, free and NULL arguments; allocation
-   failure (each allocation in turn, and all of them: the fallback reply).
+   failure (each allocation in turn, and all of them: the fallback reply);
+   replies given away (per_net_take_reply).
    Requests are built by hand, little-endian, as a client in another
    language would. Runs with PER_REAL double and float. */
 #define _POSIX_C_SOURCE 200809L
@@ -2324,6 +2325,85 @@ static void test_checkpoint_errors(void) {
   per_net_free(&t);
 }
 
+/* per_net_take_reply: the reply's block is the caller's, its bytes kept
+   across later requests and freed by per_net_reply_free with the server's
+   allocator; s makes a new block for its next reply; a reply not at the
+   start of s->out (another pointer, the fallback refusal, a block taken
+   already) is not given. */
+static void test_take_reply(void) {
+  fixture x;
+  t_heap heap;
+  answer r;
+  per_config p = cfg_plain();
+  unsigned char items[6 * 5], *kept;
+  void *blocks[3];
+  size_t len;
+  long live;
+  memset(&heap, 0, sizeof heap);
+  fx_init(&x, PER_NET_MAX_MESSAGE, &heap);
+  REQUIRE(per_net_add_table(&x.s, "plain", &p, "uint8 x[5]") == PER_OK);
+  CHECK(per_net_take_reply(&x.s, x.s.fallback) == NULL); /* no reply yet */
+  m_head(&x.m, PER_NET_INSERT, 1, "plain");
+  m_u32(&x.m, 6);
+  m_u32(&x.m, 0);
+  for (len = 0; len < sizeof items; ++len) items[len] = (unsigned char)len;
+  m_bytes(&x.m, items, sizeof items);
+  send_at(&x.s, x.m.p, x.m.n, &r, __LINE__);
+  CHECK_STATUS(r.st, PER_OK);
+  m_head(&x.m, PER_NET_SAMPLE, 2, "plain");
+  m_u32(&x.m, 4);
+  m_u32(&x.m, 0);
+  m_f64(&x.m, 0);
+  m_u32(&x.m, 0);
+  m_u32(&x.m, 0);
+  send_at(&x.s, x.m.p, x.m.n, &r, __LINE__);
+  CHECK_STATUS(r.st, PER_OK);
+  len = r.raw_len;
+  kept = (unsigned char *)malloc(len);
+  REQUIRE(kept != NULL);
+  memcpy(kept, r.raw, len);
+  CHECK(per_net_take_reply(NULL, r.raw) == NULL);
+  CHECK(per_net_take_reply(&x.s, (const unsigned char *)r.raw + 1) == NULL);
+  live = heap.live;
+  blocks[0] = per_net_take_reply(&x.s, r.raw);
+  CHECK(blocks[0] == r.raw);
+  CHECK(x.s.out == NULL && x.s.out_cap == 0);
+  CHECK(per_net_take_reply(&x.s, r.raw) == NULL); /* given already */
+  CHECK_EQ_U(heap.live, live); /* the caller's now, not freed */
+  /* the next replies: a new block each time one is taken */
+  m_head(&x.m, PER_NET_INFO, 3, "plain");
+  send_at(&x.s, x.m.p, x.m.n, &r, __LINE__);
+  CHECK_STATUS(r.st, PER_OK);
+  CHECK(r.raw != blocks[0] && x.s.out != NULL);
+  CHECK_EQ_U(heap.live, live + 1);
+  blocks[1] = per_net_take_reply(&x.s, r.raw);
+  CHECK(blocks[1] == r.raw);
+  send_at(&x.s, x.m.p, x.m.n, &r, __LINE__); /* INFO again */
+  CHECK_STATUS(r.st, PER_OK);
+  blocks[2] = per_net_take_reply(&x.s, r.raw);
+  CHECK(blocks[2] != NULL && blocks[2] != blocks[1]);
+  CHECK(memcmp(blocks[0], kept, len) == 0); /* untouched by later replies */
+  CHECK_EQ_U(heap.live, live + 2);
+  /* a refusal s has no memory for is in s->fallback: not given */
+  net_fail_all = 1;
+  send_at(&x.s, x.m.p, x.m.n, &r, __LINE__);
+  net_fail_all = 0;
+  CHECK_STATUS(r.st, PER_ERR_NOMEM);
+  CHECK(r.raw == (const void *)x.s.fallback);
+  CHECK(per_net_take_reply(&x.s, r.raw) == NULL);
+  per_net_reply_free(blocks[0], x.s.alloc_ctx);
+  per_net_reply_free(blocks[1], x.s.alloc_ctx);
+  per_net_reply_free(blocks[2], x.s.alloc_ctx);
+  per_net_reply_free(NULL, x.s.alloc_ctx);
+  CHECK_EQ_U(heap.live, live - 1);
+  /* and s goes on: its next reply in a block it frees itself */
+  send_at(&x.s, x.m.p, x.m.n, &r, __LINE__);
+  CHECK_STATUS(r.st, PER_OK);
+  free(kept);
+  fx_free(&x);
+  CHECK_EQ_U(heap.live, 0);
+}
+
 int main(void) {
   test_init_free();
   test_spec();
@@ -2336,5 +2416,6 @@ int main(void) {
   test_limiter();
   test_once();
   test_checkpoint_errors();
+  test_take_reply();
   return t_done(IS_FLOAT ? "net (float)" : "net (double)");
 }
