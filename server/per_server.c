@@ -736,10 +736,6 @@ static int write_ready(const char *path, const text *endpoints) {
   return ok;
 }
 
-/* Serve one message if one is waiting: 1 served (or dropped), 0 none
-   waiting, -1 the socket failed. The payload is read in place from its
-   zmq_msg_t; the reply, in the server's memory until the next request,
-   is copied into its frame (ZeroMQ may still be sending it then). */
 /* Send a reply as the last frame: one of ZERO_COPY bytes or more in the
    server's own memory, taken from it (per_net_take_reply) and freed by
    ZeroMQ once sent or dropped; a smaller one copied (the copy costs less
@@ -764,6 +760,11 @@ static int send_reply(void *sock, per_net_server *srv, const void *reply,
   return r;
 }
 
+/* Serve one message if one is waiting: 1 served (or dropped), 0 none
+   waiting, -1 the socket failed. The payload is read in place from its
+   zmq_msg_t; the reply goes out by send_reply (ZeroMQ may still be
+   sending it at the next request, which is why a reply in the server's
+   memory is either copied or taken from it). */
 static int serve_one(void *sock, per_net_server *srv, counts *c) {
   zmq_msg_t f[MAX_FRAMES], spare;
   int n = 0, more = 1, over = 0, k, delim, ok = 1;
