@@ -78,10 +78,14 @@
 #define PERI_CUDA_BLOCK_THREADS 256u
 
 // Every kernel is launched with at most PERI_CUDA_BLOCK_THREADS threads a
-// block, and says so, so that ptxas keeps it within the registers a block
-// of that size can have: no launch of a call is ever refused for them
-// (tests/cuda/check_resources.py reads what ptxas made of each).
-#define PERI_CUDA_BOUNDS __launch_bounds__(PERI_CUDA_BLOCK_THREADS)
+// block, and says so, with at least 2 such blocks resident on an SM (4
+// for the draw, which needs no more than 64 registers): ptxas keeps each
+// within the registers that leaves a thread (128; 64), so no launch of a
+// call is ever refused for them, and an SM holds 16 warps of the settle,
+// not 8 (tests/cuda/check_resources.py reads what ptxas made of each:
+// fewer than 128, no spills).
+#define PERI_CUDA_BOUNDS __launch_bounds__(PERI_CUDA_BLOCK_THREADS, 2)
+#define PERI_CUDA_BOUNDS_DRAW __launch_bounds__(PERI_CUDA_BLOCK_THREADS, 4)
 
 // The unsigned integer type with the size of per_real: atomics on a node's
 // bit pattern use it.
@@ -457,94 +461,154 @@ static __host__ __device__ inline uint32_t peri_cuda_subtree_node(uint32_t top,
 // Lead node `top`: recompute its subtree from its base nodes LV levels
 // below (2^LV <= 2^PERI_CUDA_GROUP_LEVELS of them; leaves unless `leaf`
 // is PERI_CUDA_BASE_MARKED; tagged ones take their pair's value from v),
-// as described above:
-// the changed base nodes are written back final, the changed nodes above
-// them recomputed and written, `top` with its sign bit set when
-// `mark_top`. With a min tree (MIN; a buffer's, for buffer-max weights:
-// node = the smallest positive leaf below it, or PERI_NO_MIN) the same
-// nodes of it are recomputed, a changed leaf's min written here, after
-// the sums are stored (both subtrees at once would not fit in a thread's
-// registers: they spilled).
-// LV is a constant so that the loops unroll: every load of the subtree
-// (its base, the stored values above it, then the batch values of the
-// claimed leaves) is issued before the first is used, and the thread
-// waits for memory about three times, not once per node.
+// as described above: the changed base nodes are written back final, the
+// changed nodes above them recomputed and written, `top` with its sign bit
+// set when `mark_top`. With a min tree (MIN; a buffer's, for buffer-max
+// weights: node = the smallest positive leaf below it, or PERI_NO_MIN) the
+// same nodes of it are recomputed and written.
+// The subtree is rebuilt in parts of at most PERI_CUDA_PART_LEVELS levels
+// (peri_cuda_part): the parts at the bottom first, each whole (its top
+// value handed up, not stored by it), then the levels above them, whose
+// base is the parts' tops. A part holds 2^3 base nodes and 7 above them,
+// sums and mins: the whole subtree of 2^5 at once took 250 registers
+// (a block of 8 warps on an SM); parts keep every kernel under 128
+// (PERI_CUDA_BOUNDS: 2 blocks of 256 threads on an SM), with no spills.
+// Each part issues its loads (its base, the stored values above it, then
+// the batch values of claimed leaves) before the first is used, and its
+// min tree's after its sums are stored: three waits for memory a part.
+// LV is a constant so that the loops unroll (a constant subtree_node).
+#define PERI_CUDA_PART_LEVELS 3u
+
+// The part of `top` down LV <= PERI_CUDA_PART_LEVELS levels, or (SPLIT)
+// the parts LV - PERI_CUDA_PART_LEVELS levels below top and then the
+// levels above them: the changed nodes strictly below `top` written;
+// returns whether top changed, and then its new sum in *s and (MIN) min
+// in *m.
+template <uint32_t LV, bool MIN, bool SPLIT = (LV > PERI_CUDA_PART_LEVELS)>
+struct peri_cuda_part;
+
+template <uint32_t LV, bool MIN> struct peri_cuda_part<LV, MIN, false> {
+  static __device__ bool run(per_real *node, per_real *mn, uint32_t top,
+                             int leaf, const peri_cuda_vals &v, per_real *s,
+                             per_real *m) {
+    const uint32_t W = 1u << LV, first = top << LV;
+    per_real t[2 * W], mt[2 * W];
+    peri_cuda_bits b[W];
+    bool chg[2 * W];
+    uint32_t k;
+    t[1] = mt[1] = 0; // top's: set when it changed
+    PERI_CUDA_UNROLL
+    for (k = 0; k < W; ++k)
+      b[k] = peri_cuda_to_bits(PERI_CUDA_LDCG(&node[first + k]));
+    // The stored values, kept where no child changed (not top's own).
+    PERI_CUDA_UNROLL
+    for (k = 2; k < W; ++k)
+      t[k] = PERI_CUDA_LDCG(&node[peri_cuda_subtree_node(top, k)]);
+    PERI_CUDA_UNROLL
+    for (k = 0; k < W; ++k) chg[W + k] = (b[k] & PERI_CUDA_SIGN_BIT) != 0;
+    if (leaf == PERI_CUDA_BASE_TAGGED) { // claimed leaves: their pair's value
+      // Loaded for every leaf (pair 0's for an unclaimed one, then
+      // dropped): a load under a branch would wait before the next.
+      PERI_CUDA_UNROLL
+      for (k = 0; k < W; ++k)
+        t[W + k] = peri_cuda_val_at(
+            v, chg[W + k] ? (uint32_t)(b[k] & ~PERI_CUDA_CLAIM_TAG) : 0u);
+      PERI_CUDA_UNROLL
+      for (k = 0; k < W; ++k)
+        t[W + k] = chg[W + k] ? peri_cuda_leaf_final(t[W + k])
+                              : peri_cuda_from_bits(b[k]);
+    } else {
+      PERI_CUDA_UNROLL
+      for (k = 0; k < W; ++k)
+        t[W + k] = peri_cuda_from_bits(b[k] & ~PERI_CUDA_SIGN_BIT);
+    }
+    PERI_CUDA_UNROLL
+    for (k = W - 1; k >= 1; --k) { // children before parents
+      chg[k] = chg[2 * k] || chg[2 * k + 1];
+      if (chg[k]) per_tree_recompute(t, k);
+    }
+    // The stores, after every load: the changed nodes below top (with
+    // LV = 0 the base is top itself, which the caller writes).
+    PERI_CUDA_UNROLL
+    for (k = (LV ? 2u : 2u * W); k < 2 * W; ++k)
+      if (chg[k]) PERI_CUDA_ST(&node[peri_cuda_subtree_node(top, k)], t[k]);
+    if (MIN) { // the min tree's same nodes, once the sums are stored
+      PERI_CUDA_UNROLL
+      for (k = (LV ? 2u : 1u); k < 2 * W; ++k)
+        mt[k] = PERI_CUDA_LDCG(&mn[peri_cuda_subtree_node(top, k)]);
+      if (leaf) { // a changed leaf's min: its final value when positive
+        PERI_CUDA_UNROLL
+        for (k = 0; k < W; ++k)
+          if (chg[W + k]) mt[W + k] = t[W + k] > 0 ? t[W + k] : PERI_NO_MIN;
+      }
+      PERI_CUDA_UNROLL
+      for (k = W - 1; k >= 1; --k)
+        if (chg[k]) mt[k] = peri_min_of(mt[2 * k], mt[2 * k + 1]);
+      PERI_CUDA_UNROLL
+      for (k = (LV ? 2u : 2u * W); k < 2 * W; ++k)
+        if (chg[k] && (k < W || leaf))
+          PERI_CUDA_ST(&mn[peri_cuda_subtree_node(top, k)], mt[k]);
+    }
+    *s = t[1];
+    if (MIN) *m = mt[1];
+    return chg[1];
+  }
+};
+
+template <uint32_t LV, bool MIN> struct peri_cuda_part<LV, MIN, true> {
+  static __device__ bool run(per_real *node, per_real *mn, uint32_t top,
+                             int leaf, const peri_cuda_vals &v, per_real *s,
+                             per_real *m) {
+    const uint32_t U = LV - PERI_CUDA_PART_LEVELS, W = 1u << U;
+    per_real t[2 * W], mt[2 * W];
+    bool chg[2 * W];
+    uint32_t k;
+    PERI_CUDA_UNROLL
+    for (k = 0; k < W; ++k) { // the parts, tops handed up
+      uint32_t at = (top << U) + k;
+      chg[W + k] = peri_cuda_part<PERI_CUDA_PART_LEVELS, MIN>::run(
+          node, mn, at, leaf, v, &t[W + k], &mt[W + k]);
+      if (!chg[W + k]) {
+        t[W + k] = PERI_CUDA_LDCG(&node[at]);
+        if (MIN) mt[W + k] = PERI_CUDA_LDCG(&mn[at]);
+      }
+    }
+    PERI_CUDA_UNROLL
+    for (k = 2; k < W; ++k) {
+      t[k] = PERI_CUDA_LDCG(&node[peri_cuda_subtree_node(top, k)]);
+      if (MIN) mt[k] = PERI_CUDA_LDCG(&mn[peri_cuda_subtree_node(top, k)]);
+    }
+    PERI_CUDA_UNROLL
+    for (k = W - 1; k >= 1; --k) {
+      chg[k] = chg[2 * k] || chg[2 * k + 1];
+      if (!chg[k]) continue;
+      per_tree_recompute(t, k);
+      if (MIN) mt[k] = peri_min_of(mt[2 * k], mt[2 * k + 1]);
+    }
+    PERI_CUDA_UNROLL
+    for (k = 2; k < 2 * W; ++k) {
+      uint32_t at = peri_cuda_subtree_node(top, k);
+      if (!chg[k]) continue;
+      PERI_CUDA_ST(&node[at], t[k]);
+      if (MIN) PERI_CUDA_ST(&mn[at], mt[k]);
+    }
+    *s = t[1];
+    if (MIN) *m = mt[1];
+    return chg[1];
+  }
+};
+
 template <uint32_t LV, bool MIN>
 static __device__ void peri_cuda_lead_fixed(per_real *node, per_real *mn,
                                             uint32_t top, int leaf,
                                             const peri_cuda_vals &v,
                                             int mark_top) {
-  const uint32_t W = 1u << LV, first = top << LV;
-  per_real t[2 * W];
-  peri_cuda_bits b[W];
-  bool chg[2 * W];
-  uint32_t k;
-  PERI_CUDA_UNROLL
-  for (k = 0; k < W; ++k)
-    b[k] = peri_cuda_to_bits(PERI_CUDA_LDCG(&node[first + k]));
-  PERI_CUDA_UNROLL
-  for (k = 0; k < W; ++k) chg[W + k] = (b[k] & PERI_CUDA_SIGN_BIT) != 0;
-  // The stored values, kept where no child changed.
-  PERI_CUDA_UNROLL
-  for (k = 1; k < W; ++k)
-    t[k] = PERI_CUDA_LDCG(&node[peri_cuda_subtree_node(top, k)]);
-  if (leaf == PERI_CUDA_BASE_TAGGED) { // claimed leaves: their pair's value
-    // Loaded for every leaf (pair 0's for an unclaimed one, then
-    // dropped): a load under a branch would wait before the next.
-    PERI_CUDA_UNROLL
-    for (k = 0; k < W; ++k)
-      t[W + k] = peri_cuda_val_at(
-          v, chg[W + k] ? (uint32_t)(b[k] & ~PERI_CUDA_CLAIM_TAG) : 0u);
-    PERI_CUDA_UNROLL
-    for (k = 0; k < W; ++k)
-      t[W + k] = chg[W + k] ? peri_cuda_leaf_final(t[W + k])
-                            : peri_cuda_from_bits(b[k]);
-  } else {
-    PERI_CUDA_UNROLL
-    for (k = 0; k < W; ++k)
-      t[W + k] = peri_cuda_from_bits(b[k] & ~PERI_CUDA_SIGN_BIT);
-  }
-  PERI_CUDA_UNROLL
-  for (k = W - 1; k >= 1; --k) { // children before parents
-    chg[k] = chg[2 * k] || chg[2 * k + 1];
-    if (chg[k]) per_tree_recompute(t, k);
-  }
-  PERI_CUDA_UNROLL
-  for (k = 0; k < W; ++k) // the stores, after every load
-    if (chg[W + k]) PERI_CUDA_ST(&node[first + k], t[W + k]);
-  PERI_CUDA_UNROLL
-  for (k = 1; k < W; ++k) {
-    uint32_t at = peri_cuda_subtree_node(top, k);
-    if (!chg[k]) continue;
-    if (k == 1 && mark_top)
-      PERI_CUDA_ST(&node[at], peri_cuda_from_bits(peri_cuda_to_bits(t[1]) |
-                                                  PERI_CUDA_SIGN_BIT));
-    else PERI_CUDA_ST(&node[at], t[k]);
-  }
-  if (MIN) { // the min tree's same nodes, once the sums are out of the way
-    per_real m[2 * W]; // (both at once would not fit in the registers)
-    PERI_CUDA_UNROLL
-    for (k = 1; k < 2 * W; ++k)
-      m[k] = PERI_CUDA_LDCG(&mn[peri_cuda_subtree_node(top, k)]);
-    if (leaf) { // a changed leaf's min from its final value, just stored
-      PERI_CUDA_UNROLL
-      for (k = 0; k < W; ++k) {
-        per_real x;
-        if (!chg[W + k]) continue;
-        x = PERI_CUDA_LD(&node[first + k]);
-        m[W + k] = x > 0 ? x : PERI_NO_MIN;
-      }
-    }
-    PERI_CUDA_UNROLL
-    for (k = W - 1; k >= 1; --k)
-      if (chg[k]) m[k] = peri_min_of(m[2 * k], m[2 * k + 1]);
-    PERI_CUDA_UNROLL
-    for (k = 0; k < W; ++k)
-      if (leaf && chg[W + k]) PERI_CUDA_ST(&mn[first + k], m[W + k]);
-    PERI_CUDA_UNROLL
-    for (k = 1; k < W; ++k)
-      if (chg[k]) PERI_CUDA_ST(&mn[peri_cuda_subtree_node(top, k)], m[k]);
-  }
+  per_real s, m = 0;
+  if (!peri_cuda_part<LV, MIN>::run(node, mn, top, leaf, v, &s, &m)) return;
+  if (mark_top)
+    s = peri_cuda_from_bits(peri_cuda_to_bits(s) | PERI_CUDA_SIGN_BIT);
+  PERI_CUDA_ST(&node[top], s);
+  if (MIN) PERI_CUDA_ST(&mn[top], m);
 }
 
 // peri_cuda_lead_fixed for `levels` (0 .. PERI_CUDA_GROUP_LEVELS) known at
@@ -1397,7 +1461,7 @@ static __device__ peri_cuda_acc peri_cuda_pick(
 // picks (peri_cuda_pick). An empty buffer: thread 0 reports
 // PER_ERR_EMPTY. Thread 0 keeps the plan. The beta schedule and
 // max_unique are the state's config; a broken buffer's draw does nothing.
-static __global__ void PERI_CUDA_BOUNDS peri_cuda_draw_kernel(
+static __global__ void PERI_CUDA_BOUNDS_DRAW peri_cuda_draw_kernel(
     const peri_cuda_buffer_state *st, uint32_t cap, uint32_t L_items,
     per_real *items_node, const per_real *items_mn, peri_cuda_seqs sq,
     const uint32_t *traj, const uint32_t *gen, uint32_t *perm, uint32_t B,

@@ -7,11 +7,12 @@ and nvcc --resource-usage, and check what ptxas made of every kernel:
     each, and a kernel that spilled them would wait on memory for each).
     A stack frame (the draw's plan and cover, structs per.h's functions
     take by address) is printed, not refused;
-  - at most 65536 / 256 registers a thread: every kernel is declared
-    __launch_bounds__(256) (per_cuda.cu's PERI_CUDA_BOUNDS) and launched
-    with 256 threads a block at most, so no launch is ever refused for
-    its registers (a refusal halfway through a call is what per_cuda's
-    error path has to mend).
+  - fewer than 128 registers a thread: every kernel is declared
+    __launch_bounds__(256, 2) (per_cuda.cu's PERI_CUDA_BOUNDS; the draw
+    (256, 4)) and launched with 256 threads a block at most, so no launch
+    is ever refused for its registers (a refusal halfway through a call
+    is what per_cuda's error path has to mend), and two blocks of the
+    heaviest kernel fit on an SM.
 Prints one line per kernel (registers, spills, stack) and exits 1 on any
 violation."""
 import concurrent.futures
@@ -25,7 +26,7 @@ nvcc, src = sys.argv[1], sys.argv[2]
 args = [a for a in sys.argv[3:]
         if not a.startswith('-gencode') and not a.startswith('arch=')
         and not a.startswith('-arch') and a not in ('-Werror', 'all-warnings')]
-MAX_REGS = 65536 // 256
+MAX_REGS = 127
 
 
 def demangle(names):
@@ -80,7 +81,7 @@ for (arch, real), (cmd, r) in zip(targets, results):
         if spill:
             problems.append('%d bytes spilled' % spill)
         if regs > MAX_REGS:
-            problems.append('more than %d registers' % MAX_REGS)
+            problems.append('%d registers or more' % (MAX_REGS + 1))
         print('sm_%s %-6s %-44s %3d registers %4d B stack %s' % (
             arch, real, k[:44], regs, stack,
             'NOT OK: ' + ', '.join(problems) if problems else 'OK'))
