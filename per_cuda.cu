@@ -9,6 +9,7 @@
 // CONTENTS
 //    Internals: types and helpers the kernels share ........... >>internals
 //    Kernels: hand-overs through arrival counters ............... >>arrival
+//    Kernels: a block's cooperative section ........................ >>block
 //    Kernels: the tree's update (claim, settle) .................. >>update
 //    Kernels: the tree's stratified sample ....................... >>sample
 //    Kernels: importance-sampling weights ....................... >>weights
@@ -25,9 +26,11 @@
 // keywords, the runtime calls used here, integer atomics and
 // PER_CUDA_LAUNCH (every block and thread of the grid run as loops). So the
 // kernels are written for that to be a faithful emulation:
-//   - no shared memory, no __syncthreads, no warp intrinsics, no reliance
-//     on the order in which threads run, and no thread ever waits for
-//     another;
+//   - no warp intrinsics, no reliance on the order in which threads run,
+//     and no thread ever waits for another, but at the barriers of a
+//     block's cooperative section (>>block: one block's threads as lanes,
+//     shared memory, PERI_CUDA_SYNC), which the shim runs as lanes in
+//     turn, barrier by barrier;
 //   - a memory location that two threads of one launch may both touch is
 //     touched by integer atomics only (atomicMax/Min/CAS/Exch/Add), or in
 //     order through a hand-over: a thread that is done with its part
@@ -78,14 +81,14 @@
 #define PERI_CUDA_BLOCK_THREADS 256u
 
 // Every kernel is launched with at most PERI_CUDA_BLOCK_THREADS threads a
-// block, and says so, with at least 2 such blocks resident on an SM (4
-// for the draw, which needs no more than 64 registers): ptxas keeps each
-// within the registers that leaves a thread (128; 64), so no launch of a
-// call is ever refused for them, and an SM holds 16 warps of the settle,
-// not 8 (tests/cuda/check_resources.py reads what ptxas made of each:
-// fewer than 128, no spills).
+// block, and says so, with at least 2 such blocks resident on an SM (3
+// for the draw, which fits in 80 registers): ptxas keeps each within the
+// registers that leaves a thread (128; 80), so no launch of a call is
+// ever refused for them, and an SM holds 16 warps of the settle, not 8
+// (tests/cuda/check_resources.py reads what ptxas made of each: fewer
+// than 128, no spills).
 #define PERI_CUDA_BOUNDS __launch_bounds__(PERI_CUDA_BLOCK_THREADS, 2)
-#define PERI_CUDA_BOUNDS_DRAW __launch_bounds__(PERI_CUDA_BLOCK_THREADS, 4)
+#define PERI_CUDA_BOUNDS_DRAW __launch_bounds__(PERI_CUDA_BLOCK_THREADS, 3)
 
 // The unsigned integer type with the size of per_real: atomics on a node's
 // bit pattern use it.
@@ -251,6 +254,34 @@ static __device__ inline uint32_t peri_cuda_thread_id(void) {
   cuda::atomic_thread_fence(cuda::memory_order_acquire, \
                             cuda::thread_scope_block)
 #define PERI_CUDA_LDCG(p) __ldcg(p)
+#endif
+
+/* >>block: a block's cooperative section */
+// Where a block's threads work together (a sample's uniform draws of
+// degenerate mass: counts by prefix sums), they do it in a section that
+// every thread of the block enters (PERI_CUDA_BLOCK_SECTION() is true in
+// each; in the shim, in thread 0 alone, which then plays every lane):
+//   - PERI_CUDA_LANES(t) { ... } is one thread's part, t its lane
+//     (threadIdx.x); in the shim the body runs for t = 0 .. blockDim.x - 1
+//     in turn, each as that thread. Nothing a body sets outlives it but
+//     what it stores (shared memory, PERI_CUDA_SHARED, or device memory),
+//     and no break leaves it (continue ends the lane's part);
+//   - PERI_CUDA_SYNC() is __syncthreads(): whatever a lane stored before
+//     it, every lane sees after it (the shim orders them so);
+//   - the code between them is the same in every thread (it reads what
+//     the lanes stored, stores nothing): the section's control flow is
+//     uniform, so every thread meets every barrier.
+// Shared memory is only ever touched through PERI_CUDA_LD / _ST.
+// PERI_CUDA_BLOCK_ALL: 1 where every thread of a block must reach the
+// section to meet its barriers (a GPU); 0 in the shim, where thread 0
+// plays them all, so the others need not come.
+#ifndef PERI_CUDA_SYNC
+#define PERI_CUDA_BLOCK_ALL 1
+#define PERI_CUDA_BLOCK_SECTION() true
+#define PERI_CUDA_LANES(t) \
+  for (uint32_t t = threadIdx.x, t##_once = 1; t##_once; t##_once = 0)
+#define PERI_CUDA_SYNC() __syncthreads()
+#define PERI_CUDA_SHARED(type, name, n) __shared__ type name[n]
 #endif
 
 // A reduction record: what a launch's threads report (each field through
@@ -940,13 +971,15 @@ struct peri_cuda_seqs {
 // buffer's also has the set of its distinct draws
 // (2^peri_cat_hbits(max_batch) words, each call clearing what it uses
 // first) and, with sequences, a word per sequence (own: 0 between
-// calls). Everything but the arrays starts 0 and every call leaves it 0.
+// calls) and the rank table of a degenerate sample (one word per 32
+// sequences, and one). Everything but the arrays starts 0 and every call
+// leaves it 0.
 struct peri_cuda_workspace {
   peri_plan *plan; // what a sample draws from (per.h's peri_plan_of),
                    // kept by the draw's thread 0 for the deliver launch
   peri_cuda_acc *acc;
   unsigned int *cnt, *scnt;
-  uint32_t *flag, *idx, *set, *own;
+  uint32_t *flag, *idx, *set, *own, *rank;
   per_real *val, *orig;
 };
 
@@ -1451,13 +1484,227 @@ static __device__ peri_cuda_acc peri_cuda_pick(
   return a;
 }
 
+// Degenerate mass, without PER_SAMPLE_UNIQUE: the B uniform draws of
+// per_buffer_sample, made by block 0's threads together (a cooperative
+// section, >>block). per.h draws each with peri_rng_below(stream, nvalid),
+// which takes words until one is not rejected (its low product at or
+// above 2^32 mod nvalid): so draw k is the value of the k-th word of the
+// stream that is not rejected. Each round, every lane takes a block of 4
+// words, counts those not rejected, a prefix sum over the lanes ranks
+// them, and each lane writes its draws; the lane with draw B - 1 leaves
+// the stream as peri_rng_u32 would after that word. O(B / lanes) rounds,
+// not B draws on one thread.
+// Sequences: draw r is the valid eligible sequence of rank r, looked up
+// in a table of ranks the lanes build first (peri_cuda_seq_ranks), not
+// found by a scan of every sequence.
+
+// Inclusive prefix sums of a[0 .. blockDim.x) (stored, a barrier met
+// since) by Hillis and Steele's doubling, with b the other buffer:
+// returns the one holding them, after a barrier.
+static __device__ uint32_t *peri_cuda_block_scan(uint32_t *a, uint32_t *b) {
+  uint32_t d;
+  for (d = 1; d < blockDim.x; d <<= 1) {
+    uint32_t *c;
+    PERI_CUDA_LANES(t) {
+      uint32_t x = PERI_CUDA_LD(&a[t]);
+      PERI_CUDA_ST(&b[t], t >= d ? x + PERI_CUDA_LD(&a[t - d]) : x);
+    }
+    PERI_CUDA_SYNC();
+    c = a;
+    a = b;
+    b = c;
+  }
+  return a;
+}
+
+// Block k of the words stream r hands out from here on: k = 0 is r->buf
+// (of which word j is still to come iff j >= 4 - r->avail), k >= 1
+// per_rng_block(seed, counter + k - 1).
+static __device__ void peri_cuda_stream_block(const per_rng *r, uint64_t k,
+                                              uint32_t w[4]) {
+  if (k == 0) memcpy(w, r->buf, sizeof r->buf);
+  else per_rng_block(r->seed, r->counter + k - 1, w);
+}
+
+// Stream r as peri_rng_u32 leaves it once word j of block k was the last
+// handed out.
+static __device__ per_rng peri_cuda_stream_after(const per_rng *r, uint64_t k,
+                                                 uint32_t j) {
+  per_rng n = *r;
+  if (k) {
+    n.counter = r->counter + k;
+    per_rng_block(r->seed, r->counter + k - 1, n.buf);
+  }
+  n.avail = 3u - j;
+  return n;
+}
+
+// The eligible sequences of a plan, positions e = 0, 1, ... over its
+// ranges in order: how many, and the sequence at e.
+static __device__ uint32_t peri_cuda_seq_count(const peri_plan *p) {
+  uint32_t q, n = 0;
+  for (q = 0; q < p->nr; ++q) n += p->hi[q] - p->lo[q];
+  return n;
+}
+
+static __device__ uint32_t peri_cuda_seq_pos(const peri_plan *p, uint32_t e) {
+  uint32_t n0 = p->hi[0] - p->lo[0];
+  return e < n0 ? p->lo[0] + e : p->lo[1] + (e - n0);
+}
+
+// Positions a rank table entry covers.
+#define PERI_CUDA_RANK_CHUNK 32u
+
+// The rank table of a plan's eligible sequences (ok: their flags), by
+// the block's lanes: rank[c] = the valid ones before position 32c, for
+// each of the ceil(eligible / 32) chunks. Each lane counts a run of
+// chunks; a prefix sum over the lanes (sa, sb, sc: shared, a lane each)
+// gives each run its start. Returns the valid ones in all (nvalid).
+static __device__ uint32_t peri_cuda_seq_ranks(const peri_plan *p,
+                                               const uint8_t *ok,
+                                               uint32_t *rank, uint32_t *sa,
+                                               uint32_t *sb, uint32_t *sc) {
+  uint32_t E = peri_cuda_seq_count(p), *inc;
+  uint32_t nch = (E + PERI_CUDA_RANK_CHUNK - 1) / PERI_CUDA_RANK_CHUNK;
+  uint32_t per = (nch + blockDim.x - 1) / blockDim.x;
+  PERI_CUDA_LANES(t) {
+    uint32_t c, sum = 0;
+    for (c = t * per; c < nch && c < (t + 1) * per; ++c) {
+      uint32_t e = c * PERI_CUDA_RANK_CHUNK, n = 0,
+               end =
+                   E - e < PERI_CUDA_RANK_CHUNK ? E : e + PERI_CUDA_RANK_CHUNK;
+      for (; e < end; ++e) n += ok[peri_cuda_seq_pos(p, e)] != 0;
+      PERI_CUDA_ST(&rank[c], n);
+      sum += n;
+    }
+    PERI_CUDA_ST(&sa[t], sum);
+    PERI_CUDA_ST(&sc[t], sum);
+  }
+  PERI_CUDA_SYNC();
+  inc = peri_cuda_block_scan(sa, sb);
+  PERI_CUDA_LANES(t) {
+    uint32_t c, run = PERI_CUDA_LD(&inc[t]) - PERI_CUDA_LD(&sc[t]);
+    for (c = t * per; c < nch && c < (t + 1) * per; ++c) {
+      uint32_t n = PERI_CUDA_LD(&rank[c]);
+      PERI_CUDA_ST(&rank[c], run);
+      run += n;
+    }
+  }
+  PERI_CUDA_SYNC();
+  return PERI_CUDA_LD(&inc[blockDim.x - 1]);
+}
+
+// The valid eligible sequence of rank r (< nvalid): per.h's
+// peri_plan_uniform_leaf, by a search of the rank table and a scan of
+// one chunk.
+static __device__ uint32_t peri_cuda_seq_at_rank(const peri_plan *p,
+                                                 const uint8_t *ok,
+                                                 const uint32_t *rank,
+                                                 uint32_t r) {
+  uint32_t E = peri_cuda_seq_count(p), lo = 0, e;
+  uint32_t hi = (E + PERI_CUDA_RANK_CHUNK - 1) / PERI_CUDA_RANK_CHUNK;
+  while (hi - lo > 1) { // rank[lo] <= r < rank[hi] (or hi the end)
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (PERI_CUDA_LD(&rank[mid]) <= r) lo = mid;
+    else hi = mid;
+  }
+  r -= PERI_CUDA_LD(&rank[lo]);
+  for (e = lo * PERI_CUDA_RANK_CHUNK; e < E; ++e) {
+    uint32_t j = peri_cuda_seq_pos(p, e);
+    if (ok[j] && r-- == 0) return j;
+  }
+  return 0; // r >= nvalid: not reached
+}
+
+// The section's draws (see above): out[k] = the k-th value below n
+// (n >= 1) that peri_rng_below(stream, n) would return, for k < B, from
+// stream *r0; returns the stream after them. Called by every thread of
+// the block (uniform: the same result in each).
+static __device__ per_rng peri_cuda_uniform_ranks(const per_rng *r0, uint32_t n,
+                                                  uint32_t B, uint32_t *out) {
+  PERI_CUDA_SHARED(uint32_t, sa, PERI_CUDA_BLOCK_THREADS);
+  PERI_CUDA_SHARED(uint32_t, sb, PERI_CUDA_BLOCK_THREADS);
+  PERI_CUDA_SHARED(uint32_t, sc, PERI_CUDA_BLOCK_THREADS); // a lane's count
+  // each lane's 4 values, or PERI_CUDA_NONE for a rejected word (a value
+  // is below n <= 2^32 - 1: never that)
+  PERI_CUDA_SHARED(uint32_t, sv, 4 * PERI_CUDA_BLOCK_THREADS);
+  PERI_CUDA_SHARED(per_rng, snext, 1);
+  uint32_t thr = (0u - n) % n, drawn = 0, *inc; // thr: 2^32 mod n
+  uint64_t base;
+  for (base = 0; drawn < B; base += blockDim.x) {
+    PERI_CUDA_LANES(t) {
+      uint32_t wd[4], j, c = 0, first = base + t == 0 ? 4u - r0->avail : 0u;
+      peri_cuda_stream_block(r0, base + t, wd);
+      for (j = 0; j < 4; ++j) {
+        uint64_t m = (uint64_t)wd[j] * n;
+        int take = j >= first && (uint32_t)m >= thr;
+        PERI_CUDA_ST(&sv[4 * t + j],
+                     take ? (uint32_t)(m >> 32) : PERI_CUDA_NONE);
+        c += (uint32_t)take;
+      }
+      PERI_CUDA_ST(&sa[t], c);
+      PERI_CUDA_ST(&sc[t], c);
+    }
+    PERI_CUDA_SYNC();
+    inc = peri_cuda_block_scan(sa, sb);
+    PERI_CUDA_LANES(t) {
+      uint32_t j, k = drawn + PERI_CUDA_LD(&inc[t]) - PERI_CUDA_LD(&sc[t]);
+      for (j = 0; j < 4 && k < B; ++j) {
+        uint32_t r = PERI_CUDA_LD(&sv[4 * t + j]);
+        if (r == PERI_CUDA_NONE) continue;
+        PERI_CUDA_ST(&out[k], r);
+        if (k == B - 1)
+          PERI_CUDA_ST(snext, peri_cuda_stream_after(r0, base + t, j));
+        ++k;
+      }
+    }
+    drawn += PERI_CUDA_LD(&inc[blockDim.x - 1]);
+    PERI_CUDA_SYNC();
+  }
+  return PERI_CUDA_LD(snext);
+}
+
+// The section's draws into idx, val, ids and w (weights 1) as the draw
+// kernel writes a batch's, and p->next the stream after them:
+// peri_cuda_uniform_ranks into idx, then each lane turns every
+// blockDim.x-th into its leaf. Sequences: p->nvalid and the rank table
+// first (rank), and PER_ERR_TOO_FEW when no sequence is valid. Called by
+// every thread of the block (uniform).
+static __device__ per_status peri_cuda_uniform_draws(
+    peri_plan *p, const per_rng *r0, const uint8_t *ok, uint32_t cap,
+    const per_real *node, const uint32_t *gen, uint32_t *rank, uint32_t B,
+    uint32_t *idx, per_real *val, uint64_t *ids, float *w) {
+  if (p->seq) {
+    PERI_CUDA_SHARED(uint32_t, sa, PERI_CUDA_BLOCK_THREADS);
+    PERI_CUDA_SHARED(uint32_t, sb, PERI_CUDA_BLOCK_THREADS);
+    PERI_CUDA_SHARED(uint32_t, sc, PERI_CUDA_BLOCK_THREADS);
+    p->nvalid = peri_cuda_seq_ranks(p, ok, rank, sa, sb, sc);
+    if (p->nvalid == 0) return PER_ERR_TOO_FEW;
+  }
+  p->next = peri_cuda_uniform_ranks(r0, p->nvalid, B, idx);
+  PERI_CUDA_LANES(t) {
+    uint32_t k;
+    for (k = t; k < B; k += blockDim.x) {
+      uint32_t r = PERI_CUDA_LD(&idx[k]);
+      uint32_t leaf = p->seq ? peri_cuda_seq_at_rank(p, ok, rank, r)
+                             : peri_plan_uniform_leaf(p, ok, cap, r);
+      PERI_CUDA_ST(&idx[k], leaf);
+      PERI_CUDA_ST(&val[k], node[p->L + leaf]);
+      if (ids) PERI_CUDA_ST(&ids[k], peri_cuda_id_of(p, gen, p->stride, leaf));
+      if (w) PERI_CUDA_ST(&w[k], 1.0f);
+    }
+  }
+  return PER_OK;
+}
+
 // sample, launch 1 ("draw"): thread i works out the plan from the state
 // (every thread the same: per.h's peri_plan_of, on the sequence tree with
 // PER_SAMPLE_SEQUENCES), then draws i: stratum i's leaf, its value, id
 // and, when it needs no batch minimum, its weight; otherwise it reports
-// the value for the minimum. Degenerate mass: thread 0 makes the uniform
-// draws, in order, as the CPU's (weights 1; sequences: PER_ERR_TOO_FEW
-// when none is valid). PER_SAMPLE_UNIQUE: thread 0 alone makes the
+// the value for the minimum. Degenerate mass: block 0's threads make the
+// uniform draws together, as the CPU's (peri_cuda_uniform_draws; weights
+// 1; sequences: PER_ERR_TOO_FEW when none is valid; rank: the
+// sequences' rank table). PER_SAMPLE_UNIQUE: thread 0 alone makes the
 // picks (peri_cuda_pick). An empty buffer: thread 0 reports
 // PER_ERR_EMPTY. Thread 0 keeps the plan. The beta schedule and
 // max_unique are the state's config; a broken buffer's draw does nothing.
@@ -1466,8 +1713,8 @@ static __global__ void PERI_CUDA_BOUNDS_DRAW peri_cuda_draw_kernel(
     per_real *items_node, const per_real *items_mn, peri_cuda_seqs sq,
     const uint32_t *traj, const uint32_t *gen, uint32_t *perm, uint32_t B,
     uint32_t flags, double beta, uint32_t window, peri_plan *plan,
-    uint32_t *set, uint32_t *idx, per_real *val, uint64_t *ids, float *w,
-    peri_cuda_acc *acc) {
+    uint32_t *set, uint32_t *rank, uint32_t *idx, per_real *val, uint64_t *ids,
+    float *w, peri_cuda_acc *acc) {
   uint32_t i = peri_cuda_thread_id(), leaf, L, stride;
   peri_cuda_acc mine = peri_cuda_acc_none(), tot;
   peri_cuda_buffer_state s;
@@ -1475,7 +1722,10 @@ static __global__ void PERI_CUDA_BOUNDS_DRAW peri_cuda_draw_kernel(
   peri_plan p;
   per_real x, *node;
   if (peri_cuda_broken(st)) return;
-  if (i >= B || (i != 0 && (flags & PER_SAMPLE_UNIQUE))) goto done;
+  // (block 0 whole: its threads past B may have uniform draws to make)
+  if ((i >= B && (blockIdx.x != 0 || !PERI_CUDA_BLOCK_ALL)) ||
+      (i != 0 && (flags & PER_SAMPLE_UNIQUE)))
+    goto done;
   s = PERI_CUDA_LD(st);
   if (s.size == 0) {
     if (i == 0) mine.status = peri_cuda_status_word(0, PER_ERR_EMPTY);
@@ -1502,8 +1752,19 @@ static __global__ void PERI_CUDA_BOUNDS_DRAW peri_cuda_draw_kernel(
   node = p.seq ? sq.node : items_node;
   L = p.L;
   stride = p.stride;
-  if (p.degenerate && i != 0) goto done; // thread 0 draws them all
-  if (p.degenerate && p.seq) {           // uniform over the valid ones
+  if (p.degenerate && !(flags & PER_SAMPLE_UNIQUE)) {
+    per_status u;
+    if (blockIdx.x != 0 || !PERI_CUDA_BLOCK_SECTION()) goto done;
+    u = peri_cuda_uniform_draws(&p, &s.rng, sq.ok, cap, node, gen, rank, B, idx,
+                                val, ids, w);
+    if (threadIdx.x == 0) {
+      if (u != PER_OK) mine.status = peri_cuda_status_word(0, u);
+      else PERI_CUDA_ST(plan, p);
+    }
+    goto done;
+  }
+  if (i >= B) goto done;
+  if (p.degenerate && p.seq) { // distinct: uniform over the valid ones
     p.nvalid = peri_plan_count_valid(&p, sq.ok);
     if (p.nvalid == 0) {
       mine.status = peri_cuda_status_word(0, PER_ERR_TOO_FEW);
@@ -1514,16 +1775,6 @@ static __global__ void PERI_CUDA_BOUNDS_DRAW peri_cuda_draw_kernel(
   if (flags & PER_SAMPLE_UNIQUE) {
     mine = peri_cuda_pick(&p, s.cfg.max_unique, cap, L, s.size, node, perm, gen,
                           sq.ok, stride, B, set, idx, val, ids, w);
-  } else if (p.degenerate) {
-    uint32_t k;
-    for (k = 0; k < B; ++k) {
-      leaf = peri_plan_uniform_leaf(&p, sq.ok, cap,
-                                    peri_rng_below(&p.next, p.nvalid));
-      PERI_CUDA_ST(&idx[k], leaf);
-      PERI_CUDA_ST(&val[k], node[L + leaf]);
-      if (ids) PERI_CUDA_ST(&ids[k], peri_cuda_id_of(&p, gen, stride, leaf));
-      if (w) PERI_CUDA_ST(&w[k], 1.0f);
-    }
   } else {
     per_real u;
     p.next.counter += B;
@@ -1638,7 +1889,7 @@ static unsigned char *peri_cuda_carve(unsigned char *base, size_t *off,
 // ns = 0), their counters and words; a tree update's records for its n
 // pairs' grid, and values only when `val` (TD errors).
 // In that order: plan, records, counters, sequence counters, flags,
-// leaves, set, sequence words, values, old values.
+// leaves, set, sequence words, rank table, values, old values.
 static size_t peri_cuda_workspace_layout(
     unsigned char *base, uint32_t max_batch, uint32_t pairs, uint32_t L,
     uint32_t depth, uint32_t ns, uint32_t sL, uint32_t sdepth, int buffer,
@@ -1674,6 +1925,12 @@ static size_t peri_cuda_workspace_layout(
   w->own = ns ? (uint32_t *)peri_cuda_carve(base, &off,
                                             (size_t)ns * sizeof(uint32_t))
               : NULL;
+  w->rank =
+      ns && buffer
+          ? (uint32_t *)peri_cuda_carve(
+                base, &off,
+                ((size_t)ns / PERI_CUDA_RANK_CHUNK + 1) * sizeof(uint32_t))
+          : NULL;
   w->val = val ? (per_real *)peri_cuda_carve(base, &off,
                                              (size_t)pairs * sizeof(per_real))
                : NULL;
@@ -2460,7 +2717,7 @@ PER_CUDA_DEF per_status per_cuda_buffer_sample(
                (const per_real *)b->d_min_node, peri_cuda_seqs_of(b),
                (const uint32_t *)b->d_traj, (const uint32_t *)b->d_gen,
                b->d_perm, B, flags, beta, opts ? opts->window : 0u, w.plan,
-               w.set, w.idx, w.val, d_ids, d_weights, w.acc);
+               w.set, w.rank, w.idx, w.val, d_ids, d_weights, w.acc);
   PERI_CUDA_GO(&q, peri_cuda_deliver_kernel, grid, PERI_CUDA_BLOCK_THREADS, st,
                (const peri_plan *)w.plan, (const uint32_t *)w.idx,
                (const per_real *)w.val, B, d_weights, d_items_out,

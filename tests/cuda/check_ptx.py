@@ -10,7 +10,11 @@ every kernel (.entry):
     rest); no call;
   - no shared memory, no barrier, no warp shuffle/vote/match: threads of a
     launch do not cooperate, so running them one by one (the shim) is a
-    faithful schedule;
+    faithful schedule; but for the kernels with a block's cooperative
+    section (per_cuda.cu's >>block: SECTIONS below), which may have
+    shared memory and whole-block barriers (bar.sync 0, __syncthreads)
+    and nothing else of the kind, so that the shim's lane-by-lane run
+    between two barriers stays a faithful schedule;
   - atomics only of the integer kinds the shim emulates (max, min, cas,
     exch, and add on 32-bit unsigned integers, red.add when its result is
     unused).
@@ -26,6 +30,8 @@ import sys
 import tempfile
 
 nvcc, src = sys.argv[1], sys.argv[2]
+# The kernels with a cooperative section (a sample's uniform draws).
+SECTIONS = ('peri_cuda_draw_kernel',)
 args = [a for a in sys.argv[3:]
         if not a.startswith('-gencode') and not a.startswith('arch=')
         and a not in ('-Werror', 'all-warnings')]
@@ -78,10 +84,13 @@ for arch, real, fmad in runs:
             problems.append('flush to zero')
         if re.search(r'\.approx\b|\bdiv\.full\b', code):
             problems.append('approximate arithmetic')
-        if '.shared' in body:
+        section = any(k in name for k in SECTIONS)
+        if '.shared' in body and not section:
             problems.append('shared memory')
-        if re.search(r'\bbar\.|\bbarrier\.', body):
-            problems.append('barrier')
+        bars = re.findall(r'\b(?:bar|barrier)\.[^;]*;', code)
+        if any(not section or not re.fullmatch(r'bar\.sync\s+0;', b)
+               for b in bars):
+            problems.append('barrier ' + ' '.join(sorted(set(bars))))
         if re.search(r'\b(shfl|vote|match|redux)\.', body):
             problems.append('warp collective')
         # atom[.sem][.scope][.space].op.type: keep op (and type for floats)

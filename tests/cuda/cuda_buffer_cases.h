@@ -843,11 +843,94 @@ static void cb_case_unique(void) {
   }
 }
 
+// >>case: degenerate mass without distinct draws: the uniform draws
+// block 0's threads make together (per_cuda.cu's peri_cuda_uniform_draws),
+// bitwise against per_buffer: batches within one round of 1024 words, at
+// its edge and over several rounds; the whole ring and windows that wrap;
+// sequences from a rank table of 313 chunks (more than a lane each), some
+// of them invalid, and none valid at all. The whole state, the stream's
+// place in its block included, is compared after every sample.
+static void cb_uniform_fill(per_buffer *cpu, cb_dev *d, cb_host *h, uint32_t n,
+                            uint32_t maxb, uint32_t end_every) {
+  uint32_t done = 0, j;
+  while (done < n) {
+    uint32_t k = n - done < maxb ? n - done : maxb;
+    for (j = 0; j < k * cpu->cfg.item_size; ++j)
+      h->items[j] = (unsigned char)(j * 13u + done);
+    for (j = 0; j < k; ++j)
+      h->ends[j] = (done + j) % end_every == end_every - 1;
+    cc_h2d(d->d_in, h->items, (size_t)k * cpu->cfg.item_size);
+    cc_h2d(d->d_ends, h->ends, k);
+    CHECK_OK(per_buffer_add_steps(cpu, h->items, k, h->ends));
+    CHECK_OK(per_cuda_buffer_add_batch(&d->b, d->d_in, k, d->d_ends,
+                                       d->d_status, cc_stream));
+    CHECK_STATUS(cb_status(d), PER_OK);
+    done += k;
+  }
+  for (done = 0; done < cpu->cfg.capacity; done += maxb) { // every leaf 0
+    uint32_t k =
+        cpu->cfg.capacity - done < maxb ? cpu->cfg.capacity - done : maxb;
+    for (j = 0; j < k; ++j) {
+      h->ids[j] = (uint64_t)(done + j) | (uint64_t)cpu->gen[done + j] << 32;
+      h->td[j] = 0.0f;
+    }
+    cb_update_pairs(cpu, d, h, k);
+  }
+}
+
+static void cb_case_uniform(void) {
+  enum { MAXB = 1100 };
+  static const uint32_t Bs[] = {1, 255, 1024, 1025, 1100, 257};
+  static const uint32_t shapes[][4] = {
+      // capacity, seq_len, seq_stride, an episode end every this many steps
+      {3000, 0, 0, 1000},
+      {10000, 4, 1, 13},
+      {64, 4, 1, 2}}; // every sequence crosses an end: none valid
+  uint32_t c, b, v;
+  for (c = 0; c < sizeof shapes / sizeof shapes[0]; ++c) {
+    per_config cfg = per_config_default(shapes[c][0], 4);
+    uint32_t windows[3] = {0, shapes[c][0] / 2, shapes[c][0] - 7};
+    per_buffer cpu;
+    cb_dev d;
+    cb_host h;
+    per_sample_opts o;
+    char what[96];
+    cfg.eps = 0; // zero TD errors make zero leaves
+    cfg.seq_len = shapes[c][1];
+    cfg.seq_stride = shapes[c][2];
+    cfg.seed = 4242 + c;
+    memset(&h, 0, sizeof h);
+    memset(&o, 0, sizeof o);
+    REQUIRE(cb_dev_make(&d, &cfg, MAXB));
+    CHECK_OK(per_buffer_init(&cpu, &cfg, NULL));
+    REQUIRE(cb_host_make(&h, MAXB, cb_rows(&cfg, MAXB), cfg.item_size));
+    // the ring wrapped: windows span its end
+    cb_uniform_fill(&cpu, &d, &h, cfg.capacity + cfg.capacity / 3, MAXB,
+                    shapes[c][3]);
+    CHECK(!(cpu.tree.node[1] > 0));
+    if (cfg.seq_len) o.flags = PER_SAMPLE_SEQUENCES;
+    for (v = 0; v < 3; ++v)
+      for (b = 0; b < sizeof Bs / sizeof Bs[0]; ++b) {
+        uint32_t want = c == 2 ? 0u : Bs[b];
+        o.window = windows[v];
+        snprintf(what, sizeof what,
+                 "uniform draws: capacity %u, seq_len %u, window %u, B %u",
+                 cfg.capacity, cfg.seq_len, o.window, Bs[b]);
+        CHECK_MSG(cb_sample_opts(&cpu, &d, &h, Bs[b], &o) == want, "%s", what);
+        cb_compare(what, &cpu, &d);
+      }
+    per_buffer_free(&cpu);
+    cb_dev_free(&d);
+    cb_host_free(&h);
+  }
+}
+
 static void cb_run_all(void) {
   cb_case_api();
   cb_case_bitwise();
   cb_case_seq();
   cb_case_unique();
+  cb_case_uniform();
   cb_case_graph();
   printf("  replay buffer: %llu calls, %llu draws, %llu states compared\n",
          cb_calls, cb_draws, cb_states);

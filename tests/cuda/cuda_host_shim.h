@@ -28,6 +28,13 @@
 //     every access outside "device" memory, is counted in per_shim_races
 //     (the first ten printed); the tests require 0. Pointer arguments of
 //     a launch must point into device memory too;
+//   - a block's cooperative section (per_cuda.cu's >>block): thread 0
+//     of the block runs it alone, playing every lane in turn for each
+//     PERI_CUDA_LANES body (the race detector sees each lane as its
+//     thread); PERI_CUDA_SYNC is a barrier, after which every lane's
+//     earlier accesses happen before every lane's later ones; shared
+//     memory (PERI_CUDA_SHARED) is a registered static area, garbage and
+//     forgotten by the race detector at each block's section;
 //   - launches and memsets are counted (per_shim_launches,
 //     per_shim_memsets), so the tests pin what each call enqueues, and
 //     any one launch can be refused on purpose (per_shim_fail_at);
@@ -48,11 +55,15 @@
 // It is a faithful emulation only for kernels whose threads never wait for
 // each other and communicate inside a launch only through atomics and
 // hand-overs (the last arrival at a counter goes on; nobody spins):
-// per_cuda.cu is written that way. The shim enforces it as far as a host
-// build can: __shared__, __syncthreads, warp intrinsics and float atomics
-// are not defined here, so a kernel using them does not compile in the
-// host build; the race detector checks the plain-access rule on every
-// launch the tests make; and the tests run every launch in three orders.
+// per_cuda.cu is written that way, but for its cooperative sections,
+// whose lanes meet only at barriers: running each stretch between two
+// barriers lane by lane is one legal schedule of it too. The shim
+// enforces this as far as a host build can: __shared__, __syncthreads,
+// warp intrinsics and float atomics are not defined here, so a kernel
+// using them outside the section's macros does not compile in the host
+// build; the race detector checks the plain-access rule on every launch
+// the tests make (shared memory included); and the tests run every
+// launch in three orders.
 #ifndef PER_CUDA_HOST_SHIM_H
 #define PER_CUDA_HOST_SHIM_H
 
@@ -165,9 +176,18 @@ static std::unordered_map<uintptr_t, per_shim_touch> per_shim_touched;
 static per_shim_clock per_shim_rel;
 static std::unordered_map<size_t, per_shim_clock> per_shim_know;
 static std::unordered_map<uintptr_t, per_shim_clock> per_shim_released;
-static size_t per_shim_thread;            // the running thread of the launch
-static int per_shim_in_kernel;            // 1 while a kernel runs
-static unsigned long long per_shim_races; // conflicts and stray accesses
+// Per lane of a cooperative section: its releases when its block last
+// met at a barrier. A barrier orders everything every lane of the block
+// did before it with everything any of them does after it; it is kept
+// apart from the clocks (256 lanes each knowing 256 others at every
+// barrier would be slow), so an edge from a barrier to another block's
+// thread through a later hand-over is not known: a race reported, never
+// one missed. per_cuda.cu's sections hand nothing on after a barrier.
+static per_shim_clock per_shim_bar_rel;
+static unsigned long long per_shim_barriers; // barriers met, in all
+static size_t per_shim_thread;               // the running thread of the launch
+static int per_shim_in_kernel;               // 1 while a kernel runs
+static unsigned long long per_shim_races;    // conflicts and stray accesses
 // Atomic operations: in all, and the most any one address got in one
 // launch (the hot spot), with the count per address of the running launch.
 static unsigned long long per_shim_atomics;
@@ -213,6 +233,10 @@ static inline int per_shim_unordered(const per_shim_touch &r, int k,
     if (know && (e = know->find(a.thread)) != know->end() &&
         e->second > a.stamp)
       continue;
+    if (a.thread / blockDim.x == t / blockDim.x) { // a barrier of the block
+      per_shim_clock::const_iterator b = per_shim_bar_rel.find(a.thread);
+      if (b != per_shim_bar_rel.end() && b->second > a.stamp) continue;
+    }
     return 1;
   }
   return 0;
@@ -322,6 +346,7 @@ static inline void per_shim_run(Kernel kernel, unsigned grid, unsigned block,
   per_shim_rel.clear();
   per_shim_know.clear();
   per_shim_released.clear();
+  per_shim_bar_rel.clear();
   per_shim_atomic_at.clear();
   per_shim_in_kernel = 1;
   gridDim.x = grid;
@@ -520,6 +545,10 @@ static inline int per_shim_inside(const per_shim_alloc &a, const char *c,
   return c >= a.p && c <= a.p + a.n && n <= (size_t)(a.p + a.n - c);
 }
 
+// The cooperative sections' shared memory (PERI_CUDA_SHARED): static
+// areas, "device memory" for the race detector too.
+static std::vector<per_shim_alloc> per_shim_shared_areas;
+
 static inline int per_shim_on_device(const void *p, size_t n) {
   size_t i;
   const char *c = (const char *)p;
@@ -531,8 +560,62 @@ static inline int per_shim_on_device(const void *p, size_t n) {
       per_shim_hit = i;
       return 1;
     }
+  for (i = 0; i < per_shim_shared_areas.size(); ++i)
+    if (per_shim_inside(per_shim_shared_areas[i], c, n)) return 1;
   return 0;
 }
+
+// >>blocks: a cooperative section (see the top comment).
+// Lane t of the running block becomes the running thread; past the last
+// lane, lane 0 again and 0 (the loop of PERI_CUDA_LANES ends).
+static inline int per_shim_lane(uint32_t t) {
+  size_t base = (size_t)blockIdx.x * blockDim.x;
+  if (t < blockDim.x) {
+    threadIdx.x = t;
+    per_shim_thread = base + t;
+    return 1;
+  }
+  threadIdx.x = 0;
+  per_shim_thread = base;
+  return 0;
+}
+
+// __syncthreads: every lane of the block releases (what each did so far
+// happens before what any does next: per_shim_bar_rel).
+static inline void per_shim_block_sync(void) {
+  size_t base = (size_t)blockIdx.x * blockDim.x, t;
+  for (t = base; t < base + blockDim.x; ++t)
+    per_shim_bar_rel[t] = ++per_shim_rel[t];
+  ++per_shim_barriers;
+}
+
+// The shared memory p of n bytes at the start of a block's section:
+// registered once, then garbage again (as a new block's is) and
+// forgotten by the race detector (each block has its own).
+template <typename T> static inline T *per_shim_shared(T *p, size_t n) {
+  size_t i;
+  uintptr_t w;
+  for (i = 0; i < per_shim_shared_areas.size(); ++i)
+    if (per_shim_shared_areas[i].p == (char *)p) break;
+  if (i == per_shim_shared_areas.size()) {
+    per_shim_alloc a;
+    a.p = a.base = (char *)p;
+    a.n = n;
+    per_shim_shared_areas.push_back(a);
+  }
+  memset((void *)p, 0xA5, n);
+  for (w = (uintptr_t)p & ~(uintptr_t)3; w < (uintptr_t)p + n; w += 4)
+    per_shim_touched.erase(w);
+  return p;
+}
+
+#define PERI_CUDA_BLOCK_ALL 0
+#define PERI_CUDA_BLOCK_SECTION() (threadIdx.x == 0)
+#define PERI_CUDA_LANES(t) for (uint32_t t = 0; per_shim_lane(t); ++t)
+#define PERI_CUDA_SYNC() per_shim_block_sync()
+#define PERI_CUDA_SHARED(type, name, n) \
+  static type name##_area[n];           \
+  type *const name = per_shim_shared(name##_area, sizeof name##_area)
 
 static inline cudaError_t per_shim_fail(cudaError_t e) {
   per_shim_last_error = e;

@@ -53,6 +53,86 @@ static __global__ void host_k_handover(unsigned int *x, unsigned int *c,
   (void)sum;
 }
 
+// A cooperative section: each lane stores its number to shared memory,
+// then reads its neighbour's, with a barrier between (sync) or not.
+static __global__ void host_k_section(uint32_t *out, int sync) {
+  if (!PERI_CUDA_BLOCK_SECTION()) return;
+  PERI_CUDA_SHARED(uint32_t, a, PERI_CUDA_BLOCK_THREADS);
+  PERI_CUDA_LANES(t) PERI_CUDA_ST(&a[t], t + 1000u * blockIdx.x);
+  if (sync) PERI_CUDA_SYNC();
+  PERI_CUDA_LANES(t) {
+    PERI_CUDA_ST(&out[blockIdx.x * blockDim.x + t],
+                 PERI_CUDA_LD(&a[(t + 1) % blockDim.x]));
+  }
+}
+
+// The section of the uniform draws alone, in block 0 of the grid.
+static __global__ void host_k_uniform_ranks(const per_rng *r0, uint32_t n,
+                                            uint32_t B, uint32_t *out,
+                                            per_rng *after) {
+  per_rng r, a;
+  if (blockIdx.x != 0 || !PERI_CUDA_BLOCK_SECTION()) return;
+  r = PERI_CUDA_LD(r0);
+  a = peri_cuda_uniform_ranks(&r, n, B, out);
+  if (threadIdx.x == 0) PERI_CUDA_ST(after, a);
+}
+
+// peri_cuda_uniform_ranks against per.h's peri_rng_below, value by value,
+// and the stream after them byte for byte: n that reject few words or
+// many (2^32 mod n: 2^30 of every 2^32 words for 3 * 2^30, almost half
+// for 2^31 + 1), streams with 0 to 4 words left in their block, batches
+// within one round of 1024 words, at its edge and over several rounds.
+static void host_case_uniform_ranks(void) {
+  static const uint32_t ns[] = {
+      1, 2, 3, 1000, 3u << 30, (1u << 31) + 1, 0xFFFFFFFFu};
+  static const uint32_t Bs[] = {1, 7, 1023, 1024, 1025, 3000};
+  const uint32_t most = 3000;
+  per_rng *d_r = (per_rng *)cc_dmalloc(2 * sizeof(per_rng));
+  uint32_t *d_out = (uint32_t *)cc_dmalloc(most * sizeof(uint32_t));
+  uint32_t *got = (uint32_t *)malloc(most * sizeof(uint32_t));
+  unsigned long long rejected = 0, bad = 0;
+  uint32_t a, i, b, k;
+  if (!d_r || !d_out || !got) return;
+  for (i = 0; i < sizeof ns / sizeof ns[0]; ++i)
+    for (a = 0; a <= 4; ++a)
+      for (b = 0; b < sizeof Bs / sizeof Bs[0]; ++b) {
+        per_rng r, after;
+        uint64_t words;
+        per_rng_init(&r, 1000 + 10 * i + a);
+        r.counter = 77 + b;
+        if (a) { // the block before counter, a words of it still to come
+          per_rng_block(r.seed, r.counter - 1, r.buf);
+          r.avail = a;
+        }
+        cc_h2d(d_r, &r, sizeof r);
+        PER_CUDA_LAUNCH(host_k_uniform_ranks, 2, PERI_CUDA_BLOCK_THREADS,
+                        cc_stream, (const per_rng *)d_r, ns[i], Bs[b], d_out,
+                        d_r + 1);
+        cc_d2h(got, d_out, Bs[b] * sizeof(uint32_t));
+        cc_d2h(&after, d_r + 1, sizeof after);
+        words = 4 * r.counter - r.avail;
+        for (k = 0; k < Bs[b]; ++k) {
+          uint32_t want = peri_rng_below(&r, ns[i]);
+          if (got[k] != want && bad++ < 5)
+            fprintf(stderr, "n %u, avail %u, B %u: draw %u is %u, not %u\n",
+                    ns[i], a, Bs[b], k, got[k], want);
+        }
+        rejected += 4 * r.counter - r.avail - words - Bs[b];
+        CHECK_MSG(memcmp(&after, &r, sizeof r) == 0,
+                  "n %u, avail %u, B %u: the stream after differs (counter "
+                  "%llu vs %llu, avail %u vs %u)",
+                  ns[i], a, Bs[b], (unsigned long long)after.counter,
+                  (unsigned long long)r.counter, after.avail, r.avail);
+      }
+  CHECK_EQ_U(bad, 0);
+  CHECK(rejected > 1000); // the rejected words were there to skip
+  printf("  uniform draws of a section: %llu words rejected on the way\n",
+         rejected);
+  free(got);
+  cudaFree(d_r);
+  cudaFree(d_out);
+}
+
 static void host_case_race_detector(void) {
   unsigned int *d = (unsigned int *)cc_dmalloc(64 * sizeof(unsigned int));
   double *dv = (double *)cc_dmalloc(2 * sizeof(double));
@@ -61,7 +141,7 @@ static void host_case_race_detector(void) {
   int o;
   if (!d || !dv) return;
   per_shim_order = 0;
-  fprintf(stderr, "(seven reports of deliberate races follow)\n");
+  fprintf(stderr, "(reports of deliberate races follow)\n");
   PER_CUDA_LAUNCH(host_k_private, 2, 31, cc_stream, d, d + 63);
   CHECK_EQ_U(per_shim_races - r0, 0);
   CHECK_EQ_U(cudaMemset(d, 0, 64 * sizeof(unsigned int)), cudaSuccess);
@@ -92,6 +172,27 @@ static void host_case_race_detector(void) {
   PER_CUDA_LAUNCH(host_k_overlap, 1, 2, cc_stream, (const double *)dv,
                   (float *)dv);
   CHECK_EQ_U(per_shim_races - r0, 7);
+  { // a cooperative section: a barrier orders its lanes, within a block
+    uint32_t *o = (uint32_t *)cc_dmalloc(2 * PERI_CUDA_BLOCK_THREADS * 4);
+    uint32_t h[2 * PERI_CUDA_BLOCK_THREADS], t;
+    if (!o) return;
+    for (t = 0; t < 3; ++t) {
+      per_shim_order = (int)t;
+      PER_CUDA_LAUNCH(host_k_section, 2, PERI_CUDA_BLOCK_THREADS, cc_stream, o,
+                      1);
+    }
+    per_shim_order = 0;
+    CHECK_EQ_U(per_shim_races - r0, 7);
+    cc_d2h(h, o, sizeof h);
+    for (t = 0; t < 2 * PERI_CUDA_BLOCK_THREADS; ++t)
+      CHECK_EQ_U(h[t], (t + 1) % PERI_CUDA_BLOCK_THREADS +
+                           1000u * (t / PERI_CUDA_BLOCK_THREADS));
+    // without the barrier: lane t reads what lane t + 1 stores, unordered
+    PER_CUDA_LAUNCH(host_k_section, 1, PERI_CUDA_BLOCK_THREADS, cc_stream, o,
+                    0);
+    CHECK(per_shim_races - r0 > 7);
+    cudaFree(o);
+  }
   cudaFree(d);
   cudaFree(dv);
   per_shim_races = r0;
@@ -789,6 +890,7 @@ int main(int argc, char **argv) {
   host_case_pending();
   host_case_faults();
   host_case_descend();
+  host_case_uniform_ranks();
   CHECK_EQ_U(sizeof(peri_cuda_acc), 40); // the scratch sizes the cases expect
   // grid sizes up to the largest sample (B = UINT32_MAX) do not overflow
   CHECK_EQ_U(peri_cuda_blocks_for(1), 1);
@@ -798,7 +900,7 @@ int main(int argc, char **argv) {
   CHECK_EQ_U(per_shim_races, 0);
   CHECK_EQ_U(per_shim_allocs.size(), 0); // every "device" buffer was freed
   CHECK_EQ_U(cudaGetLastError(), cudaSuccess);
-  printf("  %llu launches, %llu thread runs\n", per_shim_launches,
-         per_shim_threads);
+  printf("  %llu launches, %llu thread runs, %llu block barriers\n",
+         per_shim_launches, per_shim_threads, per_shim_barriers);
   return t_done("cuda-host");
 }
