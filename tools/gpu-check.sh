@@ -34,10 +34,11 @@
 #   tests       meson test --suite gpu (a skip is a failure);
 #   memcheck, racecheck, synccheck
 #               compute-sanitizer on tests/cuda/gpu_probes_double --small
-#               (update, litmus, graph, api; the GPU test itself would
-#               take 10 to 100 times as long under a sanitizer): PASS
-#               when its summary says 0 errors (racecheck: 0 hazards)
-#               and the probes pass;
+#               (update, litmus, graph, api, uniform: racecheck and
+#               synccheck see the draw's shared memory and barriers; the
+#               GPU test itself would take 10 to 100 times as long under
+#               a sanitizer): PASS when its summary says 0 errors
+#               (racecheck: 0 hazards) and the probes pass;
 #   pytests     per.cuda's tests on the GPU (tools/gpu-python.sh);
 #               these five stages run at the same time (none is timed);
 #   probes      tests/cuda/gpu_probes for double, then float: every probe
@@ -333,7 +334,7 @@ for tool in memcheck racecheck synccheck; do
   run "$tool" 180 "${sanitizer:-compute-sanitizer}" --tool "$tool" \
     --error-exitcode 99 \
     "$build/tests/cuda/gpu_probes_double" --small \
-    --only update,litmus,graph,api &
+    --only update,litmus,graph,api,uniform &
   jobs_b="$jobs_b $!"
 done
 wait "$pyjob"

@@ -71,10 +71,21 @@
 //           sequence buffer: sequences with masks, update_seq), each
 //           status as the CPU's, and the buffers equal per_buffer's after
 //           a download.
+//   uniform degenerate mass (every leaf 0, per.cuda's uniform draws made
+//           by block 0's lanes together, per_cuda.cu's
+//           peri_cuda_uniform_draws): a buffer of 2^22 items sampled
+//           with B = 2^22, whole and in a window that wraps, and one of
+//           2^22 steps (seq_len 4, stride 4, an episode end every 7 steps:
+//           some sequences invalid) sampled with B = 2^18 sequences; the
+//           ids equal per_buffer's, and so does the state after (the
+//           stream's place too). Prints each sample's time beside a
+//           stratified sample of the same B made before the leaves were
+//           zeroed.
 //
 // --small: the sizes for compute-sanitizer (a tree of 2^18 leaves and
 // 2^16 pairs, two rounds; 10^3 litmus runs; a buffer of 2^12 items, 100
-// replays then 20; huge not run). --only runs the named probes. Each
+// replays then 20; huge not run; uniform at 2^12 items, B 2^12 and 2^10
+// sequences). --only runs the named probes. Each
 // probe's seconds go to stderr.
 //
 // This file includes per_cuda.cu itself (as the host build does), so the
@@ -1398,14 +1409,175 @@ static void pr_probe_api(void) {
   cudaStreamDestroy(s);
 }
 
+// >>uniform: a degenerate sample's draws, block 0's lanes together
+// One buffer of cfg: filled with n steps (an episode end every `every`),
+// sampled once with mass (its time into *t_mass), then every leaf set to
+// 0 and sampled with each option set of o[0..no) (times into t[]): ids
+// compared with per_buffer's each time, the state at the end. Returns 1
+// when all is equal, else 0 with why.
+static int pr_uniform_one(const per_config *cfg, uint32_t B,
+                          const per_sample_opts *o, int no, double *t_mass,
+                          double *t, cudaStream_t s, char *why,
+                          size_t why_bytes) {
+  pr_api_buf a;
+  per_buffer cpu;
+  uint32_t n = cfg->capacity, rows = B * (cfg->seq_len ? cfg->seq_len : 1u), j;
+  // a call's most items (a sequence buffer's max_batch * seq_len is at
+  // most PER_CUDA_MAX_BATCH); capacity is a multiple of it here
+  uint32_t maxb = cfg->seq_len ? PER_CUDA_MAX_BATCH / cfg->seq_len : n, at;
+  unsigned char *in = (unsigned char *)malloc((size_t)n * cfg->item_size);
+  uint8_t *ends = (uint8_t *)malloc(n), *mask = (uint8_t *)malloc(rows);
+  uint64_t *ids = (uint64_t *)malloc((size_t)(n > B ? n : B) * 8);
+  uint64_t *ids_dev = (uint64_t *)malloc((size_t)B * 8);
+  unsigned char *out = (unsigned char *)malloc((size_t)rows * cfg->item_size);
+  float *td = (float *)malloc((size_t)n * 4), *w = (float *)malloc(B * 4);
+  int ok = 0, k;
+  per_status st;
+  double t0;
+  why[0] = 0;
+  if (per_buffer_init(&cpu, cfg, NULL) != PER_OK) {
+    snprintf(why, why_bytes, "per_buffer_init failed");
+    free(in);
+    free(ends);
+    free(mask);
+    free(ids);
+    free(ids_dev);
+    free(out);
+    free(td);
+    free(w);
+    return 0;
+  }
+#define PR_U(cond, ...)                      \
+  do {                                       \
+    if (!(cond)) {                           \
+      snprintf(why, why_bytes, __VA_ARGS__); \
+      goto out;                              \
+    }                                        \
+  } while (0)
+  PR_U(in && ends && mask && ids && ids_dev && out && td && w, "host memory");
+  if (maxb > n) maxb = n;
+  PR_U(B <= maxb && pr_api_make(&a, cfg, maxb, s), "device buffer");
+  for (j = 0; j < n * cfg->item_size; ++j) in[j] = (unsigned char)(j * 7u);
+  for (j = 0; j < n; ++j) ends[j] = j % 7 == 6;
+  for (at = 0; at < n; at += maxb) { // adds of maxb
+    unsigned char *ia = in + (size_t)at * cfg->item_size;
+    PR_U(per_buffer_add_steps(&cpu, ia, maxb, ends + at) == PER_OK,
+         "add on the CPU");
+    PR_U(cudaMemcpy(a.d_in, ia, (size_t)maxb * cfg->item_size,
+                    cudaMemcpyHostToDevice) == cudaSuccess &&
+             cudaMemcpy(a.d_ends, ends + at, maxb, cudaMemcpyHostToDevice) ==
+                 cudaSuccess,
+         "copies");
+    st = per_cuda_buffer_add_batch(&a.b, a.d_in, maxb, a.d_ends, a.d_status, s);
+    PR_U(st == PER_OK && pr_device_status(a.d_status, s) == PER_OK,
+         "add_batch");
+  }
+  for (k = -1; k < no; ++k) {
+    per_sample_opts q = k < 0 ? o[0] : o[k];
+    per_status want, got;
+    if (k == 0) { // every leaf 0 (eps 0, TD errors 0), maxb at a time
+      for (j = 0; j < n; ++j) {
+        ids[j] = (uint64_t)j | (uint64_t)cpu.gen[j] << 32;
+        td[j] = 0.0f;
+      }
+      for (at = 0; at < n; at += maxb) {
+        want = per_buffer_update(&cpu, ids + at, td + at, maxb, NULL);
+        PR_U(cudaMemcpy(a.d_ids, ids + at, (size_t)maxb * 8,
+                        cudaMemcpyHostToDevice) == cudaSuccess &&
+                 cudaMemcpy(a.d_td, td + at, (size_t)maxb * 4,
+                            cudaMemcpyHostToDevice) == cudaSuccess,
+             "copies");
+        got = per_cuda_buffer_update(&a.b, a.d_ids, a.d_td, maxb, NULL,
+                                     a.d_status, s);
+        if (got == PER_OK) got = pr_device_status(a.d_status, s);
+        PR_U(want == PER_OK && got == PER_OK, "zeroing update: %s, %s",
+             pr_status_name(want), pr_status_name(got));
+      }
+      PR_U(!(cpu.tree.node[1] > 0), "the mass is not 0");
+    }
+    if (cfg->seq_len) q.mask = mask;
+    want = per_buffer_sample(&cpu, B, &q, out, ids, w);
+    if (cfg->seq_len) q.mask = a.d_mask;
+    cudaStreamSynchronize(s);
+    t0 = pr_now();
+    got = per_cuda_buffer_sample(&a.b, B, &q, a.d_out, a.d_ids, a.d_w,
+                                 a.d_status, s);
+    if (got == PER_OK) got = pr_device_status(a.d_status, s);
+    if (k < 0) *t_mass = pr_now() - t0;
+    else t[k] = pr_now() - t0;
+    PR_U(want == PER_OK && got == PER_OK, "sample %d: %s on the CPU, %s", k,
+         pr_status_name(want), pr_status_name(got));
+    PR_U(cudaMemcpy(ids_dev, a.d_ids, (size_t)B * 8, cudaMemcpyDeviceToHost) ==
+             cudaSuccess,
+         "copy of ids");
+    for (j = 0; j < B && ids[j] == ids_dev[j]; ++j) {
+    }
+    PR_U(j == B, "sample %d: draw %u of %u: id %llx on the CPU, %llx", k, j, B,
+         (unsigned long long)ids[j], (unsigned long long)ids_dev[j]);
+  }
+  ok = pr_compare_device(&a.b, &cpu, s, why, why_bytes);
+out:
+#undef PR_U
+  pr_api_free(&a);
+  per_buffer_free(&cpu);
+  free(in);
+  free(ends);
+  free(mask);
+  free(ids);
+  free(ids_dev);
+  free(out);
+  free(td);
+  free(w);
+  return ok;
+}
+
+static void pr_probe_uniform(void) {
+  uint32_t n = pr_small ? 1u << 12 : 1u << 22;
+  uint32_t Bs = pr_small ? 1u << 10 : 1u << 18;
+  per_config ci = per_config_default(n, 4), cs = ci;
+  per_sample_opts o[2];
+  double tm, ti[2], ts[2];
+  cudaStream_t s = NULL;
+  char why[400];
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+    pr_result(PR_FAIL, "uniform", "cudaStreamCreate failed");
+    return;
+  }
+  ci.eps = cs.eps = 0;
+  ci.seed = 31;
+  cs.seed = 32;
+  cs.seq_len = 4;
+  cs.seq_stride = 4;
+  memset(o, 0, sizeof o);
+  o[1].window = n / 2 + 5;
+  if (!pr_uniform_one(&ci, n, o, 2, &tm, ti, s, why, sizeof why)) {
+    pr_result(PR_FAIL, "uniform", "items: %s", why);
+  } else {
+    double tms = tm;
+    o[0].flags = o[1].flags = PER_SAMPLE_SEQUENCES;
+    if (!pr_uniform_one(&cs, Bs, o, 2, &tm, ts, s, why, sizeof why))
+      pr_result(PR_FAIL, "uniform", "sequences: %s", why);
+    else
+      pr_result(PR_PASS, "uniform",
+                "degenerate mass bitwise as per_buffer: %u items drawn from "
+                "%u in %.2f ms (whole) and %.2f ms (window), against %.2f ms "
+                "for a stratified sample; %u sequences in %.2f and %.2f ms, "
+                "against %.2f ms",
+                n, n, 1e3 * ti[0], 1e3 * ti[1], 1e3 * tms, Bs, 1e3 * ts[0],
+                1e3 * ts[1], 1e3 * tm);
+  }
+  cudaStreamDestroy(s);
+}
+
 // >>main
 int main(int argc, char **argv) {
   static const struct {
     const char *name;
     void (*run)(void);
-  } probes[] = {{"update", pr_probe_update}, {"litmus", pr_probe_litmus},
-                {"graph", pr_probe_graph},   {"error", pr_probe_error},
-                {"huge", pr_probe_huge},     {"api", pr_probe_api}};
+  } probes[] = {{"update", pr_probe_update},  {"litmus", pr_probe_litmus},
+                {"graph", pr_probe_graph},    {"error", pr_probe_error},
+                {"huge", pr_probe_huge},      {"api", pr_probe_api},
+                {"uniform", pr_probe_uniform}};
   cudaDeviceProp prop;
   cudaError_t e;
   int ndev = 0, a;
@@ -1418,7 +1590,8 @@ int main(int argc, char **argv) {
       pr_only = argv[++a];
     } else {
       fprintf(stderr, "usage: gpu_probes [--small] [--only NAME[,NAME...]]\n"
-                      "  NAME: update litmus graph error huge api\n");
+                      "  NAME: update litmus graph error huge api "
+                      "uniform\n");
       return 2;
     }
   }
