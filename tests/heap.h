@@ -2,7 +2,9 @@
    count calls, live blocks and the largest request per context (NULL: a
    default heap) and can fail the n-th call, to inject allocation
    failures. Include it before per.h; it defines PER_MALLOC and
-   PER_FREE. */
+   PER_FREE. The counts are kept by atomic adds where the compiler has
+   them (GCC, Clang): per_store.h's writer thread allocates and frees
+   beside the caller's, and a plain ++ from both loses counts. */
 #ifndef PER_TEST_HEAP_H
 #define PER_TEST_HEAP_H
 
@@ -18,22 +20,31 @@ typedef struct t_heap {
 
 static t_heap t_default_heap; /* used when alloc_ctx is NULL */
 
+/* *c += d, atomically where it can be; returns the new value. */
+static long t_heap_add(long *c, long d) {
+#if defined(__GNUC__) || defined(__clang__)
+  return __atomic_add_fetch(c, d, __ATOMIC_RELAXED);
+#else
+  return *c += d;
+#endif
+}
+
 static void *t_malloc(size_t sz, void *ctx) {
   t_heap *h = ctx ? (t_heap *)ctx : &t_default_heap;
   void *p;
-  ++h->calls;
+  long call = t_heap_add(&h->calls, 1);
   if (sz > h->max_bytes) h->max_bytes = sz;
-  if (h->fail_at != 0 && h->calls == h->fail_at) return NULL;
+  if (h->fail_at != 0 && call == h->fail_at) return NULL;
   p = malloc(sz ? sz : 1);
-  if (p) ++h->live;
+  if (p) t_heap_add(&h->live, 1);
   return p;
 }
 
 static void t_free(void *p, void *ctx) {
   t_heap *h = ctx ? (t_heap *)ctx : &t_default_heap;
   if (p) {
-    --h->live;
-    ++h->frees;
+    t_heap_add(&h->live, -1);
+    t_heap_add(&h->frees, 1);
   }
   free(p);
 }
