@@ -1435,18 +1435,8 @@ static int pr_uniform_one(const per_config *cfg, uint32_t B,
   per_status st;
   double t0;
   why[0] = 0;
-  if (per_buffer_init(&cpu, cfg, NULL) != PER_OK) {
-    snprintf(why, why_bytes, "per_buffer_init failed");
-    free(in);
-    free(ends);
-    free(mask);
-    free(ids);
-    free(ids_dev);
-    free(out);
-    free(td);
-    free(w);
-    return 0;
-  }
+  memset(&a, 0, sizeof a); // (both free as they are)
+  memset(&cpu, 0, sizeof cpu);
 #define PR_U(cond, ...)                      \
   do {                                       \
     if (!(cond)) {                           \
@@ -1454,6 +1444,7 @@ static int pr_uniform_one(const per_config *cfg, uint32_t B,
       goto out;                              \
     }                                        \
   } while (0)
+  PR_U(per_buffer_init(&cpu, cfg, NULL) == PER_OK, "per_buffer_init failed");
   PR_U(in && ends && mask && ids && ids_dev && out && td && w, "host memory");
   if (maxb > n) maxb = n;
   PR_U(B <= maxb && pr_api_make(&a, cfg, maxb, s), "device buffer");
