@@ -30,8 +30,9 @@
 //     a launch must point into device memory too;
 //   - a block's cooperative section (per_cuda.cu's >>block): thread 0
 //     of the block runs it alone, playing every lane in turn for each
-//     PERI_CUDA_LANES body (the race detector sees each lane as its
-//     thread); PERI_CUDA_SYNC is a barrier, after which every lane's
+//     PERI_CUDA_LANES body, in the order per_shim_order says (shuffled:
+//     afresh for each body); the race detector sees each lane as its
+//     thread; PERI_CUDA_SYNC is a barrier, after which every lane's
 //     earlier accesses happen before every lane's later ones; shared
 //     memory (PERI_CUDA_SHARED) is a registered static area, garbage and
 //     forgotten by the race detector at each block's section;
@@ -184,10 +185,11 @@ static std::unordered_map<uintptr_t, per_shim_clock> per_shim_released;
 // thread through a later hand-over is not known: a race reported, never
 // one missed. per_cuda.cu's sections hand nothing on after a barrier.
 static per_shim_clock per_shim_bar_rel;
-static unsigned long long per_shim_barriers; // barriers met, in all
-static size_t per_shim_thread;               // the running thread of the launch
-static int per_shim_in_kernel;               // 1 while a kernel runs
-static unsigned long long per_shim_races;    // conflicts and stray accesses
+static unsigned long long per_shim_barriers;  // barriers met, in all
+static unsigned long long per_shim_stretches; // lanes' stretches played
+static size_t per_shim_thread;            // the running thread of the launch
+static int per_shim_in_kernel;            // 1 while a kernel runs
+static unsigned long long per_shim_races; // conflicts and stray accesses
 // Atomic operations: in all, and the most any one address got in one
 // launch (the hot spot), with the count per address of the running launch.
 static unsigned long long per_shim_atomics;
@@ -566,13 +568,36 @@ static inline int per_shim_on_device(const void *p, size_t n) {
 }
 
 // >>blocks: a cooperative section (see the top comment).
-// Lane t of the running block becomes the running thread; past the last
-// lane, lane 0 again and 0 (the loop of PERI_CUDA_LANES ends).
-static inline int per_shim_lane(uint32_t t) {
+// The i-th lane played of a stretch: *t, in the order of per_shim_order
+// (forwards, backwards, or shuffled afresh for each stretch), becomes the
+// running thread; past the last, lane 0 again and 0 (the loop of
+// PERI_CUDA_LANES ends). On a GPU a stretch's lanes run at once: no
+// result may depend on the order they are played in.
+static std::vector<uint32_t> per_shim_lane_order;
+static inline int per_shim_lane(uint32_t i, uint32_t *t) {
   size_t base = (size_t)blockIdx.x * blockDim.x;
-  if (t < blockDim.x) {
-    threadIdx.x = t;
-    per_shim_thread = base + t;
+  uint32_t n = blockDim.x, k;
+  if (i == 0) {
+    per_shim_lane_order.resize(n);
+    for (k = 0; k < n; ++k)
+      per_shim_lane_order[k] = per_shim_order == 1 ? n - 1 - k : k;
+    if (per_shim_order == 2) { // Fisher-Yates, seeded by the stretch
+      uint64_t s = per_shim_mix(per_shim_launches * 0x100000001b3ull +
+                                per_shim_barriers + ++per_shim_stretches);
+      for (k = n; k > 1; --k) {
+        uint32_t r, tmp;
+        s = per_shim_mix(s);
+        r = (uint32_t)(s % k);
+        tmp = per_shim_lane_order[k - 1];
+        per_shim_lane_order[k - 1] = per_shim_lane_order[r];
+        per_shim_lane_order[r] = tmp;
+      }
+    }
+  }
+  if (i < n) {
+    *t = per_shim_lane_order[i];
+    threadIdx.x = *t;
+    per_shim_thread = base + *t;
     return 1;
   }
   threadIdx.x = 0;
@@ -611,7 +636,8 @@ template <typename T> static inline T *per_shim_shared(T *p, size_t n) {
 
 #define PERI_CUDA_BLOCK_ALL 0
 #define PERI_CUDA_BLOCK_SECTION() (threadIdx.x == 0)
-#define PERI_CUDA_LANES(t) for (uint32_t t = 0; per_shim_lane(t); ++t)
+#define PERI_CUDA_LANES(t) \
+  for (uint32_t t##_i = 0, t = 0; per_shim_lane(t##_i, &t); ++t##_i)
 #define PERI_CUDA_SYNC() per_shim_block_sync()
 #define PERI_CUDA_SHARED(type, name, n) \
   static type name##_area[n];           \
