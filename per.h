@@ -3277,10 +3277,9 @@ static PER_HD int peri_set_insert(uint32_t *table, uint32_t hbits,
 
 /* Distinct draws, degenerate mass: p->B distinct uniform positions of
    the p->nvalid (B <= nvalid) by Floyd's algorithm, from the stream r,
-   as leaves into out[0..B) in pick order; set: 2^peri_cat_hbits(B)
-   words of scratch. */
+   into out[0..B) in pick order (peri_plan_uniform_leaf maps each to its
+   leaf); set: 2^peri_cat_hbits(B) words of scratch. */
 static PER_HD void peri_plan_floyd(const peri_plan *p, per_rng *r,
-                                   const uint8_t *ok, uint32_t cap,
                                    uint32_t *set, uint32_t *out) {
   uint32_t j, i = 0, N = p->nvalid, B = p->B;
   uint32_t hb = peri_set_reset(set, B);
@@ -3290,7 +3289,7 @@ static PER_HD void peri_plan_floyd(const peri_plan *p, per_rng *r,
       peri_set_insert(set, hb, j);
       t = j;
     }
-    out[i] = peri_plan_uniform_leaf(p, ok, cap, t);
+    out[i] = t;
   }
 }
 
@@ -5088,8 +5087,10 @@ static per_status peri_draw_picked(per_buffer *b, const peri_plan *p) {
   per_rng saved = b->rng;
   per_status s = PER_OK;
   if (p->degenerate) {
-    peri_plan_floyd(p, &b->rng, b->seq_ok, b->cfg.capacity, b->cat.table,
-                    b->scratch_idx);
+    uint32_t j, *idx = b->scratch_idx;
+    peri_plan_floyd(p, &b->rng, b->cat.table, idx);
+    for (j = 0; j < p->B; ++j)
+      idx[j] = peri_plan_uniform_leaf(p, b->seq_ok, b->cfg.capacity, idx[j]);
   } else if (p->whole && !p->seq && b->swap.perm) {
     s = per_swap_sample(&b->swap, &b->rng, p->B, b->scratch_idx);
   } else if (p->whole) {

@@ -46,11 +46,12 @@
 //     conflict (a plain write and any other access, or a plain read and
 //     an atomic) unless a hand-over orders them: the races a loop of whole
 //     threads would hide. Only the descents (per.h's and
-//     peri_cuda_descend) and a sample's plan (per.h's peri_plan_of and
-//     peri_plan_count_valid) read the tree, the trajectory ids and the
-//     sequences' flags directly, in launches that write none of them, or
-//     where the one thread that reads them is the one that writes them
-//     (a sample's distinct draws: per.h's peri_plan_floyd and its set).
+//     peri_cuda_descend) and a sample's plan (per.h's peri_plan_of)
+//     read the tree, the trajectory ids and the sequences' flags
+//     directly, in launches that write none of them, or where one thread
+//     alone writes them, after a barrier of its block's section that
+//     orders the reads before (a sample's distinct draws: per.h's
+//     peri_plan_floyd and its set, peri_plan_window_picks).
 // No float atomics: tree nodes get their values from per_tree_recompute
 // (a parent) or from the batch (a leaf); integer atomics on their bit
 // patterns only claim leaves.
@@ -81,14 +82,23 @@
 #define PERI_CUDA_BLOCK_THREADS 256u
 
 // Every kernel is launched with at most PERI_CUDA_BLOCK_THREADS threads a
-// block, and says so, with at least 2 such blocks resident on an SM (3
-// for the draw, which fits in 80 registers): ptxas keeps each within the
-// registers that leaves a thread (128; 80), so no launch of a call is
-// ever refused for them, and an SM holds 16 warps of the settle, not 8
-// (tests/cuda/check_resources.py reads what ptxas made of each: fewer
-// than 128, no spills).
+// block, and says so, with at least 2 such blocks resident on an SM:
+// ptxas keeps each within the registers that leaves a thread (128), so
+// no launch of a call is ever refused for them, and an SM holds 16 warps
+// of the settle, not 8 (tests/cuda/check_resources.py reads what ptxas
+// made of each: fewer than 128, no spills).
 #define PERI_CUDA_BOUNDS __launch_bounds__(PERI_CUDA_BLOCK_THREADS, 2)
-#define PERI_CUDA_BOUNDS_DRAW __launch_bounds__(PERI_CUDA_BLOCK_THREADS, 3)
+// The draw (its strata and its block's sections in one kernel) is capped
+// at 96 registers instead (__maxnreg__, from nvcc 12.4; it excludes
+// __launch_bounds__): 2 blocks of 256 fit as well, and ptxas needs no
+// spills, where 3 blocks' 80 made it spill. Older nvcc: PERI_CUDA_BOUNDS.
+#if defined(__CUDACC_VER_MAJOR__) && \
+    (__CUDACC_VER_MAJOR__ > 12 ||    \
+     (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4))
+#define PERI_CUDA_BOUNDS_DRAW __maxnreg__(96)
+#else
+#define PERI_CUDA_BOUNDS_DRAW PERI_CUDA_BOUNDS
+#endif
 
 // The unsigned integer type with the size of per_real: atomics on a node's
 // bit pattern use it.
@@ -258,12 +268,14 @@ static __device__ inline uint32_t peri_cuda_thread_id(void) {
 
 /* >>block: a block's cooperative section */
 // Where a block's threads work together (a sample's uniform draws of
-// degenerate mass: counts by prefix sums), they do it in a section that
+// degenerate mass and its distinct draws: counts by prefix sums, first
+// occurrences by atomics on a set), they do it in a section that
 // every thread of the block enters (PERI_CUDA_BLOCK_SECTION() is true in
 // each; in the shim, in thread 0 alone, which then plays every lane):
 //   - PERI_CUDA_LANES(t) { ... } is one thread's part, t its lane
-//     (threadIdx.x); in the shim the body runs for t = 0 .. blockDim.x - 1
-//     in turn, each as that thread. Nothing a body sets outlives it but
+//     (threadIdx.x); in the shim the body runs for every t < blockDim.x
+//     in turn (forwards, backwards or shuffled, as the shim's thread
+//     order), each as that thread. Nothing a body sets outlives it but
 //     what it stores (shared memory, PERI_CUDA_SHARED, or device memory),
 //     and no break leaves it (continue ends the lane's part);
 //   - PERI_CUDA_SYNC() is __syncthreads(): whatever a lane stored before
@@ -271,7 +283,9 @@ static __device__ inline uint32_t peri_cuda_thread_id(void) {
 //   - the code between them is the same in every thread (it reads what
 //     the lanes stored, stores nothing): the section's control flow is
 //     uniform, so every thread meets every barrier.
-// Shared memory is only ever touched through PERI_CUDA_LD / _ST.
+// Shared memory is only ever touched through PERI_CUDA_LD / _ST, and
+// the lanes' atomics on device memory (a sample's set) are ordered with
+// plain accesses by the barriers as well.
 // PERI_CUDA_BLOCK_ALL: 1 where every thread of a block must reach the
 // section to meet its barriers (a GPU); 0 in the shim, where thread 0
 // plays them all, so the others need not come.
@@ -969,7 +983,8 @@ struct peri_cuda_seqs {
 // flags, drawn leaves (an update_seq's leaves), values (a draw's leaf
 // values, an update's priorities) and an update's old leaf values; a
 // buffer's also has the set of its distinct draws
-// (2^peri_cat_hbits(max_batch) words, each call clearing what it uses
+// (2^peri_cat_hbits(max_batch) 64-bit words: a leaf and its first draw,
+// or the 32-bit words of Floyd's set; each call clearing what it uses
 // first) and, with sequences, a word per sequence (own: 0 between
 // calls) and the rank table of a degenerate sample (one word per 32
 // sequences, and one). Everything but the arrays starts 0 and every call
@@ -979,7 +994,8 @@ struct peri_cuda_workspace {
                    // kept by the draw's thread 0 for the deliver launch
   peri_cuda_acc *acc;
   unsigned int *cnt, *scnt;
-  uint32_t *flag, *idx, *set, *own, *rank;
+  uint32_t *flag, *idx, *own, *rank;
+  unsigned long long *set;
   per_real *val, *orig;
 };
 
@@ -1335,11 +1351,40 @@ static __global__ void PERI_CUDA_BOUNDS peri_cuda_claim_seq_kernel(
 }
 
 /* >>draw: a buffer's sample (distinct draws, draw, deliver) */
-// A sample's PER_SAMPLE_UNIQUE picks, made by thread 0 of the draw alone,
-// in order, with per_buffer_sample's methods and the same use of the
-// stream, so the same leaves in the same order: it reads and writes the
-// tree (zeroed picks, put back before it returns) and the permutation,
-// which no other thread of the launch touches.
+// A sample's PER_SAMPLE_UNIQUE picks and its degenerate uniform draws are
+// made by block 0's threads together, in a cooperative section (>>block)
+// with per_buffer_sample's methods and the same use of the stream, so
+// the same leaves in the same order. Where a method changes the tree or
+// the permutation at every pick (the fallback after too many repeats,
+// the window's picks, alpha 0's swaps, Floyd's set), lane 0 makes the
+// picks in order and the others wait at the next barrier: no other
+// thread of the launch touches what it writes (the tree's zeroed picks
+// are put back before the barrier).
+
+// The shared memory of the draw kernel's section: the scans' arrays (a
+// word a lane each: sa and sb the two buffers of peri_cuda_block_scan,
+// sc a lane's own count), four words a lane (sv), a lane's smallest
+// value (mn), and what lane 0's serial part hands on (a stream, a
+// status).
+struct peri_cuda_block_mem {
+  uint32_t *sa, *sb, *sc, *sv;
+  per_real *mn;
+  per_rng *next;
+  uint32_t *status;
+};
+
+// Declares the section's shared memory, and sm over it (once a block, in
+// the section).
+#define PERI_CUDA_BLOCK_MEM(sm)                                     \
+  PERI_CUDA_SHARED(uint32_t, sm##_a, PERI_CUDA_BLOCK_THREADS);      \
+  PERI_CUDA_SHARED(uint32_t, sm##_b, PERI_CUDA_BLOCK_THREADS);      \
+  PERI_CUDA_SHARED(uint32_t, sm##_c, PERI_CUDA_BLOCK_THREADS);      \
+  PERI_CUDA_SHARED(uint32_t, sm##_v, 4 * PERI_CUDA_BLOCK_THREADS);  \
+  PERI_CUDA_SHARED(per_real, sm##_mn, PERI_CUDA_BLOCK_THREADS);     \
+  PERI_CUDA_SHARED(per_rng, sm##_next, 1);                          \
+  PERI_CUDA_SHARED(uint32_t, sm##_status, 1);                       \
+  peri_cuda_block_mem sm = {sm##_a,  sm##_b,    sm##_c,     sm##_v, \
+                            sm##_mn, sm##_next, sm##_status}
 
 // The picks idx[0..m) put back from val[0..m): the tree is bitwise what
 // it was (every node is the sum of its children).
@@ -1357,19 +1402,6 @@ static __device__ void peri_cuda_keep_pick(const per_real *node, uint32_t L,
                                            uint32_t *idx, per_real *val) {
   PERI_CUDA_ST(&idx[j], leaf);
   PERI_CUDA_ST(&val[j], PERI_CUDA_LD(&node[L + leaf]));
-}
-
-// Degenerate mass: B distinct positions of the nvalid (per.h's
-// peri_plan_floyd, as per_buffer_sample draws them), and their values.
-static __device__ void peri_cuda_pick_uniform(per_rng *r, const peri_plan *p,
-                                              const uint8_t *ok,
-                                              const per_real *node, uint32_t L,
-                                              uint32_t cap, uint32_t *set,
-                                              uint32_t *idx, per_real *val) {
-  uint32_t j;
-  peri_plan_floyd(p, r, ok, cap, set, idx);
-  for (j = 0; j < p->B; ++j)
-    PERI_CUDA_ST(&val[j], PERI_CUDA_LD(&node[L + PERI_CUDA_LD(&idx[j])]));
 }
 
 // The id of a drawn leaf: its unit's first slot, that slot's generation,
@@ -1400,123 +1432,6 @@ static __device__ void peri_cuda_pick_swap(per_rng *r, const per_real *node,
   }
 }
 
-// The whole buffer (per_cat_sample with the buffer's workspace, whose
-// repeat limit is max_unique): i.i.d. draws keeping first occurrences
-// until B picks or the repeat limit; then the picks zeroed and the rest
-// drawn one at a time, each zeroed; then the picks put back. PER_ERR_TOO_FEW
-// when the mass runs out first (the tree put back as well). Its own and
-// not per.h's: per_cat_sample works on a per_cat and a per_tree (which
-// the device buffer does not hold) with the CPU's descents; this is its
-// method draw for draw, over the workspace's set and the device tree.
-static __device__ per_status peri_cuda_pick_cat(per_rng *r, per_real *node,
-                                                uint32_t L, uint32_t B,
-                                                uint32_t max_unique,
-                                                uint32_t *set, uint32_t *idx,
-                                                per_real *val) {
-  per_real total = PERI_CUDA_LD(&node[1]);
-  uint32_t m = 0, j, hb;
-  uint64_t rejects = 0, limit = (uint64_t)64 * B + 1024;
-  if (max_unique < limit) limit = max_unique;
-  hb = peri_set_reset(set, B);
-  while (m < B && rejects < limit) {
-    uint32_t leaf =
-        peri_cuda_descend(node, L, peri_mul_rn(peri_rng_real(r), total));
-    if (peri_set_insert(set, hb, leaf)) {
-      peri_cuda_keep_pick(node, L, m++, leaf, idx, val);
-    } else {
-      ++rejects;
-    }
-  }
-  if (m == B) return PER_OK;
-  for (j = 0; j < m; ++j)
-    peri_put_leaf(node, L, PERI_CUDA_LD(&idx[j]), (per_real)0);
-  while (m < B) {
-    uint32_t leaf;
-    total = PERI_CUDA_LD(&node[1]);
-    if (!(total > 0)) {
-      peri_cuda_put_back(node, L, idx, val, m);
-      return PER_ERR_TOO_FEW;
-    }
-    leaf = per_tree_descend(node, L, peri_mul_rn(peri_rng_real(r), total));
-    peri_cuda_keep_pick(node, L, m++, leaf, idx, val);
-    peri_put_leaf(node, L, leaf, (per_real)0);
-  }
-  peri_cuda_put_back(node, L, idx, val, m);
-  return PER_OK;
-}
-
-// Thread 0 of a PER_SAMPLE_UNIQUE draw: the B picks (p->next advances
-// over the stream they read), their ids and weights, as the draw kernel
-// writes a batch's; returns what the thread reports (a status, or the
-// batch minimum when the weights wait for it). node, L: the tree drawn
-// from (items' or sequences'); perm: items only.
-static __device__ peri_cuda_acc peri_cuda_pick(
-    peri_plan *p, uint32_t max_unique, uint32_t cap, uint32_t L, uint32_t size,
-    per_real *node, uint32_t *perm, const uint32_t *gen, const uint8_t *ok,
-    uint32_t stride, uint32_t B, uint32_t *set, uint32_t *idx, per_real *val,
-    uint64_t *ids, float *w) {
-  peri_cuda_acc a = peri_cuda_acc_none();
-  per_status s = PER_OK;
-  per_real pmin = PERI_NO_MIN;
-  uint32_t k;
-  if ((!p->seq || p->degenerate) && B > p->nvalid) s = PER_ERR_TOO_FEW;
-  else if (p->degenerate)
-    peri_cuda_pick_uniform(&p->next, p, ok, node, L, cap, set, idx, val);
-  else if (p->whole && perm && !p->seq)
-    peri_cuda_pick_swap(&p->next, node, L, perm, size, B, idx, val);
-  else if (p->whole)
-    s = peri_cuda_pick_cat(&p->next, node, L, B, max_unique, set, idx, val);
-  else s = peri_plan_window_picks(p, &p->next, node, idx, val);
-  if (s != PER_OK) {
-    a.status = peri_cuda_status_word(0, s);
-    return a;
-  }
-  for (k = 0; k < B; ++k) {
-    uint32_t leaf = PERI_CUDA_LD(&idx[k]);
-    per_real x = PERI_CUDA_LD(&val[k]);
-    if (ids) PERI_CUDA_ST(&ids[k], peri_cuda_id_of(p, gen, stride, leaf));
-    if (w && p->degenerate) PERI_CUDA_ST(&w[k], 1.0f);
-    else if (w && p->bufmax)
-      PERI_CUDA_ST(&w[k], peri_weight(x, p->pmin, p->beta));
-    else if (x < pmin) pmin = x;
-  }
-  if (w && !p->degenerate && !p->bufmax) a = peri_cuda_weight_report(pmin, 0);
-  return a;
-}
-
-// Degenerate mass, without PER_SAMPLE_UNIQUE: the B uniform draws of
-// per_buffer_sample, made by block 0's threads together (a cooperative
-// section, >>block). per.h draws each with peri_rng_below(stream, nvalid),
-// which takes words until one is not rejected (its low product at or
-// above 2^32 mod nvalid): so draw k is the value of the k-th word of the
-// stream that is not rejected. Each round, every lane takes a block of 4
-// words, counts those not rejected, a prefix sum over the lanes ranks
-// them, and each lane writes its draws; the lane with draw B - 1 leaves
-// the stream as peri_rng_u32 would after that word. O(B / lanes) rounds,
-// not B draws on one thread.
-// Sequences: draw r is the valid eligible sequence of rank r, looked up
-// in a table of ranks the lanes build first (peri_cuda_seq_ranks), not
-// found by a scan of every sequence.
-
-// Inclusive prefix sums of a[0 .. blockDim.x) (stored, a barrier met
-// since) by Hillis and Steele's doubling, with b the other buffer:
-// returns the one holding them, after a barrier.
-static __device__ uint32_t *peri_cuda_block_scan(uint32_t *a, uint32_t *b) {
-  uint32_t d;
-  for (d = 1; d < blockDim.x; d <<= 1) {
-    uint32_t *c;
-    PERI_CUDA_LANES(t) {
-      uint32_t x = PERI_CUDA_LD(&a[t]);
-      PERI_CUDA_ST(&b[t], t >= d ? x + PERI_CUDA_LD(&a[t - d]) : x);
-    }
-    PERI_CUDA_SYNC();
-    c = a;
-    a = b;
-    b = c;
-  }
-  return a;
-}
-
 // Block k of the words stream r hands out from here on: k = 0 is r->buf
 // (of which word j is still to come iff j >= 4 - r->avail), k >= 1
 // per_rng_block(seed, counter + k - 1).
@@ -1539,6 +1454,158 @@ static __device__ per_rng peri_cuda_stream_after(const per_rng *r, uint64_t k,
   return n;
 }
 
+// Where word g of the stream r lies (g = 0: the word peri_rng_u32(r)
+// returns next): word *j of block *k.
+static __device__ void peri_cuda_stream_at(const per_rng *r, uint64_t g,
+                                           uint64_t *k, uint32_t *j) {
+  if (g < r->avail) {
+    *k = 0;
+    *j = 4u - r->avail + (uint32_t)g;
+  } else {
+    *k = (g - r->avail) / 4u + 1u;
+    *j = (uint32_t)((g - r->avail) % 4u);
+  }
+}
+
+// Real e of the stream r (e = 0: what peri_rng_real(r) returns next): it
+// takes a fixed number of words (PERI_CUDA_REAL_WORDS), so its words
+// are known without drawing those before it. One block made at a time:
+// a double's second word is the first's neighbour, or the next block's
+// first word.
+#define PERI_CUDA_REAL_WORDS (sizeof(per_real) == sizeof(float) ? 1u : 2u)
+static __device__ per_real peri_cuda_stream_real(const per_rng *r, uint64_t e) {
+  uint32_t wd[4], got[2], j, q;
+  uint64_t k;
+  peri_cuda_stream_at(r, e * PERI_CUDA_REAL_WORDS, &k, &j);
+  for (q = 0; q < PERI_CUDA_REAL_WORDS; ++q, ++j) {
+    if (q == 0 || j == 4) {
+      if (q) k += 1, j = 0;
+      peri_cuda_stream_block(r, k, wd);
+    }
+    got[q] = wd[j];
+  }
+  if (PERI_CUDA_REAL_WORDS == 1u) return (per_real)per_u01f(got[0]);
+  return (per_real)per_u01d(got[0], got[1]);
+}
+
+// Inclusive prefix sums of a[0 .. blockDim.x) (stored, a barrier met
+// since) by Hillis and Steele's doubling, with b the other buffer:
+// returns the one holding them, after a barrier.
+static __device__ uint32_t *peri_cuda_block_scan(uint32_t *a, uint32_t *b) {
+  uint32_t d;
+  for (d = 1; d < blockDim.x; d <<= 1) {
+    uint32_t *c;
+    PERI_CUDA_LANES(t) {
+      uint32_t x = PERI_CUDA_LD(&a[t]);
+      PERI_CUDA_ST(&b[t], t >= d ? x + PERI_CUDA_LD(&a[t - d]) : x);
+    }
+    PERI_CUDA_SYNC();
+    c = a;
+    a = b;
+    b = c;
+  }
+  return a;
+}
+
+// The whole tree's distinct draws (per_cat_sample's method, with the
+// buffer's repeat limit max_unique), phase 1 by the block's lanes: draw
+// e = 0, 1, ... is the leaf under real e of stream *r0 times the mass
+// node[1] (> 0), and a pick when no earlier draw has that leaf; the
+// phase ends at B picks or `limit` (>= 1) repeats. Each round, lane
+// t < n makes draw e + t, n no more than the picks or the repeats still
+// allowed (so no round runs past the end: the CPU's groups), and enters
+// it in the set (2^peri_cat_hbits(B) words, each (leaf + 1) << 32 | the
+// smallest draw with that leaf: a CAS claims an empty slot, an atomicMin
+// keeps the first draw). After the barrier a draw is a pick when it is
+// its leaf's first, and a prefix sum over the lanes writes the picks in
+// draw order into idx and val. Returns the picks; *next: the stream
+// after the phase's last draw. Called by every thread of the block
+// (uniform).
+static __device__ uint32_t peri_cuda_cat_iid(
+    const per_rng *r0, const per_real *node, uint32_t L, uint32_t B,
+    uint32_t limit, unsigned long long *set, uint32_t *idx, per_real *val,
+    peri_cuda_block_mem sm, per_rng *next) {
+  uint32_t hb = peri_cat_hbits(B), mask = (1u << hb) - 1u, m = 0, rej = 0;
+  uint32_t e = 0, n, j, *inc;
+  uint64_t k;
+  per_real total = PERI_CUDA_LD(&node[1]);
+  PERI_CUDA_LANES(t) {
+    uint32_t h;
+    for (h = t; h <= mask; h += blockDim.x) PERI_CUDA_ST(&set[h], 0ull);
+  }
+  PERI_CUDA_SYNC();
+  while (m < B && rej < limit) {
+    n = B - m < blockDim.x ? B - m : blockDim.x;
+    if (limit - rej < n) n = limit - rej;
+    PERI_CUDA_LANES(t) {
+      uint32_t leaf, h;
+      unsigned long long mine, old;
+      if (t >= n) continue;
+      leaf = peri_cuda_descend(
+          node, L, peri_mul_rn(peri_cuda_stream_real(r0, e + t), total));
+      mine = (unsigned long long)(leaf + 1u) << 32 | (e + t);
+      h = (uint32_t)(leaf * 2654435761u) >> (32u - hb); // peri_set_insert's
+      while ((old = atomicCAS(&set[h], 0ull, mine)) != 0ull) {
+        if ((uint32_t)(old >> 32) == leaf + 1u) {
+          atomicMin(&set[h], mine);
+          break;
+        }
+        h = (h + 1u) & mask;
+      }
+      PERI_CUDA_ST(&sm.sv[t], h);
+      PERI_CUDA_ST(&sm.sv[blockDim.x + t], leaf);
+    }
+    PERI_CUDA_SYNC();
+    PERI_CUDA_LANES(t) {
+      uint32_t c = t < n && (uint32_t)PERI_CUDA_LDCG(
+                                &set[PERI_CUDA_LD(&sm.sv[t])]) == e + t;
+      PERI_CUDA_ST(&sm.sa[t], c);
+      PERI_CUDA_ST(&sm.sc[t], c);
+    }
+    PERI_CUDA_SYNC();
+    inc = peri_cuda_block_scan(sm.sa, sm.sb);
+    PERI_CUDA_LANES(t) {
+      if (PERI_CUDA_LD(&sm.sc[t]))
+        peri_cuda_keep_pick(node, L, m + PERI_CUDA_LD(&inc[t]) - 1u,
+                            PERI_CUDA_LD(&sm.sv[blockDim.x + t]), idx, val);
+    }
+    j = PERI_CUDA_LD(&inc[blockDim.x - 1]);
+    m += j;
+    rej += n - j;
+    e += n;
+    PERI_CUDA_SYNC();
+  }
+  peri_cuda_stream_at(r0, (uint64_t)e * PERI_CUDA_REAL_WORDS - 1u, &k, &j);
+  *next = peri_cuda_stream_after(r0, k, j);
+  return m;
+}
+
+// Phase 2 of the whole tree's distinct draws, after m < B picks in idx
+// and val: the picks zeroed, the rest drawn one at a time from stream r,
+// each zeroed, then every pick put back (the tree bitwise as before).
+// PER_ERR_TOO_FEW when the mass runs out first. One thread.
+static __device__ per_status peri_cuda_cat_rest(per_rng *r, per_real *node,
+                                                uint32_t L, uint32_t B,
+                                                uint32_t m, uint32_t *idx,
+                                                per_real *val) {
+  uint32_t j;
+  for (j = 0; j < m; ++j)
+    peri_put_leaf(node, L, PERI_CUDA_LD(&idx[j]), (per_real)0);
+  while (m < B) {
+    uint32_t leaf;
+    per_real total = PERI_CUDA_LD(&node[1]);
+    if (!(total > 0)) {
+      peri_cuda_put_back(node, L, idx, val, m);
+      return PER_ERR_TOO_FEW;
+    }
+    leaf = per_tree_descend(node, L, peri_mul_rn(peri_rng_real(r), total));
+    peri_cuda_keep_pick(node, L, m++, leaf, idx, val);
+    peri_put_leaf(node, L, leaf, (per_real)0);
+  }
+  peri_cuda_put_back(node, L, idx, val, m);
+  return PER_OK;
+}
+
 // The eligible sequences of a plan, positions e = 0, 1, ... over its
 // ranges in order: how many, and the sequence at e.
 static __device__ uint32_t peri_cuda_seq_count(const peri_plan *p) {
@@ -1552,8 +1619,11 @@ static __device__ uint32_t peri_cuda_seq_pos(const peri_plan *p, uint32_t e) {
   return e < n0 ? p->lo[0] + e : p->lo[1] + (e - n0);
 }
 
-// Positions a rank table entry covers.
+// Positions a rank table entry covers, and the entries of E positions.
 #define PERI_CUDA_RANK_CHUNK 32u
+static __device__ uint32_t peri_cuda_rank_chunks(uint32_t E) {
+  return (E + PERI_CUDA_RANK_CHUNK - 1) / PERI_CUDA_RANK_CHUNK;
+}
 
 // The rank table of a plan's eligible sequences (ok: their flags), by
 // the block's lanes: rank[c] = the valid ones before position 32c, for
@@ -1564,8 +1634,8 @@ static __device__ uint32_t peri_cuda_seq_ranks(const peri_plan *p,
                                                const uint8_t *ok,
                                                uint32_t *rank, uint32_t *sa,
                                                uint32_t *sb, uint32_t *sc) {
-  uint32_t E = peri_cuda_seq_count(p), *inc;
-  uint32_t nch = (E + PERI_CUDA_RANK_CHUNK - 1) / PERI_CUDA_RANK_CHUNK;
+  uint32_t E = peri_cuda_seq_count(p), valid, *inc;
+  uint32_t nch = peri_cuda_rank_chunks(E);
   uint32_t per = (nch + blockDim.x - 1) / blockDim.x;
   PERI_CUDA_LANES(t) {
     uint32_t c, sum = 0;
@@ -1590,8 +1660,9 @@ static __device__ uint32_t peri_cuda_seq_ranks(const peri_plan *p,
       run += n;
     }
   }
-  PERI_CUDA_SYNC();
-  return PERI_CUDA_LD(&inc[blockDim.x - 1]);
+  valid = PERI_CUDA_LD(&inc[blockDim.x - 1]); // read before the barrier:
+  PERI_CUDA_SYNC(); // the lanes may store to sa, sb next
+  return valid;
 }
 
 // The valid eligible sequence of rank r (< nvalid): per.h's
@@ -1602,7 +1673,7 @@ static __device__ uint32_t peri_cuda_seq_at_rank(const peri_plan *p,
                                                  const uint32_t *rank,
                                                  uint32_t r) {
   uint32_t E = peri_cuda_seq_count(p), lo = 0, e;
-  uint32_t hi = (E + PERI_CUDA_RANK_CHUNK - 1) / PERI_CUDA_RANK_CHUNK;
+  uint32_t hi = peri_cuda_rank_chunks(E);
   while (hi - lo > 1) { // rank[lo] <= r < rank[hi] (or hi the end)
     uint32_t mid = lo + (hi - lo) / 2;
     if (PERI_CUDA_LD(&rank[mid]) <= r) lo = mid;
@@ -1616,19 +1687,122 @@ static __device__ uint32_t peri_cuda_seq_at_rank(const peri_plan *p,
   return 0; // r >= nvalid: not reached
 }
 
+// A PER_SAMPLE_UNIQUE sample's picks (p->next: from *r0, over the stream
+// they read), their ids and weights, as the draw kernel writes a
+// batch's; returns what thread 0 reports (a status, or the batch minimum
+// when the weights wait for it). node: the tree drawn from (items' or
+// sequences'); perm: items only; rank: the sequences' rank table. The
+// whole tree's phase 1 is the lanes' (peri_cuda_cat_iid), as are
+// degenerate sequences' rank table, the positions' leaves and the ids
+// and weights; the other methods are lane 0's. Called by every thread
+// of the block (uniform).
+static __device__ peri_cuda_acc
+peri_cuda_pick(peri_plan *p, const per_rng *r0, uint32_t max_unique,
+               uint32_t cap, uint32_t size, per_real *node, uint32_t *perm,
+               const uint32_t *gen, const uint8_t *ok, unsigned long long *set,
+               uint32_t *rank, uint32_t B, uint32_t *idx, per_real *val,
+               uint64_t *ids, float *w, peri_cuda_block_mem sm) {
+  peri_cuda_acc a = peri_cuda_acc_none();
+  per_status s = PER_OK;
+  per_real pmin = PERI_NO_MIN;
+  uint32_t m = 0, L = p->L, j;
+  int cat = p->whole && !p->degenerate && !(perm && !p->seq);
+  p->next = *r0;
+  if (p->degenerate && p->seq) { // uniform over the valid ones
+    p->nvalid = peri_cuda_seq_ranks(p, ok, rank, sm.sa, sm.sb, sm.sc);
+    if (p->nvalid == 0) s = PER_ERR_TOO_FEW;
+  }
+  if ((!p->seq || p->degenerate) && B > p->nvalid) s = PER_ERR_TOO_FEW;
+  if (s != PER_OK) {
+    a.status = peri_cuda_status_word(0, s);
+    return a;
+  }
+  if (cat) {
+    uint64_t limit = (uint64_t)64 * B + 1024;
+    if (max_unique < limit) limit = max_unique;
+    m = peri_cuda_cat_iid(r0, node, L, B, (uint32_t)limit, set, idx, val, sm,
+                          &p->next);
+  }
+  if (!cat || m < B) { // lane 0 alone, in order
+    PERI_CUDA_LANES(t) {
+      per_rng r = p->next;
+      per_status u = PER_OK;
+      if (t != 0) continue;
+      if (cat) u = peri_cuda_cat_rest(&r, node, L, B, m, idx, val);
+      else if (p->degenerate) peri_plan_floyd(p, &r, (uint32_t *)set, idx);
+      else if (p->whole)
+        peri_cuda_pick_swap(&r, node, L, perm, size, B, idx, val);
+      else u = peri_plan_window_picks(p, &r, node, idx, val);
+      PERI_CUDA_ST(sm.next, r);
+      PERI_CUDA_ST(sm.status, (uint32_t)u);
+    }
+    PERI_CUDA_SYNC();
+    p->next = PERI_CUDA_LD(sm.next);
+    s = (per_status)PERI_CUDA_LD(sm.status);
+    if (s != PER_OK) {
+      a.status = peri_cuda_status_word(0, s);
+      return a;
+    }
+  }
+  PERI_CUDA_LANES(t) { // degenerate: positions into leaves
+    uint32_t k;
+    per_real mn = PERI_NO_MIN;
+    for (k = t; k < B; k += blockDim.x) {
+      uint32_t leaf = PERI_CUDA_LD(&idx[k]);
+      per_real x;
+      if (p->degenerate) {
+        leaf = p->seq ? peri_cuda_seq_at_rank(p, ok, rank, leaf)
+                      : peri_plan_uniform_leaf(p, ok, cap, leaf);
+        PERI_CUDA_ST(&idx[k], leaf);
+        x = PERI_CUDA_LD(&node[L + leaf]);
+        PERI_CUDA_ST(&val[k], x);
+      } else {
+        x = PERI_CUDA_LD(&val[k]);
+      }
+      if (ids) PERI_CUDA_ST(&ids[k], peri_cuda_id_of(p, gen, p->stride, leaf));
+      if (w && p->degenerate) PERI_CUDA_ST(&w[k], 1.0f);
+      else if (w && p->bufmax)
+        PERI_CUDA_ST(&w[k], peri_weight(x, p->pmin, p->beta));
+      else if (x < mn) mn = x;
+    }
+    PERI_CUDA_ST(&sm.mn[t], mn);
+  }
+  PERI_CUDA_SYNC();
+  if (w && !p->degenerate && !p->bufmax) {
+    for (j = 0; j < blockDim.x; ++j) {
+      per_real x = PERI_CUDA_LD(&sm.mn[j]);
+      if (x < pmin) pmin = x;
+    }
+    a = peri_cuda_weight_report(pmin, 0);
+  }
+  return a;
+}
+
+// Degenerate mass, without PER_SAMPLE_UNIQUE: the B uniform draws of
+// per_buffer_sample, made by block 0's threads together (a cooperative
+// section, >>block). per.h draws each with peri_rng_below(stream, nvalid),
+// which takes words until one is not rejected (its low product at or
+// above 2^32 mod nvalid): so draw k is the value of the k-th word of the
+// stream that is not rejected. Each round, every lane takes a block of 4
+// words, counts those not rejected, a prefix sum over the lanes ranks
+// them, and each lane writes its draws; the lane with draw B - 1 leaves
+// the stream as peri_rng_u32 would after that word. O(B / lanes) rounds,
+// not B draws on one thread.
+// Sequences: draw r is the valid eligible sequence of rank r, looked up
+// in a table of ranks the lanes build first (peri_cuda_seq_ranks), not
+// found by a scan of every sequence.
+
 // The section's draws (see above): out[k] = the k-th value below n
 // (n >= 1) that peri_rng_below(stream, n) would return, for k < B, from
 // stream *r0; returns the stream after them. Called by every thread of
-// the block (uniform: the same result in each).
+// the block (uniform: the same result in each). In sm.sv, each lane's 4
+// values, or PERI_CUDA_NONE for a rejected word (a value is below
+// n <= 2^32 - 1: never that).
 static __device__ per_rng peri_cuda_uniform_ranks(const per_rng *r0, uint32_t n,
-                                                  uint32_t B, uint32_t *out) {
-  PERI_CUDA_SHARED(uint32_t, sa, PERI_CUDA_BLOCK_THREADS);
-  PERI_CUDA_SHARED(uint32_t, sb, PERI_CUDA_BLOCK_THREADS);
-  PERI_CUDA_SHARED(uint32_t, sc, PERI_CUDA_BLOCK_THREADS); // a lane's count
-  // each lane's 4 values, or PERI_CUDA_NONE for a rejected word (a value
-  // is below n <= 2^32 - 1: never that)
-  PERI_CUDA_SHARED(uint32_t, sv, 4 * PERI_CUDA_BLOCK_THREADS);
-  PERI_CUDA_SHARED(per_rng, snext, 1);
+                                                  uint32_t B, uint32_t *out,
+                                                  peri_cuda_block_mem sm) {
+  uint32_t *sa = sm.sa, *sb = sm.sb, *sc = sm.sc, *sv = sm.sv;
+  per_rng *snext = sm.next;
   uint32_t thr = (0u - n) % n, drawn = 0, *inc; // thr: 2^32 mod n
   uint64_t base;
   for (base = 0; drawn < B; base += blockDim.x) {
@@ -1673,15 +1847,13 @@ static __device__ per_rng peri_cuda_uniform_ranks(const per_rng *r0, uint32_t n,
 static __device__ per_status peri_cuda_uniform_draws(
     peri_plan *p, const per_rng *r0, const uint8_t *ok, uint32_t cap,
     const per_real *node, const uint32_t *gen, uint32_t *rank, uint32_t B,
-    uint32_t *idx, per_real *val, uint64_t *ids, float *w) {
+    uint32_t *idx, per_real *val, uint64_t *ids, float *w,
+    peri_cuda_block_mem sm) {
   if (p->seq) {
-    PERI_CUDA_SHARED(uint32_t, sa, PERI_CUDA_BLOCK_THREADS);
-    PERI_CUDA_SHARED(uint32_t, sb, PERI_CUDA_BLOCK_THREADS);
-    PERI_CUDA_SHARED(uint32_t, sc, PERI_CUDA_BLOCK_THREADS);
-    p->nvalid = peri_cuda_seq_ranks(p, ok, rank, sa, sb, sc);
+    p->nvalid = peri_cuda_seq_ranks(p, ok, rank, sm.sa, sm.sb, sm.sc);
     if (p->nvalid == 0) return PER_ERR_TOO_FEW;
   }
-  p->next = peri_cuda_uniform_ranks(r0, p->nvalid, B, idx);
+  p->next = peri_cuda_uniform_ranks(r0, p->nvalid, B, idx, sm);
   PERI_CUDA_LANES(t) {
     uint32_t k;
     for (k = t; k < B; k += blockDim.x) {
@@ -1701,11 +1873,11 @@ static __device__ per_status peri_cuda_uniform_draws(
 // (every thread the same: per.h's peri_plan_of, on the sequence tree with
 // PER_SAMPLE_SEQUENCES), then draws i: stratum i's leaf, its value, id
 // and, when it needs no batch minimum, its weight; otherwise it reports
-// the value for the minimum. Degenerate mass: block 0's threads make the
-// uniform draws together, as the CPU's (peri_cuda_uniform_draws; weights
-// 1; sequences: PER_ERR_TOO_FEW when none is valid; rank: the
-// sequences' rank table). PER_SAMPLE_UNIQUE: thread 0 alone makes the
-// picks (peri_cuda_pick). An empty buffer: thread 0 reports
+// the value for the minimum. Degenerate mass and PER_SAMPLE_UNIQUE: block
+// 0's threads make the draws together, as the CPU's, in a section
+// (peri_cuda_uniform_draws: weights 1, sequences PER_ERR_TOO_FEW when
+// none is valid; peri_cuda_pick: the distinct picks; set: their set,
+// rank: the sequences' rank table). An empty buffer: thread 0 reports
 // PER_ERR_EMPTY. Thread 0 keeps the plan. The beta schedule and
 // max_unique are the state's config; a broken buffer's draw does nothing.
 static __global__ void PERI_CUDA_BOUNDS_DRAW peri_cuda_draw_kernel(
@@ -1713,18 +1885,19 @@ static __global__ void PERI_CUDA_BOUNDS_DRAW peri_cuda_draw_kernel(
     per_real *items_node, const per_real *items_mn, peri_cuda_seqs sq,
     const uint32_t *traj, const uint32_t *gen, uint32_t *perm, uint32_t B,
     uint32_t flags, double beta, uint32_t window, peri_plan *plan,
-    uint32_t *set, uint32_t *rank, uint32_t *idx, per_real *val, uint64_t *ids,
-    float *w, peri_cuda_acc *acc) {
+    unsigned long long *set, uint32_t *rank, uint32_t *idx, per_real *val,
+    uint64_t *ids, float *w, peri_cuda_acc *acc) {
   uint32_t i = peri_cuda_thread_id(), leaf, L, stride;
+  uint32_t unique = flags & PER_SAMPLE_UNIQUE;
   peri_cuda_acc mine = peri_cuda_acc_none(), tot;
   peri_cuda_buffer_state s;
   peri_plan_src v;
   peri_plan p;
   per_real x, *node;
   if (peri_cuda_broken(st)) return;
-  // (block 0 whole: its threads past B may have uniform draws to make)
+  // (block 0 whole: its threads past B may have draws to make together)
   if ((i >= B && (blockIdx.x != 0 || !PERI_CUDA_BLOCK_ALL)) ||
-      (i != 0 && (flags & PER_SAMPLE_UNIQUE)))
+      (unique && (blockIdx.x != 0 || !PERI_CUDA_BLOCK_SECTION())))
     goto done;
   s = PERI_CUDA_LD(st);
   if (s.size == 0) {
@@ -1752,30 +1925,27 @@ static __global__ void PERI_CUDA_BOUNDS_DRAW peri_cuda_draw_kernel(
   node = p.seq ? sq.node : items_node;
   L = p.L;
   stride = p.stride;
-  if (p.degenerate && !(flags & PER_SAMPLE_UNIQUE)) {
-    per_status u;
+  if (p.degenerate || unique) { // the section
+    peri_cuda_acc a = peri_cuda_acc_none();
     if (blockIdx.x != 0 || !PERI_CUDA_BLOCK_SECTION()) goto done;
-    u = peri_cuda_uniform_draws(&p, &s.rng, sq.ok, cap, node, gen, rank, B, idx,
-                                val, ids, w);
+    PERI_CUDA_BLOCK_MEM(sm);
+    if (unique) {
+      a = peri_cuda_pick(&p, &s.rng, s.cfg.max_unique, cap, s.size, node, perm,
+                         gen, sq.ok, set, rank, B, idx, val, ids, w, sm);
+    } else {
+      per_status u = peri_cuda_uniform_draws(&p, &s.rng, sq.ok, cap, node, gen,
+                                             rank, B, idx, val, ids, w, sm);
+      if (u != PER_OK) a.status = peri_cuda_status_word(0, u);
+    }
     if (threadIdx.x == 0) {
-      if (u != PER_OK) mine.status = peri_cuda_status_word(0, u);
-      else PERI_CUDA_ST(plan, p);
+      mine = a;
+      PERI_CUDA_ST(plan, p);
     }
     goto done;
   }
   if (i >= B) goto done;
-  if (p.degenerate && p.seq) { // distinct: uniform over the valid ones
-    p.nvalid = peri_plan_count_valid(&p, sq.ok);
-    if (p.nvalid == 0) {
-      mine.status = peri_cuda_status_word(0, PER_ERR_TOO_FEW);
-      goto done;
-    }
-  }
   p.next = s.rng;
-  if (flags & PER_SAMPLE_UNIQUE) {
-    mine = peri_cuda_pick(&p, s.cfg.max_unique, cap, L, s.size, node, perm, gen,
-                          sq.ok, stride, B, set, idx, val, ids, w);
-  } else {
+  {
     per_real u;
     p.next.counter += B;
     p.next.avail = 0;
@@ -1917,11 +2087,11 @@ static size_t peri_cuda_workspace_layout(
   w->idx = buffer ? (uint32_t *)peri_cuda_carve(
                         base, &off, (size_t)pairs * sizeof(uint32_t))
                   : NULL;
-  w->set =
-      buffer ? (uint32_t *)peri_cuda_carve(
-                   base, &off,
-                   ((size_t)1 << peri_cat_hbits(max_batch)) * sizeof(uint32_t))
-             : NULL;
+  w->set = buffer ? (unsigned long long *)peri_cuda_carve(
+                        base, &off,
+                        ((size_t)1 << peri_cat_hbits(max_batch)) *
+                            sizeof(unsigned long long))
+                  : NULL;
   w->own = ns ? (uint32_t *)peri_cuda_carve(base, &off,
                                             (size_t)ns * sizeof(uint32_t))
               : NULL;

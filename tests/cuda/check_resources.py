@@ -9,7 +9,7 @@ and nvcc --resource-usage, and check what ptxas made of every kernel:
     take by address) is printed, not refused;
   - fewer than 128 registers a thread: every kernel is declared
     __launch_bounds__(256, 2) (per_cuda.cu's PERI_CUDA_BOUNDS; the draw
-    (256, 4)) and launched with 256 threads a block at most, so no launch
+    __maxnreg__(96)) and launched with 256 threads a block at most, so no launch
     is ever refused for its registers (a refusal halfway through a call
     is what per_cuda's error path has to mend), and two blocks of the
     heaviest kernel fit on an SM.

@@ -925,12 +925,111 @@ static void cb_case_uniform(void) {
   }
 }
 
+// >>case: distinct draws made by block 0's threads together (per_cuda.cu's
+// peri_cuda_pick), bitwise against per_buffer, with batches of one lane,
+// at a round's edge (256) and over several rounds, each state compared
+// after every sample (the stream's place in its block included: a double
+// draw takes two words, from an odd place in the block, so some lie
+// across two blocks):
+//   - the whole tree's phase 1 with no fallback (mass spread over 3000
+//     leaves: repeats within a round and across rounds), and with the
+//     fallback after a few rounds (31 leaves hold 93% of the mass, so
+//     the repeat limit of max_unique comes first);
+//   - buffer-max weights and the batch minimum over every lane's part;
+//   - lane 0's methods with the lanes' ids and weights: a window, the
+//     swap permutation of alpha 0, Floyd's picks of degenerate mass;
+//   - sequences: the whole sequence tree (some invalid: leaf 0), and
+//     Floyd's positions of degenerate mass mapped through the rank table
+//     (313 chunks).
+static void cb_set_tds(per_buffer *cpu, cb_dev *d, cb_host *h, uint32_t maxb,
+                       uint32_t pattern) {
+  uint32_t done, j;
+  for (done = 0; done < cpu->cfg.capacity; done += maxb) {
+    uint32_t k =
+        cpu->cfg.capacity - done < maxb ? cpu->cfg.capacity - done : maxb;
+    for (j = 0; j < k; ++j) {
+      uint32_t s = done + j;
+      h->ids[j] = (uint64_t)s | (uint64_t)cpu->gen[s] << 32;
+      h->td[j] = pattern == 0  ? 0.1f + (float)(s % 5)
+                 : s % 97 == 0 ? 50.0f
+                               : 0.01f * (float)(1 + s % 7);
+    }
+    cb_update_pairs(cpu, d, h, k);
+  }
+}
+
+static void cb_case_unique_lanes(void) {
+  enum { MAXB = 1100 };
+  static const uint32_t Bs[] = {1, 255, 256, 257, 700, 1100, 3, 513};
+  static const struct {
+    uint32_t cap, seq_len, end_every, flags, pattern; // pattern 2: all 0
+    double alpha;
+    uint32_t window;
+  } shapes[] = {{3000, 0, 1000, 0, 0, 1.0, 0},
+                {3000, 0, 1000, 0, 1, 1.0, 0},
+                {3000, 0, 1000, PER_WEIGHTS_BUFFER_MAX, 1, 0.7, 0},
+                {3000, 0, 1000, 0, 1, 1.0, 2900},
+                {3000, 0, 1000, 0, 1, 0.0, 0},
+                {3000, 0, 1000, 0, 2, 1.0, 2000},
+                {10000, 4, 13, 0, 0, 1.0, 0},
+                {10000, 4, 13, 0, 2, 1.0, 0}};
+  uint32_t c, b;
+  for (c = 0; c < sizeof shapes / sizeof shapes[0]; ++c) {
+    per_config cfg = per_config_default(shapes[c].cap, 4);
+    per_buffer cpu;
+    cb_dev d;
+    cb_host h;
+    per_sample_opts o;
+    char what[128];
+    cfg.eps = 0; // zero TD errors make zero leaves
+    cfg.alpha = shapes[c].alpha;
+    cfg.flags = shapes[c].flags;
+    cfg.seq_len = shapes[c].seq_len;
+    cfg.seq_stride = shapes[c].seq_len ? 1 : 0;
+    cfg.max_unique = MAXB; // the repeat limit too
+    cfg.seed = 777 + c;
+    memset(&h, 0, sizeof h);
+    memset(&o, 0, sizeof o);
+    REQUIRE(cb_dev_make(&d, &cfg, MAXB));
+    CHECK_OK(per_buffer_init(&cpu, &cfg, NULL));
+    REQUIRE(cb_host_make(&h, MAXB, cb_rows(&cfg, MAXB), cfg.item_size));
+    cb_uniform_fill(&cpu, &d, &h, cfg.capacity + cfg.capacity / 3, MAXB,
+                    shapes[c].end_every);
+    // 5 uniform draws of the degenerate mass (alpha 0: strata, every leaf
+    // 1): an odd number of words taken, so a double's two words lie
+    // across two blocks in some rounds below
+    o.flags = cfg.seq_len ? (uint32_t)PER_SAMPLE_SEQUENCES : 0u;
+    CHECK_EQ_U(cb_sample_opts(&cpu, &d, &h, 5, &o), 5);
+    CHECK_MSG(cfg.alpha == 0 || cpu.rng.avail % 2 == 1, "shape %u: avail %u", c,
+              cpu.rng.avail);
+    if (shapes[c].pattern != 2)
+      cb_set_tds(&cpu, &d, &h, MAXB, shapes[c].pattern);
+    CHECK((shapes[c].pattern == 2) == !(cpu.tree.node[1] > 0));
+    o.flags =
+        PER_SAMPLE_UNIQUE | (cfg.seq_len ? (uint32_t)PER_SAMPLE_SEQUENCES : 0u);
+    o.window = shapes[c].window;
+    for (b = 0; b < sizeof Bs / sizeof Bs[0]; ++b) {
+      snprintf(what, sizeof what,
+               "distinct draws: capacity %u, seq_len %u, pattern %u, alpha "
+               "%g, window %u, B %u",
+               cfg.capacity, cfg.seq_len, shapes[c].pattern, cfg.alpha,
+               o.window, Bs[b]);
+      CHECK_MSG(cb_sample_opts(&cpu, &d, &h, Bs[b], &o) == Bs[b], "%s", what);
+      cb_compare(what, &cpu, &d);
+    }
+    per_buffer_free(&cpu);
+    cb_dev_free(&d);
+    cb_host_free(&h);
+  }
+}
+
 static void cb_run_all(void) {
   cb_case_api();
   cb_case_bitwise();
   cb_case_seq();
   cb_case_unique();
   cb_case_uniform();
+  cb_case_unique_lanes();
   cb_case_graph();
   printf("  replay buffer: %llu calls, %llu draws, %llu states compared\n",
          cb_calls, cb_draws, cb_states);

@@ -72,8 +72,9 @@ static __global__ void host_k_uniform_ranks(const per_rng *r0, uint32_t n,
                                             per_rng *after) {
   per_rng r, a;
   if (blockIdx.x != 0 || !PERI_CUDA_BLOCK_SECTION()) return;
+  PERI_CUDA_BLOCK_MEM(sm);
   r = PERI_CUDA_LD(r0);
-  a = peri_cuda_uniform_ranks(&r, n, B, out);
+  a = peri_cuda_uniform_ranks(&r, n, B, out, sm);
   if (threadIdx.x == 0) PERI_CUDA_ST(after, a);
 }
 
@@ -131,6 +132,42 @@ static void host_case_uniform_ranks(void) {
   free(got);
   cudaFree(d_r);
   cudaFree(d_out);
+}
+
+// peri_cuda_stream_real (a distinct draw's real, found from its index
+// without the draws before it) against per.h's peri_rng_real called in
+// turn, bit for bit: streams with 0 to 4 words left in their block (a
+// double's two words then lie across two blocks every other block), and
+// the place peri_cuda_stream_at gives the last word, against where the
+// walk left the stream.
+static void host_case_stream_reals(void) {
+  uint32_t a, e, bad = 0, across = 0;
+  for (a = 0; a <= 4; ++a) {
+    per_rng r0, r;
+    per_rng_init(&r0, 5000 + a);
+    r0.counter = 11;
+    if (a) { // the block before counter, a words of it still to come
+      per_rng_block(r0.seed, r0.counter - 1, r0.buf);
+      r0.avail = a;
+    }
+    r = r0;
+    for (e = 0; e < 64; ++e) {
+      per_real want = peri_rng_real(&r), got = peri_cuda_stream_real(&r0, e);
+      uint64_t k;
+      uint32_t j;
+      per_rng after;
+      if (memcmp(&want, &got, sizeof want) != 0 && bad++ < 5)
+        fprintf(stderr, "avail %u: real %u is %.17g, not %.17g\n", a, e,
+                (double)got, (double)want);
+      peri_cuda_stream_at(&r0, (e + 1) * PERI_CUDA_REAL_WORDS - 1, &k, &j);
+      after = peri_cuda_stream_after(&r0, k, j);
+      CHECK_MSG(memcmp(&after, &r, sizeof r) == 0,
+                "avail %u: the stream after real %u differs", a, e);
+      across += PERI_CUDA_REAL_WORDS == 2 && r.avail == 3;
+    }
+  }
+  CHECK_EQ_U(bad, 0);
+  CHECK(PERI_CUDA_REAL_WORDS == 1 || across > 50);
 }
 
 static void host_case_race_detector(void) {
@@ -891,6 +928,7 @@ int main(int argc, char **argv) {
   host_case_faults();
   host_case_descend();
   host_case_uniform_ranks();
+  host_case_stream_reals();
   CHECK_EQ_U(sizeof(peri_cuda_acc), 40); // the scratch sizes the cases expect
   // grid sizes up to the largest sample (B = UINT32_MAX) do not overflow
   CHECK_EQ_U(peri_cuda_blocks_for(1), 1);
