@@ -34,8 +34,8 @@
 #   tests       meson test --suite gpu (a skip is a failure);
 #   memcheck, racecheck, synccheck
 #               compute-sanitizer on tests/cuda/gpu_probes_double --small
-#               (update, litmus, graph, api, uniform: racecheck and
-#               synccheck see the draw's shared memory and barriers; the
+#               (update, litmus, graph, api, uniform, unique: racecheck
+#               and synccheck see the draw's shared memory and barriers; the
 #               GPU test itself would take 10 to 100 times as long under
 #               a sanitizer): PASS when its summary says 0 errors
 #               (racecheck: 0 hazards) and the probes pass;
@@ -334,7 +334,7 @@ for tool in memcheck racecheck synccheck; do
   run "$tool" 180 "${sanitizer:-compute-sanitizer}" --tool "$tool" \
     --error-exitcode 99 \
     "$build/tests/cuda/gpu_probes_double" --small \
-    --only update,litmus,graph,api,uniform &
+    --only update,litmus,graph,api,uniform,unique &
   jobs_b="$jobs_b $!"
 done
 wait "$pyjob"

@@ -81,11 +81,17 @@
 //           stream's place too). Prints each sample's time beside a
 //           stratified sample of the same B made before the leaves were
 //           zeroed.
+//   unique  distinct draws (PER_SAMPLE_UNIQUE, per_cuda.cu's
+//           peri_cuda_pick): B = 2^16 from 2^22 items with TD errors
+//           spread over 1000 values, whole (the lanes' first phase) and
+//           in a window (one thread's picks); ids and the state after
+//           equal per_buffer's. Prints both times beside a stratified
+//           sample's.
 //
 // --small: the sizes for compute-sanitizer (a tree of 2^18 leaves and
 // 2^16 pairs, two rounds; 10^3 litmus runs; a buffer of 2^12 items, 100
 // replays then 20; huge not run; uniform at 2^12 items, B 2^12 and 2^10
-// sequences). --only runs the named probes. Each
+// sequences; unique B 2^10 of 2^12). --only runs the named probes. Each
 // probe's seconds go to stderr.
 //
 // This file includes per_cuda.cu itself (as the host build does), so the
@@ -1410,14 +1416,15 @@ static void pr_probe_api(void) {
 }
 
 // >>uniform: a degenerate sample's draws, block 0's lanes together
-// One buffer of cfg: filled with n steps (an episode end every `every`),
-// sampled once with mass (its time into *t_mass), then every leaf set to
-// 0 and sampled with each option set of o[0..no) (times into t[]): ids
-// compared with per_buffer's each time, the state at the end. Returns 1
-// when all is equal, else 0 with why.
+// One buffer of cfg: filled with n steps (an episode end every 7),
+// sampled once with mass (o[0] without PER_SAMPLE_UNIQUE: its time into
+// *t_mass), then every leaf set to 0 (zero; else to TD errors spread
+// over 1000 values) and sampled with each option set of o[0..no) (times
+// into t[]): ids compared with per_buffer's each time, the state at the
+// end. Returns 1 when all is equal, else 0 with why.
 static int pr_uniform_one(const per_config *cfg, uint32_t B,
-                          const per_sample_opts *o, int no, double *t_mass,
-                          double *t, cudaStream_t s, char *why,
+                          const per_sample_opts *o, int no, int zero,
+                          double *t_mass, double *t, cudaStream_t s, char *why,
                           size_t why_bytes) {
   pr_api_buf a;
   per_buffer cpu;
@@ -1466,10 +1473,11 @@ static int pr_uniform_one(const per_config *cfg, uint32_t B,
   for (k = -1; k < no; ++k) {
     per_sample_opts q = k < 0 ? o[0] : o[k];
     per_status want, got;
+    if (k < 0) q.flags &= ~(uint32_t)PER_SAMPLE_UNIQUE;
     if (k == 0) { // every leaf 0 (eps 0, TD errors 0), maxb at a time
       for (j = 0; j < n; ++j) {
         ids[j] = (uint64_t)j | (uint64_t)cpu.gen[j] << 32;
-        td[j] = 0.0f;
+        td[j] = zero ? 0.0f : 0.01f * (float)(1u + (j * 2654435761u) % 1000u);
       }
       for (at = 0; at < n; at += maxb) {
         want = per_buffer_update(&cpu, ids + at, td + at, maxb, NULL);
@@ -1484,7 +1492,8 @@ static int pr_uniform_one(const per_config *cfg, uint32_t B,
         PR_U(want == PER_OK && got == PER_OK, "zeroing update: %s, %s",
              pr_status_name(want), pr_status_name(got));
       }
-      PR_U(!(cpu.tree.node[1] > 0), "the mass is not 0");
+      PR_U(!(cpu.tree.node[1] > 0) == !!zero, "the mass is %s0",
+           zero ? "not " : "");
     }
     if (cfg->seq_len) q.mask = mask;
     want = per_buffer_sample(&cpu, B, &q, out, ids, w);
@@ -1541,12 +1550,12 @@ static void pr_probe_uniform(void) {
   cs.seq_stride = 4;
   memset(o, 0, sizeof o);
   o[1].window = n / 2 + 5;
-  if (!pr_uniform_one(&ci, n, o, 2, &tm, ti, s, why, sizeof why)) {
+  if (!pr_uniform_one(&ci, n, o, 2, 1, &tm, ti, s, why, sizeof why)) {
     pr_result(PR_FAIL, "uniform", "items: %s", why);
   } else {
     double tms = tm;
     o[0].flags = o[1].flags = PER_SAMPLE_SEQUENCES;
-    if (!pr_uniform_one(&cs, Bs, o, 2, &tm, ts, s, why, sizeof why))
+    if (!pr_uniform_one(&cs, Bs, o, 2, 1, &tm, ts, s, why, sizeof why))
       pr_result(PR_FAIL, "uniform", "sequences: %s", why);
     else
       pr_result(PR_PASS, "uniform",
@@ -1560,15 +1569,45 @@ static void pr_probe_uniform(void) {
   cudaStreamDestroy(s);
 }
 
+// >>unique: distinct draws, block 0's lanes together
+static void pr_probe_unique(void) {
+  uint32_t n = pr_small ? 1u << 12 : 1u << 22;
+  uint32_t B = pr_small ? 1u << 10 : 1u << 16;
+  per_config c = per_config_default(n, 4);
+  per_sample_opts o[2];
+  double tm, t[2];
+  cudaStream_t s = NULL;
+  char why[400];
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+    pr_result(PR_FAIL, "unique", "cudaStreamCreate failed");
+    return;
+  }
+  c.eps = 0;
+  c.seed = 33;
+  c.max_unique = B;
+  memset(o, 0, sizeof o);
+  o[0].flags = o[1].flags = PER_SAMPLE_UNIQUE;
+  o[1].window = n / 2 + 5;
+  if (!pr_uniform_one(&c, B, o, 2, 0, &tm, t, s, why, sizeof why))
+    pr_result(PR_FAIL, "unique", "%s", why);
+  else
+    pr_result(PR_PASS, "unique",
+              "distinct draws bitwise as per_buffer: %u of %u items in %.2f "
+              "ms (whole: the lanes' first phase) and %.2f ms (a window: one "
+              "thread's picks), against %.2f ms for a stratified sample",
+              B, n, 1e3 * t[0], 1e3 * t[1], 1e3 * tm);
+  cudaStreamDestroy(s);
+}
+
 // >>main
 int main(int argc, char **argv) {
   static const struct {
     const char *name;
     void (*run)(void);
-  } probes[] = {{"update", pr_probe_update},  {"litmus", pr_probe_litmus},
-                {"graph", pr_probe_graph},    {"error", pr_probe_error},
-                {"huge", pr_probe_huge},      {"api", pr_probe_api},
-                {"uniform", pr_probe_uniform}};
+  } probes[] = {{"update", pr_probe_update},   {"litmus", pr_probe_litmus},
+                {"graph", pr_probe_graph},     {"error", pr_probe_error},
+                {"huge", pr_probe_huge},       {"api", pr_probe_api},
+                {"uniform", pr_probe_uniform}, {"unique", pr_probe_unique}};
   cudaDeviceProp prop;
   cudaError_t e;
   int ndev = 0, a;
@@ -1582,7 +1621,7 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr, "usage: gpu_probes [--small] [--only NAME[,NAME...]]\n"
                       "  NAME: update litmus graph error huge api "
-                      "uniform\n");
+                      "uniform unique\n");
       return 2;
     }
   }
