@@ -878,6 +878,19 @@ static void cb_uniform_fill(per_buffer *cpu, cb_dev *d, cb_host *h, uint32_t n,
   }
 }
 
+// Both sides of cfg and the host arrays for batches of maxb, filled by
+// cb_uniform_fill: the ring wrapped, an end every end_every, every leaf 0.
+static void cb_make_filled(const per_config *cfg, uint32_t maxb,
+                           uint32_t end_every, per_buffer *cpu, cb_dev *d,
+                           cb_host *h) {
+  memset(h, 0, sizeof *h);
+  REQUIRE(cb_dev_make(d, cfg, maxb));
+  CHECK_OK(per_buffer_init(cpu, cfg, NULL));
+  REQUIRE(cb_host_make(h, maxb, cb_rows(cfg, maxb), cfg->item_size));
+  cb_uniform_fill(cpu, d, h, cfg->capacity + cfg->capacity / 3, maxb,
+                  end_every);
+}
+
 static void cb_case_uniform(void) {
   enum { MAXB = 1100 };
   static const uint32_t Bs[] = {1, 255, 1024, 1025, 1100, 257};
@@ -899,14 +912,9 @@ static void cb_case_uniform(void) {
     cfg.seq_len = shapes[c][1];
     cfg.seq_stride = shapes[c][2];
     cfg.seed = 4242 + c;
-    memset(&h, 0, sizeof h);
     memset(&o, 0, sizeof o);
-    REQUIRE(cb_dev_make(&d, &cfg, MAXB));
-    CHECK_OK(per_buffer_init(&cpu, &cfg, NULL));
-    REQUIRE(cb_host_make(&h, MAXB, cb_rows(&cfg, MAXB), cfg.item_size));
     // the ring wrapped: windows span its end
-    cb_uniform_fill(&cpu, &d, &h, cfg.capacity + cfg.capacity / 3, MAXB,
-                    shapes[c][3]);
+    cb_make_filled(&cfg, MAXB, shapes[c][3], &cpu, &d, &h);
     CHECK(!(cpu.tree.node[1] > 0));
     if (cfg.seq_len) o.flags = PER_SAMPLE_SEQUENCES;
     for (v = 0; v < 3; ++v)
@@ -988,13 +996,8 @@ static void cb_case_unique_lanes(void) {
     cfg.seq_stride = shapes[c].seq_len ? 1 : 0;
     cfg.max_unique = MAXB; // the repeat limit too
     cfg.seed = 777 + c;
-    memset(&h, 0, sizeof h);
     memset(&o, 0, sizeof o);
-    REQUIRE(cb_dev_make(&d, &cfg, MAXB));
-    CHECK_OK(per_buffer_init(&cpu, &cfg, NULL));
-    REQUIRE(cb_host_make(&h, MAXB, cb_rows(&cfg, MAXB), cfg.item_size));
-    cb_uniform_fill(&cpu, &d, &h, cfg.capacity + cfg.capacity / 3, MAXB,
-                    shapes[c].end_every);
+    cb_make_filled(&cfg, MAXB, shapes[c].end_every, &cpu, &d, &h);
     // 5 uniform draws of the degenerate mass (alpha 0: strata, every leaf
     // 1): an odd number of words taken, so a double's two words lie
     // across two blocks in some rounds below

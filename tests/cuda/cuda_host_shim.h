@@ -315,17 +315,19 @@ template <typename T> static inline void per_shim_arg(T *p) {
 }
 template <typename T> static inline void per_shim_arg(const T &) {}
 
-template <typename Kernel, typename... Args>
-static inline void per_shim_run(Kernel kernel, unsigned grid, unsigned block,
-                                Args... args) {
-  size_t total = (size_t)grid * block, t;
-  std::vector<size_t> order(total);
-  for (t = 0; t < total; ++t)
-    order[t] = per_shim_order == 1 ? total - 1 - t : t;
-  if (per_shim_order == 2) { // Fisher-Yates with a fixed, per-launch seed
-    uint64_t s = per_shim_mix(per_shim_launches + 0x9e3779b97f4a7c15ull);
-    for (t = total; t > 1; --t) {
-      size_t r, tmp;
+// order = 0 .. n - 1 in per_shim_order's order (shuffled: Fisher-Yates
+// from seed).
+template <typename T>
+static inline void per_shim_ordered(std::vector<T> &order, size_t n,
+                                    uint64_t seed) {
+  size_t t;
+  order.resize(n);
+  for (t = 0; t < n; ++t) order[t] = (T)(per_shim_order == 1 ? n - 1 - t : t);
+  if (per_shim_order == 2) {
+    uint64_t s = per_shim_mix(seed);
+    for (t = n; t > 1; --t) {
+      size_t r;
+      T tmp;
       s = per_shim_mix(s);
       r = (size_t)(s % t);
       tmp = order[t - 1];
@@ -333,6 +335,15 @@ static inline void per_shim_run(Kernel kernel, unsigned grid, unsigned block,
       order[r] = tmp;
     }
   }
+}
+
+template <typename Kernel, typename... Args>
+static inline void per_shim_run(Kernel kernel, unsigned grid, unsigned block,
+                                Args... args) {
+  size_t total = (size_t)grid * block, t;
+  std::vector<size_t> order;
+  // a fixed seed per launch
+  per_shim_ordered(order, total, per_shim_launches + 0x9e3779b97f4a7c15ull);
   {
     int check[] = {0, (per_shim_arg(args), 0)...};
     (void)check;
@@ -576,24 +587,11 @@ static inline int per_shim_on_device(const void *p, size_t n) {
 static std::vector<uint32_t> per_shim_lane_order;
 static inline int per_shim_lane(uint32_t i, uint32_t *t) {
   size_t base = (size_t)blockIdx.x * blockDim.x;
-  uint32_t n = blockDim.x, k;
-  if (i == 0) {
-    per_shim_lane_order.resize(n);
-    for (k = 0; k < n; ++k)
-      per_shim_lane_order[k] = per_shim_order == 1 ? n - 1 - k : k;
-    if (per_shim_order == 2) { // Fisher-Yates, seeded by the stretch
-      uint64_t s = per_shim_mix(per_shim_launches * 0x100000001b3ull +
-                                per_shim_barriers + ++per_shim_stretches);
-      for (k = n; k > 1; --k) {
-        uint32_t r, tmp;
-        s = per_shim_mix(s);
-        r = (uint32_t)(s % k);
-        tmp = per_shim_lane_order[k - 1];
-        per_shim_lane_order[k - 1] = per_shim_lane_order[r];
-        per_shim_lane_order[r] = tmp;
-      }
-    }
-  }
+  uint32_t n = blockDim.x;
+  if (i == 0) // seeded by the stretch
+    per_shim_ordered(per_shim_lane_order, n,
+                     per_shim_launches * 0x100000001b3ull + per_shim_barriers +
+                         ++per_shim_stretches);
   if (i < n) {
     *t = per_shim_lane_order[i];
     threadIdx.x = *t;

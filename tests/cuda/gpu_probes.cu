@@ -1390,6 +1390,16 @@ static void pr_api_buffers(cudaStream_t s, char *why, size_t why_bytes,
   }
 }
 
+// A stream of its own for probe `name` (non-blocking), or NULL once the
+// probe is reported failed.
+static cudaStream_t pr_probe_stream(const char *name) {
+  cudaStream_t s = NULL;
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess)
+    return s;
+  pr_result(PR_FAIL, name, "cudaStreamCreate failed");
+  return NULL;
+}
+
 static void pr_probe_api(void) {
   cudaStream_t s = NULL;
   unsigned states = 0;
@@ -1397,10 +1407,7 @@ static void pr_probe_api(void) {
   double t0 = pr_now();
   pr_why[0] = 0;
   pr_api_calls = 0;
-  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
-    pr_result(PR_FAIL, "api", "cudaStreamCreate failed");
-    return;
-  }
+  if (!(s = pr_probe_stream("api"))) return;
   pr_api_tree(s);
   if (!pr_why[0]) pr_api_buffers(s, why, sizeof why, &states);
   if (pr_why[0]) pr_result(PR_FAIL, "api", "%s", pr_why);
@@ -1539,10 +1546,7 @@ static void pr_probe_uniform(void) {
   double tm, ti[2], ts[2];
   cudaStream_t s = NULL;
   char why[400];
-  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
-    pr_result(PR_FAIL, "uniform", "cudaStreamCreate failed");
-    return;
-  }
+  if (!(s = pr_probe_stream("uniform"))) return;
   ci.eps = cs.eps = 0;
   ci.seed = 31;
   cs.seed = 32;
@@ -1578,10 +1582,7 @@ static void pr_probe_unique(void) {
   double tm, t[2];
   cudaStream_t s = NULL;
   char why[400];
-  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
-    pr_result(PR_FAIL, "unique", "cudaStreamCreate failed");
-    return;
-  }
+  if (!(s = pr_probe_stream("unique"))) return;
   c.eps = 0;
   c.seed = 33;
   c.max_unique = B;
