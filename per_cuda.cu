@@ -51,7 +51,7 @@
 //     directly, in launches that write none of them, or where one thread
 //     alone writes them, after a barrier of its block's section that
 //     orders the reads before (a sample's distinct draws: per.h's
-//     peri_plan_floyd and its set, peri_plan_window_picks).
+//     peri_plan_window_picks, the fallback of the whole tree's).
 // No float atomics: tree nodes get their values from per_tree_recompute
 // (a parent) or from the batch (a leaf); integer atomics on their bit
 // patterns only claim leaves.
@@ -983,9 +983,8 @@ struct peri_cuda_seqs {
 // flags, drawn leaves (an update_seq's leaves), values (a draw's leaf
 // values, an update's priorities) and an update's old leaf values; a
 // buffer's also has the set of its distinct draws
-// (2^peri_cat_hbits(max_batch) 64-bit words: a leaf and its first draw,
-// or the 32-bit words of Floyd's set; each call clearing what it uses
-// first) and, with sequences, a word per sequence (own: 0 between
+// (2^peri_cat_hbits(max_batch) 64-bit words: a leaf or a position and
+// its first draw; each call clearing what it uses first) and, with sequences, a word per sequence (own: 0 between
 // calls) and the rank table of a degenerate sample (one word per 32
 // sequences, and one). Everything but the arrays starts 0 and every call
 // leaves it 0.
@@ -1356,8 +1355,7 @@ static __global__ void PERI_CUDA_BOUNDS peri_cuda_claim_seq_kernel(
 // with per_buffer_sample's methods and the same use of the stream, so
 // the same leaves in the same order. Where a method changes the tree or
 // the permutation at every pick (the fallback after too many repeats,
-// the window's picks, alpha 0's swaps, Floyd's set), lane 0 makes the
-// picks in order and the others wait at the next barrier: no other
+// the window's picks, alpha 0's swaps), lane 0 makes the picks in order and the others wait at the next barrier: no other
 // thread of the launch touches what it writes (the tree's zeroed picks
 // are put back before the barrier).
 
@@ -1507,6 +1505,44 @@ static __device__ uint32_t *peri_cuda_block_scan(uint32_t *a, uint32_t *b) {
   return a;
 }
 
+// The set of a section's distinct draws: 2^hb 64-bit words, each empty
+// (0) or (key + 1) << 32 | the smallest draw index d entered with that
+// key, in slot hash(key) or after it (peri_set_insert's hash and
+// probing). The lanes empty it (a barrier to follow); a lane enters
+// (key, d) with a CAS that claims an empty slot and an atomicMin that
+// keeps the first draw, returning the slot; after a barrier,
+// peri_cuda_set_slot finds a key entered.
+static __device__ void peri_cuda_set_clear(unsigned long long *set,
+                                           uint32_t hb) {
+  PERI_CUDA_LANES(t) {
+    uint32_t h;
+    for (h = t; h < (1u << hb); h += blockDim.x) PERI_CUDA_ST(&set[h], 0ull);
+  }
+}
+
+static __device__ uint32_t peri_cuda_set_first(unsigned long long *set,
+                                               uint32_t hb, uint32_t key,
+                                               uint32_t d) {
+  unsigned long long mine = (unsigned long long)(key + 1u) << 32 | d, old;
+  uint32_t h = (uint32_t)(key * 2654435761u) >> (32u - hb);
+  while ((old = atomicCAS(&set[h], 0ull, mine)) != 0ull) {
+    if ((uint32_t)(old >> 32) == key + 1u) {
+      atomicMin(&set[h], mine);
+      break;
+    }
+    h = (h + 1u) & ((1u << hb) - 1u);
+  }
+  return h;
+}
+
+static __device__ uint32_t peri_cuda_set_slot(const unsigned long long *set,
+                                              uint32_t hb, uint32_t key) {
+  uint32_t h = (uint32_t)(key * 2654435761u) >> (32u - hb);
+  while ((uint32_t)(PERI_CUDA_LDCG(&set[h]) >> 32) != key + 1u)
+    h = (h + 1u) & ((1u << hb) - 1u);
+  return h;
+}
+
 // The whole tree's distinct draws (per_cat_sample's method, with the
 // buffer's repeat limit max_unique), phase 1 by the block's lanes: draw
 // e = 0, 1, ... is the leaf under real e of stream *r0 times the mass
@@ -1514,9 +1550,8 @@ static __device__ uint32_t *peri_cuda_block_scan(uint32_t *a, uint32_t *b) {
 // phase ends at B picks or `limit` (>= 1) repeats. Each round, lane
 // t < n makes draw e + t, n no more than the picks or the repeats still
 // allowed (so no round runs past the end: the CPU's groups), and enters
-// it in the set (2^peri_cat_hbits(B) words, each (leaf + 1) << 32 | the
-// smallest draw with that leaf: a CAS claims an empty slot, an atomicMin
-// keeps the first draw). After the barrier a draw is a pick when it is
+// it in the set (peri_cuda_set_first, 2^peri_cat_hbits(B) words: its
+// leaf and the smallest draw with it). After the barrier a draw is a pick when it is
 // its leaf's first, and a prefix sum over the lanes writes the picks in
 // draw order into idx and val. Returns the picks; *next: the stream
 // after the phase's last draw. Called by every thread of the block
@@ -1525,34 +1560,20 @@ static __device__ uint32_t peri_cuda_cat_iid(
     const per_rng *r0, const per_real *node, uint32_t L, uint32_t B,
     uint32_t limit, unsigned long long *set, uint32_t *idx, per_real *val,
     peri_cuda_block_mem sm, per_rng *next) {
-  uint32_t hb = peri_cat_hbits(B), mask = (1u << hb) - 1u, m = 0, rej = 0;
-  uint32_t e = 0, n, j, *inc;
+  uint32_t hb = peri_cat_hbits(B), m = 0, rej = 0, e = 0, n, j, *inc;
   uint64_t k;
   per_real total = PERI_CUDA_LD(&node[1]);
-  PERI_CUDA_LANES(t) {
-    uint32_t h;
-    for (h = t; h <= mask; h += blockDim.x) PERI_CUDA_ST(&set[h], 0ull);
-  }
+  peri_cuda_set_clear(set, hb);
   PERI_CUDA_SYNC();
   while (m < B && rej < limit) {
     n = B - m < blockDim.x ? B - m : blockDim.x;
     if (limit - rej < n) n = limit - rej;
     PERI_CUDA_LANES(t) {
-      uint32_t leaf, h;
-      unsigned long long mine, old;
+      uint32_t leaf;
       if (t >= n) continue;
       leaf = peri_cuda_descend(
           node, L, peri_mul_rn(peri_cuda_stream_real(r0, e + t), total));
-      mine = (unsigned long long)(leaf + 1u) << 32 | (e + t);
-      h = (uint32_t)(leaf * 2654435761u) >> (32u - hb); // peri_set_insert's
-      while ((old = atomicCAS(&set[h], 0ull, mine)) != 0ull) {
-        if ((uint32_t)(old >> 32) == leaf + 1u) {
-          atomicMin(&set[h], mine);
-          break;
-        }
-        h = (h + 1u) & mask;
-      }
-      PERI_CUDA_ST(&sm.sv[t], h);
+      PERI_CUDA_ST(&sm.sv[t], peri_cuda_set_first(set, hb, leaf, e + t));
       PERI_CUDA_ST(&sm.sv[blockDim.x + t], leaf);
     }
     PERI_CUDA_SYNC();
@@ -1630,6 +1651,130 @@ static __device__ uint32_t peri_cuda_rank_chunks(uint32_t E) {
 // each of the ceil(eligible / 32) chunks. Each lane counts a run of
 // chunks; a prefix sum over the lanes (sa, sb, sc: shared, a lane each)
 // gives each run its start. Returns the valid ones in all (nvalid).
+// Floyd's B distinct positions of N (B <= N: per.h's peri_plan_floyd)
+// by the block's lanes, into idx in pick order; *next: the stream after
+// them. Draw i is t_i = peri_rng_below(stream, j_i + 1), j_i = N - B + i,
+// and its pick is j_i when t_i is taken already, else t_i.
+//   - The draws: a word is rejected when its low product is under
+//     2^32 mod n, and the draw takes the next word. Each round lane t
+//     takes word g + t for draw i + t; the first lane whose word is
+//     rejected (an atomicMin) ends what the round settled, and the next
+//     round starts at the word after it (one round in most: a word is
+//     rejected with probability below n / 2^32).
+//   - The repeats (peri_cuda_floyd_picks): t_i is taken when an earlier
+//     draw had the same value (the set: each value's first draw), or
+//     when it is j_k of an earlier k whose pick was j_k. In rounds of a
+//     lane per draw, in order: an earlier round's picks are final in
+//     idx; a lane whose k is in its own round takes "taken" from lane k's
+//     by pointer jumping (log2 blockDim.x doubling steps): taken_i is
+//     true when any draw down the chain had its value first elsewhere or
+//     drew its own j.
+// Called by every thread of the block (uniform).
+static __device__ void peri_cuda_floyd_picks(uint32_t N, uint32_t B,
+                                             unsigned long long *set,
+                                             uint32_t *idx,
+                                             peri_cuda_block_mem sm);
+
+static __device__ void peri_cuda_floyd(uint32_t N, uint32_t B,
+                                       const per_rng *r0,
+                                       unsigned long long *set, uint32_t *idx,
+                                       peri_cuda_block_mem sm, per_rng *next) {
+  uint32_t i0 = 0, n, f, j, base = N - B;
+  uint64_t g0 = 0, k;
+  while (i0 < B) { // the draws
+    n = B - i0 < blockDim.x ? B - i0 : blockDim.x;
+    PERI_CUDA_LANES(t) {
+      if (t == 0) PERI_CUDA_ST(sm.status, n);
+    }
+    PERI_CUDA_SYNC();
+    PERI_CUDA_LANES(t) {
+      uint32_t nt = base + i0 + t + 1u, wd[4], jj;
+      uint64_t m, kk;
+      if (t >= n) continue;
+      peri_cuda_stream_at(r0, g0 + t, &kk, &jj);
+      peri_cuda_stream_block(r0, kk, wd);
+      m = (uint64_t)wd[jj] * nt;
+      if ((uint32_t)m < (0u - nt) % nt) atomicMin(sm.status, t);
+      else PERI_CUDA_ST(&idx[i0 + t], (uint32_t)(m >> 32));
+    }
+    PERI_CUDA_SYNC();
+    f = PERI_CUDA_LD(sm.status); // lanes before f settled their draws
+    g0 += f + (f < n);
+    i0 += f;
+    PERI_CUDA_SYNC(); // (read before lane 0 stores again)
+  }
+  peri_cuda_stream_at(r0, g0 - 1u, &k, &j);
+  *next = peri_cuda_stream_after(r0, k, j);
+  peri_cuda_floyd_picks(N, B, set, idx, sm);
+}
+
+// The draws t_i in idx[0..B) (t_i <= N - B + i) into Floyd's picks.
+static __device__ void peri_cuda_floyd_picks(uint32_t N, uint32_t B,
+                                             unsigned long long *set,
+                                             uint32_t *idx,
+                                             peri_cuda_block_mem sm) {
+  uint32_t i0, n, d, base = N - B, hb = peri_cat_hbits(B);
+  uint32_t *xa, *xb, *pa, *pb, *c;
+  peri_cuda_set_clear(set, hb); // each value's first draw
+  PERI_CUDA_SYNC();
+  PERI_CUDA_LANES(t) {
+    uint32_t i;
+    for (i = t; i < B; i += blockDim.x)
+      (void)peri_cuda_set_first(set, hb, PERI_CUDA_LD(&idx[i]), i);
+  }
+  PERI_CUDA_SYNC();
+  for (i0 = 0; i0 < B; i0 += blockDim.x) { // the repeats, round by round
+    n = B - i0 < blockDim.x ? B - i0 : blockDim.x;
+    xa = sm.sa; // taken so far, and the lane whose taken decides the rest
+    xb = sm.sb;
+    pa = sm.sv;
+    pb = sm.sv + blockDim.x;
+    PERI_CUDA_LANES(t) {
+      uint32_t i = i0 + t, v, x = 0, p = PERI_CUDA_NONE;
+      if (t < n) {
+        v = PERI_CUDA_LD(&idx[i]);
+        x = (uint32_t)PERI_CUDA_LDCG(&set[peri_cuda_set_slot(set, hb, v)]) < i;
+        if (!x && v >= base && v - base < i) { // v is j_k of k < i
+          uint32_t kd = v - base;
+          if (kd < i0) {
+            x = PERI_CUDA_LD(&idx[kd]) == v; // k's pick was j_k
+          } else { // k's pick was j_k if k took t_k = j_k or was taken
+            x = PERI_CUDA_LD(&idx[kd]) == v;
+            p = kd - i0;
+          }
+        }
+        if (x) p = PERI_CUDA_NONE;
+      }
+      PERI_CUDA_ST(&xa[t], x);
+      PERI_CUDA_ST(&pa[t], p);
+    }
+    PERI_CUDA_SYNC();
+    for (d = 1; d < blockDim.x; d <<= 1) {
+      PERI_CUDA_LANES(t) {
+        uint32_t x = PERI_CUDA_LD(&xa[t]), p = PERI_CUDA_LD(&pa[t]);
+        if (p != PERI_CUDA_NONE) {
+          x |= PERI_CUDA_LD(&xa[p]);
+          p = PERI_CUDA_LD(&pa[p]);
+        }
+        PERI_CUDA_ST(&xb[t], x);
+        PERI_CUDA_ST(&pb[t], p);
+      }
+      PERI_CUDA_SYNC();
+      c = xa;
+      xa = xb;
+      xb = c;
+      c = pa;
+      pa = pb;
+      pb = c;
+    }
+    PERI_CUDA_LANES(t) {
+      if (t < n && PERI_CUDA_LD(&xa[t]))
+        PERI_CUDA_ST(&idx[i0 + t], base + i0 + t);
+    }
+    PERI_CUDA_SYNC();
+  }
+}
+
 static __device__ uint32_t peri_cuda_seq_ranks(const peri_plan *p,
                                                const uint8_t *ok,
                                                uint32_t *rank, uint32_t *sa,
@@ -1722,14 +1867,15 @@ peri_cuda_pick(peri_plan *p, const per_rng *r0, uint32_t max_unique,
     if (max_unique < limit) limit = max_unique;
     m = peri_cuda_cat_iid(r0, node, L, B, (uint32_t)limit, set, idx, val, sm,
                           &p->next);
+  } else if (p->degenerate) {
+    peri_cuda_floyd(p->nvalid, B, r0, set, idx, sm, &p->next);
   }
-  if (!cat || m < B) { // lane 0 alone, in order
+  if (cat ? m < B : !p->degenerate) { // lane 0 alone, in order
     PERI_CUDA_LANES(t) {
       per_rng r = p->next;
       per_status u = PER_OK;
       if (t != 0) continue;
       if (cat) u = peri_cuda_cat_rest(&r, node, L, B, m, idx, val);
-      else if (p->degenerate) peri_plan_floyd(p, &r, (uint32_t *)set, idx);
       else if (p->whole)
         peri_cuda_pick_swap(&r, node, L, perm, size, B, idx, val);
       else u = peri_plan_window_picks(p, &r, node, idx, val);

@@ -78,6 +78,148 @@ static __global__ void host_k_uniform_ranks(const per_rng *r0, uint32_t n,
   if (threadIdx.x == 0) PERI_CUDA_ST(after, a);
 }
 
+// Floyd's positions by the lanes alone, in block 0 of the grid.
+static __global__ void host_k_floyd(const per_rng *r0, uint32_t N, uint32_t B,
+                                    unsigned long long *set, uint32_t *out,
+                                    per_rng *after) {
+  per_rng r, a;
+  if (blockIdx.x != 0 || !PERI_CUDA_BLOCK_SECTION()) return;
+  PERI_CUDA_BLOCK_MEM(sm);
+  r = PERI_CUDA_LD(r0);
+  peri_cuda_floyd(N, B, &r, set, out, sm, &a);
+  if (threadIdx.x == 0) PERI_CUDA_ST(after, a);
+}
+
+// peri_cuda_floyd against per.h's peri_plan_floyd, pick by pick, and the
+// stream after them byte for byte: N = B (every draw's value below its
+// j: long chains of picks that are some earlier draw's j), N a little
+// above B and far above it, and N = 3 * 2^30 and 2^32 - 1, where a word
+// is rejected a quarter and half of the time (a round cut short); streams
+// with 0 to 4 words left in their block; batches within one round, at
+// its edge and over several rounds.
+static void host_case_floyd(void) {
+  static const uint32_t Bs[] = {1, 2, 255, 256, 257, 1000, 3000};
+  const uint32_t most = 3000;
+  per_rng *d_r = (per_rng *)cc_dmalloc(2 * sizeof(per_rng));
+  uint32_t *d_out = (uint32_t *)cc_dmalloc(most * sizeof(uint32_t));
+  unsigned long long *d_set = (unsigned long long *)cc_dmalloc(
+      ((size_t)1 << peri_cat_hbits(most)) * sizeof(unsigned long long));
+  uint32_t *got = (uint32_t *)malloc(most * sizeof(uint32_t));
+  uint32_t *want = (uint32_t *)malloc(most * sizeof(uint32_t));
+  uint32_t *set = (uint32_t *)malloc(((size_t)1 << peri_cat_hbits(most)) * 4);
+  unsigned long long chained = 0, rejected = 0, bad = 0;
+  uint32_t a, b, c, k;
+  if (!d_r || !d_out || !d_set || !got || !want || !set) return;
+  for (c = 0; c < 5; ++c)
+    for (a = 0; a <= 4; ++a)
+      for (b = 0; b < sizeof Bs / sizeof Bs[0]; ++b) {
+        uint32_t B = Bs[b];
+        uint32_t N = c == 0   ? B
+                     : c == 1 ? B + 3
+                     : c == 2 ? 40 * B
+                     : c == 3 ? 3u << 30
+                              : 0xFFFFFFFFu;
+        per_rng r, after;
+        peri_plan p;
+        uint64_t words;
+        memset(&p, 0, sizeof p);
+        p.nvalid = N;
+        p.B = B;
+        per_rng_init(&r, 7000 + 10 * c + a);
+        r.counter = 5 + b;
+        if (a) { // the block before counter, a words of it still to come
+          per_rng_block(r.seed, r.counter - 1, r.buf);
+          r.avail = a;
+        }
+        cc_h2d(d_r, &r, sizeof r);
+        PER_CUDA_LAUNCH(host_k_floyd, 2, PERI_CUDA_BLOCK_THREADS, cc_stream,
+                        (const per_rng *)d_r, N, B, d_set, d_out, d_r + 1);
+        cc_d2h(got, d_out, B * sizeof(uint32_t));
+        cc_d2h(&after, d_r + 1, sizeof after);
+        words = 4 * r.counter - r.avail;
+        peri_plan_floyd(&p, &r, set, want);
+        rejected += 4 * r.counter - r.avail - words - B;
+        for (k = 0; k < B; ++k) {
+          chained += want[k] == N - B + k && k > 0;
+          if (got[k] != want[k] && bad++ < 5)
+            fprintf(stderr, "N %u, avail %u, B %u: pick %u is %u, not %u\n", N,
+                    a, B, k, got[k], want[k]);
+        }
+        CHECK_MSG(memcmp(&after, &r, sizeof r) == 0,
+                  "N %u, avail %u, B %u: the stream after differs", N, a, B);
+      }
+  CHECK_EQ_U(bad, 0);
+  CHECK(chained > 10000 && rejected > 1000);
+  printf("  Floyd's picks of a section: %llu picks of a j, %llu words "
+         "rejected on the way\n",
+         chained, rejected);
+  free(got);
+  free(want);
+  free(set);
+  cudaFree(d_r);
+  cudaFree(d_out);
+  cudaFree(d_set);
+}
+
+// The picks of given draws alone, in block 0 of the grid.
+static __global__ void host_k_floyd_picks(uint32_t N, uint32_t B,
+                                          unsigned long long *set,
+                                          uint32_t *idx) {
+  if (blockIdx.x != 0 || !PERI_CUDA_BLOCK_SECTION()) return;
+  PERI_CUDA_BLOCK_MEM(sm);
+  peri_cuda_floyd_picks(N, B, set, idx, sm);
+}
+
+// peri_cuda_floyd_picks on draws made to order, against Floyd's rule
+// applied in turn (a pick is j when its draw is taken, per.h's set): the
+// chain where draw i is j_{i-1} (every pick j, each taken because the
+// one before picked its j: a chain through 255 lanes of a round, the
+// doubling's longest, and on across rounds), draws that alternate
+// between that and a fresh value, and random draws below each j + 1 for
+// N = B and N = B + 5.
+static void host_case_floyd_picks(void) {
+  enum { B = 1000 };
+  uint32_t *d_idx = (uint32_t *)cc_dmalloc(B * sizeof(uint32_t));
+  unsigned long long *d_set = (unsigned long long *)cc_dmalloc(
+      ((size_t)1 << peri_cat_hbits(B)) * sizeof(unsigned long long));
+  uint32_t t[B], got[B], want[B],
+      *set = (uint32_t *)malloc(((size_t)1 << peri_cat_hbits(B)) * 4);
+  uint32_t pat, i, bad = 0, longest = 0;
+  per_rng r;
+  per_rng_init(&r, 4711);
+  if (!d_idx || !d_set || !set) return;
+  for (pat = 0; pat < 4; ++pat) {
+    uint32_t N = pat == 3 ? B + 5 : B, base = N - B, hb, run = 0;
+    for (i = 0; i < B; ++i)
+      t[i] = pat == 0   ? (i ? base + i - 1 : 0)
+             : pat == 1 ? (i % 2 ? base + i - 1 : i / 2)
+                        : per_rng_below(&r, base + i + 1);
+    hb = peri_set_reset(set, B);
+    for (i = 0; i < B; ++i) { // Floyd's rule
+      want[i] = t[i];
+      if (!peri_set_insert(set, hb, t[i])) {
+        peri_set_insert(set, hb, base + i);
+        want[i] = base + i;
+      }
+      run = want[i] == base + i && t[i] != want[i] ? run + 1 : 0;
+      if (run > longest) longest = run;
+    }
+    cc_h2d(d_idx, t, sizeof t);
+    PER_CUDA_LAUNCH(host_k_floyd_picks, 1, PERI_CUDA_BLOCK_THREADS, cc_stream,
+                    N, (uint32_t)B, d_set, d_idx);
+    cc_d2h(got, d_idx, sizeof got);
+    for (i = 0; i < B; ++i)
+      if (got[i] != want[i] && bad++ < 5)
+        fprintf(stderr, "pattern %u: pick %u is %u, not %u\n", pat, i, got[i],
+                want[i]);
+  }
+  CHECK_EQ_U(bad, 0);
+  CHECK(longest >= 900); // the chain ran on through the rounds
+  free(set);
+  cudaFree(d_idx);
+  cudaFree(d_set);
+}
+
 // peri_cuda_uniform_ranks against per.h's peri_rng_below, value by value,
 // and the stream after them byte for byte: n that reject few words or
 // many (2^32 mod n: 2^30 of every 2^32 words for 3 * 2^30, almost half
@@ -929,6 +1071,8 @@ int main(int argc, char **argv) {
   host_case_descend();
   host_case_uniform_ranks();
   host_case_stream_reals();
+  host_case_floyd();
+  host_case_floyd_picks();
   CHECK_EQ_U(sizeof(peri_cuda_acc), 40); // the scratch sizes the cases expect
   // grid sizes up to the largest sample (B = UINT32_MAX) do not overflow
   CHECK_EQ_U(peri_cuda_blocks_for(1), 1);
