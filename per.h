@@ -3257,13 +3257,18 @@ static PER_HD uint32_t peri_set_reset(uint32_t *table, uint32_t k) {
   return hb;
 }
 
+/* The slot of a set of 2^hbits slots where key's probing starts. */
+static PER_HD uint32_t peri_set_home(uint32_t key, uint32_t hbits) {
+  return (uint32_t)(key * 2654435761u) >> (32u - hbits);
+}
+
 /* Insert key into the open-addressing set of 2^hbits words in table (0:
    an empty slot, key + 1 a member); 1 when it was new, 0 when already
    present. The per_cat table and the buffer's unique draws use it. */
 static PER_HD int peri_set_insert(uint32_t *table, uint32_t hbits,
                                   uint32_t key) {
   uint32_t mask = (1u << hbits) - 1u;
-  uint32_t h = (uint32_t)(key * 2654435761u) >> (32u - hbits);
+  uint32_t h = peri_set_home(key, hbits);
   for (;;) {
     uint32_t cur = table[h];
     if (cur == 0) {

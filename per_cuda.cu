@@ -1505,9 +1505,14 @@ static __device__ uint32_t *peri_cuda_block_scan(uint32_t *a, uint32_t *b) {
   return a;
 }
 
+// The lanes a round of a section gives `left` draws still to make.
+static __device__ uint32_t peri_cuda_round_lanes(uint32_t left) {
+  return left < blockDim.x ? left : blockDim.x;
+}
+
 // The set of a section's distinct draws: 2^hb 64-bit words, each empty
 // (0) or (key + 1) << 32 | the smallest draw index d entered with that
-// key, in slot hash(key) or after it (peri_set_insert's hash and
+// key, in slot peri_set_home(key, hb) or after it (peri_set_insert's
 // probing). The lanes empty it (a barrier to follow); a lane enters
 // (key, d) with a CAS that claims an empty slot and an atomicMin that
 // keeps the first draw, returning the slot; after a barrier,
@@ -1524,7 +1529,7 @@ static __device__ uint32_t peri_cuda_set_first(unsigned long long *set,
                                                uint32_t hb, uint32_t key,
                                                uint32_t d) {
   unsigned long long mine = (unsigned long long)(key + 1u) << 32 | d, old;
-  uint32_t h = (uint32_t)(key * 2654435761u) >> (32u - hb);
+  uint32_t h = peri_set_home(key, hb);
   while ((old = atomicCAS(&set[h], 0ull, mine)) != 0ull) {
     if ((uint32_t)(old >> 32) == key + 1u) {
       atomicMin(&set[h], mine);
@@ -1537,7 +1542,7 @@ static __device__ uint32_t peri_cuda_set_first(unsigned long long *set,
 
 static __device__ uint32_t peri_cuda_set_slot(const unsigned long long *set,
                                               uint32_t hb, uint32_t key) {
-  uint32_t h = (uint32_t)(key * 2654435761u) >> (32u - hb);
+  uint32_t h = peri_set_home(key, hb);
   while ((uint32_t)(PERI_CUDA_LDCG(&set[h]) >> 32) != key + 1u)
     h = (h + 1u) & ((1u << hb) - 1u);
   return h;
@@ -1566,7 +1571,7 @@ static __device__ uint32_t peri_cuda_cat_iid(
   peri_cuda_set_clear(set, hb);
   PERI_CUDA_SYNC();
   while (m < B && rej < limit) {
-    n = B - m < blockDim.x ? B - m : blockDim.x;
+    n = peri_cuda_round_lanes(B - m);
     if (limit - rej < n) n = limit - rej;
     PERI_CUDA_LANES(t) {
       uint32_t leaf;
@@ -1627,88 +1632,8 @@ static __device__ per_status peri_cuda_cat_rest(per_rng *r, per_real *node,
   return PER_OK;
 }
 
-// The eligible sequences of a plan, positions e = 0, 1, ... over its
-// ranges in order: how many, and the sequence at e.
-static __device__ uint32_t peri_cuda_seq_count(const peri_plan *p) {
-  uint32_t q, n = 0;
-  for (q = 0; q < p->nr; ++q) n += p->hi[q] - p->lo[q];
-  return n;
-}
-
-static __device__ uint32_t peri_cuda_seq_pos(const peri_plan *p, uint32_t e) {
-  uint32_t n0 = p->hi[0] - p->lo[0];
-  return e < n0 ? p->lo[0] + e : p->lo[1] + (e - n0);
-}
-
-// Positions a rank table entry covers, and the entries of E positions.
-#define PERI_CUDA_RANK_CHUNK 32u
-static __device__ uint32_t peri_cuda_rank_chunks(uint32_t E) {
-  return (E + PERI_CUDA_RANK_CHUNK - 1) / PERI_CUDA_RANK_CHUNK;
-}
-
-// The rank table of a plan's eligible sequences (ok: their flags), by
-// the block's lanes: rank[c] = the valid ones before position 32c, for
-// each of the ceil(eligible / 32) chunks. Each lane counts a run of
-// chunks; a prefix sum over the lanes (sa, sb, sc: shared, a lane each)
-// gives each run its start. Returns the valid ones in all (nvalid).
-// Floyd's B distinct positions of N (B <= N: per.h's peri_plan_floyd)
-// by the block's lanes, into idx in pick order; *next: the stream after
-// them. Draw i is t_i = peri_rng_below(stream, j_i + 1), j_i = N - B + i,
-// and its pick is j_i when t_i is taken already, else t_i.
-//   - The draws: a word is rejected when its low product is under
-//     2^32 mod n, and the draw takes the next word. Each round lane t
-//     takes word g + t for draw i + t; the first lane whose word is
-//     rejected (an atomicMin) ends what the round settled, and the next
-//     round starts at the word after it (one round in most: a word is
-//     rejected with probability below n / 2^32).
-//   - The repeats (peri_cuda_floyd_picks): t_i is taken when an earlier
-//     draw had the same value (the set: each value's first draw), or
-//     when it is j_k of an earlier k whose pick was j_k. In rounds of a
-//     lane per draw, in order: an earlier round's picks are final in
-//     idx; a lane whose k is in its own round takes "taken" from lane k's
-//     by pointer jumping (log2 blockDim.x doubling steps): taken_i is
-//     true when any draw down the chain had its value first elsewhere or
-//     drew its own j.
-// Called by every thread of the block (uniform).
-static __device__ void peri_cuda_floyd_picks(uint32_t N, uint32_t B,
-                                             unsigned long long *set,
-                                             uint32_t *idx,
-                                             peri_cuda_block_mem sm);
-
-static __device__ void peri_cuda_floyd(uint32_t N, uint32_t B,
-                                       const per_rng *r0,
-                                       unsigned long long *set, uint32_t *idx,
-                                       peri_cuda_block_mem sm, per_rng *next) {
-  uint32_t i0 = 0, n, f, j, base = N - B;
-  uint64_t g0 = 0, k;
-  while (i0 < B) { // the draws
-    n = B - i0 < blockDim.x ? B - i0 : blockDim.x;
-    PERI_CUDA_LANES(t) {
-      if (t == 0) PERI_CUDA_ST(sm.status, n);
-    }
-    PERI_CUDA_SYNC();
-    PERI_CUDA_LANES(t) {
-      uint32_t nt = base + i0 + t + 1u, wd[4], jj;
-      uint64_t m, kk;
-      if (t >= n) continue;
-      peri_cuda_stream_at(r0, g0 + t, &kk, &jj);
-      peri_cuda_stream_block(r0, kk, wd);
-      m = (uint64_t)wd[jj] * nt;
-      if ((uint32_t)m < (0u - nt) % nt) atomicMin(sm.status, t);
-      else PERI_CUDA_ST(&idx[i0 + t], (uint32_t)(m >> 32));
-    }
-    PERI_CUDA_SYNC();
-    f = PERI_CUDA_LD(sm.status); // lanes before f settled their draws
-    g0 += f + (f < n);
-    i0 += f;
-    PERI_CUDA_SYNC(); // (read before lane 0 stores again)
-  }
-  peri_cuda_stream_at(r0, g0 - 1u, &k, &j);
-  *next = peri_cuda_stream_after(r0, k, j);
-  peri_cuda_floyd_picks(N, B, set, idx, sm);
-}
-
-// The draws t_i in idx[0..B) (t_i <= N - B + i) into Floyd's picks.
+// The draws t_i in idx[0..B) (t_i <= N - B + i) into Floyd's picks (see
+// peri_cuda_floyd, next).
 static __device__ void peri_cuda_floyd_picks(uint32_t N, uint32_t B,
                                              unsigned long long *set,
                                              uint32_t *idx,
@@ -1724,7 +1649,7 @@ static __device__ void peri_cuda_floyd_picks(uint32_t N, uint32_t B,
   }
   PERI_CUDA_SYNC();
   for (i0 = 0; i0 < B; i0 += blockDim.x) { // the repeats, round by round
-    n = B - i0 < blockDim.x ? B - i0 : blockDim.x;
+    n = peri_cuda_round_lanes(B - i0);
     xa = sm.sa; // taken so far, and the lane whose taken decides the rest
     xb = sm.sb;
     pa = sm.sv;
@@ -1736,12 +1661,10 @@ static __device__ void peri_cuda_floyd_picks(uint32_t N, uint32_t B,
         x = (uint32_t)PERI_CUDA_LDCG(&set[peri_cuda_set_slot(set, hb, v)]) < i;
         if (!x && v >= base && v - base < i) { // v is j_k of k < i
           uint32_t kd = v - base;
-          if (kd < i0) {
-            x = PERI_CUDA_LD(&idx[kd]) == v; // k's pick was j_k
-          } else { // k's pick was j_k if k took t_k = j_k or was taken
-            x = PERI_CUDA_LD(&idx[kd]) == v;
-            p = kd - i0;
-          }
+          // k picked j_k: an earlier round's pick is final; in this
+          // round, k drew t_k = j_k, or k's taken decides (lane kd - i0)
+          x = PERI_CUDA_LD(&idx[kd]) == v;
+          if (kd >= i0) p = kd - i0;
         }
         if (x) p = PERI_CUDA_NONE;
       }
@@ -1775,6 +1698,82 @@ static __device__ void peri_cuda_floyd_picks(uint32_t N, uint32_t B,
   }
 }
 
+// Floyd's B distinct positions of N (B <= N: per.h's peri_plan_floyd)
+// by the block's lanes, into idx in pick order; *next: the stream after
+// them. Draw i is t_i = peri_rng_below(stream, j_i + 1), j_i = N - B + i,
+// and its pick is j_i when t_i is taken already, else t_i.
+//   - The draws: a word is rejected when its low product is under
+//     2^32 mod n, and the draw takes the next word. Each round lane t
+//     takes word g + t for draw i + t; the first lane whose word is
+//     rejected (an atomicMin) ends what the round settled, and the next
+//     round starts at the word after it (one round in most: a word is
+//     rejected with probability below n / 2^32).
+//   - The repeats (peri_cuda_floyd_picks): t_i is taken when an earlier
+//     draw had the same value (the set: each value's first draw), or
+//     when it is j_k of an earlier k whose pick was j_k. In rounds of a
+//     lane per draw, in order: an earlier round's picks are final in
+//     idx; a lane whose k is in its own round takes "taken" from lane k's
+//     by pointer jumping (log2 blockDim.x doubling steps): taken_i is
+//     true when any draw down the chain had its value first elsewhere or
+//     drew its own j.
+// Called by every thread of the block (uniform).
+static __device__ void peri_cuda_floyd(uint32_t N, uint32_t B,
+                                       const per_rng *r0,
+                                       unsigned long long *set, uint32_t *idx,
+                                       peri_cuda_block_mem sm, per_rng *next) {
+  uint32_t i0 = 0, n, f, j, base = N - B;
+  uint64_t g0 = 0, k;
+  while (i0 < B) { // the draws
+    n = peri_cuda_round_lanes(B - i0);
+    PERI_CUDA_LANES(t) {
+      if (t == 0) PERI_CUDA_ST(sm.status, n);
+    }
+    PERI_CUDA_SYNC();
+    PERI_CUDA_LANES(t) {
+      uint32_t nt = base + i0 + t + 1u, wd[4], jj;
+      uint64_t m, kk;
+      if (t >= n) continue;
+      peri_cuda_stream_at(r0, g0 + t, &kk, &jj);
+      peri_cuda_stream_block(r0, kk, wd);
+      m = (uint64_t)wd[jj] * nt;
+      if ((uint32_t)m < (0u - nt) % nt) atomicMin(sm.status, t);
+      else PERI_CUDA_ST(&idx[i0 + t], (uint32_t)(m >> 32));
+    }
+    PERI_CUDA_SYNC();
+    f = PERI_CUDA_LD(sm.status); // lanes before f settled their draws
+    g0 += f + (f < n);
+    i0 += f;
+    PERI_CUDA_SYNC(); // (read before lane 0 stores again)
+  }
+  peri_cuda_stream_at(r0, g0 - 1u, &k, &j);
+  *next = peri_cuda_stream_after(r0, k, j);
+  peri_cuda_floyd_picks(N, B, set, idx, sm);
+}
+
+// The eligible sequences of a plan, positions e = 0, 1, ... over its
+// ranges in order: how many, and the sequence at e.
+static __device__ uint32_t peri_cuda_seq_count(const peri_plan *p) {
+  uint32_t q, n = 0;
+  for (q = 0; q < p->nr; ++q) n += p->hi[q] - p->lo[q];
+  return n;
+}
+
+static __device__ uint32_t peri_cuda_seq_pos(const peri_plan *p, uint32_t e) {
+  uint32_t n0 = p->hi[0] - p->lo[0];
+  return e < n0 ? p->lo[0] + e : p->lo[1] + (e - n0);
+}
+
+// Positions a rank table entry covers, and the entries of E positions.
+#define PERI_CUDA_RANK_CHUNK 32u
+static __device__ uint32_t peri_cuda_rank_chunks(uint32_t E) {
+  return (E + PERI_CUDA_RANK_CHUNK - 1) / PERI_CUDA_RANK_CHUNK;
+}
+
+// The rank table of a plan's eligible sequences (ok: their flags), by
+// the block's lanes: rank[c] = the valid ones before position 32c, for
+// each of the ceil(eligible / 32) chunks. Each lane counts a run of
+// chunks; a prefix sum over the lanes (sa, sb, sc: shared, a lane each)
+// gives each run its start. Returns the valid ones in all (nvalid).
 static __device__ uint32_t peri_cuda_seq_ranks(const peri_plan *p,
                                                const uint8_t *ok,
                                                uint32_t *rank, uint32_t *sa,
@@ -1832,14 +1831,63 @@ static __device__ uint32_t peri_cuda_seq_at_rank(const peri_plan *p,
   return 0; // r >= nvalid: not reached
 }
 
+// The lanes' part of a section's batch once its picks are in idx (and,
+// but for degenerate mass, their values in val): ids, and weights by the
+// buffer's minimum; or the batch's minimum over the lanes, which thread
+// 0 reports (the record returned). Degenerate mass: each entry of idx is
+// a uniform position, turned into its leaf (sequences through the rank
+// table) with its value into val, and every weight is 1. Called by every
+// thread of the block (uniform).
+static __device__ peri_cuda_acc peri_cuda_emit(
+    const peri_plan *p, const uint8_t *ok, uint32_t cap, const uint32_t *rank,
+    const per_real *node, const uint32_t *gen, uint32_t B, uint32_t *idx,
+    per_real *val, uint64_t *ids, float *w, peri_cuda_block_mem sm) {
+  peri_cuda_acc a = peri_cuda_acc_none();
+  per_real pmin = PERI_NO_MIN;
+  uint32_t L = p->L, j;
+  PERI_CUDA_LANES(t) {
+    uint32_t k;
+    per_real mn = PERI_NO_MIN;
+    for (k = t; k < B; k += blockDim.x) {
+      uint32_t leaf = PERI_CUDA_LD(&idx[k]);
+      per_real x;
+      if (p->degenerate) {
+        leaf = p->seq ? peri_cuda_seq_at_rank(p, ok, rank, leaf)
+                      : peri_plan_uniform_leaf(p, ok, cap, leaf);
+        PERI_CUDA_ST(&idx[k], leaf);
+        x = PERI_CUDA_LD(&node[L + leaf]);
+        PERI_CUDA_ST(&val[k], x);
+      } else {
+        x = PERI_CUDA_LD(&val[k]);
+      }
+      if (ids) PERI_CUDA_ST(&ids[k], peri_cuda_id_of(p, gen, p->stride, leaf));
+      if (w && p->degenerate) PERI_CUDA_ST(&w[k], 1.0f);
+      else if (w && p->bufmax)
+        PERI_CUDA_ST(&w[k], peri_weight(x, p->pmin, p->beta));
+      else if (x < mn) mn = x;
+    }
+    PERI_CUDA_ST(&sm.mn[t], mn);
+  }
+  PERI_CUDA_SYNC();
+  if (w && !p->degenerate && !p->bufmax) {
+    for (j = 0; j < blockDim.x; ++j) {
+      per_real x = PERI_CUDA_LD(&sm.mn[j]);
+      if (x < pmin) pmin = x;
+    }
+    a = peri_cuda_weight_report(pmin, 0);
+  }
+  return a;
+}
+
 // A PER_SAMPLE_UNIQUE sample's picks (p->next: from *r0, over the stream
 // they read), their ids and weights, as the draw kernel writes a
 // batch's; returns what thread 0 reports (a status, or the batch minimum
 // when the weights wait for it). node: the tree drawn from (items' or
 // sequences'); perm: items only; rank: the sequences' rank table. The
 // whole tree's phase 1 is the lanes' (peri_cuda_cat_iid), as are
-// degenerate sequences' rank table, the positions' leaves and the ids
-// and weights; the other methods are lane 0's. Called by every thread
+// Floyd's picks of degenerate mass (peri_cuda_floyd, sequences' rank
+// table first) and the rest (peri_cuda_emit); the other methods are lane
+// 0's. Called by every thread
 // of the block (uniform).
 static __device__ peri_cuda_acc
 peri_cuda_pick(peri_plan *p, const per_rng *r0, uint32_t max_unique,
@@ -1849,8 +1897,7 @@ peri_cuda_pick(peri_plan *p, const per_rng *r0, uint32_t max_unique,
                uint64_t *ids, float *w, peri_cuda_block_mem sm) {
   peri_cuda_acc a = peri_cuda_acc_none();
   per_status s = PER_OK;
-  per_real pmin = PERI_NO_MIN;
-  uint32_t m = 0, L = p->L, j;
+  uint32_t m = 0, L = p->L;
   int cat = p->whole && !p->degenerate && !(perm && !p->seq);
   p->next = *r0;
   if (p->degenerate && p->seq) { // uniform over the valid ones
@@ -1890,38 +1937,7 @@ peri_cuda_pick(peri_plan *p, const per_rng *r0, uint32_t max_unique,
       return a;
     }
   }
-  PERI_CUDA_LANES(t) { // degenerate: positions into leaves
-    uint32_t k;
-    per_real mn = PERI_NO_MIN;
-    for (k = t; k < B; k += blockDim.x) {
-      uint32_t leaf = PERI_CUDA_LD(&idx[k]);
-      per_real x;
-      if (p->degenerate) {
-        leaf = p->seq ? peri_cuda_seq_at_rank(p, ok, rank, leaf)
-                      : peri_plan_uniform_leaf(p, ok, cap, leaf);
-        PERI_CUDA_ST(&idx[k], leaf);
-        x = PERI_CUDA_LD(&node[L + leaf]);
-        PERI_CUDA_ST(&val[k], x);
-      } else {
-        x = PERI_CUDA_LD(&val[k]);
-      }
-      if (ids) PERI_CUDA_ST(&ids[k], peri_cuda_id_of(p, gen, p->stride, leaf));
-      if (w && p->degenerate) PERI_CUDA_ST(&w[k], 1.0f);
-      else if (w && p->bufmax)
-        PERI_CUDA_ST(&w[k], peri_weight(x, p->pmin, p->beta));
-      else if (x < mn) mn = x;
-    }
-    PERI_CUDA_ST(&sm.mn[t], mn);
-  }
-  PERI_CUDA_SYNC();
-  if (w && !p->degenerate && !p->bufmax) {
-    for (j = 0; j < blockDim.x; ++j) {
-      per_real x = PERI_CUDA_LD(&sm.mn[j]);
-      if (x < pmin) pmin = x;
-    }
-    a = peri_cuda_weight_report(pmin, 0);
-  }
-  return a;
+  return peri_cuda_emit(p, ok, cap, rank, node, gen, B, idx, val, ids, w, sm);
 }
 
 // Degenerate mass, without PER_SAMPLE_UNIQUE: the B uniform draws of
@@ -1986,8 +2002,8 @@ static __device__ per_rng peri_cuda_uniform_ranks(const per_rng *r0, uint32_t n,
 
 // The section's draws into idx, val, ids and w (weights 1) as the draw
 // kernel writes a batch's, and p->next the stream after them:
-// peri_cuda_uniform_ranks into idx, then each lane turns every
-// blockDim.x-th into its leaf. Sequences: p->nvalid and the rank table
+// peri_cuda_uniform_ranks into idx, then peri_cuda_emit turns each
+// position into its leaf, as for distinct draws. Sequences: p->nvalid and the rank table
 // first (rank), and PER_ERR_TOO_FEW when no sequence is valid. Called by
 // every thread of the block (uniform).
 static __device__ per_status peri_cuda_uniform_draws(
@@ -2000,18 +2016,7 @@ static __device__ per_status peri_cuda_uniform_draws(
     if (p->nvalid == 0) return PER_ERR_TOO_FEW;
   }
   p->next = peri_cuda_uniform_ranks(r0, p->nvalid, B, idx, sm);
-  PERI_CUDA_LANES(t) {
-    uint32_t k;
-    for (k = t; k < B; k += blockDim.x) {
-      uint32_t r = PERI_CUDA_LD(&idx[k]);
-      uint32_t leaf = p->seq ? peri_cuda_seq_at_rank(p, ok, rank, r)
-                             : peri_plan_uniform_leaf(p, ok, cap, r);
-      PERI_CUDA_ST(&idx[k], leaf);
-      PERI_CUDA_ST(&val[k], node[p->L + leaf]);
-      if (ids) PERI_CUDA_ST(&ids[k], peri_cuda_id_of(p, gen, p->stride, leaf));
-      if (w) PERI_CUDA_ST(&w[k], 1.0f);
-    }
-  }
+  (void)peri_cuda_emit(p, ok, cap, rank, node, gen, B, idx, val, ids, w, sm);
   return PER_OK;
 }
 
