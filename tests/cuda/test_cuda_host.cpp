@@ -78,6 +78,19 @@ static __global__ void host_k_uniform_ranks(const per_rng *r0, uint32_t n,
   if (threadIdx.x == 0) PERI_CUDA_ST(after, a);
 }
 
+// A stream at block `counter` of seed, with `avail` (0 .. 4) words of
+// the block before it still to come.
+static per_rng host_stream(uint64_t seed, uint64_t counter, uint32_t avail) {
+  per_rng r;
+  per_rng_init(&r, seed);
+  r.counter = counter;
+  if (avail) {
+    per_rng_block(r.seed, r.counter - 1, r.buf);
+    r.avail = avail;
+  }
+  return r;
+}
+
 // Floyd's positions by the lanes alone, in block 0 of the grid.
 static __global__ void host_k_floyd(const per_rng *r0, uint32_t N, uint32_t B,
                                     unsigned long long *set, uint32_t *out,
@@ -125,12 +138,7 @@ static void host_case_floyd(void) {
         memset(&p, 0, sizeof p);
         p.nvalid = N;
         p.B = B;
-        per_rng_init(&r, 7000 + 10 * c + a);
-        r.counter = 5 + b;
-        if (a) { // the block before counter, a words of it still to come
-          per_rng_block(r.seed, r.counter - 1, r.buf);
-          r.avail = a;
-        }
+        r = host_stream(7000 + 10 * c + a, 5 + b, a);
         cc_h2d(d_r, &r, sizeof r);
         PER_CUDA_LAUNCH(host_k_floyd, 2, PERI_CUDA_BLOCK_THREADS, cc_stream,
                         (const per_rng *)d_r, N, B, d_set, d_out, d_r + 1);
@@ -241,12 +249,7 @@ static void host_case_uniform_ranks(void) {
       for (b = 0; b < sizeof Bs / sizeof Bs[0]; ++b) {
         per_rng r, after;
         uint64_t words;
-        per_rng_init(&r, 1000 + 10 * i + a);
-        r.counter = 77 + b;
-        if (a) { // the block before counter, a words of it still to come
-          per_rng_block(r.seed, r.counter - 1, r.buf);
-          r.avail = a;
-        }
+        r = host_stream(1000 + 10 * i + a, 77 + b, a);
         cc_h2d(d_r, &r, sizeof r);
         PER_CUDA_LAUNCH(host_k_uniform_ranks, 2, PERI_CUDA_BLOCK_THREADS,
                         cc_stream, (const per_rng *)d_r, ns[i], Bs[b], d_out,
@@ -285,13 +288,7 @@ static void host_case_uniform_ranks(void) {
 static void host_case_stream_reals(void) {
   uint32_t a, e, bad = 0, across = 0;
   for (a = 0; a <= 4; ++a) {
-    per_rng r0, r;
-    per_rng_init(&r0, 5000 + a);
-    r0.counter = 11;
-    if (a) { // the block before counter, a words of it still to come
-      per_rng_block(r0.seed, r0.counter - 1, r0.buf);
-      r0.avail = a;
-    }
+    per_rng r0 = host_stream(5000 + a, 11, a), r;
     r = r0;
     for (e = 0; e < 64; ++e) {
       per_real want = peri_rng_real(&r), got = peri_cuda_stream_real(&r0, e);
